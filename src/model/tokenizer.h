@@ -1,0 +1,76 @@
+/* tokenizer.h — byte-level BPE as used by Qwen2/Qwen2.5 and Llama-3 (HF tokenizers' BPE model with
+ * the ByteLevel pre-tokenizer/decoder), loaded from tokenizer.json or from GGUF metadata.
+ *
+ * Encoding pipeline (the same order as HF tokenizers):
+ *   1. added tokens (special and not) are split out of the raw text first, longest match wins;
+ *   2. the normalizer (NFC when tokenizer.json says so) runs on the remaining pieces;
+ *   3. the Split pre-tokenizer's regex (verbatim from the file, PCRE2 with UTF+UCP) cuts words;
+ *   4. each word's bytes are mapped through the ByteLevel table and merged by merge rank
+ *      (with `ignore_merges`, a word that is itself in the vocab is taken whole);
+ *   5. the post-processor adds template tokens (e.g. Llama-3's <|begin_of_text|>) when asked.
+ * A tokenizer is immutable after load and safe to use from many threads.
+ */
+#ifndef FRUGAL_TOKENIZER_H
+#define FRUGAL_TOKENIZER_H
+
+#include "base/base.h"
+
+typedef struct fr_tokenizer fr_tokenizer;
+
+/* From an HF tokenizer.json file. Errors name the file and the problem. */
+fr_tokenizer *fr_tokenizer_load_json(const char *path, fr_err *err);
+
+/* From a GGUF vocabulary (tokenizer.ggml.* keys). `pre` is tokenizer.ggml.pre; known names
+ * ("qwen2", "llama-bpe", ...) map to the regexes of their tokenizer.json files; an unknown name
+ * is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
+ * 5 unused, 6 byte (may be NULL). merges: "a b" strings in rank order. */
+typedef struct fr_vocab_spec {
+    int n_tokens;
+    const char *const *tokens;   /* token strings (byte-level mapped, as stored) */
+    const size_t *token_lens;    /* their byte lengths */
+    const int32_t *token_types;  /* or NULL */
+    int n_merges;
+    const char *const *merges;
+    const size_t *merge_lens;
+    const char *pre;             /* tokenizer.ggml.pre, or NULL for "default" */
+    int bos_id, eos_id, pad_id;  /* -1 when absent */
+    bool add_bos;                /* tokenizer.ggml.add_bos_token */
+} fr_vocab_spec;
+fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err);
+
+void fr_tokenizer_free(fr_tokenizer *t);
+
+/* Encode UTF-8 text. add_special: apply the post-processor (BOS for Llama-3), as HF's
+ * Tokenizer.encode(text) does by default. Returns 0 and a malloc'd array in *ids, or -1 with err
+ * set (e.g. invalid UTF-8). */
+int fr_tokenize(const fr_tokenizer *t, const char *text, size_t len, bool add_special,
+                int32_t **ids, size_t *n_ids, fr_err *err);
+
+int fr_tokenizer_n_vocab(const fr_tokenizer *t);
+int fr_tokenizer_bos(const fr_tokenizer *t); /* -1 if none */
+int fr_tokenizer_eos(const fr_tokenizer *t); /* -1 if none */
+/* Id of a token given its exact (stored) string, e.g. "<|im_end|>"; -1 if absent. */
+int fr_tokenizer_find(const fr_tokenizer *t, const char *token);
+bool fr_tokenizer_is_special(const fr_tokenizer *t, int id); /* control / special added token */
+/* Content string of a special/added token (e.g. "<|begin_of_text|>"), else NULL. */
+const char *fr_tokenizer_token_str(const fr_tokenizer *t, int id);
+
+/* The raw bytes a token decodes to (ByteLevel inverse; added tokens: their content). Returns the
+ * byte count written (<= cap), or -1 for an id out of range. */
+int fr_token_bytes(const fr_tokenizer *t, int id, char *out, size_t cap);
+
+/* Decode ids to text like HF's decode(ids, skip_special_tokens): bytes joined, invalid UTF-8
+ * replaced by U+FFFD. Returns a malloc'd string. */
+char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special);
+
+/* Streaming decoder: feed one id at a time; emits only complete UTF-8 characters, holding back a
+ * partial sequence until the next token completes it (or it can never be valid, then U+FFFD). */
+typedef struct fr_detok {
+    char pend[8]; /* bytes of an incomplete UTF-8 sequence */
+    int n_pend;
+} fr_detok;
+/* Appends decoded text for `id` to *out. */
+void fr_detok_push(const fr_tokenizer *t, fr_detok *d, int id, bool skip_special, fr_buf *out);
+void fr_detok_flush(fr_detok *d, fr_buf *out);
+
+#endif
