@@ -1,0 +1,37 @@
+/* main.c — `frugal <command> [options]`: dispatch to the command implementations. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"tokenize", fr_cmd_tokenize, "tokenize --model PATH TEXT: print token ids as a JSON array"},
+    {"generate", fr_cmd_generate, "generate --model PATH (--prompt TEXT | --messages FILE) [...]"},
+    {"render", fr_cmd_render, "render --model PATH --messages FILE: print the chat prompt"},
+    /* commands of later subsystems are added here */
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: frugal <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`frugal <command> --help` shows a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "frugal: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
