@@ -1,0 +1,29 @@
+#!/bin/sh
+# The whole test suite, as CI runs it on a clean Debian 12 machine:
+#   1. install what is missing (Debian packages),
+#   2. build with warnings as errors and run every test,
+#   3. build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test again.
+# Ends with one line "N passed, N failed" summing both runs; exit status 0 only if all passed.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+sh scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+jobs=$(nproc 2>/dev/null || echo 2)
+total_p=0; total_f=0
+run_suite() { # $1 = label, rest = make variables
+    label=$1; shift
+    echo "=== $label"
+    if ! make -j"$jobs" WERROR=1 "$@" tests >"/tmp/frugal-build-$$.log" 2>&1; then
+        cat "/tmp/frugal-build-$$.log"; echo "FAIL build ($label)"; total_f=$((total_f + 1)); return
+    fi
+    out=$(make --no-print-directory WERROR=1 "$@" test 2>&1); printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -z "$line" ]; then total_f=$((total_f + 1)); return; fi
+    p=${line%% passed*}; f=${line#*passed, }; f=${f%% failed*}
+    total_p=$((total_p + p)); total_f=$((total_f + f))
+}
+run_suite "release build (-Werror)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite "sanitizer build (address,undefined)" SANITIZE=address,undefined
+rm -f "/tmp/frugal-build-$$.log"
+echo "$total_p passed, $total_f failed"
+[ "$total_f" -eq 0 ]

@@ -1,0 +1,396 @@
+/* cli.c — the model commands of the CLI contract:
+ *
+ *   frugal tokenize --model PATH TEXT          prints the ids as one JSON array
+ *   frugal render   --model PATH --messages FILE [--chat-template NAME]
+ *   frugal generate --model PATH (--prompt TEXT | --messages FILE) [--max-tokens N]
+ *                   [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]
+ *                   [--quant q8|q4] [--stop STR]... [--ignore-eos] [--chat-template NAME]
+ *                   [--json]
+ *
+ * PATH is an HF model folder or a .gguf file. `--temperature 0` is greedy. Text streams to stdout
+ * as it is generated; with --json one object {"prompt_ids", "ids", "text"} is printed instead.
+ * Errors are one line on stderr and exit status 1; usage errors exit 2.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decoder.h"
+#include "engine/gen.h"
+#include "model/chat.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "tools/commands.h"
+
+#define MAX_MESSAGES_FILE (64u << 20)
+#define PREFILL_CHUNK 512
+
+typedef struct cli_opts {
+    const char *model, *prompt, *messages, *quant, *chat_template, *text;
+    const char *stop[FR_GEN_MAX_STOP];
+    int n_stop;
+    int max_tokens;
+    fr_sampling sampling;
+    bool json, ignore_eos;
+} cli_opts;
+
+static int usage_error(const char *cmd, const char *msg) {
+    fprintf(stderr, "frugal %s: %s (see `frugal %s --help`)\n", cmd, msg, cmd);
+    return 2;
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+static bool parse_float(const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+    *out = (float)v;
+    return true;
+}
+
+static const char *HELP =
+    "  --model PATH         HF model folder or .gguf file (required)\n"
+    "  --prompt TEXT        raw prompt (tokenized as HF's Tokenizer.encode does)\n"
+    "  --messages FILE      JSON array of {role, content}: rendered with the chat template\n"
+    "  --chat-template NAME use a built-in template (chatml, llama3) instead of the model's\n"
+    "  --max-tokens N       tokens to generate (default 128)\n"
+    "  --temperature T      0 = greedy (default 0.8)\n"
+    "  --top-k K, --top-p P, --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
+    "  --seed S             random seed (default 0)\n"
+    "  --quant q8|q4        weight-only quantisation on load\n"
+    "  --stop STR           stop string (repeatable, up to 8)\n"
+    "  --ignore-eos         keep generating through end-of-sequence tokens\n"
+    "  --json               print {\"prompt_ids\", \"ids\", \"text\"} instead of streaming\n";
+
+/* Parses options shared by the three commands. Returns 0, or an exit status. */
+static int parse_opts(const char *cmd, int argc, char **argv, cli_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->max_tokens = 128;
+    o->sampling = fr_sampling_default();
+    o->sampling.temperature = 0.8f;
+    o->sampling.top_k = 40;
+    o->sampling.top_p = 0.95f;
+    o->sampling.min_p = 0.05f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long lv;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: frugal %s [options]%s\n%s", cmd, !strcmp(cmd, "tokenize") ? " TEXT" : "",
+                   HELP);
+            return -1;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            o->ignore_eos = true;
+        } else if (a[0] == '-' && a[1] == '-' && !v) {
+            return usage_error(cmd, "option needs a value");
+        } else if (!strcmp(a, "--model")) {
+            o->model = argv[++i];
+        } else if (!strcmp(a, "--prompt")) {
+            o->prompt = argv[++i];
+        } else if (!strcmp(a, "--messages")) {
+            o->messages = argv[++i];
+        } else if (!strcmp(a, "--quant")) {
+            o->quant = argv[++i];
+            if (strcmp(o->quant, "q8") && strcmp(o->quant, "q4"))
+                return usage_error(cmd, "--quant must be q8 or q4");
+        } else if (!strcmp(a, "--chat-template")) {
+            o->chat_template = argv[++i];
+        } else if (!strcmp(a, "--stop")) {
+            if (o->n_stop >= FR_GEN_MAX_STOP) return usage_error(cmd, "at most 8 --stop strings");
+            o->stop[o->n_stop++] = argv[++i];
+        } else if (!strcmp(a, "--max-tokens")) {
+            if (!parse_long(argv[++i], 1, 1 << 20, &lv))
+                return usage_error(cmd, "--max-tokens must be an integer in 1..1048576");
+            o->max_tokens = (int)lv;
+        } else if (!strcmp(a, "--temperature")) {
+            if (!parse_float(argv[++i], 0, 100, &o->sampling.temperature))
+                return usage_error(cmd, "--temperature must be a number in 0..100");
+        } else if (!strcmp(a, "--top-k")) {
+            if (!parse_long(argv[++i], 0, 1 << 24, &lv)) return usage_error(cmd, "bad --top-k");
+            o->sampling.top_k = (int)lv;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!parse_float(argv[++i], 0, 1, &o->sampling.top_p)) return usage_error(cmd, "bad --top-p");
+        } else if (!strcmp(a, "--min-p")) {
+            if (!parse_float(argv[++i], 0, 1, &o->sampling.min_p)) return usage_error(cmd, "bad --min-p");
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i]) return usage_error(cmd, "bad --seed");
+            o->sampling.seed = s;
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "frugal %s: unknown option '%s'\n", cmd, a);
+            return 2;
+        } else if (!o->text) {
+            o->text = a;
+        } else {
+            return usage_error(cmd, "unexpected extra argument");
+        }
+    }
+    if (!o->model) return usage_error(cmd, "--model PATH is required");
+    return 0;
+}
+
+static fr_model *load_model(const char *path, const char *quant) {
+    fr_err err = {{0}};
+    fr_model *m = fr_model_load(path, &err);
+    if (!m) {
+        fprintf(stderr, "frugal: %s\n", err.msg);
+        return NULL;
+    }
+    if (quant && fr_model_quantize(m, quant, &err) != 0) {
+        fprintf(stderr, "frugal: %s\n", err.msg);
+        fr_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void print_ids(FILE *f, const int32_t *ids, size_t n) {
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", ids[i]);
+    fputc(']', f);
+}
+
+/* Renders the messages file with the model's template (or a built-in one). */
+static char *render_messages(const fr_model *m, const char *file, const char *builtin) {
+    fr_err err = {{0}};
+    char *src = fr_read_file(file, MAX_MESSAGES_FILE, NULL, &err);
+    if (!src) {
+        fprintf(stderr, "frugal: %s\n", err.msg);
+        return NULL;
+    }
+    cJSON *msgs = cJSON_Parse(src);
+    free(src);
+    if (!msgs || !cJSON_IsArray(msgs)) {
+        fprintf(stderr, "frugal: %s: expected a JSON array of {\"role\", \"content\"} objects\n", file);
+        cJSON_Delete(msgs);
+        return NULL;
+    }
+    const cJSON *it;
+    int idx = 0;
+    cJSON_ArrayForEach(it, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(role) ||
+            !(cJSON_IsString(content) || cJSON_IsArray(content) || cJSON_IsNull(content))) {
+            fprintf(stderr, "frugal: %s: message %d needs a string \"role\" and a \"content\"\n", file, idx);
+            cJSON_Delete(msgs);
+            return NULL;
+        }
+        idx++;
+    }
+    const char *tmpl = NULL;
+    if (builtin) {
+        tmpl = fr_chat_builtin(builtin);
+        if (!tmpl) {
+            fprintf(stderr, "frugal: unknown --chat-template '%s' (built-in: chatml, llama3)\n", builtin);
+            cJSON_Delete(msgs);
+            return NULL;
+        }
+    } else {
+        tmpl = m->chat_template;
+        if (!tmpl) {
+            fprintf(stderr, "frugal: %s has no chat template; choose a built-in one with "
+                            "--chat-template chatml|llama3\n", m->path);
+            cJSON_Delete(msgs);
+            return NULL;
+        }
+    }
+    fr_chat_opts co = {.add_generation_prompt = true,
+                       .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                       .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                       .tools = NULL};
+    char *out = fr_chat_render(tmpl, msgs, &co, &err);
+    cJSON_Delete(msgs);
+    if (!out) fprintf(stderr, "frugal: %s\n", err.msg);
+    return out;
+}
+
+int fr_cmd_tokenize(int argc, char **argv) {
+    cli_opts o;
+    int rc = parse_opts("tokenize", argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.text) return usage_error("tokenize", "TEXT is required");
+    fr_model *m = load_model(o.model, NULL);
+    if (!m) return 1;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    fr_err err = {{0}};
+    if (fr_tokenize(m->tok, o.text, strlen(o.text), true, &ids, &n, &err) != 0) {
+        fprintf(stderr, "frugal: %s\n", err.msg);
+        fr_model_free(m);
+        return 1;
+    }
+    print_ids(stdout, ids, n);
+    putchar('\n');
+    free(ids);
+    fr_model_free(m);
+    return 0;
+}
+
+int fr_cmd_render(int argc, char **argv) {
+    cli_opts o;
+    int rc = parse_opts("render", argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.messages) return usage_error("render", "--messages FILE is required");
+    fr_model *m = load_model(o.model, NULL);
+    if (!m) return 1;
+    char *s = render_messages(m, o.messages, o.chat_template);
+    if (s) fputs(s, stdout);
+    free(s);
+    fr_model_free(m);
+    return s ? 0 : 1;
+}
+
+int fr_cmd_generate(int argc, char **argv) {
+    cli_opts o;
+    int rc = parse_opts("generate", argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.prompt == !o.messages) return usage_error("generate", "give exactly one of --prompt or --messages");
+    fr_model *m = load_model(o.model, o.quant);
+    if (!m) return 1;
+    fr_err err = {{0}};
+    int32_t *ids = NULL;
+    size_t n_prompt = 0;
+    int status = 1;
+    char *rendered = NULL;
+    fr_decoder *dec = NULL;
+    fr_kv_pool *kv = NULL;
+    fr_seq seq = {0};
+    fr_sampler smp = {0};
+    fr_gen gen;
+    bool gen_init = false;
+    float *logits = NULL;
+    fr_buf delta = {0};
+    int32_t *out_ids = NULL;
+
+    if (o.messages) {
+        rendered = render_messages(m, o.messages, o.chat_template);
+        if (!rendered) goto done;
+        /* like apply_chat_template(tokenize=True): the template already holds BOS */
+        if (fr_tokenize(m->tok, rendered, strlen(rendered), false, &ids, &n_prompt, &err)) goto fail;
+    } else if (fr_tokenize(m->tok, o.prompt, strlen(o.prompt), true, &ids, &n_prompt, &err)) {
+        goto fail;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "frugal: the prompt is empty after tokenization\n");
+        goto done;
+    }
+    int n_ctx = (int)n_prompt + o.max_tokens;
+    if (m->hp.n_ctx_train > 0 && n_ctx > m->hp.n_ctx_train) {
+        fprintf(stderr, "frugal: prompt (%zu tokens) + --max-tokens %d exceeds the model's context "
+                        "of %d tokens\n", n_prompt, o.max_tokens, m->hp.n_ctx_train);
+        goto done;
+    }
+    int chunk = (int)FR_MIN((size_t)PREFILL_CHUNK, n_prompt);
+    dec = fr_decoder_new(m, chunk, n_ctx, &err);
+    if (!dec) goto fail;
+    kv = fr_kv_pool_new(&m->hp, (n_ctx + 15) / 16, 16);
+    if (!kv) {
+        fprintf(stderr, "frugal: cannot allocate the KV cache for %d positions\n", n_ctx);
+        goto done;
+    }
+    if (fr_seq_reserve(&seq, kv, n_ctx)) {
+        fprintf(stderr, "frugal: KV cache too small\n");
+        goto done;
+    }
+    int n_vocab = m->hp.n_vocab;
+    logits = fr_xmalloc(sizeof(float) * (size_t)n_vocab);
+    int32_t *pos = fr_xmalloc(sizeof(int32_t) * (size_t)chunk);
+    fr_seq **seqs = fr_xmalloc(sizeof(fr_seq *) * (size_t)chunk);
+    uint8_t *want = fr_xcalloc((size_t)chunk, 1);
+    for (int i = 0; i < chunk; i++) seqs[i] = &seq;
+    double t0 = fr_time_s();
+    for (size_t off = 0; off < n_prompt; off += (size_t)chunk) {
+        int n = (int)FR_MIN((size_t)chunk, n_prompt - off);
+        for (int i = 0; i < n; i++) {
+            pos[i] = (int32_t)(off + (size_t)i);
+            want[i] = off + (size_t)i == n_prompt - 1;
+        }
+        fr_batch b = {.n_tokens = n, .tokens = ids + off, .pos = pos, .seqs = seqs, .logits = want};
+        if (fr_decoder_forward(dec, kv, &b, logits, &err)) {
+            free(pos), free(seqs), free(want);
+            goto fail;
+        }
+    }
+    double t_prefill = fr_time_s() - t0;
+    free(pos), free(seqs), free(want);
+
+    fr_sampler_init(&smp, &o.sampling, n_vocab);
+    fr_gen_params gp = fr_gen_params_default();
+    gp.max_tokens = o.max_tokens;
+    gp.ignore_eos = o.ignore_eos;
+    gp.n_stop = o.n_stop;
+    for (int i = 0; i < o.n_stop; i++) gp.stop[i] = o.stop[i];
+    fr_gen_init(&gen, m, &gp);
+    gen_init = true;
+    out_ids = fr_xmalloc(sizeof(int32_t) * (size_t)o.max_tokens);
+    int n_out = 0;
+    double t1 = fr_time_s();
+    for (;;) {
+        int id = fr_sample(&smp, logits);
+        out_ids[n_out++] = id;
+        delta.len = 0;
+        fr_finish f = fr_gen_push(&gen, id, &delta);
+        if (!o.json && delta.len) {
+            fwrite(delta.data, 1, delta.len, stdout);
+            fflush(stdout);
+        }
+        if (f != FR_FINISH_NONE) break;
+        int32_t p = (int32_t)(n_prompt + (size_t)n_out - 1), tok = id;
+        fr_seq *sp = &seq;
+        uint8_t w = 1;
+        fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &w};
+        if (fr_decoder_forward(dec, kv, &b, logits, &err)) goto fail;
+    }
+    double t_gen = fr_time_s() - t1;
+    if (o.json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON *pi = cJSON_AddArrayToObject(j, "prompt_ids");
+        for (size_t i = 0; i < n_prompt; i++) cJSON_AddItemToArray(pi, cJSON_CreateNumber(ids[i]));
+        cJSON *gi = cJSON_AddArrayToObject(j, "ids");
+        for (int i = 0; i < n_out; i++) cJSON_AddItemToArray(gi, cJSON_CreateNumber(out_ids[i]));
+        cJSON_AddStringToObject(j, "text", fr_buf_cstr(&gen.text));
+        cJSON_AddStringToObject(j, "finish_reason", gen.finish == FR_FINISH_STOP ? "stop" : "length");
+        char *s = cJSON_PrintUnformatted(j);
+        puts(s);
+        free(s);
+        cJSON_Delete(j);
+    } else {
+        putchar('\n');
+    }
+    fr_info("prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)",
+            n_prompt, t_prefill, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_out, t_gen,
+            (double)n_out / (t_gen > 0 ? t_gen : 1e-9));
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "frugal: %s\n", err.msg);
+done:
+    fr_buf_free(&delta);
+    free(out_ids);
+    if (gen_init) fr_gen_free(&gen);
+    fr_sampler_free(&smp);
+    free(logits);
+    if (kv) fr_seq_release(&seq, kv);
+    free(seq.blocks);
+    fr_kv_pool_free(kv);
+    fr_decoder_free(dec);
+    free(rendered);
+    free(ids);
+    fr_model_free(m);
+    return status;
+}
