@@ -17,15 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/decoder.h"
-#include "engine/gen.h"
+#include "engine/generate.h"
 #include "model/chat.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "tools/commands.h"
 
 #define MAX_MESSAGES_FILE (64u << 20)
-#define PREFILL_CHUNK 512
 
 typedef struct cli_opts {
     const char *model, *prompt, *messages, *quant, *chat_template, *text;
@@ -255,6 +253,12 @@ int fr_cmd_render(int argc, char **argv) {
     return s ? 0 : 1;
 }
 
+static void stream_out(const char *piece, size_t len, void *user) {
+    (void)user;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
+
 int fr_cmd_generate(int argc, char **argv) {
     cli_opts o;
     int rc = parse_opts("generate", argc, argv, &o);
@@ -267,15 +271,8 @@ int fr_cmd_generate(int argc, char **argv) {
     size_t n_prompt = 0;
     int status = 1;
     char *rendered = NULL;
-    fr_decoder *dec = NULL;
-    fr_kv_pool *kv = NULL;
-    fr_seq seq = {0};
-    fr_sampler smp = {0};
-    fr_gen gen;
-    bool gen_init = false;
-    float *logits = NULL;
-    fr_buf delta = {0};
-    int32_t *out_ids = NULL;
+    fr_generate_result res;
+    memset(&res, 0, sizeof res);
 
     if (o.messages) {
         rendered = render_messages(m, o.messages, o.chat_template);
@@ -285,86 +282,21 @@ int fr_cmd_generate(int argc, char **argv) {
     } else if (fr_tokenize(m->tok, o.prompt, strlen(o.prompt), true, &ids, &n_prompt, &err)) {
         goto fail;
     }
-    if (n_prompt == 0) {
-        fprintf(stderr, "frugal: the prompt is empty after tokenization\n");
-        goto done;
-    }
-    int n_ctx = (int)n_prompt + o.max_tokens;
-    if (m->hp.n_ctx_train > 0 && n_ctx > m->hp.n_ctx_train) {
-        fprintf(stderr, "frugal: prompt (%zu tokens) + --max-tokens %d exceeds the model's context "
-                        "of %d tokens\n", n_prompt, o.max_tokens, m->hp.n_ctx_train);
-        goto done;
-    }
-    int chunk = (int)FR_MIN((size_t)PREFILL_CHUNK, n_prompt);
-    dec = fr_decoder_new(m, chunk, n_ctx, &err);
-    if (!dec) goto fail;
-    kv = fr_kv_pool_new(&m->hp, (n_ctx + 15) / 16, 16);
-    if (!kv) {
-        fprintf(stderr, "frugal: cannot allocate the KV cache for %d positions\n", n_ctx);
-        goto done;
-    }
-    if (fr_seq_reserve(&seq, kv, n_ctx)) {
-        fprintf(stderr, "frugal: KV cache too small\n");
-        goto done;
-    }
-    int n_vocab = m->hp.n_vocab;
-    logits = fr_xmalloc(sizeof(float) * (size_t)n_vocab);
-    int32_t *pos = fr_xmalloc(sizeof(int32_t) * (size_t)chunk);
-    fr_seq **seqs = fr_xmalloc(sizeof(fr_seq *) * (size_t)chunk);
-    uint8_t *want = fr_xcalloc((size_t)chunk, 1);
-    for (int i = 0; i < chunk; i++) seqs[i] = &seq;
-    double t0 = fr_time_s();
-    for (size_t off = 0; off < n_prompt; off += (size_t)chunk) {
-        int n = (int)FR_MIN((size_t)chunk, n_prompt - off);
-        for (int i = 0; i < n; i++) {
-            pos[i] = (int32_t)(off + (size_t)i);
-            want[i] = off + (size_t)i == n_prompt - 1;
-        }
-        fr_batch b = {.n_tokens = n, .tokens = ids + off, .pos = pos, .seqs = seqs, .logits = want};
-        if (fr_decoder_forward(dec, kv, &b, logits, &err)) {
-            free(pos), free(seqs), free(want);
-            goto fail;
-        }
-    }
-    double t_prefill = fr_time_s() - t0;
-    free(pos), free(seqs), free(want);
-
-    fr_sampler_init(&smp, &o.sampling, n_vocab);
     fr_gen_params gp = fr_gen_params_default();
     gp.max_tokens = o.max_tokens;
     gp.ignore_eos = o.ignore_eos;
     gp.n_stop = o.n_stop;
     for (int i = 0; i < o.n_stop; i++) gp.stop[i] = o.stop[i];
-    fr_gen_init(&gen, m, &gp);
-    gen_init = true;
-    out_ids = fr_xmalloc(sizeof(int32_t) * (size_t)o.max_tokens);
-    int n_out = 0;
-    double t1 = fr_time_s();
-    for (;;) {
-        int id = fr_sample(&smp, logits);
-        out_ids[n_out++] = id;
-        delta.len = 0;
-        fr_finish f = fr_gen_push(&gen, id, &delta);
-        if (!o.json && delta.len) {
-            fwrite(delta.data, 1, delta.len, stdout);
-            fflush(stdout);
-        }
-        if (f != FR_FINISH_NONE) break;
-        int32_t p = (int32_t)(n_prompt + (size_t)n_out - 1), tok = id;
-        fr_seq *sp = &seq;
-        uint8_t w = 1;
-        fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &w};
-        if (fr_decoder_forward(dec, kv, &b, logits, &err)) goto fail;
-    }
-    double t_gen = fr_time_s() - t1;
+    if (fr_generate(m, ids, n_prompt, &o.sampling, &gp, o.json ? NULL : stream_out, NULL, &res, &err))
+        goto fail;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
         cJSON *pi = cJSON_AddArrayToObject(j, "prompt_ids");
         for (size_t i = 0; i < n_prompt; i++) cJSON_AddItemToArray(pi, cJSON_CreateNumber(ids[i]));
         cJSON *gi = cJSON_AddArrayToObject(j, "ids");
-        for (int i = 0; i < n_out; i++) cJSON_AddItemToArray(gi, cJSON_CreateNumber(out_ids[i]));
-        cJSON_AddStringToObject(j, "text", fr_buf_cstr(&gen.text));
-        cJSON_AddStringToObject(j, "finish_reason", gen.finish == FR_FINISH_STOP ? "stop" : "length");
+        for (int i = 0; i < res.n_ids; i++) cJSON_AddItemToArray(gi, cJSON_CreateNumber(res.ids[i]));
+        cJSON_AddStringToObject(j, "text", res.text);
+        cJSON_AddStringToObject(j, "finish_reason", res.finish == FR_FINISH_STOP ? "stop" : "length");
         char *s = cJSON_PrintUnformatted(j);
         puts(s);
         free(s);
@@ -373,22 +305,14 @@ int fr_cmd_generate(int argc, char **argv) {
         putchar('\n');
     }
     fr_info("prompt %zu tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)",
-            n_prompt, t_prefill, (double)n_prompt / (t_prefill > 0 ? t_prefill : 1e-9), n_out, t_gen,
-            (double)n_out / (t_gen > 0 ? t_gen : 1e-9));
+            n_prompt, res.prefill_s, (double)n_prompt / (res.prefill_s > 0 ? res.prefill_s : 1e-9),
+            res.n_ids, res.decode_s, (double)res.n_ids / (res.decode_s > 0 ? res.decode_s : 1e-9));
     status = 0;
     goto done;
 fail:
     fprintf(stderr, "frugal: %s\n", err.msg);
 done:
-    fr_buf_free(&delta);
-    free(out_ids);
-    if (gen_init) fr_gen_free(&gen);
-    fr_sampler_free(&smp);
-    free(logits);
-    if (kv) fr_seq_release(&seq, kv);
-    free(seq.blocks);
-    fr_kv_pool_free(kv);
-    fr_decoder_free(dec);
+    fr_generate_result_free(&res);
     free(rendered);
     free(ids);
     fr_model_free(m);

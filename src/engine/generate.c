@@ -1,0 +1,112 @@
+/* generate.c — see generate.h. */
+#include "engine/generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFILL_CHUNK 512
+
+int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
+                const fr_sampling *sampling, const fr_gen_params *gp, fr_text_fn on_text,
+                void *user, fr_generate_result *res, fr_err *err) {
+    memset(res, 0, sizeof *res);
+    if (n_prompt == 0) {
+        fr_err_set(err, "the prompt is empty after tokenization");
+        return -1;
+    }
+    int max_tokens = gp->max_tokens < 1 ? 1 : gp->max_tokens;
+    int64_t n_ctx64 = (int64_t)n_prompt + max_tokens;
+    if (m->hp.n_ctx_train > 0 && n_ctx64 > m->hp.n_ctx_train) {
+        fr_err_set(err, "prompt (%zu tokens) + max tokens (%d) exceeds the model's context of %d tokens",
+                   n_prompt, max_tokens, m->hp.n_ctx_train);
+        return -1;
+    }
+    int n_ctx = (int)n_ctx64;
+    int chunk = (int)FR_MIN((size_t)PREFILL_CHUNK, n_prompt);
+    int rc = -1;
+    fr_kv_pool *kv = NULL;
+    fr_seq seq;
+    memset(&seq, 0, sizeof seq);
+    fr_sampler smp;
+    memset(&smp, 0, sizeof smp);
+    fr_gen gen;
+    bool gen_init = false;
+    fr_buf delta = {0};
+    float *logits = NULL;
+    int32_t *pos = NULL;
+    fr_seq **seqs = NULL;
+    uint8_t *want = NULL;
+
+    fr_decoder *dec = fr_decoder_new(m, chunk, n_ctx, err);
+    if (!dec) goto out;
+    kv = fr_kv_pool_new(&m->hp, (n_ctx + 15) / 16, 16);
+    if (!kv) {
+        fr_err_set(err, "cannot allocate the KV cache for %d positions", n_ctx);
+        goto out;
+    }
+    if (fr_seq_reserve(&seq, kv, n_ctx)) {
+        fr_err_set(err, "KV cache too small for %d positions", n_ctx);
+        goto out;
+    }
+    int n_vocab = m->hp.n_vocab;
+    logits = fr_xmalloc(sizeof(float) * (size_t)n_vocab);        /* (n_vocab) */
+    pos = fr_xmalloc(sizeof(int32_t) * (size_t)chunk);            /* (chunk) */
+    seqs = fr_xmalloc(sizeof(fr_seq *) * (size_t)chunk);          /* (chunk) */
+    want = fr_xcalloc((size_t)chunk, 1);                          /* (chunk) */
+    for (int i = 0; i < chunk; i++) seqs[i] = &seq;
+    double t0 = fr_time_s();
+    for (size_t off = 0; off < n_prompt; off += (size_t)chunk) {
+        int n = (int)FR_MIN((size_t)chunk, n_prompt - off);
+        for (int i = 0; i < n; i++) {
+            pos[i] = (int32_t)(off + (size_t)i);
+            want[i] = off + (size_t)i == n_prompt - 1;
+        }
+        fr_batch b = {.n_tokens = n, .tokens = prompt + off, .pos = pos, .seqs = seqs, .logits = want};
+        if (fr_decoder_forward(dec, kv, &b, logits, err)) goto out;
+    }
+    res->prefill_s = fr_time_s() - t0;
+
+    fr_sampler_init(&smp, sampling, n_vocab);
+    fr_gen_init(&gen, m, gp);
+    gen_init = true;
+    res->ids = fr_xmalloc(sizeof(int32_t) * (size_t)max_tokens);
+    double t1 = fr_time_s();
+    for (;;) {
+        int id = fr_sample(&smp, logits);
+        res->ids[res->n_ids++] = id;
+        delta.len = 0;
+        fr_finish f = fr_gen_push(&gen, id, &delta);
+        if (on_text && delta.len) on_text(delta.data, delta.len, user);
+        if (f != FR_FINISH_NONE) {
+            res->finish = f;
+            break;
+        }
+        int32_t p = (int32_t)(n_prompt + (size_t)res->n_ids - 1), tok = id;
+        fr_seq *sp = &seq;
+        uint8_t w = 1;
+        fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &w};
+        if (fr_decoder_forward(dec, kv, &b, logits, err)) goto out;
+    }
+    res->decode_s = fr_time_s() - t1;
+    res->text = fr_xstrdup(fr_buf_cstr(&gen.text));
+    rc = 0;
+out:
+    if (rc) fr_generate_result_free(res);
+    fr_buf_free(&delta);
+    if (gen_init) fr_gen_free(&gen);
+    fr_sampler_free(&smp);
+    free(logits);
+    free(pos);
+    free(seqs);
+    free(want);
+    if (kv) fr_seq_release(&seq, kv);
+    fr_kv_pool_free(kv);
+    fr_decoder_free(dec);
+    return rc;
+}
+
+void fr_generate_result_free(fr_generate_result *r) {
+    free(r->ids);
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
