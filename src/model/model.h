@@ -2,8 +2,17 @@
  *
  * A model is loaded once (fr_model_load) and then shared read-only by every request and thread.
  * Weights point into memory-mapped files where the stored dtype is one the CPU backend computes
- * with directly (F32, Q8_0, Q4_0); other dtypes (F16, BF16) are converted once at load into
- * buffers the model owns.
+ * with directly (F32, Q8_0, Q4_0); other dtypes (F16, BF16, and GGUF's Q4_K/Q5_K/Q6_K, which are
+ * dequantised) are converted once at load into F32 buffers the model owns. Norm weights, biases
+ * and rope_freq_factors are always F32 after load. The backend therefore only ever sees F32,
+ * Q8_0 and Q4_0 tensors.
+ *
+ * Sources (see model.c for the loader, safetensors.c / gguf.c / hfconfig.c for the parsers):
+ *   - an HF folder: config.json (+ generation_config.json, tokenizer_config.json,
+ *     chat_template.jinja), model.safetensors or model.safetensors.index.json + shards,
+ *     tokenizer.json;
+ *   - a GGUF v3 (or v2) file with architecture "qwen2" or "llama".
+ * Every tensor's shape is checked against the hyperparameters at load.
  *
  * Layout convention (same as GGUF / ggml): ne[0] is the innermost (contiguous) dimension. A linear
  * layer y = W x with W of HF shape [out, in] has ne[0] = in, ne[1] = out, rows of `in` elements.
@@ -20,7 +29,8 @@ typedef enum fr_dtype {
     FR_DTYPE_Q8_0, /* GGUF Q8_0: blocks of 32: f16 scale d, 32 x int8; x = q * d */
     FR_DTYPE_Q4_0, /* GGUF Q4_0: blocks of 32: f16 d, 16 bytes; lo nibble = elem j, hi = j+16;
                       x = (q - 8) * d */
-    FR_DTYPE_Q4_K, /* GGUF Q4_K super-blocks of 256 */
+    FR_DTYPE_Q4_K, /* GGUF Q4_K super-blocks of 256 (144 bytes); dequantised to F32 at load, so
+                      never seen by the backend */
     FR_DTYPE_COUNT
 } fr_dtype;
 
@@ -64,7 +74,8 @@ typedef struct fr_hparams {
                               by the converter); false: rotate halves (HF, GGUF qwen2) */
     bool tied_embeddings;  /* output projection = tok_embd */
     int bos_id, eos_id;    /* -1 when absent */
-    int eos_ids[4];        /* extra end ids (generation_config eos list); -1 padded */
+    int eos_ids[4];        /* extra end ids (generation_config eos list, the tokenizer's eos_token,
+                              GGUF eot/eom ids), never equal to eos_id; -1 padded */
 } fr_hparams;
 
 typedef struct fr_layer {
@@ -95,6 +106,11 @@ typedef struct fr_model {
     fr_weights w;
     struct fr_tokenizer *tok;
     char *chat_template;   /* Jinja source from the checkpoint, or NULL */
+    char *bos_token_str;   /* bos_token for chat templates (tokenizer_config.json / GGUF vocab), or
+                              NULL */
+    char *eos_token_str;   /* eos_token for chat templates, or NULL */
+    const char *arch_name; /* "qwen2" or "llama" (static string) */
+    int64_t n_params;      /* parameters (elements of all distinct weight tensors) */
     /* storage (private to the loader) */
     fr_mmap *maps;
     int n_maps;
@@ -111,5 +127,11 @@ void fr_model_free(fr_model *m);
 
 /* Take ownership of a malloc'd buffer (freed with the model). */
 void fr_model_own(fr_model *m, void *p);
+
+/* Load a GGUF model from a buffer the caller keeps alive (and frees) after fr_model_free; `name`
+ * is used in messages. fr_model_load uses it on the file's memory map; tests and the fuzzer use it
+ * directly. */
+fr_model *fr_model_load_gguf_buffer(const uint8_t *data, size_t size, const char *name,
+                                    fr_err *err);
 
 #endif

@@ -1,0 +1,850 @@
+/* model.c — fr_model_load: HF folders and GGUF files into one fr_model (see model.h).
+ *
+ * Design: both formats are reduced to the same steps.
+ *   1. hyperparameters (hfconfig.c for config.json; GGUF metadata here), range-checked;
+ *   2. the tokenizer (tokenizer.json, or the GGUF vocabulary) and the chat-template strings;
+ *   3. a job list: one entry per weight the decoder needs, with its GGUF-style canonical name,
+ *      its name in the file and the shape the hyperparameters imply. Every job is resolved and
+ *      checked (presence, shape, storage type) before any conversion starts, so a bad checkpoint
+ *      fails fast and with one line naming the file and the tensor;
+ *   4. materialisation: F32, Q8_0 and Q4_0 weights point into the memory map (copied only when
+ *      the pointer is misaligned, e.g. a fuzzer's buffer); F16, BF16 and GGUF Q4_K/Q5_K/Q6_K are
+ *      converted (dequantised) to F32 into buffers the model owns, in parallel slices, with a
+ *      progress line on stderr for files over 1 GiB. Norms, biases and RoPE factors are always
+ *      F32.
+ * The memory maps move into the model and live until fr_model_free.
+ */
+#include "model/model.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/gguf.h"
+#include "model/hfconfig.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MIB (1024.0 * 1024.0)
+
+/* ---- dtypes ---- */
+
+int fr_dtype_block(fr_dtype t) {
+    switch (t) {
+    case FR_DTYPE_Q8_0: case FR_DTYPE_Q4_0: return 32;
+    case FR_DTYPE_Q4_K: return 256;
+    default: return 1;
+    }
+}
+
+size_t fr_dtype_row_size(fr_dtype t, int64_t n) {
+    switch (t) {
+    case FR_DTYPE_F32: return (size_t)n * 4;
+    case FR_DTYPE_F16: case FR_DTYPE_BF16: return (size_t)n * 2;
+    case FR_DTYPE_Q8_0: return (size_t)(n / 32) * 34;
+    case FR_DTYPE_Q4_0: return (size_t)(n / 32) * 18;
+    case FR_DTYPE_Q4_K: return (size_t)(n / 256) * 144;
+    default: return 0;
+    }
+}
+
+const char *fr_dtype_name(fr_dtype t) {
+    static const char *names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"};
+    return (unsigned)t < FR_ARRAY_LEN(names) ? names[t] : "?";
+}
+
+/* ---- model storage ---- */
+
+void fr_model_own(fr_model *m, void *p) {
+    if (!p) return;
+    if (m->n_owned == m->cap_owned) {
+        m->cap_owned = m->cap_owned ? 2 * m->cap_owned : 64;
+        m->owned = fr_xrealloc(m->owned, (size_t)m->cap_owned * sizeof *m->owned);
+    }
+    m->owned[m->n_owned++] = p;
+}
+
+static char *own_str(fr_model *m, const char *s) {
+    char *p = fr_xstrdup(s);
+    fr_model_own(m, p);
+    return p;
+}
+
+void fr_model_free(fr_model *m) {
+    if (!m) return;
+    if (m->tok) fr_tokenizer_free(m->tok);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    for (int i = 0; i < m->n_maps; i++) fr_mmap_close(&m->maps[i]);
+    free(m->maps);
+    free(m->w.layers);
+    free(m->path);
+    free(m->name);
+    free(m->chat_template);
+    free(m->bos_token_str);
+    free(m->eos_token_str);
+    free(m);
+}
+
+static void model_add_map(fr_model *m, fr_mmap map) {
+    m->maps = fr_xrealloc(m->maps, (size_t)(m->n_maps + 1) * sizeof *m->maps);
+    m->maps[m->n_maps++] = map;
+}
+
+/* Short name: the last path component without a trailing slash or ".gguf". */
+static char *model_short_name(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    size_t len = n - b;
+    if (len > 5 && !memcmp(path + n - 5, ".gguf", 5)) len -= 5;
+    return len ? fr_xstrndup(path + b, len) : fr_xstrdup(path);
+}
+
+static void eos_add(fr_hparams *hp, int id) {
+    if (id < 0 || id == hp->eos_id) return;
+    for (int i = 0; i < 4; i++) {
+        if (hp->eos_ids[i] == id) return;
+        if (hp->eos_ids[i] < 0) {
+            hp->eos_ids[i] = id;
+            return;
+        }
+    }
+}
+
+/* ---- tensors as found in a file ---- */
+
+#define SRC_UNSUPPORTED UINT32_MAX
+
+typedef struct src_tensor {
+    const char *file;        /* file holding it (messages) */
+    const char *name;        /* its name there */
+    bool hf_order;           /* print shapes outermost-first (safetensors) in messages */
+    int n_dims;              /* dimensions */
+    int64_t ne[FR_MAX_DIMS]; /* ne[0] innermost */
+    int64_t n_elem;          /* elements */
+    uint32_t type;           /* storage as a ggml type id, or SRC_UNSUPPORTED */
+    const char *type_name;   /* storage type name for messages */
+    const uint8_t *data;     /* bytes in the map */
+    size_t nbytes;           /* their count */
+} src_tensor;
+
+/* One weight to load. */
+typedef struct job {
+    fr_tensor *dst;          /* where it goes */
+    char canon[64];          /* GGUF-style canonical name */
+    char file_name[128];     /* name in the file */
+    int n_dims;              /* expected dims */
+    int64_t ne[2];           /* expected ne[0], ne[1] */
+    bool required;           /* missing -> error; else the tensor stays absent */
+    bool force_f32;          /* norms, biases, rope factors */
+    bool found;              /* resolved in the file */
+    src_tensor src;          /* the resolved tensor */
+} job;
+
+typedef struct loader {
+    fr_model *m;             /* model being built */
+    const char *where;       /* file named in "tensor not found" messages */
+    const fr_st_set *st;     /* HF checkpoint, or NULL */
+    const fr_gguf *gg;       /* GGUF file, or NULL */
+    job *jobs;               /* weights to load */
+    int n_jobs, cap_jobs;    /* count / capacity */
+    size_t conv_total;       /* bytes of F32 output that conversions produce */
+    size_t conv_done;        /* ... produced so far */
+    int last_pct;            /* last progress percentage printed, -1 before the first */
+    bool progress;           /* print progress (files over 1 GiB) */
+    bool tty;                /* stderr is a terminal: redraw one line */
+} loader;
+
+static bool src_from_st(const fr_st_set *s, const char *name, src_tensor *o) {
+    const fr_st_file *f;
+    const fr_st_tensor *t = fr_st_set_find(s, name, &f);
+    if (!t) return false;
+    memset(o, 0, sizeof *o);
+    o->file = f->path;
+    o->name = t->name;
+    o->hf_order = true;
+    o->n_dims = t->n_dims;
+    for (int i = 0; i < FR_MAX_DIMS; i++) o->ne[i] = 1;
+    for (int i = 0; i < t->n_dims; i++) o->ne[i] = t->shape[t->n_dims - 1 - i];
+    o->n_elem = t->n_elem;
+    o->type = t->dtype == FR_DTYPE_F32    ? FR_GGML_F32
+              : t->dtype == FR_DTYPE_F16  ? FR_GGML_F16
+              : t->dtype == FR_DTYPE_BF16 ? FR_GGML_BF16
+                                          : SRC_UNSUPPORTED;
+    o->type_name = t->dtype_name;
+    o->data = t->data;
+    o->nbytes = t->nbytes;
+    return true;
+}
+
+static bool src_from_gguf(const fr_gguf *g, const char *name, src_tensor *o) {
+    const fr_gguf_tensor *t = fr_gguf_find_tensor(g, name);
+    if (!t) return false;
+    memset(o, 0, sizeof *o);
+    o->file = g->path;
+    o->name = name;
+    o->n_dims = t->n_dims;
+    for (int i = 0; i < FR_MAX_DIMS; i++) o->ne[i] = t->ne[i];
+    o->n_elem = t->n_elem;
+    o->type = t->type;
+    o->type_name = fr_ggml_type_name(t->type);
+    o->data = t->data;
+    o->nbytes = t->nbytes;
+    return true;
+}
+
+static const char *shape_str(const src_tensor *s, const int64_t *ne, int n_dims, char *buf,
+                             size_t cap) {
+    int64_t v[FR_MAX_DIMS];
+    for (int i = 0; i < n_dims; i++) v[i] = s->hf_order ? ne[n_dims - 1 - i] : ne[i];
+    return fr_st_shape_str(v, n_dims, buf, cap);
+}
+
+static job *add_job(loader *L, fr_tensor *dst, const char *canon, const char *file_name,
+                    int n_dims, int64_t ne0, int64_t ne1, bool required, bool force_f32) {
+    if (L->n_jobs == L->cap_jobs) {
+        L->cap_jobs = L->cap_jobs ? 2 * L->cap_jobs : 64;
+        L->jobs = fr_xrealloc(L->jobs, (size_t)L->cap_jobs * sizeof *L->jobs);
+    }
+    job *j = &L->jobs[L->n_jobs++];
+    memset(j, 0, sizeof *j);
+    j->dst = dst;
+    snprintf(j->canon, sizeof j->canon, "%s", canon);
+    snprintf(j->file_name, sizeof j->file_name, "%s", file_name);
+    j->n_dims = n_dims;
+    j->ne[0] = ne0;
+    j->ne[1] = ne1;
+    j->required = required;
+    j->force_f32 = force_f32;
+    return j;
+}
+
+static bool type_convertible(uint32_t t) {
+    return t == FR_GGML_F16 || t == FR_GGML_BF16 || t == FR_GGML_Q4_K || t == FR_GGML_Q5_K ||
+           t == FR_GGML_Q6_K;
+}
+static bool type_direct(uint32_t t) {
+    return t == FR_GGML_F32 || t == FR_GGML_Q8_0 || t == FR_GGML_Q4_0;
+}
+
+/* Find and check one job: presence, shape, storage type. */
+static int resolve_job(loader *L, job *j, fr_err *err) {
+    bool ok = L->st ? src_from_st(L->st, j->file_name, &j->src)
+                    : src_from_gguf(L->gg, j->file_name, &j->src);
+    if (!ok) {
+        if (!j->required) return 0;
+        fr_err_set(err, "%s: tensor '%s' not found", L->where, j->file_name);
+        return -1;
+    }
+    const src_tensor *s = &j->src;
+    bool shape_ok = s->n_dims >= j->n_dims;
+    for (int i = 0; shape_ok && i < s->n_dims; i++)
+        shape_ok = s->ne[i] == (i < j->n_dims ? j->ne[i] : 1);
+    if (!shape_ok) {
+        char a[96], b[96];
+        fr_err_set(err, "%s: tensor '%s' has shape %s, expected %s", s->file, j->file_name,
+                   shape_str(s, s->ne, s->n_dims, a, sizeof a),
+                   shape_str(s, j->ne, j->n_dims, b, sizeof b));
+        return -1;
+    }
+    if (!type_direct(s->type) && !type_convertible(s->type)) {
+        fr_err_set(err, "%s: tensor '%s' has type %s, which is not supported (supported: F32, "
+                        "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", s->file, j->file_name,
+                   s->type_name ? s->type_name : "?");
+        return -1;
+    }
+    j->found = true;
+    return 0;
+}
+
+static bool job_converts(const job *j) {
+    return j->found && (type_convertible(j->src.type) || (j->force_f32 && j->src.type != FR_GGML_F32));
+}
+
+/* ---- conversion ---- */
+
+typedef struct conv_task {
+    uint32_t type;       /* source ggml type */
+    const uint8_t *src;  /* first source byte of this slice */
+    float *dst;          /* first output element */
+    int64_t n;           /* elements */
+} conv_task;
+
+static void *conv_thread(void *arg) {
+    conv_task *t = arg;
+    fr_ggml_to_f32(t->type, t->src, t->dst, t->n);
+    return NULL;
+}
+
+/* Convert n elements on up to `nt` threads, split at 256-element boundaries. */
+static void convert_parallel(uint32_t type, const uint8_t *src, float *dst, int64_t n) {
+    int blck = fr_ggml_block_elems(type), bb = fr_ggml_block_bytes(type);
+    int nt = FR_MIN(fr_n_cores(), 16);
+    if (n < (1 << 20) || nt <= 1) {
+        fr_ggml_to_f32(type, src, dst, n);
+        return;
+    }
+    conv_task tasks[16];
+    pthread_t th[16];
+    bool started[16] = {false};
+    int64_t per = (n / nt + 255) / 256 * 256, at = 0;
+    int k = 0;
+    for (; k < nt && at < n; k++) {
+        int64_t cnt = FR_MIN(per, n - at);
+        tasks[k] = (conv_task){type, src + (size_t)(at / blck) * (size_t)bb, dst + at, cnt};
+        at += cnt;
+        started[k] = pthread_create(&th[k], NULL, conv_thread, &tasks[k]) == 0;
+        if (!started[k]) conv_thread(&tasks[k]);
+    }
+    for (int i = 0; i < k; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+}
+
+static void progress_update(loader *L, size_t add) {
+    L->conv_done += add;
+    if (!L->progress || !L->conv_total) return;
+    int pct = (int)(100.0 * (double)L->conv_done / (double)L->conv_total);
+    int step = L->tty ? 1 : 10;
+    if (pct / step == L->last_pct / step && L->last_pct >= 0) return;
+    L->last_pct = pct;
+    fprintf(stderr, "%sfrugal: converting weights to F32: %3d%% (%.0f / %.0f MiB)%s",
+            L->tty ? "\r" : "", pct, (double)L->conv_done / MIB, (double)L->conv_total / MIB,
+            L->tty ? (pct >= 100 ? "\n" : "") : "\n");
+    fflush(stderr);
+}
+
+/* Fill j->dst from the resolved source. */
+static int materialise(loader *L, job *j, fr_err *err) {
+    const src_tensor *s = &j->src;
+    fr_tensor *t = j->dst;
+    memset(t, 0, sizeof *t);
+    t->name = own_str(L->m, j->canon);
+    t->n_dims = j->n_dims;
+    for (int i = 0; i < FR_MAX_DIMS; i++) t->ne[i] = i < j->n_dims ? j->ne[i] : 1;
+    if (job_converts(j)) {
+        size_t bytes = (size_t)s->n_elem * sizeof(float);
+        float *buf = malloc(bytes ? bytes : 1);
+        if (!buf) {
+            fr_err_set(err, "%s: out of memory converting tensor '%s' to F32 (%.0f MiB)",
+                       s->file, j->file_name, (double)bytes / MIB);
+            return -1;
+        }
+        fr_model_own(L->m, buf);
+        /* slices of 16M elements so progress moves on big tensors */
+        int blck = fr_ggml_block_elems(s->type), bb = fr_ggml_block_bytes(s->type);
+        const int64_t slice = 16 << 20;
+        for (int64_t at = 0; at < s->n_elem; at += slice) {
+            int64_t cnt = FR_MIN(slice, s->n_elem - at);
+            convert_parallel(s->type, s->data + (size_t)(at / blck) * (size_t)bb, buf + at, cnt);
+            progress_update(L, (size_t)cnt * sizeof(float));
+        }
+        t->dtype = FR_DTYPE_F32;
+        t->data = buf;
+        t->nbytes = bytes;
+        return 0;
+    }
+    t->dtype = s->type == FR_GGML_F32 ? FR_DTYPE_F32
+               : s->type == FR_GGML_Q8_0 ? FR_DTYPE_Q8_0 : FR_DTYPE_Q4_0;
+    t->nbytes = s->nbytes;
+    size_t align = s->type == FR_GGML_F32 ? 4 : 2;
+    if ((uintptr_t)s->data % align) {
+        void *buf = malloc(s->nbytes ? s->nbytes : 1);
+        if (!buf) {
+            fr_err_set(err, "%s: out of memory copying tensor '%s'", s->file, j->file_name);
+            return -1;
+        }
+        memcpy(buf, s->data, s->nbytes);
+        fr_model_own(L->m, buf);
+        t->data = buf;
+    } else {
+        t->data = s->data;
+    }
+    return 0;
+}
+
+/* The standard job list for both formats. hf: use HF names (else GGUF names). `want_output`:
+ * 1 required, 0 skip (tied), -1 optional (absent -> tied). */
+static void plan_jobs(loader *L, bool hf, int want_output) {
+    fr_model *m = L->m;
+    const fr_hparams *hp = &m->hp;
+    fr_weights *w = &m->w;
+    int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    int64_t Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
+    add_job(L, &w->tok_embd, "token_embd.weight", hf ? "model.embed_tokens.weight" : "token_embd.weight",
+            2, E, V, true, false);
+    bool bias_req = hp->arch == FR_ARCH_QWEN2;
+    for (int l = 0; l < hp->n_layer; l++) {
+        fr_layer *ly = &w->layers[l];
+        struct {
+            fr_tensor *dst;
+            const char *g, *h; /* GGUF suffix, HF suffix */
+            int nd;
+            int64_t ne0, ne1;
+            int req;  /* 1 required, 0 optional */
+            bool f32;
+        } t[] = {
+            {&ly->attn_norm, "attn_norm.weight", "input_layernorm.weight", 1, E, 1, 1, true},
+            {&ly->wq, "attn_q.weight", "self_attn.q_proj.weight", 2, E, Q, 1, false},
+            {&ly->wk, "attn_k.weight", "self_attn.k_proj.weight", 2, E, KV, 1, false},
+            {&ly->wv, "attn_v.weight", "self_attn.v_proj.weight", 2, E, KV, 1, false},
+            {&ly->bq, "attn_q.bias", "self_attn.q_proj.bias", 1, Q, 1, bias_req, true},
+            {&ly->bk, "attn_k.bias", "self_attn.k_proj.bias", 1, KV, 1, bias_req, true},
+            {&ly->bv, "attn_v.bias", "self_attn.v_proj.bias", 1, KV, 1, bias_req, true},
+            {&ly->wo, "attn_output.weight", "self_attn.o_proj.weight", 2, Q, E, 1, false},
+            {&ly->ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", 1, E, 1, 1, true},
+            {&ly->w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", 2, E, F, 1, false},
+            {&ly->w_up, "ffn_up.weight", "mlp.up_proj.weight", 2, E, F, 1, false},
+            {&ly->w_down, "ffn_down.weight", "mlp.down_proj.weight", 2, F, E, 1, false},
+        };
+        for (size_t i = 0; i < FR_ARRAY_LEN(t); i++) {
+            char canon[64], fname[128];
+            snprintf(canon, sizeof canon, "blk.%d.%s", l, t[i].g);
+            if (hf) snprintf(fname, sizeof fname, "model.layers.%d.%s", l, t[i].h);
+            else snprintf(fname, sizeof fname, "%s", canon);
+            add_job(L, t[i].dst, canon, fname, t[i].nd, t[i].ne0, t[i].ne1, t[i].req, t[i].f32);
+        }
+    }
+    add_job(L, &w->output_norm, "output_norm.weight", hf ? "model.norm.weight" : "output_norm.weight",
+            1, E, 1, true, true);
+    if (want_output)
+        add_job(L, &w->output, "output.weight", hf ? "lm_head.weight" : "output.weight", 2, E, V,
+                want_output > 0, false);
+}
+
+/* Resolve all jobs, then convert/point. On success fills the derived model fields. */
+static int run_jobs(loader *L, size_t file_bytes, fr_err *err) {
+    for (int i = 0; i < L->n_jobs; i++)
+        if (resolve_job(L, &L->jobs[i], err) != 0) return -1;
+    L->conv_total = 0;
+    for (int i = 0; i < L->n_jobs; i++)
+        if (job_converts(&L->jobs[i])) L->conv_total += (size_t)L->jobs[i].src.n_elem * 4;
+    L->progress = (double)file_bytes > GIB;
+    L->tty = isatty(2);
+    L->last_pct = -1;
+    for (int i = 0; i < L->n_jobs; i++)
+        if (L->jobs[i].found && materialise(L, &L->jobs[i], err) != 0) return -1;
+    if (L->progress && L->tty && L->last_pct >= 0 && L->last_pct < 100) fputc('\n', stderr);
+    return 0;
+}
+
+/* weight_bytes, n_params, tied output. */
+static void finish_weights(fr_model *m) {
+    fr_weights *w = &m->w;
+    if (!fr_tensor_present(&w->output)) {
+        w->output = w->tok_embd;
+        m->hp.tied_embeddings = true;
+    } else {
+        m->hp.tied_embeddings = false;
+    }
+    size_t bytes = w->output_norm.nbytes + w->output.nbytes;
+    int64_t params = fr_tensor_nelem(&w->tok_embd) + fr_tensor_nelem(&w->output_norm);
+    if (!m->hp.tied_embeddings) params += fr_tensor_nelem(&w->output);
+    bytes += w->tok_embd.nbytes / (size_t)FR_MAX(1, w->tok_embd.ne[1]); /* one embedding row */
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const fr_tensor *ts[] = {&w->layers[l].attn_norm, &w->layers[l].wq, &w->layers[l].wk,
+                                 &w->layers[l].wv, &w->layers[l].bq, &w->layers[l].bk,
+                                 &w->layers[l].bv, &w->layers[l].wo, &w->layers[l].ffn_norm,
+                                 &w->layers[l].w_gate, &w->layers[l].w_up, &w->layers[l].w_down};
+        for (size_t i = 0; i < FR_ARRAY_LEN(ts); i++) {
+            if (!fr_tensor_present(ts[i])) continue;
+            bytes += ts[i]->nbytes;
+            params += fr_tensor_nelem(ts[i]);
+        }
+    }
+    m->weight_bytes = bytes;
+    m->n_params = params;
+}
+
+static void log_loaded(const fr_model *m) {
+    double p = (double)m->n_params;
+    fr_info("loaded %s: %s, %d layers, %.2f%s params, %.1f MiB of weights per token, %.2f s",
+            m->name, m->arch_name, m->hp.n_layer, p >= 1e9 ? p / 1e9 : p / 1e6,
+            p >= 1e9 ? "B" : "M", (double)m->weight_bytes / MIB, m->load_seconds);
+}
+
+static fr_model *model_new(const char *path) {
+    fr_model *m = fr_xcalloc(1, sizeof *m);
+    m->path = fr_xstrdup(path);
+    m->name = model_short_name(path);
+    m->hp.bos_id = m->hp.eos_id = -1;
+    for (int i = 0; i < 4; i++) m->hp.eos_ids[i] = -1;
+    return m;
+}
+
+/* Checks a tokenizer against the embedding. */
+static int check_tokenizer(fr_model *m, const char *file, fr_err *err) {
+    int n = fr_tokenizer_n_vocab(m->tok);
+    if (n > m->hp.n_vocab) {
+        fr_err_set(err, "%s: the tokenizer has %d tokens but the model's embedding has only %d "
+                        "rows", file, n, m->hp.n_vocab);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- HF folders ---- */
+
+static fr_model *load_hf(const char *dir, fr_err *err) {
+    double t0 = fr_time_s();
+    fr_hf_config cfg;
+    if (fr_hf_config_load(&cfg, dir, err) != 0) return NULL;
+    fr_st_set st;
+    if (fr_st_set_open(&st, dir, err) != 0) {
+        fr_hf_config_free(&cfg);
+        return NULL;
+    }
+    fr_model *m = model_new(dir);
+    loader L = {.m = m, .where = st.where, .st = &st};
+    m->hp = cfg.hp;
+    int tie = cfg.tie;
+    m->arch_name = m->hp.arch == FR_ARCH_QWEN2 ? "qwen2" : "llama";
+    m->chat_template = cfg.chat_template;
+    m->bos_token_str = cfg.bos_token_str;
+    m->eos_token_str = cfg.eos_token_str;
+    m->w.rope_freq_factors = cfg.rope_freq_factors;
+    fr_model_own(m, cfg.rope_freq_factors);
+    cfg.chat_template = cfg.bos_token_str = cfg.eos_token_str = NULL;
+    cfg.rope_freq_factors = NULL;
+    fr_hf_config_free(&cfg);
+
+    char *tj = fr_path_join(dir, "tokenizer.json");
+    if (!fr_path_exists(tj)) {
+        fr_err_set(err, "%s: not found (the model folder needs its tokenizer)", tj);
+        goto fail_tj;
+    }
+    m->tok = fr_tokenizer_load_json(tj, err);
+    if (!m->tok) {
+        if (err && !strstr(err->msg, tj)) fr_err_prefix(err, "%s", tj);
+        goto fail_tj;
+    }
+    if (check_tokenizer(m, tj, err) != 0) goto fail_tj;
+    if (m->eos_token_str) eos_add(&m->hp, fr_tokenizer_find(m->tok, m->eos_token_str));
+    if (m->hp.eos_id < 0) {
+        m->hp.eos_id = fr_tokenizer_eos(m->tok);
+        for (int i = 0; i < 4; i++)
+            if (m->hp.eos_ids[i] == m->hp.eos_id) m->hp.eos_ids[i] = -1;
+    }
+    free(tj);
+
+    m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
+    /* tie_word_embeddings: true -> lm_head ignored; false -> required; unset -> tied iff absent */
+    plan_jobs(&L, true, tie == 1 ? 0 : tie == 0 ? 1 : -1);
+    if (run_jobs(&L, fr_st_set_bytes(&st), err) != 0) goto fail;
+    finish_weights(m);
+    for (int i = 0; i < st.n_files; i++) {
+        model_add_map(m, st.files[i].map);
+        memset(&st.files[i].map, 0, sizeof st.files[i].map);
+    }
+    fr_st_set_close(&st);
+    free(L.jobs);
+    m->load_seconds = fr_time_s() - t0;
+    log_loaded(m);
+    return m;
+fail_tj:
+    free(tj);
+fail:
+    free(L.jobs);
+    fr_st_set_close(&st);
+    fr_model_free(m);
+    return NULL;
+}
+
+/* ---- GGUF ---- */
+
+/* "{arch}.suffix" */
+static const char *akey(char *buf, size_t cap, const char *arch, const char *suffix) {
+    snprintf(buf, cap, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static int gguf_req_int(const fr_gguf *g, const char *key, int64_t lo, int64_t hi, int *out,
+                        fr_err *err) {
+    int64_t v;
+    int rc = fr_gguf_get_int(g, key, lo, hi, &v, err);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        fr_err_set(err, "%s: missing metadata '%s'", g->path, key);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int gguf_hparams(fr_model *m, const fr_gguf *g, fr_err *err) {
+    fr_hparams *hp = &m->hp;
+    int rc;
+    char *arch = fr_gguf_get_strdup(g, "general.architecture", &rc, err);
+    if (rc == 1) fr_err_set(err, "%s: missing metadata 'general.architecture'", g->path);
+    if (!arch) return -1;
+    if (!strcmp(arch, "qwen2")) {
+        hp->arch = FR_ARCH_QWEN2;
+        m->arch_name = "qwen2";
+    } else if (!strcmp(arch, "llama")) {
+        hp->arch = FR_ARCH_LLAMA;
+        m->arch_name = "llama";
+    } else {
+        fr_err_set(err, "%s: unsupported architecture '%.100s' (supported: qwen2, llama)", g->path,
+                   arch);
+        free(arch);
+        return -1;
+    }
+    free(arch);
+    const char *a = m->arch_name;
+    char k[128];
+    int64_t v;
+    if (gguf_req_int(g, akey(k, sizeof k, a, "embedding_length"), 1, 1 << 20, &hp->n_embd, err) ||
+        gguf_req_int(g, akey(k, sizeof k, a, "block_count"), 1, 4096, &hp->n_layer, err) ||
+        gguf_req_int(g, akey(k, sizeof k, a, "feed_forward_length"), 1, 1 << 22, &hp->n_ff, err) ||
+        gguf_req_int(g, akey(k, sizeof k, a, "attention.head_count"), 1, 4096, &hp->n_head, err))
+        return -1;
+    rc = fr_gguf_get_int(g, akey(k, sizeof k, a, "attention.head_count_kv"), 1, hp->n_head, &v, err);
+    if (rc < 0) return -1;
+    hp->n_head_kv = rc == 0 ? (int)v : hp->n_head;
+    if (hp->n_head % hp->n_head_kv) {
+        fr_err_set(err, "%s: head_count %d is not a multiple of head_count_kv %d", g->path,
+                   hp->n_head, hp->n_head_kv);
+        return -1;
+    }
+    rc = fr_gguf_get_int(g, akey(k, sizeof k, a, "attention.key_length"), 2, 4096, &v, err);
+    if (rc < 0) return -1;
+    hp->head_dim = rc == 0 ? (int)v : hp->n_embd / hp->n_head;
+    if (hp->head_dim < 2 || hp->head_dim % 2) {
+        fr_err_set(err, "%s: head dimension %d must be even and >= 2", g->path, hp->head_dim);
+        return -1;
+    }
+    rc = fr_gguf_get_int(g, akey(k, sizeof k, a, "attention.value_length"), 1, 4096, &v, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && v != hp->head_dim) {
+        fr_err_set(err, "%s: attention.value_length %lld differs from key_length %d (not "
+                        "supported)", g->path, (long long)v, hp->head_dim);
+        return -1;
+    }
+    rc = fr_gguf_get_int(g, akey(k, sizeof k, a, "rope.dimension_count"), 1, 4096, &v, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && v != hp->head_dim) {
+        fr_err_set(err, "%s: rope.dimension_count %lld differs from the head dimension %d "
+                        "(partial rotary embeddings are not supported)", g->path, (long long)v,
+                   hp->head_dim);
+        return -1;
+    }
+    rc = fr_gguf_get_int(g, akey(k, sizeof k, a, "context_length"), 1, INT32_MAX, &v, err);
+    if (rc < 0) return -1;
+    hp->n_ctx_train = rc == 0 ? (int)v : 2048;
+    double d;
+    rc = fr_gguf_get_float(g, akey(k, sizeof k, a, "rope.freq_base"), &d, err);
+    if (rc < 0) return -1;
+    if (rc == 1) d = 10000.0;
+    if (!(d > 0)) {
+        fr_err_set(err, "%s: %s must be positive", g->path, k);
+        return -1;
+    }
+    hp->rope_theta = (float)d;
+    rc = fr_gguf_get_float(g, akey(k, sizeof k, a, "attention.layer_norm_rms_epsilon"), &d, err);
+    if (rc < 0) return -1;
+    if (rc == 1) {
+        fr_err_set(err, "%s: missing metadata '%s'", g->path, k);
+        return -1;
+    }
+    if (!(d > 0)) {
+        fr_err_set(err, "%s: %s must be positive", g->path, k);
+        return -1;
+    }
+    hp->rms_eps = (float)d;
+    fr_gguf_str st;
+    rc = fr_gguf_get_str(g, akey(k, sizeof k, a, "rope.scaling.type"), &st, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && !(st.n == 4 && !memcmp(st.p, "none", 4)) && st.n) {
+        fr_err_set(err, "%s: unsupported rope scaling type '%.*s' (supported: none; llama3 "
+                        "scaling comes as rope_freqs.weight)", g->path, (int)FR_MIN(st.n, 64), st.p);
+        return -1;
+    }
+    /* llama.cpp's converter permutes Llama Q/K rows so RoPE rotates adjacent pairs */
+    hp->rope_interleaved = hp->arch == FR_ARCH_LLAMA;
+    const fr_gguf_tensor *te = fr_gguf_find_tensor(g, "token_embd.weight");
+    if (!te) {
+        fr_err_set(err, "%s: tensor 'token_embd.weight' not found", g->path);
+        return -1;
+    }
+    if (te->n_dims != 2 || te->ne[0] != hp->n_embd || te->ne[1] > (1 << 24)) {
+        fr_err_set(err, "%s: tensor 'token_embd.weight' has shape [%lld, %lld], expected [%d, "
+                        "n_vocab <= %d]", g->path, (long long)te->ne[0], (long long)te->ne[1],
+                   hp->n_embd, 1 << 24);
+        return -1;
+    }
+    hp->n_vocab = (int)te->ne[1];
+    return 0;
+}
+
+/* A token string from the vocabulary as a C string (NULL if it holds a NUL byte). */
+static char *token_dup(const char *p, size_t n) {
+    return memchr(p, 0, n) ? NULL : fr_xstrndup(p, n);
+}
+
+static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
+    int rc;
+    fr_vocab_spec spec;
+    memset(&spec, 0, sizeof spec);
+    const char **toks = NULL, **merges = NULL;
+    size_t *tlens = NULL, *mlens = NULL;
+    int32_t *types = NULL;
+    char *model = NULL, *pre = NULL;
+    int64_t ntok = 0, nmerge = 0, ntypes = 0, v;
+    int ret = -1;
+    model = fr_gguf_get_strdup(g, "tokenizer.ggml.model", &rc, err);
+    if (rc == 1) fr_err_set(err, "%s: missing metadata 'tokenizer.ggml.model'", g->path);
+    if (!model) goto done;
+    if (strcmp(model, "gpt2")) {
+        fr_err_set(err, "%s: tokenizer model '%.40s' is not supported (supported: gpt2, the "
+                        "byte-level BPE of Qwen2 and Llama 3)", g->path, model);
+        goto done;
+    }
+    rc = fr_gguf_get_str_array(g, "tokenizer.ggml.tokens", &toks, &tlens, &ntok, err);
+    if (rc == 1) fr_err_set(err, "%s: missing metadata 'tokenizer.ggml.tokens'", g->path);
+    if (rc) goto done;
+    if (ntok < 1 || ntok > m->hp.n_vocab) {
+        fr_err_set(err, "%s: tokenizer.ggml.tokens has %lld entries; the embedding has %d rows",
+                   g->path, (long long)ntok, m->hp.n_vocab);
+        goto done;
+    }
+    rc = fr_gguf_get_i32_array(g, "tokenizer.ggml.token_type", &types, &ntypes, err);
+    if (rc < 0) goto done;
+    if (rc == 0 && ntypes != ntok) {
+        fr_err_set(err, "%s: tokenizer.ggml.token_type has %lld entries, tokens has %lld", g->path,
+                   (long long)ntypes, (long long)ntok);
+        goto done;
+    }
+    rc = fr_gguf_get_str_array(g, "tokenizer.ggml.merges", &merges, &mlens, &nmerge, err);
+    if (rc < 0) goto done;
+    pre = fr_gguf_get_strdup(g, "tokenizer.ggml.pre", &rc, err);
+    if (rc < 0) goto done;
+    spec.n_tokens = (int)ntok;
+    spec.tokens = toks;
+    spec.token_lens = tlens;
+    spec.token_types = types;
+    spec.n_merges = (int)nmerge;
+    spec.merges = merges;
+    spec.merge_lens = mlens;
+    spec.pre = pre;
+    spec.bos_id = spec.eos_id = spec.pad_id = -1;
+    static const char *idkeys[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                   "tokenizer.ggml.padding_token_id"};
+    int *ids[] = {&spec.bos_id, &spec.eos_id, &spec.pad_id};
+    for (int i = 0; i < 3; i++) {
+        rc = fr_gguf_get_int(g, idkeys[i], 0, ntok - 1, &v, err);
+        if (rc < 0) goto done;
+        if (rc == 0) *ids[i] = (int)v;
+    }
+    spec.add_bos = pre && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") ||
+                           !strcmp(pre, "llama-v3"));
+    bool b;
+    rc = fr_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b, err);
+    if (rc < 0) goto done;
+    if (rc == 0) spec.add_bos = b;
+    m->tok = fr_tokenizer_from_vocab(&spec, err);
+    if (!m->tok) {
+        if (err && !strstr(err->msg, g->path)) fr_err_prefix(err, "%s", g->path);
+        goto done;
+    }
+    m->hp.bos_id = spec.bos_id;
+    m->hp.eos_id = spec.eos_id >= 0 ? spec.eos_id : fr_tokenizer_eos(m->tok);
+    static const char *extra[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+    for (int i = 0; i < 2; i++) {
+        rc = fr_gguf_get_int(g, extra[i], 0, ntok - 1, &v, err);
+        if (rc < 0) goto done;
+        if (rc == 0) eos_add(&m->hp, (int)v);
+    }
+    if (m->hp.bos_id >= 0) m->bos_token_str = token_dup(toks[m->hp.bos_id], tlens[m->hp.bos_id]);
+    if (m->hp.eos_id >= 0 && m->hp.eos_id < ntok)
+        m->eos_token_str = token_dup(toks[m->hp.eos_id], tlens[m->hp.eos_id]);
+    m->chat_template = fr_gguf_get_strdup(g, "tokenizer.chat_template", &rc, err);
+    if (rc < 0) goto done;
+    ret = 0;
+done:
+    free(toks);
+    free(tlens);
+    free(merges);
+    free(mlens);
+    free(types);
+    free(model);
+    free(pre);
+    return ret;
+}
+
+fr_model *fr_model_load_gguf_buffer(const uint8_t *data, size_t size, const char *name,
+                                    fr_err *err) {
+    double t0 = fr_time_s();
+    fr_gguf g;
+    if (fr_gguf_parse(&g, name, data, size, err) != 0) return NULL;
+    fr_model *m = model_new(name);
+    loader L = {.m = m, .where = g.path, .gg = &g};
+    if (gguf_hparams(m, &g, err) != 0 || gguf_tokenizer(m, &g, err) != 0) goto fail;
+    m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
+    plan_jobs(&L, false, -1);
+    fr_tensor rope;
+    memset(&rope, 0, sizeof rope);
+    add_job(&L, &rope, "rope_freqs.weight", "rope_freqs.weight", 1, m->hp.head_dim / 2, 1, false,
+            true);
+    if (run_jobs(&L, size, err) != 0) goto fail;
+    if (fr_tensor_present(&rope)) {
+        /* always an owned copy: fr_weights holds a mutable pointer */
+        float *f = fr_xmalloc(rope.nbytes);
+        memcpy(f, rope.data, rope.nbytes);
+        fr_model_own(m, f);
+        m->w.rope_freq_factors = f;
+    }
+    finish_weights(m);
+    free(L.jobs);
+    fr_gguf_free(&g);
+    m->load_seconds = fr_time_s() - t0;
+    return m;
+fail:
+    free(L.jobs);
+    fr_gguf_free(&g);
+    fr_model_free(m);
+    return NULL;
+}
+
+/* ---- entry point ---- */
+
+static bool has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+fr_model *fr_model_load(const char *path, fr_err *err) {
+    if (fr_path_is_dir(path)) return load_hf(path, err);
+    if (!fr_path_exists(path)) {
+        fr_err_set(err, "%s: no such file or folder", path);
+        return NULL;
+    }
+    if (has_suffix(path, ".safetensors") || has_suffix(path, "config.json")) {
+        /* a file inside an HF folder: load the folder */
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? fr_xstrndup(path, (size_t)(slash - path)) : fr_xstrdup(".");
+        fr_model *m = load_hf(dir, err);
+        free(dir);
+        return m;
+    }
+    fr_mmap map;
+    if (fr_mmap_open(&map, path, err) != 0) return NULL;
+    if (map.size < 4 || memcmp(map.data, "GGUF", 4)) {
+        fr_mmap_close(&map);
+        fr_err_set(err, "%s: neither a GGUF file nor an HF model folder", path);
+        return NULL;
+    }
+    double t0 = fr_time_s();
+    fr_model *m = fr_model_load_gguf_buffer(map.data, map.size, path, err);
+    if (!m) {
+        fr_mmap_close(&map);
+        return NULL;
+    }
+    model_add_map(m, map);
+    m->load_seconds = fr_time_s() - t0;
+    log_loaded(m);
+    return m;
+}
