@@ -554,7 +554,7 @@ int fr_gguf_get_i32_array(const fr_gguf *g, const char *key, int32_t **vals, int
     size_t cnt = (size_t)kv->arr_n;
     int32_t *v = fr_xmalloc((cnt ? cnt : 1) * sizeof *v);
     for (size_t i = 0; i < cnt; i++) {
-        int64_t x;
+        int64_t x = 0;
         decode_int(kv->arr_type, kv->arr + i * esz, &x, &ovf);
         if (ovf || x < INT32_MIN || x > INT32_MAX) {
             free(v);

@@ -139,7 +139,7 @@ typedef struct job {
     char canon[64];          /* GGUF-style canonical name */
     char file_name[128];     /* name in the file */
     int n_dims;              /* expected dims */
-    int64_t ne[2];           /* expected ne[0], ne[1] */
+    int64_t ne[FR_MAX_DIMS]; /* expected shape (dims past n_dims are 1) */
     bool required;           /* missing -> error; else the tensor stays absent */
     bool force_f32;          /* norms, biases, rope factors */
     bool found;              /* resolved in the file */
@@ -219,6 +219,7 @@ static job *add_job(loader *L, fr_tensor *dst, const char *canon, const char *fi
     j->n_dims = n_dims;
     j->ne[0] = ne0;
     j->ne[1] = ne1;
+    j->ne[2] = j->ne[3] = 1;
     j->required = required;
     j->force_f32 = force_f32;
     return j;
@@ -325,7 +326,7 @@ static int materialise(loader *L, job *j, fr_err *err) {
     memset(t, 0, sizeof *t);
     t->name = own_str(L->m, j->canon);
     t->n_dims = j->n_dims;
-    for (int i = 0; i < FR_MAX_DIMS; i++) t->ne[i] = i < j->n_dims ? j->ne[i] : 1;
+    for (int i = 0; i < FR_MAX_DIMS; i++) t->ne[i] = j->ne[i];
     if (job_converts(j)) {
         size_t bytes = (size_t)s->n_elem * sizeof(float);
         float *buf = malloc(bytes ? bytes : 1);
