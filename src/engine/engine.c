@@ -1,0 +1,834 @@
+/* engine.c — the serving engine's thread, request objects, queues, admission and preemption
+ * (see engine.h for the life of a request, sched.h for the decisions).
+ *
+ * Locking: one engine mutex (e->mu) guards the queues, the running array, the KV pool's free
+ * list, the counters and every request's scheduling fields (n_tok, n_done, state). The engine
+ * thread drops it only around fr_decoder_forward, which touches the running sequences' caches
+ * and nothing the lock guards. Each request has its own channel mutex (r->mu) for the text and
+ * the info a front end reads; lock order is engine before request, never the reverse.
+ *
+ * Memory: requests allocate at submit (token array sized prompt + max_tokens, sampler, gen
+ * state); the step loop itself only uses scratch allocated in fr_engine_new (batch arrays,
+ * logits, plan items), plus whatever fr_seq_reserve needs to grow a block table and the amortised
+ * growth of text buffers.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { R_QUEUED = 1, R_RUNNING = 2, R_ENDED = 3 };
+
+struct fr_req {
+    /* fixed at submit */
+    uint64_t arrival;      /* submit order (larger = newer) */
+    int tier;              /* FR_TIER_P0..P2 */
+    int n_prompt;          /* prompt tokens */
+    double t_arrival;      /* fr_time_s() at arrival */
+    int max_tokens;        /* output limit */
+    double deadline;       /* absolute, 0 = none */
+    /* scheduling state (engine lock) */
+    int state;             /* R_QUEUED / R_RUNNING / R_ENDED */
+    int prio;              /* effective tier when admitted (aging); victims are chosen by it */
+    int32_t *tokens;       /* prompt then generated tokens */
+    int n_tok;             /* tokens known */
+    int cap_tok;           /* capacity of tokens */
+    int n_done;            /* tokens whose K/V are in the cache (mirror of seq.n_pos) */
+    int take;              /* tokens planned for this step */
+    bool gone;             /* left the running array this step (preempted or ended) */
+    bool admitted_once;    /* prompt tokens counted */
+    fr_req *qprev, *qnext; /* links in its tier's queue */
+    fr_seq seq;            /* KV block table (engine thread) */
+    fr_gen gen;            /* text release and stop logic (engine thread) */
+    fr_sampler sampler;    /* sampling state (engine thread) */
+    bool gen_live;         /* gen and sampler initialised and not yet freed */
+    /* cross-thread */
+    atomic_int cancel;     /* fr_end a front end asked for, 0 = none */
+    atomic_int refs;       /* references: the front end's and the engine's */
+    pthread_mutex_t mu;    /* channel lock */
+    pthread_cond_t cv;     /* signalled on new text and at the end */
+    fr_buf out;            /* released text not yet taken (mu) */
+    fr_req_info info;      /* consumer view (mu) */
+};
+
+struct fr_engine {
+    const fr_model *m;      /* shared, read-only */
+    fr_engine_config cfg;   /* resolved configuration */
+    fr_kv_pool *kv;         /* the paged cache */
+    fr_decoder *dec;        /* forward pass with scratch for step_tokens tokens */
+    int n_vocab;
+    int watermark;          /* free blocks kept for decode growth when admitting */
+    /* step scratch, sized at start */
+    int32_t *b_tok, *b_pos; /* (step_tokens) batch tokens and positions */
+    fr_seq **b_seq;         /* (step_tokens) their sequences */
+    uint8_t *b_logit;       /* (step_tokens) logits wanted */
+    float *logits;          /* (max_running, n_vocab) */
+    fr_req **logit_req;     /* (max_running) the request of each logits row */
+    fr_req **batch_req;     /* (max_running) requests in this step's batch */
+    fr_sched_item *items;   /* (max_running) plan */
+    fr_sched_cand *cands;   /* (max_running) victim candidates */
+    fr_buf delta;           /* text released by one token */
+    /* shared state (mu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* wakes the engine thread: new work or stop */
+    pthread_t thread;
+    bool thread_started;
+    bool stop;              /* thread must exit */
+    bool closed;            /* refuse new submissions */
+    fr_req *qhead[FR_N_TIERS], *qtail[FR_N_TIERS]; /* queues, oldest arrival first */
+    int n_wait[FR_N_TIERS];
+    fr_req **run;           /* (max_running) running requests */
+    int n_run;
+    uint64_t next_arrival;
+    fr_sched_fair fair;     /* fair-share state */
+    fr_engine_stats st;     /* counters (running/waiting/kv filled in on read) */
+};
+
+const char *fr_end_name(fr_end e) {
+    switch (e) {
+    case FR_END_NONE: return "none";
+    case FR_END_STOP: return "stop";
+    case FR_END_LENGTH: return "length";
+    case FR_END_CANCELLED: return "cancelled";
+    case FR_END_DEADLINE: return "deadline";
+    case FR_END_SHUTDOWN: return "shutdown";
+    case FR_END_ERROR: return "error";
+    }
+    return "?";
+}
+
+const char *fr_admit_name(fr_admit a) {
+    switch (a) {
+    case FR_ADMIT_OK: return "ok";
+    case FR_ADMIT_QUEUE_FULL: return "queue_full";
+    case FR_ADMIT_OVERLOAD: return "overload";
+    case FR_ADMIT_DEADLINE: return "deadline";
+    case FR_ADMIT_TOO_LARGE: return "too_large";
+    case FR_ADMIT_CLOSED: return "closed";
+    case FR_ADMIT_COUNT: break;
+    }
+    return "?";
+}
+
+fr_engine_config fr_engine_config_default(void) {
+    fr_engine_config c;
+    memset(&c, 0, sizeof c);
+    c.block_size = 16;
+    c.kv_bytes = (size_t)512 << 20;
+    c.step_tokens = 256;
+    c.prefill_chunk = 256;
+    c.max_running = 64;
+    c.max_ctx = 4096;
+    c.weight[0] = 70, c.weight[1] = 20, c.weight[2] = 10;
+    c.queue_max[0] = 64, c.queue_max[1] = 256, c.queue_max[2] = 1024;
+    c.max_wait_s[0] = 2, c.max_wait_s[1] = 15, c.max_wait_s[2] = 120;
+    c.aging_s = 10;
+    c.warmup = true;
+    return c;
+}
+
+/* ---- requests ---- */
+
+static void req_free(fr_req *r) {
+    if (r->gen_live) {
+        fr_gen_free(&r->gen);
+        fr_sampler_free(&r->sampler);
+    }
+    free(r->tokens);
+    free(r->seq.blocks);
+    fr_buf_free(&r->out);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void fr_req_release(fr_req *r) {
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) req_free(r);
+}
+
+void fr_req_cancel(fr_req *r, fr_end reason) {
+    if (!r) return;
+    if (reason != FR_END_DEADLINE && reason != FR_END_SHUTDOWN) reason = FR_END_CANCELLED;
+    int none = 0;
+    atomic_compare_exchange_strong(&r->cancel, &none, (int)reason);
+}
+
+static void abs_deadline(struct timespec *ts, double timeout_s) {
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    double s = floor(timeout_s);
+    ts->tv_sec += (time_t)s;
+    ts->tv_nsec += (long)((timeout_s - s) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void cond_init_mono(pthread_cond_t *cv) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+bool fr_req_wait(fr_req *r, fr_buf *text, double timeout_s, fr_req_info *info) {
+    pthread_mutex_lock(&r->mu);
+    if (r->out.len == 0 && !r->info.done && timeout_s > 0) {
+        struct timespec ts;
+        abs_deadline(&ts, timeout_s);
+        while (r->out.len == 0 && !r->info.done)
+            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT) break;
+    }
+    if (r->out.len) {
+        if (text) fr_buf_append(text, r->out.data, r->out.len);
+        r->out.len = 0;
+    }
+    if (info) *info = r->info;
+    bool done = r->info.done;
+    pthread_mutex_unlock(&r->mu);
+    return done;
+}
+
+/* ---- queues (engine lock held) ---- */
+
+static void q_remove(fr_engine *e, fr_req *r) {
+    int t = r->tier;
+    if (r->qprev) r->qprev->qnext = r->qnext;
+    else e->qhead[t] = r->qnext;
+    if (r->qnext) r->qnext->qprev = r->qprev;
+    else e->qtail[t] = r->qprev;
+    r->qprev = r->qnext = NULL;
+    e->n_wait[t]--;
+}
+
+/* Insert keeping arrival order (a preempted request goes back ahead of later arrivals). */
+static void q_insert(fr_engine *e, fr_req *r) {
+    int t = r->tier;
+    fr_req *after = e->qtail[t];
+    while (after && after->arrival > r->arrival) after = after->qprev;
+    r->qprev = after;
+    r->qnext = after ? after->qnext : e->qhead[t];
+    if (r->qnext) r->qnext->qprev = r;
+    else e->qtail[t] = r;
+    if (after) after->qnext = r;
+    else e->qhead[t] = r;
+    e->n_wait[t]++;
+    r->state = R_QUEUED;
+}
+
+static int waiting_total(const fr_engine *e) {
+    int n = 0;
+    for (int t = 0; t < FR_N_TIERS; t++) n += e->n_wait[t];
+    return n;
+}
+
+/* Drop entries marked gone from the running array, keeping order; ended ones lose the engine's
+ * reference here (after their last use by the step). */
+static void run_compact(fr_engine *e) {
+    int k = 0;
+    for (int i = 0; i < e->n_run; i++) {
+        fr_req *r = e->run[i];
+        if (!r->gone) e->run[k++] = r;
+        else if (r->state == R_ENDED) fr_req_release(r);
+    }
+    e->n_run = k;
+}
+
+/* End a request (engine lock held): free its blocks and publish the end. The caller has taken
+ * it out of its queue and releases the engine's reference, or it is in the running array and
+ * run_compact does that. */
+static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
+    fr_seq_release(&r->seq, e->kv);
+    r->n_done = 0;
+    r->state = R_ENDED;
+    r->gone = true;
+    e->st.ended[r->tier][why]++;
+    if (r->gen_live) {
+        fr_gen_free(&r->gen);
+        fr_sampler_free(&r->sampler);
+        r->gen_live = false;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->info.done = true;
+    r->info.end = why;
+    r->info.t_end = fr_time_s();
+    if (msg) snprintf(r->info.error, sizeof r->info.error, "%s", msg);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void preempt(fr_engine *e, fr_req *r) {
+    fr_seq_release(&r->seq, e->kv);
+    e->st.recomputed_tokens += (uint64_t)r->n_done;
+    r->n_done = 0;
+    r->gone = true;
+    e->st.preempted[r->tier]++;
+    q_insert(e, r);
+    pthread_mutex_lock(&r->mu);
+    r->info.n_preempted++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- submission ---- */
+
+static void gather_load(fr_engine *e, fr_sched_load *l) {
+    memset(l, 0, sizeof *l);
+    l->max_running = e->cfg.max_running;
+    l->budget = e->cfg.step_tokens;
+    l->step_s = e->st.ewma_step_s;
+    l->token_s = e->st.ewma_token_s;
+    for (int i = 0; i < e->n_run; i++) {
+        fr_req *r = e->run[i];
+        l->running[r->tier]++;
+        int rem = r->n_tok - r->n_done;
+        if (rem > 1) l->backlog[r->tier] += rem;
+        int out_left = r->max_tokens - (r->n_tok - r->n_prompt);
+        if (out_left > 0) l->decode_left[r->tier] += out_left;
+    }
+    for (int t = 0; t < FR_N_TIERS; t++)
+        for (fr_req *r = e->qhead[t]; r; r = r->qnext) {
+            l->waiting[t]++;
+            l->backlog[t] += r->n_tok;
+            int out_left = r->max_tokens - (r->n_tok - r->n_prompt);
+            if (out_left > 0) l->queued_out[t] += out_left;
+        }
+}
+
+static void refuse(fr_engine *e, fr_admission *adm, fr_admit v, int tier, bool locked) {
+    adm->verdict = v;
+    if (!locked) pthread_mutex_lock(&e->mu);
+    e->st.rejected[tier][v]++;
+    if (!locked) pthread_mutex_unlock(&e->mu);
+}
+
+fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm) {
+    fr_admission dummy;
+    if (!adm) adm = &dummy;
+    memset(adm, 0, sizeof *adm);
+    adm->retry_after_s = 1;
+    int tier = p->tier >= 0 && p->tier < FR_N_TIERS ? p->tier : FR_TIER_P1;
+    int max_tokens = p->gen.max_tokens;
+    if (p->n_prompt < 1 || !p->prompt || max_tokens < 1) {
+        snprintf(adm->msg, sizeof adm->msg, "empty prompt or max_tokens < 1");
+        refuse(e, adm, FR_ADMIT_TOO_LARGE, tier, false);
+        return NULL;
+    }
+    int64_t total = (int64_t)p->n_prompt + max_tokens;
+    if (total > e->cfg.max_ctx) {
+        snprintf(adm->msg, sizeof adm->msg,
+                 "prompt (%d tokens) plus max_tokens (%d) exceeds the context length (%d)",
+                 p->n_prompt, max_tokens, e->cfg.max_ctx);
+        refuse(e, adm, FR_ADMIT_TOO_LARGE, tier, false);
+        return NULL;
+    }
+    int need = fr_kv_blocks_needed(e->kv, (int)total);
+    if (need > e->kv->n_blocks) {
+        snprintf(adm->msg, sizeof adm->msg,
+                 "request needs %d KV blocks (%lld tokens), the pool has %d", need,
+                 (long long)total, e->kv->n_blocks);
+        refuse(e, adm, FR_ADMIT_TOO_LARGE, tier, false);
+        return NULL;
+    }
+
+    fr_req *r = fr_xcalloc(1, sizeof *r);
+    r->tier = tier;
+    r->n_prompt = p->n_prompt;
+    r->t_arrival = p->t_arrival > 0 ? p->t_arrival : fr_time_s();
+    r->max_tokens = max_tokens;
+    r->deadline = p->deadline;
+    r->cap_tok = (int)total + 1;
+    r->tokens = fr_xmalloc((size_t)r->cap_tok * sizeof(int32_t));
+    memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
+    r->n_tok = p->n_prompt;
+    fr_gen_init(&r->gen, e->m, &p->gen);
+    fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
+    r->gen_live = true;
+    atomic_init(&r->cancel, 0);
+    atomic_init(&r->refs, 2); /* the caller's and the engine's */
+    pthread_mutex_init(&r->mu, NULL);
+    cond_init_mono(&r->cv);
+    r->info.tier = tier;
+    r->info.n_prompt = p->n_prompt;
+    r->info.t_arrival = r->t_arrival;
+
+    pthread_mutex_lock(&e->mu);
+    fr_admit v = FR_ADMIT_OK;
+    fr_sched_load load;
+    gather_load(e, &load);
+    double pred = fr_sched_predict_wait(&load, e->cfg.weight, tier);
+    adm->predicted_wait_s = pred;
+    double now = fr_time_s();
+    if (e->closed || e->stop) {
+        v = FR_ADMIT_CLOSED;
+        snprintf(adm->msg, sizeof adm->msg, "the server is shutting down");
+    } else if (e->n_wait[tier] >= e->cfg.queue_max[tier]) {
+        v = FR_ADMIT_QUEUE_FULL;
+        snprintf(adm->msg, sizeof adm->msg, "the %s queue is full (%d requests waiting)",
+                 fr_tier_name(tier), e->n_wait[tier]);
+        adm->retry_after_s = (int)fmin(3600, fmax(1, ceil(pred)));
+    } else if (pred > e->cfg.max_wait_s[tier]) {
+        v = FR_ADMIT_OVERLOAD;
+        snprintf(adm->msg, sizeof adm->msg,
+                 "server overloaded: predicted wait %.2f s exceeds the %s limit of %.2f s", pred,
+                 fr_tier_name(tier), e->cfg.max_wait_s[tier]);
+        adm->retry_after_s = (int)fmin(3600, fmax(1, ceil(pred - e->cfg.max_wait_s[tier])));
+    } else if (p->deadline > 0 && now + pred > p->deadline) {
+        v = FR_ADMIT_DEADLINE;
+        snprintf(adm->msg, sizeof adm->msg,
+                 "predicted wait %.2f s exceeds the request deadline (%.2f s left)", pred,
+                 p->deadline - now);
+        adm->retry_after_s = (int)fmin(3600, fmax(1, ceil(pred)));
+    }
+    if (v != FR_ADMIT_OK) {
+        refuse(e, adm, v, tier, true);
+        pthread_mutex_unlock(&e->mu);
+        atomic_store(&r->refs, 1);
+        fr_req_release(r);
+        return NULL;
+    }
+    r->arrival = e->next_arrival++;
+    q_insert(e, r);
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
+/* ---- the step (engine lock held unless noted) ---- */
+
+/* End cancelled and expired requests, queued or running. */
+static void sweep(fr_engine *e, double now) {
+    for (int i = 0; i < e->n_run; i++) {
+        fr_req *r = e->run[i];
+        int c = atomic_load(&r->cancel);
+        if (c) req_end(e, r, (fr_end)c, NULL);
+        else if (r->deadline > 0 && now > r->deadline) req_end(e, r, FR_END_DEADLINE, NULL);
+    }
+    run_compact(e);
+    for (int t = 0; t < FR_N_TIERS; t++) {
+        fr_req *next;
+        for (fr_req *r = e->qhead[t]; r; r = next) {
+            next = r->qnext;
+            int c = atomic_load(&r->cancel);
+            fr_end why = c ? (fr_end)c : FR_END_NONE;
+            if (!c && r->deadline > 0 && now > r->deadline) why = FR_END_DEADLINE;
+            if (why == FR_END_NONE) continue;
+            q_remove(e, r);
+            req_end(e, r, why, NULL);
+            fr_req_release(r);
+        }
+    }
+}
+
+/* Blocks held by running requests with prio > tier (what a request of `tier` may reclaim). */
+static int reclaimable(const fr_engine *e, int tier, int *n_victims) {
+    int blocks = 0, n = 0;
+    for (int i = 0; i < e->n_run; i++)
+        if (e->run[i]->prio > tier) {
+            blocks += e->run[i]->seq.n_blocks;
+            n++;
+        }
+    *n_victims = n;
+    return blocks;
+}
+
+static fr_req *pick_victim(fr_engine *e, int above_tier) {
+    for (int i = 0; i < e->n_run; i++) {
+        e->cands[i].tier = e->run[i]->prio;
+        e->cands[i].arrival = e->run[i]->arrival;
+        e->cands[i].eligible = !e->run[i]->gone;
+    }
+    int v = fr_sched_victim(e->cands, e->n_run, above_tier);
+    return v >= 0 ? e->run[v] : NULL;
+}
+
+/* Move queued requests into the running batch, best (effective tier, arrival) first. */
+static void admit(fr_engine *e, double now) {
+    bool blocked[FR_N_TIERS] = {false, false, false};
+    for (int guard = 0; guard < 4 * (e->cfg.max_running + 8); guard++) {
+        fr_req *c = NULL;
+        int c_eff = FR_N_TIERS;
+        for (int t = 0; t < FR_N_TIERS; t++) {
+            fr_req *h = e->qhead[t];
+            if (!h || blocked[t]) continue;
+            int eff = fr_sched_effective_tier(t, now - h->t_arrival, e->cfg.aging_s);
+            if (!c || eff < c_eff || (eff == c_eff && h->arrival < c->arrival)) {
+                c = h;
+                c_eff = eff;
+            }
+        }
+        if (!c) return;
+        int need = fr_kv_blocks_needed(e->kv, c->n_tok);
+        int wm = e->n_run > 0 ? e->watermark : 0;
+        bool need_slot = e->n_run >= e->cfg.max_running;
+        if (need_slot || e->kv->n_free < need + wm) {
+            /* Only strictly lower tiers may be preempted to make room, and only if enough. */
+            int n_vict = 0, rec = reclaimable(e, c->tier, &n_vict);
+            if ((need_slot && n_vict == 0) || e->kv->n_free + rec < need) {
+                blocked[c->tier] = true;
+                continue;
+            }
+            while (e->n_run >= e->cfg.max_running || e->kv->n_free < need + wm) {
+                fr_req *v = pick_victim(e, c->tier);
+                if (!v) break;
+                preempt(e, v);
+                run_compact(e);
+                wm = e->n_run > 0 ? e->watermark : 0;
+            }
+            if (e->n_run >= e->cfg.max_running || e->kv->n_free < need) {
+                blocked[c->tier] = true;
+                continue;
+            }
+        }
+        q_remove(e, c);
+        if (fr_seq_reserve(&c->seq, e->kv, c->n_tok) != 0) {
+            q_insert(e, c); /* cannot happen: free blocks were checked */
+            blocked[c->tier] = true;
+            continue;
+        }
+        c->state = R_RUNNING;
+        c->gone = false;
+        c->prio = c_eff < c->tier ? c_eff : c->tier;
+        c->n_done = 0;
+        e->run[e->n_run++] = c;
+        if (!c->admitted_once) {
+            c->admitted_once = true;
+            e->st.prompt_tokens[c->tier] += (uint64_t)c->n_prompt;
+            pthread_mutex_lock(&c->mu);
+            c->info.t_admit = now;
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+}
+
+static int run_cmp(const void *a, const void *b) {
+    const fr_req *x = *(fr_req *const *)a, *y = *(fr_req *const *)b;
+    if (x->prio != y->prio) return x->prio - y->prio;
+    return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+/* Plan the step, reserve blocks (preempting when the pool runs dry) and fill the batch arrays.
+ * Returns the number of batch tokens; *n_logits gets the logits rows. */
+static int build_step(fr_engine *e, int *n_logits, int *n_batch_req) {
+    *n_logits = 0;
+    *n_batch_req = 0;
+    if (e->n_run == 0) return 0;
+    qsort(e->run, (size_t)e->n_run, sizeof *e->run, run_cmp);
+    for (int i = 0; i < e->n_run; i++) {
+        e->items[i].tier = e->run[i]->tier;
+        e->items[i].remaining = e->run[i]->n_tok - e->run[i]->n_done;
+        e->run[i]->gone = false;
+    }
+    fr_sched_plan(&e->fair, e->items, e->n_run, e->cfg.step_tokens, e->cfg.prefill_chunk);
+    for (int i = 0; i < e->n_run; i++) e->run[i]->take = e->items[i].take;
+
+    for (int i = 0; i < e->n_run; i++) {
+        fr_req *r = e->run[i];
+        if (r->gone || r->take == 0) continue;
+        while (fr_seq_reserve(&r->seq, e->kv, r->n_done + r->take) != 0) {
+            int j = e->n_run - 1;
+            while (j > i && e->run[j]->gone) j--;
+            if (j > i) {
+                preempt(e, e->run[j]);
+            } else {
+                preempt(e, r);
+                break;
+            }
+        }
+    }
+    int nb = 0;
+    for (int i = 0; i < e->n_run; i++) {
+        fr_req *r = e->run[i];
+        if (r->gone || r->take == 0) continue;
+        e->batch_req[(*n_batch_req)++] = r;
+        for (int j = 0; j < r->take; j++) {
+            int pos = r->n_done + j;
+            e->b_tok[nb] = r->tokens[pos];
+            e->b_pos[nb] = pos;
+            e->b_seq[nb] = &r->seq;
+            e->b_logit[nb] = pos == r->n_tok - 1;
+            if (e->b_logit[nb]) e->logit_req[(*n_logits)++] = r;
+            nb++;
+        }
+    }
+    run_compact(e);
+    return nb;
+}
+
+/* Sample the next token of every request that produced logits, release text, end finished. */
+static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
+    for (int k = 0; k < n_batch_req; k++) e->batch_req[k]->n_done = e->batch_req[k]->seq.n_pos;
+    double now = fr_time_s();
+    for (int k = 0; k < n_logits; k++) {
+        fr_req *r = e->logit_req[k];
+        int id = fr_sample(&r->sampler, e->logits + (size_t)k * (size_t)e->n_vocab);
+        if (r->n_tok < r->cap_tok) r->tokens[r->n_tok++] = id;
+        e->delta.len = 0;
+        fr_finish f = fr_gen_push(&r->gen, id, &e->delta);
+        e->st.gen_tokens[r->tier]++;
+        pthread_mutex_lock(&r->mu);
+        if (e->delta.len) fr_buf_append(&r->out, e->delta.data, e->delta.len);
+        r->info.n_generated = r->gen.n_generated;
+        if (r->info.t_first == 0) r->info.t_first = now;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        if (f == FR_FINISH_STOP) req_end(e, r, FR_END_STOP, NULL);
+        else if (f == FR_FINISH_LENGTH || r->n_tok >= r->cap_tok || r->n_tok >= e->cfg.max_ctx)
+            req_end(e, r, FR_END_LENGTH, NULL);
+    }
+    run_compact(e);
+}
+
+static void fail_batch(fr_engine *e, int n_batch_req, const char *msg) {
+    for (int k = 0; k < n_batch_req; k++) req_end(e, e->batch_req[k], FR_END_ERROR, msg);
+    run_compact(e);
+}
+
+static void end_everything(fr_engine *e, fr_end why) {
+    for (int i = 0; i < e->n_run; i++) req_end(e, e->run[i], why, NULL);
+    run_compact(e);
+    for (int t = 0; t < FR_N_TIERS; t++)
+        while (e->qhead[t]) {
+            fr_req *r = e->qhead[t];
+            q_remove(e, r);
+            req_end(e, r, why, NULL);
+            fr_req_release(r);
+        }
+}
+
+static void *engine_main(void *arg) {
+    fr_engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    while (!e->stop) {
+        if (e->n_run == 0 && waiting_total(e) == 0) {
+            pthread_cond_wait(&e->cv, &e->mu);
+            continue;
+        }
+        double now = fr_time_s();
+        sweep(e, now);
+        admit(e, now);
+        int n_logits = 0, n_breq = 0;
+        int nb = build_step(e, &n_logits, &n_breq);
+        if (nb == 0) {
+            /* Work exists but none can run (e.g. waiting for blocks): nap, then look again. */
+            if (waiting_total(e) > 0) {
+                struct timespec ts;
+                abs_deadline(&ts, 0.005);
+                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            }
+            continue;
+        }
+        fr_batch b = {.n_tokens = nb, .tokens = e->b_tok, .pos = e->b_pos,
+                      .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit};
+        pthread_mutex_unlock(&e->mu);
+        fr_err err = {{0}};
+        double t0 = fr_time_s();
+        int rc = fr_decoder_forward(e->dec, e->kv, &b, e->logits, &err);
+        double dt = fr_time_s() - t0;
+        pthread_mutex_lock(&e->mu);
+        e->st.steps++;
+        e->st.step_tokens += (uint64_t)nb;
+        e->st.step_seconds += dt;
+        e->st.ewma_step_s = e->st.ewma_step_s > 0 ? 0.8 * e->st.ewma_step_s + 0.2 * dt : dt;
+        if (nb >= e->cfg.step_tokens / 2 && nb >= 8) {
+            double per = dt / nb;
+            e->st.ewma_token_s = e->st.ewma_token_s > 0 ? 0.8 * e->st.ewma_token_s + 0.2 * per
+                                                        : per;
+        }
+        if (rc != 0) {
+            fr_log(FR_LOG_ERROR, "engine: forward failed: %s", err.msg);
+            fail_batch(e, n_breq, err.msg);
+            continue;
+        }
+        deliver(e, n_logits, n_breq);
+    }
+    end_everything(e, FR_END_SHUTDOWN);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- setup ---- */
+
+/* Time a one-token step and a full prefill step on scratch sequences (calibrates the wait
+ * prediction before the first request). */
+static void warmup(fr_engine *e) {
+    int n = FR_MIN(e->cfg.step_tokens, e->cfg.max_ctx);
+    n = FR_MIN(n, e->kv->n_blocks * e->kv->block_size);
+    if (n < 1) return;
+    fr_seq s;
+    memset(&s, 0, sizeof s);
+    if (fr_seq_reserve(&s, e->kv, n) != 0) return;
+    int32_t tok0 = 0;
+    for (int i = 0; i < n; i++) {
+        e->b_tok[i] = tok0;
+        e->b_pos[i] = i;
+        e->b_seq[i] = &s;
+        e->b_logit[i] = i == n - 1;
+    }
+    fr_err err = {{0}};
+    fr_batch one = {.n_tokens = 1, .tokens = e->b_tok, .pos = e->b_pos,
+                    .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit};
+    uint8_t keep = e->b_logit[0];
+    e->b_logit[0] = 1;
+    double t0 = fr_time_s();
+    int rc = fr_decoder_forward(e->dec, e->kv, &one, e->logits, &err);
+    double t_one = fr_time_s() - t0;
+    e->b_logit[0] = keep;
+    if (rc == 0 && n > 1) {
+        fr_batch rest = {.n_tokens = n - 1, .tokens = e->b_tok + 1, .pos = e->b_pos + 1,
+                         .seqs = (fr_seq *const *)e->b_seq + 1, .logits = e->b_logit + 1};
+        t0 = fr_time_s();
+        rc = fr_decoder_forward(e->dec, e->kv, &rest, e->logits, &err);
+        double t_full = fr_time_s() - t0;
+        if (rc == 0) e->st.ewma_token_s = t_full / (n - 1);
+    }
+    if (rc == 0) e->st.ewma_step_s = t_one;
+    else fr_warn("engine: warmup step failed: %s", err.msg);
+    fr_seq_release(&s, e->kv);
+    free(s.blocks);
+}
+
+fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_err *err) {
+    fr_engine_config c = cfg_in ? *cfg_in : fr_engine_config_default();
+    const fr_hparams *hp = &m->hp;
+    if (c.block_size < 1 || c.block_size > 1024) {
+        fr_err_set(err, "block_size must be in 1..1024 (got %d)", c.block_size);
+        return NULL;
+    }
+    if (c.step_tokens < 1 || c.max_running < 1 || c.prefill_chunk < 1) {
+        fr_err_set(err, "step_tokens, prefill_chunk and max_running must be >= 1");
+        return NULL;
+    }
+    if (c.prefill_chunk > c.step_tokens) c.prefill_chunk = c.step_tokens;
+    if (c.max_running > c.step_tokens) c.max_running = c.step_tokens;
+    for (int t = 0; t < FR_N_TIERS; t++) {
+        if (!(c.weight[t] > 0)) {
+            fr_err_set(err, "tier %s weight must be > 0", fr_tier_name(t));
+            return NULL;
+        }
+        if (c.queue_max[t] < 0) c.queue_max[t] = 0;
+    }
+    int ctx_model = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096;
+    if (c.max_ctx <= 0 || c.max_ctx > ctx_model) c.max_ctx = ctx_model;
+    int n_blocks = c.kv_blocks > 0 ? c.kv_blocks
+                                   : fr_kv_pool_blocks_for_bytes(hp, c.block_size, c.kv_bytes);
+    if (n_blocks < 2) {
+        fr_err_set(err, "the KV memory budget holds %d blocks; need at least 2", n_blocks);
+        return NULL;
+    }
+    c.kv_blocks = n_blocks;
+
+    fr_engine *e = fr_xcalloc(1, sizeof *e);
+    e->m = m;
+    e->cfg = c;
+    e->n_vocab = hp->n_vocab;
+    e->kv = fr_kv_pool_new(hp, n_blocks, c.block_size);
+    if (!e->kv) {
+        fr_err_set(err, "cannot allocate the KV pool (%d blocks of %d tokens)", n_blocks,
+                   c.block_size);
+        free(e);
+        return NULL;
+    }
+    e->watermark = FR_MAX(1, n_blocks / 100);
+    e->dec = fr_decoder_new(m, c.step_tokens, c.max_ctx, err);
+    if (!e->dec) {
+        fr_kv_pool_free(e->kv);
+        free(e);
+        return NULL;
+    }
+    size_t st = (size_t)c.step_tokens, mr = (size_t)c.max_running;
+    e->b_tok = fr_xmalloc(st * sizeof(int32_t));
+    e->b_pos = fr_xmalloc(st * sizeof(int32_t));
+    e->b_seq = fr_xmalloc(st * sizeof(fr_seq *));
+    e->b_logit = fr_xmalloc(st);
+    e->logits = malloc(mr * (size_t)e->n_vocab * sizeof(float));
+    if (!e->logits) {
+        fr_err_set(err, "cannot allocate logits for %d sequences", c.max_running);
+        fr_decoder_free(e->dec);
+        fr_kv_pool_free(e->kv);
+        free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e);
+        return NULL;
+    }
+    e->logit_req = fr_xmalloc(mr * sizeof(fr_req *));
+    e->batch_req = fr_xmalloc(mr * sizeof(fr_req *));
+    e->items = fr_xmalloc(mr * sizeof(fr_sched_item));
+    e->cands = fr_xmalloc(mr * sizeof(fr_sched_cand));
+    e->run = fr_xmalloc(mr * sizeof(fr_req *));
+    fr_sched_fair_init(&e->fair, c.weight);
+    e->st.kv_blocks_total = n_blocks;
+    e->st.block_size = c.block_size;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (c.warmup) warmup(e);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        fr_err_set(err, "cannot start the engine thread");
+        e->thread_started = false;
+        fr_engine_free(e);
+        return NULL;
+    }
+    e->thread_started = true;
+    e->st.alive = true;
+    return e;
+}
+
+void fr_engine_free(fr_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = true;
+    e->closed = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->thread_started) pthread_join(e->thread, NULL);
+    else end_everything(e, FR_END_SHUTDOWN);
+    fr_decoder_free(e->dec);
+    fr_kv_pool_free(e->kv);
+    free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e->logits);
+    free(e->logit_req), free(e->batch_req), free(e->items), free(e->cands), free(e->run);
+    fr_buf_free(&e->delta);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
+
+const fr_engine_config *fr_engine_cfg(const fr_engine *e) { return &e->cfg; }
+int fr_engine_max_ctx(const fr_engine *e) { return e->cfg.max_ctx; }
+
+void fr_engine_close(fr_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->closed = true;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void fr_engine_cancel_all(fr_engine *e, fr_end reason) {
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_run; i++) fr_req_cancel(e->run[i], reason);
+    for (int t = 0; t < FR_N_TIERS; t++)
+        for (fr_req *r = e->qhead[t]; r; r = r->qnext) fr_req_cancel(r, reason);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int fr_engine_in_flight(fr_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int n = e->n_run + waiting_total(e);
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s) {
+    pthread_mutex_lock(&e->mu);
+    *s = e->st;
+    memset(s->running, 0, sizeof s->running);
+    for (int i = 0; i < e->n_run; i++) s->running[e->run[i]->tier]++;
+    for (int t = 0; t < FR_N_TIERS; t++) s->waiting[t] = e->n_wait[t];
+    s->kv_blocks_total = e->kv->n_blocks;
+    s->kv_blocks_used = e->kv->n_blocks - e->kv->n_free;
+    s->alive = e->thread_started && !e->stop;
+    pthread_mutex_unlock(&e->mu);
+}
