@@ -56,7 +56,7 @@ typedef struct fr_batch {
     const int32_t *tokens;  /* (n_tokens) token ids */
     const int32_t *pos;     /* (n_tokens) position of each token in its sequence */
     fr_seq *const *seqs;    /* (n_tokens) the sequence each token belongs to */
-    const uint8_t *logits;  /* (n_tokens) 1 = return logits for this token */
+    const uint8_t *logits;  /* (n_tokens) 1 = return logits for this token; NULL = every token */
 } fr_batch;
 
 typedef struct fr_decoder fr_decoder;
@@ -74,7 +74,9 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
 
 /* Weight-only quantisation on load for the CPU: "q8" (8-bit, group 32, one scale per group) or
  * "q4" (4-bit, group 32, scale and minimum per group). Converts every F32 matrix of the model in
- * place (the model owns the new buffers). Returns 0 or -1 with err. */
+ * place (the model owns the new buffers); the tensors get dtype FR_DTYPE_Q8 / FR_DTYPE_Q4 (values
+ * past FR_DTYPE_COUNT, layouts and names in backend/cpu/cpu.h). "none"/"f32"/NULL: no change.
+ * m->weight_bytes becomes the bytes streamed per decoded token. Returns 0 or -1 with err. */
 int fr_model_quantize(fr_model *m, const char *kind, fr_err *err);
 
 /* ---- sampling ---- */
@@ -87,12 +89,14 @@ typedef struct fr_sampling {
 } fr_sampling;
 fr_sampling fr_sampling_default(void); /* temperature 1, top_k 0, top_p 1, min_p 0, seed 0 */
 
+struct fr_cand;
 typedef struct fr_sampler {
     fr_sampling p;
     uint64_t rng[2];   /* xoroshiro128+ state */
     int n_vocab;
     float *probs;      /* (n_vocab) scratch */
     int32_t *idx;      /* (n_vocab) scratch */
+    struct fr_cand *cand; /* (n_vocab) (probability, id) candidates scratch */
 } fr_sampler;
 void fr_sampler_init(fr_sampler *s, const fr_sampling *p, int n_vocab);
 void fr_sampler_free(fr_sampler *s);

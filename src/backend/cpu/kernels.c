@@ -1,0 +1,511 @@
+/* kernels.c — fast CPU kernels: matmul for F32 / GGUF Q8_0 / GGUF Q4_0 / own q8 / own q4 weights,
+ * RMSNorm, RoPE from tables, paged causal attention, SwiGLU. AVX2 + FMA + F16C.
+ *
+ * Matmul structure: the output rows (rows of W) are cut into chunks that threads take from an
+ * atomic counter. Inside a chunk, tokens are processed in small tiles so one weight load feeds
+ * several tokens (prefill) while the weight chunk stays in L2; at T = 1 (decode) the kernel
+ * streams W row after row, which is what the hardware prefetchers like.
+ *
+ * The arithmetic of every output element is fixed (see cpu.h "Determinism"): tiles only decide
+ * which registers hold which accumulators, never the order of the additions. F32 tiles are 4 rows
+ * x up to 3 tokens (12 accumulators); GGUF quantised rows are dequantised exactly, 4 at a time,
+ * into per-thread scratch and go through the same F32 tiles. Own q8/q4 rows use int8 activations
+ * (quantised once per call) and exact int32 group dot products (maddubs/madd), 1 row x up to 4
+ * tokens per tile; each group adds float(isum) * (dw * dx) into an 8-lane accumulator.
+ */
+#include "backend/cpu/cpu.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FR_INLINE static inline __attribute__((always_inline))
+#define FR_MAX_GROUPS 1024 /* K <= 32768 for the own formats (stack buffers of group scales) */
+
+/* fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
+FR_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* ------------------------------------------------------------------ scratch */
+fr_cpu_scratch *fr_cpu_scratch_new(int max_T, int max_K, int n_threads) {
+    if (max_T < 1 || max_K < 32 || max_K > FR_QK * FR_MAX_GROUPS || n_threads < 1) return NULL;
+    fr_cpu_scratch *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->max_T = max_T;
+    s->max_K = max_K;
+    s->n_threads = n_threads;
+    size_t ng = (size_t)max_K / FR_QK + 1;
+    s->xq = aligned_alloc(64, ((size_t)max_T * max_K + 63) / 64 * 64);
+    s->xd = malloc((size_t)max_T * ng * sizeof(float));
+    s->xs = malloc((size_t)max_T * ng * sizeof(float));
+    s->deq = aligned_alloc(64, (size_t)n_threads * FR_CPU_ROWS * max_K * sizeof(float));
+    if (!s->xq || !s->xd || !s->xs || !s->deq) {
+        fr_cpu_scratch_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void fr_cpu_scratch_free(fr_cpu_scratch *s) {
+    if (!s) return;
+    free(s->xq);
+    free(s->xd);
+    free(s->xs);
+    free(s->deq);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ F32 tiles */
+float fr_cpu_dot(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    return hsum8(acc);
+}
+
+/* y[t*ys + r] for R rows (w, row stride ws floats) x TT tokens (x, stride K); R, TT constants. */
+FR_INLINE void tile_f32(const float *w, size_t ws, int R, const float *x, int TT, int K,
+                        float *y, size_t ys) {
+    __m256 acc[4][3];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int k = 0; k < K; k += 8) {
+        __m256 xv[3];
+        for (int t = 0; t < TT; t++) xv[t] = _mm256_loadu_ps(x + (size_t)t * K + k);
+        for (int r = 0; r < R; r++) {
+            __m256 wv = _mm256_loadu_ps(w + (size_t)r * ws + k);
+            for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) y[(size_t)t * ys + r] = hsum8(acc[r][t]);
+}
+
+/* rows [0, R) of a block (R <= 4) against all T tokens; y points at column r0 of row 0. */
+static void rows_f32(const float *w, size_t ws, int R, const float *x, int T, int K, float *y,
+                     size_t ys) {
+    int t = 0;
+    if (R == 4) {
+        for (; t + 3 <= T; t += 3) tile_f32(w, ws, 4, x + (size_t)t * K, 3, K, y + t * ys, ys);
+        if (T - t == 2) tile_f32(w, ws, 4, x + (size_t)t * K, 2, K, y + t * ys, ys);
+        else if (T - t == 1) tile_f32(w, ws, 4, x + (size_t)t * K, 1, K, y + t * ys, ys);
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (t = 0; t < T; t++) y[(size_t)t * ys + r] = fr_cpu_dot(w + r * ws, x + (size_t)t * K, K);
+}
+
+/* ------------------------------------------------------------------ exact dequantisation */
+static void deq_q8_0(const fr_block_q8_0 *b, float *dst, int K) {
+    for (int g = 0; g < K / FR_QK; g++) {
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[g].d));
+        for (int j = 0; j < FR_QK; j += 8) {
+            __m128i q8 = _mm_loadl_epi64((const __m128i *)(b[g].qs + j));
+            __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+            _mm256_storeu_ps(dst + g * FR_QK + j, _mm256_mul_ps(q, d));
+        }
+    }
+}
+
+static void deq_q4_0(const fr_block_q4_0 *b, float *dst, int K) {
+    const __m128i m4 = _mm_set1_epi8(15), e8 = _mm_set1_epi8(8);
+    for (int g = 0; g < K / FR_QK; g++) {
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(b[g].d));
+        __m128i v = _mm_loadu_si128((const __m128i *)b[g].qs);
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m4), e8);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), e8);
+        float *o = dst + g * FR_QK;
+        _mm256_storeu_ps(o + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+        _mm256_storeu_ps(o + 8, _mm256_mul_ps(
+                                    _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+        _mm256_storeu_ps(o + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+        _mm256_storeu_ps(o + 24, _mm256_mul_ps(
+                                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+    }
+}
+
+/* ------------------------------------------------------------------ int8 activations */
+/* Same arithmetic as fr_ref_quantize_act (cvtps_epi32 rounds to nearest even, like lrintf). */
+static void quantize_act(const float *x, int K, int8_t *q, float *d, float *s) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int g = 0; g < K / FR_QK; g++) {
+        const float *xg = x + g * FR_QK;
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(xg + 8 * j);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+        float amax = _mm_cvtss_f32(m);
+        float dg = amax / 127.0f, id = dg != 0.0f ? 1.0f / dg : 0.0f;
+        __m256 idv = _mm256_set1_ps(id);
+        __m256i i[4];
+        for (int j = 0; j < 4; j++) {
+            i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], idv));
+            i[j] = _mm256_max_epi32(_mm256_min_epi32(i[j], _mm256_set1_epi32(127)),
+                                    _mm256_set1_epi32(-127));
+        }
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        /* pack to int8 in element order */
+        __m256i p01 = _mm256_packs_epi32(i[0], i[1]), p23 = _mm256_packs_epi32(i[2], i[3]);
+        __m256i p = _mm256_packs_epi16(p01, p23);
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + g * FR_QK), p);
+        d[g] = dg;
+        s[g] = dg * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+/* group scales of one own-format row as floats: dw (nb) [, mw (nb)] */
+static void row_scales(const uint16_t *h, float *f, int nb) {
+    int g = 0;
+    for (; g + 8 <= nb; g += 8)
+        _mm256_storeu_ps(f + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + g))));
+    for (; g < nb; g++) f[g] = _cvtsh_ss(h[g]);
+}
+
+/* One q8 row x TT tokens. xq (TT, K) int8, xd (TT, nb) */
+FR_INLINE void tile_q8(const int8_t *wq, const float *dw, int K, const int8_t *xq, const float *xd,
+                       int TT, float *y, size_t ys) {
+    const int nb = K / FR_QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_ps();
+    for (int g = 0; g < nb; g++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + g * FR_QK));
+        __m256i aw = _mm256_sign_epi8(w, w);
+        for (int t = 0; t < TT; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
+            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
+            __m256 sc = _mm256_set1_ps(dw[g] * xd[(size_t)t * nb + g]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
+        }
+    }
+    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(acc[t]);
+}
+
+/* One q4 row x TT tokens; xs (TT, nb) group sums for the minimum term. */
+FR_INLINE void tile_q4(const uint8_t *wq, const float *dw, const float *mw, int K, const int8_t *xq,
+                       const float *xd, const float *xs, int TT, float *y, size_t ys) {
+    const int nb = K / FR_QK;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    __m256 acc[4], macc[4];
+    for (int t = 0; t < TT; t++) acc[t] = macc[t] = _mm256_setzero_ps();
+    for (int g = 0; g < nb; g++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(wq + g * 16));
+        __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+        for (int t = 0; t < TT; t++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
+            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+            __m256 sc = _mm256_set1_ps(dw[g] * xd[(size_t)t * nb + g]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
+        }
+    }
+    int g8 = nb / 8 * 8;
+    for (int g = 0; g < g8; g += 8) {
+        __m256 m = _mm256_loadu_ps(mw + g);
+        for (int t = 0; t < TT; t++)
+            macc[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(xs + (size_t)t * nb + g), macc[t]);
+    }
+    for (int t = 0; t < TT; t++) {
+        float ms = hsum8(macc[t]);
+        for (int g = g8; g < nb; g++) ms = fmaf(mw[g], xs[(size_t)t * nb + g], ms);
+        y[(size_t)t * ys] = hsum8(acc[t]) + ms;
+    }
+}
+
+/* ------------------------------------------------------------------ matmul driver */
+typedef struct mm_ctx {
+    fr_cpu_scratch *s;
+    float *y;           /* (T, N) */
+    const float *x;     /* (T, K) */
+    const fr_tensor *w; /* (N, K) */
+    int T, K, N;
+    size_t wstride;     /* bytes per stored row */
+    int chunk;          /* rows per work item (multiple of 4) */
+    atomic_int next;    /* next work item */
+} mm_ctx;
+
+static void mm_chunk_f32(mm_ctx *c, int ith, int r0, int r1) {
+    const int K = c->K, T = c->T;
+    const fr_dtype dt = c->w->dtype;
+    float *deq = c->s->deq + (size_t)ith * FR_CPU_ROWS * K;
+    for (int r = r0; r < r1; r += FR_CPU_ROWS) {
+        int R = FR_MIN(FR_CPU_ROWS, r1 - r);
+        const uint8_t *wr = (const uint8_t *)c->w->data + (size_t)r * c->wstride;
+        const float *wf;
+        size_t ws;
+        if (dt == FR_DTYPE_F32) {
+            wf = (const float *)wr;
+            ws = (size_t)K;
+        } else {
+            for (int i = 0; i < R; i++) {
+                if (dt == FR_DTYPE_Q8_0)
+                    deq_q8_0((const fr_block_q8_0 *)(wr + i * c->wstride), deq + (size_t)i * K, K);
+                else
+                    deq_q4_0((const fr_block_q4_0 *)(wr + i * c->wstride), deq + (size_t)i * K, K);
+            }
+            wf = deq;
+            ws = (size_t)K;
+        }
+        rows_f32(wf, ws, R, c->x, T, K, c->y + r, (size_t)c->N);
+    }
+}
+
+/* F32 prefill: token tiles of 3 outside, 4-row blocks inside, so a chunk of W stays in L2 */
+static void mm_chunk_f32_tiled(mm_ctx *c, int r0, int r1) {
+    const int K = c->K, T = c->T;
+    const float *w = c->w->data;
+    for (int t = 0; t < T; t += 3) {
+        int TT = FR_MIN(3, T - t);
+        const float *xt = c->x + (size_t)t * K;
+        float *yt = c->y + (size_t)t * c->N;
+        for (int r = r0; r < r1; r += 4) {
+            int R = r1 - r;
+            const float *wr = w + (size_t)r * K;
+            if (R >= 4) {
+                if (TT == 3) tile_f32(wr, (size_t)K, 4, xt, 3, K, yt + r, (size_t)c->N);
+                else if (TT == 2) tile_f32(wr, (size_t)K, 4, xt, 2, K, yt + r, (size_t)c->N);
+                else tile_f32(wr, (size_t)K, 4, xt, 1, K, yt + r, (size_t)c->N);
+            } else {
+                rows_f32(wr, (size_t)K, R, xt, TT, K, yt + r, (size_t)c->N);
+            }
+        }
+    }
+}
+
+static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
+    const int K = c->K, T = c->T, nb = K / FR_QK;
+    const bool q4 = c->w->dtype == FR_DTYPE_Q4;
+    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS];
+    for (int t = 0; t < T; t += 4) {
+        int TT = FR_MIN(4, T - t);
+        const int8_t *xq = c->s->xq + (size_t)t * K;
+        const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;
+        for (int r = r0; r < r1; r++) {
+            const uint8_t *wr = (const uint8_t *)c->w->data + (size_t)r * c->wstride;
+            float *y = c->y + (size_t)t * c->N + r;
+            size_t ys = (size_t)c->N;
+            if (q4) {
+                const uint16_t *h = (const uint16_t *)(wr + K / 2);
+                row_scales(h, dw, nb);
+                row_scales(h + nb, mw, nb);
+                switch (TT) {
+                case 4: tile_q4(wr, dw, mw, K, xq, xd, xs, 4, y, ys); break;
+                case 3: tile_q4(wr, dw, mw, K, xq, xd, xs, 3, y, ys); break;
+                case 2: tile_q4(wr, dw, mw, K, xq, xd, xs, 2, y, ys); break;
+                default: tile_q4(wr, dw, mw, K, xq, xd, xs, 1, y, ys); break;
+                }
+            } else {
+                row_scales((const uint16_t *)(wr + K), dw, nb);
+                const int8_t *wq = (const int8_t *)wr;
+                switch (TT) {
+                case 4: tile_q8(wq, dw, K, xq, xd, 4, y, ys); break;
+                case 3: tile_q8(wq, dw, K, xq, xd, 3, y, ys); break;
+                case 2: tile_q8(wq, dw, K, xq, xd, 2, y, ys); break;
+                default: tile_q8(wq, dw, K, xq, xd, 1, y, ys); break;
+                }
+            }
+        }
+    }
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    mm_ctx *c = arg;
+    (void)nth;
+    for (;;) {
+        int r0 = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed) * c->chunk;
+        if (r0 >= c->N) break;
+        int r1 = FR_MIN(c->N, r0 + c->chunk);
+        switch ((int)c->w->dtype) {
+        case FR_DTYPE_F32:
+            if (c->T > 3) mm_chunk_f32_tiled(c, r0, r1);
+            else mm_chunk_f32(c, ith, r0, r1);
+            break;
+        case FR_DTYPE_Q8_0:
+        case FR_DTYPE_Q4_0: mm_chunk_f32(c, ith, r0, r1); break;
+        default: mm_chunk_own(c, r0, r1); break;
+        }
+    }
+}
+
+typedef struct qa_ctx {
+    const float *x;
+    fr_cpu_scratch *s;
+    int T, K;
+} qa_ctx;
+
+static void qa_worker(void *arg, int ith, int nth) {
+    qa_ctx *c = arg;
+    int nb = c->K / FR_QK;
+    for (int t = ith; t < c->T; t += nth)
+        quantize_act(c->x + (size_t)t * c->K, c->K, c->s->xq + (size_t)t * c->K,
+                     c->s->xd + (size_t)t * nb, c->s->xs + (size_t)t * nb);
+}
+
+void fr_cpu_matmul(fr_pool *pool, fr_cpu_scratch *s, float *y, const float *x, const fr_tensor *w,
+                   int T) {
+    const int K = (int)w->ne[0], N = (int)w->ne[1];
+    const fr_dtype dt = w->dtype;
+    FR_ASSERT(T >= 1 && T <= s->max_T && K <= s->max_K && fr_cpu_dtype_supported(dt));
+    FR_ASSERT(K % (dt == FR_DTYPE_F32 ? 8 : FR_QK) == 0);
+    int nth = fr_pool_size(pool);
+    FR_ASSERT(nth <= s->n_threads);
+    if (dt == FR_DTYPE_Q8 || dt == FR_DTYPE_Q4) {
+        qa_ctx q = {x, s, T, K};
+        if (T >= 8) fr_pool_run(pool, qa_worker, &q);
+        else qa_worker(&q, 0, 1);
+    }
+    mm_ctx c = {.s = s, .y = y, .x = x, .w = w, .T = T, .K = K, .N = N,
+                .wstride = fr_cpu_row_bytes(dt, K)};
+    /* enough chunks for balance (a core may be interrupted), at least 16 rows each in prefill */
+    int target = N / (nth * 16);
+    int chunk = target > 16 ? target : 16;
+    if (T > 1 && chunk > 64) chunk = 64;
+    if (T == 1 && N < nth * 64) chunk = 4;
+    c.chunk = (chunk + 3) / 4 * 4;
+    atomic_init(&c.next, 0);
+    if (nth > 1 && (size_t)N * K * (size_t)T >= 32768) fr_pool_run(pool, mm_worker, &c);
+    else mm_worker(&c, 0, 1);
+}
+
+/* ------------------------------------------------------------------ small ops */
+void fr_cpu_rmsnorm(float *out, const float *x, const float *g, int T, int n, float eps) {
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * n;
+        float *o = out + (size_t)t * n;
+        float ss;
+        if (n % 8 == 0) {
+            ss = fr_cpu_dot(xr, xr, n);
+        } else {
+            ss = 0;
+            for (int i = 0; i < n; i++) ss = fmaf(xr[i], xr[i], ss);
+        }
+        float r = 1.0f / sqrtf(ss / (float)n + eps);
+        for (int i = 0; i < n; i++) o[i] = (xr[i] * r) * g[i];
+    }
+}
+
+void fr_cpu_rope_table(float *cs, float *sn, int n_pos, int head_dim, float theta,
+                       const float *freq_factors) {
+    int half = head_dim / 2;
+    for (int p = 0; p < n_pos; p++)
+        for (int i = 0; i < half; i++) {
+            double inv = pow((double)theta, -2.0 * i / head_dim);
+            if (freq_factors) inv /= freq_factors[i];
+            double a = (double)p * inv;
+            cs[(size_t)p * half + i] = (float)cos(a);
+            sn[(size_t)p * half + i] = (float)sin(a);
+        }
+}
+
+void fr_cpu_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, bool interleaved,
+                 const float *cs, const float *sn) {
+    int half = head_dim / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = cs + (size_t)pos[t] * half, *s = sn + (size_t)pos[t] * half;
+        for (int h = 0; h < n_head; h++) {
+            float *v = x + ((size_t)t * n_head + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+                float x0 = v[i0], x1 = v[i1];
+                v[i0] = x0 * c[i] - x1 * s[i];
+                v[i1] = x0 * s[i] + x1 * c[i];
+            }
+        }
+    }
+}
+
+void fr_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+typedef struct att_ctx {
+    float *out;
+    const float *q;
+    const fr_kv_view *kv;
+    const int *const *blocks;
+    const int32_t *pos;
+    int T, n_head, n_head_kv, head_dim;
+    float *scores;
+    int scores_stride;
+    atomic_int next;
+} att_ctx;
+
+static void att_one(att_ctx *c, int ith, int t, int h) {
+    const int hd = c->head_dim, hk = h / (c->n_head / c->n_head_kv), n = c->pos[t] + 1;
+    const float *qh = c->q + ((size_t)t * c->n_head + h) * hd;
+    float *o = c->out + ((size_t)t * c->n_head + h) * hd;
+    float *sc = c->scores + (size_t)ith * c->scores_stride;
+    const int *blocks = c->blocks[t];
+    const float scale = 1.0f / sqrtf((float)hd);
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        const float *kj = fr_kv_at(c->kv->k, c->kv, blocks, j) + (size_t)hk * hd;
+        float s;
+        if (hd % 8 == 0) {
+            s = fr_cpu_dot(qh, kj, hd);
+        } else {
+            s = 0;
+            for (int i = 0; i < hd; i++) s = fmaf(qh[i], kj[i], s);
+        }
+        sc[j] = s * scale;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    float sum = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    for (int i = 0; i < hd; i++) o[i] = 0;
+    for (int j = 0; j < n; j++) {
+        const float *vj = fr_kv_at(c->kv->v, c->kv, blocks, j) + (size_t)hk * hd;
+        int i = 0;
+        __m256 p = _mm256_set1_ps(sc[j]);
+        for (; i + 8 <= hd; i += 8)
+            _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + i), _mm256_loadu_ps(o + i)));
+        for (; i < hd; i++) o[i] = fmaf(sc[j], vj[i], o[i]);
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) o[i] *= inv;
+}
+
+static void att_worker(void *arg, int ith, int nth) {
+    att_ctx *c = arg;
+    (void)nth;
+    const int total = c->T * c->n_head;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+        if (i >= total) break;
+        att_one(c, ith, i / c->n_head, i % c->n_head);
+    }
+}
+
+void fr_cpu_attention(fr_pool *pool, float *out, const float *q, const fr_kv_view *kv,
+                      const int *const *blocks, const int32_t *pos, int T, int n_head,
+                      int n_head_kv, int head_dim, float *scores, int scores_stride) {
+    att_ctx c = {.out = out, .q = q, .kv = kv, .blocks = blocks, .pos = pos, .T = T,
+                 .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim,
+                 .scores = scores, .scores_stride = scores_stride};
+    atomic_init(&c.next, 0);
+    fr_pool_run(pool, att_worker, &c);
+}
+
+void fr_cpu_sgemm_nt(float *c, const float *a, const float *b, int M, int N, int K) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+}
