@@ -196,6 +196,17 @@ bool fr_req_wait(fr_req *r, fr_buf *text, double timeout_s, fr_req_info *info) {
     return done;
 }
 
+int fr_req_output_ids(fr_req *r, int32_t *out, int cap) {
+    pthread_mutex_lock(&r->mu);
+    bool done = r->info.done;
+    pthread_mutex_unlock(&r->mu);
+    if (!done) return -1; /* the token array is final once done is published */
+    int n = r->n_tok - r->n_prompt;
+    if (n > cap) n = cap;
+    if (n > 0) memcpy(out, r->tokens + r->n_prompt, (size_t)n * sizeof(int32_t));
+    return n > 0 ? n : 0;
+}
+
 /* ---- queues (engine lock held) ---- */
 
 static void q_remove(fr_engine *e, fr_req *r) {
@@ -259,7 +270,7 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
     r->info.done = true;
     r->info.end = why;
     r->info.t_end = fr_time_s();
-    if (msg) snprintf(r->info.error, sizeof r->info.error, "%s", msg);
+    if (msg) snprintf(r->info.error, sizeof r->info.error, "%.150s", msg);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }

@@ -99,38 +99,43 @@ int fr_sched_plan(fr_sched_fair *f, fr_sched_item *items, int n, int budget, int
             f->credit[t] = 0;
         }
     } else {
-        double share[FR_N_TIERS];
+        double share[FR_N_TIERS], want[FR_N_TIERS];
         fr_sched_split(f->weight, demand, budget, share);
         int64_t used = 0;
         for (int t = 0; t < FR_N_TIERS; t++) {
-            double want = share[t] + f->credit[t];
-            int64_t a = (int64_t)floor(want + 1e-9);
-            if (a >= demand[t]) {
-                a = demand[t];
-                f->credit[t] = 0;
-            } else {
-                f->credit[t] = want - (double)a;
-                if (f->credit[t] < 0) f->credit[t] = 0;
-                if (f->credit[t] >= 1) f->credit[t] = 0.999999;
-            }
+            if (demand[t] <= 0) f->credit[t] = 0;
+            want[t] = share[t] + f->credit[t];
+            int64_t a = (int64_t)floor(want[t]);
+            if (a < 0) a = 0;
+            if (a > demand[t]) a = demand[t];
             alloc[t] = a;
             used += a;
         }
-        /* Credits may overdraw the budget by a token or two: take it back from the lowest tiers. */
-        for (int t = FR_N_TIERS - 1; t >= 0 && used > budget; t--) {
-            int64_t back = used - budget < alloc[t] ? used - budget : alloc[t];
-            alloc[t] -= back;
-            used -= back;
-            if (demand[t] > alloc[t]) f->credit[t] = fmin(f->credit[t] + (double)back, 0.999999);
+        /* Largest remainder: the tier owed the most fraction gets the next token, the one owed
+         * the least gives one back. Credits then carry what each tier is owed (or ahead). */
+        for (int guard = 0; used < budget && guard < 4 * FR_N_TIERS; guard++) {
+            int best = -1;
+            for (int t = 0; t < FR_N_TIERS; t++)
+                if (alloc[t] < demand[t] &&
+                    (best < 0 || want[t] - (double)alloc[t] > want[best] - (double)alloc[best]))
+                    best = t;
+            if (best < 0) break;
+            alloc[best]++;
+            used++;
         }
-        /* Work conservation: rounding leftovers go to tiers that still want more, highest first. */
-        for (int t = 0; t < FR_N_TIERS && used < budget; t++) {
-            int64_t more = demand[t] - alloc[t];
-            if (more > budget - used) more = budget - used;
-            if (more > 0) {
-                alloc[t] += more;
-                used += more;
-            }
+        for (int guard = 0; used > budget && guard < 4 * FR_N_TIERS; guard++) {
+            int worst = -1;
+            for (int t = 0; t < FR_N_TIERS; t++)
+                if (alloc[t] > 0 &&
+                    (worst < 0 || want[t] - (double)alloc[t] < want[worst] - (double)alloc[worst]))
+                    worst = t;
+            if (worst < 0) break;
+            alloc[worst]--;
+            used--;
+        }
+        for (int t = 0; t < FR_N_TIERS; t++) {
+            double c = alloc[t] >= demand[t] ? 0 : want[t] - (double)alloc[t];
+            f->credit[t] = c > 1 ? 1 : c < -1 ? -1 : c;
         }
     }
 

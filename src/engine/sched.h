@@ -37,7 +37,7 @@ void fr_sched_split(const double weight[FR_N_TIERS], const int64_t demand[FR_N_T
 /* Fair-share state carried from step to step. */
 typedef struct fr_sched_fair {
     double weight[FR_N_TIERS]; /* relative weights (> 0) */
-    double credit[FR_N_TIERS]; /* fractional tokens owed to each tier, in [0, 1) */
+    double credit[FR_N_TIERS]; /* fraction of a token owed to (> 0) or ahead of (< 0) a tier */
     unsigned rr[FR_N_TIERS];   /* rotation offset of the decode order within each tier */
 } fr_sched_fair;
 void fr_sched_fair_init(fr_sched_fair *f, const double weight[FR_N_TIERS]);
