@@ -9,6 +9,15 @@
  *      (with `ignore_merges`, a word that is itself in the vocab is taken whole);
  *   5. the post-processor adds template tokens (e.g. Llama-3's <|begin_of_text|>) when asked.
  * A tokenizer is immutable after load and safe to use from many threads.
+ *
+ * Decoding follows HF's decode(): model tokens go through the ByteLevel inverse (a token whose
+ * characters are not all in the table decodes to its own bytes), added tokens decode to their
+ * content verbatim, and the joined bytes are made valid UTF-8 the way Rust's
+ * String::from_utf8_lossy does (one U+FFFD per maximal invalid subsequence).
+ *
+ * Known differences from HF, all outside what Qwen2/Llama-3 files use: tokenizer.json's
+ * truncation/padding settings are ignored; PCRE2's \p{..} tables follow its own Unicode version.
+ * The implementation is in tokenizer.c (core, GGUF), tok_json.c (tokenizer.json).
  */
 #ifndef FRUGAL_TOKENIZER_H
 #define FRUGAL_TOKENIZER_H
@@ -17,13 +26,21 @@
 
 typedef struct fr_tokenizer fr_tokenizer;
 
-/* From an HF tokenizer.json file. Errors name the file and the problem. */
+/* From an HF tokenizer.json file (at most 64 MB). Errors name the file and the problem; an
+ * unsupported component (model other than BPE, byte_fallback, a normalizer other than NFC, ...)
+ * is an error naming it. */
 fr_tokenizer *fr_tokenizer_load_json(const char *path, fr_err *err);
+/* The same from tokenizer.json text in memory; `name` is used in error messages. */
+fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t len, fr_err *err);
 
-/* From a GGUF vocabulary (tokenizer.ggml.* keys). `pre` is tokenizer.ggml.pre; known names
- * ("qwen2", "llama-bpe", ...) map to the regexes of their tokenizer.json files; an unknown name
- * is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
- * 5 unused, 6 byte (may be NULL). merges: "a b" strings in rank order. */
+/* From a GGUF vocabulary (tokenizer.ggml.* keys). `pre` is tokenizer.ggml.pre; known names map
+ * to the pre-tokenizer of their tokenizer.json files: "qwen2" (Qwen2 regex, NFC), "llama-bpe" /
+ * "llama3" (Llama-3 regex, ignore_merges), "gpt2" / "gpt-2" / "default" (GPT-2 regex); an unknown
+ * name is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
+ * 5 unused, 6 byte (may be NULL = all normal); control and user-defined tokens are added tokens
+ * (matched in the text before BPE), control ones are special. merges: "a b" strings in rank
+ * order. token_lens / merge_lens may be NULL for NUL-terminated strings. add_bos: the BOS id is
+ * prepended when fr_tokenize is called with add_special. */
 typedef struct fr_vocab_spec {
     int n_tokens;
     const char *const *tokens;   /* token strings (byte-level mapped, as stored) */
@@ -56,21 +73,27 @@ bool fr_tokenizer_is_special(const fr_tokenizer *t, int id); /* control / specia
 const char *fr_tokenizer_token_str(const fr_tokenizer *t, int id);
 
 /* The raw bytes a token decodes to (ByteLevel inverse; added tokens: their content). Returns the
- * byte count written (<= cap), or -1 for an id out of range. */
+ * byte count written (<= cap; a longer token is cut), or -1 for an id out of range. */
 int fr_token_bytes(const fr_tokenizer *t, int id, char *out, size_t cap);
+/* The same without copying: a pointer into the tokenizer (valid while it lives) and the length;
+ * NULL for an id out of range. */
+const char *fr_token_data(const fr_tokenizer *t, int id, size_t *len);
 
 /* Decode ids to text like HF's decode(ids, skip_special_tokens): bytes joined, invalid UTF-8
- * replaced by U+FFFD. Returns a malloc'd string. */
+ * replaced by U+FFFD; ids out of range are skipped. Returns a malloc'd string. */
 char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special);
 
 /* Streaming decoder: feed one id at a time; emits only complete UTF-8 characters, holding back a
- * partial sequence until the next token completes it (or it can never be valid, then U+FFFD). */
+ * partial sequence until the next token completes it (or it can never be valid, then U+FFFD).
+ * The concatenation of all pushes and the flush equals fr_detokenize of the same ids.
+ * Zero-initialise it (fr_detok d = {0}) before the first push. */
 typedef struct fr_detok {
     char pend[8]; /* bytes of an incomplete UTF-8 sequence */
     int n_pend;
 } fr_detok;
 /* Appends decoded text for `id` to *out. */
 void fr_detok_push(const fr_tokenizer *t, fr_detok *d, int id, bool skip_special, fr_buf *out);
+/* End of stream: a held-back incomplete sequence becomes U+FFFD; d is ready for reuse. */
 void fr_detok_flush(fr_detok *d, fr_buf *out);
 
 #endif
