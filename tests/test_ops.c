@@ -179,7 +179,7 @@ TEST(rope_fast_vs_ref) {
     float *a = malloc((size_t)T * H * hd * 4), *b = malloc((size_t)T * H * hd * 4);
     for (int il = 0; il < 2; il++)
         for (int f = 0; f < 2; f++) {
-            fr_cpu_rope_table(cs, sn, NP, hd, 10000.0f, f ? ff : NULL);
+            fr_cpu_rope_table(cs, sn, NP, hd, 10000.0f, f ? ff : NULL, false);
             fill(a, (size_t)T * H * hd, 2.0f);
             memcpy(b, a, (size_t)T * H * hd * 4);
             fr_cpu_rope(a, T, H, hd, pos, il, cs, sn);

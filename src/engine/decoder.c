@@ -124,6 +124,13 @@ static bool check_model(const fr_model *m, const fr_tensor *out_w, fr_err *err) 
 }
 
 fr_decoder *fr_decoder_new(const fr_model *m, int max_tokens, int max_ctx, fr_err *err) {
+    return fr_decoder_new_opts(m, max_tokens, max_ctx, NULL, err);
+}
+
+fr_decoder *fr_decoder_new_opts(const fr_model *m, int max_tokens, int max_ctx,
+                                const fr_decoder_opts *o, fr_err *err) {
+    fr_decoder_opts def = {0};
+    if (!o) o = &def;
     if (max_tokens < 1 || max_ctx < 1) {
         fr_err_set(err, "decoder: max_tokens and max_ctx must be positive");
         return NULL;
@@ -143,7 +150,7 @@ fr_decoder *fr_decoder_new(const fr_model *m, int max_tokens, int max_ctx, fr_er
     d->q_dim = hp->n_head * hp->head_dim;
     d->kv_dim = hp->n_head_kv * hp->head_dim;
     d->out_w = out_w;
-    d->pool = fr_pool_new(0);
+    d->pool = fr_pool_new(o->n_threads);
     int nth = fr_pool_size(d->pool);
     int max_K = FR_MAX(FR_MAX(hp->n_embd, hp->n_ff), d->q_dim);
     d->scr = fr_cpu_scratch_new(max_tokens, max_K, nth);
@@ -172,7 +179,7 @@ fr_decoder *fr_decoder_new(const fr_model *m, int max_tokens, int max_ctx, fr_er
         return NULL;
     }
     fr_cpu_rope_table(d->rope_cos, d->rope_sin, max_ctx, hp->head_dim, hp->rope_theta,
-                      m->w.rope_freq_factors);
+                      m->w.rope_freq_factors, o->rope_freq_bf16);
     return d;
 }
 

@@ -63,6 +63,16 @@ typedef struct fr_decoder fr_decoder;
 
 /* Scratch for up to max_tokens tokens per forward and contexts up to max_ctx positions. */
 fr_decoder *fr_decoder_new(const fr_model *m, int max_tokens, int max_ctx, fr_err *err);
+
+/* Options of fr_decoder_new_opts; all false/0 gives fr_decoder_new. */
+typedef struct fr_decoder_opts {
+    bool rope_freq_bf16; /* round each rotary frequency to bf16: reproduces an HF model that was
+                            cast with .to(torch.bfloat16), which casts the inv_freq buffer too
+                            (HF's from_pretrained in bf16 keeps it fp32, as we do by default) */
+    int n_threads;       /* worker threads including the caller; 0 = one per core */
+} fr_decoder_opts;
+fr_decoder *fr_decoder_new_opts(const fr_model *m, int max_tokens, int max_ctx,
+                                const fr_decoder_opts *o, fr_err *err);
 void fr_decoder_free(fr_decoder *d);
 
 /* Run the batch. logits_out receives (n_wanted, n_vocab) floats, one row per token with

@@ -143,9 +143,10 @@ void fr_cpu_rmsnorm(float *out, const float *x, const float *g, int T, int n, fl
 /* Rotary embedding from precomputed tables cs, sn (n_pos, head_dim/2) (fr_cpu_rope_table). */
 void fr_cpu_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, bool interleaved,
                  const float *cs, const float *sn);
-/* cos/sin tables (n_pos, head_dim/2) with the angles of fr_ref_rope. */
+/* cos/sin tables (n_pos, head_dim/2) with the angles of fr_ref_rope; bf16_freqs rounds each
+ * frequency to bf16 first (see fr_decoder_opts). */
 void fr_cpu_rope_table(float *cs, float *sn, int n_pos, int head_dim, float theta,
-                       const float *freq_factors);
+                       const float *freq_factors, bool bf16_freqs);
 /* Attention for T tokens: q (T, n_head*head_dim), positions pos (T), blocks[t] the block table of
  * token t's sequence; out (T, n_head*head_dim). scores: (n_threads, max_pos+1) scratch. */
 void fr_cpu_attention(fr_pool *pool, float *out, const float *q, const fr_kv_view *kv,

@@ -399,12 +399,13 @@ void fr_cpu_rmsnorm(float *out, const float *x, const float *g, int T, int n, fl
 }
 
 void fr_cpu_rope_table(float *cs, float *sn, int n_pos, int head_dim, float theta,
-                       const float *freq_factors) {
+                       const float *freq_factors, bool bf16_freqs) {
     int half = head_dim / 2;
     for (int p = 0; p < n_pos; p++)
         for (int i = 0; i < half; i++) {
             double inv = pow((double)theta, -2.0 * i / head_dim);
             if (freq_factors) inv /= freq_factors[i];
+            if (bf16_freqs) inv = fr_bf16_to_f32(fr_f32_to_bf16((float)inv));
             double a = (double)p * inv;
             cs[(size_t)p * half + i] = (float)cos(a);
             sn[(size_t)p * half + i] = (float)sin(a);
