@@ -382,39 +382,97 @@ static pcre2_code *regex_compile(const char *name, const char *re, size_t n, boo
 /* ------------------------------------------------------------------------------------------ */
 /* NFC                                                                                          */
 
-/* True when NFC cannot change s: every character is below U+0300 (none of those decomposes
- * differently or combines with a predecessor) or a CJK unified ideograph. */
-static bool nfc_trivial(const char *s, size_t n) {
-    const uint8_t *p = (const uint8_t *)s;
-    size_t i = 0;
-    while (i < n) {
-        uint8_t b = p[i];
-        if (b < 0xCC) { i++; continue; } /* ASCII, continuation bytes, leads of U+0080..U+02FF */
-        if (b >= 0xE3 && b <= 0xE9 && i + 2 < n) {
-            uint32_t cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(p[i + 1] & 0x3F) << 6) |
-                          (p[i + 2] & 0x3F);
-            if ((cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x4E00 && cp <= 0x9FFF)) {
-                i += 3;
-                continue;
-            }
-        }
-        return false;
+/* NFC-inert code points at or above U+0300: canonical combining class 0, NFC_QC=Yes and never
+ * the second character of a canonical composition, so NFC leaves them alone and a normalization
+ * boundary lies before each. Runs of at least 64 such assigned code points (Unicode 14 data;
+ * unassigned ones count as not inert, so newer marks still go through utf8proc); everything
+ * below U+0300 is inert too. Merging or dropping ranges only costs speed, never correctness. */
+static const uint32_t fr_nfc_inert[][2] = {
+    {0x3A3, 0x482}, {0x488, 0x52F}, {0x671, 0x6D5}, {0x74D, 0x7B1}, {0x103B, 0x108C},
+    {0x10D0, 0x1248}, {0x1318, 0x135A}, {0x13A0, 0x13F5}, {0x1400, 0x169C}, {0x16A0, 0x16F8},
+    {0x1780, 0x17D1}, {0x1820, 0x1878}, {0x18B0, 0x18F5}, {0x1A1E, 0x1A5E}, {0x1D00, 0x1DBF},
+    {0x1E00, 0x1F15}, {0x2002, 0x2064}, {0x212C, 0x218B}, {0x2190, 0x2328}, {0x232B, 0x2426},
+    {0x2460, 0x2ADB}, {0x2ADD, 0x2B73}, {0x2B97, 0x2CEE}, {0x2E00, 0x2E5D}, {0x2E9B, 0x2EF3},
+    {0x2F00, 0x2FD5}, {0x3041, 0x3096}, {0x309B, 0x30FF}, {0x3131, 0x318E}, {0x3190, 0x31E3},
+    {0x3220, 0xA48C}, {0xA4D0, 0xA62B}, {0xA6A0, 0xA6EF}, {0xA700, 0xA7CA}, {0xA880, 0xA8C3},
+    {0xAA5C, 0xAAAF}, {0xAB70, 0xABEC}, {0xAC00, 0xD7A3}, {0xD800, 0xF8FF}, {0xFB4F, 0xFBC2},
+    {0xFBD3, 0xFD8F}, {0xFE00, 0xFE0F}, {0xFE76, 0xFEFC}, {0xFF01, 0xFFBE}, {0x10080, 0x100FA}, {0x10137, 0x1018E},
+    {0x10400, 0x1049D}, {0x10600, 0x10736}, {0x10857, 0x1089E}, {0x10A60, 0x10A9F},
+    {0x10C00, 0x10C48}, {0x11000, 0x11045}, {0x11180, 0x111BF}, {0x11400, 0x11441},
+    {0x118A0, 0x118F2}, {0x11A50, 0x11A98}, {0x11AB0, 0x11AF8}, {0x11FFF, 0x12399},
+    {0x12400, 0x1246E}, {0x12480, 0x12543}, {0x12F90, 0x12FF2}, {0x13000, 0x1342E},
+    {0x14400, 0x14646}, {0x16800, 0x16A38}, {0x16A6E, 0x16ABE}, {0x16E40, 0x16E9A},
+    {0x16F00, 0x16F4A}, {0x17000, 0x187F7}, {0x18800, 0x18CD5}, {0x1B000, 0x1B122},
+    {0x1B170, 0x1B2FB}, {0x1BC00, 0x1BC6A}, {0x1CF50, 0x1CFC3}, {0x1D000, 0x1D0F5},
+    {0x1D200, 0x1D241}, {0x1D300, 0x1D356}, {0x1D400, 0x1D454}, {0x1D456, 0x1D49C},
+    {0x1D4C5, 0x1D505}, {0x1D552, 0x1D6A5}, {0x1D6A8, 0x1D7CB}, {0x1D7CE, 0x1DA8B},
+    {0x1E800, 0x1E8C4}, {0x1E900, 0x1E943}, {0x1EC71, 0x1ECB4}, {0x1F030, 0x1F093},
+    {0x1F100, 0x1F1AD}, {0x1F300, 0x1F6D7}, {0x1F700, 0x1F773}, {0x1F780, 0x1F7D8},
+    {0x1F900, 0x1FA53}, {0x1FB00, 0x1FB92}, {0x20000, 0x2A6DF}, {0x2A700, 0x2B738},
+    {0x2B740, 0x2B81D}, {0x2B820, 0x2CEA1}, {0x2CEB0, 0x2EBE0}, {0x30000, 0x3134A},
+    {0xE0020, 0xE007F}, {0xE0100, 0xE01EF}, {0xF0000, 0xFFFFD}, {0x100000, 0x10FFFD},
+};
+
+static bool nfc_inert(uint32_t cp) {
+    if (cp < 0x300) return true;
+    size_t lo = 0, hi = FR_ARRAY_LEN(fr_nfc_inert);
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < fr_nfc_inert[mid][0]) hi = mid;
+        else if (cp > fr_nfc_inert[mid][1]) lo = mid + 1;
+        else return true;
     }
-    return true;
+    return false;
 }
 
-/* NFC of valid UTF-8. Returns NULL when the text is unchanged, else a malloc'd string. */
+/* NFC of valid UTF-8. Returns NULL when the text is unchanged, else a malloc'd string.
+ * Only the segments around characters that NFC may change go through utf8proc: a segment runs
+ * from the inert character before such a character (a boundary) to the next inert one. */
 char *fr_tok_nfc(const char *s, size_t n, size_t *out_n) {
-    if (nfc_trivial(s, n)) return NULL;
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    if (r < 0) { /* cannot happen for valid UTF-8; keep the text as is */
+    const uint8_t *p = (const uint8_t *)s;
+    fr_buf out = {0};
+    size_t i = 0, copied = 0, last_inert = SIZE_MAX;
+    bool any = false;
+    while (i < n) {
+        if (p[i] < 0x80) {
+            last_inert = i++;
+            continue;
+        }
+        uint32_t cp = 0;
+        int l = tok_utf8_dec(p + i, n - i, &cp);
+        if (!l) l = 1; /* cannot happen for valid input */
+        if (nfc_inert(cp)) {
+            last_inert = i;
+            i += (size_t)l;
+            continue;
+        }
+        size_t start = last_inert != SIZE_MAX && last_inert >= copied ? last_inert : copied;
+        size_t end = i + (size_t)l;
+        while (end < n) {
+            int l2 = tok_utf8_dec(p + end, n - end, &cp);
+            if (!l2 || nfc_inert(cp)) break;
+            end += (size_t)l2;
+        }
+        utf8proc_uint8_t *dst = NULL;
+        utf8proc_ssize_t r = utf8proc_map(p + start, (utf8proc_ssize_t)(end - start), &dst,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (r >= 0) {
+            fr_buf_append(&out, s + copied, start - copied);
+            fr_buf_append(&out, dst, (size_t)r);
+            copied = end;
+            any = true;
+        }
         free(dst);
+        i = end;
+    }
+    if (!any) {
+        fr_buf_free(&out);
         return NULL;
     }
-    *out_n = (size_t)r;
-    return (char *)dst;
+    fr_buf_append(&out, s + copied, n - copied);
+    fr_buf_puts(&out, "");
+    *out_n = out.len;
+    return out.data;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -822,14 +880,6 @@ typedef struct tok_sym {
     int32_t prev, next; /* neighbours' indices, -1 at the ends */
 } tok_sym;
 
-/* A candidate merge of the pair starting at symbol `pos`. */
-typedef struct tok_cand {
-    uint32_t rank;       /* merge rank (lower merges first) */
-    uint32_t pos;        /* index of the left symbol */
-    int32_t left, right; /* the pair when queued (an entry is stale once they differ) */
-    int32_t out;         /* merged id */
-} tok_cand;
-
 /* Word cache entry: a word (bytes in the arena) and its ids (in the ids arena). */
 typedef struct tok_centry {
     uint64_t hash;       /* full hash, 0 = empty slot */
@@ -850,7 +900,7 @@ typedef struct tok_ctx {
     pcre2_jit_stack *jstack;
     tok_sym *sym;               /* BPE scratch */
     size_t cap_sym;
-    tok_cand *heap;
+    uint64_t *heap;             /* candidate merges: rank << 32 | position of the left symbol */
     size_t cap_heap;
     char *map;                  /* a word mapped through the ByteLevel table (ignore_merges) */
     size_t cap_map;
@@ -868,37 +918,33 @@ static inline void ctx_push(tok_ctx *c, int32_t id) {
     c->ids[c->n_ids++] = id;
 }
 
-static void heap_push(tok_ctx *c, size_t *n, tok_cand x) {
+/* Min-heap of candidate merges; a key orders by rank, then by position (leftmost first). */
+static void heap_push(tok_ctx *c, size_t *n, uint64_t x) {
     if (*n == c->cap_heap) {
         c->cap_heap = c->cap_heap ? c->cap_heap * 2 : 64;
         c->heap = fr_xrealloc(c->heap, c->cap_heap * sizeof *c->heap);
     }
-    tok_cand *h = c->heap;
+    uint64_t *h = c->heap;
     size_t i = (*n)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (h[p].rank < x.rank || (h[p].rank == x.rank && h[p].pos < x.pos)) break;
+        if (h[p] <= x) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = x;
 }
 
-static tok_cand heap_pop(tok_ctx *c, size_t *n) {
-    tok_cand *h = c->heap, top = h[0], x = h[--*n];
+static uint64_t heap_pop(tok_ctx *c, size_t *n) {
+    uint64_t *h = c->heap, top = h[0], x = h[--*n];
     size_t i = 0, m = *n;
     for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, s = i;
-        const tok_cand *best = &x;
-        if (l < m && (h[l].rank < best->rank || (h[l].rank == best->rank && h[l].pos < best->pos))) {
-            s = l;
-            best = &h[l];
-        }
-        if (r < m && (h[r].rank < best->rank || (h[r].rank == best->rank && h[r].pos < best->pos)))
-            s = r;
-        if (s == i) break;
-        h[i] = h[s];
-        i = s;
+        size_t l = 2 * i + 1;
+        if (l >= m) break;
+        if (l + 1 < m && h[l + 1] < h[l]) l++;
+        if (x <= h[l]) break;
+        h[i] = h[l];
+        i = l;
     }
     if (m) h[i] = x;
     return top;
@@ -906,7 +952,7 @@ static tok_cand heap_pop(tok_ctx *c, size_t *n) {
 
 static inline void cand_push(tok_ctx *c, size_t *nh, uint32_t pos, int32_t a, int32_t b) {
     const tok_merge *m = merge_get(c->t, a, b);
-    if (m) heap_push(c, nh, (tok_cand){m->rank, pos, a, b, m->out});
+    if (m) heap_push(c, nh, (uint64_t)m->rank << 32 | pos);
 }
 
 /* BPE of one word (raw bytes). Appends its ids. */
@@ -934,17 +980,20 @@ static void bpe_merge(tok_ctx *c, const uint8_t *w, size_t n) {
         size_t nh = 0;
         for (int32_t i = 0; i + 1 < m; i++) cand_push(c, &nh, (uint32_t)i, s[i].id, s[i + 1].id);
         while (nh) {
-            tok_cand top = heap_pop(c, &nh);
-            tok_sym *l = &s[top.pos];
-            if (l->id != top.left || l->next < 0) continue;
+            uint64_t top = heap_pop(c, &nh);
+            uint32_t pos = (uint32_t)top, rank = (uint32_t)(top >> 32);
+            tok_sym *l = &s[pos];
+            if (l->id < 0 || l->next < 0) continue;
             tok_sym *r = &s[l->next];
-            if (r->id != top.right) continue;
-            l->id = top.out;
+            /* a stale entry: the pair here changed since it was queued (a rank names one pair) */
+            const tok_merge *mg = merge_get(t, l->id, r->id);
+            if (!mg || mg->rank != rank) continue;
+            l->id = mg->out;
             r->id = -1;
             l->next = r->next;
-            if (l->next >= 0) s[l->next].prev = (int32_t)top.pos;
+            if (l->next >= 0) s[l->next].prev = (int32_t)pos;
             if (l->prev >= 0) cand_push(c, &nh, (uint32_t)l->prev, s[l->prev].id, l->id);
-            if (l->next >= 0) cand_push(c, &nh, top.pos, l->id, s[l->next].id);
+            if (l->next >= 0) cand_push(c, &nh, pos, l->id, s[l->next].id);
         }
     }
     for (int32_t i = 0; i >= 0; i = s[i].next) ctx_push(c, s[i].id);
