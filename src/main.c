@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tools/commands.h"
+#include "tools/mkmodel.h"
 
 typedef struct {
     const char *name;
@@ -14,6 +15,7 @@ static const command commands[] = {
     {"tokenize", fr_cmd_tokenize, "tokenize --model PATH TEXT: print token ids as a JSON array"},
     {"generate", fr_cmd_generate, "generate --model PATH (--prompt TEXT | --messages FILE) [...]"},
     {"render", fr_cmd_render, "render --model PATH --messages FILE: print the chat prompt"},
+    {"mkmodel", fr_cmd_mkmodel, "mkmodel --out PATH --arch qwen2|llama --hidden N ...: random-weight model"},
     /* commands of later subsystems are added here */
 };
 
