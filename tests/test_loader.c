@@ -11,6 +11,7 @@
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "tools/mkmodel.h"
 
 static char *fx(const char *name) {
     static char buf[4][512];
@@ -771,6 +772,149 @@ TEST(gguf_corrupt_files) {
     CHECK(m != NULL);
     fr_model_free(m);
     free(bad);
+}
+
+/* ---------------------------------------------------------------- mkmodel */
+
+static int mk(const char **args) {
+    int n = 0;
+    while (args[n]) n++;
+    return fr_cmd_mkmodel(n, (char **)args);
+}
+
+static double stddev(const float *x, int64_t n) {
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += x[i];
+        s2 += (double)x[i] * x[i];
+    }
+    return sqrt(s2 / (double)n - (s / (double)n) * (s / (double)n));
+}
+
+TEST(mkmodel_formats) {
+    char *hf = fr_xstrdup(tmp_path("mk-hf")), *hf2 = fr_xstrdup(tmp_path("mk-hf2"));
+    const char *a1[] = {"mkmodel", "--out", hf, "--arch", "qwen2", "--hidden", "128",
+                        "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "256",
+                        "--vocab", "1000", "--seed", "7", NULL};
+    CHECK_EQ_INT(mk(a1), 0);
+    fr_model *m = load(hf);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_EQ_INT(m->hp.arch, FR_ARCH_QWEN2);
+        CHECK_EQ_INT(m->hp.n_vocab, 1000);
+        CHECK_EQ_INT(m->hp.n_embd, 128);
+        CHECK_EQ_INT(m->hp.head_dim, 32);
+        CHECK_EQ_INT(m->hp.n_ff, 256);
+        CHECK(!m->hp.tied_embeddings);
+        CHECK(fr_tensor_present(&m->w.layers[1].bv));
+        CHECK_EQ_INT(fr_tokenizer_n_vocab(m->tok), 259);
+        CHECK_STR(m->eos_token_str, "<|im_end|>");
+        CHECK(m->chat_template && strstr(m->chat_template, "<|im_start|>"));
+        /* normal(0, 1/sqrt(fan_in)) matrices, unit norms */
+        const fr_tensor *w = &m->w.layers[0].w_gate;
+        CHECK_NEAR(stddev(w->data, fr_tensor_nelem(w)), 1 / sqrt(128.0), 0.01);
+        w = &m->w.layers[0].w_down;
+        CHECK_NEAR(stddev(w->data, fr_tensor_nelem(w)), 1 / sqrt(256.0), 0.01);
+        CHECK(((const float *)m->w.layers[1].ffn_norm.data)[5] == 1.0f);
+        /* the default tokenizer round-trips bytes */
+        const char *text = "hi \xc3\xa9!<|im_end|>";
+        int32_t *ids = NULL;
+        size_t n = 0;
+        fr_err e = {{0}};
+        CHECK(fr_tokenize(m->tok, text, strlen(text), false, &ids, &n, &e) == 0);
+        CHECK(n == 7 && ids[0] == 'h' && ids[2] == ' ' && ids[3] == 0xc3 && ids[6] == 258);
+        char *back = fr_detokenize(m->tok, ids, n, false);
+        CHECK_STR(back, text);
+        free(back);
+        free(ids);
+    }
+    /* same seed: same bytes */
+    const char *a2[] = {"mkmodel", "--out", hf2, "--arch", "qwen2", "--hidden", "128",
+                        "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "256",
+                        "--vocab", "1000", "--seed", "7", NULL};
+    CHECK_EQ_INT(mk(a2), 0);
+    fr_model *m2 = load(hf2);
+    CHECK(m && m2 && same_tensor(&m->w.layers[1].wq, &m2->w.layers[1].wq));
+    CHECK(m && m2 && same_tensor(&m->w.tok_embd, &m2->w.tok_embd));
+    fr_model_free(m2);
+    /* the same command with --format gguf: identical F32 weights */
+    char *gs = fr_xstrdup(tmp_path("mk-same.gguf"));
+    const char *a2g[] = {"mkmodel", "--out", gs, "--format", "gguf", "--arch", "qwen2",
+                         "--hidden", "128", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                         "--ffn", "256", "--vocab", "1000", "--seed", "7", NULL};
+    CHECK_EQ_INT(mk(a2g), 0);
+    m2 = load(gs);
+    CHECK(m && m2);
+    if (m && m2) {
+        CHECK(same_tensor(&m->w.layers[1].wk, &m2->w.layers[1].wk));
+        CHECK(same_tensor(&m->w.layers[1].bk, &m2->w.layers[1].bk));
+        CHECK(same_tensor(&m->w.output, &m2->w.output));
+        CHECK_EQ_INT(m->weight_bytes, m2->weight_bytes);
+    }
+    fr_model_free(m2);
+    free(gs);
+
+    /* GGUF of each type, and HF bf16 with a real tokenizer and its config */
+    const char *gtypes[] = {"f32", "f16", "q8_0", "q4_0"};
+    fr_dtype want[] = {FR_DTYPE_F32, FR_DTYPE_F32, FR_DTYPE_Q8_0, FR_DTYPE_Q4_0};
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "mk-%s.gguf", gtypes[i]);
+        char *g = fr_xstrdup(tmp_path(name));
+        const char *a[] = {"mkmodel", "--out", g, "--arch", i % 2 ? "llama" : "qwen2",
+                           "--hidden", "128", "--layers", "3", "--heads", "4", "--kv-heads", "1",
+                           "--ffn", "192", "--vocab", "1000", "--gguf-type", gtypes[i],
+                           "--tied", "--seed", "7", NULL};
+        CHECK_EQ_INT(mk(a), 0);
+        fr_model *q = load(g);
+        CHECK(q != NULL);
+        if (q) {
+            CHECK_EQ_INT(q->hp.n_layer, 3);
+            CHECK_EQ_INT(q->hp.n_head_kv, 1);
+            CHECK(q->hp.tied_embeddings);
+            CHECK(q->w.layers[2].w_up.dtype == want[i]);
+            CHECK(q->w.layers[2].ffn_norm.dtype == FR_DTYPE_F32);
+            CHECK_EQ_INT(q->hp.rope_interleaved, i % 2 == 1);
+            CHECK_STR(q->eos_token_str, "<|im_end|>");
+            CHECK(q->chat_template != NULL);
+        }
+        fr_model_free(q);
+        free(g);
+    }
+    fr_model_free(m);
+    char *hf3 = fr_xstrdup(tmp_path("mk-llama-bf16"));
+    const char *a3[] = {"mkmodel", "--out", hf3, "--arch", "llama", "--hidden", "64",
+                        "--layers", "1", "--heads", "8", "--kv-heads", "2", "--head-dim", "16",
+                        "--ffn", "96", "--vocab", "3100", "--dtype", "bf16", "--tokenizer",
+                        fx("llama-tiny/tokenizer.json"), NULL};
+    CHECK_EQ_INT(mk(a3), 0);
+    m = load(hf3);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK_EQ_INT(m->hp.head_dim, 16);
+        CHECK_EQ_INT(m->hp.n_vocab, 3100);
+        CHECK_EQ_INT(m->hp.bos_id, 3000);
+        CHECK_STR(m->bos_token_str, "<|begin_of_text|>");
+        CHECK(m->chat_template && strstr(m->chat_template, "<|start_header_id|>"));
+        CHECK(m->w.layers[0].wq.ne[1] == 128 && m->w.layers[0].wo.ne[0] == 128);
+        const float *x = m->w.layers[0].wo.data;
+        CHECK(fr_bf16_to_f32(fr_f32_to_bf16(x[3])) == x[3]);
+    }
+    fr_model_free(m);
+    /* errors: vocab below the tokenizer size, bad options */
+    const char *a4[] = {"mkmodel", "--out", hf3, "--arch", "llama", "--hidden", "64",
+                        "--layers", "1", "--heads", "8", "--ffn", "96", "--vocab", "100",
+                        "--tokenizer", fx("llama-tiny/tokenizer.json"), NULL};
+    CHECK_EQ_INT(mk(a4), 2);
+    const char *a5[] = {"mkmodel", "--out", hf3, "--arch", "gpt2", "--hidden", "64", NULL};
+    CHECK_EQ_INT(mk(a5), 2);
+    const char *a6[] = {"mkmodel", "--out", "x.gguf", "--arch", "qwen2", "--hidden", "48",
+                        "--layers", "1", "--heads", "4", "--ffn", "96", "--vocab", "300",
+                        "--gguf-type", "q8_0", NULL};
+    CHECK_EQ_INT(mk(a6), 2);
+    free(hf);
+    free(hf2);
+    free(hf3);
 }
 
 static void cleanup(void) {

@@ -744,7 +744,7 @@ static const char *USAGE =
     "  --seed S             random seed (default 0)\n";
 
 static int usage_error(const char *msg) {
-    fprintf(stderr, "frugal mkmodel: %s\n%s", msg, USAGE);
+    fprintf(stderr, "frugal mkmodel: %s (see frugal mkmodel --help)\n", msg);
     return 2;
 }
 
