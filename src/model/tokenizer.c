@@ -1359,16 +1359,22 @@ static size_t lossy_append(fr_buf *out, const uint8_t *s, size_t n, bool final) 
     return n;
 }
 
-char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special) {
-    fr_buf raw = {0}, out = {0};
+void fr_detokenize_append(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                          fr_buf *out) {
+    fr_buf raw = {0};
     for (size_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->n_vocab) continue;
         if (skip_special && (t->ent[id].flags & FR_TOKF_SPECIAL)) continue;
         fr_buf_append(&raw, t->blob + t->ent[id].dec_off, t->ent[id].dec_len);
     }
-    lossy_append(&out, (const uint8_t *)raw.data, raw.len, true);
+    lossy_append(out, (const uint8_t *)raw.data, raw.len, true);
     fr_buf_free(&raw);
+}
+
+char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special) {
+    fr_buf out = {0};
+    fr_detokenize_append(t, ids, n, skip_special, &out);
     fr_buf_puts(&out, "");
     return fr_buf_cstr(&out);
 }

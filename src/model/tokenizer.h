@@ -82,6 +82,9 @@ const char *fr_token_data(const fr_tokenizer *t, int id, size_t *len);
 /* Decode ids to text like HF's decode(ids, skip_special_tokens): bytes joined, invalid UTF-8
  * replaced by U+FFFD; ids out of range are skipped. Returns a malloc'd string. */
 char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special);
+/* The same, appended to *out (keeps NUL bytes that a C string would cut). */
+void fr_detokenize_append(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
+                          fr_buf *out);
 
 /* Streaming decoder: feed one id at a time; emits only complete UTF-8 characters, holding back a
  * partial sequence until the next token completes it (or it can never be valid, then U+FFFD).

@@ -1,0 +1,185 @@
+/* fuzz_tokenizer.c — libFuzzer harness for the byte-level BPE tokenizer (see tests/fuzz/README.md).
+ *
+ * The first input byte (mod 4) picks what the rest is:
+ *   0, 1  text encoded with the qwen2-tiny / llama-tiny fixture tokenizer. Invalid UTF-8 must be
+ *         an error; valid text must encode, decode back (exactly for llama, which has no
+ *         normalizer; equal after NFC for qwen2), and decode the same when streamed one id at a
+ *         time, every streamed chunk being valid UTF-8. The segmented NFC is also compared with
+ *         utf8proc's whole-text NFC.
+ *   2     arbitrary ids (little-endian int32) decoded: the output must be valid UTF-8 and the
+ *         streaming decoder must agree with fr_detokenize.
+ *   3     the bytes parsed as a tokenizer.json; when that loads, some text and the input itself
+ *         are encoded and decoded.
+ * Fixtures come from $FRUGAL_FIXTURES or tests/fixtures (run from the repository root).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "model/tok_internal.h"
+
+static fr_tokenizer *tok[2];
+
+static void die(const char *what) {
+    fprintf(stderr, "fuzz_tokenizer: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    const char *fx = getenv("FRUGAL_FIXTURES");
+    if (!fx) fx = "tests/fixtures";
+    const char *names[2] = {"qwen2-tiny/tokenizer.json", "llama-tiny/tokenizer.json"};
+    for (int i = 0; i < 2; i++) {
+        char *p = fr_path_join(fx, names[i]);
+        fr_err e;
+        tok[i] = fr_tokenizer_load_json(p, &e);
+        if (!tok[i]) {
+            fprintf(stderr, "%s\n", e.msg);
+            die("cannot load the fixture tokenizers (run from the repository root)");
+        }
+        free(p);
+    }
+    return 0;
+}
+
+/* Streams ids through fr_detok; checks every chunk and the total against `want`. */
+static void check_stream(const fr_tokenizer *t, const int32_t *ids, size_t n, const fr_buf *want,
+                         bool skip) {
+    fr_detok d = {0};
+    fr_buf all = {0};
+    for (size_t i = 0; i < n; i++) {
+        fr_buf chunk = {0};
+        fr_detok_push(t, &d, ids[i], skip, &chunk);
+        if (!fr_utf8_valid(chunk.data ? chunk.data : "", chunk.len))
+            die("streamed chunk is not valid UTF-8");
+        fr_buf_append(&all, chunk.data ? chunk.data : "", chunk.len);
+        fr_buf_free(&chunk);
+    }
+    fr_detok_flush(&d, &all);
+    if (all.len != want->len || (all.len && memcmp(all.data, want->data, all.len)))
+        die("streaming decode differs from fr_detokenize");
+    fr_buf_free(&all);
+}
+
+static char *nfc_whole(const char *s, size_t n, size_t *out_n) {
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    if (r < 0) die("utf8proc rejected valid UTF-8");
+    *out_n = (size_t)r;
+    return (char *)dst;
+}
+
+static void fuzz_text(const fr_tokenizer *t, bool nfc, const char *s, size_t n) {
+    int32_t *ids = NULL;
+    size_t m = 0;
+    fr_err e;
+    bool valid = fr_utf8_valid(s, n);
+    int rc = fr_tokenize(t, s, n, false, &ids, &m, &e);
+    if (!valid) {
+        if (rc != -1 || ids) die("invalid UTF-8 was accepted");
+        return;
+    }
+    if (rc != 0) die("valid text failed to encode");
+    for (size_t i = 0; i < m; i++)
+        if (ids[i] < 0 || ids[i] >= fr_tokenizer_n_vocab(t)) die("id out of range");
+    fr_buf db = {0};
+    fr_detokenize_append(t, ids, m, false, &db);
+    const char *d = db.data ? db.data : "";
+    size_t dn = db.len;
+    if (!nfc) {
+        if (dn != n || memcmp(d, s, n)) die("llama round trip differs");
+    } else {
+        /* detok(encode(x)) holds NFC'd pieces; NFC of it equals NFC of x */
+        size_t a_n, b_n, c_n = 0;
+        char *a = nfc_whole(d, dn, &a_n), *b = nfc_whole(s, n, &b_n);
+        if (a_n != b_n || memcmp(a, b, a_n)) die("qwen2 round trip differs after NFC");
+        char *c = fr_tok_nfc(s, n, &c_n); /* segmented NFC == whole-text NFC */
+        if (c ? (c_n != b_n || memcmp(c, b, b_n)) : (n != b_n || memcmp(s, b, n)))
+            die("segmented NFC differs from utf8proc");
+        free(a);
+        free(b);
+        free(c);
+    }
+    check_stream(t, ids, m, &db, false);
+    fr_buf_free(&db);
+    /* with the post-processor: the same ids behind the template */
+    int32_t *ids2 = NULL;
+    size_t m2 = 0;
+    if (fr_tokenize(t, s, n, true, &ids2, &m2, &e) != 0) die("encode with add_special failed");
+    if (m2 < m || memcmp(ids2 + (m2 - m), ids, m * sizeof *ids)) die("add_special changed the text ids");
+    free(ids2);
+    free(ids);
+}
+
+static void fuzz_ids(const uint8_t *p, size_t n) {
+    size_t m = n / 4;
+    int32_t *ids = malloc((m + 1) * sizeof *ids);
+    for (size_t i = 0; i < m; i++) {
+        uint32_t v = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
+                     (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+        /* mostly in range, sometimes not */
+        ids[i] = (v & 0x80000000u) ? (int32_t)v : (int32_t)(v % 4100u);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int skip = 0; skip < 2; skip++) {
+            fr_buf d = {0};
+            fr_detokenize_append(tok[k], ids, m, skip, &d);
+            if (!fr_utf8_valid(d.data ? d.data : "", d.len))
+                die("fr_detokenize output is not valid UTF-8");
+            char *c = fr_detokenize(tok[k], ids, m, skip);
+            if (strlen(c) > d.len || memcmp(c, d.data ? d.data : "", strlen(c)))
+                die("fr_detokenize differs from fr_detokenize_append");
+            free(c);
+            check_stream(tok[k], ids, m, &d, skip);
+            fr_buf_free(&d);
+        }
+    }
+    free(ids);
+}
+
+static void fuzz_json(const uint8_t *p, size_t n) {
+    fr_err e;
+    fr_tokenizer *t = fr_tokenizer_from_json("fuzz.json", (const char *)p, n, &e);
+    if (!t) {
+        if (strncmp(e.msg, "fuzz.json: ", 11) != 0) die("error does not name the file");
+        return;
+    }
+    static const char *texts[] = {"Hello world! It's 2024.", "  \n\t x",
+                                  "\xe6\x88\x91\xe7\x9a\x84 \xF0\x9F\x98\x80", "<|im_end|>a"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts + 1; i++) {
+        const char *s = i < 4 ? texts[i] : (const char *)p;
+        size_t sn = i < 4 ? strlen(s) : n;
+        int32_t *ids = NULL;
+        size_t m = 0;
+        if (fr_tokenize(t, s, sn, true, &ids, &m, &e) == 0) {
+            for (size_t k = 0; k < m; k++)
+                if (ids[k] < 0 || ids[k] >= fr_tokenizer_n_vocab(t)) die("id out of range");
+            fr_buf d = {0};
+            fr_detokenize_append(t, ids, m, false, &d);
+            if (!fr_utf8_valid(d.data ? d.data : "", d.len)) die("decode is not valid UTF-8");
+            check_stream(t, ids, m, &d, false);
+            fr_buf_free(&d);
+        }
+        free(ids);
+    }
+    fr_tokenizer_free(t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    const char *s = (const char *)data + 1;
+    size_t n = size - 1;
+    switch (data[0] & 3) {
+    case 0: fuzz_text(tok[0], true, s, n); break;
+    case 1: fuzz_text(tok[1], false, s, n); break;
+    case 2: fuzz_ids(data + 1, n); break;
+    default: fuzz_json(data + 1, n); break;
+    }
+    return 0;
+}
