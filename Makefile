@@ -19,7 +19,7 @@ BUILD    := build-san
 OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
-PKGS     := libpcre2-8 libcjson
+PKGS     := libpcre2-8 libcjson libmicrohttpd
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson) \
