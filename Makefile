@@ -19,10 +19,10 @@ BUILD    := build-san
 OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
-PKGS     := libpcre2-8 libcjson libmicrohttpd
+PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson) \
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lsqlite3 -lcurl -lz) \
             -lutf8proc -lopenblas -lm -pthread $(LDSAN)
 
 LIB_SRC  := $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort)
@@ -58,3 +58,9 @@ clean:
 .PHONY: all tests test clean
 .SECONDARY:
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
+
+# ---- metering tests: the scripted fake NVML (tests/fakenvml), loaded by the meter via dlopen ----
+$(BUILD)/libfakenvml.so: tests/fakenvml/fakenvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O1 -g -fPIC -shared -Wall -Wextra -o $@ $< -pthread
+tests: $(BUILD)/libfakenvml.so
