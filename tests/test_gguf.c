@@ -172,6 +172,9 @@ TEST(st_corrupt_inputs) {
          "\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, "twice"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]", 24, "JSON"},
         {"[1,2,3]", 24, "JSON"},
+        /* names from the file are quoted: control characters never reach the message */
+        {"{\"a\\nb\":{\"dtype\":\"F\\n32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24,
+         "'a?b': unknown dtype 'F?32'"},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
         p = st_image(cases[i].hdr, cases[i].dlen, &n);
@@ -535,6 +538,8 @@ TEST(gguf_corrupt_inputs) {
     RESET();
     PATCH32(OFF_T0_TYPE, 1234);
     gguf_expect_fail(c, n, "unknown ggml type 1234");
+    c[OFF_T0 + 8] = '\n'; /* tensor name "\n" */
+    gguf_expect_fail(c, n, "tensor '?'");
     PATCH32(OFF_T0_TYPE, FR_GGML_Q8_0); /* 8 elements: not a multiple of 32 */
     gguf_expect_fail(c, n, "multiple");
     RESET();
@@ -746,6 +751,7 @@ TEST(hfconfig_errors) {
     cfg_expect_fail("{\"architectures\":[\"MistralForCausalLM\"]," BASE_CFG "}",
                     "unsupported architecture 'MistralForCausalLM'");
     cfg_expect_fail("{\"architectures\":[\"GPT2LMHeadModel\"]}", "GPT2LMHeadModel");
+    cfg_expect_fail("{\"architectures\":[\"Evil\\nArch\\u0001\\u00e9\"]}", "'Evil?Arch?\xc3\xa9'");
     cfg_expect_fail("{" BASE_CFG "}", "architectures");
     cfg_expect_fail("{\"architectures\":[\"LlamaForCausalLM\"],\"num_hidden_layers\":2}",
                     "hidden_size");

@@ -8,6 +8,8 @@
  */
 #include "model/gguf.h"
 
+#include "model/quote.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,9 @@ static bool skip_value(cursor *c, uint32_t t, int depth, const char **why) {
     return false;
 }
 
+/* A GGUF string quoted for a message (a fresh buffer per use). */
+#define QS(str) fr_quote((str).p, (str).n, (char[160]){0}, 160)
+
 /* Byte-wise order of strings (shorter first on a common prefix). */
 static int str_cmp(const fr_gguf_str *a, const fr_gguf_str *b) {
     int c = memcmp(a->p, b->p, FR_MIN(a->n, b->n));
@@ -210,8 +215,7 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
             goto fail;
         }
         if (!cur_u32(&c, &kv->type)) {
-            fr_err_set(err, "%s: metadata '%.*s': truncated", path, (int)FR_MIN(kv->key.n, 200),
-                       kv->key.p);
+            fr_err_set(err, "%s: metadata '%s': truncated", path, QS(kv->key));
             goto fail;
         }
         kv->val = c.p;
@@ -222,8 +226,8 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
         }
         const char *why = NULL;
         if (!skip_value(&c, kv->type, 0, &why)) {
-            fr_err_set(err, "%s: metadata '%.*s' (%s): %s", path, (int)FR_MIN(kv->key.n, 200),
-                       kv->key.p, vtype_name(kv->type), why);
+            fr_err_set(err, "%s: metadata '%s' (%s): %s", path, QS(kv->key),
+                       vtype_name(kv->type), why);
             goto fail;
         }
         g->n_kv = (int64_t)i + 1;
@@ -231,8 +235,7 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
     g->kv_by_key = sort_by_name(&g->kv[0].key, sizeof *g->kv, g->n_kv);
     for (int64_t i = 1; i < g->n_kv; i++)
         if (str_cmp(g->kv_by_key[i - 1], g->kv_by_key[i]) == 0) {
-            fr_err_set(err, "%s: metadata key '%.*s' appears twice", path,
-                       (int)FR_MIN(g->kv_by_key[i]->n, 200), g->kv_by_key[i]->p);
+            fr_err_set(err, "%s: metadata key '%s' appears twice", path, QS(*g->kv_by_key[i]));
             goto fail;
         }
     int64_t al;
@@ -260,14 +263,13 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
                        (unsigned long long)i);
             goto fail;
         }
-        int nl = (int)FR_MIN(t->name.n, 200);
         if (!cur_u32(&c, &nd)) {
-            fr_err_set(err, "%s: tensor '%.*s': truncated tensor info", path, nl, t->name.p);
+            fr_err_set(err, "%s: tensor '%s': truncated tensor info", path, QS(t->name));
             goto fail;
         }
         if (nd < 1 || nd > FR_MAX_DIMS) {
-            fr_err_set(err, "%s: tensor '%.*s': n_dims %u out of range (1..%d)", path, nl,
-                       t->name.p, nd, FR_MAX_DIMS);
+            fr_err_set(err, "%s: tensor '%s': n_dims %u out of range (1..%d)", path,
+                       QS(t->name), nd, FR_MAX_DIMS);
             goto fail;
         }
         t->n_dims = (int)nd;
@@ -276,12 +278,12 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
         for (uint32_t d = 0; d < nd; d++) {
             uint64_t v;
             if (!cur_u64(&c, &v)) {
-                fr_err_set(err, "%s: tensor '%.*s': truncated tensor info", path, nl, t->name.p);
+                fr_err_set(err, "%s: tensor '%s': truncated tensor info", path, QS(t->name));
                 goto fail;
             }
             if (v == 0 || v > (UINT64_C(1) << 62) / n) {
-                fr_err_set(err, "%s: tensor '%.*s': dimension %u = %llu is out of range", path,
-                           nl, t->name.p, d, (unsigned long long)v);
+                fr_err_set(err, "%s: tensor '%s': dimension %u = %llu is out of range", path,
+                           QS(t->name), d, (unsigned long long)v);
                 goto fail;
             }
             n *= v;
@@ -289,26 +291,26 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
         }
         t->n_elem = (int64_t)n;
         if (!cur_u32(&c, &t->type) || !cur_u64(&c, &t->offset)) {
-            fr_err_set(err, "%s: tensor '%.*s': truncated tensor info", path, nl, t->name.p);
+            fr_err_set(err, "%s: tensor '%s': truncated tensor info", path, QS(t->name));
             goto fail;
         }
         int blck = fr_ggml_block_elems(t->type), bb = fr_ggml_block_bytes(t->type);
         if (!blck) {
-            fr_err_set(err, "%s: tensor '%.*s': unknown ggml type %u", path, nl, t->name.p,
+            fr_err_set(err, "%s: tensor '%s': unknown ggml type %u", path, QS(t->name),
                        t->type);
             goto fail;
         }
         if (t->ne[0] % blck) {
-            fr_err_set(err, "%s: tensor '%.*s': row length %lld is not a multiple of the %s "
-                            "block size %d", path, nl, t->name.p, (long long)t->ne[0],
+            fr_err_set(err, "%s: tensor '%s': row length %lld is not a multiple of the %s "
+                            "block size %d", path, QS(t->name), (long long)t->ne[0],
                        fr_ggml_type_name(t->type), blck);
             goto fail;
         }
         /* n / blck * bb <= 2^62 / 1 * 292 / 256 < 2^63: no overflow */
         uint64_t nbytes = n / (uint64_t)blck * (uint64_t)bb;
         if (t->offset % g->alignment) {
-            fr_err_set(err, "%s: tensor '%.*s': offset %llu is not a multiple of the alignment "
-                            "%u", path, nl, t->name.p, (unsigned long long)t->offset,
+            fr_err_set(err, "%s: tensor '%s': offset %llu is not a multiple of the alignment "
+                            "%u", path, QS(t->name), (unsigned long long)t->offset,
                        g->alignment);
             goto fail;
         }
@@ -318,8 +320,7 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
     g->tensors_by_name = sort_by_name(&g->tensors[0].name, sizeof *g->tensors, g->n_tensors);
     for (int64_t i = 1; i < g->n_tensors; i++)
         if (str_cmp(g->tensors_by_name[i - 1], g->tensors_by_name[i]) == 0) {
-            fr_err_set(err, "%s: tensor '%.*s' appears twice", path,
-                       (int)FR_MIN(g->tensors_by_name[i]->n, 200), g->tensors_by_name[i]->p);
+            fr_err_set(err, "%s: tensor '%s' appears twice", path, QS(*g->tensors_by_name[i]));
             goto fail;
         }
     size_t pos = (size_t)(c.p - data);
@@ -330,9 +331,9 @@ int fr_gguf_parse(fr_gguf *g, const char *path, const uint8_t *data, size_t size
     for (int64_t i = 0; i < g->n_tensors; i++) {
         fr_gguf_tensor *t = &g->tensors[i];
         if (t->offset > dsize || t->nbytes > dsize - t->offset) {
-            fr_err_set(err, "%s: tensor '%.*s': data [%llu, +%zu) runs past the end of the file "
+            fr_err_set(err, "%s: tensor '%s': data [%llu, +%zu) runs past the end of the file "
                             "(data section is %zu bytes; truncated?)", path,
-                       (int)FR_MIN(t->name.n, 200), t->name.p, (unsigned long long)t->offset,
+                       QS(t->name), (unsigned long long)t->offset,
                        t->nbytes, dsize);
             goto fail;
         }

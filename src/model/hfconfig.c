@@ -5,6 +5,8 @@
  */
 #include "model/hfconfig.h"
 
+#include "model/quote.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -162,8 +164,9 @@ static int parse_rope(fr_hf_config *c, const cJSON *root, const char *path, fr_e
     }
     if (!strcmp(type, "default")) return 0;
     if (strcmp(type, "llama3")) {
-        fr_err_set(err, "%s: unsupported rope scaling type '%.64s' in '%s' (supported: default, "
-                        "llama3)", path, type, rp_key);
+        char q[80];
+        fr_err_set(err, "%s: unsupported rope scaling type '%s' in '%s' (supported: default, "
+                        "llama3)", path, fr_quotez(type, q, sizeof q), rp_key);
         return -1;
     }
     static const char *keys[] = {"factor", "low_freq_factor", "high_freq_factor",
@@ -220,22 +223,25 @@ int fr_hf_config_parse(fr_hf_config *c, const char *json, size_t len, const char
     } else if (!strcmp(arch, "LlamaForCausalLM")) {
         hp->arch = FR_ARCH_LLAMA;
     } else {
-        fr_err_set(err, "%s: unsupported architecture '%.100s' (supported: Qwen2ForCausalLM, "
-                        "LlamaForCausalLM)", path, arch);
+        char q[128];
+        fr_err_set(err, "%s: unsupported architecture '%s' (supported: Qwen2ForCausalLM, "
+                        "LlamaForCausalLM)", path, fr_quotez(arch, q, sizeof q));
         goto done;
     }
     const cJSON *qc = get(root, "quantization_config");
     if (qc) {
         const cJSON *qm = cJSON_IsObject(qc) ? get(qc, "quant_method") : NULL;
-        fr_err_set(err, "%s: quantized HF checkpoints (quant_method '%.40s') are not supported; "
+        char q[64];
+        fr_err_set(err, "%s: quantized HF checkpoints (quant_method '%s') are not supported; "
                         "use the unquantized checkpoint or a GGUF file", path,
-                   cJSON_IsString(qm) ? qm->valuestring : "?");
+                   fr_quotez(cJSON_IsString(qm) ? qm->valuestring : "?", q, sizeof q));
         goto done;
     }
     const cJSON *act = get(root, "hidden_act");
     if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
-        fr_err_set(err, "%s: hidden_act '%.40s' is not supported (supported: silu)", path,
-                   cJSON_IsString(act) ? act->valuestring : "?");
+        char q[64];
+        fr_err_set(err, "%s: hidden_act '%s' is not supported (supported: silu)", path,
+                   fr_quotez(cJSON_IsString(act) ? act->valuestring : "?", q, sizeof q));
         goto done;
     }
     const cJSON *mb = get(root, "mlp_bias");

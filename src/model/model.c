@@ -24,6 +24,7 @@
 
 #include "model/gguf.h"
 #include "model/hfconfig.h"
+#include "model/quote.h"
 #include "model/safetensors.h"
 #include "model/tokenizer.h"
 
@@ -589,8 +590,9 @@ static int gguf_hparams(fr_model *m, const fr_gguf *g, fr_err *err) {
         hp->arch = FR_ARCH_LLAMA;
         m->arch_name = "llama";
     } else {
-        fr_err_set(err, "%s: unsupported architecture '%.100s' (supported: qwen2, llama)", g->path,
-                   arch);
+        char q[128];
+        fr_err_set(err, "%s: unsupported architecture '%s' (supported: qwen2, llama)", g->path,
+                   fr_quotez(arch, q, sizeof q));
         free(arch);
         return -1;
     }
@@ -660,8 +662,9 @@ static int gguf_hparams(fr_model *m, const fr_gguf *g, fr_err *err) {
     rc = fr_gguf_get_str(g, akey(k, sizeof k, a, "rope.scaling.type"), &st, err);
     if (rc < 0) return -1;
     if (rc == 0 && !(st.n == 4 && !memcmp(st.p, "none", 4)) && st.n) {
-        fr_err_set(err, "%s: unsupported rope scaling type '%.*s' (supported: none; llama3 "
-                        "scaling comes as rope_freqs.weight)", g->path, (int)FR_MIN(st.n, 64), st.p);
+        char q[80];
+        fr_err_set(err, "%s: unsupported rope scaling type '%s' (supported: none; llama3 "
+                        "scaling comes as rope_freqs.weight)", g->path, fr_quote(st.p, st.n, q, sizeof q));
         return -1;
     }
     /* llama.cpp's converter permutes Llama Q/K rows so RoPE rotates adjacent pairs */
@@ -700,8 +703,9 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     if (rc == 1) fr_err_set(err, "%s: missing metadata 'tokenizer.ggml.model'", g->path);
     if (!model) goto done;
     if (strcmp(model, "gpt2")) {
-        fr_err_set(err, "%s: tokenizer model '%.40s' is not supported (supported: gpt2, the "
-                        "byte-level BPE of Qwen2 and Llama 3)", g->path, model);
+        char q[64];
+        fr_err_set(err, "%s: tokenizer model '%s' is not supported (supported: gpt2, the "
+                        "byte-level BPE of Qwen2 and Llama 3)", g->path, fr_quotez(model, q, sizeof q));
         goto done;
     }
     rc = fr_gguf_get_str_array(g, "tokenizer.ggml.tokens", &toks, &tlens, &ntok, err);

@@ -6,6 +6,8 @@
  */
 #include "model/safetensors.h"
 
+#include "model/quote.h"
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,8 @@ static int64_t json_uint(const cJSON *v) {
 /* Parse one tensor entry; returns 0 or -1 with err set. */
 static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, size_t data_size,
                           uint64_t *begin, fr_err *err) {
-    const char *name = e->string;
+    char qname[160];
+    const char *name = fr_quotez(e->string, qname, sizeof qname);
     if (!cJSON_IsObject(e)) {
         fr_err_set(err, "%s: tensor '%s': header entry is not an object", path, name);
         return -1;
@@ -79,8 +82,9 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     for (size_t i = 0; i < FR_ARRAY_LEN(st_dtypes); i++)
         if (!strcmp(dt->valuestring, st_dtypes[i].name)) info = &st_dtypes[i];
     if (!info) {
-        fr_err_set(err, "%s: tensor '%s': unknown dtype '%.32s' (supported: F32, F16, BF16)",
-                   path, name, dt->valuestring);
+        char qd[48];
+        fr_err_set(err, "%s: tensor '%s': unknown dtype '%s' (supported: F32, F16, BF16)",
+                   path, name, fr_quotez(dt->valuestring, qd, sizeof qd));
         return -1;
     }
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s", info->name);
@@ -195,8 +199,9 @@ int fr_st_parse(fr_st_file *f, const char *path, const uint8_t *data, size_t siz
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_tensor);
     for (int i = 1; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i].name, f->tensors[i - 1].name)) {
+            char q[160];
             fr_err_set(err, "%s: tensor '%s' appears twice in the header", path,
-                       f->tensors[i].name);
+                       fr_quotez(f->tensors[i].name, q, sizeof q));
             goto fail;
         }
     return 0;
@@ -247,9 +252,13 @@ static int st_set_add(fr_st_set *s, const char *path, fr_err *err) {
     return 0;
 }
 
-/* A shard name from the index: a plain file name (no directories, no "..", no hidden files). */
+/* A shard name from the index: a plain, printable UTF-8 file name (no directories, no "..", no
+ * hidden files). */
 static bool st_shard_name_ok(const char *n) {
-    return n[0] && n[0] != '.' && !strchr(n, '/') && !strchr(n, '\\') && strlen(n) < 1024;
+    for (const unsigned char *p = (const unsigned char *)n; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return false;
+    return n[0] && n[0] != '.' && !strchr(n, '/') && !strchr(n, '\\') && strlen(n) < 256 &&
+           fr_utf8_valid(n, strlen(n));
 }
 
 static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, fr_err *err) {
@@ -270,8 +279,9 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
     int n_names = 0, rc = 0;
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !st_shard_name_ok(e->valuestring)) {
+            char q[160];
             fr_err_set(err, "%s: weight_map entry '%s' is not a plain file name", index,
-                       e->string ? e->string : "?");
+                       fr_quotez(e->string ? e->string : "?", q, sizeof q));
             rc = -1;
             break;
         }
@@ -298,8 +308,9 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
             base = base ? base + 1 : s->files[i].path;
             if (strcmp(base, e->valuestring)) continue;
             if (!fr_st_find(&s->files[i], e->string)) {
+                char q[160];
                 fr_err_set(err, "%s: tensor '%s' is listed in %s but not found there", index,
-                           e->string, e->valuestring);
+                           fr_quotez(e->string, q, sizeof q), e->valuestring);
                 rc = -1;
             }
             break;

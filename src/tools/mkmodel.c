@@ -284,7 +284,7 @@ static int vocab_parse(vocab *v, const char *json, const char *path, fr_err *err
     int maxid = -1;
     for (const cJSON *e = vj->child; e; e = e->next) {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > (1 << 24)) {
-            fr_err_set(err, "%s: vocab id of '%.40s' is not an integer in 0..2^24", path, e->string);
+            fr_err_set(err, "%s: a vocab id is not an integer in 0..2^24", path);
             goto done;
         }
         maxid = FR_MAX(maxid, (int)e->valuedouble);
