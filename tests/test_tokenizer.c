@@ -6,6 +6,8 @@
  * made by HF `Tokenizer.encode(text).ids` and `decode(ids, skip_special_tokens=False)`. cJSON
  * strings are NUL-terminated, so before parsing a reference file "\u0000" is rewritten to the
  * escape of U+F0000 and mapped back to a NUL byte afterwards (jstr()).
+ * White-box checks (tok_internal.h): the hand-written splitters against PCRE2 running the same
+ * regex, and the segmented NFC against utf8proc's whole-text NFC, on random text.
  */
 #include "t.h"
 
@@ -15,7 +17,10 @@
 
 #include <cjson/cJSON.h>
 
+#include <utf8proc.h>
+
 #include "base/base.h"
+#include "model/tok_internal.h"
 #include "model/tokenizer.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -941,7 +946,7 @@ TEST(gpt2_bytelevel_and_string_split) {
     fr_tokenizer_free(s);
 }
 
-/* ---------------------------------------------------------------- long inputs, speed, threads */
+/* ---------------------------------------------------------------- white-box: splitters, NFC */
 
 static uint64_t rng_state = 0x12345678ABCDEFull;
 static uint32_t rng(void) {
@@ -950,6 +955,114 @@ static uint32_t rng(void) {
     rng_state ^= rng_state << 17;
     return (uint32_t)rng_state;
 }
+
+/* Pieces random text is made of: letters, digits, every kind of whitespace the regexes treat
+ * specially, contractions (also with U+017F), punctuation, CJK, emoji, combining marks, Hangul
+ * syllables and jamo, added-token fragments. */
+static const char *const rnd_pieces[] = {
+    "a", "Z", "k", "e", "x", "1", "7", "0", " ", " ", " ", "  ", "\t", "\n", "\r", "\r\n", "\v",
+    "\f", "\xC2\x85", "\xC2\xA0", "\xE3\x80\x80", "\xE2\x80\xA8", "\xE2\x80\xA9",
+    "\xE1\x9A\x80", "\xE1\xA0\x8E", "\xE2\x80\x8B", "\xE2\x80\xAF", "'", "'s", "'S", "'t",
+    "'re", "'RE", "'ve", "'m", "'ll", "'Ll", "'d", "'\xC5\xBF", "'x", "!", "?", ".", ",", "$", "(",
+    ")", "-", "_", "<", ">", "|", "\\", "\"", "\xE4\xB8\xAD", "\xE6\x96\x87", "\xEF\xBC\x8C",
+    "\xE3\x80\x82", "\xE3\x81\x82", "\xF0\x9F\x98\x80", "\xF0\x9F\x8F\xBD", "\xE2\x9D\xA4",
+    "\xEF\xB8\x8F", "\xE2\x80\x8D", "\xCC\x81", "\xCC\x88", "\xCD\x85", "\xE3\x82\x99",
+    "\xEA\xB0\x80", "\xEC\x84\xB8", "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8",
+    "\xC3\xA9", "\xC3\x85", "\xE2\x84\xAB", "\xCE\xA9", "\xD0\x96", "\xD8\xB9", "\xD9\x8E",
+    "\xE0\xA4\x95", "\xE0\xA4\xBF", "\xEF\xBC\xA1", "\xEF\xBC\x91", "\xE2\x85\xA7",
+    "\xC2\xB2", "\xE1\xB8\x9B", "\x01", "\x7F", "<|im_end|>", "<|eot_id|>", "<tool_call>"};
+
+static size_t rnd_text(char *buf, size_t cap) {
+    size_t n = 0, len = 1 + rng() % 60;
+    for (size_t k = 0; k < len; k++) {
+        const char *p = rnd_pieces[rng() % FR_ARRAY_LEN(rnd_pieces)];
+        size_t l = strlen(p);
+        if (n + l >= cap) break;
+        memcpy(buf + n, p, l);
+        n += l;
+    }
+    return n;
+}
+
+/* Encodes random text with `fast` (hand-written splitters) and `slow` (the same tokenizer forced
+ * onto PCRE2); the ids must agree. */
+static void check_fast_vs_pcre(fr_tokenizer *fast, fr_tokenizer *slow, int expect_kind) {
+    CHECK_EQ_INT(fast->stages[0].fast, expect_kind);
+    for (int i = 0; i < slow->n_stages; i++) slow->stages[i].fast = FR_SPLIT_REGEX;
+    char buf[512];
+    int bad = 0;
+    for (int it = 0; it < 3000; it++) {
+        size_t n = rnd_text(buf, sizeof buf);
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        if (enc(fast, buf, n, true, &a, &na) || enc(slow, buf, n, true, &b, &nb) || na != nb ||
+            memcmp(a, b, na * sizeof *a)) {
+            if (bad++ < 3) {
+                fprintf(stderr, "  splitter %d differs from PCRE2 on [%.*s]\n", expect_kind, (int)n,
+                        buf);
+                print_ids("fast", a, na);
+                print_ids("pcre", b, nb);
+            }
+        }
+        free(a);
+        free(b);
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+static void edit_gpt2_split(cJSON *j) {
+    cJSON *pat = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "pre_tokenizer"),
+                                               "pretokenizers"), 0), "pattern");
+    cJSON_ReplaceItemInObject(pat, "Regex", cJSON_CreateString(fr_tok_gpt2_regex()));
+}
+
+TEST(known_regex_splitters_match_pcre2) {
+    fr_tokenizer *q[2] = {load_fixture("qwen2-tiny"), load_fixture("qwen2-tiny")};
+    fr_tokenizer *l[2] = {load_fixture("llama-tiny"), load_fixture("llama-tiny")};
+    fr_tokenizer *g[2] = {qwen_with(edit_gpt2_split), qwen_with(edit_gpt2_split)};
+    fr_tokenizer *b[2] = {qwen_with(edit_bare_bytelevel), qwen_with(edit_bare_bytelevel)};
+    CHECK(q[0] && q[1] && l[0] && l[1] && g[0] && g[1] && b[0] && b[1]);
+    if (q[0] && q[1] && l[0] && l[1] && g[0] && g[1] && b[0] && b[1]) {
+        check_fast_vs_pcre(q[0], q[1], FR_SPLIT_QWEN2);
+        check_fast_vs_pcre(l[0], l[1], FR_SPLIT_LLAMA3);
+        check_fast_vs_pcre(g[0], g[1], FR_SPLIT_GPT2);
+        check_fast_vs_pcre(b[0], b[1], FR_SPLIT_GPT2);
+    }
+    for (int i = 0; i < 2; i++) {
+        fr_tokenizer_free(q[i]);
+        fr_tokenizer_free(l[i]);
+        fr_tokenizer_free(g[i]);
+        fr_tokenizer_free(b[i]);
+    }
+}
+
+TEST(segmented_nfc_matches_utf8proc) {
+    char buf[512];
+    int bad = 0;
+    for (int it = 0; it < 20000; it++) {
+        size_t n = rnd_text(buf, sizeof buf), m = 0;
+        utf8proc_uint8_t *want = NULL;
+        utf8proc_ssize_t wn = utf8proc_map((const utf8proc_uint8_t *)buf, (utf8proc_ssize_t)n,
+                                           &want, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        char *got = fr_tok_nfc(buf, n, &m);
+        const char *g = got ? got : buf;
+        size_t gn = got ? m : n;
+        if (wn < 0 || (size_t)wn != gn || memcmp(g, want, gn)) {
+            if (bad++ < 3) fprintf(stderr, "  NFC differs on [%.*s]\n", (int)n, buf);
+        }
+        free(want);
+        free(got);
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* Hangul LV + T composes (an algorithmic composition) */
+    size_t m = 0;
+    char *c = fr_tok_nfc("\xEC\x84\xB8\xE1\x86\xA8", 6, &m);
+    CHECK(c && m == 3 && !memcmp(c, "\xEC\x84\xB9", 3));
+    free(c);
+}
+
+/* ---------------------------------------------------------------- long inputs, speed, threads */
 
 /* Encodes then decodes; the text must come back (after NFC for qwen2, which this text does not
  * change). Returns seconds taken by the encode. */

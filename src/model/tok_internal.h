@@ -116,8 +116,13 @@ typedef struct tok_merge {
     int32_t out;   /* merged token id */
 } tok_merge;
 
+/* Hand-written matchers for the regexes of known checkpoints (used when the file's regex is
+ * byte-for-byte one of them; PCRE2 otherwise). */
+enum { FR_SPLIT_REGEX = 0, FR_SPLIT_GPT2, FR_SPLIT_LLAMA3, FR_SPLIT_QWEN2 };
+
 typedef struct tok_stage {
     pcre2_code *re;    /* compiled split regex (NULL: no split) */
+    int fast;          /* FR_SPLIT_*: a hand-written matcher equivalent to re */
     bool prefix_space; /* as in tb_stage */
 } tok_stage;
 

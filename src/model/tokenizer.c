@@ -379,17 +379,157 @@ static pcre2_code *regex_compile(const char *name, const char *re, size_t n, boo
     return code;
 }
 
+/* The pre-tokenizer regexes of known checkpoints (tokenizer.json verbatim). */
+#define FR_RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define FR_RE_QWEN2                                                                              \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
+    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define FR_RE_LLAMA3                                                                             \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                       \
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hand-written splitters for the known regexes                                                 */
+
+enum { CL_L = 1, CL_N = 2, CL_WS = 4, CL_NL = 8 }; /* \p{L}, \p{N}, \s, [\r\n]; 0 = other */
+
+static inline int cp_class(uint32_t cp) {
+    if (cp < 0x80) {
+        if ((uint32_t)((cp | 0x20) - 'a') < 26) return CL_L;
+        if ((uint32_t)(cp - '0') < 10) return CL_N;
+        if (cp == '\n' || cp == '\r') return CL_WS | CL_NL;
+        if (cp == ' ' || (cp >= 9 && cp <= 13)) return CL_WS;
+        return 0;
+    }
+    if ((cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
+        (cp >= 0x3041 && cp <= 0x3096) || (cp >= 0x30A1 && cp <= 0x30FA))
+        return CL_L; /* CJK ideographs, Hangul syllables, kana: all Lo */
+    if (tok_is_ws(cp)) return CL_WS;
+    int c = utf8proc_category((utf8proc_int32_t)cp);
+    if (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) return CL_L;
+    if (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO) return CL_N;
+    return 0;
+}
+
+/* The character at s[i] (valid UTF-8, i < n): its code point and length. */
+static inline size_t cp_at(const uint8_t *s, size_t i, uint32_t *cp) {
+    uint8_t b = s[i];
+    if (b < 0x80) { *cp = b; return 1; }
+    if (b < 0xE0) { *cp = (uint32_t)(b & 0x1F) << 6 | (s[i + 1] & 0x3F); return 2; }
+    if (b < 0xF0) {
+        *cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+        return 3;
+    }
+    *cp = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 |
+          (uint32_t)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F);
+    return 4;
+}
+
+static inline int class_at(const uint8_t *s, size_t i, size_t *len) {
+    uint32_t cp;
+    *len = cp_at(s, i, &cp);
+    return cp_class(cp);
+}
+
+/* End of the run of characters whose class satisfies (class & mask) == want, from i. */
+static size_t run_end(const uint8_t *s, size_t n, size_t i, int mask, int want) {
+    while (i < n) {
+        size_t l;
+        if ((class_at(s, i, &l) & mask) != want) break;
+        i += l;
+    }
+    return i;
+}
+
+/* Contractions 's 't 're 've 'm 'll 'd after the apostrophe at i (case-insensitively when
+ * `fold`, where U+017F LONG S matches s as in Unicode case folding). Returns the end or 0. */
+static size_t contraction(const uint8_t *s, size_t n, size_t i, bool fold) {
+    if (i + 1 >= n) return 0;
+    uint32_t c1, c2;
+    size_t l1 = cp_at(s, i + 1, &c1);
+    if (fold) c1 = c1 == 0x17F ? 's' : (c1 >= 'A' && c1 <= 'Z') ? c1 | 0x20 : c1;
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return i + 1 + l1;
+    if ((c1 == 'r' || c1 == 'v' || c1 == 'l') && i + 1 + l1 < n) {
+        size_t l2 = cp_at(s, i + 1 + l1, &c2);
+        if (fold && c2 >= 'A' && c2 <= 'Z') c2 |= 0x20;
+        if (c2 == (c1 == 'l' ? 'l' : 'e')) return i + 1 + l1 + l2;
+    }
+    return 0;
+}
+
+/* Whitespace alternatives from i (a whitespace character): `\s*[\r\n]+` when `nl`, then
+ * `\s+(?!\S)`, then `\s+`. */
+static size_t split_ws(const uint8_t *s, size_t n, size_t i, bool nl) {
+    size_t e = i, last = i, nl_end = 0;
+    while (e < n) {
+        size_t l;
+        int k = class_at(s, e, &l);
+        if (!(k & CL_WS)) break;
+        last = e;
+        e += l;
+        if (k & CL_NL) nl_end = e;
+    }
+    if (nl && nl_end) return nl_end;
+    if (e == n || last == i) return e;
+    return last; /* leave the last whitespace character to go with what follows */
+}
+
+/* End of the piece that the known regex `kind` matches at i. These regexes match at every
+ * position (each character is a letter, a number, whitespace or other), so pieces are
+ * contiguous; alternatives are tried in the regex's order with its greedy/backtracking result. */
+static size_t split_known(int kind, const uint8_t *s, size_t n, size_t i) {
+    size_t l0, l1 = 0, e;
+    uint32_t c0;
+    l0 = cp_at(s, i, &c0);
+    int k0 = cp_class(c0), k1 = -1;
+    size_t p1 = i + l0;
+    if (p1 < n) k1 = class_at(s, p1, &l1);
+    if (c0 == '\'' && (e = contraction(s, n, i, kind != FR_SPLIT_GPT2))) return e;
+    if (kind == FR_SPLIT_GPT2) {
+        /* ` ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+` */
+        if (c0 == ' ' && k1 >= 0 && !(k1 & CL_WS))
+            return run_end(s, n, p1, CL_L | CL_N | CL_WS, k1);
+        if (!(k0 & CL_WS)) return run_end(s, n, i, CL_L | CL_N | CL_WS, k0);
+        return split_ws(s, n, i, false);
+    }
+    /* `[^\r\n\p{L}\p{N}]?\p{L}+` */
+    if (k0 & CL_L) return run_end(s, n, i, CL_L, CL_L);
+    if (!(k0 & (CL_NL | CL_N)) && k1 >= 0 && (k1 & CL_L)) return run_end(s, n, p1, CL_L, CL_L);
+    /* `\p{N}{1,3}` (Llama-3) or `\p{N}` (Qwen2) */
+    if (k0 & CL_N) {
+        e = p1;
+        if (kind == FR_SPLIT_LLAMA3)
+            for (int k = 1; k < 3 && k1 >= 0 && (k1 & CL_N); k++) {
+                e += l1;
+                if (e < n) k1 = class_at(s, e, &l1);
+                else k1 = -1;
+            }
+        return e;
+    }
+    /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
+    size_t j = c0 == ' ' && k1 == 0 ? p1 : i;
+    if (j == p1 || k0 == 0) {
+        e = run_end(s, n, j, CL_L | CL_N | CL_WS, 0);
+        while (e < n && (s[e] == '\r' || s[e] == '\n')) e++;
+        return e;
+    }
+    /* `\s*[\r\n]+|\s+(?!\S)|\s+` */
+    return split_ws(s, n, i, true);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* NFC                                                                                          */
 
 /* NFC-inert code points at or above U+0300: canonical combining class 0, NFC_QC=Yes and never
- * the second character of a canonical composition, so NFC leaves them alone and a normalization
- * boundary lies before each. Runs of at least 64 such assigned code points (Unicode 14 data;
- * unassigned ones count as not inert, so newer marks still go through utf8proc); everything
- * below U+0300 is inert too. Merging or dropping ranges only costs speed, never correctness. */
+ * the second character of a canonical composition (including Hangul's algorithmic one: the V
+ * and T jamo U+1161-1175, U+11A8-11C2 are excluded), so NFC leaves them alone and a
+ * normalization boundary lies before each. Runs of at least 64 such assigned code points
+ * (Unicode 14 data; unassigned ones count as not inert, so newer marks still go through
+ * utf8proc); everything below U+0300 is inert too. Merging or dropping ranges only costs
+ * speed, never correctness. */
 static const uint32_t fr_nfc_inert[][2] = {
     {0x3A3, 0x482}, {0x488, 0x52F}, {0x671, 0x6D5}, {0x74D, 0x7B1}, {0x103B, 0x108C},
-    {0x10D0, 0x1248}, {0x1318, 0x135A}, {0x13A0, 0x13F5}, {0x1400, 0x169C}, {0x16A0, 0x16F8},
+    {0x10D0, 0x1160}, {0x1176, 0x11A7}, {0x11C3, 0x1248}, {0x1318, 0x135A}, {0x13A0, 0x13F5}, {0x1400, 0x169C}, {0x16A0, 0x16F8},
     {0x1780, 0x17D1}, {0x1820, 0x1878}, {0x18B0, 0x18F5}, {0x1A1E, 0x1A5E}, {0x1D00, 0x1DBF},
     {0x1E00, 0x1F15}, {0x2002, 0x2064}, {0x212C, 0x218B}, {0x2190, 0x2328}, {0x232B, 0x2426},
     {0x2460, 0x2ADB}, {0x2ADD, 0x2B73}, {0x2B97, 0x2CEE}, {0x2E00, 0x2E5D}, {0x2E9B, 0x2EF3},
@@ -741,6 +881,14 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
         const tb_stage *s = &b->stages[i];
         tok_stage *d = &t->stages[t->n_stages++];
         d->prefix_space = s->prefix_space;
+        if (s->re.s && !s->literal) {
+            static const struct { const char *re; int kind; } known[] = {
+                {FR_RE_GPT2, FR_SPLIT_GPT2}, {FR_RE_LLAMA3, FR_SPLIT_LLAMA3},
+                {FR_RE_QWEN2, FR_SPLIT_QWEN2}};
+            for (size_t k = 0; k < FR_ARRAY_LEN(known); k++)
+                if (s->re.n == strlen(known[k].re) && !memcmp(s->re.s, known[k].re, s->re.n))
+                    d->fast = known[k].kind;
+        }
         if (s->re.s) {
             d->re = regex_compile(name, s->re.s, s->re.n, s->literal, err);
             if (!d->re) goto fail;
@@ -764,14 +912,6 @@ fail:
 
 /* ------------------------------------------------------------------------------------------ */
 /* GGUF vocabulary                                                                              */
-
-#define FR_RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define FR_RE_QWEN2                                                                              \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*" \
-    "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define FR_RE_LLAMA3                                                                             \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"                       \
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 const char *fr_tok_gpt2_regex(void) { return FR_RE_GPT2; }
 
@@ -1090,6 +1230,16 @@ static int pretok(tok_ctx *c, int st, const char *s, size_t n) {
     }
     if (!g->re) {
         rc = pretok(c, st + 1, s, n);
+        free(tmp);
+        return rc;
+    }
+    if (g->fast) {
+        for (size_t pos = 0; pos < n && !rc;) {
+            size_t e = split_known(g->fast, (const uint8_t *)s, n, pos);
+            FR_ASSERT(e > pos && e <= n);
+            rc = pretok(c, st + 1, s + pos, e - pos);
+            pos = e;
+        }
         free(tmp);
         return rc;
     }
