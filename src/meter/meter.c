@@ -257,17 +257,26 @@ static void pool_advance(fr_meter *m, long idx) {
     }
 }
 
-static void pool_add(fr_meter *m, double t, double j, double s) {
+/* Add idle energy j and host-seconds s spread evenly over [a, b] to the 1-s buckets. */
+static void pool_add(fr_meter *m, double a, double b, double j, double s) {
     if (m->cfg.idle_policy != FR_IDLE_AMORTISE || !m->nb) return;
-    long idx = (long)floor(t);
-    pool_advance(m, idx);
-    if (idx <= m->b_head - m->nb) { /* too old already */
-        m->idle_expired_j += j;
-        return;
+    if (!(b > a)) a = b - 1e-9;
+    pool_advance(m, (long)floor(b));
+    double rj = j / (b - a), rs = s / (b - a);
+    double live = (double)(m->b_head - m->nb + 1); /* start of the oldest live bucket */
+    if (a < live) { /* already outside the window */
+        double e = b < live ? b : live;
+        m->idle_expired_j += rj * (e - a);
+        a = e;
     }
-    int slot = (int)(((idx % m->nb) + m->nb) % m->nb);
-    m->bucket_j[slot] += j;
-    m->bucket_s[slot] += s;
+    while (a < b) {
+        long k = (long)floor(a);
+        double e = (double)(k + 1) < b ? (double)(k + 1) : b;
+        int slot = (int)(((k % m->nb) + m->nb) % m->nb);
+        m->bucket_j[slot] += rj * (e - a);
+        m->bucket_s[slot] += rs * (e - a);
+        a = e;
+    }
 }
 
 /* Spread the pool over the ready list (under mu). */
@@ -396,7 +405,7 @@ static void account_device(fr_meter *m, int di) {
                 } else {
                     d->idle_j += dE;
                     d->win_idle += dE;
-                    pool_add(m, t, dE, d->capacity ? dt / m->n_cap : 0);
+                    pool_add(m, pts[np - 1], t, dE, d->capacity ? dt / m->n_cap : 0);
                 }
                 ep = et;
             }
@@ -428,7 +437,7 @@ static void account_device(fr_meter *m, int di) {
             } else { /* a step serving nobody (warm-up): its energy is overhead, reported as idle */
                 d->idle_j += ej;
                 d->win_idle += ej;
-                pool_add(m, sb[i], ej, d->capacity ? hs / m->n_cap : 0);
+                pool_add(m, sa[i], sb[i], ej, d->capacity ? hs / m->n_cap : 0);
             }
         }
         free(e);
