@@ -4,6 +4,7 @@
 
 #include "tools/commands.h"
 #include "tools/mkmodel.h"
+#include "serve/serve.h"
 
 typedef struct {
     const char *name;
@@ -16,6 +17,7 @@ static const command commands[] = {
     {"generate", fr_cmd_generate, "generate --model PATH (--prompt TEXT | --messages FILE) [...]"},
     {"render", fr_cmd_render, "render --model PATH --messages FILE: print the chat prompt"},
     {"mkmodel", fr_cmd_mkmodel, "mkmodel --out PATH --arch qwen2|llama --hidden N ...: random-weight model"},
+    {"serve", fr_cmd_serve, "serve --model PATH [--host H] [--port N] [--config FILE]: OpenAI-compatible HTTP server"},
     /* commands of later subsystems are added here */
 };
 

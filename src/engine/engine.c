@@ -729,6 +729,9 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     if (c.max_ctx <= 0 || c.max_ctx > ctx_model) c.max_ctx = ctx_model;
     int n_blocks = c.kv_blocks > 0 ? c.kv_blocks
                                    : fr_kv_pool_blocks_for_bytes(hp, c.block_size, c.kv_bytes);
+    /* More blocks than max_running full-context sequences can hold would never be used. */
+    int useful = c.max_running * ((c.max_ctx + c.block_size - 1) / c.block_size);
+    if (c.kv_blocks <= 0 && n_blocks > useful) n_blocks = useful;
     if (n_blocks < 2) {
         fr_err_set(err, "the KV memory budget holds %d blocks; need at least 2", n_blocks);
         return NULL;

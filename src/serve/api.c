@@ -1,0 +1,553 @@
+/* api.c — OpenAI request validation and response JSON (see api.h for the policy).
+ *
+ * Parsing never trusts sizes from the body: the body length is bounded by the HTTP layer, cJSON
+ * parses within that length, and every count (messages, stop strings, parts) is checked against
+ * its limit before anything is built from it.
+ */
+#include "serve/api.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/sched.h"
+
+void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
+                      const char *param, const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+#define BAD(param, ...)                                                                     \
+    do {                                                                                    \
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__);      \
+        goto fail;                                                                          \
+    } while (0)
+#define UNSUPPORTED(param, ...)                                                              \
+    do {                                                                                     \
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_parameter", param,  \
+                         __VA_ARGS__);                                                       \
+        goto fail;                                                                           \
+    } while (0)
+
+static const cJSON *field(const cJSON *o, const char *name) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+    return it && !cJSON_IsNull(it) ? it : NULL; /* null = absent, as OpenAI treats it */
+}
+
+static bool is_int(const cJSON *it) {
+    return cJSON_IsNumber(it) && isfinite(it->valuedouble) &&
+           it->valuedouble == floor(it->valuedouble);
+}
+
+/* Text of a content value (string or array of parts). 0, or -1 with err. */
+static int content_text(const cJSON *content, int idx, fr_buf *out, fr_api_error *err) {
+    char param[96];
+    if (cJSON_IsString(content)) {
+        fr_buf_puts(out, content->valuestring);
+        return 0;
+    }
+    snprintf(param, sizeof param, "messages[%d].content", idx);
+    if (!cJSON_IsArray(content)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s must be a string or an array of content parts", param);
+        return -1;
+    }
+    int j = 0, n_text = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        snprintf(param, sizeof param, "messages[%d].content[%d]", idx, j);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type)) {
+            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                             "%s must be an object with a string \"type\"", param);
+            return -1;
+        }
+        const char *t = type->valuestring;
+        if (!strcmp(t, "text") || !strcmp(t, "refusal")) {
+            const cJSON *txt = cJSON_GetObjectItemCaseSensitive(part, t);
+            if (!cJSON_IsString(txt)) {
+                fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                                 "%s.%s must be a string", param, t);
+                return -1;
+            }
+            if (n_text++) fr_buf_puts(out, "\n");
+            fr_buf_puts(out, txt->valuestring);
+        } else if (!strcmp(t, "image_url") || !strcmp(t, "input_audio") || !strcmp(t, "file") ||
+                   !strcmp(t, "image") || !strcmp(t, "audio") || !strcmp(t, "input_image")) {
+            fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                             "content part type \"%s\" (%s) is not supported: this model "
+                             "server accepts text parts only",
+                             t, param);
+            return -1;
+        } else {
+            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                             "unknown content part type \"%.64s\" (%s)", t, param);
+            return -1;
+        }
+        j++;
+    }
+    return 0;
+}
+
+static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_req *out,
+                          fr_api_error *err) {
+    if (!msgs) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                         "\"messages\" is required");
+        return -1;
+    }
+    if (!cJSON_IsArray(msgs)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                         "\"messages\" must be an array");
+        return -1;
+    }
+    int n = cJSON_GetArraySize(msgs);
+    if (n < 1) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, "messages",
+                         "\"messages\" must not be empty");
+        return -1;
+    }
+    if (n > lim->max_messages) {
+        fr_api_error_set(err, 400, "invalid_request_error", "too_many_messages", "messages",
+                         "%d messages exceed the limit of %d", n, lim->max_messages);
+        return -1;
+    }
+    out->messages = cJSON_CreateArray();
+    fr_buf text = {0};
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        char param[96];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(m)) {
+            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                             "%s must be an object", param);
+            goto fail;
+        }
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        if (!cJSON_IsString(role)) {
+            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                             "%s must be a string", param);
+            goto fail;
+        }
+        const char *r = role->valuestring;
+        if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") &&
+            strcmp(r, "assistant") && strcmp(r, "tool")) {
+            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                             "%s must be one of system, developer, user, assistant, tool", param);
+            goto fail;
+        }
+        const cJSON *tc = field(m, "tool_calls");
+        if (tc && (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) > 0)) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+            fr_api_error_set(err, 400, "invalid_request_error", "unsupported_parameter", param,
+                             "tool calls are not supported (%s)", param);
+            goto fail;
+        }
+        const cJSON *content = field(m, "content");
+        text.len = 0;
+        if (!content) {
+            if (strcmp(r, "assistant")) {
+                snprintf(param, sizeof param, "messages[%d].content", i);
+                fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                                 "%s is required", param);
+                goto fail;
+            }
+        } else if (content_text(content, i, &text, err)) {
+            goto fail;
+        }
+        cJSON *nm = cJSON_CreateObject();
+        cJSON_AddStringToObject(nm, "role", !strcmp(r, "developer") ? "system" : r);
+        cJSON_AddStringToObject(nm, "content", fr_buf_cstr(&text));
+        cJSON_AddItemToArray(out->messages, nm);
+        i++;
+    }
+    fr_buf_free(&text);
+    return 0;
+fail:
+    fr_buf_free(&text);
+    return -1;
+}
+
+int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
+                 fr_api_req *out, fr_api_error *err) {
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->max_tokens = -1;
+    out->temperature = 1;
+    out->top_p = 1;
+    out->priority = -1;
+    cJSON *root = NULL;
+    if (lim->max_body_bytes && len > lim->max_body_bytes) {
+        fr_api_error_set(err, 413, "invalid_request_error", "request_too_large", NULL,
+                         "request body of %zu bytes exceeds the limit of %zu", len,
+                         lim->max_body_bytes);
+        return -1;
+    }
+    if (len == 0) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                         "request body is empty: expected a JSON object");
+        return -1;
+    }
+    if (!fr_utf8_valid(body, len)) {
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_utf8", NULL,
+                         "request body is not valid UTF-8");
+        return -1;
+    }
+    if (memchr(body, 0, len)) {
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                         "request body contains a NUL byte");
+        return -1;
+    }
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        /* cJSON reports the failing position through `end` (its global error pointer is not
+         * thread-safe) */
+        size_t off = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                         "request body is not valid JSON (error near byte %zu)", off);
+        return -1;
+    }
+    while (end && end < body + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+        end++;
+    if (end && end < body + len)
+        BAD(NULL, "request body has trailing data after the JSON value");
+    if (!cJSON_IsObject(root)) BAD(NULL, "request body must be a JSON object");
+
+    const cJSON *it;
+    if ((it = field(root, "model"))) {
+        if (!cJSON_IsString(it)) BAD("model", "\"model\" must be a string");
+        out->model = fr_xstrdup(it->valuestring);
+    }
+    if (kind == FR_API_CHAT) {
+        if (parse_messages(field(root, "messages"), lim, out, err)) goto fail;
+    } else {
+        it = field(root, "prompt");
+        if (!it) BAD("prompt", "\"prompt\" is required");
+        if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1 &&
+            cJSON_IsString(cJSON_GetArrayItem(it, 0)))
+            it = cJSON_GetArrayItem(it, 0);
+        if (!cJSON_IsString(it))
+            BAD("prompt", "\"prompt\" must be a string (token arrays and batches of prompts are "
+                          "not supported)");
+        out->prompt = fr_xstrdup(it->valuestring);
+    }
+    /* max_completion_tokens (current name) wins over max_tokens (older name) */
+    const char *mt_name = field(root, "max_completion_tokens") ? "max_completion_tokens"
+                                                               : "max_tokens";
+    if ((it = field(root, mt_name))) {
+        if (!is_int(it)) BAD(mt_name, "\"%s\" must be an integer", mt_name);
+        if (it->valuedouble < 1)
+            BAD(mt_name, "\"%s\" must be at least 1 (got %.0f)", mt_name, it->valuedouble);
+        if (it->valuedouble > lim->max_tokens)
+            BAD(mt_name, "\"%s\" of %.15g exceeds this server's limit of %d", mt_name,
+                it->valuedouble, lim->max_tokens);
+        out->max_tokens = (int)it->valuedouble;
+    }
+    if ((it = field(root, "temperature"))) {
+        if (!cJSON_IsNumber(it)) BAD("temperature", "\"temperature\" must be a number");
+        if (!(it->valuedouble >= 0 && it->valuedouble <= 2))
+            BAD("temperature", "\"temperature\" must be between 0 and 2");
+        out->temperature = it->valuedouble;
+    }
+    if ((it = field(root, "top_p"))) {
+        if (!cJSON_IsNumber(it)) BAD("top_p", "\"top_p\" must be a number");
+        if (!(it->valuedouble >= 0 && it->valuedouble <= 1))
+            BAD("top_p", "\"top_p\" must be between 0 and 1");
+        out->top_p = it->valuedouble;
+    }
+    if ((it = field(root, "seed"))) {
+        if (!is_int(it) || fabs(it->valuedouble) > 9.2e18)
+            BAD("seed", "\"seed\" must be an integer");
+        out->has_seed = true;
+        out->seed = (uint64_t)(int64_t)it->valuedouble;
+    }
+    if ((it = field(root, "stop"))) {
+        if (cJSON_IsString(it)) {
+            out->stop[out->n_stop++] = fr_xstrdup(it->valuestring);
+        } else if (cJSON_IsArray(it)) {
+            if (cJSON_GetArraySize(it) > FR_API_MAX_STOP)
+                BAD("stop", "\"stop\" takes at most %d strings", FR_API_MAX_STOP);
+            const cJSON *s;
+            cJSON_ArrayForEach(s, it) {
+                if (!cJSON_IsString(s)) BAD("stop", "\"stop\" must be a string or an array of strings");
+                out->stop[out->n_stop++] = fr_xstrdup(s->valuestring);
+            }
+        } else {
+            BAD("stop", "\"stop\" must be a string or an array of strings");
+        }
+    }
+    if ((it = field(root, "n"))) {
+        if (!is_int(it)) BAD("n", "\"n\" must be an integer");
+        if (it->valuedouble != 1) UNSUPPORTED("n", "only n=1 is supported");
+    }
+    if ((it = field(root, "stream"))) {
+        if (!cJSON_IsBool(it)) BAD("stream", "\"stream\" must be true or false");
+        out->stream = cJSON_IsTrue(it);
+    }
+    if ((it = field(root, "stream_options"))) {
+        if (!cJSON_IsObject(it)) BAD("stream_options", "\"stream_options\" must be an object");
+        const cJSON *iu = field(it, "include_usage");
+        if (iu && !cJSON_IsBool(iu))
+            BAD("stream_options.include_usage", "\"include_usage\" must be true or false");
+        out->include_usage = iu && cJSON_IsTrue(iu);
+    }
+    if ((it = field(root, "priority"))) {
+        int t = -1;
+        if (cJSON_IsString(it)) t = fr_tier_parse(it->valuestring);
+        else if (is_int(it) && it->valuedouble >= 0 && it->valuedouble <= 2) t = (int)it->valuedouble;
+        if (t < 0) BAD("priority", "\"priority\" must be \"P0\", \"P1\" or \"P2\"");
+        out->priority = t;
+    }
+    if ((it = field(root, "ignore_eos"))) {
+        if (!cJSON_IsBool(it)) BAD("ignore_eos", "\"ignore_eos\" must be true or false");
+        out->ignore_eos = cJSON_IsTrue(it);
+    }
+    if ((it = field(root, "return_token_ids"))) {
+        if (!cJSON_IsBool(it))
+            BAD("return_token_ids", "\"return_token_ids\" must be true or false");
+        out->return_token_ids = cJSON_IsTrue(it);
+    }
+    /* known fields we cannot honour with a non-default value */
+    if ((it = field(root, "logprobs")) && !cJSON_IsFalse(it))
+        UNSUPPORTED("logprobs", "\"logprobs\" is not supported");
+    if ((it = field(root, "top_logprobs")) && !(cJSON_IsNumber(it) && it->valuedouble == 0))
+        UNSUPPORTED("top_logprobs", "\"top_logprobs\" is not supported");
+    if ((it = field(root, "tools")) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0))
+        UNSUPPORTED("tools", "\"tools\" (function calling) is not supported");
+    if ((it = field(root, "functions")) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0))
+        UNSUPPORTED("functions", "\"functions\" (function calling) is not supported");
+    if ((it = field(root, "tool_choice")) &&
+        !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+        UNSUPPORTED("tool_choice", "\"tool_choice\" is not supported");
+    if ((it = field(root, "response_format"))) {
+        const cJSON *t = cJSON_IsObject(it) ? field(it, "type") : NULL;
+        if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
+            UNSUPPORTED("response_format", "only \"response_format\": {\"type\": \"text\"} is supported");
+    }
+    if ((it = field(root, "logit_bias")) && !(cJSON_IsObject(it) && !it->child))
+        UNSUPPORTED("logit_bias", "\"logit_bias\" is not supported");
+    static const char *const zero_only[] = {"presence_penalty", "frequency_penalty"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(zero_only); i++)
+        if ((it = field(root, zero_only[i]))) {
+            if (!cJSON_IsNumber(it)) BAD(zero_only[i], "\"%s\" must be a number", zero_only[i]);
+            if (it->valuedouble != 0)
+                UNSUPPORTED(zero_only[i], "\"%s\" is not supported (only 0)", zero_only[i]);
+        }
+    if (kind == FR_API_COMPLETIONS) {
+        if ((it = field(root, "echo")) && !cJSON_IsFalse(it))
+            UNSUPPORTED("echo", "\"echo\" is not supported");
+        if ((it = field(root, "best_of")) && !(is_int(it) && it->valuedouble == 1))
+            UNSUPPORTED("best_of", "only best_of=1 is supported");
+        if ((it = field(root, "suffix")) && !(cJSON_IsString(it) && !it->valuestring[0]))
+            UNSUPPORTED("suffix", "\"suffix\" is not supported");
+    }
+    cJSON_Delete(root);
+    return 0;
+fail:
+    cJSON_Delete(root);
+    fr_api_req_free(out);
+    return -1;
+}
+
+void fr_api_req_free(fr_api_req *r) {
+    cJSON_Delete(r->messages);
+    free(r->prompt);
+    free(r->model);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+    r->max_tokens = -1;
+    r->priority = -1;
+}
+
+static char *print_free(cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s) fr_panic(__FILE__, __LINE__, "out of memory printing JSON");
+    return s;
+}
+
+char *fr_api_error_json(const fr_api_error *e) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON *o = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(o, "message", e->message);
+    cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) cJSON_AddStringToObject(o, "param", e->param);
+    else cJSON_AddNullToObject(o, "param");
+    if (e->code) cJSON_AddStringToObject(o, "code", e->code);
+    else cJSON_AddNullToObject(o, "code");
+    return print_free(j);
+}
+
+static unsigned long long id_salt;
+static pthread_once_t id_once = PTHREAD_ONCE_INIT;
+static void id_salt_init(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    id_salt = ((unsigned long long)ts.tv_nsec << 20) ^ (unsigned long long)ts.tv_sec ^
+              ((unsigned long long)getpid() << 40);
+}
+
+void fr_api_new_id(char *out, size_t cap, const char *prefix) {
+    static atomic_ullong counter;
+    pthread_once(&id_once, id_salt_init);
+    unsigned long long n = atomic_fetch_add(&counter, 1) + 1;
+    unsigned long long x = (id_salt + n) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    snprintf(out, cap, "%s%016llx%06llx", prefix, x, n & 0xffffff);
+}
+
+static cJSON *usage_obj(const fr_api_result *r) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", r->prompt_tokens + r->completion_tokens);
+    return u;
+}
+
+static void add_ids(cJSON *choice, const fr_api_result *r) {
+    if (!r->token_ids) return;
+    cJSON *a = cJSON_AddArrayToObject(choice, "token_ids");
+    for (int i = 0; i < r->n_token_ids; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(r->token_ids[i]));
+}
+
+static cJSON *string_n(const char *s, size_t n) {
+    char *tmp = fr_xstrndup(s ? s : "", s ? n : 0);
+    cJSON *j = cJSON_CreateString(tmp);
+    free(tmp);
+    return j;
+}
+
+static cJSON *envelope(const fr_api_result *r, const char *object) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", r->id);
+    cJSON_AddStringToObject(j, "object", object);
+    cJSON_AddNumberToObject(j, "created", (double)r->created);
+    cJSON_AddStringToObject(j, "model", r->model);
+    cJSON_AddStringToObject(j, "system_fingerprint", "frugal");
+    return j;
+}
+
+char *fr_api_chat_response(const fr_api_result *r) {
+    cJSON *j = envelope(r, "chat.completion");
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    cJSON_AddStringToObject(m, "role", "assistant");
+    cJSON_AddItemToObject(m, "content", string_n(r->text, r->text_len));
+    cJSON_AddNullToObject(m, "refusal");
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", r->finish);
+    add_ids(c, r);
+    cJSON_AddItemToArray(ch, c);
+    cJSON_AddItemToObject(j, "usage", usage_obj(r));
+    return print_free(j);
+}
+
+char *fr_api_completion_response(const fr_api_result *r) {
+    cJSON *j = envelope(r, "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToObject(c, "text", string_n(r->text, r->text_len));
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", r->finish);
+    add_ids(c, r);
+    cJSON_AddItemToArray(ch, c);
+    cJSON_AddItemToObject(j, "usage", usage_obj(r));
+    return print_free(j);
+}
+
+static void sse(fr_buf *out, cJSON *j) {
+    char *s = print_free(j);
+    fr_buf_puts(out, "data: ");
+    fr_buf_puts(out, s);
+    fr_buf_puts(out, "\n\n");
+    free(s);
+}
+
+void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, bool role_first,
+                         const char *text, size_t text_len, const char *finish,
+                         bool with_usage_null) {
+    cJSON *j = envelope(r, kind == FR_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (kind == FR_API_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role_first) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "content", "");
+        } else if (text) {
+            cJSON_AddItemToObject(d, "content", string_n(text, text_len));
+        }
+    } else {
+        cJSON_AddItemToObject(c, "text", string_n(text, text ? text_len : 0));
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) {
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+        add_ids(c, r);
+    } else {
+        cJSON_AddNullToObject(c, "finish_reason");
+    }
+    cJSON_AddItemToArray(ch, c);
+    if (with_usage_null) cJSON_AddNullToObject(j, "usage");
+    sse(out, j);
+}
+
+void fr_api_stream_usage(fr_buf *out, fr_api_kind kind, const fr_api_result *r) {
+    cJSON *j = envelope(r, kind == FR_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(j, "choices");
+    cJSON_AddItemToObject(j, "usage", usage_obj(r));
+    sse(out, j);
+}
+
+void fr_api_stream_error(fr_buf *out, const fr_api_error *e) {
+    char *s = fr_api_error_json(e);
+    fr_buf_puts(out, "data: ");
+    fr_buf_puts(out, s);
+    fr_buf_puts(out, "\n\n");
+    free(s);
+}
+
+void fr_api_stream_done(fr_buf *out) { fr_buf_puts(out, "data: [DONE]\n\n"); }
+
+char *fr_api_model_object(const char *model, long long created) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", model);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "frugal");
+    return print_free(m);
+}
+
+char *fr_api_models_response(const char *model, long long created) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *d = cJSON_AddArrayToObject(j, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", model);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "frugal");
+    cJSON_AddItemToArray(d, m);
+    return print_free(j);
+}

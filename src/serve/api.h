@@ -1,0 +1,107 @@
+/* api.h — the OpenAI-compatible request schema and response shapes, without any HTTP or model:
+ * parse and validate a request body into fr_api_req (or an OpenAI-style error with its HTTP
+ * status), and build the JSON of responses, stream chunks and errors.
+ *
+ * Validation policy (docs/SERVING.md):
+ *   - the body must be valid UTF-8 and one JSON object; known fields must have the right type and
+ *     range, else 400 naming the field in `param`;
+ *   - unknown fields are ignored (as vLLM and llama.cpp do), so newer clients keep working;
+ *   - known fields we cannot honour with a non-default value (n > 1, logprobs, tools,
+ *     response_format other than text, penalties, logit_bias, echo, best_of, suffix) are a 400
+ *     that says so, never silently ignored;
+ *   - content parts: "text" parts are joined with "\n"; image_url / input_audio / file parts
+ *     are a 400 naming the part.
+ */
+#ifndef FRUGAL_SERVE_API_H
+#define FRUGAL_SERVE_API_H
+
+#include "base/base.h"
+
+struct cJSON;
+
+typedef enum fr_api_kind { FR_API_CHAT = 0, FR_API_COMPLETIONS = 1 } fr_api_kind;
+
+typedef struct fr_api_error {
+    int status;        /* HTTP status */
+    const char *type;  /* "invalid_request_error", "authentication_error", ... */
+    const char *code;  /* machine code or NULL */
+    char param[96];    /* offending field ("" = null) */
+    char message[512]; /* one line for people */
+} fr_api_error;
+
+void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
+                      const char *param, const char *fmt, ...) FR_PRINTF(6, 7);
+
+typedef struct fr_api_limits {
+    size_t max_body_bytes;   /* checked by the HTTP layer before parsing; repeated here */
+    int max_messages;        /* chat messages */
+    int max_tokens;          /* highest max_tokens accepted */
+} fr_api_limits;
+
+#define FR_API_MAX_STOP 4
+
+typedef struct fr_api_req {
+    fr_api_kind kind;
+    struct cJSON *messages;  /* chat: normalised [{role, content: string}] (owned) */
+    char *prompt;            /* completions: the prompt (owned) */
+    char *model;             /* "model" or NULL */
+    int max_tokens;          /* -1 = not given */
+    double temperature;      /* default 1 */
+    double top_p;            /* default 1 */
+    bool has_seed;
+    uint64_t seed;
+    char *stop[FR_API_MAX_STOP]; /* owned */
+    int n_stop;
+    bool stream;
+    bool include_usage;      /* stream_options.include_usage */
+    int priority;            /* body "priority": 0..2, or -1 */
+    bool ignore_eos;         /* extension: keep generating through EOS */
+    bool return_token_ids;   /* extension: add the generated ids to the (last) choice */
+} fr_api_req;
+
+/* Parse and validate. 0, or -1 with *err (status 400 and the field). */
+int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
+                 fr_api_req *out, fr_api_error *err);
+void fr_api_req_free(fr_api_req *r);
+
+/* {"error": {"message", "type", "param", "code"}} (malloc'd). */
+char *fr_api_error_json(const fr_api_error *e);
+
+/* A fresh id with the given prefix ("chatcmpl-", "cmpl-"), into out. */
+void fr_api_new_id(char *out, size_t cap, const char *prefix);
+
+typedef struct fr_api_result {
+    const char *id;          /* response id */
+    const char *model;       /* served model name */
+    long long created;       /* unix seconds */
+    const char *text;        /* generated text */
+    size_t text_len;
+    const char *finish;      /* "stop" / "length" */
+    int prompt_tokens, completion_tokens;
+    const int32_t *token_ids; /* generated ids to return (extension), or NULL */
+    int n_token_ids;
+} fr_api_result;
+
+/* Non-streaming response bodies (malloc'd JSON). */
+char *fr_api_chat_response(const fr_api_result *r);
+char *fr_api_completion_response(const fr_api_result *r);
+
+/* One SSE event "data: {...}\n\n" appended to *out. For chat: role_first adds the initial
+ * {"role":"assistant","content":""} delta; text may be NULL; finish NULL until the last chunk
+ * (which also carries r->token_ids when set). with_usage_null adds "usage": null
+ * (stream_options.include_usage). */
+void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, bool role_first,
+                         const char *text, size_t text_len, const char *finish,
+                         bool with_usage_null);
+/* The final usage chunk (empty choices). */
+void fr_api_stream_usage(fr_buf *out, fr_api_kind kind, const fr_api_result *r);
+/* "data: {error}\n\n" */
+void fr_api_stream_error(fr_buf *out, const fr_api_error *e);
+/* "data: [DONE]\n\n" */
+void fr_api_stream_done(fr_buf *out);
+
+/* GET /v1/models body. */
+char *fr_api_models_response(const char *model, long long created);
+char *fr_api_model_object(const char *model, long long created);
+
+#endif

@@ -1,0 +1,75 @@
+/* config.h — settings of `frugal serve`: defaults, the JSON config file, command-line options and
+ * API keys (file and environment).
+ *
+ * Precedence: defaults < config file (--config) < command-line options. The config file is one
+ * JSON object; unknown keys are an error (a typo must not silently keep a default). Every key is
+ * listed in docs/SERVING.md.
+ *
+ * API keys come from a file (one key per line: `KEY [DEFAULT_TIER [HIGHEST_TIER]]`, '#' starts a
+ * comment) and/or the FRUGAL_API_KEYS environment variable (comma-separated `KEY[:TIER]`). Keys
+ * are never printed: messages name the file and line only. Matching is constant-time.
+ */
+#ifndef FRUGAL_SERVE_CONFIG_H
+#define FRUGAL_SERVE_CONFIG_H
+
+#include "base/base.h"
+#include "engine/engine.h"
+
+typedef struct fr_api_key {
+    char *key;         /* the secret */
+    size_t len;        /* its length */
+    int default_tier;  /* tier of requests that do not ask for one */
+    int highest_tier;  /* the best tier this key may ask for (requests above are lowered to it) */
+} fr_api_key;
+
+typedef struct fr_serve_config {
+    char *model;                    /* model path (required) */
+    char *served_name;              /* model id in the API; NULL = the model's name */
+    char *host;                     /* bind address (127.0.0.1) */
+    int port;                       /* 8080; 0 = any free port (printed at start) */
+    char *quant;                    /* NULL, "q8" or "q4" */
+    char *chat_template;            /* built-in template name or a file; NULL = the model's */
+    fr_engine_config engine;        /* scheduler and KV settings */
+    double ttft_slo_s[FR_N_TIERS];  /* time-to-first-token targets (reporting, loadgen) */
+    double tpot_slo_s[FR_N_TIERS];  /* time-per-output-token targets */
+    int default_tier;               /* tier without header, field or key default */
+    /* limits */
+    size_t max_body_bytes;          /* request body */
+    int max_messages;               /* chat messages per request */
+    int max_prompt_tokens;          /* prompt tokens (0 = the context length) */
+    int max_tokens;                 /* most output tokens a request may ask for */
+    int default_max_tokens;         /* output tokens when the request names none */
+    int max_connections;            /* concurrent connections served; more get 429 */
+    int idle_timeout_s;             /* an idle or stalled connection is closed after this */
+    double body_timeout_s;          /* the whole request body must arrive within this */
+    double shutdown_grace_s;        /* SIGTERM: in-flight work may finish within this */
+    /* auth */
+    char *api_keys_file;            /* NULL = none */
+    fr_api_key *keys;               /* loaded keys (file + environment) */
+    int n_keys;
+} fr_serve_config;
+
+void fr_serve_config_init(fr_serve_config *c);
+void fr_serve_config_free(fr_serve_config *c);
+
+/* Applies a JSON config document (the file's text). -1 with err naming the key. */
+int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len, fr_err *err);
+/* Parses `frugal serve` arguments (argv[0] is "serve"); --config is applied first, the other
+ * options then override it. Returns 0, 1 (bad input, message in err), 2 (usage, message in
+ * err) or -1 (--help printed). */
+int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err *err);
+/* Loads keys from c->api_keys_file and the environment variable `env_name` (may be NULL). */
+int fr_serve_config_load_keys(fr_serve_config *c, const char *env_name, fr_err *err);
+/* Parses key-file text (used by load_keys and tests). `what` names the source in messages. */
+int fr_serve_keys_parse(fr_serve_config *c, const char *text, const char *what, bool env_style,
+                        fr_err *err);
+
+/* Constant-time equality of a presented token and a stored key (time depends only on the stored
+ * key's length). */
+bool fr_ct_equal(const char *given, size_t given_len, const char *key, size_t key_len);
+/* The key matching `token` (every key is compared, in constant time each), or NULL. */
+const fr_api_key *fr_serve_find_key(const fr_serve_config *c, const char *token, size_t len);
+
+extern const char *const fr_serve_usage;
+
+#endif

@@ -1,0 +1,886 @@
+/* http.c — the HTTP layer of `frugal serve` on libmicrohttpd: routing, auth, limits, the OpenAI
+ * endpoints (non-streaming and SSE streaming), client-disconnect detection and graceful shutdown.
+ *
+ * Threading: MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so handlers may
+ * block. A generation request is parsed, rendered and tokenized on its connection thread, then
+ * submitted to the engine, which decides admission at once (429 + Retry-After on refusal). A
+ * non-streaming handler then waits on the request's channel (fr_req_wait, 50 ms slices); a
+ * streaming response is an MHD callback response whose reader blocks the same way and turns
+ * released text into SSE chunks. Between slices both peek at the socket: a client that hung up
+ * is detected within ~50 ms even while its request is still queued, and its request is cancelled
+ * (the engine frees the blocks at its next step).
+ *
+ * Every accepted request ends with a response: the engine ends each request exactly once, and
+ * shutdown cancels what is left after the grace period, which the handlers turn into a 503 or an
+ * SSE error event.
+ */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/chat.h"
+#include "model/tokenizer.h"
+#include "serve/api.h"
+#include "serve/metrics.h"
+#include "serve/serve.h"
+
+#define WAIT_SLICE_S 0.05
+#define KEEPALIVE_S 10.0
+
+struct fr_server {
+    const fr_serve_config *cfg; /* settings (caller's) */
+    const fr_model *model;      /* loaded model (caller's) */
+    fr_engine *engine;          /* owned */
+    const char *tmpl;           /* chat template source, or NULL (chat refused) */
+    char *tmpl_owned;           /* template read from a file */
+    const char *model_name;     /* id in the API */
+    long long created;          /* unix time of start (models list) */
+    struct MHD_Daemon *d;       /* listener */
+    int port;                   /* bound port */
+    int max_prompt_tokens;      /* effective prompt limit */
+    fr_metrics metrics;
+    atomic_int connections;     /* open connections */
+    atomic_int busy;            /* generation requests not yet fully answered */
+    atomic_bool draining;       /* shutdown started: refuse new work */
+    bool stopped;               /* MHD stopped */
+};
+
+/* Per-request state (MHD's con_cls). */
+typedef struct conn {
+    fr_server *s;
+    struct MHD_Connection *mc;
+    double t_start;       /* arrival */
+    int ep;               /* fr_endpoint */
+    int tier;             /* -1 until known */
+    int status;           /* status of the queued response (0 = none) */
+    int retry_after;      /* seconds for a 429's Retry-After */
+    fr_buf body;          /* upload */
+    bool too_large;       /* body went over the limit (rest discarded) */
+    bool responded;       /* a response is queued */
+    bool stream_owned;    /* a stream took over the accounting */
+    bool generation;      /* counted in busy */
+} conn;
+
+/* A streaming response (MHD content reader's cls). */
+typedef struct stream {
+    fr_server *s;
+    struct MHD_Connection *mc;
+    fr_req *r;
+    fr_api_kind kind;
+    fr_api_result res;    /* id, model, created, prompt/completion tokens */
+    char id[64];
+    bool include_usage;
+    int phase;            /* 0 role chunk due, 1 streaming, 2 finished, 3 failed */
+    fr_buf out;           /* bytes not yet handed to MHD */
+    size_t off;           /* handed so far */
+    fr_buf text;          /* scratch */
+    fr_req_info info;     /* last seen */
+    double last_write;    /* for keep-alive comments */
+    int ep, tier;
+    double t_start;
+    int status;           /* for requests_total: 200, or 499 when the client left */
+    double deadline_ms;   /* X-Deadline-Ms (for the message) */
+    bool return_ids;      /* extension: token ids in the last chunk */
+    int32_t *ids;         /* their buffer */
+} stream;
+
+/* ---- small helpers ---- */
+
+static int classify(const char *url) {
+    if (!strcmp(url, "/v1/chat/completions")) return FR_EP_CHAT;
+    if (!strcmp(url, "/v1/completions")) return FR_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11)) return FR_EP_MODELS;
+    if (!strcmp(url, "/health")) return FR_EP_HEALTH;
+    if (!strcmp(url, "/ready")) return FR_EP_READY;
+    if (!strcmp(url, "/metrics")) return FR_EP_METRICS;
+    return FR_EP_OTHER;
+}
+
+/* True when the peer has closed its side (or the socket failed). */
+static bool client_gone(struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    int fd = ci->connect_fd;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) {
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) return true;
+    }
+    return false;
+}
+
+static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body, size_t len) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (status == 429 || status == 503) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", c->retry_after > 0 ? c->retry_after : 1);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == 405) {
+        const char *allow = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS ? "POST" : "GET";
+        MHD_add_response_header(r, "Allow", allow);
+    }
+    if (status == 413 || status == 408 || (status == 429 && c->ep == FR_EP_OTHER))
+        MHD_add_response_header(r, "Connection", "close");
+    c->status = status;
+    c->responded = true;
+    enum MHD_Result ret = MHD_queue_response(c->mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(conn *c, int status, char *json) {
+    return queue(c, status, "application/json", json, strlen(json));
+}
+
+static enum MHD_Result send_error(conn *c, const fr_api_error *e) {
+    return send_json(c, e->status, fr_api_error_json(e));
+}
+
+static enum MHD_Result fail(conn *c, int status, const char *type, const char *code,
+                            const char *param, const char *msg) {
+    fr_api_error e;
+    fr_api_error_set(&e, status, type, code, param, "%s", msg);
+    return send_error(c, &e);
+}
+
+static const char *header(conn *c, const char *name) {
+    return MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, name);
+}
+
+/* ---- auth ---- */
+
+/* NULL when no keys are configured or the key is fine (*key set); else the error sent. */
+static bool check_auth(conn *c, const fr_api_key **key, enum MHD_Result *ret) {
+    *key = NULL;
+    const fr_serve_config *cfg = c->s->cfg;
+    if (cfg->n_keys == 0) return true;
+    const char *h = header(c, "Authorization");
+    if (!h) {
+        *ret = fail(c, 401, "invalid_request_error", "missing_api_key", NULL,
+                    "Missing API key: send \"Authorization: Bearer KEY\".");
+        return false;
+    }
+    while (*h == ' ') h++;
+    if (strncasecmp(h, "Bearer ", 7)) {
+        *ret = fail(c, 401, "invalid_request_error", "invalid_api_key", NULL,
+                    "Authorization must use the Bearer scheme.");
+        return false;
+    }
+    h += 7;
+    while (*h == ' ') h++;
+    size_t len = strlen(h);
+    while (len && h[len - 1] == ' ') len--;
+    *key = fr_serve_find_key(cfg, h, len);
+    if (!*key) {
+        *ret = fail(c, 401, "invalid_request_error", "invalid_api_key", NULL,
+                    "Incorrect API key provided.");
+        return false;
+    }
+    return true;
+}
+
+/* ---- simple endpoints ---- */
+
+static bool engine_ready(fr_server *s) {
+    if (atomic_load(&s->draining)) return false;
+    fr_engine_stats st;
+    fr_engine_stats_get(s->engine, &st);
+    return st.alive;
+}
+
+static enum MHD_Result do_metrics(conn *c) {
+    fr_server *s = c->s;
+    fr_engine_stats st;
+    fr_engine_stats_get(s->engine, &st);
+    fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s)};
+    fr_buf o = {0};
+    fr_metrics_render(&s->metrics, &st, &x, &o);
+    size_t len = o.len;
+    return queue(c, 200, "text/plain; version=0.0.4; charset=utf-8", fr_buf_cstr(&o), len);
+}
+
+static enum MHD_Result do_models(conn *c, const char *url) {
+    fr_server *s = c->s;
+    if (!strcmp(url, "/v1/models"))
+        return send_json(c, 200, fr_api_models_response(s->model_name, s->created));
+    const char *id = url + strlen("/v1/models/");
+    if (!strcmp(id, s->model_name))
+        return send_json(c, 200, fr_api_model_object(s->model_name, s->created));
+    fr_api_error e;
+    fr_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                     "The model '%.200s' does not exist (this server serves '%.200s').", id,
+                     s->model_name);
+    return send_error(c, &e);
+}
+
+/* ---- generation ---- */
+
+static uint64_t random_seed(void) {
+    static atomic_ullong n;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
+                 (atomic_fetch_add(&n, 1) * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 31;
+    return x * 0xBF58476D1CE4E5B9ull;
+}
+
+static const char *finish_name(fr_end e) { return e == FR_END_LENGTH ? "length" : "stop"; }
+
+/* The error a request that ended without finishing maps to. */
+static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, fr_api_error *e) {
+    switch (end) {
+    case FR_END_DEADLINE:
+        fr_api_error_set(e, 504, "timeout_error", "deadline_exceeded", NULL,
+                         "The request's deadline (X-Deadline-Ms: %.0f) passed before it finished; "
+                         "it was cancelled after %d generated tokens.",
+                         deadline_ms, info->n_generated);
+        break;
+    case FR_END_SHUTDOWN:
+        fr_api_error_set(e, 503, "server_error", "shutting_down", NULL,
+                         "The server is shutting down; the request was cancelled.");
+        break;
+    default:
+        fr_api_error_set(e, 500, "server_error", "internal_error", NULL, "Generation failed: %s",
+                         info->error[0] ? info->error : "internal error");
+        break;
+    }
+}
+
+static void stream_append_end(stream *st) {
+    fr_api_kind k = st->kind;
+    st->res.completion_tokens = st->info.n_generated;
+    if (st->return_ids && st->info.n_generated > 0) {
+        st->ids = fr_xmalloc((size_t)st->info.n_generated * sizeof(int32_t));
+        int n = fr_req_output_ids(st->r, st->ids, st->info.n_generated);
+        st->res.token_ids = st->ids;
+        st->res.n_token_ids = n > 0 ? n : 0;
+    }
+    if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
+        fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
+                            st->include_usage);
+        if (st->include_usage) fr_api_stream_usage(&st->out, k, &st->res);
+        fr_api_stream_done(&st->out);
+    } else {
+        fr_api_error e;
+        end_error(st->info.end, &st->info, st->deadline_ms, &e);
+        fr_api_stream_error(&st->out, &e);
+    }
+    st->phase = 2;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream *st = cls;
+    for (;;) {
+        if (st->off < st->out.len) {
+            size_t n = st->out.len - st->off;
+            if (n > max) n = max;
+            memcpy(buf, st->out.data + st->off, n);
+            st->off += n;
+            if (st->off == st->out.len) st->off = st->out.len = 0;
+            st->last_write = fr_time_s();
+            return (ssize_t)n;
+        }
+        if (st->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->phase == 3) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->phase == 0) {
+            if (st->kind == FR_API_CHAT)
+                fr_api_stream_chunk(&st->out, st->kind, &st->res, true, NULL, 0, NULL,
+                                    st->include_usage);
+            st->phase = 1;
+            continue;
+        }
+        st->text.len = 0;
+        bool done = fr_req_wait(st->r, &st->text, WAIT_SLICE_S, &st->info);
+        if (st->text.len)
+            fr_api_stream_chunk(&st->out, st->kind, &st->res, false, st->text.data, st->text.len,
+                                NULL, st->include_usage);
+        if (done) {
+            if (st->info.end == FR_END_CANCELLED) {
+                st->phase = 3;
+                st->status = 499;
+                continue;
+            }
+            stream_append_end(st);
+            continue;
+        }
+        if (st->text.len) continue;
+        if (client_gone(st->mc)) {
+            fr_req_cancel(st->r, FR_END_CANCELLED);
+            st->status = 499;
+            st->phase = 3;
+            continue;
+        }
+        if (fr_time_s() - st->last_write > KEEPALIVE_S) fr_buf_puts(&st->out, ": keep-alive\n\n");
+    }
+}
+
+static void stream_free(void *cls) {
+    stream *st = cls;
+    fr_server *s = st->s;
+    fr_req_info info;
+    if (!fr_req_wait(st->r, NULL, 0, &info)) {
+        fr_req_cancel(st->r, FR_END_CANCELLED); /* the connection went away mid-stream */
+        st->status = 499;
+    } else {
+        const fr_serve_config *cfg = s->cfg;
+        fr_metrics_generation(&s->metrics, &info, cfg->ttft_slo_s[info.tier],
+                              cfg->tpot_slo_s[info.tier]);
+        if (info.end == FR_END_CANCELLED) st->status = 499;
+    }
+    fr_req_release(st->r);
+    fr_metrics_request(&s->metrics, st->ep, st->tier, st->status, fr_time_s() - st->t_start);
+    fr_buf_free(&st->out);
+    fr_buf_free(&st->text);
+    free(st->ids);
+    free(st);
+    atomic_fetch_sub(&s->busy, 1);
+}
+
+static enum MHD_Result admission_error(conn *c, const fr_admission *adm) {
+    fr_api_error e;
+    switch (adm->verdict) {
+    case FR_ADMIT_QUEUE_FULL:
+    case FR_ADMIT_OVERLOAD:
+    case FR_ADMIT_DEADLINE:
+        c->retry_after = adm->retry_after_s;
+        fr_api_error_set(&e, 429, "rate_limit_error", fr_admit_name(adm->verdict), NULL, "%s",
+                         adm->msg);
+        break;
+    case FR_ADMIT_TOO_LARGE:
+        fr_api_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
+                         adm->msg);
+        break;
+    default:
+        c->retry_after = 5;
+        fr_api_error_set(&e, 503, "server_error", "shutting_down", NULL, "%s", adm->msg);
+        break;
+    }
+    return send_error(c, &e);
+}
+
+static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
+    fr_server *s = c->s;
+    const fr_serve_config *cfg = s->cfg;
+    if (atomic_load(&s->draining)) {
+        c->retry_after = 5;
+        return fail(c, 503, "server_error", "shutting_down", NULL,
+                    "The server is shutting down and accepts no new requests.");
+    }
+    fr_api_limits lim = {.max_body_bytes = cfg->max_body_bytes,
+                         .max_messages = cfg->max_messages,
+                         .max_tokens = cfg->max_tokens};
+    fr_api_req q;
+    fr_api_error err;
+    if (fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err))
+        return send_error(c, &err);
+
+    enum MHD_Result ret;
+    char *rendered = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    /* tier: header > body > key default > server default; never above the key's highest */
+    int tier = key ? key->default_tier : cfg->default_tier;
+    if (q.priority >= 0) tier = q.priority;
+    const char *xp = header(c, "X-Priority");
+    if (xp) {
+        tier = fr_tier_parse(xp);
+        if (tier < 0) {
+            ret = fail(c, 400, "invalid_request_error", NULL, "X-Priority",
+                       "X-Priority must be P0, P1 or P2.");
+            goto out;
+        }
+    }
+    if (key && tier < key->highest_tier) tier = key->highest_tier;
+    c->tier = tier;
+    double deadline = 0, deadline_ms = 0;
+    const char *xd = header(c, "X-Deadline-Ms");
+    if (xd) {
+        char *end;
+        errno = 0;
+        double v = strtod(xd, &end);
+        while (*end == ' ') end++;
+        if (errno || end == xd || *end || !(v >= 1 && v <= 86400000.0)) {
+            ret = fail(c, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
+                       "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
+            goto out;
+        }
+        deadline_ms = v;
+        deadline = c->t_start + v / 1000.0;
+    }
+    if (q.model && strcmp(q.model, s->model_name)) {
+        fr_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
+                         "The model '%.200s' does not exist (this server serves '%.200s').",
+                         q.model, s->model_name);
+        ret = send_error(c, &err);
+        goto out;
+    }
+    fr_err ferr = {{0}};
+    const char *text;
+    bool add_special;
+    if (kind == FR_API_CHAT) {
+        if (!s->tmpl) {
+            ret = fail(c, 400, "invalid_request_error", "no_chat_template", "messages",
+                       "This model has no chat template; use /v1/completions or start the "
+                       "server with --chat-template.");
+            goto out;
+        }
+        const fr_model *m = s->model;
+        fr_chat_opts co = {.add_generation_prompt = true,
+                           .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                           .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                           .tools = NULL};
+        rendered = fr_chat_render(s->tmpl, q.messages, &co, &ferr);
+        if (!rendered) {
+            fr_api_error_set(&err, 400, "invalid_request_error", "chat_template_error",
+                             "messages", "Cannot render the chat template: %s", ferr.msg);
+            ret = send_error(c, &err);
+            goto out;
+        }
+        text = rendered;
+        add_special = false; /* the template holds BOS, as apply_chat_template(tokenize=True) */
+    } else {
+        text = q.prompt;
+        add_special = true;
+    }
+    if (fr_tokenize(s->model->tok, text, strlen(text), add_special, &ids, &n_ids, &ferr)) {
+        fr_api_error_set(&err, 400, "invalid_request_error", NULL,
+                         kind == FR_API_CHAT ? "messages" : "prompt", "Cannot tokenize: %s",
+                         ferr.msg);
+        ret = send_error(c, &err);
+        goto out;
+    }
+    const char *pparam = kind == FR_API_CHAT ? "messages" : "prompt";
+    if (n_ids == 0) {
+        ret = fail(c, 400, "invalid_request_error", NULL, pparam, "The prompt is empty.");
+        goto out;
+    }
+    int ctx = fr_engine_max_ctx(s->engine);
+    if ((long long)n_ids > s->max_prompt_tokens) {
+        fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded", pparam,
+                         "The prompt has %zu tokens; this server accepts at most %d.", n_ids,
+                         s->max_prompt_tokens);
+        ret = send_error(c, &err);
+        goto out;
+    }
+    int max_tokens = q.max_tokens;
+    if (max_tokens < 0) {
+        max_tokens = FR_MIN(cfg->default_max_tokens, ctx - (int)n_ids);
+        if (max_tokens < 1) {
+            fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
+                             pparam, "The prompt (%zu tokens) fills the context length of %d.",
+                             n_ids, ctx);
+            ret = send_error(c, &err);
+            goto out;
+        }
+    } else if ((long long)n_ids + max_tokens > ctx) {
+        fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
+                         "max_tokens",
+                         "This model's maximum context length is %d tokens. However, you "
+                         "requested %lld tokens (%zu in the prompt, %d in the completion).",
+                         ctx, (long long)n_ids + max_tokens, n_ids, max_tokens);
+        ret = send_error(c, &err);
+        goto out;
+    }
+
+    fr_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = ids;
+    p.n_prompt = (int)n_ids;
+    p.gen = fr_gen_params_default();
+    p.gen.max_tokens = max_tokens;
+    p.gen.ignore_eos = q.ignore_eos;
+    for (int i = 0; i < q.n_stop && i < FR_GEN_MAX_STOP; i++) p.gen.stop[p.gen.n_stop++] = q.stop[i];
+    p.sampling = fr_sampling_default();
+    p.sampling.temperature = (float)q.temperature;
+    p.sampling.top_p = (float)q.top_p;
+    p.sampling.top_k = 0;
+    p.sampling.min_p = 0;
+    p.sampling.seed = q.has_seed ? q.seed : random_seed();
+    p.tier = tier;
+    p.t_arrival = c->t_start;
+    p.deadline = deadline;
+    fr_admission adm;
+    fr_req *r = fr_engine_submit(s->engine, &p, &adm);
+    if (!r) {
+        ret = admission_error(c, &adm);
+        goto out;
+    }
+    atomic_fetch_add(&s->busy, 1);
+    c->generation = true;
+
+    fr_api_result res;
+    memset(&res, 0, sizeof res);
+    res.model = s->model_name;
+    res.created = (long long)time(NULL);
+    res.prompt_tokens = (int)n_ids;
+
+    if (q.stream) {
+        stream *st = fr_xcalloc(1, sizeof *st);
+        st->s = s;
+        st->mc = c->mc;
+        st->r = r;
+        st->kind = kind;
+        fr_api_new_id(st->id, sizeof st->id, kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
+        st->res = res;
+        st->res.id = st->id;
+        st->include_usage = q.include_usage;
+        st->ep = c->ep;
+        st->tier = tier;
+        st->t_start = c->t_start;
+        st->status = 200;
+        st->deadline_ms = deadline_ms;
+        st->return_ids = q.return_token_ids;
+        st->last_write = fr_time_s();
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+        if (!resp) {
+            stream_free(st);
+            ret = MHD_NO;
+            goto out;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        c->stream_owned = true; /* stream_free records the request and releases busy */
+        c->generation = false;
+        c->status = 200;
+        c->responded = true;
+        ret = MHD_queue_response(c->mc, 200, resp);
+        MHD_destroy_response(resp);
+        goto out;
+    }
+
+    fr_buf out = {0};
+    fr_req_info info;
+    bool gone = false;
+    while (!fr_req_wait(r, &out, WAIT_SLICE_S, &info))
+        if (!gone && client_gone(c->mc)) {
+            fr_req_cancel(r, FR_END_CANCELLED);
+            gone = true;
+        }
+    fr_metrics_generation(&s->metrics, &info, cfg->ttft_slo_s[tier], cfg->tpot_slo_s[tier]);
+    int32_t *out_ids = NULL;
+    if (q.return_token_ids && info.n_generated > 0) {
+        out_ids = fr_xmalloc((size_t)info.n_generated * sizeof(int32_t));
+        int n = fr_req_output_ids(r, out_ids, info.n_generated);
+        res.token_ids = out_ids;
+        res.n_token_ids = n > 0 ? n : 0;
+    }
+    fr_req_release(r);
+    char id[64];
+    if (info.end == FR_END_STOP || info.end == FR_END_LENGTH) {
+        fr_api_new_id(id, sizeof id, kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
+        res.id = id;
+        res.text = out.data ? out.data : "";
+        res.text_len = out.len;
+        res.finish = finish_name(info.end);
+        res.completion_tokens = info.n_generated;
+        ret = send_json(c, 200, kind == FR_API_CHAT ? fr_api_chat_response(&res)
+                                                    : fr_api_completion_response(&res));
+    } else if (info.end == FR_END_CANCELLED) {
+        c->status = 499;
+        ret = MHD_NO; /* nobody to answer: close */
+    } else {
+        end_error(info.end, &info, deadline_ms, &err);
+        if (err.status == 503) c->retry_after = 5;
+        ret = send_error(c, &err);
+    }
+    fr_buf_free(&out);
+    free(out_ids);
+    atomic_fetch_sub(&s->busy, 1);
+    c->generation = false;
+out:
+    free(ids);
+    free(rendered);
+    fr_api_req_free(&q);
+    return ret;
+}
+
+/* ---- MHD callbacks ---- */
+
+static enum MHD_Result route(conn *c, const char *url, const char *method) {
+    const fr_api_key *key = NULL;
+    enum MHD_Result ret;
+    if (c->ep != FR_EP_HEALTH && !check_auth(c, &key, &ret)) return ret;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    bool post = !strcmp(method, "POST");
+    switch (c->ep) {
+    case FR_EP_HEALTH:
+        if (!get) break;
+        return send_json(c, 200, fr_xstrdup("{\"status\":\"ok\"}"));
+    case FR_EP_READY:
+        if (!get) break;
+        if (engine_ready(c->s)) return send_json(c, 200, fr_xstrdup("{\"status\":\"ready\"}"));
+        c->retry_after = 5;
+        return send_json(c, 503,
+                         fr_xstrdup(atomic_load(&c->s->draining) ? "{\"status\":\"draining\"}"
+                                                                 : "{\"status\":\"not ready\"}"));
+    case FR_EP_METRICS:
+        if (!get) break;
+        return do_metrics(c);
+    case FR_EP_MODELS:
+        if (!get) break;
+        return do_models(c, url);
+    case FR_EP_CHAT:
+    case FR_EP_COMPLETIONS:
+        if (!post) break;
+        return do_generate(c, c->ep == FR_EP_CHAT ? FR_API_CHAT : FR_API_COMPLETIONS, key);
+    default: {
+        fr_api_error e;
+        fr_api_error_set(&e, 404, "invalid_request_error", "not_found", NULL,
+                         "Unknown endpoint: %.16s %.200s", method, url);
+        return send_error(c, &e);
+    }
+    }
+    fr_api_error e;
+    fr_api_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+                     "Method %.16s is not allowed on %.200s.", method, url);
+    return send_error(c, &e);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls) {
+    (void)version;
+    fr_server *s = cls;
+    conn *c = *con_cls;
+    if (!c) {
+        c = fr_xcalloc(1, sizeof *c);
+        c->s = s;
+        c->mc = mc;
+        c->t_start = fr_time_s();
+        c->tier = -1;
+        c->ep = classify(url);
+        *con_cls = c;
+        if (atomic_load(&s->connections) > s->cfg->max_connections) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "Too many concurrent connections (limit %d); retry later.",
+                     s->cfg->max_connections);
+            c->retry_after = 1;
+            return fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
+        }
+        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (!errno && end != cl && n > s->cfg->max_body_bytes) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu.",
+                         n, s->cfg->max_body_bytes);
+                return fail(c, 413, "invalid_request_error", "request_too_large", NULL, msg);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!c->responded && fr_time_s() - c->t_start > s->cfg->body_timeout_s) {
+            fr_debug("http: body not complete after %.1f s: closing", s->cfg->body_timeout_s);
+            c->status = 408;
+            return MHD_NO;
+        }
+        if (!c->responded && !c->too_large) {
+            if (c->body.len + *upload_size > s->cfg->max_body_bytes) {
+                c->too_large = true;
+                fr_buf_free(&c->body);
+            } else {
+                fr_buf_append(&c->body, upload, *upload_size);
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (c->responded) return MHD_YES;
+    if (c->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.",
+                 s->cfg->max_body_bytes);
+        return fail(c, 413, "invalid_request_error", "request_too_large", NULL, msg);
+    }
+    return route(c, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)mc;
+    (void)toe;
+    fr_server *s = cls;
+    conn *c = *con_cls;
+    if (!c) return;
+    if (!c->stream_owned) {
+        bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS;
+        fr_metrics_request(&s->metrics, c->ep, c->tier, c->status ? c->status : 499,
+                           gen ? fr_time_s() - c->t_start : -1);
+    }
+    if (c->generation) atomic_fetch_sub(&s->busy, 1);
+    fr_buf_free(&c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode toe) {
+    (void)socket_ctx;
+    fr_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->connections, 1);
+        /* SSE chunks are small writes: without TCP_NODELAY, Nagle's algorithm and the client's
+         * delayed ACK hold each one back for up to ~40 ms. */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int one = 1;
+        if (ci) setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    } else {
+        atomic_fetch_sub(&s->connections, 1);
+    }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    fr_debug("http: %s", msg);
+}
+
+/* ---- start / stop ---- */
+
+fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err *err) {
+    fr_server *s = fr_xcalloc(1, sizeof *s);
+    s->cfg = cfg;
+    s->model = m;
+    s->model_name = cfg->served_name ? cfg->served_name : m->name ? m->name : "model";
+    s->created = (long long)time(NULL);
+    fr_metrics_init(&s->metrics);
+    atomic_init(&s->connections, 0);
+    atomic_init(&s->busy, 0);
+    atomic_init(&s->draining, false);
+    if (cfg->chat_template) {
+        s->tmpl = fr_chat_builtin(cfg->chat_template);
+        if (!s->tmpl) {
+            if (!fr_path_exists(cfg->chat_template)) {
+                fr_err_set(err, "unknown chat template '%s' (built-in: chatml, llama3; or a file)",
+                           cfg->chat_template);
+                goto fail;
+            }
+            s->tmpl_owned = fr_read_file(cfg->chat_template, 1u << 20, NULL, err);
+            if (!s->tmpl_owned) goto fail;
+            s->tmpl = s->tmpl_owned;
+        }
+    } else {
+        s->tmpl = m->chat_template;
+    }
+    s->engine = fr_engine_new(m, &cfg->engine, err);
+    if (!s->engine) goto fail;
+    int ctx = fr_engine_max_ctx(s->engine);
+    s->max_prompt_tokens = cfg->max_prompt_tokens > 0 ? FR_MIN(cfg->max_prompt_tokens, ctx - 1)
+                                                      : ctx - 1;
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai || !ai) {
+        fr_err_set(err, "cannot resolve host '%s': %s", cfg->host, gai_strerror(gai));
+        goto fail;
+    }
+    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(cfg->max_connections + 64),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        fr_err_set(err, "cannot listen on %s:%d (address in use or not available)", cfg->host,
+                   cfg->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    const fr_engine_config *ec = fr_engine_cfg(s->engine);
+    fr_info("serving %s on %s:%d: auth %s, KV %d blocks x %d tokens, step %d tokens, chunk %d, "
+            "%d running max, context %d",
+            s->model_name, cfg->host, s->port, cfg->n_keys ? "on" : "off", ec->kv_blocks,
+            ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx);
+    return s;
+fail:
+    fr_engine_free(s->engine);
+    free(s->tmpl_owned);
+    fr_metrics_destroy(&s->metrics);
+    free(s);
+    return NULL;
+}
+
+int fr_server_port(const fr_server *s) { return s->port; }
+
+void fr_server_shutdown(fr_server *s, double grace_s) {
+    if (s->stopped) return;
+    atomic_store(&s->draining, true);
+    fr_engine_close(s->engine);
+    MHD_socket fd = MHD_quiesce_daemon(s->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+    double t0 = fr_time_s();
+    while (atomic_load(&s->busy) > 0 && fr_time_s() - t0 < grace_s) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int left = atomic_load(&s->busy);
+    if (left > 0) {
+        fr_info("shutdown: grace period over, cancelling %d request(s)", left);
+        fr_engine_cancel_all(s->engine, FR_END_SHUTDOWN);
+        t0 = fr_time_s();
+        while (atomic_load(&s->busy) > 0 && fr_time_s() - t0 < 5) {
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    MHD_stop_daemon(s->d);
+    s->d = NULL;
+    s->stopped = true;
+}
+
+void fr_server_free(fr_server *s) {
+    if (!s) return;
+    if (!s->stopped) fr_server_shutdown(s, 0);
+    fr_engine_free(s->engine);
+    free(s->tmpl_owned);
+    fr_metrics_destroy(&s->metrics);
+    free(s);
+}

@@ -1,0 +1,71 @@
+/* serve.c — the `frugal serve` command: options, model load, server start, wait for SIGTERM or
+ * SIGINT, graceful drain, exit 0.
+ *
+ * Signals are blocked in every thread (the mask is set before any thread starts) and taken
+ * synchronously with sigwait in the main thread, so no work happens in a signal handler.
+ * SIGPIPE is ignored (a client that vanishes mid-write is an ordinary error).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "serve/serve.h"
+
+int fr_cmd_serve(int argc, char **argv) {
+    fr_serve_config cfg;
+    fr_serve_config_init(&cfg);
+    fr_err err = {{0}};
+    int rc = fr_serve_config_from_args(&cfg, argc, argv, &err);
+    if (rc) {
+        if (rc > 0) fprintf(stderr, "frugal serve: %s%s\n", err.msg,
+                            rc == 2 ? " (see `frugal serve --help`)" : "");
+        fr_serve_config_free(&cfg);
+        return rc < 0 ? 0 : rc;
+    }
+    if (fr_serve_config_load_keys(&cfg, "FRUGAL_API_KEYS", &err)) {
+        fprintf(stderr, "frugal serve: %s\n", err.msg);
+        fr_serve_config_free(&cfg);
+        return 1;
+    }
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    fr_model *m = fr_model_load(cfg.model, &err);
+    if (!m) {
+        fprintf(stderr, "frugal serve: %s\n", err.msg);
+        fr_serve_config_free(&cfg);
+        return 1;
+    }
+    if (cfg.quant && fr_model_quantize(m, cfg.quant, &err) != 0) {
+        fprintf(stderr, "frugal serve: %s\n", err.msg);
+        fr_model_free(m);
+        fr_serve_config_free(&cfg);
+        return 1;
+    }
+    fr_server *s = fr_server_start(&cfg, m, &err);
+    if (!s) {
+        fprintf(stderr, "frugal serve: %s\n", err.msg);
+        fr_model_free(m);
+        fr_serve_config_free(&cfg);
+        return 1;
+    }
+    /* one machine-readable line for scripts that start the server on port 0 */
+    printf("listening on http://%s:%d\n", cfg.host, fr_server_port(s));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    fr_info("received %s: draining (grace %.1f s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+            cfg.shutdown_grace_s);
+    fr_server_shutdown(s, cfg.shutdown_grace_s);
+    fr_server_free(s);
+    fr_model_free(m);
+    fr_serve_config_free(&cfg);
+    fr_info("stopped");
+    return 0;
+}
