@@ -1,0 +1,2301 @@
+/* jinja_builtins.c — what a chat template can call: filters, tests, globals (range, namespace,
+ * dict, raise_exception, strftime_now), methods of str/dict/list/loop, plus the operators with
+ * Python semantics (arithmetic, `in`, slicing, attribute and item access).
+ *
+ * Design: each builtin is a C function over jj_val with Python's argument binding (positional
+ * or keyword, defaults) done by bind(). Behaviour follows jinja2's filters.py/tests.py and
+ * CPython's str methods, with transformers' overrides: `tojson` is json.dumps(x,
+ * ensure_ascii=False, indent=None, separators=None, sort_keys=False), raise_exception(msg) fails
+ * the render with msg, strftime_now(fmt) formats local time. Attribute and item access follow
+ * the ImmutableSandboxedEnvironment: obj.name looks for a method first and then an item,
+ * obj[key] an item first and then an attribute; a miss is undefined, not an error; methods that
+ * would mutate a list or dict are refused when called.
+ *
+ * Unicode: case mapping and character classes use utf8proc (simple case mappings; CPython's
+ * few one-to-many mappings such as 'ß'.upper() are not reproduced). Lengths, indexes and slices
+ * count code points, as Python does.
+ */
+#include "model/jinja_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <utf8proc.h>
+
+static jj_core *C(jj_rt *rt) { return &rt->core; }
+
+#define NAMEF(s) (int)FR_MIN((s).n, 60), (s).p
+
+/* ---- argument binding --------------------------------------------------------------------- */
+
+#define MAXP 8
+
+typedef struct bound {
+    jj_val v[MAXP];     /* argument values (undefined when not given) */
+    bool given[MAXP];   /* whether each was passed */
+} bound;
+
+/* Bind positional and keyword arguments to `params` (Python rules). */
+static void bind(jj_rt *rt, int line, const char *what, jj_str name, const char *const *params,
+                 size_t np, const jj_args *a, bound *b) {
+    memset(b, 0, sizeof *b);
+    if (a->npos > np)
+        jj_fail(C(rt), line, "%s '%.*s' takes at most %zu argument(s), %zu given", what, NAMEF(name),
+                np, a->npos);
+    for (size_t i = 0; i < a->npos; i++) {
+        b->v[i] = a->pos[i];
+        b->given[i] = true;
+    }
+    for (size_t k = 0; k < a->nkw; k++) {
+        size_t i = 0;
+        while (i < np && !jj_str_eqz(a->kwn[k], params[i])) i++;
+        if (i == np)
+            jj_fail(C(rt), line, "%s '%.*s' got an unexpected keyword argument '%.*s'", what,
+                    NAMEF(name), NAMEF(a->kwn[k]));
+        if (b->given[i])
+            jj_fail(C(rt), line, "%s '%.*s' got multiple values for argument '%s'", what,
+                    NAMEF(name), params[i]);
+        b->v[i] = a->kwv[k];
+        b->given[i] = true;
+    }
+}
+
+static int64_t want_int(jj_rt *rt, int line, const jj_val *v, const char *what) {
+    if (v->t == JT_INT) return v->u.i;
+    if (v->t == JT_BOOL) return v->u.b;
+    if (v->t == JT_UNDEF) jj_fail_undefined(rt, line, v);
+    jj_fail(C(rt), line, "%s: an integer is required, not '%s'", what, jj_type_name(v));
+}
+
+static jj_str want_str(jj_rt *rt, int line, const jj_val *v, const char *what) {
+    if (v->t == JT_STR) return v->u.s;
+    if (v->t == JT_UNDEF) jj_fail_undefined(rt, line, v);
+    jj_fail(C(rt), line, "%s: a string is required, not '%s'", what, jj_type_name(v));
+}
+
+/* ---- Unicode helpers ---------------------------------------------------------------------- */
+
+static bool valid_cp(uint32_t c) { return c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF); }
+static uint32_t cp_lower(uint32_t c) {
+    if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+    return valid_cp(c) ? (uint32_t)utf8proc_tolower((utf8proc_int32_t)c) : c;
+}
+static uint32_t cp_upper(uint32_t c) {
+    if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
+    return valid_cp(c) ? (uint32_t)utf8proc_toupper((utf8proc_int32_t)c) : c;
+}
+static uint32_t cp_title(uint32_t c) {
+    if (c < 0x80) return cp_upper(c);
+    return valid_cp(c) ? (uint32_t)utf8proc_totitle((utf8proc_int32_t)c) : c;
+}
+static int cp_cat(uint32_t c) {
+    return valid_cp(c) ? (int)utf8proc_category((utf8proc_int32_t)c) : UTF8PROC_CATEGORY_CN;
+}
+static bool cp_cased(uint32_t c) {
+    int k = cp_cat(c);
+    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
+}
+static bool cp_alpha(uint32_t c) {
+    int k = cp_cat(c);
+    return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
+}
+static bool cp_digit(uint32_t c) { return cp_cat(c) == UTF8PROC_CATEGORY_ND; }
+static bool cp_numeric(uint32_t c) {
+    int k = cp_cat(c);
+    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+}
+
+typedef enum { CASE_LOWER, CASE_UPPER, CASE_TITLE, CASE_CAPITALIZE, CASE_SWAP } case_mode;
+
+/* The one-to-many mappings of Unicode's SpecialCasing.txt that CPython applies and a chat might
+ * contain (Latin and ligatures): code point, upper, title, lower. */
+static const struct {
+    uint32_t cp;                   /* the character */
+    const char *upper, *title, *lower; /* its full mappings (NULL: the simple one) */
+} SPECIAL_CASE[] = {
+    {0x00DF, "SS", "Ss", NULL},            /* ß */
+    {0x0130, NULL, NULL, "i\xcc\x87"},     /* İ */
+    {0x0149, "\xca\xbcN", "\xca\xbcN", NULL}, /* ŉ */
+    {0x01F0, "J\xcc\x8c", "J\xcc\x8c", NULL}, /* ǰ */
+    {0xFB00, "FF", "Ff", NULL},
+    {0xFB01, "FI", "Fi", NULL},
+    {0xFB02, "FL", "Fl", NULL},
+    {0xFB03, "FFI", "Ffi", NULL},
+    {0xFB04, "FFL", "Ffl", NULL},
+    {0xFB05, "ST", "St", NULL},
+    {0xFB06, "ST", "St", NULL},
+};
+
+static const char *special_case(uint32_t c, int which) {
+    if (c < 0xDF) return NULL;
+    for (size_t i = 0; i < FR_ARRAY_LEN(SPECIAL_CASE); i++)
+        if (SPECIAL_CASE[i].cp == c)
+            return which == 0 ? SPECIAL_CASE[i].upper : which == 1 ? SPECIAL_CASE[i].title
+                                                                 : SPECIAL_CASE[i].lower;
+    return NULL;
+}
+
+static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
+    jj_sb b = {0};
+    jj_charge(C(rt), s.n / 64);
+    size_t i = 0;
+    bool prev_cased = false, first = true;
+    while (i < s.n) {
+        uint32_t c = jj_utf8_next(s.p, s.n, &i), o = c;
+        int which = -1; /* 0 upper, 1 title, 2 lower */
+        switch (mode) {
+        case CASE_LOWER: which = 2; break;
+        case CASE_UPPER: which = 0; break;
+        case CASE_TITLE:
+            which = prev_cased ? 2 : 1;
+            prev_cased = cp_cased(c);
+            break;
+        case CASE_CAPITALIZE: which = first ? 1 : 2; break;
+        case CASE_SWAP: {
+            int k = cp_cat(c);
+            which = k == UTF8PROC_CATEGORY_LU ? 2 : k == UTF8PROC_CATEGORY_LL ? 0 : -1;
+            break;
+        }
+        }
+        first = false;
+        const char *full = which >= 0 ? special_case(c, which) : NULL;
+        if (full) {
+            jj_sb_puts(C(rt), &b, full);
+            continue;
+        }
+        o = which == 0 ? cp_upper(c) : which == 1 ? cp_title(c) : which == 2 ? cp_lower(c) : c;
+        jj_sb_putcp(C(rt), &b, o);
+    }
+    return jj_sb_str(&b);
+}
+
+/* Byte offsets of every code point of s plus the end, or NULL when s is ASCII (offset ==
+ * index). *ncp receives the code point count. */
+static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
+    size_t i = 0;
+    while (i < s.n && (unsigned char)s.p[i] < 0x80) i++;
+    if (i == s.n) {
+        *ncp = s.n;
+        return NULL;
+    }
+    size_t *off = jj_alloc(C(rt), (s.n + 1) * sizeof *off), k = 0;
+    i = 0;
+    while (i < s.n) {
+        off[k++] = i;
+        jj_utf8_next(s.p, s.n, &i);
+    }
+    off[k] = s.n;
+    *ncp = k;
+    return off;
+}
+
+static size_t cp_count_upto(jj_str s, size_t byte) {
+    jj_str h = {s.p, byte};
+    return jj_utf8_len(h);
+}
+
+static bool in_set(uint32_t c, jj_str set) {
+    size_t i = 0;
+    while (i < set.n)
+        if (jj_utf8_next(set.p, set.n, &i) == c) return true;
+    return false;
+}
+
+/* str.strip/lstrip/rstrip with chars NULL for whitespace. */
+static jj_str str_strip(jj_str s, const jj_str *chars, bool left, bool right) {
+    size_t a = 0, b = s.n;
+    if (left) {
+        while (a < b) {
+            size_t j = a;
+            uint32_t c = jj_utf8_next(s.p, s.n, &j);
+            if (chars ? !in_set(c, *chars) : !jj_py_isspace(c)) break;
+            a = j;
+        }
+    }
+    if (right) {
+        size_t i = a, end = a;
+        while (i < b) {
+            uint32_t c = jj_utf8_next(s.p, b, &i);
+            if (chars ? !in_set(c, *chars) : !jj_py_isspace(c)) end = i;
+        }
+        b = end;
+    }
+    jj_str r = {s.p + a, b - a};
+    return r;
+}
+
+static const char *find_bytes(jj_str hay, size_t from, jj_str needle) {
+    if (needle.n == 0) return hay.p + from;
+    if (from > hay.n || hay.n - from < needle.n) return NULL;
+    return memmem(hay.p + from, hay.n - from, needle.p, needle.n);
+}
+
+static const char *rfind_bytes(jj_str hay, jj_str needle) {
+    if (needle.n > hay.n) return NULL;
+    for (size_t i = hay.n - needle.n + 1; i-- > 0;)
+        if (memcmp(hay.p + i, needle.p, needle.n) == 0) return hay.p + i;
+    return NULL;
+}
+
+static jj_str str_replace(jj_rt *rt, jj_str s, jj_str old, jj_str new_, int64_t count) {
+    jj_sb b = {0};
+    jj_charge(C(rt), s.n / 64);
+    if (count < 0) count = INT64_MAX;
+    if (old.n == 0) {
+        /* inserts `new` before every code point and at the end */
+        size_t i = 0;
+        int64_t k = 0;
+        while (i < s.n) {
+            if (k < count) {
+                jj_sb_put(C(rt), &b, new_.p, new_.n);
+                k++;
+            }
+            size_t j = i;
+            jj_utf8_next(s.p, s.n, &j);
+            jj_sb_put(C(rt), &b, s.p + i, j - i);
+            i = j;
+        }
+        if (k < count) jj_sb_put(C(rt), &b, new_.p, new_.n);
+        return jj_sb_str(&b);
+    }
+    size_t i = 0;
+    int64_t k = 0;
+    while (k < count) {
+        const char *hit = find_bytes(s, i, old);
+        if (!hit) break;
+        size_t at = (size_t)(hit - s.p);
+        jj_sb_put(C(rt), &b, s.p + i, at - i);
+        jj_sb_put(C(rt), &b, new_.p, new_.n);
+        i = at + old.n;
+        k++;
+    }
+    if (k == 0) return s;
+    jj_sb_put(C(rt), &b, s.p + i, s.n - i);
+    return jj_sb_str(&b);
+}
+
+/* A growable list of values. */
+typedef struct vlist {
+    jj_val *v;     /* items */
+    size_t n, cap; /* used, allocated */
+} vlist;
+
+static void vl_push(jj_rt *rt, vlist *l, jj_val v) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        l->v = jj_grow(C(rt), l->v, l->cap * sizeof *l->v, cap * sizeof *l->v);
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+}
+
+static jj_val vl_list(jj_rt *rt, vlist *l) {
+    jj_val v = jj_list_new(C(rt), 0, false);
+    v.u.l->n = l->n;
+    v.u.l->v = l->v;
+    (void)rt;
+    return v;
+}
+
+static jj_val sub(jj_str s, size_t a, size_t b) {
+    jj_str r = {s.p + a, b - a};
+    return jj_strv(r);
+}
+
+/* str.split(sep, maxsplit) (rsplit when `right`). */
+static jj_val str_split(jj_rt *rt, int line, jj_str s, const jj_val *sepv, int64_t maxsplit,
+                        bool right) {
+    vlist out = {0};
+    jj_charge(C(rt), s.n / 64);
+    if (maxsplit < 0) maxsplit = INT64_MAX;
+    if (sepv && sepv->t != JT_NONE) {
+        jj_str sep = want_str(rt, line, sepv, "split");
+        if (!sep.n) jj_fail(C(rt), line, "split: empty separator");
+        if (!right) {
+            size_t i = 0;
+            int64_t k = 0;
+            while (k < maxsplit) {
+                const char *hit = find_bytes(s, i, sep);
+                if (!hit) break;
+                size_t at = (size_t)(hit - s.p);
+                vl_push(rt, &out, sub(s, i, at));
+                i = at + sep.n;
+                k++;
+            }
+            vl_push(rt, &out, sub(s, i, s.n));
+        } else {
+            size_t end = s.n;
+            int64_t k = 0;
+            vlist rev = {0};
+            while (k < maxsplit) {
+                jj_str h = {s.p, end};
+                const char *hit = rfind_bytes(h, sep);
+                if (!hit) break;
+                size_t at = (size_t)(hit - s.p);
+                vl_push(rt, &rev, sub(s, at + sep.n, end));
+                end = at;
+                k++;
+            }
+            vl_push(rt, &out, sub(s, 0, end));
+            for (size_t i = rev.n; i-- > 0;) vl_push(rt, &out, rev.v[i]);
+        }
+        return vl_list(rt, &out);
+    }
+    /* whitespace splitting */
+    size_t *off = NULL, n;
+    off = cp_offsets(rt, s, &n);
+#define OFF(k) (off ? off[k] : (k))
+    uint32_t *cps = jj_alloc(C(rt), (n + 1) * sizeof *cps);
+    {
+        size_t i = 0, k = 0;
+        while (i < s.n) cps[k++] = jj_utf8_next(s.p, s.n, &i);
+    }
+    if (!right) {
+        size_t i = 0;
+        int64_t k = 0;
+        while (i < n && jj_py_isspace(cps[i])) i++;
+        while (i < n) {
+            if (k == maxsplit) {
+                vl_push(rt, &out, sub(s, OFF(i), s.n));
+                break;
+            }
+            size_t j = i;
+            while (j < n && !jj_py_isspace(cps[j])) j++;
+            vl_push(rt, &out, sub(s, OFF(i), OFF(j)));
+            k++;
+            i = j;
+            while (i < n && jj_py_isspace(cps[i])) i++;
+        }
+    } else {
+        vlist rev = {0};
+        size_t j = n;
+        int64_t k = 0;
+        while (j > 0 && jj_py_isspace(cps[j - 1])) j--;
+        while (j > 0) {
+            if (k == maxsplit) {
+                vl_push(rt, &rev, sub(s, 0, OFF(j)));
+                break;
+            }
+            size_t i = j;
+            while (i > 0 && !jj_py_isspace(cps[i - 1])) i--;
+            vl_push(rt, &rev, sub(s, OFF(i), OFF(j)));
+            k++;
+            j = i;
+            while (j > 0 && jj_py_isspace(cps[j - 1])) j--;
+        }
+        for (size_t i = rev.n; i-- > 0;) vl_push(rt, &out, rev.v[i]);
+    }
+#undef OFF
+    return vl_list(rt, &out);
+}
+
+static bool is_line_break(uint32_t c) {
+    return c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || c == 0x1c || c == 0x1d ||
+           c == 0x1e || c == 0x85 || c == 0x2028 || c == 0x2029;
+}
+
+static jj_val str_splitlines(jj_rt *rt, jj_str s, bool keepends) {
+    vlist out = {0};
+    size_t i = 0, start = 0;
+    while (i < s.n) {
+        size_t at = i;
+        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        if (!is_line_break(c)) continue;
+        if (c == '\r' && i < s.n && s.p[i] == '\n') i++;
+        vl_push(rt, &out, sub(s, start, keepends ? i : at));
+        start = i;
+    }
+    if (start < s.n) vl_push(rt, &out, sub(s, start, s.n));
+    return vl_list(rt, &out);
+}
+
+static jj_str html_escape(jj_rt *rt, jj_str s) {
+    jj_sb b = {0};
+    for (size_t i = 0; i < s.n; i++) {
+        switch (s.p[i]) {
+        case '&': jj_sb_puts(C(rt), &b, "&amp;"); break;
+        case '<': jj_sb_puts(C(rt), &b, "&lt;"); break;
+        case '>': jj_sb_puts(C(rt), &b, "&gt;"); break;
+        case '"': jj_sb_puts(C(rt), &b, "&#34;"); break;
+        case '\'': jj_sb_puts(C(rt), &b, "&#39;"); break;
+        default: jj_sb_putc(C(rt), &b, s.p[i]);
+        }
+    }
+    return jj_sb_str(&b);
+}
+
+/* ---- iteration, access, operators --------------------------------------------------------- */
+
+jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
+    jj_list r = {0, NULL};
+    switch (v->t) {
+    case JT_UNDEF: return r;
+    case JT_LIST: return *v->u.l;
+    case JT_DICT:
+        r.n = v->u.d->n;
+        r.v = v->u.d->k;
+        return r;
+    case JT_STR: {
+        jj_str s = v->u.s;
+        size_t n = jj_utf8_len(s), i = 0, k = 0;
+        jj_charge(C(rt), s.n / 16);
+        r.v = n ? jj_alloc(C(rt), n * sizeof *r.v) : NULL;
+        while (i < s.n) {
+            size_t a = i;
+            jj_utf8_next(s.p, s.n, &i);
+            r.v[k++] = sub(s, a, i);
+        }
+        r.n = k;
+        return r;
+    }
+    case JT_LOOP: {
+        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items};
+        return l;
+    }
+    default: jj_fail(C(rt), line, "'%s' object is not iterable", jj_type_name(v));
+    }
+}
+
+static jj_val make_method(jj_rt *rt, jj_func_kind kind, int id, const jj_val *self, jj_str name) {
+    jj_func *fn = jj_alloc(C(rt), sizeof *fn);
+    fn->kind = (uint8_t)kind;
+    fn->id = (uint16_t)id;
+    fn->self = *self;
+    fn->name = name;
+    jj_val v = {0};
+    v.t = JT_FUNC;
+    v.u.fn = fn;
+    return v;
+}
+
+/* Method ids. */
+enum {
+    M_STRIP, M_LSTRIP, M_RSTRIP, M_STARTSWITH, M_ENDSWITH, M_SPLIT, M_RSPLIT, M_SPLITLINES,
+    M_UPPER, M_LOWER, M_TITLE, M_CAPITALIZE, M_SWAPCASE, M_CASEFOLD, M_REPLACE, M_FIND, M_RFIND,
+    M_INDEX, M_RINDEX, M_COUNT, M_JOIN, M_ISDIGIT, M_ISALPHA, M_ISALNUM, M_ISSPACE, M_ISLOWER,
+    M_ISUPPER, M_ISASCII, M_ISDECIMAL, M_ISNUMERIC, M_REMOVEPREFIX, M_REMOVESUFFIX, M_CENTER,
+    M_LJUST, M_RJUST, M_ZFILL, M_PARTITION, M_RPARTITION,
+    M_STR_UNSUPPORTED,
+};
+static const char *const STR_METHODS[] = {
+    "strip", "lstrip", "rstrip", "startswith", "endswith", "split", "rsplit", "splitlines",
+    "upper", "lower", "title", "capitalize", "swapcase", "casefold", "replace", "find", "rfind",
+    "index", "rindex", "count", "join", "isdigit", "isalpha", "isalnum", "isspace", "islower",
+    "isupper", "isascii", "isdecimal", "isnumeric", "removeprefix", "removesuffix", "center",
+    "ljust", "rjust", "zfill", "partition", "rpartition",
+};
+static const char *const STR_UNSUPPORTED[] = {"format", "format_map", "encode", "expandtabs",
+                                              "translate", "maketrans", "isidentifier",
+                                              "isprintable", "istitle"};
+
+enum { D_GET, D_ITEMS, D_KEYS, D_VALUES, D_COPY };
+static const char *const DICT_METHODS[] = {"get", "items", "keys", "values", "copy"};
+static const char *const DICT_UNSAFE[] = {"pop", "popitem", "setdefault", "update", "clear",
+                                          "fromkeys"};
+enum { L_INDEX, L_COUNT, L_COPY };
+static const char *const LIST_METHODS[] = {"index", "count", "copy"};
+static const char *const LIST_UNSAFE[] = {"append", "extend", "insert", "pop", "remove",
+                                          "reverse", "sort", "clear"};
+enum { LP_CYCLE, LP_CHANGED };
+
+static int find_name(jj_str name, const char *const *tab, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (jj_str_eqz(name, tab[i])) return (int)i;
+    return -1;
+}
+
+static jj_val no_attr(jj_rt *rt, const jj_val *obj, jj_str name) {
+    char buf[200];
+    int k = snprintf(buf, sizeof buf, "'%s object' has no attribute '%.*s'", jj_type_name(obj),
+                     NAMEF(name));
+    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
+}
+
+jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
+    int id;
+    switch (obj->t) {
+    case JT_UNDEF: jj_fail_undefined(rt, line, obj);
+    case JT_DICT: {
+        if ((id = find_name(name, DICT_METHODS, FR_ARRAY_LEN(DICT_METHODS))) >= 0)
+            return make_method(rt, JFN_DICT, id, obj, name);
+        if (find_name(name, DICT_UNSAFE, FR_ARRAY_LEN(DICT_UNSAFE)) >= 0)
+            return make_method(rt, JFN_UNSAFE, 0, obj, name);
+        jj_val key = jj_strv(name);
+        jj_val *v = jj_dict_get(C(rt), obj->u.d, &key);
+        return v ? *v : no_attr(rt, obj, name);
+    }
+    case JT_STR:
+        if ((id = find_name(name, STR_METHODS, FR_ARRAY_LEN(STR_METHODS))) >= 0)
+            return make_method(rt, JFN_STR, id, obj, name);
+        if (find_name(name, STR_UNSUPPORTED, FR_ARRAY_LEN(STR_UNSUPPORTED)) >= 0)
+            return make_method(rt, JFN_STR, M_STR_UNSUPPORTED, obj, name);
+        return no_attr(rt, obj, name);
+    case JT_LIST:
+        if ((id = find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS))) >= 0)
+            return make_method(rt, JFN_LIST, id, obj, name);
+        if (find_name(name, LIST_UNSAFE, FR_ARRAY_LEN(LIST_UNSAFE)) >= 0)
+            return make_method(rt, JFN_UNSAFE, 0, obj, name);
+        return no_attr(rt, obj, name);
+    case JT_NS:
+        for (size_t i = obj->u.ns->n; i-- > 0;)
+            if (jj_str_eq(obj->u.ns->k[i], name)) return obj->u.ns->v[i];
+        return no_attr(rt, obj, name);
+    case JT_LOOP: {
+        const jj_loop *lp = obj->u.loop;
+        if (jj_str_eqz(name, "index")) return jj_int((int64_t)lp->i + 1);
+        if (jj_str_eqz(name, "index0")) return jj_int((int64_t)lp->i);
+        if (jj_str_eqz(name, "revindex")) return jj_int((int64_t)(lp->n - lp->i));
+        if (jj_str_eqz(name, "revindex0")) return jj_int((int64_t)(lp->n - lp->i - 1));
+        if (jj_str_eqz(name, "first")) return jj_bool(lp->i == 0);
+        if (jj_str_eqz(name, "last")) return jj_bool(lp->i + 1 == lp->n);
+        if (jj_str_eqz(name, "length")) return jj_int((int64_t)lp->n);
+        if (jj_str_eqz(name, "depth")) return jj_int(1);
+        if (jj_str_eqz(name, "depth0")) return jj_int(0);
+        if (jj_str_eqz(name, "previtem"))
+            return lp->i > 0 ? lp->items[lp->i - 1] : jj_undef_hint(jj_s("there is no previous item"));
+        if (jj_str_eqz(name, "nextitem"))
+            return lp->i + 1 < lp->n ? lp->items[lp->i + 1] : jj_undef_hint(jj_s("there is no next item"));
+        if (jj_str_eqz(name, "cycle")) return make_method(rt, JFN_LOOP, LP_CYCLE, obj, name);
+        if (jj_str_eqz(name, "changed")) return make_method(rt, JFN_LOOP, LP_CHANGED, obj, name);
+        return no_attr(rt, obj, name);
+    }
+    default: return no_attr(rt, obj, name);
+    }
+}
+
+/* Python index normalisation; false when out of range. */
+static bool norm_index(int64_t i, size_t n, size_t *out) {
+    if (i < 0) i += (int64_t)n;
+    if (i < 0 || (uint64_t)i >= n) return false;
+    *out = (size_t)i;
+    return true;
+}
+
+jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
+    size_t ix;
+    switch (obj->t) {
+    case JT_UNDEF: jj_fail_undefined(rt, line, obj);
+    case JT_LIST:
+        if (key->t == JT_INT || key->t == JT_BOOL) {
+            if (norm_index(key->t == JT_INT ? key->u.i : key->u.b, obj->u.l->n, &ix))
+                return obj->u.l->v[ix];
+            return jj_undef_hint(jj_s("list index out of range"));
+        }
+        break;
+    case JT_STR:
+        if (key->t == JT_INT || key->t == JT_BOOL) {
+            size_t n, *off = cp_offsets(rt, obj->u.s, &n);
+            if (!norm_index(key->t == JT_INT ? key->u.i : key->u.b, n, &ix))
+                return jj_undef_hint(jj_s("string index out of range"));
+            return off ? sub(obj->u.s, off[ix], off[ix + 1]) : sub(obj->u.s, ix, ix + 1);
+        }
+        break;
+    case JT_DICT: {
+        if (key->t == JT_LIST && !(key->flags & JF_TUPLE)) break;
+        jj_val *v = jj_dict_get(C(rt), obj->u.d, key);
+        if (v) return *v;
+        break;
+    }
+    default: break;
+    }
+    if (key->t == JT_STR) return jj_getattr(rt, line, obj, key->u.s);
+    char buf[200];
+    jj_sb kb = {0};
+    jj_repr(C(rt), &kb, key, 0);
+    int k = snprintf(buf, sizeof buf, "'%s object' has no item %.*s", jj_type_name(obj),
+                     (int)FR_MIN(kb.n, 80), kb.p ? kb.p : "");
+    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
+}
+
+static bool slice_arg(const jj_val *v, bool *none, int64_t *out) {
+    *none = v->t == JT_NONE || v->t == JT_UNDEF;
+    if (*none) return true;
+    if (v->t == JT_INT) *out = v->u.i;
+    else if (v->t == JT_BOOL) *out = v->u.b;
+    else return false;
+    return true;
+}
+
+jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
+                const jj_val *step) {
+    bool n0, n1, n2;
+    int64_t a = 0, b = 0, st = 1;
+    if (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st) ||
+        (obj->t != JT_LIST && obj->t != JT_STR))
+        return jj_undef_hint(jj_s("unsupported slice"));
+    if (n2) st = 1;
+    if (st == 0) jj_fail(C(rt), line, "slice step cannot be zero");
+    size_t len, *off = NULL;
+    if (obj->t == JT_LIST) len = obj->u.l->n;
+    else off = cp_offsets(rt, obj->u.s, &len);
+    int64_t L = (int64_t)len;
+    int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? L - 1 : L;
+    if (n0) a = st < 0 ? hi : lo;
+    else {
+        if (a < 0) a = a < -L ? lo : a + L;
+        if (a < lo) a = lo;
+        if (a > hi) a = hi;
+    }
+    if (n1) b = st < 0 ? lo : hi;
+    else {
+        if (b < 0) b = b < -L ? lo : b + L;
+        if (b < lo) b = lo;
+        if (b > hi) b = hi;
+    }
+    int64_t count = 0;
+    if (st > 0 && a < b) count = (b - a - 1) / st + 1;
+    if (st < 0 && b < a) count = (a - b - 1) / (-st) + 1;
+    jj_charge(C(rt), (uint64_t)count / 16);
+    if (obj->t == JT_LIST) {
+        jj_val v = jj_list_new(C(rt), (size_t)count, obj->flags & JF_TUPLE);
+        for (int64_t k = 0; k < count; k++) v.u.l->v[k] = obj->u.l->v[a + k * st];
+        return v;
+    }
+    jj_str s = obj->u.s;
+#define OFF(k) (off ? off[k] : (size_t)(k))
+    if (st == 1) return count ? sub(s, OFF(a), OFF(a + count)) : jj_strz("");
+    jj_sb out = {0};
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = a + k * st;
+        jj_sb_put(C(rt), &out, s.p + OFF(i), OFF(i + 1) - OFF(i));
+    }
+#undef OFF
+    return jj_strv(jj_sb_str(&out));
+}
+
+bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
+    switch (c->t) {
+    case JT_STR: {
+        if (item->t == JT_UNDEF) jj_fail_undefined(rt, line, item);
+        if (item->t != JT_STR)
+            jj_fail(C(rt), line, "'in <string>' requires string as left operand, not %s",
+                    jj_type_name(item));
+        jj_charge(C(rt), c->u.s.n / 64);
+        return find_bytes(c->u.s, 0, item->u.s) != NULL;
+    }
+    case JT_LIST:
+        for (size_t i = 0; i < c->u.l->n; i++) {
+            jj_charge(C(rt), 1);
+            if (jj_equal(C(rt), &c->u.l->v[i], item)) return true;
+        }
+        return false;
+    case JT_DICT:
+        if (item->t == JT_LIST && !(item->flags & JF_TUPLE))
+            jj_fail(C(rt), line, "unhashable type: 'list'");
+        return jj_dict_get(C(rt), c->u.d, item) != NULL;
+    case JT_UNDEF: return false;
+    case JT_LOOP:
+        for (size_t i = 0; i < c->u.loop->n; i++)
+            if (jj_equal(C(rt), &c->u.loop->items[i], item)) return true;
+        return false;
+    default: jj_fail(C(rt), line, "argument of type '%s' is not iterable", jj_type_name(c));
+    }
+}
+
+/* ---- arithmetic --------------------------------------------------------------------------- */
+
+static jj_val repeat(jj_rt *rt, int line, const jj_val *seq, int64_t times) {
+    if (times < 0) times = 0;
+    if (seq->t == JT_STR) {
+        if (times && seq->u.s.n && (uint64_t)times > JJ_MAX_STRING / seq->u.s.n)
+            jj_fail(C(rt), line, "a string exceeds %u MiB", JJ_MAX_STRING >> 20);
+        jj_sb b = {0};
+        for (int64_t i = 0; i < times; i++) jj_sb_put(C(rt), &b, seq->u.s.p, seq->u.s.n);
+        jj_val v = jj_strv(jj_sb_str(&b));
+        return v;
+    }
+    size_t n = seq->u.l->n;
+    if (times && n && (uint64_t)times > (JJ_MAX_MEMORY / sizeof(jj_val)) / n)
+        jj_fail(C(rt), line, "list too long");
+    jj_val v = jj_list_new(C(rt), n * (size_t)times, seq->flags & JF_TUPLE);
+    jj_charge(C(rt), n * (size_t)times / 16);
+    for (int64_t i = 0; i < times; i++) memcpy(v.u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jj_val));
+    return v;
+}
+
+static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
+                             const jj_val *mapping);
+
+static FR_NORETURN void bad_operands(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+    static const char *const sym[] = {"+", "-", "/", "//", "*", "**", "%"};
+    const char *s = op >= JO_ADD && op <= JO_MOD ? sym[op - JO_ADD] : "?";
+    jj_fail(C(rt), line, "unsupported operand type(s) for %s: '%s' and '%s'", s, jj_type_name(a),
+            jj_type_name(b));
+}
+
+static void py_divmod(double x, double y, double *div, double *mod) {
+    double m = fmod(x, y);
+    double d = (x - m) / y;
+    if (m != 0) {
+        if ((y < 0) != (m < 0)) {
+            m += y;
+            d -= 1.0;
+        }
+    } else {
+        m = copysign(0.0, y);
+    }
+    double fd;
+    if (d != 0) {
+        fd = floor(d);
+        if (d - fd > 0.5) fd += 1.0;
+    } else {
+        fd = copysign(0.0, x / y);
+    }
+    *div = fd;
+    *mod = m;
+}
+
+jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+    if (a->t == JT_UNDEF) jj_fail_undefined(rt, line, a);
+    if (b->t == JT_UNDEF) jj_fail_undefined(rt, line, b);
+    if (op == JO_MOD && a->t == JT_STR) {
+        if (b->t == JT_LIST && (b->flags & JF_TUPLE))
+            return jj_strv(percent_format(rt, line, a->u.s, b->u.l->v, b->u.l->n, NULL));
+        return jj_strv(percent_format(rt, line, a->u.s, b, 1, b->t == JT_DICT ? b : NULL));
+    }
+    if (jj_is_num(a) && jj_is_num(b)) {
+        if (a->t != JT_FLOAT && b->t != JT_FLOAT) {
+            int64_t x = a->t == JT_BOOL ? a->u.b : a->u.i, y = b->t == JT_BOOL ? b->u.b : b->u.i, r;
+            switch (op) {
+            case JO_ADD:
+                if (__builtin_add_overflow(x, y, &r)) goto overflow;
+                return jj_int(r);
+            case JO_SUB:
+                if (__builtin_sub_overflow(x, y, &r)) goto overflow;
+                return jj_int(r);
+            case JO_MUL:
+                if (__builtin_mul_overflow(x, y, &r)) goto overflow;
+                return jj_int(r);
+            case JO_DIV:
+                if (!y) jj_fail(C(rt), line, "division by zero");
+                return jj_float((double)x / (double)y);
+            case JO_FLOORDIV:
+            case JO_MOD: {
+                if (!y) jj_fail(C(rt), line, "integer division or modulo by zero");
+                if (y == -1) {
+                    if (op == JO_MOD) return jj_int(0);
+                    if (x == INT64_MIN) goto overflow;
+                    return jj_int(-x);
+                }
+                int64_t q = x / y, m = x % y;
+                if (m != 0 && ((m < 0) != (y < 0))) {
+                    q--;
+                    m += y;
+                }
+                return jj_int(op == JO_MOD ? m : q);
+            }
+            case JO_POW: {
+                if (y < 0) {
+                    if (!x) jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
+                    return jj_float(pow((double)x, (double)y));
+                }
+                int64_t res = 1, base = x;
+                while (y) {
+                    if (y & 1)
+                        if (__builtin_mul_overflow(res, base, &res)) goto overflow;
+                    y >>= 1;
+                    if (y && __builtin_mul_overflow(base, base, &base)) goto overflow;
+                }
+                return jj_int(res);
+            }
+            default: break;
+            }
+        } else {
+            double x = jj_num(a), y = jj_num(b), d, m;
+            switch (op) {
+            case JO_ADD: return jj_float(x + y);
+            case JO_SUB: return jj_float(x - y);
+            case JO_MUL: return jj_float(x * y);
+            case JO_DIV:
+                if (y == 0) jj_fail(C(rt), line, "float division by zero");
+                return jj_float(x / y);
+            case JO_FLOORDIV:
+            case JO_MOD:
+                if (y == 0) jj_fail(C(rt), line, "float floor division or modulo by zero");
+                py_divmod(x, y, &d, &m);
+                return jj_float(op == JO_MOD ? m : d);
+            case JO_POW: {
+                if (x == 0 && y < 0) jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
+                if (x < 0 && y != floor(y) && isfinite(y))
+                    jj_fail_unsup(C(rt), line, "complex result of a power");
+                double r = pow(x, y);
+                if (isinf(r) && isfinite(x) && isfinite(y)) jj_fail(C(rt), line, "numerical result out of range");
+                return jj_float(r);
+            }
+            default: break;
+            }
+        }
+        bad_operands(rt, line, op, a, b);
+    }
+    if (op == JO_ADD && a->t == JT_STR && b->t == JT_STR) {
+        jj_str x = a->u.s, y = b->u.s;
+        bool mk = (a->flags | b->flags) & JF_MARKUP;
+        if (mk) {
+            /* markupsafe: the plain operand is HTML-escaped */
+            if (!(a->flags & JF_MARKUP)) x = html_escape(rt, x);
+            if (!(b->flags & JF_MARKUP)) y = html_escape(rt, y);
+        }
+        if (!x.n || !y.n) {
+            jj_val v = jj_strv(x.n ? x : y);
+            v.flags = mk ? JF_MARKUP : 0;
+            return v;
+        }
+        jj_sb s = {0};
+        jj_sb_put(C(rt), &s, x.p, x.n);
+        jj_sb_put(C(rt), &s, y.p, y.n);
+        jj_val v = jj_strv(jj_sb_str(&s));
+        v.flags = mk ? JF_MARKUP : 0;
+        return v;
+    }
+    if (op == JO_ADD && a->t == JT_LIST && b->t == JT_LIST &&
+        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE)) {
+        size_t n = a->u.l->n + b->u.l->n;
+        jj_val v = jj_list_new(C(rt), n, a->flags & JF_TUPLE);
+        if (a->u.l->n) memcpy(v.u.l->v, a->u.l->v, a->u.l->n * sizeof(jj_val));
+        if (b->u.l->n) memcpy(v.u.l->v + a->u.l->n, b->u.l->v, b->u.l->n * sizeof(jj_val));
+        jj_charge(C(rt), n / 16);
+        return v;
+    }
+    if (op == JO_MUL) {
+        if ((a->t == JT_STR || a->t == JT_LIST) && (b->t == JT_INT || b->t == JT_BOOL))
+            return repeat(rt, line, a, b->t == JT_INT ? b->u.i : b->u.b);
+        if ((b->t == JT_STR || b->t == JT_LIST) && (a->t == JT_INT || a->t == JT_BOOL))
+            return repeat(rt, line, b, a->t == JT_INT ? a->u.i : a->u.b);
+    }
+    bad_operands(rt, line, op, a, b);
+overflow:
+    jj_fail_unsup(C(rt), line, "integer overflow (integers are 64-bit here)");
+}
+
+/* ---- printf-style formatting (str % args, |format) ---------------------------------------- */
+
+static void pad_to(jj_rt *rt, jj_sb *out, jj_str s, long width, bool left) {
+    size_t n = jj_utf8_len(s);
+    long pad = width > (long)n ? width - (long)n : 0;
+    if (pad > (long)JJ_MAX_STRING) jj_fail(C(rt), 0, "format width too large");
+    if (!left)
+        for (long i = 0; i < pad; i++) jj_sb_putc(C(rt), out, ' ');
+    jj_sb_put(C(rt), out, s.p, s.n);
+    if (left)
+        for (long i = 0; i < pad; i++) jj_sb_putc(C(rt), out, ' ');
+}
+
+static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
+                             const jj_val *mapping) {
+    jj_sb out = {0};
+    size_t ai = 0, i = 0;
+    bool used_mapping = false;
+    while (i < fmt.n) {
+        const char *pc = memchr(fmt.p + i, '%', fmt.n - i);
+        if (!pc) {
+            jj_sb_put(C(rt), &out, fmt.p + i, fmt.n - i);
+            break;
+        }
+        size_t at = (size_t)(pc - fmt.p);
+        jj_sb_put(C(rt), &out, fmt.p + i, at - i);
+        i = at + 1;
+        if (i >= fmt.n) jj_fail(C(rt), line, "incomplete format");
+        const jj_val *arg = NULL;
+        if (fmt.p[i] == '(') {
+            size_t j = i + 1;
+            while (j < fmt.n && fmt.p[j] != ')') j++;
+            if (j >= fmt.n) jj_fail(C(rt), line, "incomplete format key");
+            if (!mapping) jj_fail(C(rt), line, "format requires a mapping");
+            jj_val key = sub(fmt, i + 1, j);
+            arg = jj_dict_get(C(rt), mapping->u.d, &key);
+            if (!arg) jj_fail(C(rt), line, "format key %.*s not found", (int)FR_MIN(j - i - 1, 60), fmt.p + i + 1);
+            used_mapping = true;
+            i = j + 1;
+        }
+        char flags[8];
+        int nf = 0;
+        while (i < fmt.n && strchr("#0- +", fmt.p[i]) && fmt.p[i] && nf < 7) flags[nf++] = fmt.p[i++];
+        flags[nf] = 0;
+        long width = 0, prec = -1;
+        if (i < fmt.n && fmt.p[i] == '*') jj_fail_unsup(C(rt), line, "'*' width in a format string");
+        while (i < fmt.n && fmt.p[i] >= '0' && fmt.p[i] <= '9' && width < 100000)
+            width = width * 10 + (fmt.p[i++] - '0');
+        if (i < fmt.n && fmt.p[i] == '.') {
+            i++;
+            prec = 0;
+            while (i < fmt.n && fmt.p[i] >= '0' && fmt.p[i] <= '9' && prec < 100000)
+                prec = prec * 10 + (fmt.p[i++] - '0');
+        }
+        while (i < fmt.n && strchr("hlL", fmt.p[i]) && fmt.p[i]) i++;
+        if (i >= fmt.n) jj_fail(C(rt), line, "incomplete format");
+        char conv = fmt.p[i++];
+        if (conv == '%') {
+            jj_sb_putc(C(rt), &out, '%');
+            continue;
+        }
+        if (!arg) {
+            if (ai >= nargs) jj_fail(C(rt), line, "not enough arguments for format string");
+            arg = &args[ai++];
+        }
+        bool left = strchr(flags, '-') != NULL;
+        char cf[48], tmp[400];
+        switch (conv) {
+        case 's':
+        case 'r':
+        case 'a': {
+            jj_str s;
+            if (conv == 's') s = jj_str_of(C(rt), arg);
+            else {
+                jj_sb r = {0};
+                jj_repr(C(rt), &r, arg, 0);
+                s = jj_sb_str(&r);
+            }
+            if (prec >= 0) {
+                size_t n, *off = cp_offsets(rt, s, &n);
+                if ((size_t)prec < n) s.n = off ? off[prec] : (size_t)prec;
+            }
+            pad_to(rt, &out, s, width, left);
+            break;
+        }
+        case 'd':
+        case 'i':
+        case 'u':
+        case 'x':
+        case 'X':
+        case 'o': {
+            long long v;
+            if (arg->t == JT_INT || arg->t == JT_BOOL) v = arg->t == JT_INT ? arg->u.i : arg->u.b;
+            else if (arg->t == JT_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
+                if (!isfinite(arg->u.f) || fabs(arg->u.f) >= 9.2e18)
+                    jj_fail(C(rt), line, "cannot convert float to integer");
+                v = (long long)arg->u.f;
+            } else
+                jj_fail(C(rt), line, "%%%c format: a number is required, not %s", conv, jj_type_name(arg));
+            if (width > 300 || prec > 300) jj_fail_unsup(C(rt), line, "format width above 300");
+            snprintf(cf, sizeof cf, "%%%s%ld%s%s%c", flags, width, prec >= 0 ? "." : "",
+                     "", conv == 'u' ? 'd' : conv);
+            if (prec >= 0) snprintf(cf, sizeof cf, "%%%s%ld.%ldll%c", flags, width, prec, conv == 'u' ? 'd' : conv);
+            else snprintf(cf, sizeof cf, "%%%s%ldll%c", flags, width, conv == 'u' ? 'd' : conv);
+            snprintf(tmp, sizeof tmp, cf, v);
+            jj_sb_puts(C(rt), &out, tmp);
+            break;
+        }
+        case 'e':
+        case 'E':
+        case 'f':
+        case 'F':
+        case 'g':
+        case 'G': {
+            if (!jj_is_num(arg))
+                jj_fail(C(rt), line, "must be real number, not %s", jj_type_name(arg));
+            if (width > 300 || prec > 300) jj_fail_unsup(C(rt), line, "format width above 300");
+            if (prec < 0) prec = 6;
+            snprintf(cf, sizeof cf, "%%%s%ld.%ld%c", flags, width, prec, conv);
+            snprintf(tmp, sizeof tmp, cf, jj_num(arg));
+            jj_sb_puts(C(rt), &out, tmp);
+            break;
+        }
+        case 'c': {
+            jj_sb ch = {0};
+            if (arg->t == JT_INT && arg->u.i >= 0 && arg->u.i <= 0x10FFFF)
+                jj_sb_putcp(C(rt), &ch, (uint32_t)arg->u.i);
+            else if (arg->t == JT_STR && jj_utf8_len(arg->u.s) == 1)
+                jj_sb_put(C(rt), &ch, arg->u.s.p, arg->u.s.n);
+            else
+                jj_fail(C(rt), line, "%%c requires an int or a single character");
+            pad_to(rt, &out, jj_sb_str(&ch), width, left);
+            break;
+        }
+        default: jj_fail(C(rt), line, "unsupported format character '%c'", conv);
+        }
+    }
+    if (!used_mapping && ai < nargs && !mapping)
+        jj_fail(C(rt), line, "not all arguments converted during string formatting");
+    return jj_sb_str(&out);
+}
+
+/* ---- filters ------------------------------------------------------------------------------ */
+
+typedef jj_val (*filter_fn)(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a);
+
+#define FILTER(fname) static jj_val fname(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a)
+#define BIND(...)                                                                     \
+    static const char *const params_[] = {__VA_ARGS__};                               \
+    bound b;                                                                          \
+    bind(rt, line, "filter", name, params_, FR_ARRAY_LEN(params_), a, &b)
+#define NOARGS() bind(rt, line, "filter", name, NULL, 0, a, &(bound){0})
+
+/* str() of the input; undefined is "" (soft_str). */
+static jj_str in_str(jj_rt *rt, const jj_val *in) { return jj_str_of(C(rt), in); }
+
+/* An attribute getter as jinja2's make_attrgetter: dotted path, digits index. */
+static jj_val get_path(jj_rt *rt, int line, const jj_val *item, jj_str path) {
+    jj_val cur = *item;
+    size_t i = 0;
+    for (;;) {
+        size_t j = i;
+        while (j < path.n && path.p[j] != '.') j++;
+        jj_str part = {path.p + i, j - i};
+        bool digits = part.n > 0;
+        for (size_t k = 0; k < part.n; k++)
+            if (part.p[k] < '0' || part.p[k] > '9') digits = false;
+        jj_val key;
+        if (digits && part.n < 18) key = jj_int(strtoll(jj_cstr(C(rt), part), NULL, 10));
+        else key = jj_strv(part);
+        cur = jj_getitem(rt, line, &cur, &key);
+        if (j >= path.n) break;
+        i = j + 1;
+    }
+    return cur;
+}
+
+static jj_val attr_of(jj_rt *rt, int line, const jj_val *item, const jj_val *attr) {
+    if (attr->t == JT_STR) return get_path(rt, line, item, attr->u.s);
+    if (attr->t == JT_INT) return jj_getitem(rt, line, item, attr);
+    return jj_getitem(rt, line, item, attr);
+}
+
+FILTER(f_abs) {
+    NOARGS();
+    if (in->t == JT_INT) {
+        if (in->u.i == INT64_MIN) jj_fail_unsup(C(rt), line, "integer overflow");
+        return jj_int(in->u.i < 0 ? -in->u.i : in->u.i);
+    }
+    if (in->t == JT_BOOL) return jj_int(in->u.b);
+    if (in->t == JT_FLOAT) return jj_float(fabs(in->u.f));
+    jj_fail(C(rt), line, "bad operand type for abs(): '%s'", jj_type_name(in));
+}
+
+FILTER(f_attr) {
+    BIND("name");
+    if (!b.given[0]) jj_fail(C(rt), line, "attr filter requires a name");
+    jj_str nm = jj_str_of(C(rt), &b.v[0]);
+    if (in->t == JT_UNDEF) jj_fail_undefined(rt, line, in);
+    /* getattr semantics, without falling back to items for dicts' own methods */
+    return jj_getattr(rt, line, in, nm);
+}
+
+FILTER(f_capitalize) {
+    NOARGS();
+    return jj_strv(str_case(rt, in_str(rt, in), CASE_CAPITALIZE));
+}
+
+static jj_val length_of(jj_rt *rt, int line, const jj_val *v) {
+    switch (v->t) {
+    case JT_UNDEF: return jj_int(0);
+    case JT_STR: return jj_int((int64_t)jj_utf8_len(v->u.s));
+    case JT_LIST: return jj_int((int64_t)v->u.l->n);
+    case JT_DICT: return jj_int((int64_t)v->u.d->n);
+    case JT_LOOP: return jj_int((int64_t)v->u.loop->n);
+    default: jj_fail(C(rt), line, "object of type '%s' has no len()", jj_type_name(v));
+    }
+}
+
+FILTER(f_length) {
+    NOARGS();
+    return length_of(rt, line, in);
+}
+
+FILTER(f_default) {
+    BIND("default_value", "boolean");
+    jj_val dflt = b.given[0] ? b.v[0] : jj_strz("");
+    bool boolean = b.given[1] && jj_truthy(&b.v[1]);
+    if (in->t == JT_UNDEF || (boolean && !jj_truthy(in))) return dflt;
+    return *in;
+}
+
+/* Stable merge sort of values by key values. */
+typedef struct sortctx {
+    jj_rt *rt;          /* for errors */
+    int line;           /* for errors */
+    const jj_val *keys; /* sort keys, parallel to the items */
+    bool reverse;       /* descending */
+} sortctx;
+
+static void msort(sortctx *s, size_t *ix, size_t *tmp, size_t n) {
+    if (n < 2) return;
+    size_t h = n / 2;
+    msort(s, ix, tmp, h);
+    msort(s, ix + h, tmp, n - h);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        jj_charge(C(s->rt), 1);
+        int c = jj_compare(C(s->rt), s->line, &s->keys[ix[j]], &s->keys[ix[i]]);
+        if (c == 2) c = 0;
+        bool take_right = s->reverse ? c > 0 : c < 0;
+        tmp[k++] = take_right ? ix[j++] : ix[i++];
+    }
+    while (i < h) tmp[k++] = ix[i++];
+    while (j < n) tmp[k++] = ix[j++];
+    memcpy(ix, tmp, n * sizeof *ix);
+}
+
+static size_t *sorted_index(jj_rt *rt, int line, const jj_val *keys, size_t n, bool reverse) {
+    size_t *ix = jj_alloc(C(rt), (n + 1) * sizeof *ix), *tmp = jj_alloc(C(rt), (n + 1) * sizeof *tmp);
+    for (size_t i = 0; i < n; i++) ix[i] = i;
+    sortctx s = {rt, line, keys, reverse};
+    msort(&s, ix, tmp, n);
+    return ix;
+}
+
+/* Sort key: lower-cased strings unless case_sensitive. */
+static jj_val sort_key(jj_rt *rt, const jj_val *v, bool case_sensitive) {
+    if (!case_sensitive && v->t == JT_STR) return jj_strv(str_case(rt, v->u.s, CASE_LOWER));
+    return *v;
+}
+
+FILTER(f_dictsort) {
+    BIND("case_sensitive", "by", "reverse");
+    if (in->t != JT_DICT) jj_fail(C(rt), line, "dictsort: a mapping is required");
+    bool cs = b.given[0] && jj_truthy(&b.v[0]), rev = b.given[2] && jj_truthy(&b.v[2]);
+    int pos = 0;
+    if (b.given[1]) {
+        jj_str by = want_str(rt, line, &b.v[1], "dictsort");
+        if (jj_str_eqz(by, "value")) pos = 1;
+        else if (!jj_str_eqz(by, "key")) jj_fail(C(rt), line, "You can only sort by either 'key' or 'value'");
+    }
+    const jj_dict *d = in->u.d;
+    jj_val *keys = jj_alloc(C(rt), (d->n + 1) * sizeof *keys);
+    for (size_t i = 0; i < d->n; i++) keys[i] = sort_key(rt, pos ? &d->v[i] : &d->k[i], cs);
+    size_t *ix = sorted_index(rt, line, keys, d->n, rev);
+    jj_val out = jj_list_new(C(rt), d->n, false);
+    for (size_t i = 0; i < d->n; i++) {
+        jj_val t = jj_list_new(C(rt), 2, true);
+        t.u.l->v[0] = d->k[ix[i]];
+        t.u.l->v[1] = d->v[ix[i]];
+        out.u.l->v[i] = t;
+    }
+    return out;
+}
+
+FILTER(f_escape) {
+    NOARGS();
+    if (in->t == JT_STR && (in->flags & JF_MARKUP)) return *in;
+    jj_val v = jj_strv(html_escape(rt, in_str(rt, in)));
+    v.flags = JF_MARKUP;
+    return v;
+}
+
+FILTER(f_first) {
+    NOARGS();
+    jj_list l = jj_iterate(rt, line, in);
+    return l.n ? l.v[0] : jj_undef_hint(jj_s("No first item, sequence was empty."));
+}
+
+FILTER(f_last) {
+    NOARGS();
+    jj_list l = jj_iterate(rt, line, in);
+    return l.n ? l.v[l.n - 1] : jj_undef_hint(jj_s("No last item, sequence was empty."));
+}
+
+/* Python float(str): optional whitespace, sign, digits with single underscores, inf/nan. */
+static bool parse_py_float(jj_rt *rt, jj_str s, double *out) {
+    s = str_strip(s, NULL, true, true);
+    if (!s.n || s.n > 400) return false;
+    char buf[512];
+    size_t k = 0, i = 0;
+    if (s.p[i] == '+' || s.p[i] == '-') buf[k++] = s.p[i++];
+    jj_str rest = {s.p + i, s.n - i};
+    const char *words[] = {"inf", "infinity", "nan"};
+    for (size_t w = 0; w < 3; w++) {
+        if (rest.n != strlen(words[w])) continue;
+        bool eq = true;
+        for (size_t j = 0; j < rest.n; j++)
+            if ((rest.p[j] | 0x20) != words[w][j]) eq = false;
+        if (eq) {
+            double v = w == 2 ? NAN : INFINITY;
+            *out = buf[0] == '-' && k ? -v : v;
+            return true;
+        }
+    }
+    bool digits = false, dot = false, exp = false;
+    for (; i < s.n; i++) {
+        char ch = s.p[i];
+        if (ch >= '0' && ch <= '9') {
+            buf[k++] = ch;
+            digits = true;
+        } else if (ch == '_') {
+            if (!(i > 0 && s.p[i - 1] >= '0' && s.p[i - 1] <= '9' && i + 1 < s.n && s.p[i + 1] >= '0' &&
+                  s.p[i + 1] <= '9'))
+                return false;
+        } else if (ch == '.' && !dot && !exp) {
+            buf[k++] = ch;
+            dot = true;
+        } else if ((ch == 'e' || ch == 'E') && digits && !exp) {
+            buf[k++] = 'e';
+            exp = true;
+            digits = false;
+            if (i + 1 < s.n && (s.p[i + 1] == '+' || s.p[i + 1] == '-')) buf[k++] = s.p[++i];
+        } else {
+            return false;
+        }
+    }
+    if (!digits) return false;
+    buf[k] = 0;
+    (void)rt;
+    *out = strtod(buf, NULL);
+    return true;
+}
+
+/* Python int(str, base). */
+static bool parse_py_int(jj_str s, int base, int64_t *out) {
+    s = str_strip(s, NULL, true, true);
+    size_t i = 0;
+    bool neg = false;
+    if (i < s.n && (s.p[i] == '+' || s.p[i] == '-')) neg = s.p[i++] == '-';
+    if (base == 0 || base == 16 || base == 8 || base == 2) {
+        if (i + 1 < s.n && s.p[i] == '0') {
+            char k = (char)(s.p[i + 1] | 0x20);
+            int pb = k == 'x' ? 16 : k == 'o' ? 8 : k == 'b' ? 2 : 0;
+            if (pb && (base == 0 || base == pb)) {
+                base = pb;
+                i += 2;
+                if (i < s.n && s.p[i] == '_') i++;
+            }
+        }
+        if (base == 0) base = 10;
+    }
+    if (base < 2 || base > 36 || i >= s.n) return false;
+    uint64_t acc = 0;
+    bool any = false;
+    for (; i < s.n; i++) {
+        char ch = s.p[i];
+        if (ch == '_' && any && i + 1 < s.n && s.p[i + 1] != '_') continue;
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10 : 99;
+        if (d >= base) return false;
+        if (acc > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return false;
+        acc = acc * (uint64_t)base + (uint64_t)d;
+        if (acc > (uint64_t)INT64_MAX + (neg ? 1 : 0)) return false;
+        any = true;
+    }
+    if (!any) return false;
+    *out = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+    return true;
+}
+
+FILTER(f_float) {
+    BIND("default");
+    jj_val dflt = b.given[0] ? b.v[0] : jj_float(0.0);
+    double d;
+    switch (in->t) {
+    case JT_FLOAT: return *in;
+    case JT_INT:
+    case JT_BOOL: return jj_float(jj_num(in));
+    case JT_STR: return parse_py_float(rt, in->u.s, &d) ? jj_float(d) : dflt;
+    case JT_UNDEF: jj_fail_undefined(rt, line, in);
+    default: return dflt;
+    }
+}
+
+FILTER(f_int) {
+    BIND("default", "base");
+    jj_val dflt = b.given[0] ? b.v[0] : jj_int(0);
+    int64_t base = b.given[1] ? want_int(rt, line, &b.v[1], "int") : 10;
+    int64_t i;
+    double d;
+    switch (in->t) {
+    case JT_INT: return *in;
+    case JT_BOOL: return jj_int(in->u.b);
+    case JT_FLOAT:
+        if (!isfinite(in->u.f)) jj_fail(C(rt), line, "cannot convert float %s to integer", isnan(in->u.f) ? "NaN" : "infinity");
+        if (fabs(in->u.f) >= 9.2e18) jj_fail_unsup(C(rt), line, "integer overflow");
+        return jj_int((int64_t)in->u.f);
+    case JT_STR:
+        if (parse_py_int(in->u.s, (int)base, &i)) return jj_int(i);
+        if (parse_py_float(rt, in->u.s, &d) && isfinite(d) && fabs(d) < 9.2e18) return jj_int((int64_t)d);
+        return dflt;
+    case JT_UNDEF: jj_fail_undefined(rt, line, in);
+    default: return dflt;
+    }
+}
+
+FILTER(f_indent) {
+    BIND("width", "first", "blank");
+    jj_str ind;
+    if (b.given[0] && b.v[0].t == JT_STR) ind = b.v[0].u.s;
+    else {
+        int64_t w = b.given[0] ? want_int(rt, line, &b.v[0], "indent") : 4;
+        if (w < 0) w = 0;
+        if (w > 10000) jj_fail_unsup(C(rt), line, "indent width above 10000");
+        char *sp = jj_alloc(C(rt), (size_t)w + 1);
+        memset(sp, ' ', (size_t)w);
+        ind.p = sp;
+        ind.n = (size_t)w;
+    }
+    bool first = b.given[1] && jj_truthy(&b.v[1]), blank = b.given[2] && jj_truthy(&b.v[2]);
+    jj_str s = in_str(rt, in);
+    jj_sb tmp = {0};
+    jj_sb_put(C(rt), &tmp, s.p, s.n);
+    jj_sb_putc(C(rt), &tmp, '\n'); /* jinja2 appends a newline before splitlines() */
+    jj_val lines = str_splitlines(rt, jj_sb_str(&tmp), false);
+    jj_sb out = {0};
+    if (first) jj_sb_put(C(rt), &out, ind.p, ind.n);
+    for (size_t i = 0; i < lines.u.l->n; i++) {
+        jj_str ln = lines.u.l->v[i].u.s;
+        if (i) {
+            jj_sb_putc(C(rt), &out, '\n');
+            if (blank || ln.n) jj_sb_put(C(rt), &out, ind.p, ind.n);
+        }
+        jj_sb_put(C(rt), &out, ln.p, ln.n);
+    }
+    return jj_strv(jj_sb_str(&out));
+}
+
+FILTER(f_items) {
+    NOARGS();
+    if (in->t == JT_UNDEF) return jj_list_new(C(rt), 0, false);
+    if (in->t != JT_DICT) jj_fail(C(rt), line, "Can only get item pairs from a mapping.");
+    const jj_dict *d = in->u.d;
+    jj_val out = jj_list_new(C(rt), d->n, false);
+    for (size_t i = 0; i < d->n; i++) {
+        jj_val t = jj_list_new(C(rt), 2, true);
+        t.u.l->v[0] = d->k[i];
+        t.u.l->v[1] = d->v[i];
+        out.u.l->v[i] = t;
+    }
+    return out;
+}
+
+FILTER(f_join) {
+    BIND("d", "attribute");
+    jj_str sep = b.given[0] ? jj_str_of(C(rt), &b.v[0]) : jj_s("");
+    jj_list l = jj_iterate(rt, line, in);
+    jj_sb out = {0};
+    for (size_t i = 0; i < l.n; i++) {
+        if (i) jj_sb_put(C(rt), &out, sep.p, sep.n);
+        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        jj_to_str(C(rt), &out, &item);
+    }
+    return jj_strv(jj_sb_str(&out));
+}
+
+FILTER(f_list) {
+    NOARGS();
+    jj_list l = jj_iterate(rt, line, in);
+    jj_val v = jj_list_new(C(rt), l.n, false);
+    if (l.n) memcpy(v.u.l->v, l.v, l.n * sizeof(jj_val));
+    return v;
+}
+
+FILTER(f_lower) {
+    NOARGS();
+    return jj_strv(str_case(rt, in_str(rt, in), CASE_LOWER));
+}
+
+FILTER(f_upper) {
+    NOARGS();
+    return jj_strv(str_case(rt, in_str(rt, in), CASE_UPPER));
+}
+
+FILTER(f_title) {
+    NOARGS();
+    /* jinja2: split on runs of [-\s({\[<]; each piece's first character upper, rest lower */
+    jj_str s = in_str(rt, in);
+    jj_sb out = {0};
+    size_t i = 0;
+    bool at_start = true;
+    while (i < s.n) {
+        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        bool sep = c == '-' || jj_py_isspace(c) || c == '(' || c == '{' || c == '[' || c == '<';
+        if (sep) {
+            jj_sb_putcp(C(rt), &out, c);
+            at_start = true;
+            continue;
+        }
+        jj_sb_putcp(C(rt), &out, at_start ? cp_upper(c) : cp_lower(c));
+        at_start = false;
+    }
+    return jj_strv(jj_sb_str(&out));
+}
+
+int jj_filter_id(jj_str name);
+int jj_test_id(jj_str name);
+
+FILTER(f_map) {
+    jj_list l = jj_iterate(rt, line, in);
+    jj_val out = jj_list_new(C(rt), l.n, false);
+    if (a->npos == 0) {
+        jj_val attr = jj_undef(), dflt = jj_undef();
+        bool has_attr = false, has_dflt = false;
+        for (size_t k = 0; k < a->nkw; k++) {
+            if (jj_str_eqz(a->kwn[k], "attribute")) attr = a->kwv[k], has_attr = true;
+            else if (jj_str_eqz(a->kwn[k], "default")) dflt = a->kwv[k], has_dflt = true;
+            else jj_fail(C(rt), line, "map: unexpected keyword argument '%.*s'", NAMEF(a->kwn[k]));
+        }
+        if (!has_attr) jj_fail(C(rt), line, "map requires a filter argument");
+        for (size_t i = 0; i < l.n; i++) {
+            jj_val v = attr_of(rt, line, &l.v[i], &attr);
+            if (has_dflt && v.t == JT_UNDEF) v = dflt;
+            out.u.l->v[i] = v;
+        }
+        return out;
+    }
+    jj_str fname = want_str(rt, line, &a->pos[0], "map");
+    int id = jj_filter_id(fname);
+    jj_args rest = *a;
+    rest.pos++;
+    rest.npos--;
+    for (size_t i = 0; i < l.n; i++) out.u.l->v[i] = jj_call_filter(rt, line, id, fname, &l.v[i], &rest);
+    return out;
+}
+
+static jj_val minmax(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a, bool max) {
+    BIND("case_sensitive", "attribute");
+    bool cs = b.given[0] && jj_truthy(&b.v[0]);
+    jj_list l = jj_iterate(rt, line, in);
+    if (!l.n) return jj_undef_hint(jj_s("No aggregated item, sequence was empty."));
+    size_t best = 0;
+    jj_val bk = {0};
+    for (size_t i = 0; i < l.n; i++) {
+        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        jj_val k = sort_key(rt, &item, cs);
+        if (i == 0) {
+            bk = k;
+            continue;
+        }
+        int c = jj_compare(C(rt), line, &k, &bk);
+        if (c != 2 && (max ? c > 0 : c < 0)) {
+            best = i;
+            bk = k;
+        }
+    }
+    return l.v[best];
+}
+
+FILTER(f_max) { return minmax(rt, line, name, in, a, true); }
+FILTER(f_min) { return minmax(rt, line, name, in, a, false); }
+
+/* select/reject/selectattr/rejectattr */
+static jj_val select_impl(jj_rt *rt, int line, const jj_val *in, const jj_args *a, bool attr, bool keep) {
+    jj_list l = jj_iterate(rt, line, in);
+    size_t skip = 0;
+    jj_val attrname = jj_undef();
+    if (attr) {
+        if (a->npos < 1) jj_fail(C(rt), line, "Missing parameter for attribute name");
+        attrname = a->pos[0];
+        skip = 1;
+    }
+    bool has_test = a->npos > skip;
+    jj_str tname = has_test ? want_str(rt, line, &a->pos[skip], "select") : jj_s("");
+    int tid = has_test ? jj_test_id(tname) : 0;
+    jj_args rest = *a;
+    if (has_test) {
+        rest.pos += skip + 1;
+        rest.npos -= skip + 1;
+    } else {
+        rest.npos = 0;
+    }
+    vlist out = {0};
+    for (size_t i = 0; i < l.n; i++) {
+        jj_val item = attr ? attr_of(rt, line, &l.v[i], &attrname) : l.v[i];
+        bool ok = has_test ? jj_call_test(rt, line, tid, tname, &item, &rest) : jj_truthy(&item);
+        if (ok == keep) vl_push(rt, &out, l.v[i]);
+    }
+    return vl_list(rt, &out);
+}
+
+FILTER(f_select) { (void)name; return select_impl(rt, line, in, a, false, true); }
+FILTER(f_reject) { (void)name; return select_impl(rt, line, in, a, false, false); }
+FILTER(f_selectattr) { (void)name; return select_impl(rt, line, in, a, true, true); }
+FILTER(f_rejectattr) { (void)name; return select_impl(rt, line, in, a, true, false); }
+
+FILTER(f_replace) {
+    BIND("old", "new", "count");
+    if (!b.given[0] || !b.given[1]) jj_fail(C(rt), line, "replace requires old and new");
+    int64_t count = b.given[2] && b.v[2].t != JT_NONE ? want_int(rt, line, &b.v[2], "replace") : -1;
+    return jj_strv(str_replace(rt, in_str(rt, in), jj_str_of(C(rt), &b.v[0]),
+                               jj_str_of(C(rt), &b.v[1]), count));
+}
+
+FILTER(f_reverse) {
+    NOARGS();
+    if (in->t == JT_STR) {
+        jj_val z = jj_none();
+        jj_val m1 = jj_int(-1);
+        return jj_slice(rt, line, in, &z, &z, &m1);
+    }
+    if (in->t != JT_LIST && in->t != JT_DICT && in->t != JT_UNDEF && in->t != JT_LOOP)
+        jj_fail(C(rt), line, "argument must be iterable");
+    jj_list l = jj_iterate(rt, line, in);
+    jj_val v = jj_list_new(C(rt), l.n, false);
+    for (size_t i = 0; i < l.n; i++) v.u.l->v[i] = l.v[l.n - 1 - i];
+    return v;
+}
+
+static double round_half_even_digits(double x, int64_t nd) {
+    if (nd > 323) return x;
+    if (nd < -308) return 0.0 * x;
+    if (nd >= 0) {
+        char buf[800];
+        snprintf(buf, sizeof buf, "%.*f", (int)nd, x);
+        return strtod(buf, NULL);
+    }
+    double p = pow(10.0, (double)-nd);
+    return nearbyint(x / p) * p;
+}
+
+FILTER(f_round) {
+    BIND("precision", "method");
+    int64_t prec = b.given[0] ? want_int(rt, line, &b.v[0], "round") : 0;
+    jj_str method = b.given[1] ? want_str(rt, line, &b.v[1], "round") : jj_s("common");
+    bool common = jj_str_eqz(method, "common"), ceil_ = jj_str_eqz(method, "ceil"),
+         floor_ = jj_str_eqz(method, "floor");
+    if (!common && !ceil_ && !floor_)
+        jj_fail(C(rt), line, "method must be 'common', 'ceil' or 'floor'");
+    if (!jj_is_num(in)) jj_fail(C(rt), line, "type %s doesn't define __round__ method", jj_type_name(in));
+    if (common) {
+        if (in->t != JT_FLOAT) return in->t == JT_BOOL ? jj_int(in->u.b) : *in; /* round(int, n) */
+        if (!isfinite(in->u.f)) return *in;
+        return jj_float(round_half_even_digits(in->u.f, prec));
+    }
+    if (prec > 308 || prec < -308) jj_fail_unsup(C(rt), line, "round precision out of range");
+    double p = pow(10.0, (double)prec), x = jj_num(in) * p;
+    return jj_float((ceil_ ? ceil(x) : floor(x)) / p);
+}
+
+FILTER(f_safe) {
+    NOARGS();
+    jj_val v = jj_strv(in_str(rt, in));
+    v.flags = JF_MARKUP;
+    return v;
+}
+
+FILTER(f_sort) {
+    BIND("reverse", "case_sensitive", "attribute");
+    bool rev = b.given[0] && jj_truthy(&b.v[0]), cs = b.given[1] && jj_truthy(&b.v[1]);
+    jj_list l = jj_iterate(rt, line, in);
+    jj_val *keys = jj_alloc(C(rt), (l.n + 1) * sizeof *keys);
+    for (size_t i = 0; i < l.n; i++) {
+        jj_val item = b.given[2] && b.v[2].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[2]) : l.v[i];
+        keys[i] = sort_key(rt, &item, cs);
+    }
+    size_t *ix = sorted_index(rt, line, keys, l.n, rev);
+    jj_val out = jj_list_new(C(rt), l.n, false);
+    for (size_t i = 0; i < l.n; i++) out.u.l->v[i] = l.v[ix[i]];
+    return out;
+}
+
+FILTER(f_string) {
+    NOARGS();
+    if (in->t == JT_STR) return *in;
+    return jj_strv(in_str(rt, in));
+}
+
+FILTER(f_sum) {
+    BIND("attribute", "start");
+    jj_val total = b.given[1] ? b.v[1] : jj_int(0);
+    jj_list l = jj_iterate(rt, line, in);
+    for (size_t i = 0; i < l.n; i++) {
+        jj_val item = b.given[0] && b.v[0].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[0]) : l.v[i];
+        total = jj_arith(rt, line, JO_ADD, &total, &item);
+    }
+    return total;
+}
+
+FILTER(f_tojson) {
+    BIND("ensure_ascii", "indent", "separators", "sort_keys");
+    jj_json_opts o;
+    memset(&o, 0, sizeof o);
+    o.ensure_ascii = b.given[0] && jj_truthy(&b.v[0]);
+    o.sort_keys = b.given[3] && jj_truthy(&b.v[3]);
+    if (b.given[1] && b.v[1].t != JT_NONE) {
+        o.has_indent = true;
+        if (b.v[1].t == JT_STR) o.indent = b.v[1].u.s;
+        else {
+            int64_t w = want_int(rt, line, &b.v[1], "tojson indent");
+            if (w < 0) w = 0;
+            if (w > 1000) jj_fail_unsup(C(rt), line, "tojson indent above 1000");
+            char *sp = jj_alloc(C(rt), (size_t)w + 1);
+            memset(sp, ' ', (size_t)w);
+            o.indent.p = sp;
+            o.indent.n = (size_t)w;
+        }
+    }
+    o.item_sep = o.has_indent ? jj_s(",") : jj_s(", ");
+    o.key_sep = jj_s(": ");
+    if (b.given[2] && b.v[2].t != JT_NONE) {
+        jj_list sp = jj_iterate(rt, line, &b.v[2]);
+        if (sp.n != 2 || sp.v[0].t != JT_STR || sp.v[1].t != JT_STR)
+            jj_fail(C(rt), line, "tojson: separators must be a pair of strings");
+        o.item_sep = sp.v[0].u.s;
+        o.key_sep = sp.v[1].u.s;
+    }
+    jj_sb out = {0};
+    jj_to_json(C(rt), line, &out, in, &o);
+    return jj_strv(jj_sb_str(&out));
+}
+
+FILTER(f_trim) {
+    BIND("chars");
+    jj_str s = in_str(rt, in);
+    if (b.given[0] && b.v[0].t != JT_NONE) {
+        jj_str chars = want_str(rt, line, &b.v[0], "trim");
+        return jj_strv(str_strip(s, &chars, true, true));
+    }
+    return jj_strv(str_strip(s, NULL, true, true));
+}
+
+FILTER(f_unique) {
+    BIND("case_sensitive", "attribute");
+    bool cs = b.given[0] && jj_truthy(&b.v[0]);
+    jj_list l = jj_iterate(rt, line, in);
+    vlist out = {0}, seen = {0};
+    for (size_t i = 0; i < l.n; i++) {
+        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        jj_val k = sort_key(rt, &item, cs);
+        bool dup = false;
+        for (size_t j = 0; j < seen.n && !dup; j++) {
+            jj_charge(C(rt), 1);
+            dup = jj_equal(C(rt), &seen.v[j], &k);
+        }
+        if (dup) continue;
+        vl_push(rt, &seen, k);
+        vl_push(rt, &out, l.v[i]);
+    }
+    return vl_list(rt, &out);
+}
+
+FILTER(f_wordcount) {
+    NOARGS();
+    jj_str s = in_str(rt, in);
+    size_t i = 0;
+    int64_t n = 0;
+    bool in_word = false;
+    while (i < s.n) {
+        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        bool w = c == '_' || cp_alpha(c) || cp_numeric(c);
+        if (w && !in_word) n++;
+        in_word = w;
+    }
+    return jj_int(n);
+}
+
+FILTER(f_center) {
+    BIND("width");
+    int64_t w = b.given[0] ? want_int(rt, line, &b.v[0], "center") : 80;
+    jj_str s = in_str(rt, in);
+    int64_t n = (int64_t)jj_utf8_len(s);
+    if (w <= n) return jj_strv(s);
+    if (w > 100000) jj_fail_unsup(C(rt), line, "center width above 100000");
+    int64_t pad = w - n, left = pad / 2 + (pad & w & 1);
+    jj_sb out = {0};
+    for (int64_t i = 0; i < left; i++) jj_sb_putc(C(rt), &out, ' ');
+    jj_sb_put(C(rt), &out, s.p, s.n);
+    for (int64_t i = 0; i < pad - left; i++) jj_sb_putc(C(rt), &out, ' ');
+    return jj_strv(jj_sb_str(&out));
+}
+
+FILTER(f_truncate) {
+    BIND("length", "killwords", "end", "leeway");
+    int64_t len = b.given[0] ? want_int(rt, line, &b.v[0], "truncate") : 255;
+    bool killwords = b.given[1] && jj_truthy(&b.v[1]);
+    jj_str end = b.given[2] ? want_str(rt, line, &b.v[2], "truncate") : jj_s("...");
+    int64_t leeway = b.given[3] && b.v[3].t != JT_NONE ? want_int(rt, line, &b.v[3], "truncate") : 5;
+    jj_str s = in_str(rt, in);
+    int64_t endn = (int64_t)jj_utf8_len(end);
+    if (len < endn) jj_fail(C(rt), line, "expected length >= %lld, got %lld", (long long)endn, (long long)len);
+    if (leeway < 0) jj_fail(C(rt), line, "expected leeway >= 0, got %lld", (long long)leeway);
+    size_t n, *off = cp_offsets(rt, s, &n);
+    if ((int64_t)n <= len + leeway) return jj_strv(s);
+    size_t keep = (size_t)(len - endn);
+    jj_str head = {s.p, off ? off[keep] : keep};
+    if (!killwords) {
+        const char *sp = NULL;
+        for (size_t i = head.n; i-- > 0;)
+            if (head.p[i] == ' ') {
+                sp = head.p + i;
+                break;
+            }
+        if (sp) head.n = (size_t)(sp - head.p);
+    }
+    jj_sb out = {0};
+    jj_sb_put(C(rt), &out, head.p, head.n);
+    jj_sb_put(C(rt), &out, end.p, end.n);
+    return jj_strv(jj_sb_str(&out));
+}
+
+FILTER(f_format) {
+    if (a->npos && a->nkw) jj_fail(C(rt), line, "can't handle positional and keyword arguments at the same time");
+    jj_str fmt = in_str(rt, in);
+    if (a->nkw) {
+        jj_val d = jj_dict_new(C(rt), a->nkw);
+        for (size_t i = 0; i < a->nkw; i++) {
+            d.u.d->k[i] = jj_strv(a->kwn[i]);
+            d.u.d->v[i] = a->kwv[i];
+        }
+        return jj_strv(percent_format(rt, line, fmt, &d, 1, &d));
+    }
+    (void)name;
+    return jj_strv(percent_format(rt, line, fmt, a->pos, a->npos, NULL));
+}
+
+static const struct {
+    const char *name; /* filter name */
+    filter_fn fn;     /* implementation */
+} FILTERS[] = {
+    {"abs", f_abs},          {"attr", f_attr},           {"capitalize", f_capitalize},
+    {"center", f_center},    {"count", f_length},        {"d", f_default},
+    {"default", f_default},  {"dictsort", f_dictsort},   {"e", f_escape},
+    {"escape", f_escape},    {"first", f_first},         {"float", f_float},
+    {"format", f_format},    {"indent", f_indent},       {"int", f_int},
+    {"items", f_items},      {"join", f_join},           {"last", f_last},
+    {"length", f_length},    {"list", f_list},           {"lower", f_lower},
+    {"map", f_map},          {"max", f_max},             {"min", f_min},
+    {"reject", f_reject},    {"rejectattr", f_rejectattr}, {"replace", f_replace},
+    {"reverse", f_reverse},  {"round", f_round},         {"safe", f_safe},
+    {"select", f_select},    {"selectattr", f_selectattr}, {"sort", f_sort},
+    {"string", f_string},    {"sum", f_sum},             {"title", f_title},
+    {"tojson", f_tojson},    {"trim", f_trim},           {"truncate", f_truncate},
+    {"unique", f_unique},    {"upper", f_upper},         {"wordcount", f_wordcount},
+};
+
+/* Filters jinja2 has that this interpreter does not. */
+static const char *const FILTERS_UNSUPPORTED[] = {
+    "batch", "filesizeformat", "forceescape", "groupby", "pprint", "random", "slice",
+    "striptags", "urlencode", "urlize", "wordwrap", "xmlattr",
+};
+
+int jj_filter_id(jj_str name) {
+    for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS); i++)
+        if (jj_str_eqz(name, FILTERS[i].name)) return (int)i;
+    for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS_UNSUPPORTED); i++)
+        if (jj_str_eqz(name, FILTERS_UNSUPPORTED[i])) return -2;
+    return -1;
+}
+
+jj_val jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
+    if (id == -2) jj_fail_unsup(C(rt), line, "filter '%.*s'", NAMEF(name));
+    if (id < 0 || (size_t)id >= FR_ARRAY_LEN(FILTERS))
+        jj_fail(C(rt), line, "no filter named '%.*s'", NAMEF(name));
+    return FILTERS[id].fn(rt, line, name, in, a);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+typedef enum {
+    T_DEFINED, T_UNDEFINED, T_NONE, T_BOOLEAN, T_FALSE, T_TRUE, T_INTEGER, T_FLOAT, T_NUMBER,
+    T_STRING, T_MAPPING, T_ITERABLE, T_SEQUENCE, T_CALLABLE, T_ODD, T_EVEN, T_DIVISIBLEBY,
+    T_EQ, T_NE, T_GT, T_GE, T_LT, T_LE, T_IN, T_SAMEAS, T_LOWER, T_UPPER, T_ESCAPED, T_FILTER,
+    T_TEST,
+} test_kind;
+
+static const struct {
+    const char *name; /* test name */
+    test_kind k;      /* which test */
+} TESTS[] = {
+    {"defined", T_DEFINED}, {"undefined", T_UNDEFINED}, {"none", T_NONE},
+    {"boolean", T_BOOLEAN}, {"false", T_FALSE},         {"true", T_TRUE},
+    {"integer", T_INTEGER}, {"float", T_FLOAT},         {"number", T_NUMBER},
+    {"string", T_STRING},   {"mapping", T_MAPPING},     {"iterable", T_ITERABLE},
+    {"sequence", T_SEQUENCE}, {"callable", T_CALLABLE}, {"odd", T_ODD},
+    {"even", T_EVEN},       {"divisibleby", T_DIVISIBLEBY}, {"eq", T_EQ},
+    {"equalto", T_EQ},      {"==", T_EQ},               {"ne", T_NE},
+    {"!=", T_NE},           {"gt", T_GT},               {"greaterthan", T_GT},
+    {">", T_GT},            {"ge", T_GE},               {">=", T_GE},
+    {"lt", T_LT},           {"lessthan", T_LT},         {"<", T_LT},
+    {"le", T_LE},           {"<=", T_LE},               {"in", T_IN},
+    {"sameas", T_SAMEAS},   {"lower", T_LOWER},         {"upper", T_UPPER},
+    {"escaped", T_ESCAPED}, {"filter", T_FILTER},       {"test", T_TEST},
+};
+
+int jj_test_id(jj_str name) {
+    for (size_t i = 0; i < FR_ARRAY_LEN(TESTS); i++)
+        if (jj_str_eqz(name, TESTS[i].name)) return (int)i;
+    return -1;
+}
+
+static bool str_is_case(jj_rt *rt, jj_str s, bool upper) {
+    bool cased = false;
+    size_t i = 0;
+    jj_charge(C(rt), s.n / 64);
+    while (i < s.n) {
+        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        int k = cp_cat(c);
+        if (k == UTF8PROC_CATEGORY_LT) return false;
+        if (k == UTF8PROC_CATEGORY_LU) {
+            if (!upper) return false;
+            cased = true;
+        } else if (k == UTF8PROC_CATEGORY_LL) {
+            if (upper) return false;
+            cased = true;
+        }
+    }
+    return cased;
+}
+
+bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
+    if (id < 0 || (size_t)id >= FR_ARRAY_LEN(TESTS))
+        jj_fail(C(rt), line, "no test named '%.*s'", NAMEF(name));
+    test_kind k = TESTS[id].k;
+    const char *one[] = {"value"};
+    bound b;
+    bool needs_arg = k == T_DIVISIBLEBY || k == T_EQ || k == T_NE || k == T_GT || k == T_GE ||
+                     k == T_LT || k == T_LE || k == T_IN || k == T_SAMEAS;
+    bind(rt, line, "test", name, one, needs_arg ? 1 : 0, a, &b);
+    if (needs_arg && !b.given[0])
+        jj_fail(C(rt), line, "test '%.*s' requires an argument", NAMEF(name));
+    const jj_val *x = &b.v[0];
+    switch (k) {
+    case T_DEFINED: return in->t != JT_UNDEF;
+    case T_UNDEFINED: return in->t == JT_UNDEF;
+    case T_NONE: return in->t == JT_NONE;
+    case T_BOOLEAN: return in->t == JT_BOOL;
+    case T_FALSE: return in->t == JT_BOOL && !in->u.b;
+    case T_TRUE: return in->t == JT_BOOL && in->u.b;
+    case T_INTEGER: return in->t == JT_INT;
+    case T_FLOAT: return in->t == JT_FLOAT;
+    case T_NUMBER: return jj_is_num(in);
+    case T_STRING: return in->t == JT_STR;
+    case T_MAPPING: return in->t == JT_DICT;
+    case T_ITERABLE:
+        return in->t == JT_STR || in->t == JT_LIST || in->t == JT_DICT || in->t == JT_UNDEF ||
+               in->t == JT_LOOP;
+    case T_SEQUENCE:
+        return in->t == JT_STR || in->t == JT_LIST || in->t == JT_DICT || in->t == JT_UNDEF;
+    case T_CALLABLE: return in->t == JT_FUNC || in->t == JT_UNDEF || in->t == JT_LOOP;
+    case T_ODD:
+    case T_EVEN:
+    case T_DIVISIBLEBY: {
+        jj_val two = jj_int(2);
+        jj_val m = jj_arith(rt, line, JO_MOD, in, k == T_DIVISIBLEBY ? x : &two);
+        jj_val zero = jj_int(0);
+        bool z = jj_equal(C(rt), &m, &zero);
+        return k == T_ODD ? !z : z;
+    }
+    case T_EQ: return jj_equal(C(rt), in, x);
+    case T_NE: return !jj_equal(C(rt), in, x);
+    case T_GT:
+    case T_GE:
+    case T_LT:
+    case T_LE: {
+        int c = jj_compare(C(rt), line, in, x);
+        if (c == 2) return false;
+        return k == T_GT ? c > 0 : k == T_GE ? c >= 0 : k == T_LT ? c < 0 : c <= 0;
+    }
+    case T_IN: return jj_contains(rt, line, x, in);
+    case T_SAMEAS:
+        if (in->t != x->t) return false;
+        switch (in->t) {
+        case JT_NONE: case JT_UNDEF: return in->t == JT_NONE;
+        case JT_BOOL: return in->u.b == x->u.b;
+        case JT_INT: return in->u.i == x->u.i && in->u.i >= -5 && in->u.i <= 256;
+        case JT_STR: return in->u.s.p == x->u.s.p && in->u.s.n == x->u.s.n;
+        case JT_LIST: return in->u.l == x->u.l;
+        case JT_DICT: return in->u.d == x->u.d;
+        case JT_NS: return in->u.ns == x->u.ns;
+        default: return false;
+        }
+    case T_LOWER: return str_is_case(rt, in_str(rt, in), false);
+    case T_UPPER: return str_is_case(rt, in_str(rt, in), true);
+    case T_ESCAPED: return in->t == JT_STR && (in->flags & JF_MARKUP);
+    case T_FILTER: return in->t == JT_STR && jj_filter_id(in->u.s) != -1;
+    case T_TEST: return in->t == JT_STR && jj_test_id(in->u.s) >= 0;
+    }
+    return false;
+}
+
+/* ---- globals ------------------------------------------------------------------------------ */
+
+enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_UNSUPPORTED };
+static const char *const GLOBALS[] = {"range", "namespace", "dict", "raise_exception",
+                                      "strftime_now"};
+static const char *const GLOBALS_UNSUPPORTED[] = {"lipsum", "cycler", "joiner"};
+
+jj_val jj_global_func(jj_rt *rt, jj_str name) {
+    int id = find_name(name, GLOBALS, FR_ARRAY_LEN(GLOBALS));
+    if (id < 0 && find_name(name, GLOBALS_UNSUPPORTED, FR_ARRAY_LEN(GLOBALS_UNSUPPORTED)) >= 0)
+        id = G_UNSUPPORTED;
+    if (id < 0) return jj_undef();
+    jj_val none = jj_none();
+    return make_method(rt, JFN_GLOBAL, id, &none, name);
+}
+
+static jj_val g_range(jj_rt *rt, int line, const jj_args *a) {
+    if (a->nkw) jj_fail(C(rt), line, "range() takes no keyword arguments");
+    if (a->npos < 1 || a->npos > 3) jj_fail(C(rt), line, "range expected 1 to 3 arguments, got %zu", a->npos);
+    int64_t start = 0, stop, step = 1;
+    if (a->npos == 1) stop = want_int(rt, line, &a->pos[0], "range");
+    else {
+        start = want_int(rt, line, &a->pos[0], "range");
+        stop = want_int(rt, line, &a->pos[1], "range");
+        if (a->npos == 3) step = want_int(rt, line, &a->pos[2], "range");
+    }
+    if (step == 0) jj_fail(C(rt), line, "range() arg 3 must not be zero");
+    double count = 0;
+    if (step > 0 && start < stop) count = ceil(((double)stop - (double)start) / (double)step);
+    if (step < 0 && start > stop) count = ceil(((double)start - (double)stop) / (double)-step);
+    if (count > JJ_MAX_RANGE)
+        jj_fail(C(rt), line, "range too big (at most %d items are allowed)", JJ_MAX_RANGE);
+    size_t n = (size_t)count;
+    jj_val v = jj_list_new(C(rt), n, false);
+    for (size_t i = 0; i < n; i++) v.u.l->v[i] = jj_int(start + (int64_t)i * step);
+    return v;
+}
+
+/* dict(...) / namespace(...) contents: a mapping or pairs positional, then keywords. */
+static jj_val make_mapping(jj_rt *rt, int line, const jj_args *a, const char *what) {
+    if (a->npos > 1) jj_fail(C(rt), line, "%s expected at most 1 positional argument", what);
+    size_t n0 = 0;
+    jj_list pairs = {0, NULL};
+    const jj_dict *src = NULL;
+    if (a->npos) {
+        if (a->pos[0].t == JT_DICT) {
+            src = a->pos[0].u.d;
+            n0 = src->n;
+        } else {
+            pairs = jj_iterate(rt, line, &a->pos[0]);
+            n0 = pairs.n;
+        }
+    }
+    jj_val d = jj_dict_new(C(rt), n0 + a->nkw);
+    d.u.d->n = 0;
+    for (size_t i = 0; i < n0 + a->nkw; i++) {
+        jj_val k, v;
+        if (i < n0 && src) {
+            k = src->k[i];
+            v = src->v[i];
+        } else if (i < n0) {
+            jj_list pr = jj_iterate(rt, line, &pairs.v[i]);
+            if (pr.n != 2) jj_fail(C(rt), line, "%s: sequence element #%zu has length %zu; 2 is required", what, i, pr.n);
+            k = pr.v[0];
+            v = pr.v[1];
+        } else {
+            k = jj_strv(a->kwn[i - n0]);
+            v = a->kwv[i - n0];
+        }
+        jj_val *old = jj_dict_get(C(rt), d.u.d, &k);
+        if (old) *old = v;
+        else {
+            d.u.d->k[d.u.d->n] = k;
+            d.u.d->v[d.u.d->n++] = v;
+        }
+    }
+    return d;
+}
+
+static jj_val call_global(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    switch (fn->id) {
+    case G_RANGE: return g_range(rt, line, a);
+    case G_DICT: return make_mapping(rt, line, a, "dict");
+    case G_NAMESPACE: {
+        jj_val d = make_mapping(rt, line, a, "namespace");
+        jj_ns *ns = jj_alloc(C(rt), sizeof *ns);
+        ns->n = 0;
+        ns->cap = d.u.d->n;
+        ns->k = jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->k);
+        ns->v = jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->v);
+        for (size_t i = 0; i < d.u.d->n; i++) {
+            if (d.u.d->k[i].t != JT_STR) jj_fail(C(rt), line, "namespace keys must be strings");
+            ns->k[ns->n] = d.u.d->k[i].u.s;
+            ns->v[ns->n++] = d.u.d->v[i];
+        }
+        jj_val v = {0};
+        v.t = JT_NS;
+        v.u.ns = ns;
+        return v;
+    }
+    case G_RAISE: {
+        static const char *const p[] = {"message"};
+        bound b;
+        bind(rt, line, "function", fn->name, p, 1, a, &b);
+        if (!b.given[0]) jj_fail(C(rt), line, "raise_exception() missing 1 required positional argument");
+        jj_str msg = jj_str_of(C(rt), &b.v[0]);
+        jj_fail_msg(C(rt), jj_cstr(C(rt), msg.n > 500 ? (jj_str){msg.p, 500} : msg));
+    }
+    case G_STRFTIME: {
+        static const char *const p[] = {"format"};
+        bound b;
+        bind(rt, line, "function", fn->name, p, 1, a, &b);
+        if (!b.given[0]) jj_fail(C(rt), line, "strftime_now() missing 1 required positional argument");
+        jj_str f = want_str(rt, line, &b.v[0], "strftime_now");
+        if (f.n > 200) jj_fail_unsup(C(rt), line, "strftime_now format longer than 200 bytes");
+        time_t now = time(NULL);
+        struct tm tmv;
+        localtime_r(&now, &tmv);
+        char out[2048];
+        size_t n = f.n ? strftime(out, sizeof out, jj_cstr(C(rt), f), &tmv) : 0;
+        return jj_strv(jj_strdup(C(rt), out, n));
+    }
+    default: jj_fail_unsup(C(rt), line, "global function '%.*s'", NAMEF(fn->name));
+    }
+}
+
+/* ---- methods ------------------------------------------------------------------------------ */
+
+static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    jj_str s = fn->self.u.s;
+    bound b;
+    static const char *const p_chars[] = {"chars"}, *const p_prefix[] = {"prefix", "start", "end"},
+                             *const p_split[] = {"sep", "maxsplit"},
+                             *const p_keep[] = {"keepends"}, *const p_repl[] = {"old", "new", "count"},
+                             *const p_sub[] = {"sub", "start", "end"},
+                             *const p_iter[] = {"iterable"}, *const p_width[] = {"width", "fillchar"};
+#define MBIND(p) bind(rt, line, "method", fn->name, p, FR_ARRAY_LEN(p), a, &b)
+#define MNOARGS() bind(rt, line, "method", fn->name, NULL, 0, a, &b)
+    switch (fn->id) {
+    case M_STRIP:
+    case M_LSTRIP:
+    case M_RSTRIP: {
+        MBIND(p_chars);
+        bool l = fn->id != M_RSTRIP, r = fn->id != M_LSTRIP;
+        if (b.given[0] && b.v[0].t != JT_NONE) {
+            jj_str chars = want_str(rt, line, &b.v[0], "strip");
+            return jj_strv(str_strip(s, &chars, l, r));
+        }
+        return jj_strv(str_strip(s, NULL, l, r));
+    }
+    case M_STARTSWITH:
+    case M_ENDSWITH: {
+        MBIND(p_prefix);
+        if (!b.given[0]) jj_fail(C(rt), line, "startswith/endswith takes at least 1 argument");
+        if (b.given[1] || b.given[2]) jj_fail_unsup(C(rt), line, "start/end arguments of startswith/endswith");
+        jj_list cands;
+        if (b.v[0].t == JT_LIST && (b.v[0].flags & JF_TUPLE)) cands = *b.v[0].u.l;
+        else if (b.v[0].t == JT_STR) cands = (jj_list){1, &b.v[0]};
+        else
+            jj_fail(C(rt), line, "startswith first arg must be str or a tuple of str, not %s",
+                    jj_type_name(&b.v[0]));
+        for (size_t i = 0; i < cands.n; i++) {
+            jj_str p = want_str(rt, line, &cands.v[i], "startswith");
+            if (p.n > s.n) continue;
+            const char *at = fn->id == M_STARTSWITH ? s.p : s.p + s.n - p.n;
+            if (!p.n || memcmp(at, p.p, p.n) == 0) return jj_bool(true);
+        }
+        return jj_bool(false);
+    }
+    case M_SPLIT:
+    case M_RSPLIT: {
+        MBIND(p_split);
+        int64_t maxsplit = b.given[1] ? want_int(rt, line, &b.v[1], "split") : -1;
+        return str_split(rt, line, s, b.given[0] ? &b.v[0] : NULL, maxsplit, fn->id == M_RSPLIT);
+    }
+    case M_SPLITLINES:
+        MBIND(p_keep);
+        return str_splitlines(rt, s, b.given[0] && jj_truthy(&b.v[0]));
+    case M_UPPER: MNOARGS(); return jj_strv(str_case(rt, s, CASE_UPPER));
+    case M_LOWER:
+    case M_CASEFOLD: MNOARGS(); return jj_strv(str_case(rt, s, CASE_LOWER));
+    case M_TITLE: MNOARGS(); return jj_strv(str_case(rt, s, CASE_TITLE));
+    case M_CAPITALIZE: MNOARGS(); return jj_strv(str_case(rt, s, CASE_CAPITALIZE));
+    case M_SWAPCASE: MNOARGS(); return jj_strv(str_case(rt, s, CASE_SWAP));
+    case M_REPLACE: {
+        MBIND(p_repl);
+        if (!b.given[0] || !b.given[1]) jj_fail(C(rt), line, "replace expected at least 2 arguments");
+        int64_t count = b.given[2] ? want_int(rt, line, &b.v[2], "replace") : -1;
+        return jj_strv(str_replace(rt, s, want_str(rt, line, &b.v[0], "replace"),
+                                   want_str(rt, line, &b.v[1], "replace"), count));
+    }
+    case M_FIND:
+    case M_RFIND:
+    case M_INDEX:
+    case M_RINDEX:
+    case M_COUNT: {
+        MBIND(p_sub);
+        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
+        if (b.given[1] || b.given[2]) jj_fail_unsup(C(rt), line, "start/end arguments of %.*s()", NAMEF(fn->name));
+        jj_str needle = want_str(rt, line, &b.v[0], "find");
+        jj_charge(C(rt), s.n / 64);
+        if (fn->id == M_COUNT) {
+            if (!needle.n) return jj_int((int64_t)jj_utf8_len(s) + 1);
+            int64_t n = 0;
+            size_t i = 0;
+            const char *hit;
+            while ((hit = find_bytes(s, i, needle))) {
+                n++;
+                i = (size_t)(hit - s.p) + needle.n;
+            }
+            return jj_int(n);
+        }
+        bool rev = fn->id == M_RFIND || fn->id == M_RINDEX;
+        const char *hit = rev ? (needle.n ? rfind_bytes(s, needle) : s.p + s.n) : find_bytes(s, 0, needle);
+        if (!hit) {
+            if (fn->id == M_INDEX || fn->id == M_RINDEX) jj_fail(C(rt), line, "substring not found");
+            return jj_int(-1);
+        }
+        return jj_int((int64_t)cp_count_upto(s, (size_t)(hit - s.p)));
+    }
+    case M_JOIN: {
+        MBIND(p_iter);
+        if (!b.given[0]) jj_fail(C(rt), line, "join() takes exactly one argument");
+        jj_list l = jj_iterate(rt, line, &b.v[0]);
+        jj_sb out = {0};
+        for (size_t i = 0; i < l.n; i++) {
+            if (l.v[i].t != JT_STR)
+                jj_fail(C(rt), line, "sequence item %zu: expected str instance, %s found", i,
+                        jj_type_name(&l.v[i]));
+            if (i) jj_sb_put(C(rt), &out, s.p, s.n);
+            jj_sb_put(C(rt), &out, l.v[i].u.s.p, l.v[i].u.s.n);
+        }
+        return jj_strv(jj_sb_str(&out));
+    }
+    case M_ISDIGIT:
+    case M_ISALPHA:
+    case M_ISALNUM:
+    case M_ISSPACE:
+    case M_ISASCII:
+    case M_ISDECIMAL:
+    case M_ISNUMERIC: {
+        MNOARGS();
+        if (!s.n) return jj_bool(fn->id == M_ISASCII);
+        size_t i = 0;
+        while (i < s.n) {
+            uint32_t c = jj_utf8_next(s.p, s.n, &i);
+            bool ok;
+            switch (fn->id) {
+            case M_ISDIGIT:
+            case M_ISDECIMAL: ok = cp_digit(c); break;
+            case M_ISNUMERIC: ok = cp_numeric(c); break;
+            case M_ISALPHA: ok = cp_alpha(c); break;
+            case M_ISALNUM: ok = cp_alpha(c) || cp_numeric(c); break;
+            case M_ISSPACE: ok = jj_py_isspace(c); break;
+            default: ok = c < 0x80; break;
+            }
+            if (!ok) return jj_bool(false);
+        }
+        return jj_bool(true);
+    }
+    case M_ISLOWER: MNOARGS(); return jj_bool(str_is_case(rt, s, false));
+    case M_ISUPPER: MNOARGS(); return jj_bool(str_is_case(rt, s, true));
+    case M_REMOVEPREFIX:
+    case M_REMOVESUFFIX: {
+        MBIND(p_iter);
+        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+        jj_str p = want_str(rt, line, &b.v[0], "removeprefix");
+        if (p.n <= s.n) {
+            if (fn->id == M_REMOVEPREFIX && !memcmp(s.p, p.p, p.n)) return sub(s, p.n, s.n);
+            if (fn->id == M_REMOVESUFFIX && p.n && !memcmp(s.p + s.n - p.n, p.p, p.n))
+                return sub(s, 0, s.n - p.n);
+        }
+        return fn->self;
+    }
+    case M_CENTER:
+    case M_LJUST:
+    case M_RJUST:
+    case M_ZFILL: {
+        MBIND(p_width);
+        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
+        int64_t w = want_int(rt, line, &b.v[0], "width");
+        jj_str fill = b.given[1] ? want_str(rt, line, &b.v[1], "fillchar") : jj_s(fn->id == M_ZFILL ? "0" : " ");
+        if (jj_utf8_len(fill) != 1) jj_fail(C(rt), line, "The fill character must be exactly one character long");
+        int64_t n = (int64_t)jj_utf8_len(s);
+        if (w <= n) return fn->self;
+        if (w > 100000) jj_fail_unsup(C(rt), line, "width above 100000");
+        int64_t pad = w - n, left;
+        if (fn->id == M_CENTER) left = pad / 2 + (pad & w & 1);
+        else if (fn->id == M_LJUST) left = 0;
+        else left = pad;
+        jj_sb out = {0};
+        size_t start = 0;
+        if (fn->id == M_ZFILL && s.n && (s.p[0] == '+' || s.p[0] == '-')) {
+            jj_sb_putc(C(rt), &out, s.p[0]);
+            start = 1;
+        }
+        for (int64_t i = 0; i < left; i++) jj_sb_put(C(rt), &out, fill.p, fill.n);
+        jj_sb_put(C(rt), &out, s.p + start, s.n - start);
+        for (int64_t i = 0; i < pad - left; i++) jj_sb_put(C(rt), &out, fill.p, fill.n);
+        return jj_strv(jj_sb_str(&out));
+    }
+    case M_PARTITION:
+    case M_RPARTITION: {
+        MBIND(p_iter);
+        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+        jj_str sep = want_str(rt, line, &b.v[0], "partition");
+        if (!sep.n) jj_fail(C(rt), line, "empty separator");
+        const char *hit = fn->id == M_PARTITION ? find_bytes(s, 0, sep) : rfind_bytes(s, sep);
+        jj_val t = jj_list_new(C(rt), 3, true);
+        if (!hit) {
+            bool front = fn->id == M_PARTITION;
+            t.u.l->v[0] = front ? fn->self : jj_strz("");
+            t.u.l->v[1] = jj_strz("");
+            t.u.l->v[2] = front ? jj_strz("") : fn->self;
+            return t;
+        }
+        size_t at = (size_t)(hit - s.p);
+        t.u.l->v[0] = sub(s, 0, at);
+        t.u.l->v[1] = sub(s, at, at + sep.n);
+        t.u.l->v[2] = sub(s, at + sep.n, s.n);
+        return t;
+    }
+    default: jj_fail_unsup(C(rt), line, "string method '%.*s'", NAMEF(fn->name));
+    }
+#undef MBIND
+#undef MNOARGS
+}
+
+static jj_val call_dict_method(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    const jj_dict *d = fn->self.u.d;
+    bound b;
+    static const char *const p_get[] = {"key", "default"};
+    switch (fn->id) {
+    case D_GET: {
+        bind(rt, line, "method", fn->name, p_get, 2, a, &b);
+        if (!b.given[0]) jj_fail(C(rt), line, "get expected at least 1 argument, got 0");
+        jj_val *v = jj_dict_get(C(rt), d, &b.v[0]);
+        return v ? *v : b.given[1] ? b.v[1] : jj_none();
+    }
+    case D_ITEMS: {
+        bind(rt, line, "method", fn->name, NULL, 0, a, &b);
+        jj_args none = {0};
+        return f_items(rt, line, fn->name, &fn->self, &none);
+    }
+    case D_KEYS:
+    case D_VALUES: {
+        bind(rt, line, "method", fn->name, NULL, 0, a, &b);
+        jj_val v = jj_list_new(C(rt), d->n, false);
+        if (d->n) memcpy(v.u.l->v, fn->id == D_KEYS ? d->k : d->v, d->n * sizeof(jj_val));
+        return v;
+    }
+    default: bind(rt, line, "method", fn->name, NULL, 0, a, &b); return fn->self;
+    }
+}
+
+static jj_val call_list_method(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    const jj_list *l = fn->self.u.l;
+    bound b;
+    static const char *const p_x[] = {"value"};
+    if (fn->id == L_COPY) {
+        bind(rt, line, "method", fn->name, NULL, 0, a, &b);
+        return fn->self;
+    }
+    bind(rt, line, "method", fn->name, p_x, 1, a, &b);
+    if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+    int64_t n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        jj_charge(C(rt), 1);
+        if (jj_equal(C(rt), &l->v[i], &b.v[0])) {
+            if (fn->id == L_INDEX) return jj_int((int64_t)i);
+            n++;
+        }
+    }
+    if (fn->id == L_INDEX) jj_fail(C(rt), line, "value is not in list");
+    return jj_int(n);
+}
+
+static jj_val call_loop_method(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    jj_loop *lp = fn->self.u.loop;
+    if (a->nkw) jj_fail(C(rt), line, "loop.%.*s() takes no keyword arguments", NAMEF(fn->name));
+    if (fn->id == LP_CYCLE) {
+        if (!a->npos) jj_fail(C(rt), line, "no items for cycling given");
+        return a->pos[lp->i % a->npos];
+    }
+    jj_val cur = jj_list_new(C(rt), a->npos, false);
+    for (size_t i = 0; i < a->npos; i++) cur.u.l->v[i] = a->pos[i];
+    if (lp->changed_called && jj_equal(C(rt), &lp->last_changed, &cur)) return jj_bool(false);
+    lp->changed_called = true;
+    lp->last_changed = cur;
+    return jj_bool(true);
+}
+
+jj_val jj_call_func(jj_rt *rt, int line, const jj_val *f, const jj_args *a) {
+    if (f->t == JT_UNDEF) jj_fail_undefined(rt, line, f);
+    if (f->t != JT_FUNC) jj_fail(C(rt), line, "'%s' object is not callable", jj_type_name(f));
+    const jj_func *fn = f->u.fn;
+    switch (fn->kind) {
+    case JFN_GLOBAL: return call_global(rt, line, fn, a);
+    case JFN_STR: return call_str_method(rt, line, fn, a);
+    case JFN_DICT: return call_dict_method(rt, line, fn, a);
+    case JFN_LIST: return call_list_method(rt, line, fn, a);
+    case JFN_LOOP: return call_loop_method(rt, line, fn, a);
+    case JFN_MACRO: return jj_call_macro(rt, line, fn, a);
+    default:
+        jj_fail(C(rt), line, "access to attribute '%.*s' of '%s' object is unsafe", NAMEF(fn->name),
+                jj_type_name(&fn->self));
+    }
+}

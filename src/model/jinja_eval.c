@@ -1,0 +1,540 @@
+/* jinja_eval.c — the tree-walking evaluator: statements, expressions, scopes and macros.
+ *
+ * Design
+ *   Scoping follows what jinja2's compiler produces: the template body writes to the global
+ *   scope; every for-loop iteration, macro call, with block, set block, filter block and
+ *   generation block runs in a fresh child scope, so `{% set %}` inside a loop body is local to
+ *   that iteration (reads fall through to outer scopes until the first assignment) and never
+ *   leaks out — the Llama-3 template relies on this. `if` does not open a scope. namespace()
+ *   objects are the sanctioned way to carry state out of a loop. Macros see the global scope
+ *   (as top-level macros do in jinja2) plus their parameters.
+ *
+ *   Expressions use Python semantics (see jinja_value.c): `and`/`or` return an operand, `+`
+ *   adds numbers or concatenates str/list/tuple, `~` concatenates str() of its operands, `/` is
+ *   true division, `//` and `%` floor, comparisons chain, `a if c` without else is undefined
+ *   when c is false. Undefined values print as "" and iterate as empty, but arithmetic,
+ *   ordering, calling or taking an attribute of one fails, as with jinja2's default Undefined.
+ *
+ *   Bounds: recursion depth (JJ_MAX_DEPTH), nested macro calls (JJ_MAX_CALLS), loop iterations
+ *   (JJ_MAX_ITERS) and evaluation steps (JJ_MAX_STEPS) are checked here; string sizes and memory
+ *   in jinja_value.c.
+ */
+#include "model/jinja_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+struct jj_scope {
+    jj_scope *parent; /* enclosing scope (NULL for globals) */
+    size_t n, cap;    /* variables used / allocated */
+    jj_str *k;        /* names */
+    jj_val *v;        /* values */
+};
+
+enum { ST_OK, ST_BREAK, ST_CONTINUE };
+
+static jj_core *C(jj_rt *rt) { return &rt->core; }
+
+static jj_val *scope_find(jj_scope *s, jj_str name) {
+    for (; s; s = s->parent)
+        for (size_t i = s->n; i-- > 0;)
+            if (jj_str_eq(s->k[i], name)) return &s->v[i];
+    return NULL;
+}
+
+static void scope_set(jj_rt *rt, jj_scope *s, jj_str name, jj_val v) {
+    for (size_t i = 0; i < s->n; i++)
+        if (jj_str_eq(s->k[i], name)) {
+            s->v[i] = v;
+            return;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        s->k = jj_grow(C(rt), s->k, s->cap * sizeof *s->k, cap * sizeof *s->k);
+        s->v = jj_grow(C(rt), s->v, s->cap * sizeof *s->v, cap * sizeof *s->v);
+        s->cap = cap;
+    }
+    s->k[s->n] = name;
+    s->v[s->n++] = v;
+}
+
+static jj_val undef_fmt(jj_rt *rt, const char *fmt, ...) FR_PRINTF(2, 3);
+static jj_val undef_fmt(jj_rt *rt, const char *fmt, ...) {
+    char buf[200];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (k < 0) k = 0;
+    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)k, sizeof buf - 1)));
+}
+
+void jj_fail_undefined(jj_rt *rt, int line, const jj_val *v) {
+    if (v->t == JT_UNDEF && v->u.s.n) jj_fail(C(rt), line, "%.*s", (int)v->u.s.n, v->u.s.p);
+    jj_fail(C(rt), line, "use of an undefined value");
+}
+
+static void enter(jj_rt *rt, int line) {
+    if (++rt->depth > JJ_MAX_DEPTH)
+        jj_fail(C(rt), line, "template recursion too deep (more than %d levels)", JJ_MAX_DEPTH);
+    jj_charge(C(rt), 1);
+}
+
+/* ---- expressions -------------------------------------------------------------------------- */
+
+static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e);
+static int exec_body(jj_rt *rt, jj_scope *sc, jj_node *const *kids, size_t n);
+
+
+static jj_args eval_args(jj_rt *rt, jj_scope *sc, const jj_node *e) {
+    jj_args a = {0};
+    if (e->nkids) {
+        jj_val *pos = jj_alloc(C(rt), e->nkids * sizeof *pos);
+        for (size_t i = 0; i < e->nkids; i++) pos[i] = eval(rt, sc, e->kids[i]);
+        a.pos = pos;
+        a.npos = e->nkids;
+    }
+    if (e->nkw) {
+        jj_val *kwv = jj_alloc(C(rt), e->nkw * sizeof *kwv);
+        for (size_t i = 0; i < e->nkw; i++) kwv[i] = eval(rt, sc, e->kwvals[i]);
+        a.kwn = e->kwnames;
+        a.kwv = kwv;
+        a.nkw = e->nkw;
+    }
+    return a;
+}
+
+static jj_val eval_name(jj_rt *rt, jj_scope *sc, const jj_node *e) {
+    jj_val *p = scope_find(sc, e->name);
+    if (p) return *p;
+    jj_val g = jj_global_func(rt, e->name);
+    if (g.t != JT_UNDEF) return g;
+    return undef_fmt(rt, "'%.*s' is undefined", (int)FR_MIN(e->name.n, 80), e->name.p);
+}
+
+static bool compare_op(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+    switch (op) {
+    case JO_EQ: return jj_equal(C(rt), a, b);
+    case JO_NE: return !jj_equal(C(rt), a, b);
+    case JO_IN: return jj_contains(rt, line, b, a);
+    case JO_NOTIN: return !jj_contains(rt, line, b, a);
+    default: break;
+    }
+    int r = jj_compare(C(rt), line, a, b);
+    if (r == 2) return false; /* NaN */
+    switch (op) {
+    case JO_LT: return r < 0;
+    case JO_LTEQ: return r <= 0;
+    case JO_GT: return r > 0;
+    default: return r >= 0;
+    }
+}
+
+static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
+    switch (e->kind) {
+    case JN_CONST: return e->val;
+    case JN_NAME: return eval_name(rt, sc, e);
+    case JN_LIST:
+    case JN_TUPLE: {
+        jj_val v = jj_list_new(C(rt), e->nkids, e->kind == JN_TUPLE);
+        for (size_t i = 0; i < e->nkids; i++) v.u.l->v[i] = eval(rt, sc, e->kids[i]);
+        return v;
+    }
+    case JN_DICT: {
+        jj_val v = jj_dict_new(C(rt), e->nkids / 2);
+        jj_dict *d = v.u.d;
+        d->n = 0;
+        for (size_t i = 0; i + 1 < e->nkids; i += 2) {
+            jj_val k = eval(rt, sc, e->kids[i]);
+            jj_val x = eval(rt, sc, e->kids[i + 1]);
+            if (k.t == JT_LIST && !(k.flags & JF_TUPLE))
+                jj_fail(C(rt), e->line, "unhashable type: 'list'");
+            if (k.t == JT_DICT || k.t == JT_NS) jj_fail(C(rt), e->line, "unhashable type: '%s'", jj_type_name(&k));
+            jj_val *old = jj_dict_get(C(rt), d, &k);
+            if (old) {
+                *old = x;
+                continue;
+            }
+            d->k[d->n] = k;
+            d->v[d->n++] = x;
+        }
+        return v;
+    }
+    case JN_GETATTR: {
+        jj_val o = eval(rt, sc, e->a);
+        return jj_getattr(rt, e->line, &o, e->name);
+    }
+    case JN_GETITEM: {
+        jj_val o = eval(rt, sc, e->a);
+        if (e->b->kind == JN_SLICE) {
+            const jj_node *s = e->b;
+            jj_val a = s->a ? eval(rt, sc, s->a) : jj_none();
+            jj_val b = s->b ? eval(rt, sc, s->b) : jj_none();
+            jj_val c = s->c ? eval(rt, sc, s->c) : jj_none();
+            if (o.t == JT_UNDEF) jj_fail_undefined(rt, e->line, &o);
+            return jj_slice(rt, e->line, &o, &a, &b, &c);
+        }
+        jj_val k = eval(rt, sc, e->b);
+        return jj_getitem(rt, e->line, &o, &k);
+    }
+    case JN_SLICE: jj_fail(C(rt), e->line, "a slice outside of a subscript");
+    case JN_CALL: {
+        jj_val f = eval(rt, sc, e->a);
+        jj_args a = eval_args(rt, sc, e);
+        return jj_call_func(rt, e->line, &f, &a);
+    }
+    case JN_FILTER: {
+        jj_val in;
+        if (e->a) in = eval(rt, sc, e->a);
+        else if (rt->block_in) in = *rt->block_in;
+        else in = jj_undef();
+        jj_args a = eval_args(rt, sc, e);
+        return jj_call_filter(rt, e->line, e->id, e->name, &in, &a);
+    }
+    case JN_TEST: {
+        jj_val in = eval(rt, sc, e->a);
+        jj_args a = eval_args(rt, sc, e);
+        return jj_bool(jj_call_test(rt, e->line, e->id, e->name, &in, &a));
+    }
+    case JN_NOT: {
+        jj_val v = eval(rt, sc, e->a);
+        return jj_bool(!jj_truthy(&v));
+    }
+    case JN_NEG:
+    case JN_POS: {
+        jj_val v = eval(rt, sc, e->a);
+        if (v.t == JT_UNDEF) jj_fail_undefined(rt, e->line, &v);
+        if (v.t == JT_BOOL) v = jj_int(v.u.b);
+        if (e->kind == JN_POS && (v.t == JT_INT || v.t == JT_FLOAT)) return v;
+        if (v.t == JT_INT) {
+            if (v.u.i == INT64_MIN) jj_fail(C(rt), e->line, "integer overflow");
+            return jj_int(-v.u.i);
+        }
+        if (v.t == JT_FLOAT) return jj_float(-v.u.f);
+        jj_fail(C(rt), e->line, "bad operand type for unary %c: '%s'", e->kind == JN_NEG ? '-' : '+',
+                jj_type_name(&v));
+    }
+    case JN_AND: {
+        jj_val l = eval(rt, sc, e->a);
+        if (!jj_truthy(&l)) return l;
+        return eval(rt, sc, e->b);
+    }
+    case JN_OR: {
+        jj_val l = eval(rt, sc, e->a);
+        if (jj_truthy(&l)) return l;
+        return eval(rt, sc, e->b);
+    }
+    case JN_BINOP: {
+        jj_val l = eval(rt, sc, e->a);
+        jj_val r = eval(rt, sc, e->b);
+        return jj_arith(rt, e->line, e->op, &l, &r);
+    }
+    case JN_CONCAT: {
+        jj_sb b = {0};
+        for (size_t i = 0; i < e->nkids; i++) {
+            jj_val v = eval(rt, sc, e->kids[i]);
+            jj_to_str(C(rt), &b, &v);
+        }
+        return jj_strv(jj_sb_str(&b));
+    }
+    case JN_COMPARE: {
+        jj_val l = eval(rt, sc, e->a);
+        for (size_t i = 0; i < e->nkids; i++) {
+            jj_val r = eval(rt, sc, e->kids[i]);
+            if (!compare_op(rt, e->line, e->ops[i], &l, &r)) return jj_bool(false);
+            l = r;
+        }
+        return jj_bool(true);
+    }
+    case JN_CONDEX: {
+        jj_val t = eval(rt, sc, e->a);
+        if (jj_truthy(&t)) return eval(rt, sc, e->b);
+        if (e->c) return eval(rt, sc, e->c);
+        return undef_fmt(rt, "the inline if-expression on line %d evaluated to false and no else "
+                             "section was defined", e->line);
+    }
+    case JN_NSREF: jj_fail(C(rt), e->line, "a namespace reference outside of an assignment");
+    default: jj_fail(C(rt), e->line, "statement used as an expression");
+    }
+}
+
+static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
+    enter(rt, e->line);
+    jj_val v = eval_inner(rt, sc, e);
+    rt->depth--;
+    return v;
+}
+
+/* ---- statements --------------------------------------------------------------------------- */
+
+static void ns_set(jj_rt *rt, jj_ns *ns, jj_str name, jj_val v) {
+    for (size_t i = 0; i < ns->n; i++)
+        if (jj_str_eq(ns->k[i], name)) {
+            ns->v[i] = v;
+            return;
+        }
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? ns->cap * 2 : 8;
+        ns->k = jj_grow(C(rt), ns->k, ns->cap * sizeof *ns->k, cap * sizeof *ns->k);
+        ns->v = jj_grow(C(rt), ns->v, ns->cap * sizeof *ns->v, cap * sizeof *ns->v);
+        ns->cap = cap;
+    }
+    ns->k[ns->n] = name;
+    ns->v[ns->n++] = v;
+}
+
+static void assign(jj_rt *rt, jj_scope *sc, const jj_node *t, const jj_val *v) {
+    switch (t->kind) {
+    case JN_NAME: scope_set(rt, sc, t->name, *v); return;
+    case JN_NSREF: {
+        jj_val *ns = scope_find(sc, t->name);
+        if (!ns || ns->t != JT_NS)
+            jj_fail(C(rt), t->line, "cannot assign attribute on non-namespace object");
+        ns_set(rt, ns->u.ns, t->name2, *v);
+        return;
+    }
+    case JN_TUPLE: {
+        if (v->t == JT_UNDEF) jj_fail_undefined(rt, t->line, v);
+        jj_list items = jj_iterate(rt, t->line, v);
+        if (items.n != t->nkids)
+            jj_fail(C(rt), t->line, "%s values to unpack (expected %zu, got %zu)",
+                    items.n > t->nkids ? "too many" : "not enough", t->nkids, items.n);
+        for (size_t i = 0; i < t->nkids; i++) assign(rt, sc, t->kids[i], &items.v[i]);
+        return;
+    }
+    default: jj_fail(C(rt), t->line, "invalid assignment target");
+    }
+}
+
+/* Run body with output captured into a string. */
+static int capture(jj_rt *rt, jj_scope *sc, const jj_node *s, jj_str *out) {
+    jj_sb buf = {0};
+    buf.limit = JJ_MAX_STRING;
+    jj_sb *saved = rt->out;
+    rt->out = &buf;
+    jj_scope inner = {0};
+    inner.parent = sc;
+    int st = exec_body(rt, &inner, s->kids, s->nkids);
+    rt->out = saved;
+    *out = jj_sb_str(&buf);
+    return st;
+}
+
+static jj_val apply_block_filter(jj_rt *rt, jj_scope *sc, const jj_node *chain, jj_val in) {
+    const jj_val *saved = rt->block_in;
+    rt->block_in = &in;
+    jj_val v = eval(rt, sc, chain);
+    rt->block_in = saved;
+    return v;
+}
+
+static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
+    jj_val it = eval(rt, sc, s->b);
+    jj_list items = jj_iterate(rt, s->line, &it);
+    if (s->c) {
+        /* `for x in xs if cond`: filter first, so loop.length and friends count what remains */
+        jj_val *keep = items.n ? jj_alloc(C(rt), items.n * sizeof *keep) : NULL;
+        size_t k = 0;
+        jj_scope tmp = {0};
+        tmp.parent = sc;
+        for (size_t i = 0; i < items.n; i++) {
+            if (++rt->iters > JJ_MAX_ITERS)
+                jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
+            tmp.n = 0;
+            assign(rt, &tmp, s->a, &items.v[i]);
+            jj_val t = eval(rt, &tmp, s->c);
+            if (jj_truthy(&t)) keep[k++] = items.v[i];
+        }
+        items.v = keep;
+        items.n = k;
+    }
+    if (!items.n) {
+        if (!s->nkids2) return ST_OK;
+        jj_scope inner = {0};
+        inner.parent = sc;
+        return exec_body(rt, &inner, s->kids2, s->nkids2);
+    }
+    jj_loop *lp = jj_alloc(C(rt), sizeof *lp);
+    lp->n = items.n;
+    lp->items = items.v;
+    jj_val loopv = {0};
+    loopv.t = JT_LOOP;
+    loopv.u.loop = lp;
+    static const char loop_name[] = "loop";
+    jj_str lname = {loop_name, 4};
+    jj_scope body = {0};
+    body.parent = sc;
+    for (size_t i = 0; i < items.n; i++) {
+        if (++rt->iters > JJ_MAX_ITERS)
+            jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
+        body.n = 0; /* a fresh scope per iteration (storage reused) */
+        lp->i = i;
+        scope_set(rt, &body, lname, loopv);
+        assign(rt, &body, s->a, &items.v[i]);
+        int st = exec_body(rt, &body, s->kids, s->nkids);
+        if (st == ST_BREAK) break;
+    }
+    return ST_OK;
+}
+
+static int exec(jj_rt *rt, jj_scope *sc, const jj_node *s);
+
+static int exec_inner(jj_rt *rt, jj_scope *sc, const jj_node *s) {
+    switch (s->kind) {
+    case JS_OUTPUT:
+        for (size_t i = 0; i < s->nkids; i++) {
+            const jj_node *k = s->kids[i];
+            if (k->kind == JN_CONST && k->val.t == JT_STR) {
+                jj_sb_put(C(rt), rt->out, k->val.u.s.p, k->val.u.s.n);
+                continue;
+            }
+            jj_val v = eval(rt, sc, k);
+            jj_to_str(C(rt), rt->out, &v);
+        }
+        return ST_OK;
+    case JS_IF:
+        for (;;) {
+            jj_val t = eval(rt, sc, s->a);
+            if (jj_truthy(&t)) return exec_body(rt, sc, s->kids, s->nkids);
+            if (s->nkids2 == 1 && s->kids2[0]->kind == JS_IF) {
+                s = s->kids2[0]; /* elif: iterate rather than recurse */
+                jj_charge(C(rt), 1);
+                continue;
+            }
+            return exec_body(rt, sc, s->kids2, s->nkids2);
+        }
+    case JS_FOR: return exec_for(rt, sc, s);
+    case JS_SET: {
+        jj_val v = eval(rt, sc, s->b);
+        assign(rt, sc, s->a, &v);
+        return ST_OK;
+    }
+    case JS_SETBLOCK: {
+        jj_str text;
+        int st = capture(rt, sc, s, &text);
+        if (st != ST_OK) return st;
+        jj_val v = jj_strv(text);
+        if (s->c) v = apply_block_filter(rt, sc, s->c, v);
+        assign(rt, sc, s->a, &v);
+        return ST_OK;
+    }
+    case JS_FILTER: {
+        jj_str text;
+        int st = capture(rt, sc, s, &text);
+        if (st != ST_OK) return st;
+        jj_val v = apply_block_filter(rt, sc, s->c, jj_strv(text));
+        jj_to_str(C(rt), rt->out, &v);
+        return ST_OK;
+    }
+    case JS_MACRO: {
+        jj_func *fn = jj_alloc(C(rt), sizeof *fn);
+        fn->kind = JFN_MACRO;
+        fn->name = s->name;
+        fn->macro = s;
+        jj_val v = {0};
+        v.t = JT_FUNC;
+        v.u.fn = fn;
+        scope_set(rt, sc, s->name, v);
+        return ST_OK;
+    }
+    case JS_WITH: {
+        jj_scope inner = {0};
+        inner.parent = sc;
+        jj_val *vals = s->nkids3 ? jj_alloc(C(rt), s->nkids3 * sizeof *vals) : NULL;
+        for (size_t i = 0; i < s->nkids3; i++) vals[i] = eval(rt, sc, s->kids4[i]);
+        for (size_t i = 0; i < s->nkids3; i++) assign(rt, &inner, s->kids3[i], &vals[i]);
+        return exec_body(rt, &inner, s->kids, s->nkids);
+    }
+    case JS_BLOCK: {
+        jj_scope inner = {0};
+        inner.parent = sc;
+        return exec_body(rt, &inner, s->kids, s->nkids);
+    }
+    case JS_BREAK: return ST_BREAK;
+    case JS_CONTINUE: return ST_CONTINUE;
+    default: {
+        /* an expression statement cannot occur; evaluate for safety */
+        jj_val v = eval(rt, sc, s);
+        (void)v;
+        return ST_OK;
+    }
+    }
+}
+
+static int exec(jj_rt *rt, jj_scope *sc, const jj_node *s) {
+    enter(rt, s->line);
+    int st = exec_inner(rt, sc, s);
+    rt->depth--;
+    return st;
+}
+
+static int exec_body(jj_rt *rt, jj_scope *sc, jj_node *const *kids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int st = exec(rt, sc, kids[i]);
+        if (st != ST_OK) return st;
+    }
+    return ST_OK;
+}
+
+/* ---- macros and entry --------------------------------------------------------------------- */
+
+jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+    const jj_node *m = fn->macro;
+    int nm = (int)FR_MIN(m->name.n, 60);
+    if (rt->calls >= JJ_MAX_CALLS)
+        jj_fail(C(rt), line, "macro calls nested too deeply (more than %d)", JJ_MAX_CALLS);
+    size_t np = m->nkids3;
+    if (a->npos > np)
+        jj_fail(C(rt), line, "macro '%.*s' takes not more than %zu argument(s)", nm, m->name.p, np);
+    jj_scope sc = {0};
+    sc.parent = rt->globals;
+    bool *given = jj_alloc(C(rt), np + 1);
+    for (size_t i = 0; i < a->npos; i++) {
+        scope_set(rt, &sc, m->kids3[i]->name, a->pos[i]);
+        given[i] = true;
+    }
+    for (size_t k = 0; k < a->nkw; k++) {
+        size_t i = 0;
+        while (i < np && !jj_str_eq(m->kids3[i]->name, a->kwn[k])) i++;
+        if (i == np)
+            jj_fail(C(rt), line, "macro '%.*s' takes no keyword argument '%.*s'", nm, m->name.p,
+                    (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
+        if (given[i])
+            jj_fail(C(rt), line, "macro '%.*s' got multiple values for argument '%.*s'", nm,
+                    m->name.p, (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
+        scope_set(rt, &sc, m->kids3[i]->name, a->kwv[k]);
+        given[i] = true;
+    }
+    rt->calls++;
+    for (size_t i = 0; i < np; i++) {
+        if (given[i]) continue;
+        jj_val v;
+        if (i < m->nkids4 && m->kids4[i]) v = eval(rt, &sc, m->kids4[i]);
+        else
+            v = undef_fmt(rt, "parameter '%.*s' was not provided", (int)FR_MIN(m->kids3[i]->name.n, 60),
+                          m->kids3[i]->name.p);
+        scope_set(rt, &sc, m->kids3[i]->name, v);
+    }
+    jj_sb buf = {0};
+    buf.limit = JJ_MAX_STRING;
+    jj_sb *saved = rt->out;
+    rt->out = &buf;
+    exec_body(rt, &sc, m->kids, m->nkids);
+    rt->out = saved;
+    rt->calls--;
+    return jj_strv(jj_sb_str(&buf));
+}
+
+jj_scope *jj_scope_new(jj_rt *rt) { return jj_alloc(C(rt), sizeof(jj_scope)); }
+void jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v) {
+    scope_set(rt, s, jj_s(name), v);
+}
+
+jj_str jj_render(jj_rt *rt, const jj_node *root) {
+    jj_sb out = {0};
+    out.limit = JJ_MAX_OUTPUT;
+    rt->out = &out;
+    exec_body(rt, rt->globals, root->kids, root->nkids);
+    return jj_sb_str(&out);
+}
