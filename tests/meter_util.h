@@ -101,7 +101,9 @@ static inline void mu_config(fr_meter_config *c, const char *dir, const char *sc
     c->sample_ms = 0;
     c->clock = mu_clock;
     c->epoch_at_zero = 1700000000.0;
-    snprintf(c->nvml_lib, sizeof c->nvml_lib, "%s", mu_fakenvml());
+    const char *lib = mu_fakenvml();
+    if (strlen(lib) >= sizeof c->nvml_lib) abort();
+    memcpy(c->nvml_lib, lib, strlen(lib) + 1);
     snprintf(c->rapl_root, sizeof c->rapl_root, "%s/no-powercap", dir);
     c->cpu_source = 2;
     char sp[320];

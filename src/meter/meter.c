@@ -1143,11 +1143,21 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     snprintf(row.route, sizeof row.route, "%s", r->route);
     snprintf(row.tier, sizeof row.tier, "%s", r->tier);
     snprintf(row.modality, sizeof row.modality, "%s", r->modality);
-    size_t sl = 0;
+    /* stages run, in the order they first started */
+    int order[FR_MSTAGE_COUNT], no = 0;
     for (int st = 0; st < FR_MSTAGE_COUNT; st++) {
         if (!r->st_steps[st]) continue;
+        int k = no++;
+        while (k > 0 && r->st_first[order[k - 1]] > r->st_first[st]) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = st;
+    }
+    size_t sl = 0;
+    for (int i = 0; i < no; i++) {
         int w = snprintf(row.stages + sl, sizeof row.stages - sl, "%s%s", sl ? "," : "",
-                         fr_meter_stage_name((fr_meter_stage)st));
+                         fr_meter_stage_name((fr_meter_stage)order[i]));
         if (w > 0 && (size_t)w < sizeof row.stages - sl) sl += (size_t)w;
     }
     snprintf(row.status, sizeof row.status, "%s", fr_meter_status_name(r->res.status));
