@@ -5,7 +5,9 @@
  *         an error; valid text must encode, decode back (exactly for llama, which has no
  *         normalizer; equal after NFC for qwen2), and decode the same when streamed one id at a
  *         time, every streamed chunk being valid UTF-8. The segmented NFC is also compared with
- *         utf8proc's whole-text NFC.
+ *         utf8proc's whole-text NFC, and the hand-written regex splitters with PCRE2 running the
+ *         same regex (on text whose letters and numbers PCRE2 and utf8proc classify alike: their
+ *         Unicode versions differ).
  *   2     arbitrary ids (little-endian int32) decoded: the output must be valid UTF-8 and the
  *         streaming decoder must agree with fr_detokenize.
  *   3     the bytes parsed as a tokenizer.json; when that loads, some text and the input itself
@@ -19,7 +21,10 @@
 
 #include "model/tok_internal.h"
 
-static fr_tokenizer *tok[2];
+static fr_tokenizer *tok[2];  /* qwen2-tiny, llama-tiny */
+static fr_tokenizer *slow[2]; /* the same, forced onto PCRE2 */
+static pcre2_code *re_l, *re_n; /* ^\p{L}$, ^\p{N}$ */
+static pcre2_match_data *md;
 
 static void die(const char *what) {
     fprintf(stderr, "fuzz_tokenizer: %s\n", what);
@@ -37,13 +42,44 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         char *p = fr_path_join(fx, names[i]);
         fr_err e;
         tok[i] = fr_tokenizer_load_json(p, &e);
-        if (!tok[i]) {
+        slow[i] = fr_tokenizer_load_json(p, &e);
+        if (!tok[i] || !slow[i]) {
             fprintf(stderr, "%s\n", e.msg);
             die("cannot load the fixture tokenizers (run from the repository root)");
         }
         free(p);
+        if (!tok[i]->stages[0].fast) die("fixture regex not recognised as a known one");
+        slow[i]->stages[0].fast = FR_SPLIT_REGEX;
     }
+    int ec;
+    PCRE2_SIZE eo;
+    re_l = pcre2_compile((PCRE2_SPTR) "^\\p{L}$", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec,
+                         &eo, NULL);
+    re_n = pcre2_compile((PCRE2_SPTR) "^\\p{N}$", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec,
+                         &eo, NULL);
+    md = pcre2_match_data_create(4, NULL);
+    if (!re_l || !re_n || !md) die("pcre2 setup");
     return 0;
+}
+
+/* True when PCRE2 and utf8proc agree on \p{L} / \p{N} for every character of valid s. */
+static bool classes_agree(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t l = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (l <= 0) return false;
+        if (cp >= 0x80) {
+            int c = utf8proc_category(cp);
+            bool ul = c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO;
+            bool un = c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
+            bool pl = pcre2_match(re_l, (PCRE2_SPTR)s + i, (size_t)l, 0, 0, md, NULL) >= 0;
+            bool pn = pcre2_match(re_n, (PCRE2_SPTR)s + i, (size_t)l, 0, 0, md, NULL) >= 0;
+            if (ul != pl || un != pn) return false;
+        }
+        i += (size_t)l;
+    }
+    return true;
 }
 
 /* Streams ids through fr_detok; checks every chunk and the total against `want`. */
@@ -74,7 +110,8 @@ static char *nfc_whole(const char *s, size_t n, size_t *out_n) {
     return (char *)dst;
 }
 
-static void fuzz_text(const fr_tokenizer *t, bool nfc, const char *s, size_t n) {
+static void fuzz_text(const fr_tokenizer *t, const fr_tokenizer *ts, bool nfc, const char *s,
+                      size_t n) {
     int32_t *ids = NULL;
     size_t m = 0;
     fr_err e;
@@ -113,6 +150,14 @@ static void fuzz_text(const fr_tokenizer *t, bool nfc, const char *s, size_t n) 
     if (fr_tokenize(t, s, n, true, &ids2, &m2, &e) != 0) die("encode with add_special failed");
     if (m2 < m || memcmp(ids2 + (m2 - m), ids, m * sizeof *ids)) die("add_special changed the text ids");
     free(ids2);
+    /* the PCRE2 path gives the same ids */
+    if (classes_agree(s, n)) {
+        int32_t *ids3 = NULL;
+        size_t m3 = 0;
+        if (fr_tokenize(ts, s, n, false, &ids3, &m3, &e) != 0) die("PCRE2 path failed");
+        if (m3 != m || memcmp(ids3, ids, m * sizeof *ids)) die("hand-written splitter differs from PCRE2");
+        free(ids3);
+    }
     free(ids);
 }
 
@@ -176,8 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *s = (const char *)data + 1;
     size_t n = size - 1;
     switch (data[0] & 3) {
-    case 0: fuzz_text(tok[0], true, s, n); break;
-    case 1: fuzz_text(tok[1], false, s, n); break;
+    case 0: fuzz_text(tok[0], slow[0], true, s, n); break;
+    case 1: fuzz_text(tok[1], slow[1], false, s, n); break;
     case 2: fuzz_ids(data + 1, n); break;
     default: fuzz_json(data + 1, n); break;
     }
