@@ -1,0 +1,627 @@
+/* test_meter_export.c — what leaves the meter: traceparent parsing and continuation, OTLP/HTTP
+ * JSON to a collector (a local stub) and to a JSON-lines file, a dead collector that costs a
+ * request nothing, the Prometheus exposition (checked by `promtool check metrics`), the Grafana
+ * dashboard, the configuration parser, the cost model and A/B assignment. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "meter/ledger.h"
+#include "meter/trace.h"
+#include "meter_util.h"
+#include "t.h"
+
+static const char *TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+TEST(traceparent_valid_and_invalid) {
+    fr_traceparent t;
+    CHECK_EQ_INT(fr_traceparent_parse(TP, strlen(TP), &t), 0);
+    CHECK_EQ_INT(t.version, 0);
+    CHECK_EQ_INT(t.trace_id[0], 0x4b);
+    CHECK_EQ_INT(t.parent_id[7], 0xb7);
+    CHECK_EQ_INT(t.flags, 1);
+    char out[56];
+    fr_traceparent_format(t.trace_id, t.parent_id, t.flags, out);
+    CHECK_STR(out, TP);
+    const char *ws = "  00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\t";
+    CHECK_EQ_INT(fr_traceparent_parse(ws, strlen(ws), &t), 0);
+    CHECK_EQ_INT(t.flags, 0);
+    const char *future = "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-whatever";
+    CHECK_EQ_INT(fr_traceparent_parse(future, strlen(future), &t), 0);
+    CHECK_EQ_INT(t.version, 0xcc);
+    static const char *bad[] = {
+        "",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* uppercase */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* zero trace */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* zero parent */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* v00 with more */
+        "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",  /* no '-' after */
+        "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0z",
+        "0-04bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) CHECK_EQ_INT(fr_traceparent_parse(bad[i], strlen(bad[i]), &t), -1);
+    CHECK_EQ_INT(fr_traceparent_parse(NULL, 0, &t), -1);
+}
+
+/* Random mutations of valid headers: never a crash, and whatever parses round-trips. */
+TEST(traceparent_mutation_fuzz) {
+    unsigned s = 12345;
+    char buf[80];
+    int valid = 0;
+    for (int it = 0; it < 200000; it++) {
+        size_t n = strlen(TP);
+        memcpy(buf, TP, n + 1);
+        int muts = 1 + (int)((s = s * 1103515245u + 12345u) >> 29);
+        for (int k = 0; k < muts; k++) {
+            s = s * 1103515245u + 12345u;
+            size_t pos = (s >> 8) % (n + 1);
+            int op = (int)((s >> 4) & 3);
+            char ch = "0123456789abcdefABZ- \t\x00\xff"[(s >> 16) % 24];
+            if (op == 0 && pos < n) buf[pos] = ch;
+            else if (op == 1 && n < sizeof buf - 2) { memmove(buf + pos + 1, buf + pos, n - pos + 1); buf[pos] = ch; n++; }
+            else if (op == 2 && n > 0 && pos < n) { memmove(buf + pos, buf + pos + 1, n - pos); n--; }
+        }
+        fr_traceparent t;
+        if (fr_traceparent_parse(buf, n, &t) == 0) {
+            valid++;
+            CHECK(t.version != 0xff);
+            if (t.version == 0) {
+                char out[56];
+                fr_traceparent_format(t.trace_id, t.parent_id, t.flags, out);
+                size_t b = 0;
+                while (buf[b] == ' ' || buf[b] == '\t') b++;
+                CHECK(!memcmp(out, buf + b, 55));
+            }
+        }
+    }
+    CHECK(valid > 0);
+}
+
+/* ---- a stub OTLP collector ---- */
+
+typedef struct collector {
+    int fd;                 /* listening socket */
+    int port;               /* its port */
+    volatile int stop;      /* ask the thread to stop */
+    pthread_mutex_t mu;     /* guards below */
+    int posts;              /* requests received */
+    int spans, roots;       /* spans / root spans received */
+    char path[64];          /* last request path */
+    char ctype[64];         /* last content type */
+    char service[64];       /* service.name seen */
+} collector;
+
+static void handle(collector *c, int fd) {
+    char *buf = malloc(1 << 22);
+    size_t n = 0;
+    long clen = -1;
+    char *body = NULL;
+    while (n < (1 << 22) - 1) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 2000) <= 0) break;
+        ssize_t k = read(fd, buf + n, (1 << 22) - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (!body && (body = strstr(buf, "\r\n\r\n"))) {
+            body += 4;
+            char *cl = strcasestr(buf, "Content-Length:");
+            clen = cl ? atol(cl + 15) : 0;
+        }
+        if (body && (long)(n - (size_t)(body - buf)) >= clen) break;
+    }
+    const char *resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    if (write(fd, resp, strlen(resp)) < 0) {}
+    if (body) {
+        pthread_mutex_lock(&c->mu);
+        c->posts++;
+        sscanf(buf, "POST %63s", c->path);
+        char *ct = strcasestr(buf, "Content-Type:");
+        if (ct) sscanf(ct + 13, " %63[^\r\n]", c->ctype);
+        cJSON *j = cJSON_Parse(body);
+        cJSON *rs = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "resourceSpans"), 0);
+        cJSON *attr = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rs, "resource"), "attributes"), 0);
+        cJSON *sv = cJSON_GetObjectItem(cJSON_GetObjectItem(attr, "value"), "stringValue");
+        if (cJSON_IsString(sv)) snprintf(c->service, sizeof c->service, "%s", sv->valuestring);
+        cJSON *spans = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(rs, "scopeSpans"), 0), "spans");
+        cJSON *sp;
+        cJSON_ArrayForEach(sp, spans) {
+            c->spans++;
+            cJSON *nm = cJSON_GetObjectItem(sp, "name");
+            if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "request")) c->roots++;
+        }
+        cJSON_Delete(j);
+        pthread_mutex_unlock(&c->mu);
+    }
+    free(buf);
+}
+
+static void *collector_main(void *arg) {
+    collector *c = arg;
+    while (!c->stop) {
+        struct pollfd p = {c->fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        int fd = accept(c->fd, NULL, NULL);
+        if (fd < 0) continue;
+        handle(c, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+static int listen_any(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 16)) return -1;
+    socklen_t l = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void run_requests(fr_meter *m, int n, const char *traceparent) {
+    for (int i = 0; i < n; i++) {
+        fr_meter_req_info in = {0};
+        in.route = "chat";
+        in.tier = "interactive";
+        in.modality = "text";
+        in.traceparent = traceparent;
+        fr_meter_req *r = fr_meter_request_begin(m, &in);
+        fr_meter_step *s = fr_meter_stage_begin(m, r, FR_MSTAGE_NLU, FR_METER_DEV_CPU);
+        fr_meter_step_end(m, s);
+        fr_meter_share sh = {r, 12, FR_MSTAGE_PREFILL};
+        s = fr_meter_step_begin(m, fr_meter_dev_gpu(0), &sh, 1);
+        fr_meter_step_end(m, s);
+        fr_meter_req_result res = {FR_REQ_OK, 200, NULL, 12, 4, 0.01, -1};
+        fr_meter_request_end(m, r, &res, NULL);
+    }
+}
+
+TEST(otlp_http_export_batches_to_a_collector) {
+    collector c;
+    memset(&c, 0, sizeof c);
+    pthread_mutex_init(&c.mu, NULL);
+    c.fd = listen_any(&c.port);
+    CHECK(c.fd >= 0);
+    pthread_t th;
+    pthread_create(&th, NULL, collector_main, &c);
+    const char *dir = mu_tmpdir();
+    fr_meter_config cfg;
+    mu_config(&cfg, dir, "count 1\nrate 0 200\n");
+    cfg.clock = NULL;
+    cfg.sample_ms = 10;
+    snprintf(cfg.otlp_url, sizeof cfg.otlp_url, "http://127.0.0.1:%d/", c.port);
+    cfg.trace_batch = 4;
+    cfg.trace_flush_ms = 50;
+    snprintf(cfg.service_name, sizeof cfg.service_name, "frugal-test");
+    fr_err err;
+    fr_meter *m = fr_meter_open(&cfg, &err);
+    CHECK(m != NULL);
+    if (m) {
+        run_requests(m, 10, NULL);
+        fr_meter_flush(m);
+        fr_meter_totals t;
+        fr_meter_get_totals(m, &t);
+        CHECK_EQ_INT(t.traces_exported, 10);
+        CHECK_EQ_INT(t.traces_dropped, 0);
+        fr_meter_close(m);
+    }
+    c.stop = 1;
+    pthread_join(th, NULL);
+    close(c.fd);
+    CHECK_EQ_INT(c.roots, 10);
+    CHECK_EQ_INT(c.spans, 30); /* request + nlu + prefill */
+    CHECK(c.posts >= 3);       /* batches of at most 4 */
+    CHECK_STR(c.path, "/v1/traces");
+    CHECK_STR(c.ctype, "application/json");
+    CHECK_STR(c.service, "frugal-test");
+}
+
+TEST(dead_collector_never_blocks_a_request) {
+    int port;
+    int fd = listen_any(&port);
+    close(fd); /* nothing listens there now */
+    const char *dir = mu_tmpdir();
+    fr_meter_config cfg;
+    mu_config(&cfg, dir, "count 1\nrate 0 200\n");
+    cfg.clock = NULL;
+    cfg.sample_ms = 10;
+    snprintf(cfg.otlp_url, sizeof cfg.otlp_url, "http://127.0.0.1:%d", port);
+    cfg.trace_batch = 2;
+    cfg.trace_flush_ms = 20;
+    cfg.trace_timeout_ms = 200;
+    fr_err err;
+    fr_meter *m = fr_meter_open(&cfg, &err);
+    CHECK(m != NULL);
+    if (!m) return;
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+        double t0 = fr_time_s();
+        run_requests(m, 1, NULL);
+        double dt = fr_time_s() - t0;
+        if (dt > worst) worst = dt;
+    }
+    CHECK(worst < 0.05);
+    fr_meter_flush(m);
+    fr_meter_totals t;
+    fr_meter_get_totals(m, &t);
+    CHECK_EQ_INT(t.traces_exported, 0);
+    CHECK_EQ_INT(t.traces_dropped, 20);
+    fr_meter_close(m);
+}
+
+static cJSON *attr(cJSON *span, const char *key) {
+    cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(span, "attributes")) {
+        cJSON *k = cJSON_GetObjectItem(a, "key");
+        if (cJSON_IsString(k) && !strcmp(k->valuestring, key)) return cJSON_GetObjectItem(a, "value");
+    }
+    return NULL;
+}
+
+TEST(jsonl_traces_continue_an_incoming_traceparent) {
+    const char *dir = mu_tmpdir();
+    fr_meter_config cfg;
+    mu_config(&cfg, dir, "count 1\nenergy 0 0 10000 20000\n");
+    char path[400];
+    snprintf(path, sizeof path, "%s/traces.jsonl", dir);
+    snprintf(cfg.trace_file, sizeof cfg.trace_file, "%s", path);
+    cfg.cpu_watts_per_core = 0;
+    fr_err err;
+    fr_meter *m = fr_meter_open(&cfg, &err);
+    fr_meter_req_info in = {0};
+    in.id = "tp-1";
+    in.route = "support.card";
+    in.tier = "batch";
+    in.modality = "image";
+    in.traceparent = TP;
+    fr_meter_req *r = fr_meter_request_begin(m, &in);
+    char out[56];
+    fr_meter_request_traceparent(r, out);
+    CHECK(!strncmp(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36));
+    CHECK(strncmp(out + 36, "00f067aa0ba902b7", 16) != 0); /* our own span id */
+    CHECK(!strcmp(out + 52, "-01"));
+    fr_meter_step *s = fr_meter_stage_begin(m, r, FR_MSTAGE_OCR, fr_meter_dev_gpu(0));
+    mu_now = 1;
+    fr_meter_tick(m);
+    fr_meter_step_end(m, s);
+    fr_meter_req_result res = {FR_REQ_FAILED, 500, "boom", 0, 0, -1, -1};
+    fr_meter_request_end(m, r, &res, NULL);
+    fr_meter_req_info in2 = {0};
+    in2.traceparent = "garbage";
+    fr_meter_req *r2 = fr_meter_request_begin(m, &in2);
+    fr_meter_request_end(m, r2, NULL, NULL);
+    mu_now = 2;
+    fr_meter_flush(m);
+    fr_meter_close(m);
+    size_t n;
+    char *text = fr_read_file(path, 1 << 20, &n, NULL);
+    CHECK(text != NULL);
+    if (!text) return;
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        lines++;
+        cJSON *j = cJSON_Parse(line);
+        CHECK(j != NULL);
+        cJSON *spans = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                                                                  cJSON_GetObjectItem(j, "resourceSpans"), 0),
+                                                              "scopeSpans"), 0),
+                                           "spans");
+        cJSON *root = cJSON_GetArrayItem(spans, 0);
+        cJSON *id = cJSON_GetObjectItem(attr(root, "frugal.request.id"), "stringValue");
+        if (id && !strcmp(id->valuestring, "tp-1")) {
+            CHECK_EQ_INT(cJSON_GetArraySize(spans), 2);
+            CHECK_STR(cJSON_GetObjectItem(root, "traceId")->valuestring, "4bf92f3577b34da6a3ce929d0e0e4736");
+            CHECK_STR(cJSON_GetObjectItem(root, "parentSpanId")->valuestring, "00f067aa0ba902b7");
+            char sid[17];
+            memcpy(sid, out + 36, 16);
+            sid[16] = 0;
+            CHECK_STR(cJSON_GetObjectItem(root, "spanId")->valuestring, sid);
+            CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "status"), "code")->valueint, 2);
+            CHECK_STR(cJSON_GetObjectItem(attr(root, "frugal.route"), "stringValue")->valuestring, "support.card");
+            CHECK_STR(cJSON_GetObjectItem(attr(root, "frugal.modality"), "stringValue")->valuestring, "image");
+            CHECK_STR(cJSON_GetObjectItem(attr(root, "frugal.tier"), "stringValue")->valuestring, "batch");
+            CHECK_NEAR(cJSON_GetObjectItem(attr(root, "frugal.joules"), "doubleValue")->valuedouble, 10, 1e-9);
+            CHECK(attr(root, "frugal.usd") != NULL);
+            CHECK(attr(root, "gen_ai.usage.output_tokens") != NULL);
+            CHECK_STR(cJSON_GetObjectItem(root, "startTimeUnixNano")->valuestring, "1700000000000000000");
+            CHECK_STR(cJSON_GetObjectItem(root, "endTimeUnixNano")->valuestring, "1700000001000000000");
+            cJSON *ocr = cJSON_GetArrayItem(spans, 1);
+            CHECK_STR(cJSON_GetObjectItem(ocr, "name")->valuestring, "ocr");
+            CHECK_STR(cJSON_GetObjectItem(ocr, "parentSpanId")->valuestring, sid);
+            CHECK_NEAR(cJSON_GetObjectItem(attr(ocr, "frugal.joules"), "doubleValue")->valuedouble, 10, 1e-9);
+        } else {
+            CHECK(cJSON_GetObjectItem(root, "parentSpanId") == NULL); /* invalid header: new trace */
+            CHECK(strcmp(cJSON_GetObjectItem(root, "traceId")->valuestring, "4bf92f3577b34da6a3ce929d0e0e4736"));
+        }
+        cJSON_Delete(j);
+    }
+    CHECK_EQ_INT(lines, 2);
+    free(text);
+}
+
+/* ---- Prometheus ---- */
+
+static int run_cmd(const char *cmd, char *out, size_t n) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static fr_meter *metrics_meter(const char *dir) {
+    fr_meter_config cfg;
+    mu_config(&cfg, dir, "count 2\nenergy 0 0 50000 150000 300000\nenergy 1 NS\npower 1 NS\nutil 0 NS\n");
+    fr_meter_config_set(&cfg, "slo.interactive", "0.5", NULL);
+    cfg.cost.hw_usd_per_hour = 10;
+    fr_err err;
+    fr_meter *m = fr_meter_open(&cfg, &err);
+    static const char *routes[] = {"chat", "support \"card\"", "back\\slash\nline"};
+    for (int i = 0; i < 9; i++) {
+        fr_meter_req_info in = {0};
+        in.route = routes[i % 3];
+        in.tier = i % 2 ? "interactive" : "batch";
+        fr_meter_req *r = fr_meter_request_begin(m, &in);
+        fr_meter_share sh = {r, 1 + i, i % 2 ? FR_MSTAGE_DECODE : FR_MSTAGE_PREFILL};
+        fr_meter_step *s = fr_meter_step_begin(m, fr_meter_dev_gpu(0), &sh, 1);
+        mu_now += 0.25;
+        fr_meter_step_end(m, s);
+        fr_meter_tick(m);
+        fr_meter_req_result res = {i == 8 ? FR_REQ_FAILED : FR_REQ_OK, 200, NULL, 1, 1, -1, -1};
+        fr_meter_request_end(m, r, &res, NULL);
+    }
+    mu_now += 1;
+    fr_meter_tick(m);
+    return m;
+}
+
+TEST(prometheus_exposition_passes_promtool) {
+    const char *dir = mu_tmpdir();
+    fr_meter *m = metrics_meter(dir);
+    fr_buf b = {0};
+    fr_meter_prometheus(m, &b);
+    fr_meter_close(m);
+    const char *txt = fr_buf_cstr(&b);
+    CHECK(strstr(txt, "# TYPE frugal_gpu_power_watts gauge\n") != NULL);
+    CHECK(strstr(txt, "frugal_gpu_power_watts{device=\"gpu0\"} 100\n") != NULL);
+    CHECK(strstr(txt, "frugal_gpu_power_watts{device=\"gpu1\"}") == NULL); /* NOT_SUPPORTED */
+    CHECK(strstr(txt, "frugal_energy_source_info{device=\"gpu1\",source=\"none\"} 1") != NULL);
+    CHECK(strstr(txt, "# TYPE frugal_energy_joules_total counter\n") != NULL);
+    CHECK(strstr(txt, "frugal_energy_joules_total{device=\"gpu0\",stage=\"prefill\",source=\"nvml-energy\"}") != NULL);
+    CHECK(strstr(txt, "frugal_idle_energy_joules_total{device=\"gpu0\",source=\"nvml-energy\"}") != NULL);
+    CHECK(strstr(txt, "frugal_cost_usd_total{route=\"chat\",component=\"depreciation\"}") != NULL);
+    CHECK(strstr(txt, "frugal_cost_usd_total{route=\"support \\\"card\\\"\",component=\"energy\"}") != NULL);
+    CHECK(strstr(txt, "route=\"back\\\\slash\\nline\"") != NULL);
+    CHECK(strstr(txt, "# TYPE frugal_request_energy_joules histogram\n") != NULL);
+    CHECK(strstr(txt, "frugal_request_energy_joules_count{route=\"chat\"} 3\n") != NULL);
+    CHECK(strstr(txt, "frugal_request_energy_joules_bucket{route=\"chat\",le=\"+Inf\"} 3\n") != NULL);
+    CHECK(strstr(txt, "frugal_requests_total{route=\"back\\\\slash\\nline\",status=\"failed\"} 1\n") != NULL);
+    CHECK(strstr(txt, "frugal_slo_attainment_ratio{tier=\"interactive\"} 1\n") != NULL);
+    CHECK(strstr(txt, "frugal_slo_requests_total{tier=\"interactive\",result=\"met\"} 4\n") != NULL);
+    char file[400];
+    snprintf(file, sizeof file, "%s/metrics.txt", dir);
+    mu_write(file, txt);
+    char cmd[600], out[8192];
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        printf("  (promtool not installed: `promtool check metrics` skipped)\n");
+    } else {
+        snprintf(cmd, sizeof cmd, "promtool check metrics < %s 2>&1", file);
+        int rc = run_cmd(cmd, out, sizeof out);
+        CHECK_EQ_INT(rc, 0);
+        CHECK_STR(out, ""); /* no lint complaint either */
+    }
+    fr_buf_free(&b);
+}
+
+TEST(dashboard_charts_metrics_that_exist) {
+    size_t n;
+    char *json = fr_read_file("dashboards/frugal.json", 1 << 20, &n, NULL);
+    CHECK(json != NULL);
+    if (!json) return;
+    cJSON *d = cJSON_Parse(json);
+    CHECK(d != NULL);
+    const char *dir = mu_tmpdir();
+    fr_meter *m = metrics_meter(dir);
+    fr_buf b = {0};
+    fr_meter_prometheus(m, &b);
+    fr_meter_close(m);
+    const char *txt = fr_buf_cstr(&b);
+    int exprs = 0;
+    bool power = false, jreq = false, usd = false, slo = false;
+    cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(d, "panels")) {
+        const char *title = cJSON_GetObjectItem(p, "title")->valuestring;
+        power |= strstr(title, "power") != NULL;
+        jreq |= strstr(title, "Energy per request") != NULL;
+        usd |= strstr(title, "Cost per 1,000") != NULL;
+        slo |= strstr(title, "SLO") != NULL;
+        cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(p, "targets")) {
+            const char *e = cJSON_GetObjectItem(t, "expr")->valuestring;
+            exprs++;
+            for (const char *q = strstr(e, "frugal_"); q; q = strstr(q + 1, "frugal_")) {
+                char name[96];
+                size_t k = 0;
+                while ((q[k] == '_' || (q[k] >= 'a' && q[k] <= 'z')) && k < sizeof name - 1) name[k] = q[k], k++;
+                name[k] = 0;
+                char pat[110];
+                snprintf(pat, sizeof pat, "\n%s{", name);
+                char pat2[110];
+                snprintf(pat2, sizeof pat2, "# TYPE %s ", name);
+                bool found = strstr(txt, pat) || strstr(txt, pat2);
+                if (!found) fprintf(stderr, "  dashboard uses %s, not exported\n", name);
+                CHECK(found);
+            }
+        }
+    }
+    CHECK(exprs >= 8);
+    CHECK(power && jreq && usd && slo);
+    cJSON_Delete(d);
+    free(json);
+    fr_buf_free(&b);
+}
+
+/* ---- configuration, cost, A/B ---- */
+
+TEST(config_parses_sections_quotes_and_open_families) {
+    const char *text =
+        "# frugal metering\n"
+        "[meter]\n"
+        "sample_ms = 50   # faster\n"
+        "nvml_lib = \"/opt/nvidia/libnvidia-ml.so.1\"\n"
+        "cpu_source = estimate\n"
+        "idle_policy = amortise\n"
+        "[cost]\n"
+        "usd_per_kwh = 0.09\n"
+        "pue = 1.2\n"
+        "hw_purchase_usd = 300000\n"
+        "hw_residual_usd = 30000\n"
+        "labour_usd_per_month = 2000\n"
+        "host_share = 0.5\n"
+        "[ledger]\n"
+        "path = /var/lib/frugal/ledger.db\n"
+        "synchronous = full\n"
+        "retention_days = 90\n"
+        "[slo]\n"
+        "interactive = 2\n"
+        "batch = 60\n"
+        "[ab]\n"
+        "control = 3\n"
+        "vision_off = 1 | pipeline.vision=off\n";
+    fr_meter_config c;
+    fr_meter_config_default(&c);
+    fr_err err = {{0}};
+    CHECK_EQ_INT(fr_meter_config_parse(&c, text, strlen(text), &err), 0);
+    CHECK_STR(err.msg, "");
+    CHECK_NEAR(c.sample_ms, 50, 0);
+    CHECK_STR(c.nvml_lib, "/opt/nvidia/libnvidia-ml.so.1");
+    CHECK_EQ_INT(c.cpu_source, 2);
+    CHECK(c.idle_policy == FR_IDLE_AMORTISE);
+    CHECK_NEAR(c.cost.pue, 1.2, 0);
+    CHECK_NEAR(c.cost.host_share, 0.5, 0);
+    CHECK_STR(c.ledger_path, "/var/lib/frugal/ledger.db");
+    CHECK(c.ledger_sync_full);
+    CHECK_EQ_INT(c.n_slo, 2);
+    CHECK_STR(c.slo[1].tier, "batch");
+    CHECK_NEAR(c.slo[1].latency_s, 60, 0);
+    CHECK_EQ_INT(c.n_arms, 2);
+    CHECK_STR(c.arms[1].name, "vision_off");
+    CHECK_STR(c.arms[1].options, "pipeline.vision=off");
+    /* dump → parse → dump is a fixed point */
+    fr_buf d1 = {0}, d2 = {0};
+    fr_meter_config_dump(&c, &d1);
+    fr_meter_config c2;
+    fr_meter_config_default(&c2);
+    CHECK_EQ_INT(fr_meter_config_parse(&c2, d1.data, d1.len, &err), 0);
+    fr_meter_config_dump(&c2, &d2);
+    CHECK_STR(fr_buf_cstr(&d1), fr_buf_cstr(&d2));
+    fr_buf_free(&d1);
+    fr_buf_free(&d2);
+    /* defaults */
+    fr_meter_config_default(&c);
+    CHECK_NEAR(c.cost.pue, 1.58, 0);
+    CHECK_NEAR(c.cost.usd_per_kwh, 0.1241, 0);
+    CHECK_NEAR(c.cost.hw_depreciation_years, 5, 0);
+    CHECK_NEAR(c.sample_ms, 100, 0);
+}
+
+TEST(config_errors_name_the_line) {
+    static const struct { const char *text, *msg; } cases[] = {
+        {"pue = 1.4\n", "line 1: unknown key 'pue'"},
+        {"[cost]\npue = 0.9\n", "line 2: cost.pue: '0.9' is not a number in [1, 10]"},
+        {"[cost]\nusd_per_kwh = 0x10\n", "line 2: cost.usd_per_kwh: '0x10' is not a number in [0, 100]"},
+        {"[cost]\nusd_per_kwh = nan\n", "line 2: cost.usd_per_kwh: 'nan' is not a number in [0, 100]"},
+        {"[cost\n", "line 1: bad section header"},
+        {"just words\n", "line 1: expected key = value"},
+        {"[meter]\nnvml = maybe\n", "line 2: meter.nvml: 'maybe' is not on/off"},
+        {"[ledger]\nqueue = 1.5\n", "line 2: ledger.queue: '1.5' is not an integer"},
+        {"[slo]\ninteractive = -1\n", "line 2: slo.interactive: '-1' is not a latency in seconds (0, 86400]"},
+        {"[ab]\na = zero\n", "line 2: ab.a: weight 'zero' is not a number in (0, 1e6]"},
+        {"[cost]\nhw_purchase_usd = 10\nhw_residual_usd = 20\n", "cost.hw_residual_usd (20) exceeds cost.hw_purchase_usd (10)"},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
+        fr_meter_config c;
+        fr_meter_config_default(&c);
+        fr_err err = {{0}};
+        CHECK_EQ_INT(fr_meter_config_parse(&c, cases[i].text, strlen(cases[i].text), &err), -1);
+        CHECK_STR(err.msg, cases[i].msg);
+    }
+    char big[6000];
+    memset(big, 'a', sizeof big);
+    fr_meter_config c;
+    fr_meter_config_default(&c);
+    fr_err err;
+    CHECK_EQ_INT(fr_meter_config_parse(&c, big, sizeof big, &err), -1);
+    CHECK(strstr(err.msg, "longer than") != NULL);
+    const char nul[] = "[cost]\npue = 1\0.5\n";
+    CHECK_EQ_INT(fr_meter_config_parse(&c, nul, sizeof nul - 1, &err), -1);
+}
+
+TEST(cost_model_components) {
+    fr_cost_model c = {0.10, 1.5, 0, 300000, 5, 30000, 3000, 0.5};
+    double parts[FR_COST_N];
+    const double year = 365.25 * 86400;
+    double total = fr_cost_price(&c, 3.6e6, 3600, parts); /* 1 kWh, one host-hour */
+    CHECK_NEAR(parts[FR_COST_ENERGY], 0.10, 1e-15);
+    CHECK_NEAR(parts[FR_COST_COOLING], 0.05, 1e-15);
+    CHECK_NEAR(parts[FR_COST_DEPRECIATION], 270000.0 / (5 * year) * 0.5 * 3600, 1e-12);
+    CHECK_NEAR(parts[FR_COST_LABOUR], 3000.0 * 12 / year * 0.5 * 3600, 1e-12);
+    CHECK_NEAR(total, parts[0] + parts[1] + parts[2] + parts[3], 1e-15);
+    c.hw_usd_per_hour = 2.5; /* a rental rate wins over the purchase fields */
+    fr_cost_price(&c, 0, 3600, parts);
+    CHECK_NEAR(parts[FR_COST_DEPRECIATION], 1.25, 1e-12);
+    CHECK_STR(fr_cost_component_name(FR_COST_LABOUR), "labour");
+}
+
+TEST(ab_assignment_is_sticky_and_weighted) {
+    fr_meter_config c;
+    fr_meter_config_default(&c);
+    CHECK(fr_meter_ab_assign(&c, "x") == NULL);
+    fr_meter_config_set(&c, "ab.control", "3", NULL);
+    fr_meter_config_set(&c, "ab.vision_off", "1 | pipeline.vision=off", NULL);
+    int n_b = 0;
+    for (int i = 0; i < 20000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "conv-%d", i);
+        const fr_meter_arm *a = fr_meter_ab_assign(&c, key);
+        CHECK(a == fr_meter_ab_assign(&c, key));
+        n_b += a == &c.arms[1];
+    }
+    CHECK(n_b > 4700 && n_b < 5300); /* 25 % */
+    const char *dir = mu_tmpdir();
+    fr_meter_config mc;
+    mu_config(&mc, dir, NULL);
+    mc.arms[0] = c.arms[0];
+    mc.arms[1] = c.arms[1];
+    mc.n_arms = 2;
+    fr_err err;
+    fr_meter *m = fr_meter_open(&mc, &err);
+    fr_meter_req_info in = {0};
+    in.sticky_key = "conv-7";
+    fr_meter_req *r = fr_meter_request_begin(m, &in);
+    CHECK_STR(fr_meter_request_arm(r), fr_meter_ab_assign(&c, "conv-7")->name);
+    CHECK_STR(fr_meter_request_arm_options(m, r), fr_meter_ab_assign(&c, "conv-7")->options);
+    in.arm = "vision_off";
+    fr_meter_req *r2 = fr_meter_request_begin(m, &in);
+    CHECK_STR(fr_meter_request_arm_options(m, r2), "pipeline.vision=off");
+    fr_meter_request_end(m, r, NULL, NULL);
+    fr_meter_request_end(m, r2, NULL, NULL);
+    fr_meter_close(m);
+}
+
+int main(void) {
+    fr_log_level = FR_LOG_ERROR;
+    return t_main();
+}
