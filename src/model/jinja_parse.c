@@ -119,6 +119,8 @@ static void expect_op(parser *P, jj_op op) {
     if (!is_op(t, op)) {
         char d[96];
         describe(t, d, sizeof d);
+        if (t->kind == TK_EOF)
+            jj_fail_syntax(P->c, t->line, "unexpected end of template, expected '%s'", op_text(op));
         jj_fail_syntax(P->c, t->line, "expected '%s', got %s", op_text(op), d);
     }
     next(P);
@@ -127,11 +129,13 @@ static void expect_op(parser *P, jj_op op) {
 static void expect_kind(parser *P, jj_tok_kind k) {
     const jj_tok *t = cur(P);
     if (t->kind != k) {
-        jj_tok want = {0};
-        want.kind = (uint8_t)k;
-        char d[96], w[96];
+        char d[96];
+        const char *w = k == TK_BLOCK_END ? "end of statement block"
+                        : k == TK_VAR_END ? "end of print statement"
+                                          : "another token";
         describe(t, d, sizeof d);
-        describe(&want, w, sizeof w);
+        if (t->kind == TK_EOF)
+            jj_fail_syntax(P->c, t->line, "unexpected end of template, expected %s", w);
         jj_fail_syntax(P->c, t->line, "expected %s, got %s", w, d);
     }
     next(P);
