@@ -161,6 +161,7 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
         }
         const cJSON *content = field(m, "content");
         text.len = 0;
+        fr_buf_append(&text, "", 0); /* keeps it NUL-terminated */
         if (!content) {
             if (strcmp(r, "assistant")) {
                 snprintf(param, sizeof param, "messages[%d].content", i);

@@ -56,10 +56,10 @@ if (mode === 'disconnect') {
 
   // non-streaming: send the request on a raw socket and hang up while it runs
   const s = await rawConnect();
-  const payload = JSON.stringify(chat('Tell me another long story.', { max_tokens: 480, ignore_eos: true }));
+  const payload = JSON.stringify(chat('Tell me another long story.', { max_tokens: 400, ignore_eos: true }));
   s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
-  await sleep(15);
+  await waitMetric((t) => metric(t, 'frugal_requests_running') >= 1, 5000); /* it is generating */
   s.destroy();
   m = await waitMetric((t) => metric(t, 'frugal_requests_cancelled_total',
                                      { reason: 'client_disconnect' }) >= c0 + 2 &&
