@@ -3,28 +3,33 @@
  * Design.
  *   Both loaders (tok_json.c for tokenizer.json, fr_tokenizer_from_vocab below for GGUF) describe
  *   the tokenizer in a neutral tok_build (model vocab, merges, added tokens, regex stages, flags,
- *   template ids) and tok_build_finish() turns it into the immutable fr_tokenizer:
+ *   template ids) and fr_tok_build_finish() turns it into the immutable fr_tokenizer:
  *     - per id: the stored string, the decoded bytes (ByteLevel inverse; added tokens verbatim, as
  *       HF's decode does), flags (model / added / special); all strings live in one blob;
  *     - hash maps: model-vocab string -> id, added content -> added index, and
  *       (left id, right id) -> (rank, merged id) for the merges;
  *     - two byte tries of added tokens (matched on the raw text / on the normalized text, by the
  *       tokens' `normalized` flag), searched leftmost-longest like HF's aho-corasick;
- *     - the pre-tokenizer as a list of PCRE2 stages (UTF+UCP, JIT when available); `\s`/`\S` are
- *       rewritten to Oniguruma's Unicode definition (White_Space: U+0009-000D, U+0085, Z*), the
- *       engine HF uses, so both engines cut words at the same places.
- *   Encoding state lives in a per-call tok_ctx (PCRE2 match data, BPE scratch, a word cache), so a
- *   loaded tokenizer is shared read-only between threads.
+ *     - the pre-tokenizer as a list of stages. A stage whose regex is byte-for-byte the GPT-2,
+ *       Llama-3 or Qwen2 one runs a hand-written matcher (split_known: the alternatives in the
+ *       regex's order, Unicode classes from utf8proc); any other regex runs on PCRE2 (UTF+UCP,
+ *       JIT when available) with `\s`/`\S` rewritten to Oniguruma's Unicode definition
+ *       (White_Space: U+0009-000D, U+0085, Z*) — HF uses Oniguruma. Tests and the fuzzer check
+ *       the matchers against PCRE2.
+ *   NFC runs only on the segments around characters it may change (fr_tok_nfc); most text is
+ *   left alone without calling utf8proc.
+ *   Encoding state lives in a per-call tok_ctx (PCRE2 match data, BPE scratch, a word cache for
+ *   texts of 2 KB and more), so a loaded tokenizer is shared read-only between threads.
  *   BPE per word: symbols in a linked list over an array and a binary min-heap of candidate
  *   merges keyed (rank, position) — the lowest rank merges first, leftmost on ties, exactly HF's
- *   Word::merge_all — O(n log n) per word; stale heap entries are skipped by checking the pair.
+ *   Word::merge_all — O(n log n) per word; a popped entry whose pair changed since it was queued
+ *   is skipped (a rank names exactly one pair).
  *   Decoding replaces invalid UTF-8 by U+FFFD per maximal invalid subsequence, the rule of Rust's
  *   String::from_utf8_lossy; the streaming decoder holds back only an incomplete-but-valid prefix.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "model/tok_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

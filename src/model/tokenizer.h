@@ -4,7 +4,9 @@
  * Encoding pipeline (the same order as HF tokenizers):
  *   1. added tokens (special and not) are split out of the raw text first, longest match wins;
  *   2. the normalizer (NFC when tokenizer.json says so) runs on the remaining pieces;
- *   3. the Split pre-tokenizer's regex (verbatim from the file, PCRE2 with UTF+UCP) cuts words;
+ *   3. the Split pre-tokenizer's regex cuts words: the Qwen2, Llama-3 and GPT-2 regexes run as
+ *      hand-written matchers, any other verbatim from the file on PCRE2 (UTF+UCP, with \s meaning
+ *      Unicode White_Space as in Oniguruma, which HF uses);
  *   4. each word's bytes are mapped through the ByteLevel table and merged by merge rank
  *      (with `ignore_merges`, a word that is itself in the vocab is taken whole);
  *   5. the post-processor adds template tokens (e.g. Llama-3's <|begin_of_text|>) when asked.
@@ -16,8 +18,10 @@
  * String::from_utf8_lossy does (one U+FFFD per maximal invalid subsequence).
  *
  * Known differences from HF, all outside what Qwen2/Llama-3 files use: tokenizer.json's
- * truncation/padding settings are ignored; PCRE2's \p{..} tables follow its own Unicode version.
- * The implementation is in tokenizer.c (core, GGUF), tok_json.c (tokenizer.json).
+ * truncation/padding settings are ignored; letter/number classes follow utf8proc's Unicode
+ * version for the known regexes and PCRE2's for others (HF: Oniguruma's), which can differ only
+ * for recently assigned characters; \S inside a character class keeps PCRE2's meaning.
+ * The implementation is in tokenizer.c (core, GGUF) and tok_json.c (tokenizer.json).
  */
 #ifndef FRUGAL_TOKENIZER_H
 #define FRUGAL_TOKENIZER_H
@@ -42,15 +46,15 @@ fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t 
  * order. token_lens / merge_lens may be NULL for NUL-terminated strings. add_bos: the BOS id is
  * prepended when fr_tokenize is called with add_special. */
 typedef struct fr_vocab_spec {
-    int n_tokens;
+    int n_tokens;                /* tokenizer.ggml.tokens count; ids are 0..n_tokens-1 */
     const char *const *tokens;   /* token strings (byte-level mapped, as stored) */
-    const size_t *token_lens;    /* their byte lengths */
-    const int32_t *token_types;  /* or NULL */
-    int n_merges;
-    const char *const *merges;
-    const size_t *merge_lens;
+    const size_t *token_lens;    /* their byte lengths, or NULL */
+    const int32_t *token_types;  /* tokenizer.ggml.token_type, or NULL */
+    int n_merges;                /* tokenizer.ggml.merges count */
+    const char *const *merges;   /* "left right" strings, rank order */
+    const size_t *merge_lens;    /* their byte lengths, or NULL */
     const char *pre;             /* tokenizer.ggml.pre, or NULL for "default" */
-    int bos_id, eos_id, pad_id;  /* -1 when absent */
+    int bos_id, eos_id, pad_id;  /* -1 when absent (pad_id is not used by the tokenizer) */
     bool add_bos;                /* tokenizer.ggml.add_bos_token */
 } fr_vocab_spec;
 fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err);
@@ -91,8 +95,8 @@ void fr_detokenize_append(const fr_tokenizer *t, const int32_t *ids, size_t n, b
  * The concatenation of all pushes and the flush equals fr_detokenize of the same ids.
  * Zero-initialise it (fr_detok d = {0}) before the first push. */
 typedef struct fr_detok {
-    char pend[8]; /* bytes of an incomplete UTF-8 sequence */
-    int n_pend;
+    char pend[8]; /* bytes of an incomplete UTF-8 sequence (at most 3) */
+    int n_pend;   /* how many */
 } fr_detok;
 /* Appends decoded text for `id` to *out. */
 void fr_detok_push(const fr_tokenizer *t, fr_detok *d, int id, bool skip_special, fr_buf *out);
