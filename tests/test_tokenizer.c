@@ -398,6 +398,28 @@ TEST(vocab_errors) {
     CHECK(t == NULL && strstr(e.msg, "merge 5"));
     v.mptr[5] = saved;
     v.mlens[5] = strlen(saved);
+    /* a control token that is not valid UTF-8 is never matched (it would cut a character) */
+    {
+        const char *saved_tok = v.tokens[4003];
+        size_t saved_len = v.lens[4003];
+        v.tokens[4003] = "\xE4\xB8";
+        v.lens[4003] = 2;
+        t = fr_tokenizer_from_vocab(&v.spec, &e);
+        CHECK(t != NULL);
+        if (t) {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            const char *s = "\xE4\xB8\xAD\xE6\x96\x87 ok";
+            CHECK(enc(t, s, strlen(s), false, &ids, &n) == 0);
+            char *d = fr_detokenize(t, ids, n, false);
+            CHECK_STR(d, s);
+            free(d);
+            free(ids);
+        }
+        fr_tokenizer_free(t);
+        v.tokens[4003] = saved_tok;
+        v.lens[4003] = saved_len;
+    }
     v.spec.add_bos = true; /* no bos id */
     t = fr_tokenizer_from_vocab(&v.spec, &e);
     CHECK(t == NULL && strstr(e.msg, "bos"));

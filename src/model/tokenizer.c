@@ -823,6 +823,9 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
     for (int i = 0; i < t->n_added; i++) {
         const tok_added *d = &t->added[i];
         smap_put(t, &t->added_map, key_added, t->blob + d->off, d->len, (uint32_t)i);
+        /* content that is not valid UTF-8 (possible in GGUF) could cut the text inside a
+         * character; HF cannot hold such a token, so it is never matched (it still decodes) */
+        if (!fr_utf8_valid(t->blob + d->off, d->len)) continue;
         if (d->normalized)
             trie_add(&t->m_norm, t->blob + d->moff, d->mlen, i, &cap_norm);
         else
