@@ -15,7 +15,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 ifneq ($(SANITIZE),)
-BUILD    := build-san
+BUILD    := $(BUILD)-san
 OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
@@ -64,3 +64,44 @@ $(BUILD)/libfakenvml.so: tests/fakenvml/fakenvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O1 -g -fPIC -shared -Wall -Wextra -o $@ $< -pthread
 tests: $(BUILD)/libfakenvml.so
+
+# ---- CUDA backend (optional; the CPU build above never needs CUDA) ----------------------------
+#   make cuda        nvcc-compiles src/backend/cuda (sm_90 + compute_90 PTX) into build-cuda/ and
+#                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
+#                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
+#                    backend.h) and frugal-cuda (the CLI with the CUDA backend linked in).
+#   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: what a bare GPU
+#                    host can build).
+NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
+CUDA_HOME    ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_BUILD   ?= build-cuda
+CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS    ?= -std=c++17 -O3 -g -lineinfo $(CUDA_GENCODE) -Xcompiler -Wall -Iinclude -Isrc
+CUDA_CFLAGS  := $(CSTD) $(WARN) -O2 -g -pthread -Iinclude -Isrc -Itests -I$(CUDA_HOME)/include \
+                $(shell pkg-config --cflags libcjson 2>/dev/null)
+CUDA_SRC     := $(sort $(wildcard src/backend/cuda/*.cu))
+CUDA_OBJ     := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
+CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static \
+                -ldl -lrt -lpthread -lstdc++ -lm
+
+$(CUDA_BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+$(CUDA_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -MMD -MP -c $< -o $@
+
+$(CUDA_BUILD)/gpu-check: $(CUDA_BUILD)/tests/gpu/gpu_check.o $(CUDA_BUILD)/tests/gpu/ref.o \
+                         $(BUILD)/src/base/base.o $(CUDA_OBJ)
+	$(CC) -o $@ $^ $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o $(CUDA_OBJ)
+	$(CC) -o $@ $^ $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+
+cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
+cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/frugal-cuda
+.PHONY: cuda cuda-tools
+-include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
