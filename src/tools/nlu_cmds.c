@@ -10,6 +10,9 @@
  * Design: argument parsing only; the work is in src/stages/nlu. */
 #include "tools/nlu_cmds.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "base/base.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/intent_train.h"
+#include "stages/nlu/slots.h"
 
 static int parse_member(const char *spec, fr_intent_member_cfg *mc) {
     char *dup = fr_xstrdup(spec), *save = NULL;
@@ -183,4 +187,383 @@ int fr_cmd_train_intent(int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
-int fr_cmd_eval_nlu(int argc, char **argv) { return 2; }
+
+/* ---------- eval-nlu ---------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Work of one throughput thread: classify (and optionally extract slots from) every text. */
+typedef struct {
+    const fr_intent_model *m; /* model (shared, read-only) */
+    char **texts;             /* texts */
+    size_t n;                 /* text count */
+    int repeat;               /* passes */
+    int slots;                /* also extract slots */
+    size_t done;              /* queries done (output) */
+} tp_job;
+
+static void *tp_worker(void *arg) {
+    tp_job *j = arg;
+    fr_intent_pred p[5];
+    fr_slot sl[32];
+    fr_slot_ref ref = {2022, 3, 15, 9, 0};
+    for (int r = 0; r < j->repeat; r++)
+        for (size_t i = 0; i < j->n; i++) {
+            if (j->m) fr_intent_classify(j->m, j->texts[i], strlen(j->texts[i]), p, 5, NULL);
+            if (j->slots) fr_slots_extract(j->texts[i], strlen(j->texts[i]), &ref, sl, 32, NULL);
+            j->done++;
+        }
+    return NULL;
+}
+
+/* Queries per second over `threads` threads. */
+static double throughput(const fr_intent_model *m, char **texts, size_t n, int threads, int repeat, int slots) {
+    tp_job jobs[64];
+    pthread_t th[64];
+    threads = FR_MAX(1, FR_MIN(threads, 64));
+    double t0 = fr_time_s();
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (tp_job){m, texts, n, repeat, slots, 0};
+        pthread_create(&th[t], NULL, tp_worker, &jobs[t]);
+    }
+    size_t total = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        total += jobs[t].done;
+    }
+    return (double)total / (fr_time_s() - t0);
+}
+
+/* Per-query latency percentiles (µs) of one call kind over all texts, `repeat` passes. */
+static void latency(const fr_intent_model *m, char **texts, size_t n, int repeat, int what, double *p50,
+                    double *p99) {
+    size_t tot = n * (size_t)repeat;
+    double *t = fr_xmalloc((tot + 1) * sizeof *t);
+    fr_intent_pred p[5];
+    fr_slot sl[32];
+    fr_slot_ref ref = {2022, 3, 15, 9, 0};
+    size_t k = 0;
+    for (int r = 0; r < repeat; r++)
+        for (size_t i = 0; i < n; i++) {
+            double a = fr_time_s();
+            if (what & 1) fr_intent_classify(m, texts[i], strlen(texts[i]), p, 5, NULL);
+            if (what & 2) fr_slots_extract(texts[i], strlen(texts[i]), &ref, sl, 32, NULL);
+            t[k++] = (fr_time_s() - a) * 1e6;
+        }
+    qsort(t, k, sizeof *t, cmp_double);
+    *p50 = k ? t[k / 2] : 0;
+    *p99 = k ? t[FR_MIN(k - 1, (size_t)((double)k * 0.99))] : 0;
+    free(t);
+}
+
+/* NLU++ slot names this extractor answers for, and its own name for each. */
+static const struct { const char *nlupp, *ours; } slot_map[] = {
+    {"amount_of_money", "amount"}, {"date", "date"},           {"date_from", "date_from"},
+    {"date_to", "date_to"},         {"date_period", "date_period"}, {"time", "time"},
+    {"time_from", "time_from"},     {"time_to", "time_to"},     {"company_name", "company_name"}};
+#define N_MAP ((int)FR_ARRAY_LEN(slot_map))
+/* rows: the mapped slots, then the role-agnostic families date* and time* */
+#define N_ROWS (N_MAP + 2)
+
+typedef struct {
+    long gold, pred, tp, val_ok, val_n; /* counts; value accuracy over matched spans with a gold value */
+} prf;
+
+static int row_of_ours(const char *name) {
+    for (int i = 0; i < N_MAP; i++)
+        if (!strcmp(slot_map[i].ours, name)) return i;
+    return -1;
+}
+static int row_of_gold(const char *name) {
+    for (int i = 0; i < N_MAP; i++)
+        if (!strcmp(slot_map[i].nlupp, name)) return i;
+    return -1;
+}
+static int family_of(int row) {
+    if (row >= 1 && row <= 3) return N_MAP;     /* date* */
+    if (row >= 5 && row <= 7) return N_MAP + 1; /* time* */
+    return -1;
+}
+
+/* Byte offset of code point index cp in s. */
+static size_t cp_to_byte(const char *s, long cp) {
+    size_t b = 0;
+    for (long i = 0; i < cp && s[b]; i++) {
+        b++;
+        while (s[b] && ((unsigned char)s[b] & 0xC0) == 0x80) b++;
+    }
+    return b;
+}
+
+/* Normalised gold value in our value syntax; "" when NLU++ gives none we can compare. */
+static void gold_value(const char *name, const cJSON *slot, char *out, size_t cap) {
+    out[0] = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(slot, "value");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(slot, "values");
+    if (!strncmp(name, "date_period", 11)) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(vs, "type");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(vs, "from"), *t = cJSON_GetObjectItemCaseSensitive(vs, "to");
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "absolute") || !f || !t) return;
+        snprintf(out, cap, "%04d-%02d-%02d/%04d-%02d-%02d",
+                 cJSON_GetObjectItemCaseSensitive(f, "year")->valueint, cJSON_GetObjectItemCaseSensitive(f, "month")->valueint,
+                 cJSON_GetObjectItemCaseSensitive(f, "day")->valueint, cJSON_GetObjectItemCaseSensitive(t, "year")->valueint,
+                 cJSON_GetObjectItemCaseSensitive(t, "month")->valueint, cJSON_GetObjectItemCaseSensitive(t, "day")->valueint);
+    } else if (!strncmp(name, "date", 4)) {
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(v, "year"), *m = cJSON_GetObjectItemCaseSensitive(v, "month"),
+                    *d = cJSON_GetObjectItemCaseSensitive(v, "day");
+        if (cJSON_IsNumber(y) && cJSON_IsNumber(m) && cJSON_IsNumber(d))
+            snprintf(out, cap, "%04d-%02d-%02d", y->valueint, m->valueint, d->valueint);
+    } else if (!strncmp(name, "time", 4)) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(v, "hour"), *m = cJSON_GetObjectItemCaseSensitive(v, "minute");
+        if (cJSON_IsNumber(h) && cJSON_IsNumber(m)) snprintf(out, cap, "%02d:%02d", h->valueint, m->valueint);
+    } else if (!strcmp(name, "amount_of_money")) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(v, "amount"), *c = cJSON_GetObjectItemCaseSensitive(v, "currency");
+        if (!cJSON_IsNumber(a)) return;
+        if (cJSON_IsString(c) && strlen(c->valuestring) == 3) snprintf(out, cap, "%.2f %s", a->valuedouble, c->valuestring);
+        else snprintf(out, cap, "%.2f", a->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        snprintf(out, cap, "%s", v->valuestring);
+    }
+}
+
+/* Compare our value with gold's; an amount whose gold currency is "ambiguous" compares the number. */
+static bool value_match(const char *ours, const char *gold) {
+    if (!strcmp(ours, gold)) return true;
+    size_t gl = strlen(gold);
+    if (gl && !strchr(gold, ' ') && !strncmp(ours, gold, gl) && (ours[gl] == ' ' || !ours[gl])) return true;
+    return false;
+}
+
+static int eval_slots(const char *dir, int f0, int f1, const fr_slot_ref *ref, int show_errors) {
+    prf rows[N_ROWS] = {{0}};
+    long n_ex = 0;
+    double t_total = 0;
+    for (int f = f0; f <= f1; f++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/fold%d.json", dir, f);
+        fr_err err = {{0}};
+        size_t len;
+        char *buf = fr_read_file(path, (size_t)64 << 20, &len, &err);
+        if (!buf) {
+            fprintf(stderr, "eval-nlu: %s\n", err.msg);
+            return 1;
+        }
+        cJSON *root = cJSON_ParseWithLength(buf, len);
+        free(buf);
+        if (!cJSON_IsArray(root)) {
+            fprintf(stderr, "eval-nlu: %s: not a JSON array\n", path);
+            cJSON_Delete(root);
+            return 1;
+        }
+        const cJSON *ex;
+        cJSON_ArrayForEach(ex, root) {
+            const cJSON *jt = cJSON_GetObjectItemCaseSensitive(ex, "text");
+            if (!cJSON_IsString(jt)) continue;
+            const char *text = jt->valuestring;
+            n_ex++;
+            fr_slot sl[64];
+            double a = fr_time_s();
+            int ns = fr_slots_extract(text, strlen(text), ref, sl, 64, NULL);
+            t_total += fr_time_s() - a;
+            if (ns < 0) ns = 0;
+            bool used[64] = {0};
+            const cJSON *slots = cJSON_GetObjectItemCaseSensitive(ex, "slots"), *g;
+            cJSON_ArrayForEach(g, slots) {
+                int r = row_of_gold(g->string);
+                if (r < 0) continue;
+                const cJSON *span = cJSON_GetObjectItemCaseSensitive(g, "span");
+                if (cJSON_GetArraySize(span) != 2) continue;
+                size_t gs = cp_to_byte(text, cJSON_GetArrayItem(span, 0)->valueint);
+                size_t ge = cp_to_byte(text, cJSON_GetArrayItem(span, 1)->valueint);
+                char gv[128];
+                gold_value(g->string, g, gv, sizeof gv);
+                int fam = family_of(r);
+                rows[r].gold++;
+                if (fam >= 0) rows[fam].gold++;
+                int hit = -1, fam_hit = -1;
+                for (int k = 0; k < ns; k++) {
+                    if (sl[k].start != gs || sl[k].end != ge) continue;
+                    int rk = row_of_ours(sl[k].name);
+                    if (rk == r && !used[k]) hit = k;
+                    if (fam >= 0 && rk >= 0 && family_of(rk) == fam) fam_hit = k;
+                }
+                if (hit >= 0) {
+                    used[hit] = true;
+                    rows[r].tp++;
+                    if (gv[0]) {
+                        rows[r].val_n++;
+                        if (value_match(sl[hit].value, gv)) rows[r].val_ok++;
+                        else if (show_errors)
+                            printf("VALUE %-14s %-26s ours %-24s gold %-24s | %s\n", g->string,
+                                   sl[hit].text, sl[hit].value, gv, text);
+                    }
+                } else if (show_errors) {
+                    printf("MISS  %-14s %-26.*s gold %-24s | %s\n", g->string, (int)(ge - gs), text + gs, gv, text);
+                }
+                if (fam >= 0 && fam_hit >= 0) {
+                    rows[fam].tp++;
+                    if (gv[0]) {
+                        rows[fam].val_n++;
+                        rows[fam].val_ok += value_match(sl[fam_hit].value, gv);
+                    }
+                }
+            }
+            for (int k = 0; k < ns; k++) {
+                int r = row_of_ours(sl[k].name);
+                if (r < 0) continue;
+                rows[r].pred++;
+                if (family_of(r) >= 0) rows[family_of(r)].pred++;
+                if (!used[k] && show_errors)
+                    printf("FALSE %-14s %-26s ours %-24s | %s\n", sl[k].name, sl[k].text, sl[k].value, text);
+            }
+        }
+        cJSON_Delete(root);
+    }
+    printf("\nSlots: NLU++ banking folds %d-%d (%ld utterances), reference date %04d-%02d-%02d %02d:%02d;\n"
+           "exact byte-span match; value accuracy over matched spans whose gold value is comparable.\n\n",
+           f0, f1, n_ex, ref->year, ref->month, ref->day, ref->hour, ref->minute);
+    printf("| NLU++ slot | ours | gold | predicted | precision | recall | F1 | value acc |\n");
+    printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int r = 0; r < N_ROWS; r++) {
+        const prf *x = &rows[r];
+        double P = x->pred ? (double)x->tp / (double)x->pred : 0, R = x->gold ? (double)x->tp / (double)x->gold : 0;
+        double F = P + R > 0 ? 2 * P * R / (P + R) : 0;
+        const char *gn = r < N_MAP ? slot_map[r].nlupp : r == N_MAP ? "date* (any role)" : "time* (any role)";
+        const char *on = r < N_MAP ? slot_map[r].ours : r == N_MAP ? "date*" : "time*";
+        printf("| %s | %s | %ld | %ld | %.3f | %.3f | %.3f | ", gn, on, x->gold, x->pred, P, R, F);
+        if (x->val_n) printf("%.3f (%ld/%ld) |\n", (double)x->val_ok / (double)x->val_n, x->val_ok, x->val_n);
+        else printf("- |\n");
+    }
+    long g = 0, p = 0, t = 0;
+    for (int r = 0; r < N_MAP; r++) {
+        g += rows[r].gold;
+        p += rows[r].pred;
+        t += rows[r].tp;
+    }
+    double P = p ? (double)t / (double)p : 0, R = g ? (double)t / (double)g : 0;
+    printf("| **all mapped (micro)** | | %ld | %ld | %.3f | %.3f | %.3f | |\n", g, p, P, R,
+           P + R > 0 ? 2 * P * R / (P + R) : 0);
+    printf("\nslot extraction: %.1f µs per utterance on average\n", n_ex ? t_total * 1e6 / (double)n_ex : 0);
+    return 0;
+}
+
+static void eval_usage(FILE *f) {
+    fprintf(f,
+            "usage: frugal eval-nlu [--model MODEL --data CSV] [--nlupp DIR] [options]\n"
+            "  --model MODEL      intent model to evaluate\n"
+            "  --data CSV         labelled CSV; the validation split is carved as train-intent does\n"
+            "  --val-frac F       validation fraction (default 0.1; must match training)\n"
+            "  --seed S           split seed (default 1; must match training)\n"
+            "  --all              evaluate on every row instead of the validation split\n"
+            "  --threads N        throughput measured on 1..N threads (default 2)\n"
+            "  --repeat R         passes over the texts for latency/throughput (default 5)\n"
+            "  --nlupp DIR        NLU++ folder with foldK.json files: per-slot P/R/F1\n"
+            "  --folds A-B        folds to score (default 10-14)\n"
+            "  --ref YYYY-MM-DDTHH:MM  reference moment for relative dates (default 2022-03-15T09:00,\n"
+            "                     the NLU++ convention)\n"
+            "  --errors           list slot misses, false alarms and wrong values\n");
+}
+
+int fr_cmd_eval_nlu(int argc, char **argv) {
+    const char *model = NULL, *data = NULL, *nlupp = NULL;
+    double frac = 0.1;
+    unsigned long long seed = 1;
+    int threads = 2, repeat = 5, f0 = 10, f1 = 14, errors = 0, all = 0;
+    fr_slot_ref ref = {2022, 3, 15, 9, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            eval_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--errors")) {
+            errors = 1;
+            continue;
+        }
+        if (!strcmp(a, "--all")) {
+            all = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "eval-nlu: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--nlupp")) nlupp = v;
+        else if (!strcmp(a, "--val-frac")) frac = atof(v);
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--repeat")) repeat = atoi(v);
+        else if (!strcmp(a, "--folds")) {
+            if (sscanf(v, "%d-%d", &f0, &f1) != 2 || f0 < 0 || f1 < f0) {
+                fprintf(stderr, "eval-nlu: --folds wants A-B\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--ref")) {
+            if (sscanf(v, "%d-%d-%dT%d:%d", &ref.year, &ref.month, &ref.day, &ref.hour, &ref.minute) < 3) {
+                fprintf(stderr, "eval-nlu: --ref wants YYYY-MM-DDTHH:MM\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "eval-nlu: unknown option %s\n", a);
+            eval_usage(stderr);
+            return 2;
+        }
+    }
+    if ((!model || !data) && !nlupp) {
+        eval_usage(stderr);
+        return 2;
+    }
+    if (repeat < 1) repeat = 1;
+    if (threads < 1) threads = 1;
+    int rc = 0;
+    if (model && data) {
+        fr_err err = {{0}};
+        fr_intent_model *m = fr_intent_load(model, &err);
+        if (!m) {
+            fprintf(stderr, "eval-nlu: %s\n", err.msg);
+            return 1;
+        }
+        fr_intent_data d;
+        if (fr_intent_data_load_csv(&d, data, &err)) {
+            fprintf(stderr, "eval-nlu: %s\n", err.msg);
+            fr_intent_free(m);
+            return 1;
+        }
+        uint8_t *is_val = fr_xmalloc(d.n + 1);
+        fr_intent_split(&d, all ? 0 : frac, seed, is_val);
+        size_t n_used;
+        double acc = fr_intent_accuracy(m, &d, all ? NULL : is_val, 1, &n_used);
+        char **texts = fr_xmalloc((d.n + 1) * sizeof *texts);
+        size_t nt = 0;
+        for (size_t i = 0; i < d.n; i++)
+            if (all || is_val[i]) texts[nt++] = d.texts[i];
+        char desc[256];
+        fr_intent_describe(m, desc, sizeof desc);
+        printf("Intent: %s (%s)\n", model, desc);
+        printf("accuracy %.2f%% on %zu %s rows of %s (val-frac %.2f, seed %llu)\n", 100.0 * acc, n_used,
+               all ? "" : "validation", data, all ? 0.0 : frac, seed);
+        double p50, p99, s50, s99, b50, b99;
+        latency(m, texts, nt, repeat, 1, &p50, &p99);
+        latency(m, texts, nt, repeat, 2, &s50, &s99);
+        latency(m, texts, nt, repeat, 3, &b50, &b99);
+        printf("\n| per query (%zu texts x %d) | p50 µs | p99 µs |\n|---|---:|---:|\n", nt, repeat);
+        printf("| intent (top-5) | %.1f | %.1f |\n| slots | %.1f | %.1f |\n| intent + slots | %.1f | %.1f |\n", p50,
+               p99, s50, s99, b50, b99);
+        printf("\n| threads | intent queries/s | intent + slots queries/s |\n|---:|---:|---:|\n");
+        for (int t = 1; t <= threads; t++)
+            printf("| %d | %.0f | %.0f |\n", t, throughput(m, texts, nt, t, repeat, 0),
+                   throughput(m, texts, nt, t, repeat, 1));
+        free(texts);
+        free(is_val);
+        fr_intent_data_free(&d);
+        fr_intent_free(m);
+    }
+    if (nlupp) rc = eval_slots(nlupp, f0, f1, &ref, errors);
+    return rc;
+}
