@@ -1,0 +1,448 @@
+/* bench.c — the CUDA backend's benchmarks on a random-weight model shaped like Llama-3-8B
+ * (hidden 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, vocab 128256); weights are generated
+ * on the device (hash-based uniform values, never zeros), so no 16 GB file is needed.
+ *
+ *   gpu-bench [--quick] [--out FILE]
+ *
+ * Measures, each through the public engine API (fr_cuda_forward_sample: host packs the batch,
+ * one H2D copy, graph replay or eager launches, on-device argmax, ids back, synchronise):
+ *   ceilings: device-to-device copy (bytes read + written) and a cuBLAS bf16 8192^3 GEMM;
+ *   prefill of a 512-token prompt (bf16);
+ *   batch-1 decode of 128 tokens after a 512-token prompt (bf16, INT8, INT4 weights; graphs on,
+ *   and bf16 with graphs off);
+ *   32 sequences decoding together (aggregate tokens/s);
+ *   GPU energy per generated token from NVML's total-energy counter (dlopen libnvidia-ml.so.1);
+ *   the number of 2,048-token sequences the KV pool holds, bf16 KV vs int8 KV.
+ * Prints the full log, then a summary table with the roofline arithmetic of each figure.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "base/base.h"
+
+#define CK(x)                                                                                \
+    do {                                                                                     \
+        cudaError_t e_ = (x);                                                                \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            abort();                                                                         \
+        }                                                                                    \
+    } while (0)
+
+/* ---------------------------------------------------------------- NVML energy */
+typedef struct nvmlDevice_st *nvml_dev;
+static struct {
+    void *lib;
+    nvml_dev dev;
+    int (*init)(void);
+    int (*by_index)(unsigned, nvml_dev *);
+    int (*by_pci)(const char *, nvml_dev *);
+    int (*energy)(nvml_dev, unsigned long long *);
+    int (*clock)(nvml_dev, int, unsigned *);
+    int (*power)(nvml_dev, unsigned *);
+    int ok;
+} nv;
+
+static void nvml_open(int cuda_dev) {
+    nv.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!nv.lib) return;
+    *(void **)&nv.init = dlsym(nv.lib, "nvmlInit_v2");
+    *(void **)&nv.by_index = dlsym(nv.lib, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&nv.by_pci = dlsym(nv.lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    *(void **)&nv.energy = dlsym(nv.lib, "nvmlDeviceGetTotalEnergyConsumption");
+    *(void **)&nv.clock = dlsym(nv.lib, "nvmlDeviceGetClockInfo");
+    *(void **)&nv.power = dlsym(nv.lib, "nvmlDeviceGetPowerUsage");
+    if (!nv.init || !nv.energy || nv.init() != 0) return;
+    char bus[64];
+    if (nv.by_pci && cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_dev) == cudaSuccess &&
+        nv.by_pci(bus, &nv.dev) == 0)
+        nv.ok = 1;
+    else if (nv.by_index && nv.by_index(0, &nv.dev) == 0)
+        nv.ok = 1;
+}
+static double nvml_joules(void) {
+    unsigned long long mj = 0;
+    if (!nv.ok || nv.energy(nv.dev, &mj) != 0) return NAN;
+    return (double)mj / 1000.0;
+}
+static void nvml_clocks(char *buf, size_t n) {
+    unsigned sm = 0, mem = 0, mw = 0;
+    if (!nv.ok || !nv.clock) {
+        snprintf(buf, n, "NVML unavailable");
+        return;
+    }
+    nv.clock(nv.dev, 1 /* SM */, &sm);
+    nv.clock(nv.dev, 2 /* MEM */, &mem);
+    if (nv.power) nv.power(nv.dev, &mw);
+    snprintf(buf, n, "SM %u MHz, memory %u MHz, power %.0f W", sm, mem, mw / 1000.0);
+}
+
+/* ---------------------------------------------------------------- helpers */
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static int rtok(int V) {
+    rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+    return (int)(rs % (uint64_t)V);
+}
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct seqset {
+    fr_seq *s;
+    int n;
+    int next_block;
+} seqset;
+static void ss_init(seqset *ss, int n) {
+    ss->s = calloc((size_t)n, sizeof(fr_seq));
+    ss->n = n;
+    ss->next_block = 1;
+}
+static void ss_reserve(seqset *ss, int i, int n_pos) {
+    fr_seq *s = &ss->s[i];
+    const int need = (n_pos + 15) / 16;
+    if (need > s->cap_blocks) {
+        s->cap_blocks = need + 16;
+        s->blocks = realloc(s->blocks, (size_t)s->cap_blocks * sizeof(int));
+    }
+    while (s->n_blocks < need) s->blocks[s->n_blocks++] = ss->next_block++;
+}
+static void ss_free(seqset *ss) {
+    for (int i = 0; i < ss->n; i++) free(ss->s[i].blocks);
+    free(ss->s);
+}
+
+static FILE *logf_;
+#define LOG(...)                                                                             \
+    do {                                                                                     \
+        printf(__VA_ARGS__);                                                                 \
+        fflush(stdout);                                                                      \
+        if (logf_) fprintf(logf_, __VA_ARGS__);                                              \
+    } while (0)
+
+static void die(const char *what, const fr_err *e) {
+    fprintf(stderr, "gpu-bench: %s: %s\n", what, e->msg);
+    exit(1);
+}
+
+/* prefill seq i of ss with n random tokens (chunks of max 512); returns seconds */
+static double prefill(fr_cuda *c, seqset *ss, int i, int n) {
+    const fr_hparams *hp = fr_cuda_hparams(c);
+    int32_t tok[512], pos[512], id;
+    fr_seq *sp[512];
+    uint8_t want[512];
+    ss_reserve(ss, i, ss->s[i].n_pos + n);
+    fr_sampling g;
+    memset(&g, 0, sizeof g);
+    g.temperature = 0;
+    fr_err err;
+    const double t0 = fr_time_s();
+    for (int off = 0; off < n; off += 512) {
+        const int m = FR_MIN(512, n - off);
+        for (int j = 0; j < m; j++) {
+            tok[j] = rtok(hp->n_vocab);
+            pos[j] = ss->s[i].n_pos + j;
+            sp[j] = &ss->s[i];
+            want[j] = j == m - 1;
+        }
+        fr_batch b = {m, tok, pos, sp, want};
+        if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, &id, NULL, &err)) die("prefill", &err);
+    }
+    return fr_time_s() - t0;
+}
+
+/* decode `steps` tokens for sequences [0, B) together; greedy on the device. Returns seconds and
+ * fills *joules. */
+static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
+    int32_t tok[64], pos[64], ids[64];
+    fr_seq *sp[64];
+    uint8_t want[64];
+    fr_sampling g;
+    memset(&g, 0, sizeof g);
+    g.temperature = 0;
+    fr_err err;
+    for (int i = 0; i < B; i++) {
+        ss_reserve(ss, i, ss->s[i].n_pos + steps + 1);
+        ids[i] = 1;
+    }
+    fr_cuda_sync(c);
+    const double j0 = nvml_joules(), t0 = fr_time_s();
+    for (int s = 0; s < steps; s++) {
+        for (int i = 0; i < B; i++) {
+            tok[i] = ids[i];
+            pos[i] = ss->s[i].n_pos;
+            sp[i] = &ss->s[i];
+            want[i] = 1;
+        }
+        fr_batch b = {B, tok, pos, sp, want};
+        if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err)) die("decode", &err);
+    }
+    const double t = fr_time_s() - t0;
+    if (joules) *joules = nvml_joules() - j0;
+    return t;
+}
+
+static fr_hparams llama8b(void) {
+    fr_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.arch = FR_ARCH_LLAMA;
+    hp.n_vocab = 128256;
+    hp.n_embd = 4096;
+    hp.n_layer = 32;
+    hp.n_head = 32;
+    hp.n_head_kv = 8;
+    hp.head_dim = 128;
+    hp.n_ff = 14336;
+    hp.n_ctx_train = 8192;
+    hp.rms_eps = 1e-5f;
+    hp.rope_theta = 500000.f;
+    hp.bos_id = hp.eos_id = -1;
+    return hp;
+}
+
+/* ---------------------------------------------------------------- results */
+typedef struct res {
+    double copy_tbs, gemm_tflops;
+    double prefill_tps, prefill_ms;
+    double dec1_tps[3], dec1_eager_tps, dec1_j;
+    double dec32_tps, dec32_j, dec32_i8kv_tps;
+    double w_bytes[3];
+    long kv_seqs_bf16, kv_seqs_i8;
+    double kv_gib_bf16, kv_gib_i8;
+    double dec32_q_tps[3];
+} res;
+
+static void ceilings(res *r, bool quick) {
+    const size_t bytes = quick ? (256u << 20) : ((size_t)4 << 30);
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 0x3c, bytes));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double t[9];
+    for (int i = 0; i < 10; i++) {
+        CK(cudaEventRecord(e0, 0));
+        CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+        CK(cudaEventRecord(e1, 0));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i) t[i - 1] = ms;
+    }
+    r->copy_tbs = 2.0 * bytes / (median(t, 9) * 1e-3) / 1e12;
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    }
+    if (fr_cuda_device_count() <= 0) {
+        printf("gpu-bench: no CUDA device: skipped\n");
+        return 0;
+    }
+    if (out) logf_ = fopen(out, "w");
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    nvml_open(0);
+    char clk[128];
+    nvml_clocks(clk, sizeof clk);
+    LOG("gpu-bench on %s, %d SMs, %.1f GiB; %s\n", prop.name, prop.multiProcessorCount,
+        prop.totalGlobalMem / 1073741824.0, clk);
+    res r;
+    memset(&r, 0, sizeof r);
+    ceilings(&r, quick);
+    LOG("ceiling: device copy %.2f TB/s (read + write)\n", r.copy_tbs);
+    const fr_hparams hp = llama8b();
+    fr_hparams hq = hp;
+    if (quick) { /* same widths, fewer layers: a smoke run */
+        hq.n_layer = 2;
+    }
+    const int P = 512, G = quick ? 16 : 128, B = 32;
+    fr_err err;
+    /* ---------------- bf16 weights, bf16 KV */
+    {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 32;
+        cfg.max_ctx = 2048;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
+        if (!c) die("bf16 engine", &err);
+        fr_cuda_mem mi;
+        fr_cuda_mem_info(c, &mi);
+        r.w_bytes[0] = (double)mi.weights;
+        r.kv_seqs_bf16 = (mi.kv_blocks - 1) / (2048 / 16);
+        r.kv_gib_bf16 = mi.kv / 1073741824.0;
+        LOG("bf16 engine: %s; weights %.2f GiB, scratch %.2f GiB, KV pool %.2f GiB = %d blocks "
+            "(%.2f MiB each) -> %ld sequences of 2048 tokens\n",
+            fr_cuda_device_name(c), mi.weights / 1073741824.0, mi.scratch / 1073741824.0,
+            mi.kv / 1073741824.0, mi.kv_blocks, mi.kv_block_bytes / 1048576.0, r.kv_seqs_bf16);
+        seqset ss;
+        ss_init(&ss, B + 8);
+        /* warm-up: prefill + a few decode steps (module load, cuBLAS heuristics, graph capture) */
+        prefill(c, &ss, B + 7, P);
+        double pt[5];
+        for (int i = 0; i < 5; i++) pt[i] = prefill(c, &ss, B + i % 7, P);
+        r.prefill_ms = median(pt, 5) * 1e3;
+        r.prefill_tps = P / (r.prefill_ms * 1e-3);
+        LOG("prefill %d tokens: median %.2f ms -> %.0f tok/s\n", P, r.prefill_ms, r.prefill_tps);
+        /* batch-1 decode after the prompt */
+        seqset s1;
+        ss_init(&s1, 1);
+        s1.next_block = ss.next_block + 4096;
+        prefill(c, &s1, 0, P);
+        decode(c, &s1, 1, 4, NULL);
+        double j = 0;
+        const double t = decode(c, &s1, 1, G, &j);
+        r.dec1_tps[0] = G / t;
+        r.dec1_j = j / G;
+        nvml_clocks(clk, sizeof clk);
+        LOG("decode batch 1 (bf16, graphs): %d tokens in %.3f s -> %.1f tok/s, %.3f ms/token, "
+            "%.2f J/token (%s)\n", G, t, G / t, 1e3 * t / G, r.dec1_j, clk);
+        fr_cuda_set_graphs(c, 0);
+        const double te = decode(c, &s1, 1, G / 2, NULL);
+        r.dec1_eager_tps = (G / 2) / te;
+        fr_cuda_set_graphs(c, 1);
+        LOG("decode batch 1 (bf16, eager launches): %.1f tok/s\n", r.dec1_eager_tps);
+        ss_free(&s1);
+        /* batch 32 */
+        seqset s32;
+        ss_init(&s32, B);
+        s32.next_block = ss.next_block + 8192;
+        double tp = 0;
+        for (int i = 0; i < B; i++) tp += prefill(c, &s32, i, P);
+        LOG("prefill %d x %d tokens: %.2f s (%.0f tok/s)\n", B, P, tp, B * P / tp);
+        decode(c, &s32, B, 2, NULL);
+        const double t32 = decode(c, &s32, B, G, &j);
+        r.dec32_tps = (double)B * G / t32;
+        r.dec32_j = j / ((double)B * G);
+        nvml_clocks(clk, sizeof clk);
+        LOG("decode batch %d (bf16): %d steps in %.3f s -> %.0f tok/s aggregate, %.2f ms/step, "
+            "%.3f J/token (%s)\n", B, G, t32, r.dec32_tps, 1e3 * t32 / G, r.dec32_j, clk);
+        fr_cuda_stats stt;
+        fr_cuda_get_stats(c, &stt);
+        LOG("engine stats: %ld forwards, %ld graph replays, %ld captures, %ld tokens\n", stt.forwards,
+            stt.graph_replays, stt.graph_captures, stt.tokens);
+        ss_free(&s32);
+        ss_free(&ss);
+        fr_cuda_free(c);
+    }
+    /* ---------------- bf16 weights, int8 KV */
+    {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 32;
+        cfg.max_ctx = 2048;
+        cfg.kv_int8 = 1;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 2, &err);
+        if (!c) die("int8-KV engine", &err);
+        fr_cuda_mem mi;
+        fr_cuda_mem_info(c, &mi);
+        r.kv_seqs_i8 = (mi.kv_blocks - 1) / (2048 / 16);
+        r.kv_gib_i8 = mi.kv / 1073741824.0;
+        LOG("int8-KV engine: KV pool %.2f GiB = %d blocks (%.3f MiB each) -> %ld sequences of 2048 "
+            "tokens\n", mi.kv / 1073741824.0, mi.kv_blocks, mi.kv_block_bytes / 1048576.0, r.kv_seqs_i8);
+        seqset s32;
+        ss_init(&s32, B);
+        for (int i = 0; i < B; i++) prefill(c, &s32, i, P);
+        decode(c, &s32, B, 2, NULL);
+        const double t32 = decode(c, &s32, B, G / 2, NULL);
+        r.dec32_i8kv_tps = (double)B * (G / 2) / t32;
+        LOG("decode batch %d (bf16 weights, int8 KV): %.0f tok/s aggregate\n", B, r.dec32_i8kv_tps);
+        ss_free(&s32);
+        fr_cuda_free(c);
+    }
+    /* ---------------- INT8 and INT4 weights */
+    for (int wi = 1; wi <= 2; wi++) {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 32;
+        cfg.max_ctx = 2048;
+        cfg.weights = wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
+        cfg.kv_fraction = 0.3f;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 3 + wi, &err);
+        if (!c) die("int engine", &err);
+        fr_cuda_mem mi;
+        fr_cuda_mem_info(c, &mi);
+        r.w_bytes[wi] = (double)mi.weights;
+        seqset s1;
+        ss_init(&s1, 1);
+        const double tp = prefill(c, &s1, 0, P);
+        decode(c, &s1, 1, 4, NULL);
+        const double t = decode(c, &s1, 1, G, NULL);
+        r.dec1_tps[wi] = G / t;
+        LOG("%s weights (%.2f GiB): prefill %d in %.1f ms (first call); decode batch 1: %.1f tok/s, "
+            "%.3f ms/token\n", wi == 1 ? "INT8" : "INT4", mi.weights / 1073741824.0, P, tp * 1e3,
+            G / t, 1e3 * t / G);
+        seqset s32;
+        ss_init(&s32, B);
+        s32.next_block = 4096;
+        for (int i = 0; i < B; i++) prefill(c, &s32, i, 64);
+        decode(c, &s32, B, 2, NULL);
+        const double t32 = decode(c, &s32, B, G / 2, NULL);
+        r.dec32_q_tps[wi] = (double)B * (G / 2) / t32;
+        LOG("%s weights: decode batch %d: %.0f tok/s aggregate\n", wi == 1 ? "INT8" : "INT4", B,
+            r.dec32_q_tps[wi]);
+        ss_free(&s32);
+        ss_free(&s1);
+        fr_cuda_free(c);
+    }
+    /* ---------------- summary */
+    const double bw = r.copy_tbs * 1e12;
+    const double kv_tok = 2.0 * hp.n_layer * hp.n_head_kv * hp.head_dim * 2; /* bytes per position, bf16 */
+    const double emb = (double)hp.n_vocab * hp.n_embd * 2;
+    const double rd1 = r.w_bytes[0] - emb + (P + G / 2) * kv_tok; /* bytes read per batch-1 step */
+    const double lin_params = (double)hp.n_layer * (4096.0 * 6144 + 4096.0 * 4096 + 3 * 4096.0 * 14336);
+    const double flop_tok = 2 * lin_params + 4.0 * hp.n_layer * hp.n_head * hp.head_dim * (P / 2.0);
+    LOG("\n==== summary (Llama-3-8B shape, random weights, prompt %d, generate %d%s) ====\n", P, G,
+        quick ? ", QUICK: 2 layers" : "");
+    LOG("%-38s %12s %10s %10s  %s\n", "figure", "measured", "target", "llama.cpp", "roofline arithmetic");
+    LOG("%-38s %12.1f %10s %10s  %.2f GB/token / %.2f TB/s copy = %.0f tok/s ceiling -> %.0f%%\n",
+        "decode b=1 BF16 (tok/s)", r.dec1_tps[0], ">=228", "149", rd1 / 1e9, r.copy_tbs, bw / rd1,
+        100 * r.dec1_tps[0] * rd1 / bw);
+    LOG("%-38s %12.1f %10s %10s  same bytes, eager launches (no CUDA graph)\n", "decode b=1 BF16 eager (tok/s)",
+        r.dec1_eager_tps, "-", "-");
+    for (int wi = 1; wi <= 2; wi++) {
+        const double rd = r.w_bytes[wi] - emb + (P + G / 2) * kv_tok;
+        LOG("%-38s %12.1f %10s %10s  %.2f GB/token -> %.0f tok/s ceiling -> %.0f%%\n",
+            wi == 1 ? "decode b=1 INT8 weights (tok/s)" : "decode b=1 INT4 weights (tok/s)", r.dec1_tps[wi],
+            wi == 1 ? ">=380" : ">=600", wi == 1 ? "184" : "217", rd / 1e9, bw / rd,
+            100 * r.dec1_tps[wi] * rd / bw);
+    }
+    const double rd32 = r.w_bytes[0] - emb + 32 * (P + G / 2) * kv_tok;
+    LOG("%-38s %12.0f %10s %10s  %.2f GB/step -> %.0f tok/s bandwidth ceiling\n", "decode b=32 BF16 aggregate (tok/s)",
+        r.dec32_tps, ">=4000", "1377", rd32 / 1e9, 32 * bw / rd32);
+    LOG("%-38s %12.0f %10s %10s  int8 KV halves the KV bytes per step\n", "decode b=32 BF16 w + INT8 KV (tok/s)",
+        r.dec32_i8kv_tps, "-", "-");
+    LOG("%-38s %12.0f %10s %10s\n", "decode b=32 INT8 weights (tok/s)", r.dec32_q_tps[1], "-", "-");
+    LOG("%-38s %12.0f %10s %10s\n", "decode b=32 INT4 weights (tok/s)", r.dec32_q_tps[2], "-", "-");
+    LOG("%-38s %12.0f %10s %10s  %.1f GFLOP/token, 790 TFLOP/s -> %.0f tok/s ceiling\n", "prefill 512 BF16 (tok/s)",
+        r.prefill_tps, ">=25000", "17757", flop_tok / 1e9, 790e12 / flop_tok);
+    LOG("%-38s %12.2f %10s %10s  HF transformers: 16.2 J\n", "energy b=1 BF16 (J/token)", r.dec1_j, "-", "-");
+    LOG("%-38s %12.3f %10s %10s  HF transformers: 0.59 J; vLLM H100 b=64: 0.12 J\n", "energy b=32 BF16 (J/token)",
+        r.dec32_j, "-", "-");
+    LOG("%-38s %12ld %10s %10s  %.1f GiB pool / %.0f MiB per sequence\n", "2048-token seqs that fit, BF16 KV",
+        r.kv_seqs_bf16, "-", "-", r.kv_gib_bf16, 2048 * kv_tok / 1048576.0);
+    LOG("%-38s %12ld %10s %10s  %.1f GiB pool / %.0f MiB per sequence (+scales)\n", "2048-token seqs that fit, INT8 KV",
+        r.kv_seqs_i8, "-", "-", r.kv_gib_i8, 2048 * kv_tok / 2 / 1048576.0);
+    LOG("%-38s %12.2f %10s %10s\n", "device copy ceiling (TB/s)", r.copy_tbs, "-", "-");
+    if (logf_) fclose(logf_);
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* cuda_backend.h — the decoder on one CUDA GPU (C API; implementation in engine.cu).
+ *
+ * An fr_cuda holds, on one device: the weights (uploaded once: bf16, or weight-only INT8/INT4
+ * with group 128), one paged KV pool (bf16 or int8 with per-block scales) allocated once at start
+ * from the free memory by a fraction, and all scratch for max_tokens tokens per forward. Nothing
+ * is allocated per step. Decode batches (one token per sequence) replay a CUDA graph captured per
+ * batch-size bucket (1, 2, 4, ... max_seqs; padding rows go to a reserved trash block).
+ *
+ * Batches and block tables are the CPU decoder's (engine/decoder.h): an fr_batch of tokens with
+ * positions and fr_seq block tables; block ids index the device pool. Block 0 of the pool is
+ * reserved (the trash block for padding), so valid ids are 1 .. n_blocks-1; fr_backend (backend.h)
+ * hands out blocks with that rule through fr_seq_reserve. As on the CPU, a forward advances each
+ * sequence's n_pos, and logits come back in batch order for the tokens with logits[i] = 1.
+ *
+ * Not thread-safe: one engine thread calls everything.
+ */
+#ifndef FRUGAL_CUDA_BACKEND_H
+#define FRUGAL_CUDA_BACKEND_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "engine/decoder.h"
+
+typedef enum fr_cuda_wtype { FR_CUDA_W_BF16 = 0, FR_CUDA_W_INT8 = 1, FR_CUDA_W_INT4 = 2 } fr_cuda_wtype;
+
+typedef struct fr_cuda_config {
+    int device;            /* CUDA ordinal */
+    fr_cuda_wtype weights; /* storage of the linear layers (embedding table stays bf16) */
+    int kv_int8;           /* 1: int8 KV cache with per-(block, layer, head) scales */
+    float kv_fraction;     /* share of the free memory left after weights and scratch (0.9) */
+    size_t kv_bytes;       /* > 0: pool of exactly this many bytes instead */
+    int max_tokens;        /* tokens per forward (prefill chunk); default 512 */
+    int max_seqs;          /* largest decode batch captured as a graph; default 64 */
+    int max_ctx;           /* positions per sequence; default min(n_ctx_train, 8192) */
+    int use_graphs;        /* 1 (default): replay captured decode graphs */
+    int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported */
+    int rope_freq_bf16;    /* round rotary frequencies to bf16 (see fr_decoder_opts) */
+} fr_cuda_config;
+
+typedef struct fr_cuda_mem {
+    size_t total, free_now;   /* device memory */
+    size_t weights, kv, scratch;
+    int kv_blocks;            /* blocks in the pool, block 0 (reserved) included */
+    size_t kv_block_bytes;    /* bytes per block (K + V, all layers, scales included) */
+} fr_cuda_mem;
+
+typedef struct fr_cuda fr_cuda;
+
+fr_cuda_config fr_cuda_config_default(void);
+/* Number of usable CUDA devices (0 when there is no GPU or no driver; never aborts). */
+int fr_cuda_device_count(void);
+
+/* Upload the model (F32 / Q8_0 / Q4_0 tensors are converted on the host). */
+fr_cuda *fr_cuda_new(const fr_model *m, const fr_cuda_config *cfg, fr_err *err);
+/* Random weights generated on the device with the shapes of hp (benchmarks). */
+fr_cuda *fr_cuda_new_random(const fr_hparams *hp, const fr_cuda_config *cfg, uint64_t seed,
+                            fr_err *err);
+void fr_cuda_free(fr_cuda *c);
+
+void fr_cuda_mem_info(const fr_cuda *c, fr_cuda_mem *out);
+const char *fr_cuda_device_name(const fr_cuda *c);
+const fr_hparams *fr_cuda_hparams(const fr_cuda *c);
+
+/* Forward; logits_out (n_wanted, n_vocab) f32 on the host. */
+int fr_cuda_forward(fr_cuda *c, const fr_batch *b, float *logits_out, fr_err *err);
+/* Forward and sample on the device: ids_out[i] for each token with logits[i] = 1. sp (one per
+ * wanted row, or one for all when n_sp == 1), counters: per-row draw counters (e.g. tokens
+ * generated so far), or NULL for 0. logits_out may be NULL. */
+int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_sp,
+                           const uint64_t *counters, int32_t *ids_out, float *logits_out,
+                           fr_err *err);
+/* Wait for all work (for timing). */
+void fr_cuda_sync(fr_cuda *c);
+/* Switch decode-graph replay on or off (benchmarks compare the two). */
+void fr_cuda_set_graphs(fr_cuda *c, int on);
+
+/* Statistics since creation. */
+typedef struct fr_cuda_stats {
+    long forwards, graph_replays, graph_captures, tokens;
+} fr_cuda_stats;
+void fr_cuda_get_stats(const fr_cuda *c, fr_cuda_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

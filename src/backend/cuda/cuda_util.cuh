@@ -1,0 +1,83 @@
+/* cuda_util.cuh — shared device helpers of the CUDA backend: error checks, bf16/f16 conversions,
+ * warp reductions, 16-byte streaming loads.
+ *
+ * Every CUDA runtime / cuBLAS call goes through FR_CK / FR_CKB, and every kernel launch is followed
+ * by FR_CK_LAUNCH(): a failure is a broken invariant of our own code (bad launch configuration,
+ * illegal address), so it prints file:line and aborts (the same tier as FR_ASSERT in base.h).
+ * Out-of-memory at start-up is the one expected failure; the engine checks those calls itself and
+ * returns an fr_err instead.
+ */
+#ifndef FRUGAL_CUDA_UTIL_CUH
+#define FRUGAL_CUDA_UTIL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FR_CK(call)                                                                        \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d: CUDA error %s: %s (in %s)\n", __FILE__, __LINE__,      \
+                    cudaGetErrorName(e_), cudaGetErrorString(e_), #call);                 \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define FR_CKB(call)                                                                       \
+    do {                                                                                   \
+        cublasStatus_t s_ = (call);                                                        \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+            fprintf(stderr, "%s:%d: cuBLAS error %d (%s) (in %s)\n", __FILE__, __LINE__,   \
+                    (int)s_, cublasGetStatusString(s_), #call);                            \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* After every launch: configuration errors show up here at once; asynchronous faults show up at
+ * the next synchronising call (also checked). */
+#define FR_CK_LAUNCH() FR_CK(cudaGetLastError())
+
+#define FR_DEV_ASSERT(x)                                                                   \
+    do {                                                                                   \
+        if (!(x)) {                                                                        \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x);     \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+typedef __nv_bfloat16 bf16;
+typedef __nv_bfloat162 bf162;
+
+static __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+static __device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* 16-byte load that bypasses L1 (weights are read once per step; keep L1 for activations). */
+static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+static inline int fr_cdiv(long a, long b) { return (int)((a + b - 1) / b); }
+#define FR_MIN_SZ(a, b) ((a) < (b) ? (a) : (b))
+static __host__ __device__ __forceinline__ int fr_cdiv_dev(int a, int b) { return (a + b - 1) / b; }
+
+#endif

@@ -1,0 +1,450 @@
+/* k_attn.cu — attention over the paged KV cache.
+ *
+ * frk_attention (decode and any mixed batch): one block of 128 threads per (token, KV head,
+ * split). The G = H / Hkv query heads that share a KV head are processed together, so every K/V
+ * row is read once per group (GQA). Keys are walked in chunks of 64 positions (4 cache blocks):
+ *   phase 1  scores s[h][j] = q_h . k_j: D/8 threads per key, each one 16-byte (bf16) or 8-byte
+ *            (int8) load, fp32 dot, shuffle reduction inside the thread group;
+ *   phase 2  running max / sum per head (online softmax in base 2, q pre-scaled by log2 e/sqrt D);
+ *   phase 3  o_h += p_hj v_j, each thread accumulating 8 columns for its keys; the per-thread
+ *            partials are rescaled by alpha per chunk and reduced once at the end.
+ * With n_split > 1 the chunks of a token are dealt round-robin to n_split blocks that write
+ * (m, l, o) partials; k_attn_combine merges them (flash-decoding), so batch-1 decode with a long
+ * context still fills the GPU.
+ *
+ * frk_attention_prefill (a run of consecutive tokens of one sequence, bf16 cache): FlashAttention-2
+ * style on the tensor cores. A block (4 warps) takes 64 query rows = QT tokens x G heads of one KV
+ * head (row r -> token r / G, head r % G), so each K/V tile in shared memory serves all heads of
+ * the group. Q fragments stay in registers; S = Q K^T and O += P V use mma.sync m16n8k16 bf16
+ * with fp32 accumulation; V's B fragments come from ldmatrix.trans; P is re-packed from the S
+ * accumulators into A fragments without touching shared memory. Causal mask per row position.
+ */
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/kernels.h"
+
+#define LOG2E 1.4426950408889634f
+
+/* ------------------------------------------------------------------ scalar / decode kernel */
+template <int D, int GM, bool I8>
+__global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
+    constexpr int TPK = D / 8;      /* threads per key */
+    constexpr int KPP = 128 / TPK;  /* keys per pass */
+    constexpr int CH = FRK_CHUNK;
+    __shared__ float qs[GM][D];
+    __shared__ float sc[GM][CH];
+    __shared__ float m_run[GM], l_run[GM], alpha[GM];
+    __shared__ float red[4][GM][D];
+
+    const int t = blockIdx.z, g = blockIdx.y, split = blockIdx.x, nsplit = gridDim.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
+    const int ctx = a.pos[t] + 1;
+    const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
+    const float qscale = rsqrtf((float)D) * LOG2E;
+    const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
+    for (int i = tid; i < GM * D; i += 128) {
+        const int h = i / D, d = i % D;
+        qs[h][d] = h < G ? __bfloat162float(q[h * D + d]) * qscale : 0.f;
+    }
+    if (tid < GM) {
+        m_run[tid] = -INFINITY;
+        l_run[tid] = 0.f;
+    }
+    const int kg = tid / TPK, part = tid % TPK;
+    float o[GM][8];
+#pragma unroll
+    for (int h = 0; h < GM; h++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[h][e] = 0.f;
+    const int nchunks = (ctx + CH - 1) / CH;
+    __syncthreads();
+
+    for (int c = split; c < nchunks; c += nsplit) {
+        const int k0 = c * CH, nk = min(CH, ctx - k0);
+        /* phase 1: scores (uniform trip count per warp so the shuffles are converged) */
+#pragma unroll 2
+        for (int jj = 0; jj < CH; jj += KPP) {
+            const int j = jj + kg;
+            const bool valid = j < nk;
+            float kv[8];
+            if (valid) {
+                const int kp = k0 + j;
+                const int blk = bt[kp / FRK_BLOCK];
+                const size_t hb = ((size_t)blk * L + layer) * Hkv + g;
+                const size_t off = hb * FRK_BLOCK * D + (size_t)(kp % FRK_BLOCK) * D + part * 8;
+                if (I8) {
+                    const uint2 w = *(const uint2 *)((const int8_t *)a.kc + off);
+                    const float s = a.kscale[hb];
+                    const uint32_t ww[2] = {w.x, w.y};
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        kv[e] = (float)(int8_t)((ww[e >> 2] >> (8 * (e & 3))) & 0xff) * s;
+                } else {
+                    const uint4 w = *(const uint4 *)((const bf16 *)a.kc + off);
+                    const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        kv[2 * e] = bf_lo(ww[e]);
+                        kv[2 * e + 1] = bf_hi(ww[e]);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++) kv[e] = 0.f;
+            }
+#pragma unroll
+            for (int h = 0; h < GM; h++) {
+                float dot = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) dot += qs[h][part * 8 + e] * kv[e];
+#pragma unroll
+                for (int off = TPK / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+                if (part == 0 && valid && h < G) sc[h][j] = dot;
+            }
+        }
+        __syncthreads();
+        /* phase 2 */
+        for (int h = warp; h < G; h += 4) {
+            float mx = -INFINITY;
+            for (int j = lane; j < nk; j += 32) mx = fmaxf(mx, sc[h][j]);
+            mx = warp_max(mx);
+            const float m_old = m_run[h], m_new = fmaxf(m_old, mx);
+            float sum = 0.f;
+            for (int j = lane; j < nk; j += 32) {
+                const float e = exp2f(sc[h][j] - m_new);
+                sc[h][j] = e;
+                sum += e;
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) {
+                const float al = exp2f(m_old - m_new); /* m_old = -inf -> 0 */
+                alpha[h] = al;
+                l_run[h] = l_run[h] * al + sum;
+                m_run[h] = m_new;
+            }
+        }
+        __syncthreads();
+        /* phase 3 */
+#pragma unroll
+        for (int h = 0; h < GM; h++) {
+            const float al = h < G ? alpha[h] : 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[h][e] *= al;
+        }
+        for (int j = kg; j < nk; j += KPP) {
+            const int kp = k0 + j;
+            const int blk = bt[kp / FRK_BLOCK];
+            const size_t hb = ((size_t)blk * L + layer) * Hkv + g;
+            const size_t off = hb * FRK_BLOCK * D + (size_t)(kp % FRK_BLOCK) * D + part * 8;
+            float vv[8];
+            if (I8) {
+                const uint2 w = *(const uint2 *)((const int8_t *)a.vc + off);
+                const float s = a.vscale[hb];
+                const uint32_t ww[2] = {w.x, w.y};
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    vv[e] = (float)(int8_t)((ww[e >> 2] >> (8 * (e & 3))) & 0xff) * s;
+            } else {
+                const uint4 w = *(const uint4 *)((const bf16 *)a.vc + off);
+                const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    vv[2 * e] = bf_lo(ww[e]);
+                    vv[2 * e + 1] = bf_hi(ww[e]);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < GM; h++) {
+                const float p = h < G ? sc[h][j] : 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) o[h][e] += p * vv[e];
+            }
+        }
+        __syncthreads();
+    }
+    /* reduce o over the key groups: lanes with the same `part` inside a warp, then across warps */
+#pragma unroll
+    for (int h = 0; h < GM; h++)
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+#pragma unroll
+            for (int off = TPK; off < 32; off <<= 1) o[h][e] += __shfl_xor_sync(0xffffffffu, o[h][e], off);
+    if (lane < TPK) {
+#pragma unroll
+        for (int h = 0; h < GM; h++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) red[warp][h][part * 8 + e] = o[h][e];
+    }
+    __syncthreads();
+    for (int i = tid; i < G * D; i += 128) {
+        const int h = i / D, d = i % D;
+        const float v = red[0][h][d] + red[1][h][d] + red[2][h][d] + red[3][h][d];
+        const int hq = g * G + h;
+        if (nsplit == 1) {
+            const float l = l_run[h];
+            ((bf16 *)a.out)[(size_t)t * H * D + (size_t)hq * D + d] =
+                __float2bfloat16(l > 0.f ? v / l : 0.f);
+        } else {
+            float *pp = a.part + (((size_t)t * H + hq) * nsplit + split) * (D + 2);
+            pp[d] = v;
+            if (d == 0) {
+                pp[D] = m_run[h];
+                pp[D + 1] = l_run[h];
+            }
+        }
+    }
+}
+
+__global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
+                               bf16 *__restrict__ out) {
+    const int h = blockIdx.x, t = blockIdx.y;
+    const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++)
+        if (pp[s * (D + 2) + D + 1] > 0.f) M = fmaxf(M, pp[s * (D + 2) + D]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float num = 0.f, den = 0.f;
+        for (int s = 0; s < nsplit; s++) {
+            const float l = pp[s * (D + 2) + D + 1];
+            if (!(l > 0.f)) continue;
+            const float w = exp2f(pp[s * (D + 2) + D] - M);
+            num += w * pp[s * (D + 2) + d];
+            den += w * l;
+        }
+        out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(den > 0.f ? num / den : 0.f);
+    }
+}
+
+template <int D, int GM>
+static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
+    dim3 grid(a->n_split, a->Hkv, a->T);
+    if (a->kv_int8)
+        k_attn<D, GM, true><<<grid, 128, 0, st>>>(*a, G);
+    else
+        k_attn<D, GM, false><<<grid, 128, 0, st>>>(*a, G);
+    FR_CK_LAUNCH();
+}
+template <int D>
+static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
+    if (G <= 4)
+        launch_attn<D, 4>(a, G, st);
+    else
+        launch_attn<D, 8>(a, G, st);
+}
+
+extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
+    if (a->T <= 0) return;
+    FR_DEV_ASSERT(a->Hkv > 0 && a->H % a->Hkv == 0);
+    const int G = a->H / a->Hkv;
+    FR_DEV_ASSERT(G >= 1 && G <= 8);
+    FR_DEV_ASSERT(a->n_split >= 1 && (a->n_split == 1 || a->part));
+    switch (a->D) {
+    case 8: launch_attn_d<8>(a, G, st); break;
+    case 16: launch_attn_d<16>(a, G, st); break;
+    case 32: launch_attn_d<32>(a, G, st); break;
+    case 64: launch_attn_d<64>(a, G, st); break;
+    case 128: launch_attn_d<128>(a, G, st); break;
+    case 256: launch_attn_d<256>(a, G, st); break;
+    default: FR_DEV_ASSERT(!"unsupported head_dim");
+    }
+    if (a->n_split > 1) {
+        dim3 grid(a->H, a->T);
+        k_attn_combine<<<grid, a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D), 0, st>>>(
+            a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
+        FR_CK_LAUNCH();
+    }
+}
+
+/* ------------------------------------------------------------------ tensor-core prefill */
+static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0,
+                                                uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    bf162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+template <int D>
+__global__ void __launch_bounds__(128) k_attn_prefill(frk_attn_args a, int G, int pos0) {
+    constexpr int KT = 64;        /* keys per tile */
+    constexpr int LDS = D + 8;    /* smem row stride (bf16): conflict-free fragment reads */
+    constexpr int NKS = D / 16;   /* k-steps over D */
+    constexpr int NDT = D / 8;    /* n-tiles over D */
+    __shared__ __align__(16) bf16 Ks[KT][LDS];
+    __shared__ __align__(16) bf16 Vs[KT][LDS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int QT = 64 / G; /* tokens per block */
+    const int g = blockIdx.y;
+    const int tok0 = blockIdx.x * QT;
+    const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
+    const int ntok = min(QT, a.T - tok0);
+    const int max_pos = pos0 + tok0 + ntok - 1;
+    const int32_t *bt = a.block_tables + (size_t)a.tok_seq[tok0] * a.bt_stride;
+    const float qscale = rsqrtf((float)D) * LOG2E;
+
+    /* this lane's two rows */
+    int rpos[2];
+    bool rvalid[2];
+    uint32_t qa[NKS][4];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = warp * 16 + gq + hr * 8;
+        const int ti = r / G;
+        rvalid[hr] = ti < ntok && r < QT * G;
+        rpos[hr] = pos0 + tok0 + ti;
+    }
+#pragma unroll
+    for (int ks = 0; ks < NKS; ks++) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = warp * 16 + gq + hr * 8;
+            const int ti = r / G, hj = r % G;
+            uint32_t lo = 0, hi = 0;
+            if (rvalid[hr]) {
+                const bf16 *qr = (const bf16 *)a.q + (size_t)(tok0 + ti) * H * D + (size_t)(g * G + hj) * D;
+                lo = *(const uint32_t *)(qr + ks * 16 + 2 * tq);
+                hi = *(const uint32_t *)(qr + ks * 16 + 2 * tq + 8);
+            }
+            qa[ks][hr] = lo;      /* a0 (row gq) / a1 (row gq+8): k = 2tq, 2tq+1 */
+            qa[ks][2 + hr] = hi;  /* a2 / a3: k = 2tq+8, 2tq+9 */
+        }
+    }
+    float o[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+
+    const int n_tiles = (max_pos + 1 + KT - 1) / KT;
+    for (int kt = 0; kt < n_tiles; kt++) {
+        /* load K and V tiles: 16-byte chunks, D/8 per key */
+        for (int i = tid; i < KT * (D / 8); i += 128) {
+            const int j = i / (D / 8), cpart = i % (D / 8);
+            const int kp = kt * KT + j;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (kp <= max_pos) {
+                const int blk = bt[kp / FRK_BLOCK];
+                const size_t off = (((size_t)blk * L + layer) * Hkv + g) * FRK_BLOCK * D +
+                                   (size_t)(kp % FRK_BLOCK) * D + cpart * 8;
+                kv = *(const uint4 *)((const bf16 *)a.kc + off);
+                vv = *(const uint4 *)((const bf16 *)a.vc + off);
+            }
+            *(uint4 *)&Ks[j][cpart * 8] = kv;
+            *(uint4 *)&Vs[j][cpart * 8] = vv;
+        }
+        __syncthreads();
+        /* S = Q K^T : 8 n-tiles of 8 keys */
+        float s[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < NKS; ks++) {
+                const uint32_t b0 = *(const uint32_t *)&Ks[nt * 8 + gq][ks * 16 + 2 * tq];
+                const uint32_t b1 = *(const uint32_t *)&Ks[nt * 8 + gq][ks * 16 + 2 * tq + 8];
+                mma_bf16(s[nt], qa[ks], b0, b1);
+            }
+        }
+        /* mask, scale, online softmax per row (4 lanes share a row) */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int hr = e >> 1;
+                const int kp = kt * KT + nt * 8 + 2 * tq + (e & 1);
+                float v = s[nt][e] * qscale;
+                if (!rvalid[hr] || kp > rpos[hr]) v = -INFINITY;
+                s[nt][e] = v;
+                mx[hr] = fmaxf(mx[hr], v);
+            }
+        float al[2], mref[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+            const float m_new = fmaxf(m_r[hr], mx[hr]);
+            mref[hr] = m_new == -INFINITY ? 0.f : m_new;
+            al[hr] = exp2f(m_r[hr] - mref[hr]);
+            m_r[hr] = m_new;
+            l_r[hr] *= al[hr];
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int hr = e >> 1;
+                const float p = exp2f(s[nt][e] - mref[hr]);
+                s[nt][e] = p;
+                l_r[hr] += p;
+            }
+#pragma unroll
+        for (int dt = 0; dt < NDT; dt++) {
+            o[dt][0] *= al[0];
+            o[dt][1] *= al[0];
+            o[dt][2] *= al[1];
+            o[dt][3] *= al[1];
+        }
+        /* O += P V : P from the S accumulators, V via ldmatrix.trans */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t pa[4];
+            pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dt = 0; dt < NDT; dt++) {
+                uint32_t b0, b1;
+                const bf16 *rowp = &Vs[kk * 16 + (lane & 15)][dt * 8];
+                const uint32_t addr = (uint32_t)__cvta_generic_to_shared(rowp);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                             : "=r"(b0), "=r"(b1)
+                             : "r"(addr));
+                mma_bf16(o[dt], pa, b0, b1);
+            }
+        }
+        __syncthreads();
+    }
+    /* finish: row sums over the 4 lanes of a row, normalise, store */
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        l_r[hr] += __shfl_xor_sync(0xffffffffu, l_r[hr], 1);
+        l_r[hr] += __shfl_xor_sync(0xffffffffu, l_r[hr], 2);
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        if (!rvalid[hr]) continue;
+        const int r = warp * 16 + gq + hr * 8;
+        const int ti = r / G, hj = r % G;
+        const float inv = l_r[hr] > 0.f ? 1.f / l_r[hr] : 0.f;
+        bf16 *orow = (bf16 *)a.out + (size_t)(tok0 + ti) * H * D + (size_t)(g * G + hj) * D;
+#pragma unroll
+        for (int dt = 0; dt < NDT; dt++) {
+            *(bf162 *)(orow + dt * 8 + 2 * tq) =
+                __floats2bfloat162_rn(o[dt][2 * hr] * inv, o[dt][2 * hr + 1] * inv);
+        }
+    }
+}
+
+extern "C" int frk_attention_prefill_supported(int D, int G, int kv_int8) {
+    return !kv_int8 && (D == 64 || D == 128) && G >= 1 && G <= 8;
+}
+
+extern "C" void frk_attention_prefill(const frk_attn_args *a, int pos0, cudaStream_t st) {
+    if (a->T <= 0) return;
+    const int G = a->H / a->Hkv;
+    FR_DEV_ASSERT(frk_attention_prefill_supported(a->D, G, a->kv_int8));
+    const int QT = 64 / G;
+    dim3 grid((a->T + QT - 1) / QT, a->Hkv);
+    if (a->D == 64)
+        k_attn_prefill<64><<<grid, 128, 0, st>>>(*a, G, pos0);
+    else
+        k_attn_prefill<128><<<grid, 128, 0, st>>>(*a, G, pos0);
+    FR_CK_LAUNCH();
+}

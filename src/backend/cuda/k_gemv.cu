@@ -1,0 +1,483 @@
+/* k_gemv.cu — matrix-vector products for decode (batch 1..64), bf16 and weight-only INT8/INT4.
+ *
+ * BF16 (nb <= 4): batch-1 decode reads every weight once per token, so the kernel is a stream:
+ * each warp owns 2 rows, each lane issues 16-byte loads (ld.global.nc.L1::no_allocate, so the
+ * activations keep L1), 4 per row in flight before the first use, fp32 FMAs, one warp reduction
+ * per row at the end. x (bf16, tiny) is re-read through L1. Epilogues: store, accumulate into the
+ * residual stream (y += W x, which fuses the residual add), or SwiGLU over interleaved gate/up
+ * rows (act[i] = silu(y[2i]) * y[2i+1]).
+ *
+ * INT8 / INT4 (nb <= 64): dequantisation arithmetic would make a plain FMA loop instruction-bound
+ * at INT4 rates, so the dot products run on the tensor cores: mma.sync m16n8k16 f16 x f16 -> f32.
+ * The weights are stored tile-permuted so that the 16 bytes a lane loads are exactly its A
+ * fragments for 2 (int8) or 4 (int4) k-steps; q is turned into f16 (1024 + q) with one lop3 /
+ * prmt per pair and the zero point subtracted with one hsub2 (exact), so the MMA computes
+ * sum (q - z) x exactly in fp32 per group; the group scale is applied to the fp32 partial
+ * afterwards. The batch is the MMA's N dimension (8 per n-tile, up to 8 n-tiles). A block is 8
+ * warps on one 16-row tile, splitting K by groups; partials meet in shared memory.
+ *
+ * Packed layout (bits b, Kp = 128 NG, Mt = ceil(M / 16)): 16-byte chunk
+ *   index ((rt * NG + G) * CPG + ci) * 32 + lane,  CPG = 2 (int4) or 4 (int8) chunks per group,
+ * lane = 4 gq + tq holds, for each of its k-steps ks (k0 = 16 ks), the 8 values
+ *   e0 = W[r][k0+2tq] e1 = W[r][k0+2tq+1] e2 = W[r+8][k0+2tq] e3 = W[r+8][k0+2tq+1]
+ *   e4 = W[r][k0+2tq+8] e5 = W[r][k0+2tq+9] e6 = W[r+8][k0+2tq+8] e7 = W[r+8][k0+2tq+9]
+ * (r = 16 rt + gq): int8 as 8 bytes e0..e7; int4 as one word with e0,e1 at bits 0/16, e2,e3 at
+ * 4/20, e4,e5 at 8/24, e6,e7 at 12/28 (so (w >> 4i) & 0x000F000F is fragment register i).
+ */
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ bf16 GEMV */
+static __device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float acc) {
+    acc = fmaf(bf_lo(w.x), bf_lo(x.x), acc);
+    acc = fmaf(bf_hi(w.x), bf_hi(x.x), acc);
+    acc = fmaf(bf_lo(w.y), bf_lo(x.y), acc);
+    acc = fmaf(bf_hi(w.y), bf_hi(x.y), acc);
+    acc = fmaf(bf_lo(w.z), bf_lo(x.z), acc);
+    acc = fmaf(bf_hi(w.z), bf_hi(x.z), acc);
+    acc = fmaf(bf_lo(w.w), bf_lo(x.w), acc);
+    acc = fmaf(bf_hi(w.w), bf_hi(x.w), acc);
+    return acc;
+}
+
+static __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
+
+template <int NB, int MODE>
+__global__ void __launch_bounds__(256) k_gemv_bf16(const bf16 *__restrict__ W, int M, int K,
+                                                   const bf16 *__restrict__ x, int ldx,
+                                                   void *__restrict__ out, int ldo) {
+    constexpr int U = 4;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r0 = (blockIdx.x * 8 + warp) * 2;
+    if (r0 >= M) return;
+    const bool two = r0 + 1 < M;
+    const uint4 *w0 = (const uint4 *)(W + (size_t)r0 * K);
+    const uint4 *w1 = (const uint4 *)(W + (size_t)(two ? r0 + 1 : r0) * K);
+    const int nv = K / 8;
+    float acc0[NB], acc1[NB];
+#pragma unroll
+    for (int n = 0; n < NB; n++) acc0[n] = acc1[n] = 0.f;
+    for (int base = 0; base < nv; base += 32 * U) {
+        uint4 a[U], b[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = base + u * 32 + lane;
+            if (i < nv) {
+                a[u] = ld_stream16(w0 + i);
+                b[u] = ld_stream16(w1 + i);
+            } else {
+                a[u] = b[u] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = base + u * 32 + lane;
+            if (i < nv) {
+#pragma unroll
+                for (int n = 0; n < NB; n++) {
+                    const uint4 xv = __ldg((const uint4 *)(x + (size_t)n * ldx) + i);
+                    acc0[n] = dot8(a[u], xv, acc0[n]);
+                    acc1[n] = dot8(b[u], xv, acc1[n]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+        acc0[n] = warp_sum(acc0[n]);
+        acc1[n] = warp_sum(acc1[n]);
+    }
+    if (lane != 0) return;
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+        if (MODE == FRK_OUT_SWIGLU) {
+            ((bf16 *)out)[(size_t)n * ldo + r0 / 2] = __float2bfloat16(silu(acc0[n]) * acc1[n]);
+        } else {
+            float *o = (float *)out + (size_t)n * ldo;
+            if (MODE == FRK_OUT_ACC) {
+                o[r0] += acc0[n];
+                if (two) o[r0 + 1] += acc1[n];
+            } else {
+                o[r0] = acc0[n];
+                if (two) o[r0 + 1] = acc1[n];
+            }
+        }
+    }
+}
+
+template <int NB>
+static void gemv_bf16_nb(const bf16 *W, int M, int K, const bf16 *x, int ldx, void *out, int ldo,
+                         int mode, cudaStream_t st) {
+    const int blocks = fr_cdiv(M, 16);
+    if (mode == FRK_OUT_STORE)
+        k_gemv_bf16<NB, FRK_OUT_STORE><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
+    else if (mode == FRK_OUT_ACC)
+        k_gemv_bf16<NB, FRK_OUT_ACC><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
+    else
+        k_gemv_bf16<NB, FRK_OUT_SWIGLU><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
+    FR_CK_LAUNCH();
+}
+
+extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb,
+                              void *out, int ldo, int mode, cudaStream_t st) {
+    if (nb <= 0 || M <= 0) return;
+    FR_DEV_ASSERT(K % 8 == 0 && ldx % 8 == 0 && nb <= 4);
+    FR_DEV_ASSERT(mode != FRK_OUT_SWIGLU || M % 2 == 0);
+    const bf16 *w = (const bf16 *)W, *xx = (const bf16 *)x;
+    switch (nb) {
+    case 1: gemv_bf16_nb<1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    case 2: gemv_bf16_nb<2>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    case 3: gemv_bf16_nb<3>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    default: gemv_bf16_nb<4>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    }
+}
+
+/* ------------------------------------------------------------------ INT8 / INT4 GEMV (mma) */
+static __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; /* (a & b) | c */
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hsub2_u(uint32_t a, uint32_t b) {
+    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
+    return *(uint32_t *)&r;
+}
+static __device__ __forceinline__ uint32_t bf2_to_h2(uint32_t u) {
+    half2 h = __floats2half2_rn(bf_lo(u), bf_hi(u));
+    return *(uint32_t *)&h;
+}
+static __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int BITS, int NT, int MODE>
+__global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
+                                                const uint32_t *__restrict__ sz, int M, int K,
+                                                int NG, const bf16 *__restrict__ x, int ldx, int nb,
+                                                void *__restrict__ out, int ldo) {
+    constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
+    constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
+    __shared__ float red[8][NT][32][4];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+    const int rt = blockIdx.x;
+    const int col0 = blockIdx.y * NT * 8;
+    const int g0 = warp * NG / 8, g1 = (warp + 1) * NG / 8;
+    const uint4 *wb = Wp + (size_t)rt * NG * CPG * 32 + lane;
+    const uint32_t *szb = sz + (size_t)rt * NG * 16;
+    float acc[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    uint4 cur[CPG];
+    uint32_t s0 = 0, s1 = 0;
+    if (g0 < g1) {
+#pragma unroll
+        for (int c = 0; c < CPG; c++) cur[c] = ld_stream16(wb + ((size_t)g0 * CPG + c) * 32);
+        s0 = szb[g0 * 16 + gq];
+        s1 = szb[g0 * 16 + gq + 8];
+    }
+    for (int G = g0; G < g1; G++) {
+        uint4 nxt[CPG];
+        uint32_t n0 = 0, n1 = 0;
+        if (G + 1 < g1) {
+#pragma unroll
+            for (int c = 0; c < CPG; c++) nxt[c] = ld_stream16(wb + ((size_t)(G + 1) * CPG + c) * 32);
+            n0 = szb[(G + 1) * 16 + gq];
+            n1 = szb[(G + 1) * 16 + gq + 8];
+        }
+        const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
+        const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
+        const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
+        float c[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
+#pragma unroll
+        for (int ci = 0; ci < CPG; ci++) {
+            const uint32_t wd[4] = {cur[ci].x, cur[ci].y, cur[ci].z, cur[ci].w};
+#pragma unroll
+            for (int j = 0; j < KPC; j++) {
+                uint32_t A[4];
+                if (BITS == 4) {
+                    const uint32_t w = wd[j];
+                    A[0] = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
+                    A[1] = lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
+                    A[2] = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
+                    A[3] = lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
+                } else {
+                    const uint32_t w0 = wd[2 * j], w1 = wd[2 * j + 1];
+                    A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
+                    A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
+                    A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
+                    A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
+                }
+                A[0] = hsub2_u(A[0], zz0);
+                A[1] = hsub2_u(A[1], zz1);
+                A[2] = hsub2_u(A[2], zz0);
+                A[3] = hsub2_u(A[3], zz1);
+                const int k = (G * 8 + ci * KPC + j) * 16 + 2 * tq;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int n = col0 + nt * 8 + gq;
+                    uint32_t b0 = 0, b1 = 0;
+                    if (n < nb) {
+                        const bf16 *xr = x + (size_t)n * ldx;
+                        if (k < K) b0 = bf2_to_h2(__ldg((const unsigned int *)(xr + k)));
+                        if (k + 8 < K) b1 = bf2_to_h2(__ldg((const unsigned int *)(xr + k + 8)));
+                    }
+                    mma_f16(c[nt], A, b0, b1);
+                }
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            acc[nt][0] = fmaf(sc0, c[nt][0], acc[nt][0]);
+            acc[nt][1] = fmaf(sc0, c[nt][1], acc[nt][1]);
+            acc[nt][2] = fmaf(sc1, c[nt][2], acc[nt][2]);
+            acc[nt][3] = fmaf(sc1, c[nt][3], acc[nt][3]);
+        }
+        if (G + 1 < g1) {
+#pragma unroll
+            for (int cc = 0; cc < CPG; cc++) cur[cc] = nxt[cc];
+            s0 = n0;
+            s1 = n1;
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) red[warp][nt][lane][e] = acc[nt][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * 8 * NT; i += 256) {
+        const int nt = i / 128, r = (i / 8) % 16, cc = i % 8;
+        const int n = col0 + nt * 8 + cc, row = rt * 16 + r;
+        if (n >= nb || row >= M) continue;
+        if (MODE == FRK_OUT_SWIGLU && (r & 1)) continue;
+        float v = 0.f;
+        {
+            const int ln = (r % 8) * 4 + cc / 2, e = (r / 8) * 2 + (cc % 2);
+#pragma unroll
+            for (int w = 0; w < 8; w++) v += red[w][nt][ln][e];
+        }
+        if (MODE == FRK_OUT_SWIGLU) {
+            const int r1 = r + 1;
+            const int ln = (r1 % 8) * 4 + cc / 2, e = (r1 / 8) * 2 + (cc % 2);
+            float u = 0.f;
+#pragma unroll
+            for (int w = 0; w < 8; w++) u += red[w][nt][ln][e];
+            ((bf16 *)out)[(size_t)n * ldo + row / 2] = __float2bfloat16(silu(v) * u);
+        } else if (MODE == FRK_OUT_ACC) {
+            ((float *)out)[(size_t)n * ldo + row] += v;
+        } else {
+            ((float *)out)[(size_t)n * ldo + row] = v;
+        }
+    }
+}
+
+template <int BITS, int NT>
+static void gemv_q_nt(const void *packed, const uint32_t *sz, int M, int K, const uint16_t *x,
+                      int ldx, int nb, void *out, int ldo, int mode, cudaStream_t st) {
+    const int NG = fr_cdiv(K, FRK_GROUP);
+    dim3 grid(fr_cdiv(M, 16), fr_cdiv(nb, NT * 8));
+    const uint4 *w = (const uint4 *)packed;
+    const bf16 *xx = (const bf16 *)x;
+    if (mode == FRK_OUT_STORE)
+        k_gemv_q<BITS, NT, FRK_OUT_STORE><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
+    else if (mode == FRK_OUT_ACC)
+        k_gemv_q<BITS, NT, FRK_OUT_ACC><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
+    else
+        k_gemv_q<BITS, NT, FRK_OUT_SWIGLU><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
+    FR_CK_LAUNCH();
+}
+template <int BITS>
+static void gemv_q_bits(const void *packed, const uint32_t *sz, int M, int K, const uint16_t *x,
+                        int ldx, int nb, void *out, int ldo, int mode, cudaStream_t st) {
+    if (nb <= 8)
+        gemv_q_nt<BITS, 1>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+    else if (nb <= 16)
+        gemv_q_nt<BITS, 2>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+    else if (nb <= 32)
+        gemv_q_nt<BITS, 4>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+    else
+        gemv_q_nt<BITS, 8>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+}
+
+extern "C" void frk_gemv_q(const void *packed, const uint32_t *sz, int M, int K, int bits,
+                           const uint16_t *x, int ldx, int nb, void *out, int ldo, int mode,
+                           cudaStream_t st) {
+    if (nb <= 0 || M <= 0) return;
+    FR_DEV_ASSERT(K % 8 == 0 && ldx % 2 == 0 && (bits == 4 || bits == 8));
+    FR_DEV_ASSERT(mode != FRK_OUT_SWIGLU || M % 2 == 0);
+    if (bits == 4)
+        gemv_q_bits<4>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+    else
+        gemv_q_bits<8>(packed, sz, M, K, x, ldx, nb, out, ldo, mode, st);
+}
+
+/* ------------------------------------------------------------------ dequantise (prefill) */
+/* One thread per 16-byte chunk; plain integer decoding (independent of the GEMV's tricks). */
+__global__ void k_dequant_q(const uint4 *__restrict__ Wp, const uint32_t *__restrict__ sz, int M,
+                            int K, int NG, int bits, bf16 *__restrict__ out) {
+    const int CPG = bits == 4 ? 2 : 4, KPC = 8 / CPG;
+    const size_t n_chunks = (size_t)fr_cdiv_dev(M, 16) * NG * CPG * 32;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n_chunks;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        const int lane = (int)(idx % 32);
+        const size_t c_all = idx / 32;
+        const int ci = (int)(c_all % CPG);
+        const size_t tg = c_all / CPG;
+        const int G = (int)(tg % NG);
+        const int rt = (int)(tg / NG);
+        const int gq = lane >> 2, tq = lane & 3;
+        const uint4 v = Wp[idx];
+        const uint32_t wd[4] = {v.x, v.y, v.z, v.w};
+        const int ra = rt * 16 + gq, rb = ra + 8;
+        float sa = 0.f, sb = 0.f;
+        int za = 0, zb = 0;
+        {
+            const uint32_t a = sz[((size_t)rt * NG + G) * 16 + gq], b = sz[((size_t)rt * NG + G) * 16 + gq + 8];
+            sa = __half2float(__ushort_as_half((unsigned short)(a & 0xffff)));
+            sb = __half2float(__ushort_as_half((unsigned short)(b & 0xffff)));
+            za = (int)__half2float(__ushort_as_half((unsigned short)(a >> 16))) - 1024;
+            zb = (int)__half2float(__ushort_as_half((unsigned short)(b >> 16))) - 1024;
+        }
+        for (int j = 0; j < KPC; j++) {
+            const int k0 = (G * 8 + ci * KPC + j) * 16;
+            int e[8];
+            if (bits == 4) {
+                const uint32_t w = wd[j];
+                const int sh[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+                for (int i = 0; i < 8; i++) e[i] = (int)((w >> sh[i]) & 0xF);
+            } else {
+                for (int i = 0; i < 8; i++) e[i] = (int)((wd[2 * j + i / 4] >> (8 * (i % 4))) & 0xFF);
+            }
+            const int rr[8] = {ra, ra, rb, rb, ra, ra, rb, rb};
+            const int kk[8] = {0, 1, 0, 1, 8, 9, 8, 9};
+            for (int i = 0; i < 8; i++) {
+                const int row = rr[i], k = k0 + 2 * tq + kk[i];
+                if (row >= M || k >= K) continue;
+                const bool isa = row == ra;
+                const float w = (float)(e[i] - (isa ? za : zb)) * (isa ? sa : sb);
+                out[(size_t)row * K + k] = __float2bfloat16(w);
+            }
+        }
+    }
+}
+
+extern "C" void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bits,
+                              uint16_t *out, cudaStream_t st) {
+    const int NG = fr_cdiv(K, FRK_GROUP);
+    k_dequant_q<<<132 * 8, 256, 0, st>>>((const uint4 *)packed, sz, M, K, NG, bits, (bf16 *)out);
+    FR_CK_LAUNCH();
+}
+
+/* ------------------------------------------------------------------ random packed weights */
+static __device__ __forceinline__ uint64_t qmix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+__global__ void k_rand_u32(uint32_t *p, size_t n, uint64_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (uint32_t)(qmix(seed ^ (i * 0xd1342543de82ef95ull)) >> 16);
+}
+extern "C" void frk_quant_random(void *packed, uint32_t *sz, int M, int K, int bits, float amp,
+                                 uint64_t seed, cudaStream_t st) {
+    const size_t nw = frk_quant_bytes(M, K, bits) / 4;
+    k_rand_u32<<<132 * 8, 256, 0, st>>>((uint32_t *)packed, nw, seed);
+    FR_CK_LAUNCH();
+    const int half = 1 << (bits - 1);
+    const uint16_t s16 = __half_as_ushort(__float2half(amp / (float)half));
+    const uint16_t z16 = __half_as_ushort(__float2half(1024.f + (float)half));
+    frk_fill_u32(sz, frk_quant_sz_count(M, K), (uint32_t)s16 | ((uint32_t)z16 << 16), st);
+}
+
+/* ------------------------------------------------------------------ host: quantise and pack */
+extern "C" size_t frk_quant_bytes(int M, int K, int bits) {
+    return (size_t)fr_cdiv(M, 16) * fr_cdiv(K, FRK_GROUP) * 16 * FRK_GROUP * bits / 8;
+}
+extern "C" size_t frk_quant_sz_count(int M, int K) {
+    return (size_t)fr_cdiv(M, 16) * fr_cdiv(K, FRK_GROUP) * 16;
+}
+
+extern "C" void frk_quant_rows(const float *w, int M, int K, int bits, uint8_t *q, uint16_t *s,
+                               uint8_t *z) {
+    const int NG = fr_cdiv(K, FRK_GROUP), Kp = NG * FRK_GROUP;
+    const int qmax = (1 << bits) - 1;
+    for (int r = 0; r < M; r++) {
+        for (int G = 0; G < NG; G++) {
+            const int k0 = G * FRK_GROUP, k1 = k0 + FRK_GROUP < K ? k0 + FRK_GROUP : K;
+            float mn = 0.f, mx = 0.f; /* the range always holds 0, so z is in [0, qmax] */
+            for (int k = k0; k < k1; k++) {
+                const float v = w[(size_t)r * K + k];
+                mn = v < mn ? v : mn;
+                mx = v > mx ? v : mx;
+            }
+            const uint16_t s16 = __half_as_ushort(__float2half((mx - mn) / (float)qmax));
+            const float sr = __half2float(__ushort_as_half(s16));
+            int zz = sr > 0.f ? (int)lrintf(-mn / sr) : 0;
+            zz = zz < 0 ? 0 : (zz > qmax ? qmax : zz);
+            s[(size_t)r * NG + G] = s16;
+            z[(size_t)r * NG + G] = (uint8_t)zz;
+            for (int k = k0; k < k0 + FRK_GROUP; k++) {
+                int qq = zz;
+                if (k < k1 && sr > 0.f) {
+                    qq = (int)lrintf(w[(size_t)r * K + k] / sr) + zz;
+                    qq = qq < 0 ? 0 : (qq > qmax ? qmax : qq);
+                }
+                q[(size_t)r * Kp + k] = (uint8_t)qq;
+            }
+        }
+    }
+}
+
+extern "C" void frk_quant_pack(const uint8_t *q, const uint16_t *s, const uint8_t *z, int M, int K,
+                               int bits, void *packed, uint32_t *sz) {
+    const int NG = fr_cdiv(K, FRK_GROUP), Kp = NG * FRK_GROUP, Mt = fr_cdiv(M, 16);
+    const int CPG = bits == 4 ? 2 : 4, KPC = 8 / CPG;
+    uint8_t *out = (uint8_t *)packed;
+    for (int rt = 0; rt < Mt; rt++)
+        for (int G = 0; G < NG; G++) {
+            for (int r = 0; r < 16; r++) {
+                const int row = rt * 16 + r;
+                uint32_t s16 = 0, zz = 0;
+                if (row < M) {
+                    s16 = s[(size_t)row * NG + G];
+                    zz = z[(size_t)row * NG + G];
+                }
+                const uint16_t z16 = __half_as_ushort(__float2half(1024.f + (float)zz));
+                sz[((size_t)rt * NG + G) * 16 + r] = s16 | ((uint32_t)z16 << 16);
+            }
+            for (int ci = 0; ci < CPG; ci++)
+                for (int lane = 0; lane < 32; lane++) {
+                    const int gq = lane >> 2, tq = lane & 3;
+                    const int ra = rt * 16 + gq, rb = ra + 8;
+                    uint8_t *dst = out + ((((size_t)rt * NG + G) * CPG + ci) * 32 + lane) * 16;
+                    memset(dst, 0, 16);
+                    for (int j = 0; j < KPC; j++) {
+                        const int k0 = (G * 8 + ci * KPC + j) * 16 + 2 * tq;
+                        const int rr[8] = {ra, ra, rb, rb, ra, ra, rb, rb};
+                        const int kk[8] = {0, 1, 0, 1, 8, 9, 8, 9};
+                        uint32_t e[8];
+                        for (int i = 0; i < 8; i++)
+                            e[i] = rr[i] < M ? q[(size_t)rr[i] * Kp + k0 + kk[i]] : 0u;
+                        if (bits == 8) {
+                            for (int i = 0; i < 8; i++) dst[8 * j + i] = (uint8_t)e[i];
+                        } else {
+                            const int sh[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+                            uint32_t w = 0;
+                            for (int i = 0; i < 8; i++) w |= (e[i] & 0xF) << sh[i];
+                            memcpy(dst + 4 * j, &w, 4);
+                        }
+                    }
+                }
+        }
+}

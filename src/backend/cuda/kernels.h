@@ -1,0 +1,147 @@
+/* kernels.h — C entry points of the CUDA backend's kernels (each launches on a stream, checks the
+ * launch, and returns; nothing synchronises). The engine (engine.cu) and the kernel-comparison
+ * program (tests/gpu/gpu_check.c) both call these, so what is tested is exactly what runs.
+ *
+ * Conventions
+ *   - 16-bit buffers are passed as uint16_t* (bf16 bit patterns) so this header stays plain C.
+ *   - Activations: residual stream f32 [T][E]; GEMM/GEMV inputs bf16 [T][K]; GEMV outputs f32.
+ *   - Linear weights are row-major [M][K] (out rows × in cols, as in model.h) in bf16, or, for
+ *     INT8/INT4, in the tile-permuted "fragment" layout documented at frk_quant_pack below.
+ *   - Paged KV cache: K and V pools, each [n_blocks][n_layer][Hkv][BS][D] (BS = 16 tokens per
+ *     block) of bf16 or int8; for int8 one f32 scale per (block, layer, head) in kscale/vscale
+ *     [n_blocks][n_layer][Hkv]. Block tables: int32 [n_seq][bt_stride], entry i = pool block
+ *     holding positions [16 i, 16 i + 16) of that sequence.
+ */
+#ifndef FRUGAL_CUDA_KERNELS_H
+#define FRUGAL_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FRK_BLOCK 16   /* KV tokens per block */
+#define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks) */
+#define FRK_GROUP 128  /* weight-only quantisation group along K */
+
+/* x[t][:] = f32(table[tokens[t]][:]); table bf16 [V][E]. */
+void frk_embed(const uint16_t *table, const int32_t *tokens, int T, int E, float *x, cudaStream_t st);
+
+/* out[i][:] = bf16(x[r][:] * rsqrt(mean(x[r]^2) + eps) * w), r = rows ? rows[i] : i, i < n. */
+void frk_rmsnorm(const float *x, const float *w, const int32_t *rows, int n, int E, float eps,
+                 uint16_t *out, cudaStream_t st);
+
+/* Rotary embedding and KV store for T tokens.
+ *   qkv    f32 [T][(H + 2 Hkv) D]  (q heads, then k heads, then v heads), bias f32 [(H+2Hkv)D] or NULL
+ *   pos    int32 [T]; inv_freq f64 [D/2] (theta^(-2i/D) / freq_factor[i])
+ *   qout   bf16 [T][H D]  roped queries
+ *   kv mode A (kc != NULL, bf16 cache): K (roped) and V are written to the cache at
+ *          block_tables[tok_seq[t] * bt_stride + pos/16], slot pos % 16, for layer `layer`.
+ *   kv mode B (kc == NULL): roped K and V go to kvnew bf16 [T][2][Hkv D] (for frk_kv_store_i8).
+ * interleaved = 1 rotates pairs (2i, 2i+1), 0 rotates halves (i, i + D/2). */
+typedef struct frk_rope_args {
+    const float *qkv, *bias;
+    const int32_t *pos, *tok_seq, *block_tables;
+    const double *inv_freq;
+    int T, H, Hkv, D, interleaved, bt_stride, layer, n_layer;
+    uint16_t *qout;
+    uint16_t *kc, *vc;     /* bf16 pools, or NULL */
+    uint16_t *kvnew;       /* staging when kc == NULL */
+} frk_rope_args;
+void frk_rope_kv(const frk_rope_args *a, cudaStream_t st);
+
+/* INT8 KV store. Each segment covers new tokens of one sequence inside one KV block:
+ *   seg int32 [n_seg][4] = {tok_seq index s, block index within the sequence, first slot, count};
+ *   the tokens are kvnew rows tok0 .. tok0+count-1 where tok0 = seg_tok0[i].
+ * Scales are per (block, layer, head) and only grow: when new values exceed the block's scale,
+ * the slots already stored are requantised to the new scale (symmetric int8, |q| <= 127). */
+void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *seg_tok0, int n_seg,
+                     const int32_t *block_tables, int bt_stride, int layer, int n_layer, int Hkv,
+                     int D, int8_t *kc, int8_t *vc, float *kscale, float *vscale, cudaStream_t st);
+
+/* Attention of T query tokens over the paged cache (a token at position p attends to 0..p of its
+ * sequence; its own K/V must already be stored). q bf16 [T][H D]; out bf16 [T][H D].
+ * n_split > 1 splits each token's keys over n_split blocks (flash-decoding) and combines the
+ * partials (part f32 [T][H][n_split][D + 2] scratch); n_split = 1 writes out directly.
+ * kv_int8 selects the int8 pools (kscale/vscale used) instead of bf16. G = H / Hkv <= 8,
+ * D in {8, 16, 32, 64, 128, 256}. */
+typedef struct frk_attn_args {
+    const uint16_t *q;
+    const void *kc, *vc;
+    const float *kscale, *vscale;
+    const int32_t *pos, *tok_seq, *block_tables;
+    int T, H, Hkv, D, bt_stride, layer, n_layer, kv_int8, n_split;
+    float *part;
+    uint16_t *out;
+} frk_attn_args;
+void frk_attention(const frk_attn_args *a, cudaStream_t st);
+/* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
+ * pos0 .. pos0+T-1, the cache holding 0 .. pos0+T-1): tensor-core tiles (mma.sync bf16),
+ * D in {64, 128}, bf16 KV only. Same output as frk_attention. */
+void frk_attention_prefill(const frk_attn_args *a, int pos0, cudaStream_t st);
+int frk_attention_prefill_supported(int D, int G, int kv_int8);
+
+/* act[t][i] = bf16(silu(gu[t][2i]) * gu[t][2i+1]); gu f32 [T][2F] (gate/up rows interleaved). */
+void frk_swiglu(const float *gu, int T, int F, uint16_t *act, cudaStream_t st);
+
+/* ---- linear layers ---- */
+enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2 };
+/* y = W x for nb <= 4 inputs (own GEMV: 16-byte loads, 2 rows per warp, fp32 accumulate).
+ * W bf16 [M][K] (K % 8 == 0); x bf16 [nb][ldx]; out f32 [nb][ldo] (STORE: =, ACC: +=) or for
+ * SWIGLU bf16 [nb][ldo] with out[n][i] = silu(y[2i]) * y[2i+1]. */
+void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb, void *out,
+                   int ldo, int mode, cudaStream_t st);
+
+/* Weight-only INT8/INT4, group 128 along K, per (row, group) f16 scale s and integer zero z:
+ * w = (q - z) * s, q in [0, 2^bits). Tile-permuted layout (see k_gemv.cu): rows in tiles of 16,
+ * K padded to Kp = 128 * ceil(K / 128); per tile and 16-wide k-step each lane of a warp holds
+ * exactly its mma.sync A-fragment, so one 16-byte coalesced load per lane feeds 2 (int8) or 4
+ * (int4) k-steps. Scale words sz u32 [Mt][NG][16] = f16 bits of s | f16 bits of (1024 + z) << 16. */
+size_t frk_quant_bytes(int M, int K, int bits);   /* bytes of the packed q */
+size_t frk_quant_sz_count(int M, int K);          /* u32 scale words */
+/* Host: quantise f32 rows w [M][K] to plain q [M][Kp] (one byte per value), s (f16 bits) and z
+ * [M][NG] (asymmetric min/max per group; padding values get q = z). */
+void frk_quant_rows(const float *w, int M, int K, int bits, uint8_t *q, uint16_t *s, uint8_t *z);
+/* Host: plain (q, s, z) -> packed + sz. */
+void frk_quant_pack(const uint8_t *q, const uint16_t *s, const uint8_t *z, int M, int K, int bits,
+                    void *packed, uint32_t *sz);
+/* Device: random packed weights (bench): q uniform, z = 2^(bits-1), s = amp / 2^(bits-1). */
+void frk_quant_random(void *packed, uint32_t *sz, int M, int K, int bits, float amp, uint64_t seed,
+                      cudaStream_t st);
+/* y = W x for nb <= 64 inputs on the tensor cores (mma.sync f16, fp32 accumulate), modes as
+ * frk_gemv_bf16; x bf16 [nb][ldx]. */
+void frk_gemv_q(const void *packed, const uint32_t *sz, int M, int K, int bits, const uint16_t *x,
+                int ldx, int nb, void *out, int ldo, int mode, cudaStream_t st);
+/* Packed -> bf16 row-major [M][K] (for prefill GEMMs through cuBLAS). */
+void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bits, uint16_t *out,
+                   cudaStream_t st);
+
+/* ---- fills ---- */
+/* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
+void frk_fill_bf16(uint16_t *p, size_t n, float amp, float offset, uint64_t seed, cudaStream_t st);
+void frk_fill_f32(float *p, size_t n, float amp, float offset, uint64_t seed, cudaStream_t st);
+void frk_fill_u32(uint32_t *p, size_t n, uint32_t value, cudaStream_t st);
+
+/* ---- sampling ---- */
+/* ids[r] = argmax(logits[r][:V]) (lowest index among ties; NaN counts as -inf). */
+void frk_argmax(const float *logits, int R, int V, int32_t *ids, cudaStream_t st);
+/* Per-row sampling: temperature (<= 0: greedy), top_k (0 = off), top_p (>= 1 = off), min_p
+ * (0 = off), applied in that order (top-k set, then the smallest top-p nucleus of it, then min_p
+ * relative to the best), then one draw from hash(seed, counter, row). */
+typedef struct frk_sample_params {
+    float temperature, top_p, min_p;
+    int top_k;
+    uint64_t seed, counter;
+} frk_sample_params;
+void frk_sample(const float *logits, int R, int V, const frk_sample_params *params /* device [R] */,
+                int32_t *ids, cudaStream_t st);
+/* The uniform draw in [0, 1) the sampler uses for (seed, counter, row) (host copy, for tests). */
+double frk_sample_uniform(uint64_t seed, uint64_t counter, int row);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
