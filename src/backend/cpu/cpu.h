@@ -23,9 +23,11 @@
  * Own formats (fr_model_quantize; values past FR_DTYPE_COUNT so they never collide with a file
  * dtype; fr_dtype_name/fr_dtype_row_size of the loader do not know them: use fr_cpu_dtype_name and
  * fr_cpu_row_bytes). A row of n elements (n % 32 == 0), nb = n/32 groups, stored row after row
- * with a stride rounded up to 64 bytes so every row starts cache-line aligned:
- *   FR_DTYPE_Q8: [n x int8 q][nb x f16 d]                       x = q * d
- *   FR_DTYPE_Q4: [nb x 16 bytes nibbles][nb x f16 d][nb x f16 m] x = q * d + m, q in 0..15;
+ * with a stride rounded up to 64 bytes so every row starts cache-line aligned. The group scales
+ * come first (padded to 32 bytes), so a kernel reads each row front to back and W as one linear
+ * stream, which is what the prefetchers follow:
+ *   FR_DTYPE_Q8: [nb x f16 d][pad][n x int8 q]                   x = q * d
+ *   FR_DTYPE_Q4: [nb x f16 d][nb x f16 m][pad][nb x 16 bytes]    x = q * d + m, q in 0..15;
  *                group g byte j: low nibble = element 32g+j, high nibble = element 32g+j+16.
  */
 #ifndef FRUGAL_CPU_H
@@ -47,6 +49,12 @@ typedef struct fr_block_q4_0 {
     uint16_t d;                /* f16 scale */
     uint8_t qs[FR_QK / 2];     /* low nibble = element j, high = j + 16; x = (q - 8) * d */
 } fr_block_q4_0;
+
+/* Bytes before the quants in a row of n elements of an own format (the scale area). */
+static inline size_t fr_own_head_bytes(fr_dtype t, int64_t n) {
+    size_t nb = (size_t)n / FR_QK, h = (t == FR_DTYPE_Q4 ? 4 : 2) * nb;
+    return (h + 31) / 32 * 32;
+}
 
 /* Name of any dtype, own formats included. */
 const char *fr_cpu_dtype_name(fr_dtype t);

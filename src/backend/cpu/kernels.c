@@ -23,6 +23,7 @@
 #include <string.h>
 
 #define FR_INLINE static inline __attribute__((always_inline))
+#define FR_PF_ROWS 1 /* own formats: prefetch the next row while computing this one */
 #define FR_MAX_GROUPS 1024 /* K <= 32768 for the own formats (stack buffers of group scales) */
 
 /* fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
@@ -296,21 +297,25 @@ static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
         const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;
         for (int r = r0; r < r1; r++) {
             const uint8_t *wr = (const uint8_t *)c->w->data + (size_t)r * c->wstride;
+            if (r + FR_PF_ROWS < r1)
+                for (size_t o = 0; o < c->wstride; o += 64)
+                    _mm_prefetch((const char *)wr + FR_PF_ROWS * c->wstride + o, _MM_HINT_T0);
             float *y = c->y + (size_t)t * c->N + r;
             size_t ys = (size_t)c->N;
+            const uint8_t *wqs = wr + fr_own_head_bytes(c->w->dtype, K);
             if (q4) {
-                const uint16_t *h = (const uint16_t *)(wr + K / 2);
+                const uint16_t *h = (const uint16_t *)wr;
                 row_scales(h, dw, nb);
                 row_scales(h + nb, mw, nb);
                 switch (TT) {
-                case 4: tile_q4(wr, dw, mw, K, xq, xd, xs, 4, y, ys); break;
-                case 3: tile_q4(wr, dw, mw, K, xq, xd, xs, 3, y, ys); break;
-                case 2: tile_q4(wr, dw, mw, K, xq, xd, xs, 2, y, ys); break;
-                default: tile_q4(wr, dw, mw, K, xq, xd, xs, 1, y, ys); break;
+                case 4: tile_q4(wqs, dw, mw, K, xq, xd, xs, 4, y, ys); break;
+                case 3: tile_q4(wqs, dw, mw, K, xq, xd, xs, 3, y, ys); break;
+                case 2: tile_q4(wqs, dw, mw, K, xq, xd, xs, 2, y, ys); break;
+                default: tile_q4(wqs, dw, mw, K, xq, xd, xs, 1, y, ys); break;
                 }
             } else {
-                row_scales((const uint16_t *)(wr + K), dw, nb);
-                const int8_t *wq = (const int8_t *)wr;
+                row_scales((const uint16_t *)wr, dw, nb);
+                const int8_t *wq = (const int8_t *)wqs;
                 switch (TT) {
                 case 4: tile_q8(wq, dw, K, xq, xd, 4, y, ys); break;
                 case 3: tile_q8(wq, dw, K, xq, xd, 3, y, ys); break;

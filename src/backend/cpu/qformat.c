@@ -40,8 +40,8 @@ size_t fr_cpu_row_bytes(fr_dtype t, int64_t n) {
     case FR_DTYPE_BF16: return un * 2;
     case FR_DTYPE_Q8_0: return nb * sizeof(fr_block_q8_0);
     case FR_DTYPE_Q4_0: return nb * sizeof(fr_block_q4_0);
-    case (int)FR_DTYPE_Q8: return round_up(un + 2 * nb, FR_ROW_ALIGN);
-    case (int)FR_DTYPE_Q4: return round_up(un / 2 + 4 * nb, FR_ROW_ALIGN);
+    case (int)FR_DTYPE_Q8: return round_up(fr_own_head_bytes(t, n) + un, FR_ROW_ALIGN);
+    case (int)FR_DTYPE_Q4: return round_up(fr_own_head_bytes(t, n) + un / 2, FR_ROW_ALIGN);
     default: return 0;
     }
 }
@@ -134,8 +134,9 @@ void fr_cpu_quantize_row(fr_dtype t, const float *src, void *dst, int64_t n) {
             }
         }
     } else if (t == FR_DTYPE_Q8) {
-        int8_t *q = dst;
-        uint16_t *ds = (uint16_t *)(q + n);
+        memset(dst, 0, fr_cpu_row_bytes(t, n));
+        uint16_t *ds = dst;
+        int8_t *q = (int8_t *)dst + fr_own_head_bytes(t, n);
         for (int64_t g = 0; g < nb; g++) {
             const float *x = src + g * FR_QK;
             float amax = 0;
@@ -148,19 +149,16 @@ void fr_cpu_quantize_row(fr_dtype t, const float *src, void *dst, int64_t n) {
                 q[g * FR_QK + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
             }
         }
-        size_t used = (size_t)n + 2 * (size_t)nb, tot = fr_cpu_row_bytes(t, n);
-        memset((uint8_t *)dst + used, 0, tot - used);
     } else if (t == FR_DTYPE_Q4) {
-        uint8_t *qs = dst;
-        uint16_t *ds = (uint16_t *)(qs + n / 2), *ms = ds + nb;
+        memset(dst, 0, fr_cpu_row_bytes(t, n));
+        uint16_t *ds = dst, *ms = ds + nb;
+        uint8_t *qs = (uint8_t *)dst + fr_own_head_bytes(t, n);
         for (int64_t g = 0; g < nb; g++) {
             uint8_t q[FR_QK];
             quantize_q4_group(src + g * FR_QK, &ds[g], &ms[g], q);
             for (int j = 0; j < FR_QK / 2; j++)
                 qs[g * 16 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
         }
-        size_t used = (size_t)n / 2 + 4 * (size_t)nb, tot = fr_cpu_row_bytes(t, n);
-        memset((uint8_t *)dst + used, 0, tot - used);
     } else {
         FR_ASSERT(!"fr_cpu_quantize_row: unsupported dtype");
     }
@@ -200,8 +198,8 @@ void fr_cpu_dequantize_row(fr_dtype t, const void *src, float *dst, int64_t n) {
         return;
     }
     case (int)FR_DTYPE_Q8: {
-        const int8_t *q = src;
-        const uint16_t *ds = (const uint16_t *)(q + n);
+        const uint16_t *ds = src;
+        const int8_t *q = (const int8_t *)src + fr_own_head_bytes(t, n);
         for (int64_t g = 0; g < nb; g++) {
             float d = fr_f16_to_f32(ds[g]);
             for (int j = 0; j < FR_QK; j++) dst[g * FR_QK + j] = (float)q[g * FR_QK + j] * d;
@@ -209,8 +207,8 @@ void fr_cpu_dequantize_row(fr_dtype t, const void *src, float *dst, int64_t n) {
         return;
     }
     case (int)FR_DTYPE_Q4: {
-        const uint8_t *qs = src;
-        const uint16_t *ds = (const uint16_t *)(qs + n / 2), *ms = ds + nb;
+        const uint16_t *ds = src, *ms = ds + nb;
+        const uint8_t *qs = (const uint8_t *)src + fr_own_head_bytes(t, n);
         for (int64_t g = 0; g < nb; g++) {
             float d = fr_f16_to_f32(ds[g]), m = fr_f16_to_f32(ms[g]);
             for (int j = 0; j < FR_QK / 2; j++) {

@@ -71,16 +71,16 @@ void fr_ref_matmul(float *y, const float *x, const fr_tensor *w, int T) {
             const void *wr = fr_cpu_row_ptr(w, r);
             double acc = 0;
             if (w->dtype == FR_DTYPE_Q8) {
-                const int8_t *q = wr;
-                const uint16_t *ds = (const uint16_t *)(q + K);
+                const uint16_t *ds = wr;
+                const int8_t *q = (const int8_t *)wr + fr_own_head_bytes(w->dtype, K);
                 for (int64_t g = 0; g < nb; g++) {
                     int32_t isum = 0;
                     for (int j = 0; j < FR_QK; j++) isum += q[g * FR_QK + j] * xq[g * FR_QK + j];
                     acc += (double)fr_f16_to_f32(ds[g]) * xd[g] * isum;
                 }
             } else if (w->dtype == FR_DTYPE_Q4) {
-                const uint8_t *qs = wr;
-                const uint16_t *ds = (const uint16_t *)(qs + K / 2), *ms = ds + nb;
+                const uint16_t *ds = wr, *ms = ds + nb;
+                const uint8_t *qs = (const uint8_t *)wr + fr_own_head_bytes(w->dtype, K);
                 for (int64_t g = 0; g < nb; g++) {
                     int32_t isum = 0;
                     for (int j = 0; j < FR_QK / 2; j++)
