@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,17 +92,22 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* Normal deviates by Marsaglia's polar method (two per accepted pair). */
 static double rng_normal(rng *r) {
     if (r->has_spare) {
         r->has_spare = false;
         return r->spare;
     }
-    double u1 = ((double)(splitmix(&r->s) >> 11) + 0.5) / 9007199254740992.0;
-    double u2 = (double)(splitmix(&r->s) >> 11) / 9007199254740992.0;
-    double rad = sqrt(-2.0 * log(u1)), th = 2.0 * 3.14159265358979323846 * u2;
-    r->spare = rad * sin(th);
+    double u, v, q;
+    do {
+        u = (double)(splitmix(&r->s) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+        v = (double)(splitmix(&r->s) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+        q = u * u + v * v;
+    } while (q >= 1.0 || q == 0.0);
+    double f = sqrt(-2.0 * log(q) / q);
+    r->spare = v * f;
     r->has_spare = true;
-    return rad * cos(th);
+    return u * f;
 }
 
 /* ---- quantisation (ggml reference rounding) ---- */
@@ -438,38 +444,86 @@ static void w_progress(writer *w, uint64_t add) {
 }
 
 /* Generate and write tensor i in slices of rows. */
-static void write_tensor(writer *w, const mk_tensor *t, int index, unsigned long long seed) {
-    rng r = {.s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)index * 0xd1b54a32d192ed03ull + 1};
-    int64_t rows_per = FR_MAX(1, (1 << 20) / t->ne0);
-    float *x = fr_xmalloc((size_t)(rows_per * t->ne0) * sizeof(float));
-    uint8_t *o = fr_xmalloc((size_t)row_bytes(t->type, t->ne0) * (size_t)rows_per);
+/* One slice of rows of one tensor, generated and encoded by a worker thread. */
+typedef struct slice_job {
+    const mk_tensor *t;  /* the tensor */
+    uint64_t seed;       /* generator seed of this slice */
+    int64_t n;           /* elements (whole rows) */
+    float *x;            /* scratch: the values */
+    uint8_t *o;          /* the encoded bytes */
+    size_t nb;           /* their count */
+} slice_job;
+
+static void *slice_run(void *arg) {
+    slice_job *j = arg;
+    const mk_tensor *t = j->t;
+    rng r = {.s = j->seed};
     double sd = t->kind == 0 ? 1.0 / sqrt((double)t->ne0) : 0.02;
-    for (int64_t r0 = 0; r0 < t->ne1 && !w->failed; r0 += rows_per) {
-        int64_t nr = FR_MIN(rows_per, t->ne1 - r0), n = nr * t->ne0;
-        for (int64_t i = 0; i < n; i++) x[i] = t->kind == 1 ? 1.0f : (float)(sd * rng_normal(&r));
-        size_t nb = (size_t)row_bytes(t->type, t->ne0) * (size_t)nr;
-        switch (t->type) {
-        case T_F32: memcpy(o, x, nb); break;
-        case T_F16:
-            for (int64_t i = 0; i < n; i++) {
-                uint16_t h = fr_f32_to_f16(x[i]);
-                memcpy(o + 2 * i, &h, 2);
-            }
-            break;
-        case T_BF16:
-            for (int64_t i = 0; i < n; i++) {
-                uint16_t h = fr_f32_to_bf16(x[i]);
-                memcpy(o + 2 * i, &h, 2);
-            }
-            break;
-        case T_Q8_0: quant_q8_0(x, o, n); break;
-        default: quant_q4_0(x, o, n); break;
+    float *x = j->x;
+    int64_t n = j->n;
+    for (int64_t i = 0; i < n; i++) x[i] = t->kind == 1 ? 1.0f : (float)(sd * rng_normal(&r));
+    uint8_t *o = j->o;
+    switch (t->type) {
+    case T_F32: memcpy(o, x, (size_t)n * 4); break;
+    case T_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = fr_f32_to_f16(x[i]);
+            memcpy(o + 2 * i, &h, 2);
         }
-        w_bytes(w, o, nb);
-        w_progress(w, nb);
+        break;
+    case T_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = fr_f32_to_bf16(x[i]);
+            memcpy(o + 2 * i, &h, 2);
+        }
+        break;
+    case T_Q8_0: quant_q8_0(x, o, n); break;
+    default: quant_q4_0(x, o, n); break;
     }
-    free(x);
-    free(o);
+    return NULL;
+}
+
+#define MK_THREADS 16
+
+/* Generate and write tensor `index` in slices of about 1M elements (whole rows), up to
+ * MK_THREADS slices at a time; each slice has its own seed, so the bytes do not depend on the
+ * thread count. */
+static void write_tensor(writer *w, const mk_tensor *t, int index, unsigned long long seed) {
+    int64_t rows_per = FR_MAX(1, (1 << 20) / t->ne0);
+    int nt = FR_MAX(1, FR_MIN(fr_n_cores(), MK_THREADS));
+    slice_job jobs[MK_THREADS];
+    pthread_t th[MK_THREADS];
+    bool started[MK_THREADS];
+    for (int k = 0; k < nt; k++) {
+        jobs[k].x = fr_xmalloc((size_t)(rows_per * t->ne0) * sizeof(float));
+        jobs[k].o = fr_xmalloc((size_t)row_bytes(t->type, t->ne0) * (size_t)rows_per);
+    }
+    uint64_t slice = 0;
+    for (int64_t r0 = 0; r0 < t->ne1 && !w->failed;) {
+        int k = 0;
+        for (; k < nt && r0 < t->ne1; k++, slice++) {
+            int64_t nr = FR_MIN(rows_per, t->ne1 - r0);
+            uint64_t s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)index * 0xd1b54a32d192ed03ull +
+                         slice * 0x8cb92ba72f3d8dd7ull + 1;
+            jobs[k].t = t;
+            jobs[k].seed = s;
+            jobs[k].n = nr * t->ne0;
+            jobs[k].nb = (size_t)row_bytes(t->type, t->ne0) * (size_t)nr;
+            started[k] = k > 0 && pthread_create(&th[k], NULL, slice_run, &jobs[k]) == 0;
+            r0 += nr;
+        }
+        for (int i = 0; i < k; i++)
+            if (!started[i]) slice_run(&jobs[i]);
+        for (int i = 0; i < k; i++) {
+            if (started[i]) pthread_join(th[i], NULL);
+            w_bytes(w, jobs[i].o, jobs[i].nb);
+            w_progress(w, jobs[i].nb);
+        }
+    }
+    for (int k = 0; k < nt; k++) {
+        free(jobs[k].x);
+        free(jobs[k].o);
+    }
 }
 
 /* GGUF metadata helpers */
