@@ -177,9 +177,22 @@ static void row_scales(const uint16_t *h, float *f, int nb) {
     for (; g < nb; g++) f[g] = _cvtsh_ss(h[g]);
 }
 
-/* One q8 row x TT tokens. xq (TT, K) int8, xd (TT, nb) */
-FR_INLINE void tile_q8(const int8_t *wq, const float *dw, int K, const int8_t *xq, const float *xd,
-                       int TT, float *y, size_t ys) {
+/* sc (TT, nb) = dw (nb) * xd (TT, nb): the float scale of every group product */
+static void group_scales(const float *dw, const float *xd, int nb, int TT, float *sc) {
+    for (int t = 0; t < TT; t++) {
+        const float *x = xd + (size_t)t * nb;
+        float *o = sc + (size_t)t * nb;
+        int g = 0;
+        for (; g + 8 <= nb; g += 8)
+            _mm256_storeu_ps(o + g, _mm256_mul_ps(_mm256_loadu_ps(dw + g), _mm256_loadu_ps(x + g)));
+        for (; g < nb; g++) o[g] = dw[g] * x[g];
+    }
+}
+
+/* One q8 row x TT tokens. xq (TT, K) int8 */
+/* sc (TT, nb): per token and group, dw * dx (computed by group_scales). */
+FR_INLINE void tile_q8(const int8_t *wq, const float *sc, int K, const int8_t *xq, int TT, float *y,
+                       size_t ys) {
     const int nb = K / FR_QK;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
@@ -190,16 +203,16 @@ FR_INLINE void tile_q8(const int8_t *wq, const float *dw, int K, const int8_t *x
         for (int t = 0; t < TT; t++) {
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
             __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
-            __m256 sc = _mm256_set1_ps(dw[g] * xd[(size_t)t * nb + g]);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
+                                     acc[t]);
         }
     }
     for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(acc[t]);
 }
 
 /* One q4 row x TT tokens; xs (TT, nb) group sums for the minimum term. */
-FR_INLINE void tile_q4(const uint8_t *wq, const float *dw, const float *mw, int K, const int8_t *xq,
-                       const float *xd, const float *xs, int TT, float *y, size_t ys) {
+FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int K, const int8_t *xq,
+                       const float *xs, int TT, float *y, size_t ys) {
     const int nb = K / FR_QK;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
     __m256 acc[4], macc[4];
@@ -210,8 +223,8 @@ FR_INLINE void tile_q4(const uint8_t *wq, const float *dw, const float *mw, int 
         for (int t = 0; t < TT; t++) {
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
             __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
-            __m256 sc = _mm256_set1_ps(dw[g] * xd[(size_t)t * nb + g]);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
+                                     acc[t]);
         }
     }
     int g8 = nb / 8 * 8;
@@ -290,7 +303,8 @@ static void mm_chunk_f32_tiled(mm_ctx *c, int r0, int r1) {
 static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
     const int K = c->K, T = c->T, nb = K / FR_QK;
     const bool q4 = c->w->dtype == FR_DTYPE_Q4;
-    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS];
+    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS]; /* (nb) this row's scales / minimums */
+    float sc[4 * FR_MAX_GROUPS];                /* (TT, nb) scale products */
     for (int t = 0; t < T; t += 4) {
         int TT = FR_MIN(4, T - t);
         const int8_t *xq = c->s->xq + (size_t)t * K;
@@ -307,20 +321,22 @@ static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
                 const uint16_t *h = (const uint16_t *)wr;
                 row_scales(h, dw, nb);
                 row_scales(h + nb, mw, nb);
+                group_scales(dw, xd, nb, TT, sc);
                 switch (TT) {
-                case 4: tile_q4(wqs, dw, mw, K, xq, xd, xs, 4, y, ys); break;
-                case 3: tile_q4(wqs, dw, mw, K, xq, xd, xs, 3, y, ys); break;
-                case 2: tile_q4(wqs, dw, mw, K, xq, xd, xs, 2, y, ys); break;
-                default: tile_q4(wqs, dw, mw, K, xq, xd, xs, 1, y, ys); break;
+                case 4: tile_q4(wqs, sc, mw, K, xq, xs, 4, y, ys); break;
+                case 3: tile_q4(wqs, sc, mw, K, xq, xs, 3, y, ys); break;
+                case 2: tile_q4(wqs, sc, mw, K, xq, xs, 2, y, ys); break;
+                default: tile_q4(wqs, sc, mw, K, xq, xs, 1, y, ys); break;
                 }
             } else {
                 row_scales((const uint16_t *)wr, dw, nb);
+                group_scales(dw, xd, nb, TT, sc);
                 const int8_t *wq = (const int8_t *)wqs;
                 switch (TT) {
-                case 4: tile_q8(wq, dw, K, xq, xd, 4, y, ys); break;
-                case 3: tile_q8(wq, dw, K, xq, xd, 3, y, ys); break;
-                case 2: tile_q8(wq, dw, K, xq, xd, 2, y, ys); break;
-                default: tile_q8(wq, dw, K, xq, xd, 1, y, ys); break;
+                case 4: tile_q8(wq, sc, K, xq, 4, y, ys); break;
+                case 3: tile_q8(wq, sc, K, xq, 3, y, ys); break;
+                case 2: tile_q8(wq, sc, K, xq, 2, y, ys); break;
+                default: tile_q8(wq, sc, K, xq, 1, y, ys); break;
                 }
             }
         }
