@@ -318,6 +318,7 @@ TEST(load_llama_tiny_sharded) {
     CHECK(!hp->rope_interleaved);
     CHECK(m->w.output.data != m->w.tok_embd.data);
     CHECK(m->w.output.ne[0] == 64 && m->w.output.ne[1] == 3005);
+    CHECK_EQ_INT(m->n_maps, 3);
     CHECK(!fr_tensor_present(&m->w.layers[0].bq));
     CHECK_EQ_INT(hp->bos_id, 3000);
     CHECK_EQ_INT(hp->eos_id, 3004);
@@ -387,6 +388,8 @@ TEST(bf16_weights_equal_rounded_f32) {
         }
         CHECK_EQ_INT(bad, 0);
         CHECK(total > 300000);
+        CHECK_EQ_INT(a->n_maps, 1); /* F32 weights point into the map */
+        CHECK_EQ_INT(b->n_maps, 0); /* all converted: the BF16 file is unmapped */
     }
     fr_model_free(a);
     fr_model_free(b);

@@ -538,7 +538,15 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
     plan_jobs(&L, true, tie == 1 ? 0 : tie == 0 ? 1 : -1);
     if (run_jobs(&L, fr_st_set_bytes(&st), err) != 0) goto fail;
     finish_weights(m);
+    /* keep the maps that weights point into; a BF16/F16 checkpoint needs none after conversion */
     for (int i = 0; i < st.n_files; i++) {
+        const uint8_t *lo = st.files[i].data, *hi = lo + st.files[i].size;
+        bool used = false;
+        for (int j = 0; j < L.n_jobs && !used; j++) {
+            const uint8_t *d = L.jobs[j].found ? L.jobs[j].dst->data : NULL;
+            used = d && d >= lo && d < hi;
+        }
+        if (!used) continue; /* unmapped by fr_st_set_close */
         model_add_map(m, st.files[i].map);
         memset(&st.files[i].map, 0, sizeof st.files[i].map);
     }
