@@ -83,7 +83,11 @@ typedef struct plan {
 
 /* ---- random numbers ---- */
 
-typedef struct rng { uint64_t s; double spare; bool has_spare; } rng;
+typedef struct rng {
+    uint64_t s;      /* splitmix64 state */
+    double spare;    /* second deviate of the last pair */
+    bool has_spare;  /* spare is valid */
+} rng;
 
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
