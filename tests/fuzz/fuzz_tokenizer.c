@@ -1,6 +1,6 @@
 /* fuzz_tokenizer.c — libFuzzer harness for the byte-level BPE tokenizer (see tests/fuzz/README.md).
  *
- * The first input byte (mod 4) picks what the rest is:
+ * The first input byte (mod 5) picks what the rest is:
  *   0, 1  text encoded with the qwen2-tiny / llama-tiny fixture tokenizer. Invalid UTF-8 must be
  *         an error; valid text must encode, decode back (exactly for llama, which has no
  *         normalizer; equal after NFC for qwen2), and decode the same when streamed one id at a
@@ -12,6 +12,9 @@
  *         streaming decoder must agree with fr_detokenize.
  *   3     the bytes parsed as a tokenizer.json; when that loads, some text and the input itself
  *         are encoded and decoded.
+ *   4     a GGUF vocabulary for fr_tokenizer_from_vocab, as lines: the pre name, then tokens
+ *         (first byte mod 7 = token type, the rest = the string) up to an empty line, then
+ *         merges; when it loads, encoded and decoded like mode 3.
  * Fixtures come from $FRUGAL_FIXTURES or tests/fixtures (run from the repository root).
  */
 #include <stdio.h>
@@ -187,15 +190,12 @@ static void fuzz_ids(const uint8_t *p, size_t n) {
     free(ids);
 }
 
-static void fuzz_json(const uint8_t *p, size_t n) {
-    fr_err e;
-    fr_tokenizer *t = fr_tokenizer_from_json("fuzz.json", (const char *)p, n, &e);
-    if (!t) {
-        if (strncmp(e.msg, "fuzz.json: ", 11) != 0) die("error does not name the file");
-        return;
-    }
+/* Encodes some text and the input itself with a freshly loaded tokenizer; checks the ids and
+ * that decoding and streaming agree. */
+static void exercise(const fr_tokenizer *t, const uint8_t *p, size_t n) {
     static const char *texts[] = {"Hello world! It's 2024.", "  \n\t x",
                                   "\xe6\x88\x91\xe7\x9a\x84 \xF0\x9F\x98\x80", "<|im_end|>a"};
+    fr_err e;
     for (size_t i = 0; i < sizeof texts / sizeof *texts + 1; i++) {
         const char *s = i < 4 ? texts[i] : (const char *)p;
         size_t sn = i < 4 ? strlen(s) : n;
@@ -209,10 +209,71 @@ static void fuzz_json(const uint8_t *p, size_t n) {
             if (!fr_utf8_valid(d.data ? d.data : "", d.len)) die("decode is not valid UTF-8");
             check_stream(t, ids, m, &d, false);
             fr_buf_free(&d);
+        } else if (fr_utf8_valid(s, sn)) {
+            die("valid text failed to encode");
         }
         free(ids);
     }
+}
+
+static void fuzz_json(const uint8_t *p, size_t n) {
+    fr_err e;
+    fr_tokenizer *t = fr_tokenizer_from_json("fuzz.json", (const char *)p, n, &e);
+    if (!t) {
+        if (strncmp(e.msg, "fuzz.json: ", 11) != 0) die("error does not name the file");
+        return;
+    }
+    exercise(t, p, n);
     fr_tokenizer_free(t);
+}
+
+static void fuzz_vocab(const uint8_t *p, size_t n) {
+    /* split into lines (the copy keeps the strings alive and NUL-terminated) */
+    char *buf = malloc(n + 1);
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    size_t cap = 16, nl = 0;
+    char **line = malloc(cap * sizeof *line);
+    size_t *len = malloc(cap * sizeof *len);
+    for (size_t i = 0, st = 0; i <= n; i++) {
+        if (i < n && buf[i] != '\n') continue;
+        if (nl == cap) {
+            cap *= 2;
+            line = realloc(line, cap * sizeof *line);
+            len = realloc(len, cap * sizeof *len);
+        }
+        line[nl] = buf + st;
+        len[nl++] = i - st;
+        if (i < n) buf[i] = 0;
+        st = i + 1;
+    }
+    size_t nt = 0;
+    while (1 + nt < nl && len[1 + nt] > 0) nt++;
+    const char **toks = malloc((nt + 1) * sizeof *toks);
+    size_t *tl = malloc((nt + 1) * sizeof *tl);
+    int32_t *ty = malloc((nt + 1) * sizeof *ty);
+    for (size_t i = 0; i < nt; i++) {
+        ty[i] = (uint8_t)line[1 + i][0] % 7;
+        toks[i] = line[1 + i] + 1;
+        tl[i] = len[1 + i] - 1;
+    }
+    size_t m0 = FR_MIN(nl, 2 + nt), nm = nl - m0;
+    fr_vocab_spec sp = {(int)nt, toks, tl, ty, (int)nm, (const char *const *)line + m0, len + m0,
+                        nl ? line[0] : NULL, nt > 1 ? 1 : -1, nt > 2 ? 2 : -1, -1, nt > 1};
+    fr_err e;
+    fr_tokenizer *t = fr_tokenizer_from_vocab(&sp, &e);
+    if (t) {
+        exercise(t, p, n);
+        fr_tokenizer_free(t);
+    } else if (strncmp(e.msg, "gguf vocab: ", 12) != 0) {
+        die("vocab error without its prefix");
+    }
+    free(toks);
+    free(tl);
+    free(ty);
+    free(line);
+    free(len);
+    free(buf);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -220,11 +281,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     const char *s = (const char *)data + 1;
     size_t n = size - 1;
-    switch (data[0] & 3) {
+    switch (data[0] % 5) {
     case 0: fuzz_text(tok[0], slow[0], true, s, n); break;
     case 1: fuzz_text(tok[1], slow[1], false, s, n); break;
     case 2: fuzz_ids(data + 1, n); break;
-    default: fuzz_json(data + 1, n); break;
+    case 3: fuzz_json(data + 1, n); break;
+    default: fuzz_vocab(data + 1, n); break;
     }
     return 0;
 }
