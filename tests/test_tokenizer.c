@@ -376,6 +376,14 @@ TEST(vocab_errors) {
     fr_tokenizer *t = fr_tokenizer_from_vocab(&v.spec, &e);
     CHECK(t == NULL);
     CHECK(strstr(e.msg, "no-such-pre") != NULL);
+    /* aliases llama.cpp uses */
+    static const char *const aliases[] = {"llama3", "llama-v3", "deepseek-r1-qwen", "gpt-2"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(aliases); i++) {
+        v.spec.pre = aliases[i];
+        t = fr_tokenizer_from_vocab(&v.spec, &e);
+        CHECK(t != NULL);
+        fr_tokenizer_free(t);
+    }
     /* NULL pre = "default" (GPT-2 regex), NULL types = all normal */
     v.spec.pre = NULL;
     v.spec.token_types = NULL;

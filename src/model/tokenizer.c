@@ -931,8 +931,10 @@ static const struct {
     bool ignore_merges;  /* BPE ignore_merges */
 } fr_tok_pre_table[] = {
     {"qwen2", FR_RE_QWEN2, true, false},
+    {"deepseek-r1-qwen", FR_RE_QWEN2, true, false}, /* llama.cpp's alias of qwen2 */
     {"llama-bpe", FR_RE_LLAMA3, false, true},
     {"llama3", FR_RE_LLAMA3, false, true},
+    {"llama-v3", FR_RE_LLAMA3, false, true},
     {"gpt2", FR_RE_GPT2, false, false},
     {"gpt-2", FR_RE_GPT2, false, false},
     {"default", FR_RE_GPT2, false, false},

@@ -38,9 +38,9 @@ fr_tokenizer *fr_tokenizer_load_json(const char *path, fr_err *err);
 fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t len, fr_err *err);
 
 /* From a GGUF vocabulary (tokenizer.ggml.* keys). `pre` is tokenizer.ggml.pre; known names map
- * to the pre-tokenizer of their tokenizer.json files: "qwen2" (Qwen2 regex, NFC), "llama-bpe" /
- * "llama3" (Llama-3 regex, ignore_merges), "gpt2" / "gpt-2" / "default" (GPT-2 regex); an unknown
- * name is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
+ * to the pre-tokenizer of their tokenizer.json files: "qwen2" / "deepseek-r1-qwen" (Qwen2 regex,
+ * NFC), "llama-bpe" / "llama3" / "llama-v3" (Llama-3 regex, ignore_merges), "gpt2" / "gpt-2" /
+ * "default" (GPT-2 regex); an unknown name is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
  * 5 unused, 6 byte (may be NULL = all normal); control and user-defined tokens are added tokens
  * (matched in the text before BPE), control ones are special. merges: "a b" strings in rank
  * order. token_lens / merge_lens may be NULL for NUL-terminated strings. add_bos: the BOS id is
