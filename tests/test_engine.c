@@ -382,6 +382,48 @@ TEST(admission_refusals) {
     free(ids);
 }
 
+TEST(p0_preempts_p2_for_blocks) {
+    fr_model *m = tiny();
+    if (!m) return;
+    fr_err err = {{0}};
+    fr_engine_config c = small_cfg();
+    c.kv_blocks = 10; /* 160 tokens: one long P2 request fills it */
+    c.aging_s = 0;
+    fr_engine *e = fr_engine_new(m, &c, &err);
+    CHECK(e != NULL);
+    if (!e) return;
+    int n = 0;
+    int32_t *ids = prompt_ids(m, 3, &n);
+    fr_req_params p2 = greedy(ids, n, 150 - n, 2);
+    fr_req *a = fr_engine_submit(e, &p2, NULL);
+    CHECK(a != NULL);
+    fr_req_info info;
+    /* wait until it holds nearly every block */
+    fr_engine_stats st;
+    do {
+        fr_req_wait(a, NULL, 0.01, &info);
+        fr_engine_stats_get(e, &st);
+    } while (!info.done && st.kv_blocks_used < 9);
+    CHECK(!info.done);
+    fr_req_params p0 = greedy(ids, n, 8, 0);
+    fr_req *z = fr_engine_submit(e, &p0, NULL);
+    CHECK(z != NULL);
+    CHECK(wait_done(z, NULL, &info, 20));
+    CHECK_EQ_INT(info.end, FR_END_LENGTH);
+    CHECK(wait_done(a, NULL, &info, 20)); /* the P2 request is recomputed and still finishes */
+    CHECK_EQ_INT(info.end, FR_END_LENGTH);
+    CHECK(info.n_preempted >= 1);
+    CHECK_EQ_INT(info.n_generated, 150 - n);
+    fr_engine_stats_get(e, &st);
+    CHECK(st.preempted[2] >= 1);
+    CHECK_EQ_INT(st.preempted[0], 0);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    fr_req_release(a);
+    fr_req_release(z);
+    free(ids);
+    fr_engine_free(e);
+}
+
 int main(void) {
     int rc = t_main();
     fr_model_free(g_model);
