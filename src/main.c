@@ -5,6 +5,7 @@
 #include "tools/commands.h"
 #include "tools/mkmodel.h"
 #include "serve/serve.h"
+#include "tools/meter_cmds.h"
 
 typedef struct {
     const char *name;
@@ -18,6 +19,8 @@ static const command commands[] = {
     {"render", fr_cmd_render, "render --model PATH --messages FILE: print the chat prompt"},
     {"mkmodel", fr_cmd_mkmodel, "mkmodel --out PATH --arch qwen2|llama --hidden N ...: random-weight model"},
     {"serve", fr_cmd_serve, "serve --model PATH [--host H] [--port N] [--config FILE]: OpenAI-compatible HTTP server"},
+    {"audit", fr_cmd_audit, "audit --ledger PATH [--html F] [--png F] [--ab]: cost audit / A/B over the ledger"},
+    {"roi", fr_cmd_roi, "roi --a LEDGER [--a-arm A] --b LEDGER [--b-arm B]: ROI table of two configurations"},
     /* commands of later subsystems are added here */
 };
 
