@@ -905,6 +905,41 @@ TEST(added_token_normalized_matches_after_nfc) {
     fr_tokenizer_free(t);
 }
 
+static void edit_odd_added(cJSON *j) {
+    static const char *const items[] = {
+        "{\"id\":4005,\"content\":\"\xC4\xA0hi\",\"special\":false,\"normalized\":false}",
+        "{\"id\":4006,\"content\":\"<tool call>\",\"special\":false,\"normalized\":false}",
+        "{\"id\":4007,\"content\":\"\xC3\xA9!\",\"special\":true,\"normalized\":false}"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(items); i++)
+        cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"), cJSON_Parse(items[i]));
+}
+
+/* HF's decode() hands added tokens' content to the ByteLevel decoder like any token: content
+ * made only of ByteLevel characters is mapped back to bytes, anything else is kept as is. */
+TEST(added_token_decoding_follows_bytelevel) {
+    fr_tokenizer *t = qwen_with(edit_odd_added);
+    CHECK(t != NULL);
+    if (!t) return;
+    int32_t a[] = {4005}, b[] = {4006}, c[] = {4007};
+    char *d = fr_detokenize(t, a, 1, false);
+    CHECK_STR(d, " hi"); /* "\xC4\xA0" is the ByteLevel character of ' ' */
+    free(d);
+    d = fr_detokenize(t, b, 1, false);
+    CHECK_STR(d, "<tool call>"); /* ' ' is not a ByteLevel character: kept as is */
+    free(d);
+    d = fr_detokenize(t, c, 1, false);
+    CHECK_STR(d, "\xEF\xBF\xBD!"); /* U+00E9 maps to byte 0xE9: invalid alone */
+    free(d);
+    CHECK_STR(fr_tokenizer_token_str(t, 4005), "\xC4\xA0hi");
+    CHECK_STR(fr_tokenizer_token_str(t, 4007), "\xC3\xA9!");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(enc(t, "x<tool call>y", 13, false, &ids, &n) == 0);
+    CHECK(n == 3 && ids[1] == 4006);
+    free(ids);
+    fr_tokenizer_free(t);
+}
+
 /* ---------------------------------------------------------------- other pre-tokenizers */
 
 static void edit_bare_bytelevel(cJSON *j) {

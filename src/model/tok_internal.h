@@ -82,6 +82,7 @@ enum { FR_TOKF_MODEL = 1, FR_TOKF_ADDED = 2, FR_TOKF_SPECIAL = 4 };
 typedef struct tok_entry {
     uint32_t str_off, str_len; /* stored string in blob (model vocab string, else content) */
     uint32_t dec_off, dec_len; /* decoded bytes in blob (NUL-terminated there) */
+    uint32_t con_off, con_len; /* added-token content in blob (FR_TOKF_ADDED only) */
     uint8_t flags;             /* FR_TOKF_* */
 } tok_entry;
 

@@ -4,8 +4,9 @@
  *   Both loaders (tok_json.c for tokenizer.json, fr_tokenizer_from_vocab below for GGUF) describe
  *   the tokenizer in a neutral tok_build (model vocab, merges, added tokens, regex stages, flags,
  *   template ids) and fr_tok_build_finish() turns it into the immutable fr_tokenizer:
- *     - per id: the stored string, the decoded bytes (ByteLevel inverse; added tokens verbatim, as
- *       HF's decode does), flags (model / added / special); all strings live in one blob;
+ *     - per id: the stored string, the decoded bytes (the ByteLevel decoder's per-token rule,
+ *       applied to added tokens' content too, as HF's decode does), flags (model / added /
+ *       special); all strings live in one blob;
  *     - hash maps: model-vocab string -> id, added content -> added index, and
  *       (left id, right id) -> (rank, merged id) for the merges;
  *     - two byte tries of added tokens (matched on the raw text / on the normalized text, by the
@@ -651,7 +652,7 @@ static uint32_t blob_add(fr_buf *blob, const char *s, size_t n) {
     return off;
 }
 
-/* Decoded bytes of a model token: the ByteLevel inverse when every character is in the table,
+/* Decoded bytes of a token string: the ByteLevel inverse when every character is in the table,
  * else the string's own bytes (HF's ByteLevel decoder does the same per token). */
 static size_t bl_decode(const char *s, size_t n, char *out) {
     size_t o = 0, i = 0;
@@ -785,21 +786,23 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
             }
         }
         e->flags |= FR_TOKF_ADDED | (a->special ? FR_TOKF_SPECIAL : 0);
-        /* decoded bytes: the content verbatim */
-        e->dec_off = d->off;
-        e->dec_len = d->len;
+        e->con_off = d->off;
+        e->con_len = d->len;
         if (!(e->flags & FR_TOKF_MODEL)) {
             e->str_off = d->off;
             e->str_len = d->len;
         }
     }
 
-    /* decoded bytes of model tokens */
+    /* decoded bytes: HF's decode() hands every token's string (an added token's content, else
+     * the model's) to the ByteLevel decoder, which maps it back to bytes */
     tmp = fr_xmalloc(2 * FR_TOK_MAX_TOKEN_LEN + 8);
     for (int id = 0; id < n_vocab; id++) {
         tok_entry *e = &t->ent[id];
-        if ((e->flags & FR_TOKF_ADDED) || !(e->flags & FR_TOKF_MODEL)) continue;
-        size_t dl = bl_decode(blob.data + e->str_off, e->str_len, tmp);
+        if (!(e->flags & (FR_TOKF_ADDED | FR_TOKF_MODEL))) continue;
+        bool added = e->flags & FR_TOKF_ADDED;
+        size_t dl = bl_decode(blob.data + (added ? e->con_off : e->str_off),
+                              added ? e->con_len : e->str_len, tmp);
         e->dec_off = blob_add(&blob, tmp, dl);
         e->dec_len = (uint32_t)dl;
     }
@@ -1439,7 +1442,7 @@ bool fr_tokenizer_is_special(const fr_tokenizer *t, int id) {
 
 const char *fr_tokenizer_token_str(const fr_tokenizer *t, int id) {
     if (id < 0 || id >= t->n_vocab || !(t->ent[id].flags & FR_TOKF_ADDED)) return NULL;
-    return t->blob + t->ent[id].dec_off;
+    return t->blob + t->ent[id].con_off;
 }
 
 const char *fr_token_data(const fr_tokenizer *t, int id, size_t *len) {

@@ -12,10 +12,11 @@
  *   5. the post-processor adds template tokens (e.g. Llama-3's <|begin_of_text|>) when asked.
  * A tokenizer is immutable after load and safe to use from many threads.
  *
- * Decoding follows HF's decode(): model tokens go through the ByteLevel inverse (a token whose
- * characters are not all in the table decodes to its own bytes), added tokens decode to their
- * content verbatim, and the joined bytes are made valid UTF-8 the way Rust's
- * String::from_utf8_lossy does (one U+FFFD per maximal invalid subsequence).
+ * Decoding follows HF's decode(): each token's string (an added token's content, else the model
+ * vocab string) goes through the ByteLevel inverse — a string whose characters are not all in
+ * the table decodes to its own bytes, and ASCII special tokens like "<|im_end|>" to themselves —
+ * and the joined bytes are made valid UTF-8 the way Rust's String::from_utf8_lossy does (one
+ * U+FFFD per maximal invalid subsequence).
  *
  * Known differences from HF, all outside what Qwen2/Llama-3 files use: tokenizer.json's
  * truncation/padding settings are ignored; letter/number classes follow utf8proc's Unicode
@@ -76,8 +77,9 @@ bool fr_tokenizer_is_special(const fr_tokenizer *t, int id); /* control / specia
 /* Content string of a special/added token (e.g. "<|begin_of_text|>"), else NULL. */
 const char *fr_tokenizer_token_str(const fr_tokenizer *t, int id);
 
-/* The raw bytes a token decodes to (ByteLevel inverse; added tokens: their content). Returns the
- * byte count written (<= cap; a longer token is cut), or -1 for an id out of range. */
+/* The raw bytes a token decodes to (the ByteLevel inverse of its string, as above; for ASCII
+ * special tokens their content). Returns the byte count written (<= cap; a longer token is
+ * cut), or -1 for an id out of range. */
 int fr_token_bytes(const fr_tokenizer *t, int id, char *out, size_t cap);
 /* The same without copying: a pointer into the tokenizer (valid while it lives) and the length;
  * NULL for an id out of range. */
