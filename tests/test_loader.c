@@ -779,11 +779,28 @@ TEST(gguf_corrupt_files) {
 
 /* ---------------------------------------------------------------- mkmodel */
 
-static int mk(const char **args) {
+/* Runs `frugal mkmodel` in-process with stderr captured; shows it only when the exit status is
+ * not the expected one. */
+static int mk_expect(const char **args, int want) {
     int n = 0;
     while (args[n]) n++;
-    return fr_cmd_mkmodel(n, (char **)args);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = tmpfile();
+    dup2(fileno(cap), 2);
+    int rc = fr_cmd_mkmodel(n, (char **)args);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (rc != want) {
+        char line[512];
+        rewind(cap);
+        while (fgets(line, sizeof line, cap)) fprintf(stderr, "  mkmodel: %s", line);
+    }
+    fclose(cap);
+    return rc;
 }
+#define mk(args) mk_expect(args, 0)
 
 static double stddev(const float *x, int64_t n) {
     double s = 0, s2 = 0;
@@ -908,13 +925,13 @@ TEST(mkmodel_formats) {
     const char *a4[] = {"mkmodel", "--out", hf3, "--arch", "llama", "--hidden", "64",
                         "--layers", "1", "--heads", "8", "--ffn", "96", "--vocab", "100",
                         "--tokenizer", fx("llama-tiny/tokenizer.json"), NULL};
-    CHECK_EQ_INT(mk(a4), 2);
+    CHECK_EQ_INT(mk_expect(a4, 2), 2);
     const char *a5[] = {"mkmodel", "--out", hf3, "--arch", "gpt2", "--hidden", "64", NULL};
-    CHECK_EQ_INT(mk(a5), 2);
+    CHECK_EQ_INT(mk_expect(a5, 2), 2);
     const char *a6[] = {"mkmodel", "--out", "x.gguf", "--arch", "qwen2", "--hidden", "48",
                         "--layers", "1", "--heads", "4", "--ffn", "96", "--vocab", "300",
                         "--gguf-type", "q8_0", NULL};
-    CHECK_EQ_INT(mk(a6), 2);
+    CHECK_EQ_INT(mk_expect(a6, 2), 2);
     free(hf);
     free(hf2);
     free(hf3);
