@@ -525,12 +525,10 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
         goto fail_tj;
     }
     if (check_tokenizer(m, tj, err) != 0) goto fail_tj;
-    if (m->eos_token_str) eos_add(&m->hp, fr_tokenizer_find(m->tok, m->eos_token_str));
-    if (m->hp.eos_id < 0) {
-        m->hp.eos_id = fr_tokenizer_eos(m->tok);
-        for (int i = 0; i < 4; i++)
-            if (m->hp.eos_ids[i] == m->hp.eos_id) m->hp.eos_ids[i] = -1;
-    }
+    /* tokenizer_config's eos_token ends generation too (e.g. <|im_end|> of instruct models) */
+    int eos_tok = m->eos_token_str ? fr_tokenizer_find(m->tok, m->eos_token_str) : -1;
+    if (m->hp.eos_id < 0) m->hp.eos_id = eos_tok >= 0 ? eos_tok : fr_tokenizer_eos(m->tok);
+    else eos_add(&m->hp, eos_tok);
     free(tj);
 
     m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
@@ -540,11 +538,11 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
     finish_weights(m);
     /* keep the maps that weights point into; a BF16/F16 checkpoint needs none after conversion */
     for (int i = 0; i < st.n_files; i++) {
-        const uint8_t *lo = st.files[i].data, *hi = lo + st.files[i].size;
+        uintptr_t lo = (uintptr_t)st.files[i].data, hi = lo + st.files[i].size;
         bool used = false;
         for (int j = 0; j < L.n_jobs && !used; j++) {
-            const uint8_t *d = L.jobs[j].found ? L.jobs[j].dst->data : NULL;
-            used = d && d >= lo && d < hi;
+            uintptr_t d = L.jobs[j].found ? (uintptr_t)L.jobs[j].dst->data : 0;
+            used = d >= lo && d < hi;
         }
         if (!used) continue; /* unmapped by fr_st_set_close */
         model_add_map(m, st.files[i].map);
