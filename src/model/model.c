@@ -761,6 +761,7 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
         if (err && !strstr(err->msg, g->path)) fr_err_prefix(err, "%s", g->path);
         goto done;
     }
+    if (check_tokenizer(m, g->path, err) != 0) goto done;
     m->hp.bos_id = spec.bos_id;
     m->hp.eos_id = spec.eos_id >= 0 ? spec.eos_id : fr_tokenizer_eos(m->tok);
     static const char *extra[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
