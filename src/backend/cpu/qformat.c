@@ -11,6 +11,7 @@
  */
 #include "backend/cpu/cpu.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -51,6 +52,9 @@ bool fr_cpu_dtype_supported(fr_dtype t) {
            t == FR_DTYPE_Q4;
 }
 
+/* round to nearest, ties to even (the default MXCSR mode): lrintf without the libm call */
+static inline long rint_l(float x) { return _mm_cvtss_si32(_mm_set_ss(x)); }
+
 static float f16r(float x) { return fr_f16_to_f32(fr_f32_to_f16(x)); }
 
 /* One q4 group: codes q (32) for scale d and min m, and the squared error. */
@@ -58,7 +62,7 @@ static double q4_codes(const float *x, float d, float m, uint8_t *q) {
     double err = 0;
     float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < FR_QK; j++) {
-        long v = lrintf((x[j] - m) * id);
+        long v = rint_l((x[j] - m) * id);
         v = v < 0 ? 0 : v > 15 ? 15 : v;
         q[j] = (uint8_t)v;
         double e = (double)x[j] - ((double)v * d + m);
@@ -145,7 +149,7 @@ void fr_cpu_quantize_row(fr_dtype t, const float *src, void *dst, int64_t n) {
             float d = fr_f16_to_f32(d16), id = d != 0.0f ? 1.0f / d : 0.0f;
             ds[g] = d16;
             for (int j = 0; j < FR_QK; j++) {
-                long v = lrintf(x[j] * id);
+                long v = rint_l(x[j] * id);
                 q[g * FR_QK + j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
             }
         }
@@ -230,7 +234,7 @@ void fr_ref_quantize_act(const float *x, int64_t k, int8_t *q, float *d, float *
         float dg = amax / 127.0f, id = dg != 0.0f ? 1.0f / dg : 0.0f;
         int sum = 0;
         for (int j = 0; j < FR_QK; j++) {
-            long v = lrintf(xg[j] * id);
+            long v = rint_l(xg[j] * id);
             v = v > 127 ? 127 : v < -127 ? -127 : v;
             q[g * FR_QK + j] = (int8_t)v;
             sum += (int)v;
