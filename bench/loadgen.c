@@ -6,8 +6,10 @@
  * and an output length from uniform ranges, and is sent as a streaming request
  * (stream_options.include_usage, ignore_eos so the output length is the one drawn) on its own
  * connection and thread. It records:
- *   TTFT  time from sending to the first chunk carrying text;
- *   TPOT  (time of the last text chunk - TTFT) / (completion_tokens - 1);
+ *   TTFT  time from sending to the first chunk carrying generated tokens (the server's
+ *         return_token_ids extension puts the new ids in every chunk, so tokens without text,
+ *         common with random-weight models, are timed too; other servers: chunks with text);
+ *   TPOT  (time of the last token chunk - TTFT) / (completion_tokens - 1);
  *   the status (200, 429 with Retry-After, other).
  * The report gives per tier and overall: sent, completed, refused (429), failed, throughput
  * (completed requests/s, output tokens/s), goodput (completed requests/s whose TTFT and TPOT meet
@@ -110,12 +112,13 @@ static char *make_body(const opts *o, int words, int out_tokens) {
         snprintf(b, cap,
                  "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],"
                  "\"max_tokens\":%d,\"temperature\":0,\"ignore_eos\":true,\"stream\":true,"
-                 "\"stream_options\":{\"include_usage\":true}}",
+                 "\"return_token_ids\":true,\"stream_options\":{\"include_usage\":true}}",
                  o->model, prompt, out_tokens);
     else
         snprintf(b, cap,
                  "{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%d,\"temperature\":0,"
-                 "\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                 "\"ignore_eos\":true,\"stream\":true,\"return_token_ids\":true,"
+                 "\"stream_options\":{\"include_usage\":true}}",
                  o->model, prompt, out_tokens);
     free(prompt);
     return b;
@@ -146,8 +149,10 @@ static int json_int(const char *s, const char *key) {
     return p ? atoi(p + strlen(key)) : -1;
 }
 
-/* One SSE event's data: returns true when it carries generated text. */
-static bool event_has_text(const char *d, bool chat) {
+/* One SSE event's data: true when it carries generated tokens (ids or text). */
+static bool event_has_tokens(const char *d, bool chat) {
+    const char *ids = strstr(d, "\"token_ids\":[");
+    if (ids) return ids[13] != ']';
     const char *k = chat ? "\"content\":\"" : "\"text\":\"";
     const char *p = strstr(d, k);
     return p && p[strlen(k)] != '"';
@@ -209,7 +214,7 @@ static void *run_job(void *arg) {
             else if (strstr(d, "\"usage\":{")) {
                 r->prompt_tokens = json_int(d, "\"prompt_tokens\":");
                 r->completion_tokens = json_int(d, "\"completion_tokens\":");
-            } else if (event_has_text(d, o->chat)) {
+            } else if (event_has_tokens(d, o->chat)) {
                 if (r->ttft < 0) r->ttft = t - t_send;
                 t_last = t;
             }

@@ -190,8 +190,10 @@ fi
 if [ $have_node = 1 ] && start_server overload --config tests/serve/overload.json; then
     run_node overload.mjs
     curl -s "$URL/metrics" >"$TMP/metrics"
-    n=$(sed -n 's/^frugal_requests_rejected_total{tier="P2",reason="queue_full"} //p' "$TMP/metrics")
-    [ "${n:-0}" -gt 0 ] && ok "overload: rejections counted in metrics" || bad "overload metrics"
+    n1=$(sed -n 's/^frugal_requests_rejected_total{tier="P2",reason="queue_full"} //p' "$TMP/metrics")
+    n2=$(sed -n 's/^frugal_requests_rejected_total{tier="P2",reason="overload"} //p' "$TMP/metrics")
+    [ $((${n1:-0} + ${n2:-0})) -gt 0 ] && ok "overload: rejections counted in metrics" \
+        || bad "overload metrics: queue_full ${n1:-?}, overload ${n2:-?}"
     stop_server overload
 fi
 

@@ -197,13 +197,13 @@ bool fr_req_wait(fr_req *r, fr_buf *text, double timeout_s, fr_req_info *info) {
 }
 
 int fr_req_output_ids(fr_req *r, int32_t *out, int cap) {
+    /* The engine appends a token before it publishes the new count under r->mu, and never
+     * rewrites generated tokens (preemption keeps them), so the first n_generated are stable. */
     pthread_mutex_lock(&r->mu);
-    bool done = r->info.done;
-    pthread_mutex_unlock(&r->mu);
-    if (!done) return -1; /* the token array is final once done is published */
-    int n = r->n_tok - r->n_prompt;
+    int n = r->info.n_generated;
     if (n > cap) n = cap;
     if (n > 0) memcpy(out, r->tokens + r->n_prompt, (size_t)n * sizeof(int32_t));
+    pthread_mutex_unlock(&r->mu);
     return n > 0 ? n : 0;
 }
 

@@ -132,8 +132,8 @@ bool fr_req_wait(fr_req *r, fr_buf *text, double timeout_s, fr_req_info *info);
  * next step. Harmless on an ended request. */
 void fr_req_cancel(fr_req *r, fr_end reason);
 void fr_req_release(fr_req *r);
-/* Generated token ids (EOS included), copied into out (at most cap); returns the count, or -1
- * while the request is still running. */
+/* Generated token ids so far (EOS included), copied into out (at most cap); returns the count.
+ * Ids already returned never change, so a stream can send the new ones after each wait. */
 int fr_req_output_ids(fr_req *r, int32_t *out, int cap);
 
 /* Stop accepting new requests (submit refuses with FR_ADMIT_CLOSED). */

@@ -503,12 +503,9 @@ void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, 
         cJSON_AddItemToObject(c, "text", string_n(text, text ? text_len : 0));
     }
     cJSON_AddNullToObject(c, "logprobs");
-    if (finish) {
-        cJSON_AddStringToObject(c, "finish_reason", finish);
-        add_ids(c, r);
-    } else {
-        cJSON_AddNullToObject(c, "finish_reason");
-    }
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    if (!role_first) add_ids(c, r);
     cJSON_AddItemToArray(ch, c);
     if (with_usage_null) cJSON_AddNullToObject(j, "usage");
     sse(out, j);

@@ -87,8 +87,8 @@ char *fr_api_chat_response(const fr_api_result *r);
 char *fr_api_completion_response(const fr_api_result *r);
 
 /* One SSE event "data: {...}\n\n" appended to *out. For chat: role_first adds the initial
- * {"role":"assistant","content":""} delta; text may be NULL; finish NULL until the last chunk
- * (which also carries r->token_ids when set). with_usage_null adds "usage": null
+ * {"role":"assistant","content":""} delta; text may be NULL; finish NULL until the last chunk.
+ * r->token_ids (when set) are the ids new in this chunk. with_usage_null adds "usage": null
  * (stream_options.include_usage). */
 void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, bool role_first,
                          const char *text, size_t text_len, const char *finish,

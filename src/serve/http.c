@@ -93,8 +93,10 @@ typedef struct stream {
     double t_start;
     int status;           /* for requests_total: 200, or 499 when the client left */
     double deadline_ms;   /* X-Deadline-Ms (for the message) */
-    bool return_ids;      /* extension: token ids in the last chunk */
-    int32_t *ids;         /* their buffer */
+    bool return_ids;      /* extension: each chunk carries the ids new since the last */
+    int32_t *ids;         /* (max_tokens) ids so far */
+    int max_ids;          /* capacity of ids */
+    int ids_sent;         /* ids already sent */
 } stream;
 
 /* ---- small helpers ---- */
@@ -275,12 +277,6 @@ static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, f
 static void stream_append_end(stream *st) {
     fr_api_kind k = st->kind;
     st->res.completion_tokens = st->info.n_generated;
-    if (st->return_ids && st->info.n_generated > 0) {
-        st->ids = fr_xmalloc((size_t)st->info.n_generated * sizeof(int32_t));
-        int n = fr_req_output_ids(st->r, st->ids, st->info.n_generated);
-        st->res.token_ids = st->ids;
-        st->res.n_token_ids = n > 0 ? n : 0;
-    }
     if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
         fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
                             st->include_usage);
@@ -318,9 +314,21 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         st->text.len = 0;
         bool done = fr_req_wait(st->r, &st->text, WAIT_SLICE_S, &st->info);
-        if (st->text.len)
-            fr_api_stream_chunk(&st->out, st->kind, &st->res, false, st->text.data, st->text.len,
-                                NULL, st->include_usage);
+        int new_ids = 0;
+        if (st->return_ids) {
+            int n = fr_req_output_ids(st->r, st->ids, st->max_ids);
+            new_ids = n - st->ids_sent;
+            st->res.token_ids = st->ids + st->ids_sent;
+            st->res.n_token_ids = new_ids;
+            st->ids_sent = n;
+        }
+        /* a chunk per wake with new text (or, with return_token_ids, new ids: random-weight
+         * models often sample tokens without text, and timing clients count ids) */
+        if (st->text.len || new_ids > 0)
+            fr_api_stream_chunk(&st->out, st->kind, &st->res, false,
+                                st->text.data ? st->text.data : "", st->text.len, NULL,
+                                st->include_usage);
+        if (st->return_ids) st->res.n_token_ids = 0; /* the final chunk adds none */
         if (done) {
             if (st->info.end == FR_END_CANCELLED) {
                 st->phase = 3;
@@ -557,6 +565,10 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         st->status = 200;
         st->deadline_ms = deadline_ms;
         st->return_ids = q.return_token_ids;
+        if (st->return_ids) {
+            st->max_ids = max_tokens;
+            st->ids = fr_xmalloc((size_t)max_tokens * sizeof(int32_t));
+        }
         st->last_write = fr_time_s();
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);

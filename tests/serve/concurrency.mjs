@@ -1,7 +1,7 @@
 // concurrency.mjs — 32 concurrent streaming requests (fp32 greedy) must each be token-identical
 // to the same request run alone. Prompts differ in content and length, so prefill chunks of some
 // requests share steps with decodes of others. Token ids come from the `return_token_ids`
-// extension (last chunk / choice).
+// extension (the choice of a response; the new ids of each stream chunk).
 import { chat, check, done, metric, metrics, post, stream } from './lib.mjs';
 
 const N = Number(process.env.N || 32), MAXTOK = Number(process.env.MAXTOK || 24);
@@ -32,8 +32,8 @@ let same = 0;
 const bad = [];
 for (let i = 0; i < N; i++) {
   const s = together[i];
-  const last = s.events.filter((e) => e.choices && e.choices[0] && e.choices[0].finish_reason).pop();
-  const ids = last && last.choices[0].token_ids;
+  const ids = [];  // each chunk carries the ids new since the previous one
+  for (const e of s.events) if (e.choices && e.choices[0] && e.choices[0].token_ids) ids.push(...e.choices[0].token_ids);
   const ok = s.status === 200 && s.done && ids && JSON.stringify(ids) ===
              JSON.stringify(alone[i].token_ids) && s.text === alone[i].message.content;
   if (ok) same++; else bad.push(i);

@@ -48,7 +48,7 @@ for (let c = 0; c < CLIENTS; c++) floods.push(flooder());
 await sleep(300);
 const loaded = [];
 const tEnd = performance.now() + FLOOD_MS;
-for (let i = 0; performance.now() < tEnd; i++) {
+for (let i = 0; performance.now() < tEnd || loaded.length < 5; i++) {
   loaded.push(await p0(100 + i));
   await sleep(100);
 }
