@@ -1102,6 +1102,22 @@ TEST(known_regex_splitters_match_pcre2) {
     }
 }
 
+TEST(fast_utf8_validation_matches_base) {
+    /* random byte strings biased towards UTF-8 structure, compared with base's validator */
+    uint8_t buf[64];
+    int bad = 0;
+    static const uint8_t bytes[] = {'a', ' ', 0x00, 0x7F, 0x80, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+                                    0xE0, 0xA0, 0xED, 0x9F, 0xEF, 0xF0, 0x90, 0xF4, 0x8F, 0xF5,
+                                    0xFF, 0xBD, 0x9F, 0x98};
+    for (int it = 0; it < 200000; it++) {
+        size_t n = rng() % sizeof buf;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (rng() & 1) ? 'x' : bytes[rng() % sizeof bytes];
+        if (fr_tok_utf8_valid((const char *)buf, n) != fr_utf8_valid((const char *)buf, n)) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
 TEST(segmented_nfc_matches_utf8proc) {
     char buf[512];
     int bad = 0;

@@ -159,6 +159,7 @@ struct fr_tokenizer {
 const char *fr_tok_quote(const char *s, size_t n, char *buf, size_t cap);
 const char *fr_tok_gpt2_regex(void);
 char *fr_tok_nfc(const char *s, size_t n, size_t *out_n);
+bool fr_tok_utf8_valid(const char *s, size_t n); /* fr_utf8_valid, faster on ASCII */
 uint32_t fr_tok_byte_to_cp(uint8_t b);
 int fr_tok_cp_to_byte(uint32_t cp);
 

@@ -361,7 +361,7 @@ fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t 
         jfail(&j, "file too large (%zu bytes, limit %u)", len, FR_TOK_MAX_FILE);
         return NULL;
     }
-    if (!json || !fr_utf8_valid(json, len)) {
+    if (!json || !fr_tok_utf8_valid(json, len)) {
         jfail(&j, "not valid UTF-8");
         return NULL;
     }
