@@ -769,6 +769,9 @@ TEST(hfconfig_errors) {
     cfg_expect_fail("{\"architectures\":[\"LlamaForCausalLM\"]," BASE_CFG
                     ",\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8}}", "low_freq_factor");
     cfg_expect_fail("{\"architectures\":[\"LlamaForCausalLM\"]," BASE_CFG
+                    ",\"rope_parameters\":{\"full_attention\":{\"rope_theta\":1e6}}}",
+                    "per-layer-type");
+    cfg_expect_fail("{\"architectures\":[\"LlamaForCausalLM\"]," BASE_CFG
                     ",\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
                     "\"high_freq_factor\":1,\"original_max_position_embeddings\":8192}}",
                     "llama3");

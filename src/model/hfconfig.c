@@ -144,6 +144,12 @@ static int parse_rope(fr_hf_config *c, const cJSON *root, const char *path, fr_e
         fr_err_set(err, "%s: '%s' must be an object", path, rp_key);
         return -1;
     }
+    if (rp && !get(rp, "rope_type") && !get(rp, "type") && !get(rp, "rope_theta"))
+        for (const cJSON *e = rp->child; e; e = e->next)
+            if (cJSON_IsObject(e)) { /* {"full_attention": {...}, ...} (transformers 5) */
+                fr_err_set(err, "%s: per-layer-type '%s' is not supported", path, rp_key);
+                return -1;
+            }
     double theta;
     int rc = get_pos(root, "rope_theta", 10000.0, &theta, path, err);
     if (rc < 0) return -1;
