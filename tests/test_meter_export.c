@@ -89,7 +89,7 @@ TEST(traceparent_mutation_fuzz) {
 typedef struct collector {
     int fd;                 /* listening socket */
     int port;               /* its port */
-    volatile int stop;      /* ask the thread to stop */
+    _Atomic int stop;       /* ask the thread to stop */
     pthread_mutex_t mu;     /* guards below */
     int posts;              /* requests received */
     int spans, roots;       /* spans / root spans received */
