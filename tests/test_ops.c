@@ -149,6 +149,11 @@ TEST(openblas_sgemm_behaviour) {
     }
     fprintf(stderr, "  note: OpenBLAS sgemm rows for M=1 vs M=%d: %s (%d of %d rows differ)\n", M,
             differ ? "DIFFER" : "identical", differ, M);
+    free(a);
+    free(b);
+    free(c);
+    free(c1);
+    free(cr);
 }
 
 TEST(rmsnorm_fast_vs_ref) {
