@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
+#include <cublas_v2.h>
 #include "base/base.h"
 
 #define CK(x)                                                                                \
@@ -209,6 +211,233 @@ static fr_hparams llama8b(void) {
     return hp;
 }
 
+
+/* ---------------------------------------------------------------- kernel breakdown */
+/* Times one launcher call with events: warm-up 3, then the median of `reps`; `rot` copies of the
+ * weights are cycled so a matrix smaller than L2 is still read from HBM. */
+typedef void (*launch_fn)(void *ctx, int copy);
+static double time_us(launch_fn fn, void *ctx, int rot, int reps) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) fn(ctx, i % rot);
+    double t[64];
+    if (reps > 64) reps = 64;
+    for (int i = 0; i < reps; i++) {
+        CK(cudaEventRecord(e0, 0));
+        fn(ctx, i % rot);
+        CK(cudaEventRecord(e1, 0));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t[i] = ms * 1e3;
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return median(t, reps);
+}
+
+typedef struct gemv_ctx {
+    int M, K, bits, nb, mode, rot;
+    void *w[8];
+    uint32_t *sz[8];
+    uint16_t *x;
+    void *y;
+    cublasHandle_t cub;
+} gemv_ctx;
+static void run_gemv(void *p, int copy) {
+    gemv_ctx *g = p;
+    const int ldo = g->mode == FRK_OUT_SWIGLU ? g->M / 2 : g->M;
+    if (g->bits == 16)
+        frk_gemv_bf16(g->w[copy], g->M, g->K, g->x, g->K, g->nb, g->y, ldo, g->mode, 0);
+    else
+        frk_gemv_q(g->w[copy], g->sz[copy], g->M, g->K, g->bits, g->x, g->K, g->nb, g->y, ldo, g->mode, 0);
+}
+static void run_cublas(void *p, int copy) {
+    gemv_ctx *g = p;
+    const float a = 1.f, b = 0.f;
+    if (cublasGemmEx(g->cub, CUBLAS_OP_T, CUBLAS_OP_N, g->M, g->nb, g->K, &a, g->w[copy], CUDA_R_16BF,
+                     g->K, g->x, CUDA_R_16BF, g->K, &b, g->y, CUDA_R_32F, g->M, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasGemmEx failed\n");
+        abort();
+    }
+}
+
+static void gemv_bench(const char *name, int M, int K, int bits, int nb, int mode, bool cublas,
+                       cublasHandle_t cub, double *us_out) {
+    gemv_ctx g;
+    memset(&g, 0, sizeof g);
+    g.M = M, g.K = K, g.bits = bits, g.nb = nb, g.mode = mode, g.cub = cub;
+    const size_t wb = bits == 16 ? (size_t)M * K * 2 : frk_quant_bytes(M, K, bits);
+    const size_t szb = bits == 16 ? 0 : frk_quant_sz_count(M, K) * 4;
+    g.rot = (int)FR_MIN(8, FR_MAX(1, (int)((400u << 20) / (wb + szb)) + 1));
+    for (int i = 0; i < g.rot; i++) {
+        CK(cudaMalloc(&g.w[i], wb));
+        if (bits == 16)
+            frk_fill_bf16(g.w[i], (size_t)M * K, 0.02f, 0.f, 77 + i, 0);
+        else {
+            CK(cudaMalloc((void **)&g.sz[i], szb));
+            frk_quant_random(g.w[i], g.sz[i], M, K, bits, 0.02f, 77 + i, 0);
+        }
+    }
+    CK(cudaMalloc((void **)&g.x, (size_t)nb * K * 2));
+    frk_fill_bf16(g.x, (size_t)nb * K, 1.f, 0.f, 5, 0);
+    CK(cudaMalloc(&g.y, (size_t)nb * M * 4));
+    const double us = time_us(cublas ? run_cublas : run_gemv, &g, g.rot, 40);
+    const double bytes = (double)(wb + szb) + (double)nb * K * 2 + (double)nb * M * 4;
+    LOG("  %-44s %8.1f us  %7.0f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
+    if (us_out) *us_out = us;
+    for (int i = 0; i < g.rot; i++) {
+        CK(cudaFree(g.w[i]));
+        if (g.sz[i]) CK(cudaFree(g.sz[i]));
+    }
+    CK(cudaFree(g.x));
+    CK(cudaFree(g.y));
+}
+
+typedef struct attn_ctx {
+    frk_attn_args a;
+    int prefill;
+} attn_ctx;
+static void run_attn(void *p, int copy) {
+    attn_ctx *c = p;
+    (void)copy;
+    if (c->prefill == 1)
+        frk_attention_prefill(&c->a, 0, 0);
+    else
+        frk_attention(&c->a, 0);
+}
+static void attn_bench(const char *name, int T, int ctx, int n_split, int prefill, int kv_int8,
+                       double *us_out) {
+    const int H = 32, Hkv = 8, D = 128, L = 1, bts = (ctx + 15) / 16;
+    const int nseq = prefill ? 1 : T; /* prefill 1: mma kernel, 2: scalar kernel, same run */
+    const int NB = nseq * bts + 1;
+    const size_t pool = (size_t)NB * L * Hkv * 16 * D * (kv_int8 ? 1 : 2);
+    attn_ctx c;
+    memset(&c, 0, sizeof c);
+    void *kc, *vc, *ks, *vs, *q, *out, *part, *bt, *pos, *seq;
+    CK(cudaMalloc(&kc, pool));
+    CK(cudaMalloc(&vc, pool));
+    frk_fill_bf16(kc, pool / 2, 1.f, 0.f, 1, 0);
+    frk_fill_bf16(vc, pool / 2, 1.f, 0.f, 2, 0);
+    CK(cudaMalloc(&ks, (size_t)NB * Hkv * 4));
+    CK(cudaMalloc(&vs, (size_t)NB * Hkv * 4));
+    frk_fill_f32(ks, (size_t)NB * Hkv, 0.001f, 0.01f, 3, 0);
+    frk_fill_f32(vs, (size_t)NB * Hkv, 0.001f, 0.01f, 4, 0);
+    CK(cudaMalloc(&q, (size_t)T * H * D * 2));
+    frk_fill_bf16(q, (size_t)T * H * D, 1.f, 0.f, 5, 0);
+    CK(cudaMalloc(&out, (size_t)T * H * D * 2));
+    CK(cudaMalloc(&part, (size_t)T * H * n_split * (D + 2) * 4));
+    int32_t *hbt = malloc((size_t)nseq * bts * 4), *hpos = malloc((size_t)T * 4), *hseq = malloc((size_t)T * 4);
+    for (int i = 0; i < nseq * bts; i++) hbt[i] = 1 + i;
+    for (int t = 0; t < T; t++) {
+        hpos[t] = prefill ? t : ctx - 1;
+        hseq[t] = prefill ? 0 : t;
+    }
+    CK(cudaMalloc(&bt, (size_t)nseq * bts * 4));
+    CK(cudaMalloc(&pos, (size_t)T * 4));
+    CK(cudaMalloc(&seq, (size_t)T * 4));
+    CK(cudaMemcpy(bt, hbt, (size_t)nseq * bts * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(pos, hpos, (size_t)T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(seq, hseq, (size_t)T * 4, cudaMemcpyHostToDevice));
+    frk_attn_args *a = &c.a;
+    a->q = q, a->kc = kc, a->vc = vc, a->kscale = ks, a->vscale = vs;
+    a->pos = pos, a->tok_seq = seq, a->block_tables = bt;
+    a->T = T, a->H = H, a->Hkv = Hkv, a->D = D, a->bt_stride = bts, a->layer = 0, a->n_layer = L;
+    a->kv_int8 = kv_int8, a->n_split = n_split, a->part = part, a->out = out;
+    c.prefill = prefill;
+    const double us = time_us(run_attn, &c, 1, 30);
+    const double kvb = prefill ? 0 : (double)T * ctx * Hkv * D * 2 * (kv_int8 ? 1 : 2);
+    LOG("  %-44s %8.1f us  %7.0f GB/s of KV\n", name, us, kvb / (us * 1e-6) / 1e9);
+    if (us_out) *us_out = us;
+    cudaFree(kc), cudaFree(vc), cudaFree(ks), cudaFree(vs), cudaFree(q), cudaFree(out);
+    cudaFree(part), cudaFree(bt), cudaFree(pos), cudaFree(seq);
+    free(hbt), free(hpos), free(hseq);
+}
+
+typedef struct misc_ctx {
+    float *x, *w;
+    uint16_t *out;
+    int n, E;
+} misc_ctx;
+static void run_rms(void *p, int copy) {
+    misc_ctx *m = p;
+    (void)copy;
+    frk_rmsnorm(m->x, m->w, NULL, m->n, m->E, 1e-5f, m->out, 0);
+}
+
+static void kernel_breakdown(void) {
+    cublasHandle_t cub;
+    if (cublasCreate(&cub) != CUBLAS_STATUS_SUCCESS) return;
+    void *ws;
+    CK(cudaMalloc(&ws, 32u << 20));
+    cublasSetWorkspace(cub, ws, 32u << 20);
+    LOG("kernel breakdown (Llama-3-8B shapes; weights rotated through several copies, so HBM):\n");
+    const int shp[5][3] = {{6144, 4096, FRK_OUT_STORE}, {4096, 4096, FRK_OUT_ACC},
+                           {28672, 4096, FRK_OUT_SWIGLU}, {4096, 14336, FRK_OUT_ACC},
+                           {128256, 4096, FRK_OUT_STORE}};
+    const char *nm[5] = {"qkv", "o", "gate_up+swiglu", "down", "lm_head"};
+    const int bitsv[3] = {16, 8, 4};
+    for (int bi = 0; bi < 3; bi++) {
+        double layer = 0, head = 0;
+        for (int i = 0; i < 5; i++) {
+            char name[96];
+            double us = 0;
+            snprintf(name, sizeof name, "gemv %s b=1 %s %dx%d", bitsv[bi] == 16 ? "bf16" : bitsv[bi] == 8 ? "int8" : "int4",
+                     nm[i], shp[i][0], shp[i][1]);
+            gemv_bench(name, shp[i][0], shp[i][1], bitsv[bi], 1, shp[i][2], false, cub, &us);
+            if (i < 4) layer += us; else head = us;
+        }
+        LOG("  => %s GEMVs per token: 32 x %.1f + %.1f = %.2f ms\n", bitsv[bi] == 16 ? "bf16" : bitsv[bi] == 8 ? "int8" : "int4",
+            layer, head, (32 * layer + head) / 1e3);
+    }
+    gemv_bench("cuBLAS bf16 b=1 gate_up 28672x4096", 28672, 4096, 16, 1, FRK_OUT_STORE, true, cub, NULL);
+    gemv_bench("gemv bf16 b=4 gate_up 28672x4096", 28672, 4096, 16, 4, FRK_OUT_SWIGLU, false, cub, NULL);
+    gemv_bench("cuBLAS bf16 b=8 gate_up 28672x4096", 28672, 4096, 16, 8, FRK_OUT_STORE, true, cub, NULL);
+    gemv_bench("cuBLAS bf16 b=32 gate_up 28672x4096", 28672, 4096, 16, 32, FRK_OUT_STORE, true, cub, NULL);
+    gemv_bench("gemv int4 b=32 gate_up 28672x4096", 28672, 4096, 4, 32, FRK_OUT_SWIGLU, false, cub, NULL);
+    gemv_bench("gemv int8 b=32 gate_up 28672x4096", 28672, 4096, 8, 32, FRK_OUT_SWIGLU, false, cub, NULL);
+    /* prefill GEMMs */
+    {
+        const int T = 512;
+        for (int i = 0; i < 4; i++) {
+            gemv_ctx g;
+            memset(&g, 0, sizeof g);
+            g.M = shp[i][0], g.K = shp[i][1], g.nb = T, g.cub = cub, g.rot = 1, g.bits = 16;
+            CK(cudaMalloc(&g.w[0], (size_t)g.M * g.K * 2));
+            frk_fill_bf16(g.w[0], (size_t)g.M * g.K, 0.02f, 0.f, 9, 0);
+            CK(cudaMalloc((void **)&g.x, (size_t)T * g.K * 2));
+            frk_fill_bf16(g.x, (size_t)T * g.K, 1.f, 0.f, 10, 0);
+            CK(cudaMalloc(&g.y, (size_t)T * g.M * 4));
+            const double us = time_us(run_cublas, &g, 1, 20);
+            LOG("  cuBLAS bf16 GEMM T=%d %-16s %8.1f us  %6.0f TFLOP/s\n", T, nm[i], us,
+                2.0 * T * g.M * g.K / (us * 1e-6) / 1e12);
+            cudaFree(g.w[0]), cudaFree(g.x), cudaFree(g.y);
+        }
+    }
+    double us;
+    attn_bench("attention decode b=1 ctx=640 split=33", 1, 640, 33, 0, 0, &us);
+    attn_bench("attention decode b=1 ctx=640 split=1", 1, 640, 1, 0, 0, &us);
+    attn_bench("attention decode b=32 ctx=640 split=2", 32, 640, 2, 0, 0, &us);
+    attn_bench("attention decode b=32 ctx=640 int8 KV split=2", 32, 640, 2, 0, 1, &us);
+    attn_bench("attention prefill T=512 mma", 512, 512, 1, 1, 0, &us);
+    attn_bench("attention prefill T=512 scalar kernel", 512, 512, 1, 2, 0, &us);
+    {
+        misc_ctx m;
+        m.n = 1, m.E = 4096;
+        CK(cudaMalloc((void **)&m.x, 4096 * 4 * 32));
+        CK(cudaMalloc((void **)&m.w, 4096 * 4));
+        CK(cudaMalloc((void **)&m.out, 4096 * 2 * 32));
+        frk_fill_f32(m.x, 4096 * 32, 1.f, 0.f, 1, 0);
+        frk_fill_f32(m.w, 4096, 0.1f, 1.f, 2, 0);
+        LOG("  %-44s %8.1f us\n", "rmsnorm 1x4096", time_us(run_rms, &m, 1, 30));
+        cudaFree(m.x), cudaFree(m.w), cudaFree(m.out);
+    }
+    cublasDestroy(cub);
+    cudaFree(ws);
+}
+
 /* ---------------------------------------------------------------- results */
 typedef struct res {
     double copy_tbs, gemm_tflops;
@@ -250,6 +479,10 @@ static void ceilings(res *r, bool quick) {
 int main(int argc, char **argv) {
     bool quick = false;
     const char *out = NULL;
+    if (argc > 1 && !strcmp(argv[1], "--version")) {
+        printf("frugal CUDA tools (sm_90)\n");
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
@@ -270,6 +503,7 @@ int main(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     ceilings(&r, quick);
     LOG("ceiling: device copy %.2f TB/s (read + write)\n", r.copy_tbs);
+    if (!quick) kernel_breakdown();
     const fr_hparams hp = llama8b();
     fr_hparams hq = hp;
     if (quick) { /* same widths, fewer layers: a smoke run */

@@ -182,6 +182,10 @@ static void check(const char *dir, const char *model, const char *ref, const cha
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--version")) {
+        printf("frugal CUDA tools (sm_90)\n");
+        return 0;
+    }
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures";
     fr_log_level = FR_LOG_WARN;
     fr_backend_params p = fr_backend_params_default();

@@ -83,7 +83,7 @@ struct fr_cuda {
     /* inputs: device + pinned host mirror, int32 words */
     int32_t *in_d, *in_h;
     size_t in_words;
-    int off_tok, off_pos, off_seq, off_out, off_seg, off_seg0, off_bt;
+    int off_tok, off_pos, off_seq, off_out, off_seg, off_seg0, off_rows, off_bt;
     /* pinned outputs */
     float *logits_h;
     int logits_h_rows;
@@ -298,8 +298,9 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     c->off_out = 3 * c->MT;
     c->off_seg = 4 * c->MT;
     c->off_seg0 = 8 * c->MT;
-    c->off_bt = 9 * c->MT;
-    c->in_words = (size_t)9 * c->MT + (size_t)c->MT * c->bt_stride;
+    c->off_rows = 9 * c->MT;
+    c->off_bt = 10 * c->MT;
+    c->in_words = (size_t)10 * c->MT + (size_t)c->MT * c->bt_stride;
     DALLOC(c->in_d, c->in_words * 4, a);
     FR_CK(cudaMemset(c->in_d, 0, c->in_words * 4));
     FR_CK(cudaMemset(c->x, 0, MT * E * 4));
@@ -687,6 +688,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
     const int32_t *d_tok = c->in_d + c->off_tok, *d_pos = c->in_d + c->off_pos;
     const int32_t *d_seq = c->in_d + c->off_seq, *d_out = c->in_d + c->off_out;
     const int32_t *d_seg = c->in_d + c->off_seg, *d_seg0 = c->in_d + c->off_seg0;
+    const int32_t *d_rows = c->in_d + c->off_rows;
     const int32_t *d_bt = c->in_d + c->off_bt;
     frk_embed(c->tok_embd, d_tok, T, E, c->x, st);
     for (int l = 0; l < hp->n_layer; l++) {
@@ -718,7 +720,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         }
         frk_rope_kv(&ra, st);
         if (c->cfg.kv_int8)
-            frk_kv_store_i8(c->kvnew, d_seg, d_seg0, pl->n_seg, d_bt, c->bt_stride, l, hp->n_layer,
+            frk_kv_store_i8(c->kvnew, d_seg, d_seg0, d_rows, pl->n_seg, d_bt, c->bt_stride, l, hp->n_layer,
                             hp->n_head_kv, hp->head_dim, (int8_t *)c->kc, (int8_t *)c->vc, c->ksc,
                             c->vsc, st);
         frk_attn_args aa;
@@ -765,7 +767,7 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
     }
     int32_t *tok = c->in_h + c->off_tok, *pos = c->in_h + c->off_pos, *seq = c->in_h + c->off_seq;
     int32_t *out = c->in_h + c->off_out, *seg = c->in_h + c->off_seg, *seg0 = c->in_h + c->off_seg0;
-    int32_t *bt = c->in_h + c->off_bt;
+    int32_t *rows = c->in_h + c->off_rows, *bt = c->in_h + c->off_bt;
     int S = 0;
     for (int i = 0; i < T; i++) {
         if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab) {
@@ -839,6 +841,7 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
             seg[4 * i + 2] = pos[i] % FRK_BLOCK;
             seg[4 * i + 3] = 1;
             seg0[i] = i;
+            rows[i] = i;
         }
         pl->T = Tp;
         pl->S = S + (Tp - T);
@@ -849,20 +852,25 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
         int n = 0;
         for (int i = 0; i < T; i++)
             if (!b->logits || b->logits[i]) out[n++] = i;
-        /* int8 KV segments: maximal runs of consecutive rows of one sequence inside one block */
-        int ns = 0;
-        for (int i = 0; i < T;) {
-            int j = i + 1;
-            while (j < T && seq[j] == seq[i] && pos[j] == pos[j - 1] + 1 &&
-                   pos[j] / FRK_BLOCK == pos[i] / FRK_BLOCK)
-                j++;
-            seg[4 * ns + 0] = seq[i];
-            seg[4 * ns + 1] = pos[i] / FRK_BLOCK;
-            seg[4 * ns + 2] = pos[i] % FRK_BLOCK;
-            seg[4 * ns + 3] = j - i;
-            seg0[ns] = i;
-            ns++;
-            i = j;
+        /* int8 KV segments: per sequence, its new tokens grouped by cache block (the rows of a
+         * sequence need not be adjacent in the batch) */
+        int ns = 0, nr = 0;
+        for (int j = 0; j < S; j++) {
+            int cur_blk = -1;
+            for (int i = 0; i < T; i++) {
+                if (seq[i] != j) continue;
+                if (pos[i] / FRK_BLOCK != cur_blk) {
+                    cur_blk = pos[i] / FRK_BLOCK;
+                    seg[4 * ns + 0] = j;
+                    seg[4 * ns + 1] = cur_blk;
+                    seg[4 * ns + 2] = pos[i] % FRK_BLOCK;
+                    seg[4 * ns + 3] = 0;
+                    seg0[ns] = nr;
+                    ns++;
+                }
+                seg[4 * (ns - 1) + 3]++;
+                rows[nr++] = i;
+            }
         }
         pl->T = T;
         pl->S = S;

@@ -166,13 +166,14 @@ extern "C" void frk_rope_kv(const frk_rope_args *a, cudaStream_t st) {
 /* ---------------------------------------------------------------- INT8 KV store */
 /* grid (n_seg, Hkv, 2 (K/V)); 128 threads. */
 __global__ void k_kv_store_i8(const bf16 *__restrict__ kvnew, const int32_t *__restrict__ seg,
-                              const int32_t *__restrict__ seg_tok0, const int32_t *__restrict__ bt,
+                              const int32_t *__restrict__ seg_start, const int32_t *__restrict__ rows,
+                              const int32_t *__restrict__ bt,
                               int bt_stride, int layer, int n_layer, int Hkv, int D, int8_t *kc,
                               int8_t *vc, float *kscale, float *vscale) {
     __shared__ float sh[32];
     const int si = blockIdx.x, h = blockIdx.y, which = blockIdx.z;
     const int s = seg[si * 4 + 0], bi = seg[si * 4 + 1], f0 = seg[si * 4 + 2], n = seg[si * 4 + 3];
-    const int tok0 = seg_tok0[si];
+    const int32_t *srows = rows + seg_start[si]; /* kvnew row of the segment's j-th token */
     const int NK = Hkv * D;
     const int blk = bt[(size_t)s * bt_stride + bi];
     const size_t sidx = ((size_t)blk * n_layer + layer) * Hkv + h;
@@ -182,7 +183,7 @@ __global__ void k_kv_store_i8(const bf16 *__restrict__ kvnew, const int32_t *__r
     float amax = 0.f;
     for (int idx = threadIdx.x; idx < n * D; idx += blockDim.x) {
         const int j = idx / D, d = idx % D;
-        const float v = __bfloat162float(kvnew[(size_t)(tok0 + j) * 2 * NK + which * NK + h * D + d]);
+        const float v = __bfloat162float(kvnew[(size_t)srows[j] * 2 * NK + which * NK + h * D + d]);
         amax = fmaxf(amax, fabsf(v));
     }
     amax = block_max(amax, sh);
@@ -198,20 +199,20 @@ __global__ void k_kv_store_i8(const bf16 *__restrict__ kvnew, const int32_t *__r
     const float inv = s_new > 0.f ? 1.f / s_new : 0.f;
     for (int idx = threadIdx.x; idx < n * D; idx += blockDim.x) {
         const int j = idx / D, d = idx % D;
-        const float v = __bfloat162float(kvnew[(size_t)(tok0 + j) * 2 * NK + which * NK + h * D + d]);
+        const float v = __bfloat162float(kvnew[(size_t)srows[j] * 2 * NK + which * NK + h * D + d]);
         dst[(size_t)(f0 + j) * D + d] = (int8_t)fminf(127.f, fmaxf(-127.f, rintf(v * inv)));
     }
     __syncthreads(); /* every thread read *scale (s_old) before it changes */
     if (threadIdx.x == 0) *scale = s_new;
 }
 
-extern "C" void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *seg_tok0,
-                                int n_seg, const int32_t *block_tables, int bt_stride, int layer,
+extern "C" void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *seg_start,
+                                const int32_t *rows, int n_seg, const int32_t *block_tables, int bt_stride, int layer,
                                 int n_layer, int Hkv, int D, int8_t *kc, int8_t *vc, float *kscale,
                                 float *vscale, cudaStream_t st) {
     if (n_seg <= 0) return;
     dim3 grid(n_seg, Hkv, 2);
-    k_kv_store_i8<<<grid, 128, 0, st>>>((const bf16 *)kvnew, seg, seg_tok0, block_tables, bt_stride,
+    k_kv_store_i8<<<grid, 128, 0, st>>>((const bf16 *)kvnew, seg, seg_start, rows, block_tables, bt_stride,
                                         layer, n_layer, Hkv, D, kc, vc, kscale, vscale);
     FR_CK_LAUNCH();
 }

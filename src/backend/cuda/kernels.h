@@ -53,12 +53,14 @@ typedef struct frk_rope_args {
 } frk_rope_args;
 void frk_rope_kv(const frk_rope_args *a, cudaStream_t st);
 
-/* INT8 KV store. Each segment covers new tokens of one sequence inside one KV block:
+/* INT8 KV store. Each segment covers all new tokens of one sequence inside one KV block (so one
+ * CUDA block owns each cache block and its scale):
  *   seg int32 [n_seg][4] = {tok_seq index s, block index within the sequence, first slot, count};
- *   the tokens are kvnew rows tok0 .. tok0+count-1 where tok0 = seg_tok0[i].
+ *   its j-th token (slot first + j) is kvnew row rows[seg_start[i] + j].
  * Scales are per (block, layer, head) and only grow: when new values exceed the block's scale,
  * the slots already stored are requantised to the new scale (symmetric int8, |q| <= 127). */
-void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *seg_tok0, int n_seg,
+void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *seg_start,
+                     const int32_t *rows, int n_seg,
                      const int32_t *block_tables, int bt_stride, int layer, int n_layer, int Hkv,
                      int D, int8_t *kc, int8_t *vc, float *kscale, float *vscale, cudaStream_t st);
 

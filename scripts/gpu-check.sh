@@ -1,0 +1,113 @@
+#!/bin/sh
+# gpu-check.sh — the CUDA backend's complete check on one GPU host (Hopper, sm_90), in one go:
+#   1. device and driver (nvidia-smi), clocks before and after;
+#   2. build: `make -j cuda` (nvcc, sm_90 + compute_90 PTX), or a prebuilt bundle when
+#      GPU_BUNDLE names a .tar.xz holding gpu-check, gpu-bench, gpu-e2e and lib/ (for hosts
+#      without the CPU build's libraries);
+#   3. every kernel and the decoder against the CPU references on fresh random inputs
+#      (build-cuda/gpu-check; tolerances by dtype, NaN never passes, outputs poisoned);
+#   4. the fixture models end to end against their HF references and the CPU decoder (gpu-e2e);
+#   5. the Llama-3-8B-shape benchmarks (gpu-bench);
+#   6. compute-sanitizer memcheck over `gpu-check --quick`;
+#   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
+#
+# Usage: scripts/gpu-check.sh [OUTDIR]     (default: $OUT, else ./gpu-check-out)
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,sanitizer.log,bench.log,summary.txt}.
+# Exit status: 0 when every check passed (benchmarks never fail the script).
+set -u
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out"
+sum="$out/summary.txt"
+: >"$sum"
+note() { echo "$*" | tee -a "$sum"; }
+t0=$(date +%s)
+el() { echo $(($(date +%s) - t0)); }
+status=0
+
+# ---- 1. device
+{
+    nvidia-smi -L
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+    nvcc --version 2>/dev/null | tail -n 2
+    uname -a
+} >"$out/gpu.txt" 2>&1
+note "== device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+
+# ---- 2. binaries
+bin=build-cuda
+libs=""
+if [ -n "${GPU_BUNDLE:-}" ] && [ -f "$GPU_BUNDLE" ]; then
+    bdir=${TMPDIR:-/tmp}/frugal-gpu-bundle
+    rm -rf "$bdir" && mkdir -p "$bdir" && tar xJf "$GPU_BUNDLE" -C "$bdir"
+    if LD_LIBRARY_PATH="$bdir/lib" "$bdir/gpu-check" --version >/dev/null 2>&1 &&
+       LD_LIBRARY_PATH="$bdir/lib" "$bdir/gpu-bench" --version >/dev/null 2>&1; then
+        bin=$bdir
+        libs=$bdir/lib
+        note "== binaries: prebuilt bundle $GPU_BUNDLE ($(el) s)"
+    else
+        note "== bundle does not run here ($(LD_LIBRARY_PATH="$bdir/lib" "$bdir/gpu-check" --version 2>&1 | head -n 1)); building"
+    fi
+fi
+if [ "$bin" = build-cuda ]; then
+    j=$(nproc 2>/dev/null || echo 8)
+    if make -j"$j" cuda >"$out/build.log" 2>&1; then
+        note "== build: make cuda ok ($(el) s)"
+    elif make -j"$j" cuda-tools >>"$out/build.log" 2>&1; then
+        note "== build: make cuda failed (CPU-build libraries missing?); cuda-tools ok ($(el) s)"
+    else
+        note "== build: FAILED (see build.log)"
+        tail -n 30 "$out/build.log"
+        exit 1
+    fi
+fi
+export LD_LIBRARY_PATH="${libs:+$libs:}${LD_LIBRARY_PATH:-}"
+
+# ---- 3. kernels and decoder vs CPU references
+timeout 130 "$bin/gpu-check" >"$out/check.log" 2>&1
+rc=$?
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/check.log" | tail -n 1)
+note "== gpu-check (kernels + decoder vs CPU references): ${line:-no summary} (exit $rc, $(el) s)"
+grep -E '^FAIL' "$out/check.log" | head -n 25 | tee -a "$sum"
+[ "$rc" -eq 0 ] || status=1
+
+# ---- 4. fixtures end to end
+if [ -x "$bin/gpu-e2e" ] && "$bin/gpu-e2e" --version >/dev/null 2>&1; then
+    timeout 50 "$bin/gpu-e2e" tests/fixtures >"$out/e2e.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/e2e.log" | tail -n 1)
+    note "== gpu-e2e (fixtures vs HF and CPU decoder): ${line:-no summary} (exit $rc, $(el) s)"
+    grep -E '^(ok|FAIL|note) ' "$out/e2e.log" | tee -a "$sum"
+    [ "$rc" -eq 0 ] || status=1
+else
+    note "== gpu-e2e: not built"
+fi
+
+# ---- 5. benchmarks
+timeout 150 "$bin/gpu-bench" --out "$out/bench.log" >"$out/bench.stdout" 2>&1
+rc=$?
+[ -s "$out/bench.log" ] || cp "$out/bench.stdout" "$out/bench.log"
+tail -n 5 "$out/bench.stdout" | grep -iE 'error|abort|fail' | tee -a "$sum"
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >>"$out/gpu.txt" 2>&1
+note "== gpu-bench: exit $rc ($(el) s)"
+
+# ---- 6. compute-sanitizer (after the benchmarks: it is the slowest step)
+cs=$(command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$cs" ]; then
+    timeout 120 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin/gpu-check" --quick \
+        >"$out/sanitizer.log" 2>&1
+    rc=$?
+    es=$(grep -E 'ERROR SUMMARY' "$out/sanitizer.log" | tail -n 1)
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/sanitizer.log" | tail -n 1)
+    note "== compute-sanitizer memcheck (gpu-check --quick): ${es:-no summary}; ${line:-} (exit $rc, $(el) s)"
+    [ "$rc" -eq 0 ] || status=1
+else
+    note "== compute-sanitizer: not found"
+fi
+
+# ---- 7. summary (last)
+echo
+echo "==================== gpu-check summary ===================="
+cat "$sum"
+sed -n '/==== summary/,$p' "$out/bench.log" | tee -a "$sum"
+echo "overall: $([ $status -eq 0 ] && echo PASS || echo FAIL) ($(el) s)"
+exit $status
