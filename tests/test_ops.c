@@ -128,6 +128,43 @@ TEST(matmul_rows_independent_of_batch) {
     fr_pool_free(pool);
 }
 
+/* a fused call over several matrices equals separate calls, bit for bit */
+TEST(matmul_n_equals_separate) {
+    const int K = 256, T = 5;
+    static const int Ns[3] = {96, 32, 40};
+    fr_pool *pool = fr_pool_new(2);
+    fr_cpu_scratch *s = fr_cpu_scratch_new(T, K, 2);
+    float *dense = malloc((size_t)96 * K * 4), *x = malloc((size_t)T * K * 4);
+    for (size_t ti = 0; ti < FR_ARRAY_LEN(all_types); ti++) {
+        fr_tensor w[3];
+        void *buf[3];
+        float *y[3], *y1 = malloc((size_t)T * 96 * 4);
+        for (int i = 0; i < 3; i++) {
+            buf[i] = make_weight(&w[i], all_types[ti], Ns[i], K, dense);
+            y[i] = malloc((size_t)T * Ns[i] * 4);
+            poison(y[i], (size_t)T * Ns[i]);
+        }
+        fill(x, (size_t)T * K, 2.0f);
+        for (int tt = 1; tt <= T; tt += T - 1) {
+            const fr_tensor *ws[3] = {&w[0], &w[1], &w[2]};
+            fr_cpu_matmul_n(pool, s, 3, y, x, ws, tt);
+            for (int i = 0; i < 3; i++) {
+                fr_cpu_matmul(pool, s, y1, x, &w[i], tt);
+                CHECK(memcmp(y1, y[i], (size_t)tt * Ns[i] * 4) == 0);
+            }
+        }
+        for (int i = 0; i < 3; i++) {
+            free(buf[i]);
+            free(y[i]);
+        }
+        free(y1);
+    }
+    free(dense);
+    free(x);
+    fr_cpu_scratch_free(s);
+    fr_pool_free(pool);
+}
+
 /* OpenBLAS: accuracy of cblas_sgemm, and whether a row of C is the same for M = 1 and M > 1.
  * Its answer only decides which path the decoder may use; the decoder uses its own kernels. */
 TEST(openblas_sgemm_behaviour) {

@@ -298,9 +298,11 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
     for (int l = 0; l < hp->n_layer; l++) {
         const fr_layer *L = &m->w.layers[l];
         fr_cpu_rmsnorm(d->xn, d->x, L->attn_norm.data, T, E, hp->rms_eps);
-        fr_cpu_matmul(pool, s, d->q, d->xn, &L->wq, T);
-        fr_cpu_matmul(pool, s, d->k, d->xn, &L->wk, T);
-        fr_cpu_matmul(pool, s, d->v, d->xn, &L->wv, T);
+        {
+            float *const ys[3] = {d->q, d->k, d->v};
+            const fr_tensor *const ws[3] = {&L->wq, &L->wk, &L->wv};
+            fr_cpu_matmul_n(pool, s, 3, ys, d->xn, ws, T);
+        }
         add_bias(d->q, &L->bq, T, d->q_dim);
         add_bias(d->k, &L->bk, T, d->kv_dim);
         add_bias(d->v, &L->bv, T, d->kv_dim);
@@ -320,8 +322,11 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
         for (size_t i = 0; i < (size_t)T * E; i++) d->x[i] += d->proj[i];
 
         fr_cpu_rmsnorm(d->xn, d->x, L->ffn_norm.data, T, E, hp->rms_eps);
-        fr_cpu_matmul(pool, s, d->ffa, d->xn, &L->w_gate, T);
-        fr_cpu_matmul(pool, s, d->ffb, d->xn, &L->w_up, T);
+        {
+            float *const ys[2] = {d->ffa, d->ffb};
+            const fr_tensor *const ws[2] = {&L->w_gate, &L->w_up};
+            fr_cpu_matmul_n(pool, s, 2, ys, d->xn, ws, T);
+        }
         swiglu_ctx sc = {d->ffa, d->ffb, T, F};
         if (T >= 4) fr_pool_run(pool, swiglu_worker, &sc);
         else swiglu_worker(&sc, 0, 1);

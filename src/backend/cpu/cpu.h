@@ -144,6 +144,10 @@ void fr_cpu_scratch_free(fr_cpu_scratch *s);
  * K <= s->max_K. Multithreaded over rows of W when pool is not NULL. */
 void fr_cpu_matmul(fr_pool *pool, fr_cpu_scratch *s, float *y, const float *x, const fr_tensor *w,
                    int T);
+/* The same for n <= 4 matrices sharing the input x (all with K = ws[i]->ne[0]), in one dispatch
+ * of the pool: ys[i] (T, N_i) = x . ws[i]^T. Results are those of n fr_cpu_matmul calls. */
+void fr_cpu_matmul_n(fr_pool *pool, fr_cpu_scratch *s, int n, float *const *ys, const float *x,
+                     const fr_tensor *const *ws, int T);
 /* Fixed-order 8-lane dot product of length n (n % 8 == 0), as the F32 matmul computes it. */
 float fr_cpu_dot(const float *a, const float *b, int n);
 /* out (T, n) = rmsnorm of x; sums of squares in the fixed 8-lane order. out may equal x. */

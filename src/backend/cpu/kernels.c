@@ -241,24 +241,34 @@ FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int 
 }
 
 /* ------------------------------------------------------------------ matmul driver */
-typedef struct mm_ctx {
-    fr_cpu_scratch *s;
-    float *y;           /* (T, N) */
-    const float *x;     /* (T, K) */
-    const fr_tensor *w; /* (N, K) */
-    int T, K, N;
+#define FR_MM_MAX 4 /* matrices per fused call */
+
+typedef struct mm_mat {
+    float *y;           /* (T, N) output */
+    const fr_tensor *w; /* (N, K) weights */
+    int N;              /* rows of w */
     size_t wstride;     /* bytes per stored row */
     int chunk;          /* rows per work item (multiple of 4) */
+    int c0;             /* first work item of this matrix */
+} mm_mat;
+
+typedef struct mm_ctx {
+    fr_cpu_scratch *s;
+    const float *x;     /* (T, K) shared input */
+    int T, K;
+    int n_mat;          /* matrices in this call */
+    mm_mat mat[FR_MM_MAX];
+    int n_items;        /* work items over all matrices */
     atomic_int next;    /* next work item */
 } mm_ctx;
 
-static void mm_chunk_f32(mm_ctx *c, int ith, int r0, int r1) {
+static void mm_chunk_f32(const mm_ctx *c, const mm_mat *mt, int ith, int r0, int r1) {
     const int K = c->K, T = c->T;
-    const fr_dtype dt = c->w->dtype;
+    const fr_dtype dt = mt->w->dtype;
     float *deq = c->s->deq + (size_t)ith * FR_CPU_ROWS * K;
     for (int r = r0; r < r1; r += FR_CPU_ROWS) {
         int R = FR_MIN(FR_CPU_ROWS, r1 - r);
-        const uint8_t *wr = (const uint8_t *)c->w->data + (size_t)r * c->wstride;
+        const uint8_t *wr = (const uint8_t *)mt->w->data + (size_t)r * mt->wstride;
         const float *wf;
         size_t ws;
         if (dt == FR_DTYPE_F32) {
@@ -267,42 +277,42 @@ static void mm_chunk_f32(mm_ctx *c, int ith, int r0, int r1) {
         } else {
             for (int i = 0; i < R; i++) {
                 if (dt == FR_DTYPE_Q8_0)
-                    deq_q8_0((const fr_block_q8_0 *)(wr + i * c->wstride), deq + (size_t)i * K, K);
+                    deq_q8_0((const fr_block_q8_0 *)(wr + i * mt->wstride), deq + (size_t)i * K, K);
                 else
-                    deq_q4_0((const fr_block_q4_0 *)(wr + i * c->wstride), deq + (size_t)i * K, K);
+                    deq_q4_0((const fr_block_q4_0 *)(wr + i * mt->wstride), deq + (size_t)i * K, K);
             }
             wf = deq;
             ws = (size_t)K;
         }
-        rows_f32(wf, ws, R, c->x, T, K, c->y + r, (size_t)c->N);
+        rows_f32(wf, ws, R, c->x, T, K, mt->y + r, (size_t)mt->N);
     }
 }
 
 /* F32 prefill: token tiles of 3 outside, 4-row blocks inside, so a chunk of W stays in L2 */
-static void mm_chunk_f32_tiled(mm_ctx *c, int r0, int r1) {
+static void mm_chunk_f32_tiled(const mm_ctx *c, const mm_mat *mt, int r0, int r1) {
     const int K = c->K, T = c->T;
-    const float *w = c->w->data;
+    const float *w = mt->w->data;
     for (int t = 0; t < T; t += 3) {
         int TT = FR_MIN(3, T - t);
         const float *xt = c->x + (size_t)t * K;
-        float *yt = c->y + (size_t)t * c->N;
+        float *yt = mt->y + (size_t)t * mt->N;
         for (int r = r0; r < r1; r += 4) {
             int R = r1 - r;
             const float *wr = w + (size_t)r * K;
             if (R >= 4) {
-                if (TT == 3) tile_f32(wr, (size_t)K, 4, xt, 3, K, yt + r, (size_t)c->N);
-                else if (TT == 2) tile_f32(wr, (size_t)K, 4, xt, 2, K, yt + r, (size_t)c->N);
-                else tile_f32(wr, (size_t)K, 4, xt, 1, K, yt + r, (size_t)c->N);
+                if (TT == 3) tile_f32(wr, (size_t)K, 4, xt, 3, K, yt + r, (size_t)mt->N);
+                else if (TT == 2) tile_f32(wr, (size_t)K, 4, xt, 2, K, yt + r, (size_t)mt->N);
+                else tile_f32(wr, (size_t)K, 4, xt, 1, K, yt + r, (size_t)mt->N);
             } else {
-                rows_f32(wr, (size_t)K, R, xt, TT, K, yt + r, (size_t)c->N);
+                rows_f32(wr, (size_t)K, R, xt, TT, K, yt + r, (size_t)mt->N);
             }
         }
     }
 }
 
-static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
+static void mm_chunk_own(const mm_ctx *c, const mm_mat *mt, int r0, int r1) {
     const int K = c->K, T = c->T, nb = K / FR_QK;
-    const bool q4 = c->w->dtype == FR_DTYPE_Q4;
+    const bool q4 = mt->w->dtype == FR_DTYPE_Q4;
     float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS]; /* (nb) this row's scales / minimums */
     float sc[4 * FR_MAX_GROUPS];                /* (TT, nb) scale products */
     for (int t = 0; t < T; t += 4) {
@@ -310,13 +320,13 @@ static void mm_chunk_own(mm_ctx *c, int r0, int r1) {
         const int8_t *xq = c->s->xq + (size_t)t * K;
         const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;
         for (int r = r0; r < r1; r++) {
-            const uint8_t *wr = (const uint8_t *)c->w->data + (size_t)r * c->wstride;
+            const uint8_t *wr = (const uint8_t *)mt->w->data + (size_t)r * mt->wstride;
             if (r + FR_PF_ROWS < r1)
-                for (size_t o = 0; o < c->wstride; o += 64)
-                    _mm_prefetch((const char *)wr + FR_PF_ROWS * c->wstride + o, _MM_HINT_T0);
-            float *y = c->y + (size_t)t * c->N + r;
-            size_t ys = (size_t)c->N;
-            const uint8_t *wqs = wr + fr_own_head_bytes(c->w->dtype, K);
+                for (size_t o = 0; o < mt->wstride; o += 64)
+                    _mm_prefetch((const char *)wr + FR_PF_ROWS * mt->wstride + o, _MM_HINT_T0);
+            float *y = mt->y + (size_t)t * mt->N + r;
+            size_t ys = (size_t)mt->N;
+            const uint8_t *wqs = wr + fr_own_head_bytes(mt->w->dtype, K);
             if (q4) {
                 const uint16_t *h = (const uint16_t *)wr;
                 row_scales(h, dw, nb);
@@ -347,17 +357,20 @@ static void mm_worker(void *arg, int ith, int nth) {
     mm_ctx *c = arg;
     (void)nth;
     for (;;) {
-        int r0 = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed) * c->chunk;
-        if (r0 >= c->N) break;
-        int r1 = FR_MIN(c->N, r0 + c->chunk);
-        switch ((int)c->w->dtype) {
+        int it = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+        if (it >= c->n_items) break;
+        int i = 0;
+        while (i + 1 < c->n_mat && it >= c->mat[i + 1].c0) i++;
+        const mm_mat *mt = &c->mat[i];
+        int r0 = (it - mt->c0) * mt->chunk, r1 = FR_MIN(mt->N, r0 + mt->chunk);
+        switch ((int)mt->w->dtype) {
         case FR_DTYPE_F32:
-            if (c->T > 3) mm_chunk_f32_tiled(c, r0, r1);
-            else mm_chunk_f32(c, ith, r0, r1);
+            if (c->T > 3) mm_chunk_f32_tiled(c, mt, r0, r1);
+            else mm_chunk_f32(c, mt, ith, r0, r1);
             break;
         case FR_DTYPE_Q8_0:
-        case FR_DTYPE_Q4_0: mm_chunk_f32(c, ith, r0, r1); break;
-        default: mm_chunk_own(c, r0, r1); break;
+        case FR_DTYPE_Q4_0: mm_chunk_f32(c, mt, ith, r0, r1); break;
+        default: mm_chunk_own(c, mt, r0, r1); break;
         }
     }
 }
@@ -376,30 +389,46 @@ static void qa_worker(void *arg, int ith, int nth) {
                      c->s->xd + (size_t)t * nb, c->s->xs + (size_t)t * nb);
 }
 
-void fr_cpu_matmul(fr_pool *pool, fr_cpu_scratch *s, float *y, const float *x, const fr_tensor *w,
-                   int T) {
-    const int K = (int)w->ne[0], N = (int)w->ne[1];
-    const fr_dtype dt = w->dtype;
-    FR_ASSERT(T >= 1 && T <= s->max_T && K <= s->max_K && fr_cpu_dtype_supported(dt));
-    FR_ASSERT(K % (dt == FR_DTYPE_F32 ? 8 : FR_QK) == 0);
+void fr_cpu_matmul_n(fr_pool *pool, fr_cpu_scratch *s, int n, float *const *ys, const float *x,
+                     const fr_tensor *const *ws, int T) {
+    FR_ASSERT(n >= 1 && n <= FR_MM_MAX);
+    const int K = (int)ws[0]->ne[0];
     int nth = fr_pool_size(pool);
-    FR_ASSERT(nth <= s->n_threads);
-    if (dt == FR_DTYPE_Q8 || dt == FR_DTYPE_Q4) {
+    FR_ASSERT(T >= 1 && T <= s->max_T && K <= s->max_K && nth <= s->n_threads);
+    mm_ctx c = {.s = s, .x = x, .T = T, .K = K, .n_mat = n};
+    bool own = false;
+    size_t work = 0;
+    for (int i = 0; i < n; i++) {
+        const fr_tensor *w = ws[i];
+        const fr_dtype dt = w->dtype;
+        const int N = (int)w->ne[1];
+        FR_ASSERT(w->ne[0] == K && fr_cpu_dtype_supported(dt));
+        FR_ASSERT(K % (dt == FR_DTYPE_F32 ? 8 : FR_QK) == 0);
+        own |= dt == FR_DTYPE_Q8 || dt == FR_DTYPE_Q4;
+        /* enough items for balance (a core may be interrupted), at least 16 rows in prefill */
+        int target = N / (nth * 16);
+        int chunk = target > 16 ? target : 16;
+        if (T > 1 && chunk > 64) chunk = 64;
+        if (T == 1 && N < nth * 64) chunk = 4;
+        chunk = (chunk + 3) / 4 * 4;
+        c.mat[i] = (mm_mat){.y = ys[i], .w = w, .N = N, .wstride = fr_cpu_row_bytes(dt, K),
+                            .chunk = chunk, .c0 = c.n_items};
+        c.n_items += (N + chunk - 1) / chunk;
+        work += (size_t)N * K * (size_t)T;
+    }
+    if (own) {
         qa_ctx q = {x, s, T, K};
         if (T >= 8) fr_pool_run(pool, qa_worker, &q);
         else qa_worker(&q, 0, 1);
     }
-    mm_ctx c = {.s = s, .y = y, .x = x, .w = w, .T = T, .K = K, .N = N,
-                .wstride = fr_cpu_row_bytes(dt, K)};
-    /* enough chunks for balance (a core may be interrupted), at least 16 rows each in prefill */
-    int target = N / (nth * 16);
-    int chunk = target > 16 ? target : 16;
-    if (T > 1 && chunk > 64) chunk = 64;
-    if (T == 1 && N < nth * 64) chunk = 4;
-    c.chunk = (chunk + 3) / 4 * 4;
     atomic_init(&c.next, 0);
-    if (nth > 1 && (size_t)N * K * (size_t)T >= 32768) fr_pool_run(pool, mm_worker, &c);
+    if (nth > 1 && work >= 32768) fr_pool_run(pool, mm_worker, &c);
     else mm_worker(&c, 0, 1);
+}
+
+void fr_cpu_matmul(fr_pool *pool, fr_cpu_scratch *s, float *y, const float *x, const fr_tensor *w,
+                   int T) {
+    fr_cpu_matmul_n(pool, s, 1, &y, x, &w, T);
 }
 
 /* ------------------------------------------------------------------ small ops */
