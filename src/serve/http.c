@@ -72,6 +72,7 @@ typedef struct conn {
     bool responded;       /* a response is queued */
     bool stream_owned;    /* a stream took over the accounting */
     bool generation;      /* counted in busy */
+    bool close;           /* ask the client to close the connection after the response */
 } conn;
 
 /* A streaming response (MHD content reader's cls). */
@@ -146,8 +147,7 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
         const char *allow = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS ? "POST" : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
-    if (status == 413 || status == 408 || (status == 429 && c->ep == FR_EP_OTHER))
-        MHD_add_response_header(r, "Connection", "close");
+    if (status == 413 || c->close) MHD_add_response_header(r, "Connection", "close");
     c->status = status;
     c->responded = true;
     enum MHD_Result ret = MHD_queue_response(c->mc, (unsigned)status, r);
@@ -176,7 +176,8 @@ static const char *header(conn *c, const char *name) {
 
 /* ---- auth ---- */
 
-/* NULL when no keys are configured or the key is fine (*key set); else the error sent. */
+/* True when no keys are configured or the presented key is one of them (*key set); false after
+ * queueing the 401 (its result in *ret). */
 static bool check_auth(conn *c, const fr_api_key **key, enum MHD_Result *ret) {
     *key = NULL;
     const fr_serve_config *cfg = c->s->cfg;
@@ -573,6 +574,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
         if (!resp) {
+            c->generation = false; /* stream_free releases busy */
             stream_free(st);
             ret = MHD_NO;
             goto out;
@@ -696,6 +698,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             snprintf(msg, sizeof msg, "Too many concurrent connections (limit %d); retry later.",
                      s->cfg->max_connections);
             c->retry_after = 1;
+            c->close = true;
             return fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
         }
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
