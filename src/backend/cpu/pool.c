@@ -2,7 +2,7 @@
  *
  * A decode step dispatches a few hundred short jobs (one per matmul), so a dispatch must be cheap:
  * the caller publishes (fn, ctx) and bumps a generation counter; workers spin on the counter for
- * a while (FR_POOL_SPIN pause loops, ~100 µs) before falling back to a condition variable. The
+ * a while (FR_POOL_SPIN pause loops, some 50-100 µs) before falling back to a condition variable. The
  * caller runs its own share (ith = 0) and then spins until every worker has finished.
  * fr_pool_run must be called from one thread at a time (the decoder's engine thread).
  */
@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define FR_POOL_SPIN 20000
+#define FR_POOL_SPIN 2000
 
 struct fr_pool {
     int n;                    /* threads, caller included */
