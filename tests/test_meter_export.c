@@ -499,7 +499,8 @@ TEST(config_parses_sections_quotes_and_open_families) {
         "batch = 60\n"
         "[ab]\n"
         "control = 3\n"
-        "vision_off = 1 | pipeline.vision=off\n";
+        "vision_off = 1 | pipeline.vision=off\n"
+        "hashed = \"2 | tag=#7\"   # a '#' inside quotes is kept\n";
     fr_meter_config c;
     fr_meter_config_default(&c);
     fr_err err = {{0}};
@@ -516,9 +517,10 @@ TEST(config_parses_sections_quotes_and_open_families) {
     CHECK_EQ_INT(c.n_slo, 2);
     CHECK_STR(c.slo[1].tier, "batch");
     CHECK_NEAR(c.slo[1].latency_s, 60, 0);
-    CHECK_EQ_INT(c.n_arms, 2);
+    CHECK_EQ_INT(c.n_arms, 3);
     CHECK_STR(c.arms[1].name, "vision_off");
     CHECK_STR(c.arms[1].options, "pipeline.vision=off");
+    CHECK_STR(c.arms[2].options, "tag=#7");
     /* dump → parse → dump is a fixed point */
     fr_buf d1 = {0}, d2 = {0};
     fr_meter_config_dump(&c, &d1);
@@ -549,6 +551,7 @@ TEST(config_errors_name_the_line) {
         {"[ledger]\nqueue = 1.5\n", "line 2: ledger.queue: '1.5' is not an integer"},
         {"[slo]\ninteractive = -1\n", "line 2: slo.interactive: '-1' is not a latency in seconds (0, 86400]"},
         {"[ab]\na = zero\n", "line 2: ab.a: weight 'zero' is not a number in (0, 1e6]"},
+        {"[meter]\nnvml_lib = a\"b\n", "line 2: a quote inside a value"},
         {"[cost]\nhw_purchase_usd = 10\nhw_residual_usd = 20\n", "cost.hw_residual_usd (20) exceeds cost.hw_purchase_usd (10)"},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {

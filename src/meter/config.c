@@ -2,7 +2,8 @@
  *
  * Format (docs/METERING.md lists every key): one `key = value` per line; `[section]` lines prefix
  * the keys that follow ("[cost]" + "pue = 1.4" is "cost.pue"); `#` starts a comment at the start
- * of a line or after whitespace; values may be double-quoted. Two families of keys are open:
+ * of a line or after whitespace (not inside double quotes); a value may be double-quoted as a
+ * whole (to keep a '#') and may not contain a quote otherwise. Two families of keys are open:
  * `slo.<tier> = seconds` and `ab.<arm> = weight [| options]`.
  *
  * The parser reads untrusted bytes (it is fuzzed): every line is bounded, every number must be a
@@ -320,6 +321,10 @@ int fr_meter_config_parse(fr_meter_config *c, const char *text, size_t len, fr_e
             vb++;
             *--ve = 0;
         }
+        if (strchr(vb, '"')) {
+            fr_err_set(err, "line %d: a quote inside a value", lineno);
+            return -1;
+        }
         if (!name_ok(kb, 128)) {
             fr_err_set(err, "line %d: bad key", lineno);
             return -1;
@@ -370,7 +375,7 @@ void fr_meter_config_dump(const fr_meter_config *c, fr_buf *o) {
     }
     for (int i = 0; i < c->n_slo; i++) fr_buf_printf(o, "slo.%s = %.17g\n", c->slo[i].tier, c->slo[i].latency_s);
     for (int i = 0; i < c->n_arms; i++)
-        fr_buf_printf(o, "ab.%s = %.17g%s%s\n", c->arms[i].name, c->arms[i].weight,
+        fr_buf_printf(o, "ab.%s = \"%.17g%s%s\"\n", c->arms[i].name, c->arms[i].weight,
                       c->arms[i].options[0] ? " | " : "", c->arms[i].options);
 }
 
