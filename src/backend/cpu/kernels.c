@@ -195,19 +195,19 @@ FR_INLINE void tile_q8(const int8_t *wq, const float *sc, int K, const int8_t *x
                        size_t ys) {
     const int nb = K / FR_QK;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[4][2]; /* even / odd groups: two FMA chains per output */
+    for (int t = 0; t < TT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int g = 0; g < nb; g++) {
         __m256i w = _mm256_loadu_si256((const __m256i *)(wq + g * FR_QK));
         __m256i aw = _mm256_sign_epi8(w, w);
         for (int t = 0; t < TT; t++) {
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
             __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
-                                     acc[t]);
+            acc[t][g & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                            _mm256_broadcast_ss(sc + (size_t)t * nb + g), acc[t][g & 1]);
         }
     }
-    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(acc[t]);
+    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
 /* One q4 row x TT tokens; xs (TT, nb) group sums for the minimum term. */
@@ -215,16 +215,18 @@ FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int 
                        const float *xs, int TT, float *y, size_t ys) {
     const int nb = K / FR_QK;
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
-    __m256 acc[4], macc[4];
-    for (int t = 0; t < TT; t++) acc[t] = macc[t] = _mm256_setzero_ps();
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    __m256 acc[4][2], macc[4]; /* even / odd groups: two FMA chains per output */
+    for (int t = 0; t < TT; t++) acc[t][0] = acc[t][1] = macc[t] = _mm256_setzero_ps();
     for (int g = 0; g < nb; g++) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(wq + g * 16));
-        __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+        /* 16 bytes in both halves; the high half shifted by 4: elements 0..15 | 16..31 */
+        __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wq + g * 16)));
+        __m256i w = _mm256_and_si256(_mm256_srlv_epi64(v, shift), m4);
         for (int t = 0; t < TT; t++) {
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
             __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
-                                     acc[t]);
+            acc[t][g & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                            _mm256_broadcast_ss(sc + (size_t)t * nb + g), acc[t][g & 1]);
         }
     }
     int g8 = nb / 8 * 8;
@@ -236,7 +238,7 @@ FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int 
     for (int t = 0; t < TT; t++) {
         float ms = hsum8(macc[t]);
         for (int g = g8; g < nb; g++) ms = fmaf(mw[g], xs[(size_t)t * nb + g], ms);
-        y[(size_t)t * ys] = hsum8(acc[t]) + ms;
+        y[(size_t)t * ys] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1])) + ms;
     }
 }
 
