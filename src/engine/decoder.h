@@ -9,10 +9,14 @@
  * before attention, and a token at position p attends to positions 0..p of its own sequence.
  *
  * Results do not depend on batch composition: a sequence's logits are bit-identical whether it
- * runs alone or among others (every row's reductions run in the same order).
+ * runs alone or among others, and a prompt prefilled in chunks gives the same logits as prefilled
+ * at once (every row's reductions run in the same order; backend/cpu/cpu.h says how). For that
+ * reason the matrix products run on our own kernels, not OpenBLAS, whose sgemm rows differ
+ * between M = 1 and M > 1.
  *
- * Threading: fr_decoder_forward is called from one thread (the engine thread); it uses the
- * OpenBLAS threads and the decoder's own worker pool inside. The model is read-only.
+ * Threading: fr_decoder_forward is called from one thread (the engine thread); inside, it uses
+ * the decoder's own worker pool (one thread per core unless fr_decoder_opts says otherwise). The
+ * model is read-only. The forward pass allocates nothing.
  */
 #ifndef FRUGAL_DECODER_H
 #define FRUGAL_DECODER_H
@@ -22,11 +26,11 @@
 typedef struct fr_kv_pool {
     int n_blocks;    /* total blocks */
     int block_size;  /* tokens per block */
-    int n_layer, n_head_kv, head_dim;
+    int n_layer, n_head_kv, head_dim; /* the model's shape (checked by fr_decoder_forward) */
     size_t block_bytes; /* bytes of one block (K and V, all layers) */
     float *k, *v;    /* storage: (n_blocks, n_layer, block_size, n_head_kv*head_dim) each */
     int *free_ids;   /* stack of free block ids */
-    int n_free;
+    int n_free;      /* entries of free_ids in use */
 } fr_kv_pool;
 
 /* A pool of n_blocks blocks. Returns NULL if the allocation fails. */
@@ -37,14 +41,15 @@ void fr_kv_pool_free(fr_kv_pool *p);
 
 typedef struct fr_seq {
     int *blocks;     /* block table: blocks[i] holds positions [i*bs, (i+1)*bs) */
-    int n_blocks, cap_blocks;
+    int n_blocks, cap_blocks; /* blocks in use / allocated entries of the table */
     int n_pos;       /* positions whose K/V are in the cache */
 } fr_seq;
 
 /* Make sure the table covers positions [0, n_pos_total). Returns 0, or -1 (nothing changed) when
  * the pool has too few free blocks. */
 int fr_seq_reserve(fr_seq *s, fr_kv_pool *p, int n_pos_total);
-/* Give all blocks back to the pool and reset to empty. */
+/* Give all blocks back to the pool and reset to empty (the table is freed too: a zeroed fr_seq
+ * needs no other clean-up). */
 void fr_seq_release(fr_seq *s, fr_kv_pool *p);
 /* Blocks needed to hold n positions. */
 static inline int fr_kv_blocks_needed(const fr_kv_pool *p, int n) {
@@ -52,7 +57,7 @@ static inline int fr_kv_blocks_needed(const fr_kv_pool *p, int n) {
 }
 
 typedef struct fr_batch {
-    int n_tokens;
+    int n_tokens;           /* tokens in the batch, 1..max_tokens */
     const int32_t *tokens;  /* (n_tokens) token ids */
     const int32_t *pos;     /* (n_tokens) position of each token in its sequence */
     fr_seq *const *seqs;    /* (n_tokens) the sequence each token belongs to */
