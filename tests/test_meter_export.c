@@ -531,6 +531,11 @@ TEST(config_parses_sections_quotes_and_open_families) {
     CHECK_STR(fr_buf_cstr(&d1), fr_buf_cstr(&d2));
     fr_buf_free(&d1);
     fr_buf_free(&d2);
+    /* the example shipped in docs/ parses */
+    fr_meter_config_default(&c);
+    CHECK_EQ_INT(fr_meter_config_load(&c, "docs/metering.example.conf", &err), 0);
+    CHECK_STR(c.ledger_path, "frugal-ledger.db");
+    CHECK_EQ_INT(c.n_slo, 2);
     /* defaults */
     fr_meter_config_default(&c);
     CHECK_NEAR(c.cost.pue, 1.58, 0);
