@@ -154,16 +154,16 @@ TEST(audit_window_filter_and_config_override) {
 }
 
 TEST(statistics) {
-    CHECK_NEAR(fr_stat_t_quantile(0.975, 1), 12.706204736, 1e-6);
-    CHECK_NEAR(fr_stat_t_quantile(0.975, 10), 2.228138852, 1e-8);
-    CHECK_NEAR(fr_stat_t_quantile(0.975, 30), 2.042272456, 1e-8);
-    CHECK_NEAR(fr_stat_t_quantile(0.975, 1e6), 1.959966, 1e-5);
-    CHECK_NEAR(fr_stat_t_quantile(0.025, 10), -2.228138852, 1e-8);
+    CHECK_NEAR(fr_meter_stat_t_quantile(0.975, 1), 12.706204736, 1e-6);
+    CHECK_NEAR(fr_meter_stat_t_quantile(0.975, 10), 2.228138852, 1e-8);
+    CHECK_NEAR(fr_meter_stat_t_quantile(0.975, 30), 2.042272456, 1e-8);
+    CHECK_NEAR(fr_meter_stat_t_quantile(0.975, 1e6), 1.959966, 1e-5);
+    CHECK_NEAR(fr_meter_stat_t_quantile(0.025, 10), -2.228138852, 1e-8);
     double v[] = {5, 1, 4, 2, 3};
-    CHECK_NEAR(fr_stat_percentile(v, 5, 0.5), 3, 0);
-    CHECK_NEAR(fr_stat_percentile(v, 5, 0.99), 4.96, 1e-12);
+    CHECK_NEAR(fr_meter_stat_percentile(v, 5, 0.5), 3, 0);
+    CHECK_NEAR(fr_meter_stat_percentile(v, 5, 0.99), 4.96, 1e-12);
     double ci[2];
-    fr_stat_wilson(84, 100, 1.959963984540054, ci);
+    fr_meter_stat_wilson(84, 100, 1.959963984540054, ci);
     CHECK_NEAR(ci[0], 0.75573, 1e-4);
     CHECK_NEAR(ci[1], 0.89905, 1e-4);
 }

@@ -48,6 +48,13 @@ TEST(traceparent_valid_and_invalid) {
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) CHECK_EQ_INT(fr_traceparent_parse(bad[i], strlen(bad[i]), &t), -1);
     CHECK_EQ_INT(fr_traceparent_parse(NULL, 0, &t), -1);
+    fr_buf b = {0};
+    fr_meter_json_str(&b, "caf\xc3\xa9 \"q\"\n");
+    CHECK_STR(fr_buf_cstr(&b), "\"caf\xc3\xa9 \\\"q\\\"\\n\"");
+    b.len = 0;
+    fr_meter_json_str(&b, "bad\xff");
+    CHECK_STR(fr_buf_cstr(&b), "\"bad\\ufffd\"");
+    fr_buf_free(&b);
 }
 
 /* Random mutations of valid headers: never a crash, and whatever parses round-trips. */
@@ -368,10 +375,10 @@ static fr_meter *metrics_meter(const char *dir) {
     cfg.cost.hw_usd_per_hour = 10;
     fr_err err;
     fr_meter *m = fr_meter_open(&cfg, &err);
-    static const char *routes[] = {"chat", "support \"card\"", "back\\slash\nline"};
-    for (int i = 0; i < 9; i++) {
+    static const char *routes[] = {"chat", "support \"card\"", "back\\slash\nline", "bad\xff\xfeutf8"};
+    for (int i = 0; i < 12; i++) {
         fr_meter_req_info in = {0};
-        in.route = routes[i % 3];
+        in.route = routes[i % 4];
         in.tier = i % 2 ? "interactive" : "batch";
         fr_meter_req *r = fr_meter_request_begin(m, &in);
         fr_meter_share sh = {r, 1 + i, i % 2 ? FR_MSTAGE_DECODE : FR_MSTAGE_PREFILL};
@@ -379,7 +386,7 @@ static fr_meter *metrics_meter(const char *dir) {
         mu_now += 0.25;
         fr_meter_step_end(m, s);
         fr_meter_tick(m);
-        fr_meter_req_result res = {i == 8 ? FR_REQ_FAILED : FR_REQ_OK, 200, NULL, 1, 1, -1, -1};
+        fr_meter_req_result res = {i == 10 ? FR_REQ_FAILED : FR_REQ_OK, 200, NULL, 1, 1, -1, -1};
         fr_meter_request_end(m, r, &res, NULL);
     }
     mu_now += 1;
@@ -408,8 +415,9 @@ TEST(prometheus_exposition_passes_promtool) {
     CHECK(strstr(txt, "frugal_request_energy_joules_count{route=\"chat\"} 3\n") != NULL);
     CHECK(strstr(txt, "frugal_request_energy_joules_bucket{route=\"chat\",le=\"+Inf\"} 3\n") != NULL);
     CHECK(strstr(txt, "frugal_requests_total{route=\"back\\\\slash\\nline\",status=\"failed\"} 1\n") != NULL);
+    CHECK(strstr(txt, "route=\"bad??utf8\"") != NULL); /* invalid UTF-8 never reaches a label */
     CHECK(strstr(txt, "frugal_slo_attainment_ratio{tier=\"interactive\"} 1\n") != NULL);
-    CHECK(strstr(txt, "frugal_slo_requests_total{tier=\"interactive\",result=\"met\"} 4\n") != NULL);
+    CHECK(strstr(txt, "frugal_slo_requests_total{tier=\"interactive\",result=\"met\"} 6\n") != NULL);
     char file[400];
     snprintf(file, sizeof file, "%s/metrics.txt", dir);
     mu_write(file, txt);

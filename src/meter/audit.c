@@ -73,10 +73,10 @@ static double t_cdf(double t, double df) {
     return t >= 0 ? 1 - p : p;
 }
 
-double fr_stat_t_quantile(double p, double df) {
+double fr_meter_stat_t_quantile(double p, double df) {
     if (!(df > 0) || !(p > 0 && p < 1)) return NAN;
     if (p == 0.5) return 0;
-    if (p < 0.5) return -fr_stat_t_quantile(1 - p, df);
+    if (p < 0.5) return -fr_meter_stat_t_quantile(1 - p, df);
     double lo = 0, hi = 1;
     while (t_cdf(hi, df) < p && hi < 1e12) hi *= 2;
     for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; i++) {
@@ -92,7 +92,7 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-double fr_stat_percentile(double *v, int n, double q) {
+double fr_meter_stat_percentile(double *v, int n, double q) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_dbl);
     double h = (n - 1) * q;
@@ -101,7 +101,7 @@ double fr_stat_percentile(double *v, int n, double q) {
     return v[lo] + (h - lo) * (v[lo + 1] - v[lo]);
 }
 
-void fr_stat_wilson(long k, long n, double z, double ci[2]) {
+void fr_meter_stat_wilson(long k, long n, double z, double ci[2]) {
     if (n <= 0) {
         ci[0] = 0;
         ci[1] = 1;
@@ -126,7 +126,7 @@ static void mean_var(const double *v, int n, double *m, double *var) {
 static void mean_ci(const double *v, int n, double *m, double ci[2]) {
     double var;
     mean_var(v, n, m, &var);
-    double h = n > 1 ? fr_stat_t_quantile(0.975, n - 1) * sqrt(var / n) : 0;
+    double h = n > 1 ? fr_meter_stat_t_quantile(0.975, n - 1) * sqrt(var / n) : 0;
     ci[0] = *m - h;
     ci[1] = *m + h;
 }
@@ -140,7 +140,7 @@ static void welch(const double *a, int na, const double *b, int nb, double *d, d
     double h = 0;
     if (se > 0 && na > 1 && nb > 1) {
         double df = (sa + sb) * (sa + sb) / (sa * sa / (na - 1) + sb * sb / (nb - 1));
-        h = fr_stat_t_quantile(0.975, df) * se;
+        h = fr_meter_stat_t_quantile(0.975, df) * se;
     }
     ci[0] = *d - h;
     ci[1] = *d + h;
@@ -165,15 +165,15 @@ static void boot_q(const double *a, int na, const double *b, int nb, double q, u
     uint64_t s = seed | 1;
     for (int k = 0; k < BOOT; k++) {
         for (int i = 0; i < na; i++) ra[i] = a[xs(&s) % (uint64_t)na];
-        double v = fr_stat_percentile(ra, na, q);
+        double v = fr_meter_stat_percentile(ra, na, q);
         if (b) {
             for (int i = 0; i < nb; i++) rb[i] = b[xs(&s) % (uint64_t)nb];
-            v -= fr_stat_percentile(rb, nb, q);
+            v -= fr_meter_stat_percentile(rb, nb, q);
         }
         st[k] = v;
     }
-    ci[0] = fr_stat_percentile(st, BOOT, 0.025);
-    ci[1] = fr_stat_percentile(st, BOOT, 0.975);
+    ci[0] = fr_meter_stat_percentile(st, BOOT, 0.025);
+    ci[1] = fr_meter_stat_percentile(st, BOOT, 0.975);
     free(st);
     free(ra);
     free(rb);
@@ -1018,13 +1018,13 @@ int fr_audit_ab(const fr_audit *a, const char *const *arms, int n_arms, fr_ab_re
         mean_ci(d[k].j, d[k].n, &x->j_req, x->j_req_ci);
         double *tmp = fr_xmalloc(((size_t)d[k].n_lat + 1) * sizeof *tmp);
         memcpy(tmp, d[k].lat, (size_t)d[k].n_lat * sizeof *tmp);
-        x->p50 = fr_stat_percentile(tmp, d[k].n_lat, 0.5);
-        x->p99 = fr_stat_percentile(tmp, d[k].n_lat, 0.99);
+        x->p50 = fr_meter_stat_percentile(tmp, d[k].n_lat, 0.5);
+        x->p99 = fr_meter_stat_percentile(tmp, d[k].n_lat, 0.99);
         free(tmp);
         boot_q(d[k].lat, d[k].n_lat, NULL, 0, 0.5, 0x5eed0001ULL + (uint64_t)k, x->p50_ci);
         boot_q(d[k].lat, d[k].n_lat, NULL, 0, 0.99, 0x5eed0101ULL + (uint64_t)k, x->p99_ci);
         x->slo = d[k].slo_n ? (double)d[k].slo_k / (double)d[k].slo_n : NAN;
-        fr_stat_wilson(d[k].slo_k, d[k].slo_n, 1.959963984540054, x->slo_ci);
+        fr_meter_stat_wilson(d[k].slo_k, d[k].slo_n, 1.959963984540054, x->slo_ci);
         if (k == 0) continue;
         fr_ab_diff *df = &r->diff[k];
         welch(d[k].usd, d[k].n, d[0].usd, d[0].n, &df->usd_1k, df->usd_1k_ci);

@@ -155,9 +155,9 @@ void fr_roi_print(const fr_roi_side *a, const fr_roi_side *b, FILE *f);
 
 /* ---- statistics (exposed for tests) ---------------------------------------------------------- */
 
-double fr_stat_t_quantile(double p, double df);           /* Student t inverse CDF */
-double fr_stat_percentile(double *v, int n, double q);     /* sorts v; linear (type 7) */
-void fr_stat_wilson(long k, long n, double z, double ci[2]);
+double fr_meter_stat_t_quantile(double p, double df);           /* Student t inverse CDF */
+double fr_meter_stat_percentile(double *v, int n, double q);     /* sorts v; linear (type 7) */
+void fr_meter_stat_wilson(long k, long n, double z, double ci[2]);
 
 /* ---- PNG ------------------------------------------------------------------------------------- */
 

@@ -881,7 +881,7 @@ fr_meter_req *fr_meter_request_begin(fr_meter *m, const fr_meter_req_info *info)
         uint8_t b[8];
         char h[17];
         rnd_bytes(m, b, 8);
-        fr_hex(b, 8, h);
+        fr_meter_hex(b, 8, h);
         snprintf(r->id, sizeof r->id, "req-%s", h);
     }
     r->arm_idx = -1;
@@ -891,7 +891,7 @@ fr_meter_req *fr_meter_request_begin(fr_meter *m, const fr_meter_req_info *info)
             if (!strcmp(m->cfg.arms[i].name, r->arm)) r->arm_idx = i;
     } else if (m->cfg.n_arms) {
         char th[33];
-        fr_hex(r->trace_id, 16, th);
+        fr_meter_hex(r->trace_id, 16, th);
         const fr_meter_arm *a = fr_meter_ab_assign(&m->cfg, info->sticky_key ? info->sticky_key : th);
         snprintf(r->arm, sizeof r->arm, "%s", a->name);
         r->arm_idx = (int)(a - m->cfg.arms);
@@ -1137,7 +1137,7 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     fr_ledger_cell cells[FR_METER_MAX_DEV * FR_MSTAGE_COUNT + FR_MSTAGE_COUNT];
     int nc = 0;
     snprintf(row.req_id, sizeof row.req_id, "%s", r->id);
-    fr_hex(r->trace_id, 16, row.trace_id);
+    fr_meter_hex(r->trace_id, 16, row.trace_id);
     snprintf(row.api_key_id, sizeof row.api_key_id, "%s", r->key_id);
     snprintf(row.arm, sizeof row.arm, "%s", r->arm);
     snprintf(row.route, sizeof row.route, "%s", r->route);

@@ -11,8 +11,10 @@
 #include "meter/meter_int.h"
 
 static void esc(fr_buf *o, const char *s) {
+    bool utf8 = fr_utf8_valid(s, strlen(s)); /* label values must be UTF-8: else '?' */
     for (; *s; s++) {
-        if (*s == '\\') fr_buf_puts(o, "\\\\");
+        if ((unsigned char)*s >= 0x80 && !utf8) fr_buf_puts(o, "?");
+        else if (*s == '\\') fr_buf_puts(o, "\\\\");
         else if (*s == '"') fr_buf_puts(o, "\\\"");
         else if (*s == '\n') fr_buf_puts(o, "\\n");
         else fr_buf_append(o, s, 1);

@@ -55,7 +55,7 @@ int fr_traceparent_parse(const char *s, size_t n, fr_traceparent *out) {
     return 0;
 }
 
-void fr_hex(const uint8_t *b, size_t n, char *out) {
+void fr_meter_hex(const uint8_t *b, size_t n, char *out) {
     static const char d[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = d[b[i] >> 4];
@@ -67,18 +67,24 @@ void fr_hex(const uint8_t *b, size_t n, char *out) {
 void fr_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], uint8_t flags,
                            char out[56]) {
     char t[33], p[17], f[3];
-    fr_hex(trace_id, 16, t);
-    fr_hex(span_id, 8, p);
-    fr_hex(&flags, 1, f);
+    fr_meter_hex(trace_id, 16, t);
+    fr_meter_hex(span_id, 8, p);
+    fr_meter_hex(&flags, 1, f);
     snprintf(out, 56, "00-%s-%s-%s", t, p, f);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-void fr_json_str(fr_buf *b, const char *s) {
+void fr_meter_json_str(fr_buf *b, const char *s) {
+    if (!s) s = "";
+    bool utf8 = fr_utf8_valid(s, strlen(s)); /* else bytes >= 0x80 become U+FFFD */
     fr_buf_puts(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         unsigned char c = *p;
+        if (c >= 0x80 && !utf8) {
+            fr_buf_puts(b, "\\ufffd");
+            continue;
+        }
         if (c == '"') fr_buf_puts(b, "\\\"");
         else if (c == '\\') fr_buf_puts(b, "\\\\");
         else if (c == '\n') fr_buf_puts(b, "\\n");
@@ -101,15 +107,15 @@ static void nanos(fr_buf *b, double t) {
 void fr_otlp_span_begin(fr_buf *b, const uint8_t trace_id[16], const uint8_t span_id[8],
                         const uint8_t *parent_id, const char *name, int kind, double t0, double t1) {
     char t[33], s[17], p[17];
-    fr_hex(trace_id, 16, t);
-    fr_hex(span_id, 8, s);
+    fr_meter_hex(trace_id, 16, t);
+    fr_meter_hex(span_id, 8, s);
     fr_buf_printf(b, "{\"traceId\":\"%s\",\"spanId\":\"%s\",", t, s);
     if (parent_id) {
-        fr_hex(parent_id, 8, p);
+        fr_meter_hex(parent_id, 8, p);
         fr_buf_printf(b, "\"parentSpanId\":\"%s\",", p);
     }
     fr_buf_puts(b, "\"name\":");
-    fr_json_str(b, name);
+    fr_meter_json_str(b, name);
     fr_buf_printf(b, ",\"kind\":%d,\"startTimeUnixNano\":", kind);
     nanos(b, t0);
     fr_buf_puts(b, ",\"endTimeUnixNano\":");
@@ -120,14 +126,14 @@ void fr_otlp_span_begin(fr_buf *b, const uint8_t trace_id[16], const uint8_t spa
 static void attr_key(fr_buf *b, const char *key) {
     if (b->len && b->data[b->len - 1] != '[') fr_buf_puts(b, ",");
     fr_buf_puts(b, "{\"key\":");
-    fr_json_str(b, key);
+    fr_meter_json_str(b, key);
     fr_buf_puts(b, ",\"value\":{");
 }
 
 void fr_otlp_attr_str(fr_buf *b, const char *key, const char *v) {
     attr_key(b, key);
     fr_buf_puts(b, "\"stringValue\":");
-    fr_json_str(b, v);
+    fr_meter_json_str(b, v);
     fr_buf_puts(b, "}}");
 }
 
@@ -151,7 +157,7 @@ void fr_otlp_span_end(fr_buf *b, int status, const char *message) {
     fr_buf_printf(b, "],\"status\":{\"code\":%d", status);
     if (message && *message) {
         fr_buf_puts(b, ",\"message\":");
-        fr_json_str(b, message);
+        fr_meter_json_str(b, message);
     }
     fr_buf_puts(b, "}}");
 }
@@ -159,7 +165,7 @@ void fr_otlp_span_end(fr_buf *b, int status, const char *message) {
 void fr_otlp_wrap(fr_buf *out, const char *service, const char *spans, size_t len) {
     fr_buf_puts(out, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
                      "\"value\":{\"stringValue\":");
-    fr_json_str(out, service ? service : "frugal");
+    fr_meter_json_str(out, service ? service : "frugal");
     fr_buf_puts(out, "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"frugal.meter\"},\"spans\":[");
     fr_buf_append(out, spans, len);
     fr_buf_puts(out, "]}]}]}");
@@ -341,19 +347,18 @@ fr_otlp *fr_otlp_open(const fr_otlp_config *c, fr_err *err) {
 
 bool fr_otlp_put(fr_otlp *o, const char *spans, size_t len) {
     if (!o) return false;
-    pthread_mutex_lock(&o->mu);
-    if (o->qlen >= o->qcap || o->stop) {
-        o->dropped++;
-        pthread_mutex_unlock(&o->mu);
-        return false;
-    }
-    pthread_mutex_unlock(&o->mu);
     titem *t = fr_xmalloc(sizeof *t + len + 1);
     t->next = NULL;
     t->len = len;
     memcpy(t->spans, spans, len);
     t->spans[len] = 0;
     pthread_mutex_lock(&o->mu);
+    if (o->qlen >= o->qcap || o->stop) {
+        o->dropped++;
+        pthread_mutex_unlock(&o->mu);
+        free(t);
+        return false;
+    }
     if (o->tail) o->tail->next = t;
     else o->head = t;
     o->tail = t;

@@ -31,11 +31,11 @@ int fr_traceparent_parse(const char *s, size_t n, fr_traceparent *out);
 /* "00-<trace>-<span>-<flags>" into out[56]. */
 void fr_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], uint8_t flags,
                            char out[56]);
-void fr_hex(const uint8_t *b, size_t n, char *out); /* 2n lowercase hex digits + NUL */
+void fr_meter_hex(const uint8_t *b, size_t n, char *out); /* 2n lowercase hex digits + NUL */
 
 /* ---- span JSON ------------------------------------------------------------------------------- */
 
-void fr_json_str(fr_buf *b, const char *s); /* a JSON string literal, escaped */
+void fr_meter_json_str(fr_buf *b, const char *s); /* a JSON string literal, escaped */
 /* Opens a span object (call attrs, then fr_otlp_span_end). parent may be NULL. kind: 1 internal,
  * 2 server. Times are unix seconds. */
 void fr_otlp_span_begin(fr_buf *b, const uint8_t trace_id[16], const uint8_t span_id[8],

@@ -46,9 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size) memcpy(z, data, size);
     z[size] = 0;
     fr_buf b = {0};
-    fr_json_str(&b, z);
+    fr_meter_json_str(&b, z);
     for (size_t i = 0; i < b.len; i++)
         if ((unsigned char)b.data[i] < 0x20) abort(); /* control characters must be escaped */
+    if (!fr_utf8_valid(b.data, b.len)) abort();      /* and the output is valid UTF-8 */
     fr_buf_free(&b);
     free(z);
     free(s);
