@@ -259,6 +259,8 @@ TEST(gguf_llama_f16) {
 TEST(own_quant_q8) {
     check_model("qwen2-tiny", "q8", "qwen2-tiny.json", NULL, 6e-2, false);
     check_model("llama-tiny", "q8", "llama-tiny.json", NULL, 6e-2, false);
+    /* converted-at-load (bf16) source buffers are released after quantising */
+    check_model("qwen2-tiny-bf16", "q8", "qwen2-tiny-bf16.json", NULL, 6e-2, false);
 }
 TEST(own_quant_q4) {
     check_model("qwen2-tiny", "q4", "qwen2-tiny.json", NULL, 0.6, false);

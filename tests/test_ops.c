@@ -4,13 +4,24 @@
  * before each run so an element a kernel forgets to write fails. Also checks that a row's result
  * does not depend on the number of tokens in the call or on threading (bit for bit), records
  * OpenBLAS's behaviour for M = 1 vs M > 1, and checks the thread pool and the format round trips.
+ * Inputs are fresh on every run: the generator is seeded from the clock and the seed is printed;
+ * FRUGAL_TEST_SEED=N reproduces a run.
  */
 #include "backend/cpu/cpu.h"
 #include "t.h"
 
 #include <stdatomic.h>
 
-static uint64_t rng_state = 0x12345678abcdefull;
+#include <time.h>
+
+static uint64_t rng_state;
+__attribute__((constructor)) static void seed_rng(void) {
+    const char *e = getenv("FRUGAL_TEST_SEED");
+    rng_state = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
+    fprintf(stderr, "  note: FRUGAL_TEST_SEED=%llu\n", (unsigned long long)rng_state);
+    rng_state = rng_state * 0x9e3779b97f4a7c15ull + 0x12345678abcdefull;
+    if (!rng_state) rng_state = 1;
+}
 static float frand(void) { /* uniform in [-1, 1) */
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;

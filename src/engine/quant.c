@@ -39,12 +39,55 @@ static void q_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* The F32 source is no longer needed: give its memory back. A loader-owned buffer is freed (its
+ * slot in m->owned cleared); pages of a memory-mapped file are dropped from the page tables (the
+ * mapping stays valid, nothing reads it again). Keeps peak RSS near the quantised size. */
+static bool still_used(const fr_model *m, const void *data, size_t nbytes) {
+    const uint8_t *lo = data, *hi = lo + nbytes;
+    int n = 0;
+    const fr_weights *W = &m->w;
+    const fr_tensor *top[] = {&W->tok_embd, &W->output_norm, &W->output};
+    for (size_t i = 0; i < FR_ARRAY_LEN(top); i++) {
+        const uint8_t *p = top[i]->data;
+        if (fr_tensor_present(top[i]) && p >= lo && p < hi) n++;
+    }
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const fr_layer *L = &W->layers[l];
+        const fr_tensor *ts[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk, &L->bv,
+                                 &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < FR_ARRAY_LEN(ts); i++) {
+            const uint8_t *p = ts[i]->data;
+            if (fr_tensor_present(ts[i]) && p >= lo && p < hi) n++;
+        }
+    }
+    return n > 0; /* called after the converted tensor moved to its new buffer */
+}
+
+static void release_source(fr_model *m, const void *data, size_t nbytes) {
+    if (still_used(m, data, nbytes)) return;
+    for (int i = 0; i < m->n_owned; i++)
+        if (m->owned[i] == data) {
+            free(m->owned[i]);
+            m->owned[i] = NULL;
+            return;
+        }
+    for (int i = 0; i < m->n_maps; i++) {
+        const uint8_t *b = m->maps[i].data, *p = data;
+        if (!b || p < b || p + nbytes > b + m->maps[i].size) continue;
+        uintptr_t pg = 4096, lo = ((uintptr_t)p + pg - 1) / pg * pg, hi = ((uintptr_t)p + nbytes) / pg * pg;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
+}
+
 static bool convertible(const fr_tensor *w) {
     return fr_tensor_present(w) && w->dtype == FR_DTYPE_F32 && w->n_dims == 2 &&
            w->ne[0] % FR_QK == 0 && w->ne[0] / FR_QK <= 1024;
 }
 
-static int convert(fr_model *m, fr_tensor *w, fr_dtype t, fr_pool *pool, fr_err *err) {
+/* Convert w (and `alias`, a tensor sharing its storage, e.g. the tied output) to dtype t. */
+static int convert(fr_model *m, fr_tensor *w, fr_tensor *alias, fr_dtype t, fr_pool *pool,
+                   fr_err *err) {
     size_t stride = fr_cpu_row_bytes(t, w->ne[0]), bytes = stride * (size_t)w->ne[1];
     void *buf = NULL;
     size_t align = bytes >= (4u << 20) ? (2u << 20) : 64;
@@ -61,9 +104,17 @@ static int convert(fr_model *m, fr_tensor *w, fr_dtype t, fr_pool *pool, fr_err 
     atomic_init(&c.next, 0);
     fr_pool_run(pool, q_worker, &c);
     fr_model_own(m, buf);
+    const void *old = w->data;
+    size_t old_bytes = w->nbytes;
     w->dtype = t;
     w->data = buf;
     w->nbytes = bytes;
+    if (alias) {
+        const char *name = alias->name;
+        *alias = *w;
+        alias->name = name;
+    }
+    release_source(m, old, old_bytes);
     return 0;
 }
 
@@ -80,17 +131,14 @@ int fr_model_quantize(fr_model *m, const char *kind, fr_err *err) {
     int rc = 0;
     fr_weights *W = &m->w;
     bool tied = fr_tensor_present(&W->output) && W->output.data == W->tok_embd.data;
-    if (convertible(&W->tok_embd) && (rc = convert(m, &W->tok_embd, t, pool, err)) == 0 && tied) {
-        const char *name = W->output.name;
-        W->output = W->tok_embd;
-        W->output.name = name;
-    }
-    if (!rc && convertible(&W->output)) rc = convert(m, &W->output, t, pool, err);
+    if (convertible(&W->tok_embd))
+        rc = convert(m, &W->tok_embd, tied ? &W->output : NULL, t, pool, err);
+    if (!rc && !tied && convertible(&W->output)) rc = convert(m, &W->output, NULL, t, pool, err);
     for (int l = 0; l < m->hp.n_layer && !rc; l++) {
         fr_layer *L = &W->layers[l];
         fr_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < FR_ARRAY_LEN(mats) && !rc; i++)
-            if (convertible(mats[i])) rc = convert(m, mats[i], t, pool, err);
+            if (convertible(mats[i])) rc = convert(m, mats[i], NULL, t, pool, err);
     }
     fr_pool_free(pool);
     if (rc) return -1;
