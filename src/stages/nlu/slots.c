@@ -183,7 +183,7 @@ size_t fr_slot_mask(const char *s, size_t n, char *out, size_t cap) {
 #define NUM                                                                                \
     "(\\d{1,3}(?:,\\d{3})+(?:\\.\\d{1,2})?|\\d{1,3}(?:\\.\\d{3})+(?:,\\d{1,2})?|"              \
     "\\d{1,3}(?:[ \\x{a0}\\x{202f}']\\d{3})+(?:[.,]\\d{1,2})?|\\d+(?:[.,]\\d{1,2})?)(?![\\d])"
-#define MULT "(?:\\s?(k|thousand|grand|million|mn|bn|billion|万|千|百万|亿)\\b)?"
+#define MULT "(?:\\s?(k\\b|thousand\\b|grand\\b|million\\b|mn\\b|bn\\b|billion\\b|百万|万|千|亿))?"
 #define SYM "(US\\$|A\\$|AU\\$|C\\$|CA\\$|HK\\$|S\\$|NZ\\$|R\\$|\\$|£|€|¥|￥|₹|₩|₽|₺|₪|₫|฿)"
 #define CODE                                                                                     \
     "(USD|EUR|GBP|JPY|CNY|RMB|CHF|AUD|CAD|HKD|SGD|INR|KRW|SEK|NOK|DKK|PLN|CZK|HUF|RUB|TRY|ZAR|" \
@@ -1125,9 +1125,10 @@ static fr_slot_role role_of(const ctx *x, const cand *c, const cand *all, size_t
         return FR_SLOT_ROLE_TO;
     }
     if (!strcmp(w, "to")) return FR_SLOT_ROLE_TO;
-    if (!strcmp(w, "and")) { /* "between X and Y" */
-        for (size_t i = 0; i < n_all; i++) {
+    if (!strcmp(w, "and")) { /* "between X and Y": a from-slot of the same family shortly before */
+        for (size_t i = n_all; i-- > 0;) {
             const cand *o = &all[i];
+            if (o->s.start + 160 < c->s.start) break;
             if (o->s.end <= c->s.start && o->s.role == FR_SLOT_ROLE_FROM &&
                 (o->s.kind == FR_SLOT_TIME) == (c->s.kind == FR_SLOT_TIME)) {
                 *strong = true;
@@ -1250,15 +1251,19 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
     }
     pcre2_match_data_free(md);
 
-    /* resolve overlaps: longest first, then priority */
+    /* resolve overlaps: longest first, then priority; a byte map of taken bytes keeps this
+     * linear in the input size */
     qsort(x.c, x.nc, sizeof *x.c, cand_cmp_len);
     size_t kept = 0;
+    uint8_t *taken = fr_xcalloc(len + 1, 1);
     for (size_t i = 0; i < x.nc; i++) {
         bool clash = false;
-        for (size_t j = 0; j < kept && !clash; j++)
-            clash = x.c[i].s.start < x.c[j].s.end && x.c[j].s.start < x.c[i].s.end;
-        if (!clash) x.c[kept++] = x.c[i];
+        for (size_t b = x.c[i].s.start; b < x.c[i].s.end && !clash; b++) clash = taken[b];
+        if (clash) continue;
+        memset(taken + x.c[i].s.start, 1, x.c[i].s.end - x.c[i].s.start);
+        x.c[kept++] = x.c[i];
     }
+    free(taken);
     qsort(x.c, kept, sizeof *x.c, cand_cmp_start);
     /* roles, left to right (so "between X and Y" sees X's role) */
     bool *strong = fr_xcalloc(kept + 1, sizeof *strong);
@@ -1274,7 +1279,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
             /* a month / calendar period used as a range end point is a date (first or last day);
              * a plain "from"/"to" counts as an end point only when the other end is there too */
             bool other = false;
-            for (size_t j = 0; j < kept; j++)
+            for (size_t j = i >= 8 ? i - 8 : 0; j < kept && j <= i + 8; j++)
                 if (j != i && x.c[j].s.kind == FR_SLOT_DATE && x.c[j].s.role != FR_SLOT_ROLE_NONE &&
                     x.c[j].s.role != c->s.role)
                     other = true;
