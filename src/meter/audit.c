@@ -1008,6 +1008,8 @@ int fr_audit_ab(const fr_audit *a, const char *const *arms, int n_arms, fr_ab_re
         }
     }
     r->n_arms = nn;
+    for (int i = 0; i < a->n; i++) r->estimated |= a->r[i].estimated;
+    for (int k = 0; k < a->n_dev; k++) r->estimated |= !strcmp(a->dev_src[k], "estimated");
     for (int k = 0; k < nn; k++) {
         fr_ab_arm *x = &r->arm[k];
         snprintf(x->name, sizeof x->name, "%s", names[k]);
@@ -1045,7 +1047,8 @@ int fr_audit_ab(const fr_audit *a, const char *const *arms, int n_arms, fr_ab_re
 static const char *sig(const double ci[2]) { return ci[0] > 0 || ci[1] < 0 ? " *" : ""; }
 
 void fr_audit_ab_print(const fr_ab_report *r, FILE *f) {
-    fprintf(f, "A/B comparison (95 %% intervals: t for means, bootstrap x%d for percentiles, Wilson for SLO)\n\n", r->boot);
+    fprintf(f, "A/B comparison (95 %% intervals: t for means, bootstrap x%d for percentiles, Wilson for SLO)%s\n\n",
+            r->boot, r->estimated ? "\n[energy includes estimated values]" : "");
     fprintf(f, "%-16s %7s %26s %26s %24s %24s %22s\n", "arm", "n", "$ / 1k requests", "J / request", "p50 latency (s)",
             "p99 latency (s)", "SLO attainment");
     for (int k = 0; k < r->n_arms; k++) {
@@ -1092,6 +1095,7 @@ int fr_roi_measure(const fr_audit *a, const char *arm, const char *label, fr_roi
         }
     }
     double window = r->window_s, measured = r->measured_j;
+    s->estimated = r->any_estimated;
     free(r);
     if (n == 0 || !(window > 0)) {
         fr_err_set(err, "%s%s%s: no requests or an empty window", a->path, arm ? " arm " : "", arm ? arm : "");
@@ -1128,7 +1132,8 @@ static void roi_row(FILE *f, const char *name, double a, double b, int dec) {
 }
 
 void fr_roi_print(const fr_roi_side *a, const fr_roi_side *b, FILE *f) {
-    fprintf(f, "ROI: %s -> %s (TCO per year at the measured QPS)\n\n", a->label, b->label);
+    fprintf(f, "ROI: %s -> %s (TCO per year at the measured QPS)%s\n\n", a->label, b->label,
+            a->estimated || b->estimated ? "\n[energy includes estimated values]" : "");
     fprintf(f, "%-28s %18.18s %18.18s %18s %10s\n", "", a->label, b->label, "change", "change");
     roi_row(f, "window (s)", a->window_s, b->window_s, 0);
     roi_row(f, "requests", (double)a->n, (double)b->n, 0);

@@ -128,6 +128,7 @@ typedef struct fr_ab_report {
     fr_ab_arm arm[FR_METER_MAX_ARMS];  /* per arm */
     fr_ab_diff diff[FR_METER_MAX_ARMS];/* arm[i] − arm[0] (diff[0] unused) */
     int boot;                          /* bootstrap resamples */
+    bool estimated;                    /* some of the energy is an estimate */
 } fr_ab_report;
 
 /* Compare `arms` (NULL: every arm in the ledger, sorted by name). */
@@ -147,6 +148,7 @@ typedef struct fr_roi_side {
     double power_w;        /* average IT power of the configuration */
     double dep_yr, elec_yr, cool_yr, labour_yr, tco_yr; /* TCO per year, $ */
     double usd_req;        /* TCO / requests per year */
+    bool estimated;        /* some of the energy is an estimate */
 } fr_roi_side;
 
 /* Measure a configuration from an audit (arm NULL: everything). */

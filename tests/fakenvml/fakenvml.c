@@ -31,23 +31,28 @@
 #define LOST_ (-15LL)
 #define ERR_ (-999LL)
 
-typedef struct { unsigned int gpu, memory; } util_t;
-typedef struct { unsigned long long total, free, used; } mem_t;
+typedef struct { unsigned int gpu, memory; } util_t;                 /* nvmlUtilization_t */
+typedef struct { unsigned long long total, free, used; } mem_t;       /* nvmlMemory_t */
 
 typedef struct fdev {
-    char name[64];
-    long long energy[MAXSEQ]; int n_energy, i_energy; /* sequence, length, next call */
-    long long power[MAXSEQ]; int n_power, i_power;
-    double rate_w; long long rate_base; int has_rate;
-    int lost_after; /* -1: never */
-    int energy_calls;
-    long long util_g, util_m, mem_used, mem_total, clock_mhz, temp_c; /* NS_ = unsupported */
+    char name[64];            /* nvmlDeviceGetName */
+    long long energy[MAXSEQ]; /* scripted energy results (mJ or a negative error token) */
+    int n_energy, i_energy;   /* its length / the next call's index */
+    long long power[MAXSEQ];  /* scripted power results (mW or an error token) */
+    int n_power, i_power;     /* its length / the next call's index */
+    double rate_w;            /* rate mode: watts */
+    long long rate_base;      /* rate mode: mJ at nvmlInit */
+    int has_rate;             /* rate mode on */
+    int lost_after;           /* energy calls before GPU_IS_LOST; -1: never */
+    int energy_calls;         /* energy calls so far */
+    long long util_g, util_m, mem_used, mem_total, clock_mhz, temp_c; /* constants; NS_ = unsupported */
 } fdev;
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static fdev devs[MAXD];
-static int ndev = 1, init_fail;
-static double t_init;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* guards the state below */
+static fdev devs[MAXD];  /* scripted devices */
+static int ndev = 1;     /* nvmlDeviceGetCount */
+static int init_fail;    /* nvmlInit_v2 fails */
+static double t_init;    /* monotonic time of nvmlInit_v2 (rate mode) */
 
 static double mono(void) {
     struct timespec ts;
