@@ -246,7 +246,7 @@ TEST(dead_collector_never_blocks_a_request) {
     snprintf(cfg.otlp_url, sizeof cfg.otlp_url, "http://127.0.0.1:%d", port);
     cfg.trace_batch = 2;
     cfg.trace_flush_ms = 20;
-    cfg.trace_timeout_ms = 200;
+    cfg.trace_timeout_ms = 1000; /* a blocking export would cost a request >= 1 s */
     fr_err err;
     fr_meter *m = fr_meter_open(&cfg, &err);
     CHECK(m != NULL);
@@ -258,7 +258,7 @@ TEST(dead_collector_never_blocks_a_request) {
         double dt = fr_time_s() - t0;
         if (dt > worst) worst = dt;
     }
-    CHECK(worst < 0.05);
+    CHECK(worst < 0.25);
     fr_meter_flush(m);
     fr_meter_totals t;
     fr_meter_get_totals(m, &t);
