@@ -414,7 +414,7 @@ TEST(prometheus_exposition_passes_promtool) {
     CHECK(strstr(txt, "# TYPE frugal_request_energy_joules histogram\n") != NULL);
     CHECK(strstr(txt, "frugal_request_energy_joules_count{route=\"chat\"} 3\n") != NULL);
     CHECK(strstr(txt, "frugal_request_energy_joules_bucket{route=\"chat\",le=\"+Inf\"} 3\n") != NULL);
-    CHECK(strstr(txt, "frugal_requests_total{route=\"back\\\\slash\\nline\",status=\"failed\"} 1\n") != NULL);
+    CHECK(strstr(txt, "frugal_route_requests_total{route=\"back\\\\slash\\nline\",status=\"failed\"} 1\n") != NULL);
     CHECK(strstr(txt, "route=\"bad??utf8\"") != NULL); /* invalid UTF-8 never reaches a label */
     CHECK(strstr(txt, "frugal_slo_attainment_ratio{tier=\"interactive\"} 1\n") != NULL);
     CHECK(strstr(txt, "frugal_slo_requests_total{tier=\"interactive\",result=\"met\"} 6\n") != NULL);

@@ -104,10 +104,10 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
                 num(o, p->routes[r].usd[c]);
                 fr_buf_puts(o, "\n");
             }
-        head(o, "frugal_requests_total", "counter", "Closed requests by route and status.");
+        head(o, "frugal_route_requests_total", "counter", "Closed requests by route and status.");
         for (int r = 0; r < p->n_routes; r++)
             for (int s = 0; s < 4; s++) {
-                fr_buf_puts(o, "frugal_requests_total{route=\"");
+                fr_buf_puts(o, "frugal_route_requests_total{route=\"");
                 esc(o, p->routes[r].name);
                 fr_buf_printf(o, "\",status=\"%s\"} %ld\n", fr_meter_status_name((fr_meter_status)s),
                               p->routes[r].n_status[s]);
