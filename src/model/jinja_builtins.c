@@ -428,8 +428,10 @@ static jj_str html_escape(jj_rt *rt, jj_str s) {
 
 /* ---- iteration, access, operators --------------------------------------------------------- */
 
+static jj_val run_generator(jj_rt *rt, const jj_gen *g);
+
 jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
-    jj_list r = {0, NULL};
+    jj_list r = {0, NULL, 0, 0, 0};
     switch (v->t) {
     case JT_UNDEF: return r;
     case JT_LIST: return *v->u.l;
@@ -451,8 +453,19 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
         return r;
     }
     case JT_LOOP: {
-        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items};
+        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items, 0, 0, 0};
         return l;
+    }
+    case JT_GEN: {
+        /* run the generator's filter now, once */
+        jj_gen *g = v->u.gen;
+        if (g->consumed) return r;
+        g->consumed = true;
+        if (++rt->depth > JJ_MAX_DEPTH)
+            jj_fail(C(rt), line, "template recursion too deep (more than %d levels)", JJ_MAX_DEPTH);
+        jj_val items = run_generator(rt, g);
+        rt->depth--;
+        return *items.u.l;
     }
     default: jj_fail(C(rt), line, "'%s' object is not iterable", jj_type_name(v));
     }
@@ -561,6 +574,12 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
         if (jj_str_eqz(name, "changed")) return make_method(rt, JFN_LOOP, LP_CHANGED, obj, name);
         return no_attr(rt, obj, name);
     }
+    case JT_BOOL:
+    case JT_INT:
+    case JT_FLOAT:
+        if (jj_str_eqz(name, "real")) return obj->t == JT_BOOL ? jj_int(obj->u.b) : *obj;
+        if (jj_str_eqz(name, "imag")) return obj->t == JT_FLOAT ? jj_float(0) : jj_int(0);
+        return no_attr(rt, obj, name);
     default: return no_attr(rt, obj, name);
     }
 }
@@ -589,7 +608,9 @@ jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
             size_t n, *off = cp_offsets(rt, obj->u.s, &n);
             if (!norm_index(key->t == JT_INT ? key->u.i : key->u.b, n, &ix))
                 return jj_undef_hint(jj_s("string index out of range"));
-            return off ? sub(obj->u.s, off[ix], off[ix + 1]) : sub(obj->u.s, ix, ix + 1);
+            jj_val ch = off ? sub(obj->u.s, off[ix], off[ix + 1]) : sub(obj->u.s, ix, ix + 1);
+            ch.flags = obj->flags & JF_MARKUP;
+            return ch;
         }
         break;
     case JT_DICT: {
@@ -610,7 +631,7 @@ jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
 }
 
 static bool slice_arg(const jj_val *v, bool *none, int64_t *out) {
-    *none = v->t == JT_NONE || v->t == JT_UNDEF;
+    *none = v->t == JT_NONE;
     if (*none) return true;
     if (v->t == JT_INT) *out = v->u.i;
     else if (v->t == JT_BOOL) *out = v->u.b;
@@ -619,12 +640,20 @@ static bool slice_arg(const jj_val *v, bool *none, int64_t *out) {
 }
 
 jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
-                const jj_val *step) {
+                const jj_val *step, bool lenient) {
     bool n0, n1, n2;
     int64_t a = 0, b = 0, st = 1;
-    if (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st) ||
-        (obj->t != JT_LIST && obj->t != JT_STR))
-        return jj_undef_hint(jj_s("unsupported slice"));
+    if (lenient && (obj->t != JT_LIST && obj->t != JT_STR)) return jj_undef_hint(jj_s("not sliceable"));
+    if (lenient && (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st)))
+        return jj_undef_hint(jj_s("not sliceable"));
+    /* jinja2 slices with Python's own subscript (not the sandbox's getitem), so what cannot be
+     * sliced is an error rather than undefined */
+    if (obj->t != JT_LIST && obj->t != JT_STR) {
+        if (obj->t == JT_DICT) jj_fail(C(rt), line, "unhashable type: 'slice'");
+        jj_fail(C(rt), line, "'%s' object is not subscriptable", jj_type_name(obj));
+    }
+    if (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st))
+        jj_fail(C(rt), line, "slice indices must be integers or None");
     if (n2) st = 1;
     if (st == 0) jj_fail(C(rt), line, "slice step cannot be zero");
     size_t len, *off = NULL;
@@ -651,18 +680,31 @@ jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, con
     if (obj->t == JT_LIST) {
         jj_val v = jj_list_new(C(rt), (size_t)count, obj->flags & JF_TUPLE);
         for (int64_t k = 0; k < count; k++) v.u.l->v[k] = obj->u.l->v[a + k * st];
+        if (obj->flags & JF_RANGE) { /* a slice of a range is a range */
+            const jj_list *r = obj->u.l;
+            v.flags = JF_RANGE;
+            v.u.l->start = r->start + a * r->step;
+            v.u.l->stop = r->start + b * r->step;
+            v.u.l->step = r->step * st;
+        }
         return v;
     }
     jj_str s = obj->u.s;
+    jj_val r;
 #define OFF(k) (off ? off[k] : (size_t)(k))
-    if (st == 1) return count ? sub(s, OFF(a), OFF(a + count)) : jj_strz("");
-    jj_sb out = {0};
-    for (int64_t k = 0; k < count; k++) {
-        int64_t i = a + k * st;
-        jj_sb_put(C(rt), &out, s.p + OFF(i), OFF(i + 1) - OFF(i));
+    if (st == 1) {
+        r = count ? sub(s, OFF(a), OFF(a + count)) : jj_strz("");
+    } else {
+        jj_sb out = {0};
+        for (int64_t k = 0; k < count; k++) {
+            int64_t i = a + k * st;
+            jj_sb_put(C(rt), &out, s.p + OFF(i), OFF(i + 1) - OFF(i));
+        }
+        r = jj_strv(jj_sb_str(&out));
     }
 #undef OFF
-    return jj_strv(jj_sb_str(&out));
+    r.flags = obj->flags & JF_MARKUP; /* Markup slices are Markup */
+    return r;
 }
 
 bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
@@ -690,6 +732,12 @@ bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
         for (size_t i = 0; i < c->u.loop->n; i++)
             if (jj_equal(C(rt), &c->u.loop->items[i], item)) return true;
         return false;
+    case JT_GEN: {
+        jj_list l = jj_iterate(rt, line, c);
+        for (size_t i = 0; i < l.n; i++)
+            if (jj_equal(C(rt), &l.v[i], item)) return true;
+        return false;
+    }
     default: jj_fail(C(rt), line, "argument of type '%s' is not iterable", jj_type_name(c));
     }
 }
@@ -716,7 +764,7 @@ static jj_val repeat(jj_rt *rt, int line, const jj_val *seq, int64_t times) {
 }
 
 static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
-                             const jj_val *mapping);
+                             const jj_val *mapping, bool maplike);
 
 static FR_NORETURN void bad_operands(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
     static const char *const sym[] = {"+", "-", "/", "//", "*", "**", "%"};
@@ -748,13 +796,16 @@ static void py_divmod(double x, double y, double *div, double *mod) {
 }
 
 jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+    if (op == JO_MOD && a->t == JT_STR) {
+        /* str % x: a tuple gives the arguments, anything else is one argument; like CPython,
+         * unused arguments are only an error when x has no mapping protocol */
+        if (b->t == JT_LIST && (b->flags & JF_TUPLE))
+            return jj_strv(percent_format(rt, line, a->u.s, b->u.l->v, b->u.l->n, NULL, false));
+        bool maplike = b->t == JT_DICT || b->t == JT_LIST || b->t == JT_UNDEF;
+        return jj_strv(percent_format(rt, line, a->u.s, b, 1, b->t == JT_DICT ? b : NULL, maplike));
+    }
     if (a->t == JT_UNDEF) jj_fail_undefined(rt, line, a);
     if (b->t == JT_UNDEF) jj_fail_undefined(rt, line, b);
-    if (op == JO_MOD && a->t == JT_STR) {
-        if (b->t == JT_LIST && (b->flags & JF_TUPLE))
-            return jj_strv(percent_format(rt, line, a->u.s, b->u.l->v, b->u.l->n, NULL));
-        return jj_strv(percent_format(rt, line, a->u.s, b, 1, b->t == JT_DICT ? b : NULL));
-    }
     if (jj_is_num(a) && jj_is_num(b)) {
         if (a->t != JT_FLOAT && b->t != JT_FLOAT) {
             int64_t x = a->t == JT_BOOL ? a->u.b : a->u.i, y = b->t == JT_BOOL ? b->u.b : b->u.i, r;
@@ -850,7 +901,7 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
         return v;
     }
     if (op == JO_ADD && a->t == JT_LIST && b->t == JT_LIST &&
-        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE)) {
+        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) && !((a->flags | b->flags) & JF_RANGE)) {
         size_t n = a->u.l->n + b->u.l->n;
         jj_val v = jj_list_new(C(rt), n, a->flags & JF_TUPLE);
         if (a->u.l->n) memcpy(v.u.l->v, a->u.l->v, a->u.l->n * sizeof(jj_val));
@@ -859,9 +910,11 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
         return v;
     }
     if (op == JO_MUL) {
-        if ((a->t == JT_STR || a->t == JT_LIST) && (b->t == JT_INT || b->t == JT_BOOL))
+        if ((a->t == JT_STR || (a->t == JT_LIST && !(a->flags & JF_RANGE))) &&
+            (b->t == JT_INT || b->t == JT_BOOL))
             return repeat(rt, line, a, b->t == JT_INT ? b->u.i : b->u.b);
-        if ((b->t == JT_STR || b->t == JT_LIST) && (a->t == JT_INT || a->t == JT_BOOL))
+        if ((b->t == JT_STR || (b->t == JT_LIST && !(b->flags & JF_RANGE))) &&
+            (a->t == JT_INT || a->t == JT_BOOL))
             return repeat(rt, line, b, a->t == JT_INT ? a->u.i : a->u.b);
     }
     bad_operands(rt, line, op, a, b);
@@ -883,7 +936,7 @@ static void pad_to(jj_rt *rt, jj_sb *out, jj_str s, long width, bool left) {
 }
 
 static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
-                             const jj_val *mapping) {
+                             const jj_val *mapping, bool maplike) {
     jj_sb out = {0};
     size_t ai = 0, i = 0;
     bool used_mapping = false;
@@ -1006,7 +1059,7 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
         default: jj_fail(C(rt), line, "unsupported format character '%c'", conv);
         }
     }
-    if (!used_mapping && ai < nargs && !mapping)
+    if (!used_mapping && ai < nargs && !mapping && !maplike)
         jj_fail(C(rt), line, "not all arguments converted during string formatting");
     return jj_sb_str(&out);
 }
@@ -1181,6 +1234,7 @@ FILTER(f_first) {
 
 FILTER(f_last) {
     NOARGS();
+    if (in->t == JT_GEN) jj_fail(C(rt), line, "'generator' object is not reversible");
     jj_list l = jj_iterate(rt, line, in);
     return l.n ? l.v[l.n - 1] : jj_undef_hint(jj_s("No last item, sequence was empty."));
 }
@@ -1308,6 +1362,10 @@ FILTER(f_int) {
 
 FILTER(f_indent) {
     BIND("width", "first", "blank");
+    /* jinja2 does `s += "\n"`: only strings are accepted */
+    if (in->t == JT_UNDEF) jj_fail_undefined(rt, line, in);
+    if (in->t != JT_STR)
+        jj_fail(C(rt), line, "unsupported operand type(s) for +=: '%s' and 'str'", jj_type_name(in));
     jj_str ind;
     if (b.given[0] && b.v[0].t == JT_STR) ind = b.v[0].u.s;
     else {
@@ -1409,6 +1467,7 @@ int jj_filter_id(jj_str name);
 int jj_test_id(jj_str name);
 
 FILTER(f_map) {
+    if (!jj_truthy(in)) return jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
     jj_list l = jj_iterate(rt, line, in);
     jj_val out = jj_list_new(C(rt), l.n, false);
     if (a->npos == 0) {
@@ -1464,6 +1523,7 @@ FILTER(f_min) { return minmax(rt, line, name, in, a, false); }
 
 /* select/reject/selectattr/rejectattr */
 static jj_val select_impl(jj_rt *rt, int line, const jj_val *in, const jj_args *a, bool attr, bool keep) {
+    if (!jj_truthy(in)) return jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
     jj_list l = jj_iterate(rt, line, in);
     size_t skip = 0;
     jj_val attrname = jj_undef();
@@ -1504,19 +1564,31 @@ FILTER(f_replace) {
                                jj_str_of(C(rt), &b.v[1]), count));
 }
 
+/* The items of reversed(x) (the generator behind |reverse). */
+FILTER(f_reversed_items) {
+    (void)name;
+    (void)a;
+    jj_list l = jj_iterate(rt, line, in);
+    jj_val v = jj_list_new(C(rt), l.n, false);
+    for (size_t i = 0; i < l.n; i++) v.u.l->v[i] = l.v[l.n - 1 - i];
+    return v;
+}
+
+static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a);
+static int filter_index(const char *name);
+
 FILTER(f_reverse) {
     NOARGS();
     if (in->t == JT_STR) {
         jj_val z = jj_none();
         jj_val m1 = jj_int(-1);
-        return jj_slice(rt, line, in, &z, &z, &m1);
+        return jj_slice(rt, line, in, &z, &z, &m1, false);
     }
+    if (in->t == JT_GEN) /* reversed() fails, jinja2 falls back to a reversed list */
+        return f_reversed_items(rt, line, name, in, a);
     if (in->t != JT_LIST && in->t != JT_DICT && in->t != JT_UNDEF && in->t != JT_LOOP)
         jj_fail(C(rt), line, "argument must be iterable");
-    jj_list l = jj_iterate(rt, line, in);
-    jj_val v = jj_list_new(C(rt), l.n, false);
-    for (size_t i = 0; i < l.n; i++) v.u.l->v[i] = l.v[l.n - 1 - i];
-    return v;
+    return make_gen(rt, line, filter_index("(reversed)"), name, in, a);
 }
 
 static double round_half_even_digits(double x, int64_t nd) {
@@ -1688,10 +1760,17 @@ FILTER(f_truncate) {
     bool killwords = b.given[1] && jj_truthy(&b.v[1]);
     jj_str end = b.given[2] ? want_str(rt, line, &b.v[2], "truncate") : jj_s("...");
     int64_t leeway = b.given[3] && b.v[3].t != JT_NONE ? want_int(rt, line, &b.v[3], "truncate") : 5;
-    jj_str s = in_str(rt, in);
     int64_t endn = (int64_t)jj_utf8_len(end);
     if (len < endn) jj_fail(C(rt), line, "expected length >= %lld, got %lld", (long long)endn, (long long)len);
     if (leeway < 0) jj_fail(C(rt), line, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (in->t == JT_UNDEF) return *in;
+    if (in->t != JT_STR) {
+        /* jinja2 returns anything short enough unchanged, else slices it as a string */
+        int64_t n = length_of(rt, line, in).u.i;
+        if (n <= len + leeway) return *in;
+        jj_fail(C(rt), line, "truncate: a string is required, not '%s'", jj_type_name(in));
+    }
+    jj_str s = in->u.s;
     size_t n, *off = cp_offsets(rt, s, &n);
     if ((int64_t)n <= len + leeway) return jj_strv(s);
     size_t keep = (size_t)(len - endn);
@@ -1720,31 +1799,63 @@ FILTER(f_format) {
             d.u.d->k[i] = jj_strv(a->kwn[i]);
             d.u.d->v[i] = a->kwv[i];
         }
-        return jj_strv(percent_format(rt, line, fmt, &d, 1, &d));
+        return jj_strv(percent_format(rt, line, fmt, &d, 1, &d, true));
     }
     (void)name;
-    return jj_strv(percent_format(rt, line, fmt, a->pos, a->npos, NULL));
+    return jj_strv(percent_format(rt, line, fmt, a->pos, a->npos, NULL, false));
 }
 
 static const struct {
-    const char *name; /* filter name */
+    const char *name; /* filter name ("(...)": internal, not reachable from templates) */
     filter_fn fn;     /* implementation */
+    bool gen;         /* jinja2's version is a generator: return a lazy JT_GEN */
 } FILTERS[] = {
-    {"abs", f_abs},          {"attr", f_attr},           {"capitalize", f_capitalize},
-    {"center", f_center},    {"count", f_length},        {"d", f_default},
-    {"default", f_default},  {"dictsort", f_dictsort},   {"e", f_escape},
-    {"escape", f_escape},    {"first", f_first},         {"float", f_float},
-    {"format", f_format},    {"indent", f_indent},       {"int", f_int},
-    {"items", f_items},      {"join", f_join},           {"last", f_last},
-    {"length", f_length},    {"list", f_list},           {"lower", f_lower},
-    {"map", f_map},          {"max", f_max},             {"min", f_min},
-    {"reject", f_reject},    {"rejectattr", f_rejectattr}, {"replace", f_replace},
-    {"reverse", f_reverse},  {"round", f_round},         {"safe", f_safe},
-    {"select", f_select},    {"selectattr", f_selectattr}, {"sort", f_sort},
-    {"string", f_string},    {"sum", f_sum},             {"title", f_title},
-    {"tojson", f_tojson},    {"trim", f_trim},           {"truncate", f_truncate},
-    {"unique", f_unique},    {"upper", f_upper},         {"wordcount", f_wordcount},
+    {"abs", f_abs, false},           {"attr", f_attr, false},
+    {"capitalize", f_capitalize, false}, {"center", f_center, false},
+    {"count", f_length, false},      {"d", f_default, false},
+    {"default", f_default, false},   {"dictsort", f_dictsort, false},
+    {"e", f_escape, false},          {"escape", f_escape, false},
+    {"first", f_first, false},       {"float", f_float, false},
+    {"format", f_format, false},     {"indent", f_indent, false},
+    {"int", f_int, false},           {"items", f_items, true},
+    {"join", f_join, false},         {"last", f_last, false},
+    {"length", f_length, false},     {"list", f_list, false},
+    {"lower", f_lower, false},       {"map", f_map, true},
+    {"max", f_max, false},           {"min", f_min, false},
+    {"reject", f_reject, true},      {"rejectattr", f_rejectattr, true},
+    {"replace", f_replace, false},   {"reverse", f_reverse, false},
+    {"round", f_round, false},       {"safe", f_safe, false},
+    {"select", f_select, true},      {"selectattr", f_selectattr, true},
+    {"sort", f_sort, false},         {"string", f_string, false},
+    {"sum", f_sum, false},           {"title", f_title, false},
+    {"tojson", f_tojson, false},     {"trim", f_trim, false},
+    {"truncate", f_truncate, false}, {"unique", f_unique, true},
+    {"upper", f_upper, false},       {"wordcount", f_wordcount, false},
+    {"(reversed)", f_reversed_items, true},
 };
+
+static int filter_index(const char *name) {
+    for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS); i++)
+        if (!strcmp(FILTERS[i].name, name)) return (int)i;
+    return -1;
+}
+
+static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
+    jj_gen *g = jj_alloc(C(rt), sizeof *g);
+    g->filter = id;
+    g->name = name;
+    g->in = *in;
+    g->args = *a;
+    g->line = line;
+    jj_val v = {0};
+    v.t = JT_GEN;
+    v.u.gen = g;
+    return v;
+}
+
+static jj_val run_generator(jj_rt *rt, const jj_gen *g) {
+    return FILTERS[g->filter].fn(rt, g->line, g->name, &g->in, &g->args);
+}
 
 /* Filters jinja2 has that this interpreter does not. */
 static const char *const FILTERS_UNSUPPORTED[] = {
@@ -1754,7 +1865,7 @@ static const char *const FILTERS_UNSUPPORTED[] = {
 
 int jj_filter_id(jj_str name) {
     for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS); i++)
-        if (jj_str_eqz(name, FILTERS[i].name)) return (int)i;
+        if (FILTERS[i].name[0] != '(' && jj_str_eqz(name, FILTERS[i].name)) return (int)i;
     for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS_UNSUPPORTED); i++)
         if (jj_str_eqz(name, FILTERS_UNSUPPORTED[i])) return -2;
     return -1;
@@ -1764,6 +1875,7 @@ jj_val jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in
     if (id == -2) jj_fail_unsup(C(rt), line, "filter '%.*s'", NAMEF(name));
     if (id < 0 || (size_t)id >= FR_ARRAY_LEN(FILTERS))
         jj_fail(C(rt), line, "no filter named '%.*s'", NAMEF(name));
+    if (FILTERS[id].gen) return make_gen(rt, line, id, name, in, a);
     return FILTERS[id].fn(rt, line, name, in, a);
 }
 
@@ -1846,7 +1958,7 @@ bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, co
     case T_MAPPING: return in->t == JT_DICT;
     case T_ITERABLE:
         return in->t == JT_STR || in->t == JT_LIST || in->t == JT_DICT || in->t == JT_UNDEF ||
-               in->t == JT_LOOP;
+               in->t == JT_LOOP || in->t == JT_GEN;
     case T_SEQUENCE:
         return in->t == JT_STR || in->t == JT_LIST || in->t == JT_DICT || in->t == JT_UNDEF;
     case T_CALLABLE: return in->t == JT_FUNC || in->t == JT_UNDEF || in->t == JT_LOOP;
@@ -1926,6 +2038,10 @@ static jj_val g_range(jj_rt *rt, int line, const jj_args *a) {
     size_t n = (size_t)count;
     jj_val v = jj_list_new(C(rt), n, false);
     for (size_t i = 0; i < n; i++) v.u.l->v[i] = jj_int(start + (int64_t)i * step);
+    v.flags = JF_RANGE;
+    v.u.l->start = start;
+    v.u.l->stop = stop;
+    v.u.l->step = step;
     return v;
 }
 

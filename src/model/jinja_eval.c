@@ -173,7 +173,7 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
             jj_val b = s->b ? eval(rt, sc, s->b) : jj_none();
             jj_val c = s->c ? eval(rt, sc, s->c) : jj_none();
             if (o.t == JT_UNDEF) jj_fail_undefined(rt, e->line, &o);
-            return jj_slice(rt, e->line, &o, &a, &b, &c);
+            return jj_slice(rt, e->line, &o, &a, &b, &c, rt->folding);
         }
         jj_val k = eval(rt, sc, e->b);
         return jj_getitem(rt, e->line, &o, &k);
@@ -259,9 +259,37 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     }
 }
 
+/* Python values jinja2's compiler keeps as folded constants (compiler.has_safe_repr). */
+static bool safe_repr(const jj_val *v, int depth) {
+    if (depth > JJ_MAX_VALUE_DEPTH) return false;
+    switch (v->t) {
+    case JT_NONE: case JT_BOOL: case JT_INT: case JT_FLOAT: case JT_STR: return true;
+    case JT_LIST:
+        if (v->flags & JF_RANGE) return false;
+        for (size_t i = 0; i < v->u.l->n; i++)
+            if (!safe_repr(&v->u.l->v[i], depth + 1)) return false;
+        return true;
+    case JT_DICT:
+        for (size_t i = 0; i < v->u.d->n; i++)
+            if (!safe_repr(&v->u.d->k[i], depth + 1) || !safe_repr(&v->u.d->v[i], depth + 1))
+                return false;
+        return true;
+    default: return false;
+    }
+}
+
 static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     enter(rt, e->line);
-    jj_val v = eval_inner(rt, sc, e);
+    jj_val v;
+    if (e->fold && !rt->folding) {
+        /* a constant subexpression jinja2 evaluates at compile time (see fold_walk) */
+        rt->folding = true;
+        v = eval_inner(rt, sc, e);
+        rt->folding = false;
+        if (e->fold == 1 && !safe_repr(&v, 0)) v = eval_inner(rt, sc, e); /* not kept: run time */
+    } else {
+        v = eval_inner(rt, sc, e);
+    }
     rt->depth--;
     return v;
 }
@@ -365,6 +393,9 @@ static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
     jj_str lname = {loop_name, 4};
     jj_scope body = {0};
     body.parent = sc;
+    /* jinja2 runs the else block unless some iteration reached the end of the body: an
+     * iteration left by break or continue does not count */
+    bool completed = false;
     for (size_t i = 0; i < items.n; i++) {
         if (++rt->iters > JJ_MAX_ITERS)
             jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
@@ -373,9 +404,13 @@ static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
         scope_set(rt, &body, lname, loopv);
         assign(rt, &body, s->a, &items.v[i]);
         int st = exec_body(rt, &body, s->kids, s->nkids);
+        if (st == ST_OK) completed = true;
         if (st == ST_BREAK) break;
     }
-    return ST_OK;
+    if (completed || !s->nkids2) return ST_OK;
+    jj_scope inner = {0};
+    inner.parent = sc;
+    return exec_body(rt, &inner, s->kids2, s->nkids2);
 }
 
 static int exec(jj_rt *rt, jj_scope *sc, const jj_node *s);

@@ -152,9 +152,14 @@ typedef enum jj_type {
     JT_NS,   /* namespace() */
     JT_FUNC, /* builtin global, bound method, macro */
     JT_LOOP, /* the `loop` variable of a for loop */
+    JT_GEN,  /* a Python generator made by a filter (map, select, items, ...): lazy, run once */
 } jj_type;
 
-enum { JF_TUPLE = 1, JF_MARKUP = 2 };
+enum {
+    JF_TUPLE = 1,  /* a JT_LIST that is a tuple */
+    JF_MARKUP = 2, /* a JT_STR that is markupsafe.Markup (from |safe or |escape) */
+    JF_RANGE = 4,  /* a JT_LIST made by range(): prints as range(a, b[, s]) */
+};
 
 typedef struct jj_val {
     uint8_t t;     /* jj_type */
@@ -169,12 +174,23 @@ typedef struct jj_val {
         struct jj_ns *ns;      /* JT_NS */
         struct jj_func *fn;    /* JT_FUNC */
         struct jj_loop *loop;  /* JT_LOOP */
+        struct jj_gen *gen;    /* JT_GEN */
     } u;
 } jj_val;
+
+/* Evaluated call arguments. */
+typedef struct jj_args {
+    const jj_val *pos; /* positional */
+    size_t npos;
+    const jj_str *kwn; /* keyword names */
+    const jj_val *kwv; /* keyword values */
+    size_t nkw;
+} jj_args;
 
 typedef struct jj_list {
     size_t n;  /* items */
     jj_val *v; /* the items */
+    int64_t start, stop, step; /* the arguments of range() (JF_RANGE) */
 } jj_list;
 
 /* An insertion-ordered mapping; on duplicate keys lookups find the last one (as json.loads). */
@@ -208,6 +224,18 @@ typedef struct jj_func {
     jj_str name;                /* for messages */
     const struct jj_node *macro; /* JFN_MACRO: the definition */
 } jj_func;
+
+/* A generator: jinja2's map/select/reject/selectattr/rejectattr/unique/items filters return
+ * Python generators (and reverse an iterator), which are always true, have no len(), run their
+ * filter only when iterated, and yield their items once. */
+typedef struct jj_gen {
+    int filter;    /* the filter that makes the items (jinja_builtins.c) */
+    jj_str name;   /* its name, for messages */
+    jj_val in;     /* its input */
+    jj_args args;  /* its arguments */
+    int line;      /* where it was called */
+    bool consumed; /* iterated already */
+} jj_gen;
 
 typedef struct jj_loop {
     size_t i, n;          /* current index0, length */
@@ -371,6 +399,8 @@ typedef enum jj_node_kind {
 typedef struct jj_node {
     uint8_t kind;   /* jj_node_kind */
     uint8_t op;     /* JN_BINOP: jj_op */
+    uint8_t fold;   /* root of a constant subexpression jinja2 folds (1; 2 in {{ }}), see
+                       fold_walk in jinja_parse.c */
     int id;         /* JN_FILTER/JN_TEST: builtin id (negative: unknown, fails when reached) */
     int line;       /* source line */
     int depth;      /* expression tree height (bounded by JJ_MAX_AST_DEPTH) */
@@ -403,15 +433,6 @@ int jj_test_id(jj_str name);
 /* ---- evaluation --------------------------------------------------------------------------- */
 typedef struct jj_scope jj_scope;
 
-/* Evaluated call arguments. */
-typedef struct jj_args {
-    const jj_val *pos; /* positional */
-    size_t npos;
-    const jj_str *kwn; /* keyword names */
-    const jj_val *kwv; /* keyword values */
-    size_t nkw;
-} jj_args;
-
 /* The render state. */
 typedef struct jj_rt {
     jj_core core;          /* errors, arena, step budget (first member) */
@@ -421,6 +442,7 @@ typedef struct jj_rt {
     int depth;             /* evaluation recursion */
     int calls;             /* nested macro calls */
     const jj_val *block_in; /* text of the filter block / set block being filtered */
+    bool folding;          /* evaluating as jinja2's compile-time constant folding does */
 } jj_rt;
 
 /* Scopes (jinja_eval.c). */
@@ -431,8 +453,10 @@ void jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v);
 jj_val jj_global_func(jj_rt *rt, jj_str name); /* range, namespace, ...; undefined if none */
 jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b); /* a op b */
 bool jj_contains(jj_rt *rt, int line, const jj_val *container, const jj_val *item); /* in */
+/* obj[start:stop:step]; `lenient` gives undefined instead of errors (jinja2 folds slices of
+ * literals at compile time through the sandbox's getitem). */
 jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
-                const jj_val *step);
+                const jj_val *step, bool lenient);
 
 jj_val jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
                       const jj_args *a);

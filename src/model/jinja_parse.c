@@ -558,6 +558,78 @@ static jj_node *parse_subscribed(parser *P) {
     return fix(P, x);
 }
 
+/* Whether jinja2 can evaluate an expression at compile time (nodes.Expr.as_const succeeds
+ * structurally). Used for the one observable effect of its constant folding, see fold_walk. */
+static bool foldable(const jj_node *x) {
+    if (!x) return true;
+    switch (x->kind) {
+    case JN_CONST: return true;
+    case JN_FILTER:
+        if (!x->a || x->id < 0) return false;
+        if (jj_str_eqz(x->name, "map") || jj_str_eqz(x->name, "select") ||
+            jj_str_eqz(x->name, "reject") || jj_str_eqz(x->name, "selectattr") ||
+            jj_str_eqz(x->name, "rejectattr"))
+            return false; /* they take the context */
+        break;
+    case JN_TEST:
+        if (x->id < 0) return false;
+        break;
+    case JN_LIST: case JN_TUPLE: case JN_DICT: case JN_CONCAT: case JN_NOT: case JN_NEG:
+    case JN_POS: case JN_AND: case JN_OR: case JN_BINOP: case JN_COMPARE: case JN_GETITEM:
+    case JN_SLICE: case JN_GETATTR: case JN_CONDEX: break;
+    default: return false;
+    }
+    if (!foldable(x->a) || !foldable(x->b) || !foldable(x->c)) return false;
+    for (size_t i = 0; i < x->nkids; i++)
+        if (!foldable(x->kids[i])) return false;
+    for (size_t i = 0; i < x->nkw; i++)
+        if (!foldable(x->kwvals[i])) return false;
+    return true;
+}
+
+static bool has_slice(const jj_node *x) {
+    if (!x) return false;
+    if (x->kind == JN_SLICE) return true;
+    if (has_slice(x->a) || has_slice(x->b) || has_slice(x->c)) return true;
+    for (size_t i = 0; i < x->nkids; i++)
+        if (has_slice(x->kids[i])) return true;
+    for (size_t i = 0; i < x->nkw; i++)
+        if (has_slice(x->kwvals[i])) return true;
+    return false;
+}
+
+/* jinja2 folds constant subexpressions at compile time, where a subscript goes through the
+ * sandbox's getitem (a failing slice gives undefined) instead of Python's own (an error). The
+ * folded value replaces the expression when it is a plain value (None, bool, number, str, or
+ * containers of them), and always for a whole {{ }} expression. Mark the roots of foldable
+ * subexpressions that contain a slice (the only case where folding is observable); the
+ * evaluator then does the same (jinja_eval.c). */
+static void fold_walk(jj_node *x, bool output) {
+    while (x && x->kind == JS_IF) { /* elif chains iteratively */
+        fold_walk(x->a, false);
+        for (size_t i = 0; i < x->nkids; i++) fold_walk(x->kids[i], false);
+        if (x->nkids2 == 1 && x->kids2[0]->kind == JS_IF) {
+            x = x->kids2[0];
+            continue;
+        }
+        for (size_t i = 0; i < x->nkids2; i++) fold_walk(x->kids2[i], false);
+        return;
+    }
+    if (!x) return;
+    if (x->kind < JS_OUTPUT && foldable(x)) {
+        if (has_slice(x)) x->fold = output ? 2 : 1;
+        return;
+    }
+    bool kid_output = x->kind == JS_OUTPUT;
+    fold_walk(x->a, false);
+    fold_walk(x->b, false);
+    fold_walk(x->c, false);
+    for (size_t i = 0; i < x->nkids; i++) fold_walk(x->kids[i], kid_output);
+    for (size_t i = 0; i < x->nkids2; i++) fold_walk(x->kids2[i], false);
+    for (size_t i = 0; i < x->nkids4; i++) fold_walk(x->kids4[i], false);
+    for (size_t i = 0; i < x->nkw; i++) fold_walk(x->kwvals[i], false);
+}
+
 static jj_node *parse_subscript(parser *P, jj_node *obj) {
     const jj_tok *t = next(P);
     if (is_op(t, JO_DOT)) {
@@ -1002,6 +1074,9 @@ jj_node *jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks) {
     if (cur(&P)->kind != TK_EOF) unexpected(&P, cur(&P));
     jj_node *root = node(&P, JS_BLOCK, 1);
     set_body(root, body);
-    for (size_t i = 0; i < body.n; i++) check_names(&P, body.v[i], false);
+    for (size_t i = 0; i < body.n; i++) {
+        check_names(&P, body.v[i], false);
+        fold_walk(body.v[i], false);
+    }
     return root;
 }

@@ -288,11 +288,12 @@ const char *jj_type_name(const jj_val *v) {
     case JT_INT: return "int";
     case JT_FLOAT: return "float";
     case JT_STR: return "str";
-    case JT_LIST: return (v->flags & JF_TUPLE) ? "tuple" : "list";
+    case JT_LIST: return (v->flags & JF_TUPLE) ? "tuple" : (v->flags & JF_RANGE) ? "range" : "list";
     case JT_DICT: return "dict";
     case JT_NS: return "Namespace";
     case JT_FUNC: return "function";
     case JT_LOOP: return "LoopContext";
+    case JT_GEN: return "generator";
     }
     return "object";
 }
@@ -359,7 +360,7 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     case JT_NONE: return true;
     case JT_STR: return jj_str_eq(a->u.s, b->u.s);
     case JT_LIST: {
-        if ((a->flags & JF_TUPLE) != (b->flags & JF_TUPLE)) return false;
+        if ((a->flags & (JF_TUPLE | JF_RANGE)) != (b->flags & (JF_TUPLE | JF_RANGE))) return false;
         if (a->u.l->n != b->u.l->n) return false;
         jj_charge(c, a->u.l->n / 16);
         for (size_t i = 0; i < a->u.l->n; i++)
@@ -378,6 +379,7 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     case JT_NS: return a->u.ns == b->u.ns;
     case JT_FUNC: return a->u.fn == b->u.fn;
     case JT_LOOP: return a->u.loop == b->u.loop;
+    case JT_GEN: return a->u.gen == b->u.gen;
     default: return false;
     }
 }
@@ -401,7 +403,8 @@ static int compare_d(jj_core *c, int line, const jj_val *a, const jj_val *b, int
         if (r) return r < 0 ? -1 : 1;
         return a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n;
     }
-    if (a->t == JT_LIST && b->t == JT_LIST && (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE)) {
+    if (a->t == JT_LIST && b->t == JT_LIST && (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) &&
+        !((a->flags | b->flags) & JF_RANGE)) {
         const jj_list *x = a->u.l, *y = b->u.l;
         size_t n = x->n < y->n ? x->n : y->n;
         for (size_t i = 0; i < n; i++)
@@ -543,9 +546,24 @@ void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
     if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "values nested too deeply");
     switch (v->t) {
     case JT_UNDEF: jj_sb_puts(c, b, "Undefined"); return;
-    case JT_STR: repr_str(c, b, v->u.s); return;
+    case JT_STR:
+        if (v->flags & JF_MARKUP) jj_sb_puts(c, b, "Markup(");
+        repr_str(c, b, v->u.s);
+        if (v->flags & JF_MARKUP) jj_sb_putc(c, b, ')');
+        return;
     case JT_LIST: {
         bool tup = v->flags & JF_TUPLE;
+        if (v->flags & JF_RANGE) {
+            char tmp[80];
+            const jj_list *l = v->u.l;
+            if (l->step == 1)
+                snprintf(tmp, sizeof tmp, "range(%lld, %lld)", (long long)l->start, (long long)l->stop);
+            else
+                snprintf(tmp, sizeof tmp, "range(%lld, %lld, %lld)", (long long)l->start,
+                         (long long)l->stop, (long long)l->step);
+            jj_sb_puts(c, b, tmp);
+            return;
+        }
         jj_sb_putc(c, b, tup ? '(' : '[');
         for (size_t i = 0; i < v->u.l->n; i++) {
             if (i) jj_sb_puts(c, b, ", ");
@@ -606,6 +624,7 @@ void jj_to_str(jj_core *c, jj_sb *b, const jj_val *v) {
         snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v->u.loop->i + 1, v->u.loop->n);
         jj_sb_puts(c, b, tmp);
         return;
+    case JT_GEN: jj_sb_puts(c, b, "<generator object>"); return;
     }
 }
 
@@ -714,6 +733,8 @@ static void json_val(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_j
     case JT_STR: json_str(c, b, v->u.s, o->ensure_ascii); return;
     case JT_LIST: {
         const jj_list *l = v->u.l;
+        if (v->flags & JF_RANGE)
+            jj_fail(c, line, "tojson: object of type range is not JSON serializable");
         if (!l->n) {
             jj_sb_puts(c, b, "[]");
             return;
