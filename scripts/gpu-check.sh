@@ -83,10 +83,11 @@ else
 fi
 
 # ---- 5. benchmarks
-timeout 150 "$bin/gpu-bench" --out "$out/bench.log" >"$out/bench.stdout" 2>&1
+bstd=${TMPDIR:-/tmp}/gpu-bench.stdout
+timeout 150 "$bin/gpu-bench" --out "$out/bench.log" >"$bstd" 2>&1
 rc=$?
-[ -s "$out/bench.log" ] || cp "$out/bench.stdout" "$out/bench.log"
-tail -n 5 "$out/bench.stdout" | grep -iE 'error|abort|fail' | tee -a "$sum"
+[ -s "$out/bench.log" ] || cp "$bstd" "$out/bench.log"
+tail -n 5 "$bstd" | grep -iE 'error|abort|fail' | tee -a "$sum"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >>"$out/gpu.txt" 2>&1
 note "== gpu-bench: exit $rc ($(el) s)"
 
@@ -102,6 +103,15 @@ if [ -x "$cs" ]; then
     [ "$rc" -eq 0 ] || status=1
 else
     note "== compute-sanitizer: not found"
+fi
+
+# ---- 6b. hardware counters of the decode kernels (GPU_PROFILE=1)
+if [ "${GPU_PROFILE:-0}" = 1 ]; then
+    ncu=$(command -v ncu 2>/dev/null || echo /usr/local/cuda/bin/ncu)
+    timeout 90 "$ncu" --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section Occupancy --section LaunchStats \
+        -k regex:'k_gemv|k_attn' "$bin/gpu-bench" --profile >"$out/ncu.txt" 2>&1
+    note "== ncu profile: exit $? ($(el) s)"
 fi
 
 # ---- 7. summary (last)

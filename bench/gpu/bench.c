@@ -216,7 +216,13 @@ static fr_hparams llama8b(void) {
 /* Times one launcher call with events: warm-up 3, then the median of `reps`; `rot` copies of the
  * weights are cycled so a matrix smaller than L2 is still read from HBM. */
 typedef void (*launch_fn)(void *ctx, int copy);
+static bool g_profile; /* --profile: one launch per kernel, for ncu */
 static double time_us(launch_fn fn, void *ctx, int rot, int reps) {
+    if (g_profile) {
+        fn(ctx, 0);
+        CK(cudaDeviceSynchronize());
+        return 0;
+    }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -367,6 +373,127 @@ static void run_rms(void *p, int copy) {
     frk_rmsnorm(m->x, m->w, NULL, m->n, m->E, 1e-5f, m->out, 0);
 }
 
+
+/* The 32-layer chain of decode GEMVs (qkv, o, gate_up+SwiGLU, down) + LM head, captured as one
+ * graph and replayed: the GEMV part of a batch-1 decode step without attention and norms, for
+ * each bf16 kernel variant and with programmatic dependent launch on and off; int8/int4 too. */
+static void gemv_chain(int bits) {
+    const int L = 32, E = 4096, F = 14336, V = 128256, Wq = 6144;
+    const int Ms[4] = {Wq, E, 2 * F, E}, Ks[4] = {E, E, E, F}, modes[4] = {FRK_OUT_STORE, FRK_OUT_ACC, FRK_OUT_SWIGLU, FRK_OUT_ACC};
+    void *w[32][4], *hw;
+    uint32_t *sz[32][4], *hsz = NULL;
+    size_t total = 0;
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < 4; i++) {
+            const size_t wb = bits == 16 ? (size_t)Ms[i] * Ks[i] * 2 : frk_quant_bytes(Ms[i], Ks[i], bits);
+            CK(cudaMalloc(&w[l][i], wb));
+            total += wb;
+            sz[l][i] = NULL;
+            if (bits == 16) {
+                frk_fill_bf16(w[l][i], (size_t)Ms[i] * Ks[i], 0.02f, 0.f, 100 + l * 4 + i, 0);
+            } else {
+                CK(cudaMalloc((void **)&sz[l][i], frk_quant_sz_count(Ms[i], Ks[i]) * 4));
+                frk_quant_random(w[l][i], sz[l][i], Ms[i], Ks[i], bits, 0.02f, 100 + l * 4 + i, 0);
+                total += frk_quant_sz_count(Ms[i], Ks[i]) * 4;
+            }
+        }
+    const size_t hb = bits == 16 ? (size_t)V * E * 2 : frk_quant_bytes(V, E, bits);
+    CK(cudaMalloc(&hw, hb));
+    total += hb;
+    if (bits == 16) frk_fill_bf16(hw, (size_t)V * E, 0.02f, 0.f, 99, 0);
+    else {
+        CK(cudaMalloc((void **)&hsz, frk_quant_sz_count(V, E) * 4));
+        frk_quant_random(hw, hsz, V, E, bits, 0.02f, 99, 0);
+        total += frk_quant_sz_count(V, E) * 4;
+    }
+    uint16_t *xn, *act;
+    float *y, *x, *lg;
+    CK(cudaMalloc((void **)&xn, (size_t)F * 2));
+    CK(cudaMalloc((void **)&act, (size_t)F * 2));
+    CK(cudaMalloc((void **)&y, (size_t)2 * F * 4));
+    CK(cudaMalloc((void **)&x, (size_t)E * 4));
+    CK(cudaMalloc((void **)&lg, (size_t)V * 4));
+    frk_fill_bf16(xn, F, 1.f, 0.f, 7, 0);
+    frk_fill_bf16(act, F, 1.f, 0.f, 8, 0);
+    CK(cudaMemset(x, 0, (size_t)E * 4));
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CK(cudaDeviceSynchronize());
+    const int nvar = bits == 16 ? 4 : 1;
+    for (int v = 0; v < nvar; v++)
+        for (int pdl = 1; pdl >= 0; pdl--) {
+            frk_set_pdl(pdl);
+            frk_set_gemv_variant(v);
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            for (int l = 0; l < L; l++)
+                for (int i = 0; i < 4; i++) {
+                    const uint16_t *in = i == 3 ? act : xn;
+                    void *o = i == 0 ? (void *)y : i == 2 ? (void *)act : (void *)x;
+                    const int ldo = modes[i] == FRK_OUT_SWIGLU ? Ms[i] / 2 : Ms[i];
+                    if (bits == 16)
+                        frk_gemv_bf16(w[l][i], Ms[i], Ks[i], in, Ks[i], 1, o, ldo, modes[i], st);
+                    else
+                        frk_gemv_q(w[l][i], sz[l][i], Ms[i], Ks[i], bits, in, Ks[i], 1, o, ldo, modes[i], st);
+                }
+            if (bits == 16)
+                frk_gemv_bf16(hw, V, E, xn, E, 1, lg, V, FRK_OUT_STORE, st);
+            else
+                frk_gemv_q(hw, hsz, V, E, bits, xn, E, 1, lg, V, FRK_OUT_STORE, st);
+            CK(cudaStreamEndCapture(st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            cudaEvent_t e0, e1;
+            CK(cudaEventCreate(&e0));
+            CK(cudaEventCreate(&e1));
+            double t[7];
+            for (int r = 0; r < 9; r++) {
+                CK(cudaEventRecord(e0, st));
+                CK(cudaGraphLaunch(ge, st));
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (r >= 2) t[r - 2] = ms;
+            }
+            const double ms = median(t, 7);
+            LOG("  GEMV chain %s variant %d pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
+                bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", v, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
+            CK(cudaEventDestroy(e0));
+            CK(cudaEventDestroy(e1));
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+        }
+    frk_set_pdl(1);
+    frk_set_gemv_variant(0);
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < 4; i++) {
+            CK(cudaFree(w[l][i]));
+            if (sz[l][i]) CK(cudaFree(sz[l][i]));
+        }
+    CK(cudaFree(hw));
+    if (hsz) CK(cudaFree(hsz));
+    cudaFree(xn), cudaFree(act), cudaFree(y), cudaFree(x), cudaFree(lg);
+    CK(cudaStreamDestroy(st));
+}
+
+/* One launch of each kernel worth profiling (for ncu -k regex:... gpu-bench --profile). */
+static void profile_once(void) {
+    cublasHandle_t cub = NULL;
+    double us;
+    frk_set_pdl(0);
+    gemv_bench("profile: gemv bf16 qkv v0", 6144, 4096, 16, 1, FRK_OUT_STORE, false, cub, &us);
+    frk_set_gemv_variant(3);
+    gemv_bench("profile: gemv bf16 o v3", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
+    frk_set_gemv_variant(0);
+    gemv_bench("profile: gemv bf16 o v0", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
+    gemv_bench("profile: gemv int4 qkv", 6144, 4096, 4, 1, FRK_OUT_STORE, false, cub, &us);
+    gemv_bench("profile: gemv int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
+    attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
+    attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, &us);
+    frk_set_pdl(1);
+}
+
 static void kernel_breakdown(void) {
     cublasHandle_t cub;
     if (cublasCreate(&cub) != CUBLAS_STATUS_SUCCESS) return;
@@ -436,6 +563,9 @@ static void kernel_breakdown(void) {
     }
     cublasDestroy(cub);
     cudaFree(ws);
+    gemv_chain(16);
+    gemv_chain(8);
+    gemv_chain(4);
 }
 
 /* ---------------------------------------------------------------- results */
@@ -486,6 +616,11 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--profile")) {
+            g_profile = true;
+            profile_once();
+            return 0;
+        }
     }
     if (fr_cuda_device_count() <= 0) {
         printf("gpu-bench: no CUDA device: skipped\n");
@@ -555,6 +690,17 @@ int main(int argc, char **argv) {
         r.dec1_eager_tps = (G / 2) / te;
         fr_cuda_set_graphs(c, 1);
         LOG("decode batch 1 (bf16, eager launches): %.1f tok/s\n", r.dec1_eager_tps);
+        for (int v = 0; v < 4; v++)
+            for (int pdl = 1; pdl >= 0; pdl--) {
+                fr_cuda_set_pdl(c, pdl);
+                fr_cuda_set_gemv_variant(c, v);
+                decode(c, &s1, 1, 2, NULL);
+                const double tv = decode(c, &s1, 1, 24, NULL);
+                LOG("decode batch 1 (bf16, graphs) gemv variant %d, pdl %d: %.1f tok/s, %.3f ms/token\n", v, pdl,
+                    24 / tv, 1e3 * tv / 24);
+            }
+        fr_cuda_set_pdl(c, 1);
+        fr_cuda_set_gemv_variant(c, 0);
         ss_free(&s1);
         /* batch 32 */
         seqset s32;

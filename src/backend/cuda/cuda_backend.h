@@ -75,6 +75,10 @@ int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sampling *sp,
 void fr_cuda_sync(fr_cuda *c);
 /* Switch decode-graph replay on or off (benchmarks compare the two). */
 void fr_cuda_set_graphs(fr_cuda *c, int on);
+/* Programmatic dependent launch on/off, and the batch-1 bf16 GEMV variant (kernels.h); both are
+ * process-wide (env FRUGAL_CUDA_PDL, FRUGAL_CUDA_GEMV at creation) and drop captured graphs. */
+void fr_cuda_set_pdl(fr_cuda *c, int on);
+void fr_cuda_set_gemv_variant(fr_cuda *c, int v);
 
 /* Statistics since creation. */
 typedef struct fr_cuda_stats {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define FR_CK(call)                                                                        \
     do {                                                                                   \
@@ -74,6 +75,34 @@ static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(p));
     return r;
+}
+
+/* Programmatic dependent launch (Hopper). Kernels of the decode chain are launched with
+ * frk_launch, which lets a kernel start while its predecessor drains: each such kernel calls
+ * pdl_trigger() first (its own dependents may launch) and pdl_wait() before it touches anything a
+ * predecessor writes or reads (the wait returns once the predecessor grid has completed and its
+ * memory is visible). GEMVs issue their first weight loads before the wait: weights never depend
+ * on the previous kernel, so the next matrix starts streaming during the previous kernel's tail.
+ * Both instructions are no-ops for kernels launched without the attribute. */
+static __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+extern int frk_pdl_on; /* k_misc.cu; frk_set_pdl */
+
+template <typename... KArgs, typename... Args>
+static inline void frk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                              cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = frk_pdl_on;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    FR_CK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
 static inline int fr_cdiv(long a, long b) { return (int)((a + b - 1) / b); }

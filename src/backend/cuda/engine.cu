@@ -206,6 +206,12 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     snprintf(c->name, sizeof c->name, "%.200s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
     c->n_sm = prop.multiProcessorCount;
+    {
+        const char *e = getenv("FRUGAL_CUDA_PDL");
+        if (e) frk_set_pdl(atoi(e));
+        e = getenv("FRUGAL_CUDA_GEMV");
+        if (e) frk_set_gemv_variant(atoi(e));
+    }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
     FR_CKB(cublasSetStream(c->cub, c->st));
@@ -675,7 +681,7 @@ typedef struct plan {
 
 static int split_for(const fr_cuda *c, int T) {
     if (T > c->MS) return 1;
-    int s = (2 * c->n_sm + c->hp.n_head_kv * T - 1) / (c->hp.n_head_kv * T);
+    int s = (4 * c->n_sm + c->hp.n_head_kv * T - 1) / (c->hp.n_head_kv * T);
     if (s < 1) s = 1;
     if (s > c->max_split) s = c->max_split;
     return s;
@@ -1011,6 +1017,23 @@ extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sa
 
 extern "C" void fr_cuda_sync(fr_cuda *c) { FR_CK(cudaStreamSynchronize(c->st)); }
 extern "C" void fr_cuda_set_graphs(fr_cuda *c, int on) { c->cfg.use_graphs = on; }
+
+static void drop_graphs(fr_cuda *c) {
+    FR_CK(cudaStreamSynchronize(c->st));
+    for (int i = 0; i < NBUCKETS; i++)
+        if (c->graphs[i]) {
+            FR_CK(cudaGraphExecDestroy(c->graphs[i]));
+            c->graphs[i] = NULL;
+        }
+}
+extern "C" void fr_cuda_set_pdl(fr_cuda *c, int on) {
+    drop_graphs(c);
+    frk_set_pdl(on);
+}
+extern "C" void fr_cuda_set_gemv_variant(fr_cuda *c, int v) {
+    drop_graphs(c);
+    frk_set_gemv_variant(v);
+}
 
 extern "C" void fr_cuda_mem_info(const fr_cuda *c, fr_cuda_mem *o) {
     memset(o, 0, sizeof *o);

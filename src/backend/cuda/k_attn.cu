@@ -25,16 +25,45 @@
 #define LOG2E 1.4426950408889634f
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
+/* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
+template <bool I8>
+static __device__ __forceinline__ void kv_load(const void *pool, size_t off, uint4 &raw) {
+    if (I8) {
+        const uint2 w = *(const uint2 *)((const int8_t *)pool + off);
+        raw = make_uint4(w.x, w.y, 0, 0);
+    } else {
+        raw = *(const uint4 *)((const bf16 *)pool + off);
+    }
+}
+template <bool I8>
+static __device__ __forceinline__ void kv_unpack(const uint4 raw, float s, float v[8]) {
+    if (I8) {
+        const uint32_t ww[2] = {raw.x, raw.y};
+#pragma unroll
+        for (int e = 0; e < 8; e++) v[e] = (float)(int8_t)((ww[e >> 2] >> (8 * (e & 3))) & 0xff) * s;
+    } else {
+        const uint32_t ww[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            v[2 * e] = bf_lo(ww[e]);
+            v[2 * e + 1] = bf_hi(ww[e]);
+        }
+    }
+}
+
 template <int D, int GM, bool I8>
 __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
-    constexpr int TPK = D / 8;      /* threads per key */
-    constexpr int KPP = 128 / TPK;  /* keys per pass */
+    constexpr int TPK = D / 8;                          /* threads per key */
+    constexpr int KPP = 128 / TPK;                      /* keys per pass */
     constexpr int CH = FRK_CHUNK;
+    constexpr int NP = CH / KPP > 0 ? CH / KPP : 1;     /* passes per chunk */
     __shared__ float qs[GM][D];
     __shared__ float sc[GM][CH];
     __shared__ float m_run[GM], l_run[GM], alpha[GM];
     __shared__ float red[4][GM][D];
 
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.z, g = blockIdx.y, split = blockIdx.x, nsplit = gridDim.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
@@ -61,37 +90,32 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
 
     for (int c = split; c < nchunks; c += nsplit) {
         const int k0 = c * CH, nk = min(CH, ctx - k0);
-        /* phase 1: scores (uniform trip count per warp so the shuffles are converged) */
-#pragma unroll 2
-        for (int jj = 0; jj < CH; jj += KPP) {
-            const int j = jj + kg;
-            const bool valid = j < nk;
-            float kv[8];
-            if (valid) {
+        /* every K and V row of the chunk this thread needs, all loads in flight at once */
+        uint4 kr[NP], vr[NP];
+        float ks[NP], vs[NP];
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            const int j = p * KPP + kg;
+            kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
+            ks[p] = vs[p] = 0.f;
+            if (j < nk) {
                 const int kp = k0 + j;
-                const int blk = bt[kp / FRK_BLOCK];
-                const size_t hb = ((size_t)blk * L + layer) * Hkv + g;
+                const size_t hb = ((size_t)bt[kp / FRK_BLOCK] * L + layer) * Hkv + g;
                 const size_t off = hb * FRK_BLOCK * D + (size_t)(kp % FRK_BLOCK) * D + part * 8;
+                kv_load<I8>(a.kc, off, kr[p]);
+                kv_load<I8>(a.vc, off, vr[p]);
                 if (I8) {
-                    const uint2 w = *(const uint2 *)((const int8_t *)a.kc + off);
-                    const float s = a.kscale[hb];
-                    const uint32_t ww[2] = {w.x, w.y};
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        kv[e] = (float)(int8_t)((ww[e >> 2] >> (8 * (e & 3))) & 0xff) * s;
-                } else {
-                    const uint4 w = *(const uint4 *)((const bf16 *)a.kc + off);
-                    const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        kv[2 * e] = bf_lo(ww[e]);
-                        kv[2 * e + 1] = bf_hi(ww[e]);
-                    }
+                    ks[p] = a.kscale[hb];
+                    vs[p] = a.vscale[hb];
                 }
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; e++) kv[e] = 0.f;
             }
+        }
+        /* phase 1: scores (every lane runs every pass, so the shuffles are converged) */
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            const int j = p * KPP + kg;
+            float kv[8];
+            kv_unpack<I8>(kr[p], ks[p], kv);
 #pragma unroll
             for (int h = 0; h < GM; h++) {
                 float dot = 0.f;
@@ -99,11 +123,11 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
                 for (int e = 0; e < 8; e++) dot += qs[h][part * 8 + e] * kv[e];
 #pragma unroll
                 for (int off = TPK / 2; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-                if (part == 0 && valid && h < G) sc[h][j] = dot;
+                if (part == 0 && j < nk && h < G) sc[h][j] = dot;
             }
         }
         __syncthreads();
-        /* phase 2 */
+        /* phase 2: running max and sum per head */
         for (int h = warp; h < G; h += 4) {
             float mx = -INFINITY;
             for (int j = lane; j < nk; j += 32) mx = fmaxf(mx, sc[h][j]);
@@ -124,40 +148,24 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
             }
         }
         __syncthreads();
-        /* phase 3 */
+        /* phase 3: o = alpha o + sum_j p_j v_j over this thread's keys */
 #pragma unroll
         for (int h = 0; h < GM; h++) {
             const float al = h < G ? alpha[h] : 0.f;
 #pragma unroll
             for (int e = 0; e < 8; e++) o[h][e] *= al;
         }
-        for (int j = kg; j < nk; j += KPP) {
-            const int kp = k0 + j;
-            const int blk = bt[kp / FRK_BLOCK];
-            const size_t hb = ((size_t)blk * L + layer) * Hkv + g;
-            const size_t off = hb * FRK_BLOCK * D + (size_t)(kp % FRK_BLOCK) * D + part * 8;
+#pragma unroll
+        for (int p = 0; p < NP; p++) {
+            const int j = p * KPP + kg;
+            if (j >= nk) continue;
             float vv[8];
-            if (I8) {
-                const uint2 w = *(const uint2 *)((const int8_t *)a.vc + off);
-                const float s = a.vscale[hb];
-                const uint32_t ww[2] = {w.x, w.y};
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    vv[e] = (float)(int8_t)((ww[e >> 2] >> (8 * (e & 3))) & 0xff) * s;
-            } else {
-                const uint4 w = *(const uint4 *)((const bf16 *)a.vc + off);
-                const uint32_t ww[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    vv[2 * e] = bf_lo(ww[e]);
-                    vv[2 * e + 1] = bf_hi(ww[e]);
-                }
-            }
+            kv_unpack<I8>(vr[p], vs[p], vv);
 #pragma unroll
             for (int h = 0; h < GM; h++) {
-                const float p = h < G ? sc[h][j] : 0.f;
+                const float pr = h < G ? sc[h][j] : 0.f;
 #pragma unroll
-                for (int e = 0; e < 8; e++) o[h][e] += p * vv[e];
+                for (int e = 0; e < 8; e++) o[h][e] += pr * vv[e];
             }
         }
         __syncthreads();
@@ -197,6 +205,8 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
 
 __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
                                bf16 *__restrict__ out) {
+    pdl_trigger();
+    pdl_wait();
     const int h = blockIdx.x, t = blockIdx.y;
     const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
     float M = -INFINITY;
@@ -219,10 +229,9 @@ template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
     dim3 grid(a->n_split, a->Hkv, a->T);
     if (a->kv_int8)
-        k_attn<D, GM, true><<<grid, 128, 0, st>>>(*a, G);
+        frk_launch(k_attn<D, GM, true>, grid, dim3(128), 0, st, *a, G);
     else
-        k_attn<D, GM, false><<<grid, 128, 0, st>>>(*a, G);
-    FR_CK_LAUNCH();
+        frk_launch(k_attn<D, GM, false>, grid, dim3(128), 0, st, *a, G);
 }
 template <int D>
 static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
@@ -249,9 +258,8 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     }
     if (a->n_split > 1) {
         dim3 grid(a->H, a->T);
-        k_attn_combine<<<grid, a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D), 0, st>>>(
-            a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
-        FR_CK_LAUNCH();
+        frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
+                   (const float *)a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
     }
 }
 
@@ -277,6 +285,8 @@ __global__ void __launch_bounds__(128) k_attn_prefill(frk_attn_args a, int G, in
     constexpr int NDT = D / 8;    /* n-tiles over D */
     __shared__ __align__(16) bf16 Ks[KT][LDS];
     __shared__ __align__(16) bf16 Vs[KT][LDS];
+    pdl_trigger();
+    pdl_wait();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gq = lane >> 2, tq = lane & 3;
     const int QT = 64 / G; /* tokens per block */
@@ -443,8 +453,7 @@ extern "C" void frk_attention_prefill(const frk_attn_args *a, int pos0, cudaStre
     const int QT = 64 / G;
     dim3 grid((a->T + QT - 1) / QT, a->Hkv);
     if (a->D == 64)
-        k_attn_prefill<64><<<grid, 128, 0, st>>>(*a, G, pos0);
+        frk_launch(k_attn_prefill<64>, grid, dim3(128), 0, st, *a, G, pos0);
     else
-        k_attn_prefill<128><<<grid, 128, 0, st>>>(*a, G, pos0);
-    FR_CK_LAUNCH();
+        frk_launch(k_attn_prefill<128>, grid, dim3(128), 0, st, *a, G, pos0);
 }

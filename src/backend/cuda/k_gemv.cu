@@ -45,31 +45,45 @@ static __device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float
 
 static __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 
-template <int NB, int MODE>
-__global__ void __launch_bounds__(256) k_gemv_bf16(const bf16 *__restrict__ W, int M, int K,
-                                                   const bf16 *__restrict__ x, int ldx,
-                                                   void *__restrict__ out, int ldo) {
-    constexpr int U = 4;
+/* R rows per warp, U 16-byte loads per row per lane per round, DB: the next round is loaded
+ * before the current one is computed (two rounds in flight), MINB: blocks per SM to fit. The first
+ * round is issued before pdl_wait. Variants (batch 1 only; larger batches use variant 0):
+ *   0: R2 U4 DB   1: R2 U4 single, 4 blocks/SM   2: R1 U8 DB   3: R1 U16 single
+ * (SwiGLU needs both rows of a pair in one warp: R1 variants fall back to 0 for it). */
+template <int NB, int MODE, int R, int U, bool DB, int MINB>
+__global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const bf16 *__restrict__ W, int M, int K,
+                                                         const bf16 *__restrict__ x, int ldx,
+                                                         void *__restrict__ out, int ldo) {
+    pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r0 = (blockIdx.x * 8 + warp) * 2;
-    if (r0 >= M) return;
-    const bool two = r0 + 1 < M;
-    const uint4 *w0 = (const uint4 *)(W + (size_t)r0 * K);
-    const uint4 *w1 = (const uint4 *)(W + (size_t)(two ? r0 + 1 : r0) * K);
+    const int r0 = (blockIdx.x * 8 + warp) * R;
+    const bool live = r0 < M;
+    const uint4 *w[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) w[r] = (const uint4 *)(W + (size_t)(r0 + r < M ? r0 + r : (live ? r0 : 0)) * K);
     const int nv = K / 8;
-    float acc0[NB], acc1[NB];
+    float acc[R][NB];
 #pragma unroll
-    for (int n = 0; n < NB; n++) acc0[n] = acc1[n] = 0.f;
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NB; n++) acc[r][n] = 0.f;
+    uint4 a[R][U];
+#pragma unroll
+    for (int u = 0; u < U; u++) { /* first round before the wait: weights do not depend on it */
+        const int i = u * 32 + lane;
+#pragma unroll
+        for (int r = 0; r < R; r++) a[r][u] = live && i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
+    }
+    pdl_wait();
+    if (!live) return;
     for (int base = 0; base < nv; base += 32 * U) {
-        uint4 a[U], b[U];
+        uint4 na[R][U];
+        if (DB) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int i = base + u * 32 + lane;
-            if (i < nv) {
-                a[u] = ld_stream16(w0 + i);
-                b[u] = ld_stream16(w1 + i);
-            } else {
-                a[u] = b[u] = make_uint4(0, 0, 0, 0);
+            for (int u = 0; u < U; u++) {
+                const int i = base + 32 * U + u * 32 + lane;
+#pragma unroll
+                for (int r = 0; r < R; r++) na[r][u] = i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
             }
         }
 #pragma unroll
@@ -79,46 +93,64 @@ __global__ void __launch_bounds__(256) k_gemv_bf16(const bf16 *__restrict__ W, i
 #pragma unroll
                 for (int n = 0; n < NB; n++) {
                     const uint4 xv = __ldg((const uint4 *)(x + (size_t)n * ldx) + i);
-                    acc0[n] = dot8(a[u], xv, acc0[n]);
-                    acc1[n] = dot8(b[u], xv, acc1[n]);
+#pragma unroll
+                    for (int r = 0; r < R; r++) acc[r][n] = dot8(a[r][u], xv, acc[r][n]);
                 }
+            }
+        }
+        if (DB) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int r = 0; r < R; r++) a[r][u] = na[r][u];
+        } else if (base + 32 * U < nv) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int i = base + 32 * U + u * 32 + lane;
+#pragma unroll
+                for (int r = 0; r < R; r++) a[r][u] = i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
             }
         }
     }
 #pragma unroll
-    for (int n = 0; n < NB; n++) {
-        acc0[n] = warp_sum(acc0[n]);
-        acc1[n] = warp_sum(acc1[n]);
-    }
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NB; n++) acc[r][n] = warp_sum(acc[r][n]);
     if (lane != 0) return;
 #pragma unroll
     for (int n = 0; n < NB; n++) {
         if (MODE == FRK_OUT_SWIGLU) {
-            ((bf16 *)out)[(size_t)n * ldo + r0 / 2] = __float2bfloat16(silu(acc0[n]) * acc1[n]);
+            ((bf16 *)out)[(size_t)n * ldo + r0 / 2] = __float2bfloat16(silu(acc[0][n]) * acc[R - 1][n]);
         } else {
             float *o = (float *)out + (size_t)n * ldo;
-            if (MODE == FRK_OUT_ACC) {
-                o[r0] += acc0[n];
-                if (two) o[r0 + 1] += acc1[n];
-            } else {
-                o[r0] = acc0[n];
-                if (two) o[r0 + 1] = acc1[n];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (r0 + r >= M) continue;
+                if (MODE == FRK_OUT_ACC)
+                    o[r0 + r] += acc[r][n];
+                else
+                    o[r0 + r] = acc[r][n];
             }
         }
     }
 }
 
-template <int NB>
-static void gemv_bf16_nb(const bf16 *W, int M, int K, const bf16 *x, int ldx, void *out, int ldo,
-                         int mode, cudaStream_t st) {
-    const int blocks = fr_cdiv(M, 16);
+static int gemv_variant = 0;
+extern "C" void frk_set_gemv_variant(int v) { gemv_variant = v < 0 || v > 3 ? 0 : v; }
+extern "C" int frk_get_gemv_variant(void) { return gemv_variant; }
+
+template <int NB, int R, int U, bool DB, int MINB>
+static void gemv_bf16_v(const bf16 *W, int M, int K, const bf16 *x, int ldx, void *out, int ldo,
+                        int mode, cudaStream_t st) {
+    const dim3 blocks(fr_cdiv(M, 8 * R)), th(256);
     if (mode == FRK_OUT_STORE)
-        k_gemv_bf16<NB, FRK_OUT_STORE><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
+        frk_launch(k_gemv_bf16<NB, FRK_OUT_STORE, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
     else if (mode == FRK_OUT_ACC)
-        k_gemv_bf16<NB, FRK_OUT_ACC><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
+        frk_launch(k_gemv_bf16<NB, FRK_OUT_ACC, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
+    else if (R == 2)
+        frk_launch(k_gemv_bf16<NB, FRK_OUT_SWIGLU, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
     else
-        k_gemv_bf16<NB, FRK_OUT_SWIGLU><<<blocks, 256, 0, st>>>(W, M, K, x, ldx, out, ldo);
-    FR_CK_LAUNCH();
+        FR_DEV_ASSERT(!"swiglu needs two rows per warp");
 }
 
 extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb,
@@ -127,11 +159,18 @@ extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x
     FR_DEV_ASSERT(K % 8 == 0 && ldx % 8 == 0 && nb <= 4);
     FR_DEV_ASSERT(mode != FRK_OUT_SWIGLU || M % 2 == 0);
     const bf16 *w = (const bf16 *)W, *xx = (const bf16 *)x;
+    int v = gemv_variant;
+    if (mode == FRK_OUT_SWIGLU && v >= 2) v = 0;
     switch (nb) {
-    case 1: gemv_bf16_nb<1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
-    case 2: gemv_bf16_nb<2>(w, M, K, xx, ldx, out, ldo, mode, st); break;
-    case 3: gemv_bf16_nb<3>(w, M, K, xx, ldx, out, ldo, mode, st); break;
-    default: gemv_bf16_nb<4>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    case 1:
+        if (v == 1) gemv_bf16_v<1, 2, 4, false, 4>(w, M, K, xx, ldx, out, ldo, mode, st);
+        else if (v == 2) gemv_bf16_v<1, 1, 8, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
+        else if (v == 3) gemv_bf16_v<1, 1, 16, false, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
+        else gemv_bf16_v<1, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
+        break;
+    case 2: gemv_bf16_v<2, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    case 3: gemv_bf16_v<3, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
+    default: gemv_bf16_v<4, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
     }
 }
 
@@ -163,9 +202,12 @@ __global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
                                                 const uint32_t *__restrict__ sz, int M, int K,
                                                 int NG, const bf16 *__restrict__ x, int ldx, int nb,
                                                 void *__restrict__ out, int ldo) {
-    constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
-    constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
+    constexpr int CPG = BITS == 4 ? 2 : 4;          /* 16-byte chunks per lane per group */
+    constexpr int KPC = 8 / CPG;                    /* k-steps per chunk */
+    constexpr int GB = (NT <= 2 ? 8 : 4) / CPG;     /* groups per prefetch batch */
+    constexpr int CB = GB * CPG;                    /* chunks per batch (8 or 4) */
     __shared__ float red[8][NT][32][4];
+    pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
     const int rt = blockIdx.x;
     const int col0 = blockIdx.y * NT * 8;
@@ -175,78 +217,99 @@ __global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
     float acc[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-    uint4 cur[CPG];
-    uint32_t s0 = 0, s1 = 0;
-    if (g0 < g1) {
+    /* batch b covers groups g0 + b*GB ... ; all its chunks and scale words are loaded at once, and
+     * the next batch is in flight while this one is computed */
+    uint4 cur[CB];
+    uint32_t cs0[GB], cs1[GB];
 #pragma unroll
-        for (int c = 0; c < CPG; c++) cur[c] = ld_stream16(wb + ((size_t)g0 * CPG + c) * 32);
-        s0 = szb[g0 * 16 + gq];
-        s1 = szb[g0 * 16 + gq + 8];
+    for (int c = 0; c < CB; c++) {
+        const int G = g0 + c / CPG;
+        cur[c] = G < g1 ? ld_stream16(wb + ((size_t)G * CPG + c % CPG) * 32) : make_uint4(0, 0, 0, 0);
     }
-    for (int G = g0; G < g1; G++) {
-        uint4 nxt[CPG];
-        uint32_t n0 = 0, n1 = 0;
-        if (G + 1 < g1) {
 #pragma unroll
-            for (int c = 0; c < CPG; c++) nxt[c] = ld_stream16(wb + ((size_t)(G + 1) * CPG + c) * 32);
-            n0 = szb[(G + 1) * 16 + gq];
-            n1 = szb[(G + 1) * 16 + gq + 8];
+    for (int gi = 0; gi < GB; gi++) {
+        const int G = g0 + gi;
+        cs0[gi] = G < g1 ? szb[G * 16 + gq] : 0u;
+        cs1[gi] = G < g1 ? szb[G * 16 + gq + 8] : 0u;
+    }
+    pdl_wait();
+    for (int Gb = g0; Gb < g1; Gb += GB) {
+        uint4 nxt[CB];
+        uint32_t ns0[GB], ns1[GB];
+#pragma unroll
+        for (int c = 0; c < CB; c++) {
+            const int G = Gb + GB + c / CPG;
+            nxt[c] = G < g1 ? ld_stream16(wb + ((size_t)G * CPG + c % CPG) * 32) : make_uint4(0, 0, 0, 0);
         }
-        const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
-        const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
-        const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
-        float c[NT][4];
 #pragma unroll
-        for (int i = 0; i < NT; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
+        for (int gi = 0; gi < GB; gi++) {
+            const int G = Gb + GB + gi;
+            ns0[gi] = G < g1 ? szb[G * 16 + gq] : 0u;
+            ns1[gi] = G < g1 ? szb[G * 16 + gq + 8] : 0u;
+        }
 #pragma unroll
-        for (int ci = 0; ci < CPG; ci++) {
-            const uint32_t wd[4] = {cur[ci].x, cur[ci].y, cur[ci].z, cur[ci].w};
+        for (int gi = 0; gi < GB; gi++) {
+            const int G = Gb + gi;
+            if (G >= g1) break;
+            const uint32_t s0 = cs0[gi], s1 = cs1[gi];
+            const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
+            const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
+            const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
+            float c[NT][4];
 #pragma unroll
-            for (int j = 0; j < KPC; j++) {
-                uint32_t A[4];
-                if (BITS == 4) {
-                    const uint32_t w = wd[j];
-                    A[0] = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
-                    A[1] = lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
-                    A[2] = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
-                    A[3] = lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
-                } else {
-                    const uint32_t w0 = wd[2 * j], w1 = wd[2 * j + 1];
-                    A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
-                    A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
-                    A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
-                    A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
-                }
-                A[0] = hsub2_u(A[0], zz0);
-                A[1] = hsub2_u(A[1], zz1);
-                A[2] = hsub2_u(A[2], zz0);
-                A[3] = hsub2_u(A[3], zz1);
-                const int k = (G * 8 + ci * KPC + j) * 16 + 2 * tq;
+            for (int i = 0; i < NT; i++) c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int n = col0 + nt * 8 + gq;
-                    uint32_t b0 = 0, b1 = 0;
-                    if (n < nb) {
-                        const bf16 *xr = x + (size_t)n * ldx;
-                        if (k < K) b0 = bf2_to_h2(__ldg((const unsigned int *)(xr + k)));
-                        if (k + 8 < K) b1 = bf2_to_h2(__ldg((const unsigned int *)(xr + k + 8)));
+            for (int ci = 0; ci < CPG; ci++) {
+                const uint4 ch = cur[gi * CPG + ci];
+                const uint32_t wd[4] = {ch.x, ch.y, ch.z, ch.w};
+#pragma unroll
+                for (int j = 0; j < KPC; j++) {
+                    uint32_t A[4];
+                    if (BITS == 4) {
+                        const uint32_t w = wd[j];
+                        A[0] = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
+                        A[1] = lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
+                        A[2] = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
+                        A[3] = lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
+                    } else {
+                        const uint32_t w0 = wd[2 * j], w1 = wd[2 * j + 1];
+                        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
+                        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
+                        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
+                        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
                     }
-                    mma_f16(c[nt], A, b0, b1);
+                    A[0] = hsub2_u(A[0], zz0);
+                    A[1] = hsub2_u(A[1], zz1);
+                    A[2] = hsub2_u(A[2], zz0);
+                    A[3] = hsub2_u(A[3], zz1);
+                    const int k = (G * 8 + ci * KPC + j) * 16 + 2 * tq;
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int n = col0 + nt * 8 + gq;
+                        uint32_t b0 = 0, b1 = 0;
+                        if (n < nb) {
+                            const bf16 *xr = x + (size_t)n * ldx;
+                            if (k < K) b0 = bf2_to_h2(__ldg((const unsigned int *)(xr + k)));
+                            if (k + 8 < K) b1 = bf2_to_h2(__ldg((const unsigned int *)(xr + k + 8)));
+                        }
+                        mma_f16(c[nt], A, b0, b1);
+                    }
                 }
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                acc[nt][0] = fmaf(sc0, c[nt][0], acc[nt][0]);
+                acc[nt][1] = fmaf(sc0, c[nt][1], acc[nt][1]);
+                acc[nt][2] = fmaf(sc1, c[nt][2], acc[nt][2]);
+                acc[nt][3] = fmaf(sc1, c[nt][3], acc[nt][3]);
             }
         }
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            acc[nt][0] = fmaf(sc0, c[nt][0], acc[nt][0]);
-            acc[nt][1] = fmaf(sc0, c[nt][1], acc[nt][1]);
-            acc[nt][2] = fmaf(sc1, c[nt][2], acc[nt][2]);
-            acc[nt][3] = fmaf(sc1, c[nt][3], acc[nt][3]);
-        }
-        if (G + 1 < g1) {
+        for (int c = 0; c < CB; c++) cur[c] = nxt[c];
 #pragma unroll
-            for (int cc = 0; cc < CPG; cc++) cur[cc] = nxt[cc];
-            s0 = n0;
-            s1 = n1;
+        for (int gi = 0; gi < GB; gi++) {
+            cs0[gi] = ns0[gi];
+            cs1[gi] = ns1[gi];
         }
     }
 #pragma unroll
@@ -288,12 +351,11 @@ static void gemv_q_nt(const void *packed, const uint32_t *sz, int M, int K, cons
     const uint4 *w = (const uint4 *)packed;
     const bf16 *xx = (const bf16 *)x;
     if (mode == FRK_OUT_STORE)
-        k_gemv_q<BITS, NT, FRK_OUT_STORE><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
+        frk_launch(k_gemv_q<BITS, NT, FRK_OUT_STORE>, grid, dim3(256), 0, st, w, sz, M, K, NG, xx, ldx, nb, out, ldo);
     else if (mode == FRK_OUT_ACC)
-        k_gemv_q<BITS, NT, FRK_OUT_ACC><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
+        frk_launch(k_gemv_q<BITS, NT, FRK_OUT_ACC>, grid, dim3(256), 0, st, w, sz, M, K, NG, xx, ldx, nb, out, ldo);
     else
-        k_gemv_q<BITS, NT, FRK_OUT_SWIGLU><<<grid, 256, 0, st>>>(w, sz, M, K, NG, xx, ldx, nb, out, ldo);
-    FR_CK_LAUNCH();
+        frk_launch(k_gemv_q<BITS, NT, FRK_OUT_SWIGLU>, grid, dim3(256), 0, st, w, sz, M, K, NG, xx, ldx, nb, out, ldo);
 }
 template <int BITS>
 static void gemv_q_bits(const void *packed, const uint32_t *sz, int M, int K, const uint16_t *x,
@@ -324,6 +386,8 @@ extern "C" void frk_gemv_q(const void *packed, const uint32_t *sz, int M, int K,
 /* One thread per 16-byte chunk; plain integer decoding (independent of the GEMV's tricks). */
 __global__ void k_dequant_q(const uint4 *__restrict__ Wp, const uint32_t *__restrict__ sz, int M,
                             int K, int NG, int bits, bf16 *__restrict__ out) {
+    pdl_trigger();
+    pdl_wait();
     const int CPG = bits == 4 ? 2 : 4, KPC = 8 / CPG;
     const size_t n_chunks = (size_t)fr_cdiv_dev(M, 16) * NG * CPG * 32;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < n_chunks;

@@ -11,9 +11,15 @@
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
 
+int frk_pdl_on = 1;
+extern "C" void frk_set_pdl(int on) { frk_pdl_on = on ? 1 : 0; }
+extern "C" int frk_get_pdl(void) { return frk_pdl_on; }
+
 /* ---------------------------------------------------------------- embedding */
 __global__ void k_embed(const bf16 *__restrict__ table, const int32_t *__restrict__ tokens, int E,
                         float *__restrict__ x) {
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x;
     const bf16 *row = table + (size_t)tokens[t] * E;
     float *o = x + (size_t)t * E;
@@ -23,8 +29,7 @@ __global__ void k_embed(const bf16 *__restrict__ table, const int32_t *__restric
 extern "C" void frk_embed(const uint16_t *table, const int32_t *tokens, int T, int E, float *x,
                           cudaStream_t st) {
     if (T <= 0) return;
-    k_embed<<<T, 256, 0, st>>>((const bf16 *)table, tokens, E, x);
-    FR_CK_LAUNCH();
+    frk_launch(k_embed, dim3(T), dim3(256), 0, st, (const bf16 *)table, tokens, E, x);
 }
 
 /* ---------------------------------------------------------------- block reduction */
@@ -54,6 +59,8 @@ static __device__ float block_max(float v, float *sh) {
 __global__ void k_rmsnorm(const float *__restrict__ x, const float *__restrict__ w,
                           const int32_t *__restrict__ rows, int E, float eps, bf16 *__restrict__ out) {
     __shared__ float sh[32];
+    pdl_trigger();
+    pdl_wait();
     const int i = blockIdx.x;
     const int r = rows ? rows[i] : i;
     const float *xr = x + (size_t)r * E;
@@ -87,14 +94,15 @@ extern "C" void frk_rmsnorm(const float *x, const float *w, const int32_t *rows,
                             float eps, uint16_t *out, cudaStream_t st) {
     if (n <= 0) return;
     int th = E >= 4096 ? 512 : 256;
-    k_rmsnorm<<<n, th, 0, st>>>(x, w, rows, E, eps, (bf16 *)out);
-    FR_CK_LAUNCH();
+    frk_launch(k_rmsnorm, dim3(n), dim3(th), 0, st, x, w, rows, E, eps, (bf16 *)out);
 }
 
 /* ---------------------------------------------------------------- RoPE + KV */
 /* One block per token. Shared: cos/sin [D/2]. */
 __global__ void k_rope_kv(frk_rope_args a) {
     extern __shared__ float cs[]; /* [D/2] cos, then [D/2] sin */
+    pdl_trigger();
+    pdl_wait();
     const int t = blockIdx.x, D = a.D, half = D / 2;
     float *sn = cs + half;
     const int p = a.pos[t];
@@ -159,8 +167,7 @@ extern "C" void frk_rope_kv(const frk_rope_args *a, cudaStream_t st) {
     if (a->T <= 0) return;
     FR_DEV_ASSERT(a->D % 2 == 0 && a->D <= 512);
     FR_DEV_ASSERT(a->kc ? (a->vc && a->block_tables && a->tok_seq) : (a->kvnew != nullptr));
-    k_rope_kv<<<a->T, 128, (size_t)a->D * sizeof(float), st>>>(*a);
-    FR_CK_LAUNCH();
+    frk_launch(k_rope_kv, dim3(a->T), dim3(128), (size_t)a->D * sizeof(float), st, *a);
 }
 
 /* ---------------------------------------------------------------- INT8 KV store */
@@ -171,6 +178,8 @@ __global__ void k_kv_store_i8(const bf16 *__restrict__ kvnew, const int32_t *__r
                               int bt_stride, int layer, int n_layer, int Hkv, int D, int8_t *kc,
                               int8_t *vc, float *kscale, float *vscale) {
     __shared__ float sh[32];
+    pdl_trigger();
+    pdl_wait();
     const int si = blockIdx.x, h = blockIdx.y, which = blockIdx.z;
     const int s = seg[si * 4 + 0], bi = seg[si * 4 + 1], f0 = seg[si * 4 + 2], n = seg[si * 4 + 3];
     const int32_t *srows = rows + seg_start[si]; /* kvnew row of the segment's j-th token */
@@ -212,13 +221,14 @@ extern "C" void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const
                                 float *vscale, cudaStream_t st) {
     if (n_seg <= 0) return;
     dim3 grid(n_seg, Hkv, 2);
-    k_kv_store_i8<<<grid, 128, 0, st>>>((const bf16 *)kvnew, seg, seg_start, rows, block_tables, bt_stride,
-                                        layer, n_layer, Hkv, D, kc, vc, kscale, vscale);
-    FR_CK_LAUNCH();
+    frk_launch(k_kv_store_i8, grid, dim3(128), 0, st, (const bf16 *)kvnew, seg, seg_start, rows,
+               block_tables, bt_stride, layer, n_layer, Hkv, D, kc, vc, kscale, vscale);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
 __global__ void k_swiglu(const float2 *__restrict__ gu, size_t n, bf16 *__restrict__ act) {
+    pdl_trigger();
+    pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         const float2 v = gu[i];
@@ -229,8 +239,7 @@ extern "C" void frk_swiglu(const float *gu, int T, int F, uint16_t *act, cudaStr
     const size_t n = (size_t)T * F;
     if (!n) return;
     int blocks = (int)FR_MIN_SZ((n + 255) / 256, (size_t)132 * 16);
-    k_swiglu<<<blocks, 256, 0, st>>>((const float2 *)gu, n, (bf16 *)act);
-    FR_CK_LAUNCH();
+    frk_launch(k_swiglu, dim3(blocks), dim3(256), 0, st, (const float2 *)gu, n, (bf16 *)act);
 }
 
 /* ---------------------------------------------------------------- fills */
@@ -306,6 +315,8 @@ static __device__ vi block_argmax(vi x, float *shv, int *shi) {
 __global__ void k_argmax(const float *__restrict__ logits, int V, int32_t *ids) {
     __shared__ float shv[32];
     __shared__ int shi[32];
+    pdl_trigger();
+    pdl_wait();
     const float *l = logits + (size_t)blockIdx.x * V;
     vi best = {-INFINITY, 0x7fffffff};
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
@@ -342,6 +353,8 @@ __global__ void k_sample(const float *__restrict__ logits, int V, const frk_samp
     __shared__ float shv[32];
     __shared__ int shi[32];
     __shared__ float sh[32];
+    pdl_trigger();
+    pdl_wait();
     const int r = blockIdx.x;
     const float *l = logits + (size_t)r * V;
     const frk_sample_params P = prm[r];

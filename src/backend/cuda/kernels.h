@@ -24,6 +24,10 @@ extern "C" {
 #endif
 
 #define FRK_BLOCK 16   /* KV tokens per block */
+
+/* Programmatic dependent launch for the decode-chain kernels (default on; process-wide). */
+void frk_set_pdl(int on);
+int frk_get_pdl(void);
 #define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks) */
 #define FRK_GROUP 128  /* weight-only quantisation group along K */
 
@@ -96,6 +100,11 @@ enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2 };
  * SWIGLU bf16 [nb][ldo] with out[n][i] = silu(y[2i]) * y[2i+1]. */
 void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb, void *out,
                    int ldo, int mode, cudaStream_t st);
+/* Batch-1 bf16 GEMV kernel shape (k_gemv.cu): 0 two rows/warp, double-buffered (default);
+ * 1 two rows/warp, single round, 4 blocks/SM; 2 one row/warp, 8 loads, double-buffered;
+ * 3 one row/warp, 16 loads. Process-wide; the engine re-captures its graphs on change. */
+void frk_set_gemv_variant(int v);
+int frk_get_gemv_variant(void);
 
 /* Weight-only INT8/INT4, group 128 along K, per (row, group) f16 scale s and integer zero z:
  * w = (q - z) * s, q in [0, 2^bits). Tile-permuted layout (see k_gemv.cu): rows in tiles of 16,
