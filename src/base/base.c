@@ -29,7 +29,7 @@ void fr_err_prefix(fr_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    snprintf(err->msg, sizeof err->msg, "%.200s: %.300s", pre, old); /* bounded: <= 503 bytes */
 }
 
 void fr_panic(const char *file, int line, const char *fmt, ...) {
