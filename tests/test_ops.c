@@ -69,7 +69,7 @@ static void *make_weight(fr_tensor *w, fr_dtype t, int N, int K, float *dense) {
 static const fr_dtype all_types[] = {FR_DTYPE_F32, FR_DTYPE_Q8_0, FR_DTYPE_Q4_0, FR_DTYPE_Q8,
                                      FR_DTYPE_Q4};
 
-TEST(matmul_fast_vs_ref) {
+static void matmul_fast_vs_ref_body(void) {
     static const int Ts[] = {1, 2, 3, 4, 5, 7, 17};
     static const int Ns[] = {1, 5, 37, 128, 300};
     static const int Ks[] = {32, 96, 288, 512};
@@ -105,9 +105,19 @@ TEST(matmul_fast_vs_ref) {
     fr_cpu_scratch_free(s);
     fr_pool_free(pool);
 }
+TEST(matmul_fast_vs_ref) {
+    bool was = fr_cpu_avx512();
+    fprintf(stderr, "  note: own-format kernels %s\n", was ? "AVX-512 VNNI" : "AVX2");
+    matmul_fast_vs_ref_body();
+    if (was) { /* the AVX2 kernels as well */
+        fr_cpu_use_avx512(false);
+        matmul_fast_vs_ref_body();
+        fr_cpu_use_avx512(true);
+    }
+}
 
 /* a row's result is the same whatever the number of tokens in the call and the threading */
-TEST(matmul_rows_independent_of_batch) {
+static void matmul_rows_independent_of_batch_body(void) {
     const int N = 203, K = 320, TMAX = 33;
     fr_pool *pool = fr_pool_new(2);
     fr_cpu_scratch *s = fr_cpu_scratch_new(TMAX, K, 2);
@@ -138,9 +148,19 @@ TEST(matmul_rows_independent_of_batch) {
     fr_cpu_scratch_free(s);
     fr_pool_free(pool);
 }
+TEST(matmul_rows_independent_of_batch) {
+    bool was = fr_cpu_avx512();
+    fprintf(stderr, "  note: own-format kernels %s\n", was ? "AVX-512 VNNI" : "AVX2");
+    matmul_rows_independent_of_batch_body();
+    if (was) { /* the AVX2 kernels as well */
+        fr_cpu_use_avx512(false);
+        matmul_rows_independent_of_batch_body();
+        fr_cpu_use_avx512(true);
+    }
+}
 
 /* a fused call over several matrices equals separate calls, bit for bit */
-TEST(matmul_n_equals_separate) {
+static void matmul_n_equals_separate_body(void) {
     const int K = 256, T = 5;
     static const int Ns[3] = {96, 32, 40};
     fr_pool *pool = fr_pool_new(2);
@@ -174,6 +194,16 @@ TEST(matmul_n_equals_separate) {
     free(x);
     fr_cpu_scratch_free(s);
     fr_pool_free(pool);
+}
+TEST(matmul_n_equals_separate) {
+    bool was = fr_cpu_avx512();
+    fprintf(stderr, "  note: own-format kernels %s\n", was ? "AVX-512 VNNI" : "AVX2");
+    matmul_n_equals_separate_body();
+    if (was) { /* the AVX2 kernels as well */
+        fr_cpu_use_avx512(false);
+        matmul_n_equals_separate_body();
+        fr_cpu_use_avx512(true);
+    }
 }
 
 /* OpenBLAS: accuracy of cblas_sgemm, and whether a row of C is the same for M = 1 and M > 1.

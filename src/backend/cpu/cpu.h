@@ -148,6 +148,12 @@ void fr_cpu_matmul(fr_pool *pool, fr_cpu_scratch *s, float *y, const float *x, c
  * of the pool: ys[i] (T, N_i) = x . ws[i]^T. Results are those of n fr_cpu_matmul calls. */
 void fr_cpu_matmul_n(fr_pool *pool, fr_cpu_scratch *s, int n, float *const *ys, const float *x,
                      const fr_tensor *const *ws, int T);
+/* Own q8/q4 kernels: AVX-512 VNNI variants are used when the CPU has them (and FRUGAL_CPU_AVX2 is
+ * not set); fr_cpu_use_avx512(false) forces the AVX2 kernels (tests run both). Results of the two
+ * differ in the last bits (another summation order), each is independent of the batch. Returns
+ * whether the AVX-512 kernels are now in use. Set it before any decoder runs. */
+bool fr_cpu_avx512(void);
+bool fr_cpu_use_avx512(bool on);
 /* Fixed-order 8-lane dot product of length n (n % 8 == 0), as the F32 matmul computes it. */
 float fr_cpu_dot(const float *a, const float *b, int n);
 /* out (T, n) = rmsnorm of x; sums of squares in the fixed 8-lane order. out may equal x. */

@@ -191,55 +191,76 @@ static void group_scales(const float *dw, const float *xd, int nb, int TT, float
 
 /* One q8 row x TT tokens. xq (TT, K) int8 */
 /* sc (TT, nb): per token and group, dw * dx (computed by group_scales). */
+/* one group g of a q8 row into acc[0..TT) */
+FR_INLINE void step_q8(const int8_t *wq, const float *sc, int K, int nb, const int8_t *xq, int TT,
+                       int g, __m256 *acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i w = _mm256_loadu_si256((const __m256i *)(wq + g * FR_QK));
+    __m256i aw = _mm256_sign_epi8(w, w);
+    for (int t = 0; t < TT; t++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
+                                 acc[t]);
+    }
+}
+
+/* sc (TT, nb): per token and group, dw * dx (computed by group_scales). Even groups go to one
+ * accumulator, odd ones to another (two FMA chains), summed at the end. */
 FR_INLINE void tile_q8(const int8_t *wq, const float *sc, int K, const int8_t *xq, int TT, float *y,
                        size_t ys) {
     const int nb = K / FR_QK;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[4][2]; /* even / odd groups: two FMA chains per output */
-    for (int t = 0; t < TT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int g = 0; g < nb; g++) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + g * FR_QK));
-        __m256i aw = _mm256_sign_epi8(w, w);
-        for (int t = 0; t < TT; t++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
-            acc[t][g & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                            _mm256_broadcast_ss(sc + (size_t)t * nb + g), acc[t][g & 1]);
-        }
+    __m256 a0[4], a1[4];
+    for (int t = 0; t < TT; t++) a0[t] = a1[t] = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 1 < nb; g += 2) {
+        step_q8(wq, sc, K, nb, xq, TT, g, a0);
+        step_q8(wq, sc, K, nb, xq, TT, g + 1, a1);
     }
-    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+    if (g < nb) step_q8(wq, sc, K, nb, xq, TT, g, a0);
+    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum8(_mm256_add_ps(a0[t], a1[t]));
+}
+
+FR_INLINE void step_q4(const uint8_t *wq, const float *sc, int K, int nb, const int8_t *xq, int TT,
+                       int g, __m256 *acc) {
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    /* 16 bytes in both halves; the high half shifted by 4: elements 0..15 | 16..31 */
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wq + g * 16)));
+    __m256i w = _mm256_and_si256(_mm256_srlv_epi64(v, shift), m4);
+    for (int t = 0; t < TT; t++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(sc + (size_t)t * nb + g),
+                                 acc[t]);
+    }
+}
+
+/* minimum term of q4: sum_g mw[g] * xs[t][g], 8 groups per FMA, then the tail in order */
+FR_INLINE float min_term(const float *mw, const float *xs, int nb) {
+    __m256 m = _mm256_setzero_ps();
+    int g8 = nb / 8 * 8;
+    for (int g = 0; g < g8; g += 8)
+        m = _mm256_fmadd_ps(_mm256_loadu_ps(mw + g), _mm256_loadu_ps(xs + g), m);
+    float ms = hsum8(m);
+    for (int g = g8; g < nb; g++) ms = fmaf(mw[g], xs[g], ms);
+    return ms;
 }
 
 /* One q4 row x TT tokens; xs (TT, nb) group sums for the minimum term. */
 FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int K, const int8_t *xq,
                        const float *xs, int TT, float *y, size_t ys) {
     const int nb = K / FR_QK;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(15);
-    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
-    __m256 acc[4][2], macc[4]; /* even / odd groups: two FMA chains per output */
-    for (int t = 0; t < TT; t++) acc[t][0] = acc[t][1] = macc[t] = _mm256_setzero_ps();
-    for (int g = 0; g < nb; g++) {
-        /* 16 bytes in both halves; the high half shifted by 4: elements 0..15 | 16..31 */
-        __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(wq + g * 16)));
-        __m256i w = _mm256_and_si256(_mm256_srlv_epi64(v, shift), m4);
-        for (int t = 0; t < TT; t++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + (size_t)t * K + g * FR_QK));
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
-            acc[t][g & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                            _mm256_broadcast_ss(sc + (size_t)t * nb + g), acc[t][g & 1]);
-        }
+    __m256 a0[4], a1[4];
+    for (int t = 0; t < TT; t++) a0[t] = a1[t] = _mm256_setzero_ps();
+    int g = 0;
+    for (; g + 1 < nb; g += 2) {
+        step_q4(wq, sc, K, nb, xq, TT, g, a0);
+        step_q4(wq, sc, K, nb, xq, TT, g + 1, a1);
     }
-    int g8 = nb / 8 * 8;
-    for (int g = 0; g < g8; g += 8) {
-        __m256 m = _mm256_loadu_ps(mw + g);
-        for (int t = 0; t < TT; t++)
-            macc[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(xs + (size_t)t * nb + g), macc[t]);
-    }
-    for (int t = 0; t < TT; t++) {
-        float ms = hsum8(macc[t]);
-        for (int g = g8; g < nb; g++) ms = fmaf(mw[g], xs[(size_t)t * nb + g], ms);
-        y[(size_t)t * ys] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1])) + ms;
-    }
+    if (g < nb) step_q4(wq, sc, K, nb, xq, TT, g, a0);
+    for (int t = 0; t < TT; t++)
+        y[(size_t)t * ys] = hsum8(_mm256_add_ps(a0[t], a1[t])) + min_term(mw, xs + (size_t)t * nb, nb);
 }
 
 /* ------------------------------------------------------------------ matmul driver */
@@ -261,6 +282,7 @@ typedef struct mm_ctx {
     int n_mat;          /* matrices in this call */
     mm_mat mat[FR_MM_MAX];
     int n_items;        /* work items over all matrices */
+    bool avx512;        /* own formats: AVX-512 VNNI kernels */
     atomic_int next;    /* next work item */
 } mm_ctx;
 
@@ -312,47 +334,162 @@ static void mm_chunk_f32_tiled(const mm_ctx *c, const mm_mat *mt, int r0, int r1
     }
 }
 
-static void mm_chunk_own(const mm_ctx *c, const mm_mat *mt, int r0, int r1) {
-    const int K = c->K, T = c->T, nb = K / FR_QK;
-    const bool q4 = mt->w->dtype == FR_DTYPE_Q4;
-    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS]; /* (nb) this row's scales / minimums */
-    float sc[4 * FR_MAX_GROUPS];                /* (TT, nb) scale products */
-    for (int t = 0; t < T; t += 4) {
-        int TT = FR_MIN(4, T - t);
-        const int8_t *xq = c->s->xq + (size_t)t * K;
-        const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;
-        for (int r = r0; r < r1; r++) {
-            const uint8_t *wr = (const uint8_t *)mt->w->data + (size_t)r * mt->wstride;
-            if (r + FR_PF_ROWS < r1)
-                for (size_t o = 0; o < mt->wstride; o += 64)
-                    _mm_prefetch((const char *)wr + FR_PF_ROWS * mt->wstride + o, _MM_HINT_T0);
-            float *y = mt->y + (size_t)t * mt->N + r;
-            size_t ys = (size_t)mt->N;
-            const uint8_t *wqs = wr + fr_own_head_bytes(mt->w->dtype, K);
-            if (q4) {
-                const uint16_t *h = (const uint16_t *)wr;
-                row_scales(h, dw, nb);
-                row_scales(h + nb, mw, nb);
-                group_scales(dw, xd, nb, TT, sc);
-                switch (TT) {
-                case 4: tile_q4(wqs, sc, mw, K, xq, xs, 4, y, ys); break;
-                case 3: tile_q4(wqs, sc, mw, K, xq, xs, 3, y, ys); break;
-                case 2: tile_q4(wqs, sc, mw, K, xq, xs, 2, y, ys); break;
-                default: tile_q4(wqs, sc, mw, K, xq, xs, 1, y, ys); break;
-                }
-            } else {
-                row_scales((const uint16_t *)wr, dw, nb);
-                group_scales(dw, xd, nb, TT, sc);
-                const int8_t *wq = (const int8_t *)wqs;
-                switch (TT) {
-                case 4: tile_q8(wq, sc, K, xq, 4, y, ys); break;
-                case 3: tile_q8(wq, sc, K, xq, 3, y, ys); break;
-                case 2: tile_q8(wq, sc, K, xq, 2, y, ys); break;
-                default: tile_q8(wq, sc, K, xq, 1, y, ys); break;
-                }
-            }
-        }
+#define FR_DEFINE_CHUNK_OWN(NAME, ATTR, TQ8, TQ4)                                                \
+ATTR static void NAME(const mm_ctx *c, const mm_mat *mt, int r0, int r1) {                         \
+    const int K = c->K, T = c->T, nb = K / FR_QK;                                                  \
+    const bool q4 = mt->w->dtype == FR_DTYPE_Q4;                                                   \
+    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS]; /* (nb) this row's scales / minimums */            \
+    float sc[4 * FR_MAX_GROUPS];                /* (TT, nb) scale products */                      \
+    for (int t = 0; t < T; t += 4) {                                                               \
+        int TT = FR_MIN(4, T - t);                                                                 \
+        const int8_t *xq = c->s->xq + (size_t)t * K;                                               \
+        const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;              \
+        for (int r = r0; r < r1; r++) {                                                            \
+            const uint8_t *wr = (const uint8_t *)mt->w->data + (size_t)r * mt->wstride;            \
+            if (r + FR_PF_ROWS < r1)                                                               \
+                for (size_t o = 0; o < mt->wstride; o += 64)                                       \
+                    _mm_prefetch((const char *)wr + FR_PF_ROWS * mt->wstride + o, _MM_HINT_T0);    \
+            float *y = mt->y + (size_t)t * mt->N + r;                                              \
+            size_t ys = (size_t)mt->N;                                                             \
+            const uint8_t *wqs = wr + fr_own_head_bytes(mt->w->dtype, K);                          \
+            if (q4) {                                                                              \
+                const uint16_t *h = (const uint16_t *)wr;                                          \
+                row_scales(h, dw, nb);                                                             \
+                row_scales(h + nb, mw, nb);                                                        \
+                group_scales(dw, xd, nb, TT, sc);                                                  \
+                switch (TT) {                                                                      \
+                case 4: TQ4(wqs, sc, mw, K, xq, xs, 4, y, ys); break;                              \
+                case 3: TQ4(wqs, sc, mw, K, xq, xs, 3, y, ys); break;                              \
+                case 2: TQ4(wqs, sc, mw, K, xq, xs, 2, y, ys); break;                              \
+                default: TQ4(wqs, sc, mw, K, xq, xs, 1, y, ys); break;                             \
+                }                                                                                  \
+            } else {                                                                               \
+                row_scales((const uint16_t *)wr, dw, nb);                                          \
+                group_scales(dw, xd, nb, TT, sc);                                                  \
+                const int8_t *wq = (const int8_t *)wqs;                                            \
+                switch (TT) {                                                                      \
+                case 4: TQ8(wq, sc, K, xq, 4, y, ys); break;                                       \
+                case 3: TQ8(wq, sc, K, xq, 3, y, ys); break;                                       \
+                case 2: TQ8(wq, sc, K, xq, 2, y, ys); break;                                       \
+                default: TQ8(wq, sc, K, xq, 1, y, ys); break;                                      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}
+
+/* ------------------------------------------------------------------ AVX-512 VNNI variants
+ * Used when the CPU has AVX-512 BW + VNNI (checked at run time; FRUGAL_CPU_AVX2=1 or
+ * fr_cpu_use_avx512(false) turns them off). Two groups per 512-bit step, vpdpbusd for the group
+ * dot products (exact int32, like maddubs/madd); each output keeps two 16-lane FMA chains and the
+ * same fixed final sum whatever the number of tokens, so batch independence holds as with AVX2. */
+#define FR_T512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+
+FR_T512 static inline __m512 scale_pair(const float *sc, bool odd_only) {
+    __m512 s = _mm512_set1_ps(sc[0]);
+    return odd_only ? s : _mm512_mask_broadcastss_ps(s, 0xFF00, _mm_load_ss(sc + 1));
+}
+
+FR_T512 static inline float hsum16(__m512 a, __m512 b) {
+    __m512 s = _mm512_add_ps(a, b);
+    return hsum8(_mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1)));
+}
+
+/* two groups 2p, 2p+1 of a q8 row (just 2p when `last` and nb is odd) into acc[0..TT) */
+FR_T512 static inline __attribute__((always_inline)) void
+step_q8_512(const int8_t *wq, const float *sc, int K, int nb, const int8_t *xq, int TT, int p,
+            bool one, __m512 *acc) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __mmask64 ld = one ? 0xFFFFFFFFull : ~(__mmask64)0;
+    __m512i w = _mm512_maskz_loadu_epi8(ld, wq + p * 64);
+    __m512i aw = _mm512_abs_epi8(w);
+    __mmask64 neg = _mm512_movepi8_mask(w);
+    for (int t = 0; t < TT; t++) {
+        __m512i xv = _mm512_maskz_loadu_epi8(ld, xq + (size_t)t * K + p * 64);
+        __m512i d = _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(xv, neg, zero, xv));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale_pair(sc + (size_t)t * nb + 2 * p, one),
+                                 acc[t]);
     }
+}
+
+FR_T512 static inline __attribute__((always_inline)) void
+tile_q8_512(const int8_t *wq, const float *sc, int K, const int8_t *xq, int TT, float *y, size_t ys) {
+    const int nb = K / FR_QK, np = nb / 2;
+    __m512 a0[4], a1[4];
+    for (int t = 0; t < TT; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+    int p = 0;
+    for (; p + 1 < np; p += 2) {
+        step_q8_512(wq, sc, K, nb, xq, TT, p, false, a0);
+        step_q8_512(wq, sc, K, nb, xq, TT, p + 1, false, a1);
+    }
+    if (p < np) step_q8_512(wq, sc, K, nb, xq, TT, p++, false, a0);
+    if (nb & 1) step_q8_512(wq, sc, K, nb, xq, TT, p, true, a1);
+    for (int t = 0; t < TT; t++) y[(size_t)t * ys] = hsum16(a0[t], a1[t]);
+}
+
+FR_T512 static inline __attribute__((always_inline)) void
+step_q4_512(const uint8_t *wq, const float *sc, int K, int nb, const int8_t *xq, int TT, int p,
+            bool one, __m512 *acc) {
+    const __m512i zero = _mm512_setzero_si512(), m4 = _mm512_set1_epi8(15);
+    const __m512i shift = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    const __mmask64 ld = one ? 0xFFFFFFFFull : ~(__mmask64)0;
+    /* 32 bytes = two groups' nibbles -> 128-bit lanes [A, A, B, B], the second of each pair
+     * shifted by 4: bytes in element order A 0..15, A 16..31, B 0..15, B 16..31 */
+    __m256i v = _mm256_maskz_loadu_epi8(one ? 0xFFFFu : 0xFFFFFFFFu, wq + p * 32);
+    __m512i v4 = _mm512_shuffle_i64x2(_mm512_castsi256_si512(v), _mm512_castsi256_si512(v),
+                                      _MM_SHUFFLE(1, 1, 0, 0));
+    __m512i w = _mm512_and_si512(_mm512_srlv_epi64(v4, shift), m4);
+    for (int t = 0; t < TT; t++) {
+        __m512i xv = _mm512_maskz_loadu_epi8(ld, xq + (size_t)t * K + p * 64);
+        __m512i d = _mm512_dpbusd_epi32(zero, w, xv);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale_pair(sc + (size_t)t * nb + 2 * p, one),
+                                 acc[t]);
+    }
+}
+
+FR_T512 static inline __attribute__((always_inline)) void
+tile_q4_512(const uint8_t *wq, const float *sc, const float *mw, int K, const int8_t *xq,
+            const float *xs, int TT, float *y, size_t ys) {
+    const int nb = K / FR_QK, np = nb / 2;
+    __m512 a0[4], a1[4];
+    for (int t = 0; t < TT; t++) a0[t] = a1[t] = _mm512_setzero_ps();
+    int p = 0;
+    for (; p + 1 < np; p += 2) {
+        step_q4_512(wq, sc, K, nb, xq, TT, p, false, a0);
+        step_q4_512(wq, sc, K, nb, xq, TT, p + 1, false, a1);
+    }
+    if (p < np) step_q4_512(wq, sc, K, nb, xq, TT, p++, false, a0);
+    if (nb & 1) step_q4_512(wq, sc, K, nb, xq, TT, p, true, a1);
+    for (int t = 0; t < TT; t++)
+        y[(size_t)t * ys] = hsum16(a0[t], a1[t]) + min_term(mw, xs + (size_t)t * nb, nb);
+}
+
+FR_DEFINE_CHUNK_OWN(mm_chunk_own, , tile_q8, tile_q4)
+FR_DEFINE_CHUNK_OWN(mm_chunk_own_512, FR_T512, tile_q8_512, tile_q4_512)
+
+/* -1 unknown, 0 AVX2, 1 AVX-512 VNNI */
+static atomic_int use_512 = -1;
+
+static bool cpu_has_512(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+bool fr_cpu_avx512(void) {
+    int u = atomic_load(&use_512);
+    if (u < 0) {
+        const char *e = getenv("FRUGAL_CPU_AVX2");
+        u = cpu_has_512() && !(e && *e && strcmp(e, "0")) ? 1 : 0;
+        atomic_store(&use_512, u);
+    }
+    return u == 1;
+}
+
+bool fr_cpu_use_avx512(bool on) {
+    atomic_store(&use_512, on && cpu_has_512() ? 1 : 0);
+    return atomic_load(&use_512) == 1;
 }
 
 static void mm_worker(void *arg, int ith, int nth) {
@@ -372,7 +509,10 @@ static void mm_worker(void *arg, int ith, int nth) {
             break;
         case FR_DTYPE_Q8_0:
         case FR_DTYPE_Q4_0: mm_chunk_f32(c, mt, ith, r0, r1); break;
-        default: mm_chunk_own(c, mt, r0, r1); break;
+        default:
+            if (c->avx512) mm_chunk_own_512(c, mt, r0, r1);
+            else mm_chunk_own(c, mt, r0, r1);
+            break;
         }
     }
 }
@@ -397,7 +537,7 @@ void fr_cpu_matmul_n(fr_pool *pool, fr_cpu_scratch *s, int n, float *const *ys, 
     const int K = (int)ws[0]->ne[0];
     int nth = fr_pool_size(pool);
     FR_ASSERT(T >= 1 && T <= s->max_T && K <= s->max_K && nth <= s->n_threads);
-    mm_ctx c = {.s = s, .x = x, .T = T, .K = K, .n_mat = n};
+    mm_ctx c = {.s = s, .x = x, .T = T, .K = K, .n_mat = n, .avx512 = fr_cpu_avx512()};
     bool own = false;
     size_t work = 0;
     for (int i = 0; i < n; i++) {
