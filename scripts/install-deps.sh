@@ -3,7 +3,7 @@
 set -e
 PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libopenblas-dev libpcre2-dev libutf8proc-dev libcjson-dev
-      libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
+      libmicrohttpd-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev
       prometheus curl"
 missing=""
 for p in $PKGS; do
