@@ -22,7 +22,7 @@ endif
 PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lsqlite3 -lcurl -lz) \
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz) \
             -lutf8proc -lopenblas -lm -pthread $(LDSAN)
 
 LIB_SRC  := $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort)
