@@ -642,23 +642,31 @@ typedef struct att_ctx {
 
 static void att_one(att_ctx *c, int ith, int t, int h) {
     const int hd = c->head_dim, hk = h / (c->n_head / c->n_head_kv), n = c->pos[t] + 1;
+    const int bs = c->kv->block_size;
+    const size_t row = (size_t)c->kv->kv_dim, layer_off = (size_t)c->kv->layer * bs * row,
+                 block_stride = (size_t)c->kv->n_layer * bs * row, head_off = (size_t)hk * hd;
     const float *qh = c->q + ((size_t)t * c->n_head + h) * hd;
     float *o = c->out + ((size_t)t * c->n_head + h) * hd;
-    float *sc = c->scores + (size_t)ith * c->scores_stride;
+    float *sc = c->scores + (size_t)ith * c->scores_stride; /* (n) scores, then weights */
     const int *blocks = c->blocks[t];
     const float scale = 1.0f / sqrtf((float)hd);
     float mx = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        const float *kj = fr_kv_at(c->kv->k, c->kv, blocks, j) + (size_t)hk * hd;
-        float s;
-        if (hd % 8 == 0) {
-            s = fr_cpu_dot(qh, kj, hd);
-        } else {
-            s = 0;
-            for (int i = 0; i < hd; i++) s = fmaf(qh[i], kj[i], s);
+    /* positions j = 0..n-1 in order, walking the block table (no division per position) */
+    for (int j0 = 0, bi = 0; j0 < n; j0 += bs, bi++) {
+        const float *kb = c->kv->k + (size_t)blocks[bi] * block_stride + layer_off + head_off;
+        int m = FR_MIN(bs, n - j0);
+        for (int i = 0; i < m; i++) {
+            const float *kj = kb + (size_t)i * row;
+            float s;
+            if (hd % 8 == 0) {
+                s = fr_cpu_dot(qh, kj, hd);
+            } else {
+                s = 0;
+                for (int e = 0; e < hd; e++) s = fmaf(qh[e], kj[e], s);
+            }
+            sc[j0 + i] = s * scale;
+            mx = sc[j0 + i] > mx ? sc[j0 + i] : mx;
         }
-        sc[j] = s * scale;
-        mx = sc[j] > mx ? sc[j] : mx;
     }
     float sum = 0;
     for (int j = 0; j < n; j++) {
@@ -666,13 +674,19 @@ static void att_one(att_ctx *c, int ith, int t, int h) {
         sum += sc[j];
     }
     for (int i = 0; i < hd; i++) o[i] = 0;
-    for (int j = 0; j < n; j++) {
-        const float *vj = fr_kv_at(c->kv->v, c->kv, blocks, j) + (size_t)hk * hd;
-        int i = 0;
-        __m256 p = _mm256_set1_ps(sc[j]);
-        for (; i + 8 <= hd; i += 8)
-            _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + i), _mm256_loadu_ps(o + i)));
-        for (; i < hd; i++) o[i] = fmaf(sc[j], vj[i], o[i]);
+    for (int j0 = 0, bi = 0; j0 < n; j0 += bs, bi++) {
+        const float *vb = c->kv->v + (size_t)blocks[bi] * block_stride + layer_off + head_off;
+        int m = FR_MIN(bs, n - j0);
+        for (int jj = 0; jj < m; jj++) {
+            const float *vj = vb + (size_t)jj * row;
+            const float pj = sc[j0 + jj];
+            int i = 0;
+            __m256 p = _mm256_set1_ps(pj);
+            for (; i + 8 <= hd; i += 8)
+                _mm256_storeu_ps(o + i, _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + i),
+                                                        _mm256_loadu_ps(o + i)));
+            for (; i < hd; i++) o[i] = fmaf(pj, vj[i], o[i]);
+        }
     }
     float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++) o[i] *= inv;
