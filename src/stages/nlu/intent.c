@@ -114,14 +114,16 @@ static bool rd_u32(rd *r, uint32_t *v) {
     r->left -= 4;
     return true;
 }
-static bool rd_f32s(rd *r, float *out, size_t n) {
+/* n floats, each finite with |x| <= bound (trained weights are small; the bounds keep every
+ * sum in inference finite, so a hostile file cannot produce NaN confidences). */
+static bool rd_f32s(rd *r, float *out, size_t n, float bound) {
     if (n > r->left / 4) return false;
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 |
                      (uint32_t)r->p[3] << 24;
         memcpy(&out[i], &u, 4);
         r->p += 4;
-        if (!isfinite(out[i])) return false;
+        if (!(fabsf(out[i]) <= bound)) return false; /* also rejects NaN and inf */
     }
     r->left -= n * 4;
     return true;
@@ -186,7 +188,7 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         FAIL("truncated header");
     const char *bad = fr_feat_cfg_check(fc);
     if (bad) FAIL("bad featuriser settings: %s", bad);
-    if (!rd_f32s(&r, m->group_weight, FR_FEAT_N_GROUPS)) FAIL("truncated or non-finite group weights");
+    if (!rd_f32s(&r, m->group_weight, FR_FEAT_N_GROUPS, 1e3f)) FAIL("truncated or non-finite group weights");
     uint32_t nl, nr, nm;
     if (!rd_u32(&r, &nl) || !rd_u32(&r, &nr) || !rd_u32(&r, &nm)) FAIL("truncated header");
     if (nl < 1 || nl > FR_INTENT_MAX_LABELS) FAIL("bad label count %u (1..%u)", nl, FR_INTENT_MAX_LABELS);
@@ -218,14 +220,14 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         if (i && m->buckets[i] <= m->buckets[i - 1]) FAIL("buckets not strictly ascending at row %u", i);
     }
     m->idf = fr_xmalloc((size_t)nr * sizeof *m->idf);
-    if (!rd_f32s(&r, m->idf, nr)) FAIL("truncated or non-finite idf table");
+    if (!rd_f32s(&r, m->idf, nr, 1e6f)) FAIL("truncated or non-finite idf table");
     for (uint32_t i = 0; i < nr; i++)
         if (!(m->idf[i] > 0 && m->idf[i] < 1e6f)) FAIL("idf of row %u out of range", i);
     m->members = fr_xcalloc(nm, sizeof *m->members);
     m->n_members = nm;
     for (uint32_t k = 0; k < nm; k++) {
         fr_intent_member *mb = &m->members[k];
-        if (!rd_u32(&r, &mb->hidden) || !rd_f32s(&r, &mb->weight, 1)) FAIL("member %u: truncated", k);
+        if (!rd_u32(&r, &mb->hidden) || !rd_f32s(&r, &mb->weight, 1, 1e3f)) FAIL("member %u: truncated or bad weight", k);
         if (mb->hidden > FR_INTENT_MAX_HIDDEN) FAIL("member %u: hidden width %u too large", k, mb->hidden);
         if (!(mb->weight >= 0 && mb->weight <= 1e3f)) FAIL("member %u: bad weight", k);
         mb->dim = mb->hidden ? mb->hidden : nl;
@@ -234,7 +236,7 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         if (mb->hidden) need += (size_t)mb->hidden * 4 + (size_t)nl * mb->hidden * 4;
         if (need > r.left) FAIL("member %u: truncated (needs %zu bytes, %zu left)", k, need, r.left);
         mb->scale = fr_xmalloc((size_t)nr * sizeof *mb->scale);
-        if (!rd_f32s(&r, mb->scale, nr)) FAIL("member %u: non-finite row scale", k);
+        if (!rd_f32s(&r, mb->scale, nr, 1e3f)) FAIL("member %u: non-finite or out-of-range row scale", k);
         mb->w1 = fr_xmalloc((size_t)nr * mb->dim);
         memcpy(mb->w1, r.p, (size_t)nr * mb->dim);
         r.p += (size_t)nr * mb->dim;
@@ -242,11 +244,11 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         if (mb->hidden) {
             mb->b1 = fr_xmalloc((size_t)mb->hidden * sizeof *mb->b1);
             mb->w2 = fr_xmalloc((size_t)nl * mb->hidden * sizeof *mb->w2);
-            if (!rd_f32s(&r, mb->b1, mb->hidden) || !rd_f32s(&r, mb->w2, (size_t)nl * mb->hidden))
-                FAIL("member %u: non-finite weights", k);
+            if (!rd_f32s(&r, mb->b1, mb->hidden, 1e4f) || !rd_f32s(&r, mb->w2, (size_t)nl * mb->hidden, 1e4f))
+                FAIL("member %u: non-finite or out-of-range weights", k);
         }
         mb->b2 = fr_xmalloc((size_t)nl * sizeof *mb->b2);
-        if (!rd_f32s(&r, mb->b2, nl)) FAIL("member %u: non-finite bias", k);
+        if (!rd_f32s(&r, mb->b2, nl, 1e4f)) FAIL("member %u: non-finite or out-of-range bias", k);
     }
     if (r.left != 0) FAIL("%zu trailing bytes after the last member", r.left);
     float wsum = 0;
