@@ -6,6 +6,7 @@
 #include "tools/mkmodel.h"
 #include "serve/serve.h"
 #include "tools/meter_cmds.h"
+#include "tools/nlu_cmds.h"
 
 typedef struct {
     const char *name;
@@ -21,6 +22,8 @@ static const command commands[] = {
     {"serve", fr_cmd_serve, "serve --model PATH [--host H] [--port N] [--config FILE]: OpenAI-compatible HTTP server"},
     {"audit", fr_cmd_audit, "audit --ledger PATH [--html F] [--png F] [--ab]: cost audit / A/B over the ledger"},
     {"roi", fr_cmd_roi, "roi --a LEDGER [--a-arm A] --b LEDGER [--b-arm B]: ROI table of two configurations"},
+    {"train-intent", fr_cmd_train_intent, "train-intent --data CSV --out MODEL [--val-frac F] [--seed S]: train the intent classifier"},
+    {"eval-nlu", fr_cmd_eval_nlu, "eval-nlu --model MODEL --data CSV [--nlupp DIR --folds A-B]: intent accuracy, latency, slot P/R/F1"},
     /* commands of later subsystems are added here */
 };
 
