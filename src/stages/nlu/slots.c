@@ -212,6 +212,9 @@ typedef struct {
     int prio;        /* tie-break between equally long overlapping candidates */
 } pat_def;
 
+/* What a text must contain for a pattern to have a chance (a cheap pre-filter). */
+enum { NEED_DIGIT = 1, NEED_NONASCII = 2, NEED_UPPER = 4 };
+
 #define CI PCRE2_CASELESS
 
 static const pat_def defs[P_N] = {
@@ -284,6 +287,44 @@ static const pat_def defs[P_N] = {
                 "(?:spend|spent|bought\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
                 0, 1},
     [P_K_GAZ] = {NULL, CI, 3}, /* built from the gazetteer at init */
+};
+
+/* Pre-filter per pattern (NEED_* bits). */
+static const int needs[P_N] = {
+    [P_D_ISO] = NEED_DIGIT,
+    [P_D_NUM] = NEED_DIGIT,
+    [P_D_CJK] = NEED_DIGIT | NEED_NONASCII,
+    [P_D_DM] = NEED_DIGIT,
+    [P_D_MD] = NEED_DIGIT,
+    [P_D_MY] = NEED_DIGIT,
+    [P_D_ORD] = NEED_DIGIT,
+    [P_D_YEAR] = NEED_DIGIT,
+    [P_D_REL_CJK] = NEED_NONASCII,
+    [P_T_HM] = NEED_DIGIT,
+    [P_T_HMD] = NEED_DIGIT,
+    [P_T_HSM] = NEED_DIGIT,
+    [P_T_HMOD] = NEED_DIGIT,
+    [P_T_BARE] = NEED_DIGIT,
+    [P_T_CJK] = NEED_DIGIT | NEED_NONASCII,
+    [P_A_SYM] = NEED_DIGIT,
+    [P_A_CODE] = NEED_DIGIT,
+    [P_A_NSYM] = NEED_DIGIT,
+    [P_A_NWORD] = NEED_DIGIT,
+    [P_A_NWORD_CJK] = NEED_DIGIT | NEED_NONASCII,
+    [P_A_PENCE] = NEED_DIGIT,
+    [P_A_CTX] = NEED_DIGIT,
+    [P_A_CTX2] = NEED_DIGIT,
+    [P_C_DIGITS] = NEED_DIGIT,
+    [P_C_ENDING] = NEED_DIGIT,
+    [P_AC_IBAN] = NEED_DIGIT | NEED_UPPER,
+    [P_AC_CTX] = NEED_DIGIT,
+    [P_AC_CJK] = NEED_DIGIT | NEED_NONASCII,
+    [P_I_INV] = NEED_DIGIT | NEED_UPPER,
+    [P_I_CTX] = NEED_DIGIT,
+    [P_I_CJK] = NEED_NONASCII,
+    [P_K_SUFFIX] = NEED_UPPER,
+    [P_K_CJK] = NEED_NONASCII,
+    [P_K_PREP] = NEED_UPPER,
 };
 
 /* Well-known merchants and service providers (matched case-insensitively on word boundaries). */
@@ -1226,8 +1267,14 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         return -1;
     }
     x.today = days_from_civil(x.ref.year, x.ref.month, x.ref.day);
+    int have = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)x.t[i];
+        have |= (ch >= '0' && ch <= '9') ? NEED_DIGIT : ch >= 0x80 ? NEED_NONASCII : (ch >= 'A' && ch <= 'Z') ? NEED_UPPER : 0;
+    }
     pcre2_match_data *md = pcre2_match_data_create(16, NULL);
     for (int id = 0; id < P_N; id++) {
+        if ((needs[id] & have) != needs[id]) continue;
         size_t start = 0;
         while (start < len) {
             int rc = pcre2_match(G.re[id], (PCRE2_SPTR)x.t, len, start, 0, md, NULL);
