@@ -23,7 +23,9 @@
 #include <string.h>
 
 #define FR_INLINE static inline __attribute__((always_inline))
-#define FR_PF_ROWS 1 /* own formats: prefetch the next row while computing this one */
+#ifndef FR_PF_BYTES
+#define FR_PF_BYTES 6144 /* own formats: software prefetch this far ahead in the weight stream */
+#endif
 #define FR_MAX_GROUPS 1024 /* K <= 32768 for the own formats (stack buffers of group scales) */
 
 /* fixed horizontal sum: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) */
@@ -170,15 +172,15 @@ static void quantize_act(const float *x, int K, int8_t *q, float *d, float *s) {
 }
 
 /* group scales of one own-format row as floats: dw (nb) [, mw (nb)] */
-static void row_scales(const uint16_t *h, float *f, int nb) {
-    int g = 0;
-    for (; g + 8 <= nb; g += 8)
+/* f (round_up(nb, 8)) from h: 8 at a time. Reading up to 7 values past nb stays inside the row
+ * (the scale area is followed by more scales or by the quants); the extra lanes are unused. */
+static inline void row_scales(const uint16_t *h, float *f, int nb) {
+    for (int g = 0; g < nb; g += 8)
         _mm256_storeu_ps(f + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + g))));
-    for (; g < nb; g++) f[g] = _cvtsh_ss(h[g]);
 }
 
 /* sc (TT, nb) = dw (nb) * xd (TT, nb): the float scale of every group product */
-static void group_scales(const float *dw, const float *xd, int nb, int TT, float *sc) {
+static inline void group_scales(const float *dw, const float *xd, int nb, int TT, float *sc) {
     for (int t = 0; t < TT; t++) {
         const float *x = xd + (size_t)t * nb;
         float *o = sc + (size_t)t * nb;
@@ -338,17 +340,18 @@ static void mm_chunk_f32_tiled(const mm_ctx *c, const mm_mat *mt, int r0, int r1
 ATTR static void NAME(const mm_ctx *c, const mm_mat *mt, int r0, int r1) {                         \
     const int K = c->K, T = c->T, nb = K / FR_QK;                                                  \
     const bool q4 = mt->w->dtype == FR_DTYPE_Q4;                                                   \
-    float dw[FR_MAX_GROUPS], mw[FR_MAX_GROUPS]; /* (nb) this row's scales / minimums */            \
+    float dw[FR_MAX_GROUPS + 8], mw[FR_MAX_GROUPS + 8]; /* (nb) row's scales / minimums */        \
     float sc[4 * FR_MAX_GROUPS];                /* (TT, nb) scale products */                      \
+    const int pf = (int)((FR_PF_BYTES + mt->wstride - 1) / mt->wstride); /* rows */                \
     for (int t = 0; t < T; t += 4) {                                                               \
         int TT = FR_MIN(4, T - t);                                                                 \
         const int8_t *xq = c->s->xq + (size_t)t * K;                                               \
         const float *xd = c->s->xd + (size_t)t * nb, *xs = c->s->xs + (size_t)t * nb;              \
         for (int r = r0; r < r1; r++) {                                                            \
             const uint8_t *wr = (const uint8_t *)mt->w->data + (size_t)r * mt->wstride;            \
-            if (r + FR_PF_ROWS < r1)                                                               \
+            if (t == 0 && r + pf < mt->N) /* the stream goes on into the next chunk */             \
                 for (size_t o = 0; o < mt->wstride; o += 64)                                       \
-                    _mm_prefetch((const char *)wr + FR_PF_ROWS * mt->wstride + o, _MM_HINT_T0);    \
+                    _mm_prefetch((const char *)wr + (size_t)pf * mt->wstride + o, _MM_HINT_T0);    \
             float *y = mt->y + (size_t)t * mt->N + r;                                              \
             size_t ys = (size_t)mt->N;                                                             \
             const uint8_t *wqs = wr + fr_own_head_bytes(mt->w->dtype, K);                          \
