@@ -252,7 +252,7 @@ static void check_swiglu(int T, int F) {
 }
 
 /* ---------------------------------------------------------------- RoPE + KV */
-static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool staging) {
+static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool staging, bool table) {
     const int T = 6, L = 3, layer = 1, nq = H * D, nk = Hkv * D, W = nq + 2 * nk, NB = 64, bts = 8;
     float *qkv = malloc((size_t)T * W * 4), *b = malloc((size_t)W * 4);
     for (int i = 0; i < T * W; i++) qkv[i] = 2.f * frand();
@@ -270,6 +270,15 @@ static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool 
     void *dqkv = dupload(qkv, (size_t)T * W * 4), *db = dupload(b, (size_t)W * 4);
     void *dpos = dupload(pos, sizeof pos), *dseq = dupload(seq, sizeof seq), *dbt = dupload(bt, sizeof bt);
     void *dinv = dupload(inv, (size_t)(D / 2) * sizeof(double));
+    /* the engine's cos/sin tables (positions < bts * 16), computed as the CPU decoder does */
+    const int npos = bts * 16, half = D / 2;
+    float *ct = malloc((size_t)npos * half * 4), *stb = malloc((size_t)npos * half * 4);
+    for (int p = 0; p < npos; p++)
+        for (int i = 0; i < half; i++) {
+            ct[(size_t)p * half + i] = (float)cos((double)p * inv[i]);
+            stb[(size_t)p * half + i] = (float)sin((double)p * inv[i]);
+        }
+    void *dct = dupload(ct, (size_t)npos * half * 4), *dst = dupload(stb, (size_t)npos * half * 4);
     const size_t pool = (size_t)NB * L * Hkv * 16 * D;
     void *dq = dalloc_poison((size_t)T * nq * 2), *dk = dalloc_poison(pool * 2), *dv = dalloc_poison(pool * 2);
     void *dnew = dalloc_poison((size_t)T * 2 * nk * 2);
@@ -281,6 +290,8 @@ static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool 
     a.tok_seq = dseq;
     a.block_tables = dbt;
     a.inv_freq = dinv;
+    a.cos_tab = table ? dct : NULL;
+    a.sin_tab = table ? dst : NULL;
     a.T = T, a.H = H, a.Hkv = Hkv, a.D = D, a.interleaved = interleaved, a.bt_stride = bts;
     a.layer = layer, a.n_layer = L;
     a.qout = dq;
@@ -325,14 +336,16 @@ static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool 
         free(hk), free(hv);
     }
     char name[128];
-    snprintf(name, sizeof name, "rope H=%d Hkv=%d D=%d %s%s -> %s: q", H, Hkv, D,
-             interleaved ? "interleaved" : "halves", bias ? "+bias" : "", staging ? "staging" : "cache");
+    snprintf(name, sizeof name, "rope H=%d Hkv=%d D=%d %s%s%s -> %s: q", H, Hkv, D,
+             interleaved ? "interleaved" : "halves", bias ? "+bias" : "", table ? " (table)" : "",
+             staging ? "staging" : "cache");
     report(name, ref_rel_l2(gq, rq, (size_t)T * nq), 1e-2);
     snprintf(name, sizeof name, "rope H=%d Hkv=%d D=%d %s -> %s: k, v", H, Hkv, D,
              interleaved ? "interleaved" : "halves", staging ? "staging" : "paged cache");
     report(name, fmax(ref_rel_l2(gk, rk, (size_t)T * nk), ref_rel_l2(gv, rv, (size_t)T * nk)), 1e-2);
     cudaFree(dqkv), cudaFree(db), cudaFree(dpos), cudaFree(dseq), cudaFree(dbt), cudaFree(dinv);
-    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dnew);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dnew), cudaFree(dct), cudaFree(dst);
+    free(ct), free(stb);
     free(qkv), free(b), free(inv), free(rq), free(rk), free(rv), free(hq), free(gq), free(gk), free(gv);
 }
 
@@ -876,8 +889,8 @@ int main(int argc, char **argv) {
         check_gemv_q(34, 200, 4, nbs, 2);
         check_rmsnorm(4, 64);
         check_swiglu(2, 40);
-        check_rope(4, 2, 16, false, true, false);
-        check_rope(4, 2, 16, true, false, true);
+        check_rope(4, 2, 16, false, true, false, true);
+        check_rope(4, 2, 16, true, false, true, false);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -902,11 +915,11 @@ int main(int argc, char **argv) {
         check_rmsnorm(5, 4096);
         check_rmsnorm(3, 64);
         check_swiglu(3, 14336);
-        check_rope(32, 8, 128, false, true, false);
-        check_rope(32, 8, 128, true, false, false);
-        check_rope(28, 4, 128, false, true, true);
-        check_rope(4, 2, 16, false, true, false);
-        check_rope(8, 2, 8, true, false, true);
+        check_rope(32, 8, 128, false, true, false, false);
+        check_rope(32, 8, 128, true, false, false, true);
+        check_rope(28, 4, 128, false, true, true, true);
+        check_rope(4, 2, 16, false, true, false, false);
+        check_rope(8, 2, 8, true, false, true, false);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

@@ -57,6 +57,7 @@ struct fr_cuda {
     float *out_norm;
     dlayer *L;
     double *inv_freq;
+    float *cos_tab, *sin_tab; /* [max_ctx][D/2] */
     /* KV */
     void *kc, *vc;
     float *ksc, *vsc;
@@ -253,8 +254,10 @@ static int engine_alloc_weights(fr_cuda *c, bool share_embd_out, fr_err *err) {
             alloc_dmat(c, &L->down, E, F, err))
             return -1;
     }
-    /* rope inverse frequencies (filled by set_inv_freq) */
+    /* rope inverse frequencies and cos/sin tables (filled by set_inv_freq) */
     DALLOC(c->inv_freq, (size_t)(hp->head_dim / 2) * sizeof(double), &c->weight_bytes);
+    DALLOC(c->cos_tab, (size_t)c->cfg.max_ctx * (hp->head_dim / 2) * sizeof(float), &c->weight_bytes);
+    DALLOC(c->sin_tab, (size_t)c->cfg.max_ctx * (hp->head_dim / 2) * sizeof(float), &c->weight_bytes);
     return 0;
 }
 
@@ -269,6 +272,20 @@ static void set_inv_freq(fr_cuda *c, const float *freq_factors) {
         inv[i] = v;
     }
     FR_CK(cudaMemcpy(c->inv_freq, inv, (size_t)half * sizeof(double), cudaMemcpyHostToDevice));
+    /* the CPU decoder's table: angle and cos/sin in double, stored as float */
+    const size_t n = (size_t)c->cfg.max_ctx * half;
+    float *ct = (float *)malloc(n * sizeof(float)), *st = (float *)malloc(n * sizeof(float));
+    FR_DEV_ASSERT(ct && st);
+    for (int p = 0; p < c->cfg.max_ctx; p++)
+        for (int i = 0; i < half; i++) {
+            const double a = (double)p * inv[i];
+            ct[(size_t)p * half + i] = (float)cos(a);
+            st[(size_t)p * half + i] = (float)sin(a);
+        }
+    FR_CK(cudaMemcpy(c->cos_tab, ct, n * sizeof(float), cudaMemcpyHostToDevice));
+    FR_CK(cudaMemcpy(c->sin_tab, st, n * sizeof(float), cudaMemcpyHostToDevice));
+    free(ct);
+    free(st);
     free(inv);
 }
 
@@ -709,6 +726,8 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         ra.tok_seq = d_seq;
         ra.block_tables = d_bt;
         ra.inv_freq = c->inv_freq;
+        ra.cos_tab = c->cos_tab;
+        ra.sin_tab = c->sin_tab;
         ra.T = T;
         ra.H = hp->n_head;
         ra.Hkv = hp->n_head_kv;

@@ -69,30 +69,14 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
     const int ctx = a.pos[t] + 1;
     const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
-    const float qscale = rsqrtf((float)D) * LOG2E;
-    const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
-    for (int i = tid; i < GM * D; i += 128) {
-        const int h = i / D, d = i % D;
-        qs[h][d] = h < G ? __bfloat162float(q[h * D + d]) * qscale : 0.f;
-    }
-    if (tid < GM) {
-        m_run[tid] = -INFINITY;
-        l_run[tid] = 0.f;
-    }
     const int kg = tid / TPK, part = tid % TPK;
-    float o[GM][8];
-#pragma unroll
-    for (int h = 0; h < GM; h++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) o[h][e] = 0.f;
     const int nchunks = (ctx + CH - 1) / CH;
-    __syncthreads();
-
-    for (int c = split; c < nchunks; c += nsplit) {
+    /* every K and V row of a chunk this thread needs, all loads in flight at once; the first
+     * chunk's loads are issued before q is staged */
+    uint4 kr[NP], vr[NP];
+    float ks[NP], vs[NP];
+    auto load_chunk = [&](int c) {
         const int k0 = c * CH, nk = min(CH, ctx - k0);
-        /* every K and V row of the chunk this thread needs, all loads in flight at once */
-        uint4 kr[NP], vr[NP];
-        float ks[NP], vs[NP];
 #pragma unroll
         for (int p = 0; p < NP; p++) {
             const int j = p * KPP + kg;
@@ -110,6 +94,28 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
                 }
             }
         }
+    };
+    if (split < nchunks) load_chunk(split);
+    const float qscale = rsqrtf((float)D) * LOG2E;
+    const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
+    for (int i = tid; i < GM * D; i += 128) {
+        const int h = i / D, d = i % D;
+        qs[h][d] = h < G ? __bfloat162float(q[h * D + d]) * qscale : 0.f;
+    }
+    if (tid < GM) {
+        m_run[tid] = -INFINITY;
+        l_run[tid] = 0.f;
+    }
+    float o[GM][8];
+#pragma unroll
+    for (int h = 0; h < GM; h++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[h][e] = 0.f;
+    __syncthreads();
+
+    for (int c = split; c < nchunks; c += nsplit) {
+        const int nk = min(CH, ctx - c * CH);
+        if (c != split) load_chunk(c);
         /* phase 1: scores (every lane runs every pass, so the shuffles are converged) */
 #pragma unroll
         for (int p = 0; p < NP; p++) {
@@ -205,23 +211,31 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
 
 __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
                                bf16 *__restrict__ out) {
+    __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
+    __shared__ float inv_l;
     pdl_trigger();
     pdl_wait();
-    const int h = blockIdx.x, t = blockIdx.y;
+    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
     const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++)
-        if (pp[s * (D + 2) + D + 1] > 0.f) M = fmaxf(M, pp[s * (D + 2) + D]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float num = 0.f, den = 0.f;
-        for (int s = 0; s < nsplit; s++) {
-            const float l = pp[s * (D + 2) + D + 1];
-            if (!(l > 0.f)) continue;
-            const float w = exp2f(pp[s * (D + 2) + D] - M);
-            num += w * pp[s * (D + 2) + d];
-            den += w * l;
-        }
-        out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(den > 0.f ? num / den : 0.f);
+    if (tid < 32) { /* all (m, l) pairs at once, one warp */
+        float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
+        if (tid < nsplit) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
+        if (tid + 32 < nsplit) m1 = pp[(tid + 32) * (D + 2) + D], l1 = pp[(tid + 32) * (D + 2) + D + 1];
+        if (!(l0 > 0.f)) m0 = -INFINITY;
+        if (!(l1 > 0.f)) m1 = -INFINITY;
+        const float M = warp_max(fmaxf(m0, m1));
+        const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
+        const float L = warp_sum(w0 * l0 + w1 * l1);
+        if (tid < nsplit) wsp[tid] = w0;
+        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
+        if (tid == 0) inv_l = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int d = tid; d < D; d += blockDim.x) {
+        float acc = 0.f;
+#pragma unroll 8
+        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
+        out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
     }
 }
 
@@ -246,7 +260,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     FR_DEV_ASSERT(a->Hkv > 0 && a->H % a->Hkv == 0);
     const int G = a->H / a->Hkv;
     FR_DEV_ASSERT(G >= 1 && G <= 8);
-    FR_DEV_ASSERT(a->n_split >= 1 && (a->n_split == 1 || a->part));
+    FR_DEV_ASSERT(a->n_split >= 1 && a->n_split <= 64 && (a->n_split == 1 || a->part));
     switch (a->D) {
     case 8: launch_attn_d<8>(a, G, st); break;
     case 16: launch_attn_d<16>(a, G, st); break;
@@ -266,8 +280,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
 /* ------------------------------------------------------------------ tensor-core prefill */
 static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0,
                                                 uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

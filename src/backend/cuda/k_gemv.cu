@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const bf16 *__restrict_
     }
 }
 
-static int gemv_variant = 0;
-extern "C" void frk_set_gemv_variant(int v) { gemv_variant = v < 0 || v > 3 ? 0 : v; }
+static int gemv_variant = 1; /* fastest in the full decode step on an H200 (bench/GPU-NOTES.md) */
+extern "C" void frk_set_gemv_variant(int v) { gemv_variant = v < 0 || v > 3 ? 1 : v; }
 extern "C" int frk_get_gemv_variant(void) { return gemv_variant; }
 
 template <int NB, int R, int U, bool DB, int MINB>
@@ -190,8 +190,7 @@ static __device__ __forceinline__ uint32_t bf2_to_h2(uint32_t u) {
 }
 static __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0,
                                                uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -233,6 +232,13 @@ __global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
         cs1[gi] = G < g1 ? szb[G * 16 + gq + 8] : 0u;
     }
     pdl_wait();
+    { /* pull this warp's slice of x into L1 now: the k-step loads below then hit L1 */
+        const int nrow = min(nb - col0, NT * 8), lines = (g1 - g0) * 2; /* 128-byte lines per row */
+        for (int i = lane; i < nrow * lines; i += 32) {
+            const int n = col0 + i / lines, k = g0 * FRK_GROUP + (i % lines) * 64;
+            if (k < K) asm volatile("prefetch.global.L1 [%0];" ::"l"(x + (size_t)n * ldx + k));
+        }
+    }
     for (int Gb = g0; Gb < g1; Gb += GB) {
         uint4 nxt[CB];
         uint32_t ns0[GB], ns1[GB];

@@ -107,10 +107,15 @@ __global__ void k_rope_kv(frk_rope_args a) {
     float *sn = cs + half;
     const int p = a.pos[t];
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        double s, c;
-        sincos((double)p * a.inv_freq[i], &s, &c);
-        cs[i] = (float)c;
-        sn[i] = (float)s;
+        if (a.cos_tab) {
+            cs[i] = a.cos_tab[(size_t)p * half + i];
+            sn[i] = a.sin_tab[(size_t)p * half + i];
+        } else {
+            double s, c;
+            sincos((double)p * a.inv_freq[i], &s, &c);
+            cs[i] = (float)c;
+            sn[i] = (float)s;
+        }
     }
     __syncthreads();
     const int NQ = a.H * D, NK = a.Hkv * D, W = NQ + 2 * NK;

@@ -40,7 +40,9 @@ void frk_rmsnorm(const float *x, const float *w, const int32_t *rows, int n, int
 
 /* Rotary embedding and KV store for T tokens.
  *   qkv    f32 [T][(H + 2 Hkv) D]  (q heads, then k heads, then v heads), bias f32 [(H+2Hkv)D] or NULL
- *   pos    int32 [T]; inv_freq f64 [D/2] (theta^(-2i/D) / freq_factor[i])
+ *   pos    int32 [T]; inv_freq f64 [D/2] (theta^(-2i/D) / freq_factor[i]); or, when cos_tab is
+ *          set, the tables cos_tab/sin_tab f32 [positions][D/2] (float(cos(p * inv_freq[i])) in
+ *          double, as the CPU decoder's table) are read instead of computing sincos
  *   qout   bf16 [T][H D]  roped queries
  *   kv mode A (kc != NULL, bf16 cache): K (roped) and V are written to the cache at
  *          block_tables[tok_seq[t] * bt_stride + pos/16], slot pos % 16, for layer `layer`.
@@ -50,6 +52,7 @@ typedef struct frk_rope_args {
     const float *qkv, *bias;
     const int32_t *pos, *tok_seq, *block_tables;
     const double *inv_freq;
+    const float *cos_tab, *sin_tab; /* optional [positions][D/2] */
     int T, H, Hkv, D, interleaved, bt_stride, layer, n_layer;
     uint16_t *qout;
     uint16_t *kc, *vc;     /* bf16 pools, or NULL */
@@ -100,8 +103,8 @@ enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2 };
  * SWIGLU bf16 [nb][ldo] with out[n][i] = silu(y[2i]) * y[2i+1]. */
 void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb, void *out,
                    int ldo, int mode, cudaStream_t st);
-/* Batch-1 bf16 GEMV kernel shape (k_gemv.cu): 0 two rows/warp, double-buffered (default);
- * 1 two rows/warp, single round, 4 blocks/SM; 2 one row/warp, 8 loads, double-buffered;
+/* Batch-1 bf16 GEMV kernel shape (k_gemv.cu): 0 two rows/warp, double-buffered;
+ * 1 two rows/warp, single round, 4 blocks/SM (default); 2 one row/warp, 8 loads, double-buffered;
  * 3 one row/warp, 16 loads. Process-wide; the engine re-captures its graphs on change. */
 void frk_set_gemv_variant(int v);
 int frk_get_gemv_variant(void);
