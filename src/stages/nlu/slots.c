@@ -540,8 +540,9 @@ static void h_date(ctx *x, int id) {
         int d = (int)gi(x, id == P_D_DM ? 1 : 2), m = month_of(gs(x, id == P_D_DM ? 3 : 1), gl(x, id == P_D_DM ? 3 : 1));
         bool ord = has(x, id == P_D_DM ? 2 : 3), year = has(x, 4);
         const char *mw = gs(x, id == P_D_DM ? 3 : 1);
+        size_t mwl = gl(x, id == P_D_DM ? 3 : 1);
         /* "may"/"march" in lower case are usually verbs: demand an ordinal or a year */
-        if ((ieq(mw, 3, "may") || ieq(mw, 5, "march")) && islower((unsigned char)mw[0]) && !ord && !year) break;
+        if ((ieq(mw, mwl, "may") || ieq(mw, mwl, "march")) && islower((unsigned char)mw[0]) && !ord && !year) break;
         int y = year ? (int)gi(x, 4) : infer_year(x, m);
         if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
         break;
@@ -575,7 +576,7 @@ static void h_date(ctx *x, int id) {
     }
     case P_D_MON: {
         const char *mw = gs(x, 1);
-        if (ieq(mw, 3, "may") && islower((unsigned char)mw[0])) break;
+        if (ieq(mw, gl(x, 1), "may") && islower((unsigned char)mw[0])) break;
         int m = month_of(mw, gl(x, 1)), y = infer_year(x, m);
         cand *c = period_cand(x, days_from_civil(y, m, 1), days_from_civil(y, m, days_in_month(y, m)), p);
         c->period_only = 1;
@@ -1300,7 +1301,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
 
     /* resolve overlaps: longest first, then priority; a byte map of taken bytes keeps this
      * linear in the input size */
-    qsort(x.c, x.nc, sizeof *x.c, cand_cmp_len);
+    if (x.nc) qsort(x.c, x.nc, sizeof *x.c, cand_cmp_len);
     size_t kept = 0;
     uint8_t *taken = fr_xcalloc(len + 1, 1);
     for (size_t i = 0; i < x.nc; i++) {
@@ -1311,7 +1312,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         x.c[kept++] = x.c[i];
     }
     free(taken);
-    qsort(x.c, kept, sizeof *x.c, cand_cmp_start);
+    if (kept) qsort(x.c, kept, sizeof *x.c, cand_cmp_start);
     /* roles, left to right (so "between X and Y" sees X's role) */
     bool *strong = fr_xcalloc(kept + 1, sizeof *strong);
     for (size_t i = 0; i < kept; i++) {
