@@ -72,8 +72,9 @@ void fr_chat_free(fr_chat_template *t) {
 }
 
 typedef struct render_state {
-    jj_rt rt;  /* the render (its core holds the jmp_buf) */
+    jj_rt rt;    /* the render (its core holds the jmp_buf) */
     jj_arena ar; /* values of this render */
+    jj_sb out;   /* the output (malloc'd) */
 } render_state;
 
 char *fr_chat_render_compiled(const fr_chat_template *t, const cJSON *messages,
@@ -100,6 +101,7 @@ char *fr_chat_render_compiled(const fr_chat_template *t, const cJSON *messages,
     rt->core.ar = &st->ar;
     if (setjmp(rt->core.jb)) {
         jj_arena_free(&st->ar);
+        free(st->out.p);
         free(st);
         return NULL;
     }
@@ -113,11 +115,10 @@ char *fr_chat_render_compiled(const fr_chat_template *t, const cJSON *messages,
                     jj_bool(opts && opts->add_generation_prompt));
     if (opts && opts->bos_token) jj_scope_define(rt, g, "bos_token", jj_strz(opts->bos_token));
     if (opts && opts->eos_token) jj_scope_define(rt, g, "eos_token", jj_strz(opts->eos_token));
-    jj_str out = jj_render(rt, t->root);
-    char *s = malloc(out.n + 1);
-    if (!s) jj_fail_msg(&rt->core, "chat template: out of memory");
-    if (out.n) memcpy(s, out.p, out.n);
-    s[out.n] = 0;
+    jj_render(rt, t->root, &st->out);
+    st->out.limit++; /* room for the NUL */
+    jj_sb_putc(&rt->core, &st->out, 0);
+    char *s = st->out.p;
     jj_arena_free(&st->ar);
     free(st);
     return s;

@@ -174,6 +174,7 @@ static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
 /* Byte offsets of every code point of s plus the end, or NULL when s is ASCII (offset ==
  * index). *ncp receives the code point count. */
 static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
+    jj_charge(C(rt), s.n / 64);
     size_t i = 0;
     while (i < s.n && (unsigned char)s.p[i] < 0x80) i++;
     if (i == s.n) {
@@ -191,9 +192,15 @@ static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
     return off;
 }
 
-static size_t cp_count_upto(jj_str s, size_t byte) {
+/* Code points of s, charged to the step budget (like every pass over a string here). */
+static size_t ulen(jj_rt *rt, jj_str s) {
+    jj_charge(C(rt), s.n / 64);
+    return jj_utf8_len(s);
+}
+
+static size_t cp_count_upto(jj_rt *rt, jj_str s, size_t byte) {
     jj_str h = {s.p, byte};
-    return jj_utf8_len(h);
+    return ulen(rt, h);
 }
 
 static bool in_set(uint32_t c, jj_str set) {
@@ -204,7 +211,8 @@ static bool in_set(uint32_t c, jj_str set) {
 }
 
 /* str.strip/lstrip/rstrip with chars NULL for whitespace. */
-static jj_str str_strip(jj_str s, const jj_str *chars, bool left, bool right) {
+static jj_str str_strip(jj_rt *rt, jj_str s, const jj_str *chars, bool left, bool right) {
+    jj_charge(C(rt), (s.n / 64) * (chars ? chars->n / 8 + 1 : 1));
     size_t a = 0, b = s.n;
     if (left) {
         while (a < b) {
@@ -226,16 +234,20 @@ static jj_str str_strip(jj_str s, const jj_str *chars, bool left, bool right) {
     return r;
 }
 
-static const char *find_bytes(jj_str hay, size_t from, jj_str needle) {
+static const char *find_bytes(jj_rt *rt, jj_str hay, size_t from, jj_str needle) {
     if (needle.n == 0) return hay.p + from;
     if (from > hay.n || hay.n - from < needle.n) return NULL;
-    return memmem(hay.p + from, hay.n - from, needle.p, needle.n);
+    const char *hit = memmem(hay.p + from, hay.n - from, needle.p, needle.n);
+    jj_charge(C(rt), ((hit ? (size_t)(hit - hay.p) : hay.n) - from + needle.n) / 64 + 1);
+    return hit;
 }
 
-static const char *rfind_bytes(jj_str hay, jj_str needle) {
+static const char *rfind_bytes(jj_rt *rt, jj_str hay, jj_str needle) {
     if (needle.n > hay.n) return NULL;
-    for (size_t i = hay.n - needle.n + 1; i-- > 0;)
+    for (size_t i = hay.n - needle.n + 1; i-- > 0;) {
+        if ((i & 63) == 0) jj_charge(C(rt), 1 + needle.n / 64 * 64);
         if (memcmp(hay.p + i, needle.p, needle.n) == 0) return hay.p + i;
+    }
     return NULL;
 }
 
@@ -263,7 +275,7 @@ static jj_str str_replace(jj_rt *rt, jj_str s, jj_str old, jj_str new_, int64_t 
     size_t i = 0;
     int64_t k = 0;
     while (k < count) {
-        const char *hit = find_bytes(s, i, old);
+        const char *hit = find_bytes(rt, s, i, old);
         if (!hit) break;
         size_t at = (size_t)(hit - s.p);
         jj_sb_put(C(rt), &b, s.p + i, at - i);
@@ -317,7 +329,7 @@ static jj_val str_split(jj_rt *rt, int line, jj_str s, const jj_val *sepv, int64
             size_t i = 0;
             int64_t k = 0;
             while (k < maxsplit) {
-                const char *hit = find_bytes(s, i, sep);
+                const char *hit = find_bytes(rt, s, i, sep);
                 if (!hit) break;
                 size_t at = (size_t)(hit - s.p);
                 vl_push(rt, &out, sub(s, i, at));
@@ -331,7 +343,7 @@ static jj_val str_split(jj_rt *rt, int line, jj_str s, const jj_val *sepv, int64
             vlist rev = {0};
             while (k < maxsplit) {
                 jj_str h = {s.p, end};
-                const char *hit = rfind_bytes(h, sep);
+                const char *hit = rfind_bytes(rt, h, sep);
                 if (!hit) break;
                 size_t at = (size_t)(hit - s.p);
                 vl_push(rt, &rev, sub(s, at + sep.n, end));
@@ -431,7 +443,7 @@ static jj_str html_escape(jj_rt *rt, jj_str s) {
 static jj_val run_generator(jj_rt *rt, const jj_gen *g);
 
 jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
-    jj_list r = {0, NULL, 0, 0, 0};
+    jj_list r = {0, NULL, 0, 0, 0, 0};
     switch (v->t) {
     case JT_UNDEF: return r;
     case JT_LIST: return *v->u.l;
@@ -441,7 +453,7 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
         return r;
     case JT_STR: {
         jj_str s = v->u.s;
-        size_t n = jj_utf8_len(s), i = 0, k = 0;
+        size_t n = ulen(rt, s), i = 0, k = 0;
         jj_charge(C(rt), s.n / 16);
         r.v = n ? jj_alloc(C(rt), n * sizeof *r.v) : NULL;
         while (i < s.n) {
@@ -453,7 +465,7 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
         return r;
     }
     case JT_LOOP: {
-        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items, 0, 0, 0};
+        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items, 0, 0, 0, 0};
         return l;
     }
     case JT_GEN: {
@@ -546,12 +558,18 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
             return make_method(rt, JFN_STR, M_STR_UNSUPPORTED, obj, name);
         return no_attr(rt, obj, name);
     case JT_LIST:
+        if (obj->flags & (JF_VIEW | JF_RANGE)) {
+            if ((obj->flags & JF_RANGE) && (jj_str_eqz(name, "index") || jj_str_eqz(name, "count")))
+                return make_method(rt, JFN_LIST, find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS)), obj, name);
+            return no_attr(rt, obj, name);
+        }
         if ((id = find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS))) >= 0)
             return make_method(rt, JFN_LIST, id, obj, name);
         if (find_name(name, LIST_UNSAFE, FR_ARRAY_LEN(LIST_UNSAFE)) >= 0)
             return make_method(rt, JFN_UNSAFE, 0, obj, name);
         return no_attr(rt, obj, name);
     case JT_NS:
+        jj_charge(C(rt), obj->u.ns->n / 16);
         for (size_t i = obj->u.ns->n; i-- > 0;)
             if (jj_str_eq(obj->u.ns->k[i], name)) return obj->u.ns->v[i];
         return no_attr(rt, obj, name);
@@ -597,6 +615,7 @@ jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
     switch (obj->t) {
     case JT_UNDEF: jj_fail_undefined(rt, line, obj);
     case JT_LIST:
+        if (obj->flags & JF_VIEW) break;
         if (key->t == JT_INT || key->t == JT_BOOL) {
             if (norm_index(key->t == JT_INT ? key->u.i : key->u.b, obj->u.l->n, &ix))
                 return obj->u.l->v[ix];
@@ -643,12 +662,13 @@ jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, con
                 const jj_val *step, bool lenient) {
     bool n0, n1, n2;
     int64_t a = 0, b = 0, st = 1;
-    if (lenient && (obj->t != JT_LIST && obj->t != JT_STR)) return jj_undef_hint(jj_s("not sliceable"));
+    if (lenient && ((obj->t != JT_LIST && obj->t != JT_STR) || (obj->flags & JF_VIEW)))
+        return jj_undef_hint(jj_s("not sliceable"));
     if (lenient && (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st)))
         return jj_undef_hint(jj_s("not sliceable"));
     /* jinja2 slices with Python's own subscript (not the sandbox's getitem), so what cannot be
      * sliced is an error rather than undefined */
-    if (obj->t != JT_LIST && obj->t != JT_STR) {
+    if ((obj->t != JT_LIST && obj->t != JT_STR) || (obj->flags & JF_VIEW)) {
         if (obj->t == JT_DICT) jj_fail(C(rt), line, "unhashable type: 'slice'");
         jj_fail(C(rt), line, "'%s' object is not subscriptable", jj_type_name(obj));
     }
@@ -715,7 +735,7 @@ bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
             jj_fail(C(rt), line, "'in <string>' requires string as left operand, not %s",
                     jj_type_name(item));
         jj_charge(C(rt), c->u.s.n / 64);
-        return find_bytes(c->u.s, 0, item->u.s) != NULL;
+        return find_bytes(rt, c->u.s, 0, item->u.s) != NULL;
     }
     case JT_LIST:
         for (size_t i = 0; i < c->u.l->n; i++) {
@@ -901,7 +921,7 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
         return v;
     }
     if (op == JO_ADD && a->t == JT_LIST && b->t == JT_LIST &&
-        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) && !((a->flags | b->flags) & JF_RANGE)) {
+        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) && !((a->flags | b->flags) & (JF_RANGE | JF_VIEW))) {
         size_t n = a->u.l->n + b->u.l->n;
         jj_val v = jj_list_new(C(rt), n, a->flags & JF_TUPLE);
         if (a->u.l->n) memcpy(v.u.l->v, a->u.l->v, a->u.l->n * sizeof(jj_val));
@@ -910,10 +930,10 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
         return v;
     }
     if (op == JO_MUL) {
-        if ((a->t == JT_STR || (a->t == JT_LIST && !(a->flags & JF_RANGE))) &&
+        if ((a->t == JT_STR || (a->t == JT_LIST && !(a->flags & (JF_RANGE | JF_VIEW)))) &&
             (b->t == JT_INT || b->t == JT_BOOL))
             return repeat(rt, line, a, b->t == JT_INT ? b->u.i : b->u.b);
-        if ((b->t == JT_STR || (b->t == JT_LIST && !(b->flags & JF_RANGE))) &&
+        if ((b->t == JT_STR || (b->t == JT_LIST && !(b->flags & (JF_RANGE | JF_VIEW)))) &&
             (a->t == JT_INT || a->t == JT_BOOL))
             return repeat(rt, line, b, a->t == JT_INT ? a->u.i : a->u.b);
     }
@@ -925,7 +945,7 @@ overflow:
 /* ---- printf-style formatting (str % args, |format) ---------------------------------------- */
 
 static void pad_to(jj_rt *rt, jj_sb *out, jj_str s, long width, bool left) {
-    size_t n = jj_utf8_len(s);
+    size_t n = ulen(rt, s);
     long pad = width > (long)n ? width - (long)n : 0;
     if (pad > (long)JJ_MAX_STRING) jj_fail(C(rt), 0, "format width too large");
     if (!left)
@@ -1049,7 +1069,7 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
             jj_sb ch = {0};
             if (arg->t == JT_INT && arg->u.i >= 0 && arg->u.i <= 0x10FFFF)
                 jj_sb_putcp(C(rt), &ch, (uint32_t)arg->u.i);
-            else if (arg->t == JT_STR && jj_utf8_len(arg->u.s) == 1)
+            else if (arg->t == JT_STR && ulen(rt, arg->u.s) == 1)
                 jj_sb_put(C(rt), &ch, arg->u.s.p, arg->u.s.n);
             else
                 jj_fail(C(rt), line, "%%c requires an int or a single character");
@@ -1133,7 +1153,7 @@ FILTER(f_capitalize) {
 static jj_val length_of(jj_rt *rt, int line, const jj_val *v) {
     switch (v->t) {
     case JT_UNDEF: return jj_int(0);
-    case JT_STR: return jj_int((int64_t)jj_utf8_len(v->u.s));
+    case JT_STR: return jj_int((int64_t)ulen(rt, v->u.s));
     case JT_LIST: return jj_int((int64_t)v->u.l->n);
     case JT_DICT: return jj_int((int64_t)v->u.d->n);
     case JT_LOOP: return jj_int((int64_t)v->u.loop->n);
@@ -1241,7 +1261,7 @@ FILTER(f_last) {
 
 /* Python float(str): optional whitespace, sign, digits with single underscores, inf/nan. */
 static bool parse_py_float(jj_rt *rt, jj_str s, double *out) {
-    s = str_strip(s, NULL, true, true);
+    s = str_strip(rt, s, NULL, true, true);
     if (!s.n || s.n > 400) return false;
     char buf[512];
     size_t k = 0, i = 0;
@@ -1289,8 +1309,8 @@ static bool parse_py_float(jj_rt *rt, jj_str s, double *out) {
 }
 
 /* Python int(str, base). */
-static bool parse_py_int(jj_str s, int base, int64_t *out) {
-    s = str_strip(s, NULL, true, true);
+static bool parse_py_int(jj_rt *rt, jj_str s, int base, int64_t *out) {
+    s = str_strip(rt, s, NULL, true, true);
     size_t i = 0;
     bool neg = false;
     if (i < s.n && (s.p[i] == '+' || s.p[i] == '-')) neg = s.p[i++] == '-';
@@ -1352,7 +1372,7 @@ FILTER(f_int) {
         if (fabs(in->u.f) >= 9.2e18) jj_fail_unsup(C(rt), line, "integer overflow");
         return jj_int((int64_t)in->u.f);
     case JT_STR:
-        if (parse_py_int(in->u.s, (int)base, &i)) return jj_int(i);
+        if (parse_py_int(rt, in->u.s, (int)base, &i)) return jj_int(i);
         if (parse_py_float(rt, in->u.s, &d) && isfinite(d) && fabs(d) < 9.2e18) return jj_int((int64_t)d);
         return dflt;
     case JT_UNDEF: jj_fail_undefined(rt, line, in);
@@ -1699,9 +1719,9 @@ FILTER(f_trim) {
     jj_str s = in_str(rt, in);
     if (b.given[0] && b.v[0].t != JT_NONE) {
         jj_str chars = want_str(rt, line, &b.v[0], "trim");
-        return jj_strv(str_strip(s, &chars, true, true));
+        return jj_strv(str_strip(rt, s, &chars, true, true));
     }
-    return jj_strv(str_strip(s, NULL, true, true));
+    return jj_strv(str_strip(rt, s, NULL, true, true));
 }
 
 FILTER(f_unique) {
@@ -1727,6 +1747,7 @@ FILTER(f_unique) {
 FILTER(f_wordcount) {
     NOARGS();
     jj_str s = in_str(rt, in);
+    jj_charge(C(rt), s.n / 64);
     size_t i = 0;
     int64_t n = 0;
     bool in_word = false;
@@ -1743,7 +1764,7 @@ FILTER(f_center) {
     BIND("width");
     int64_t w = b.given[0] ? want_int(rt, line, &b.v[0], "center") : 80;
     jj_str s = in_str(rt, in);
-    int64_t n = (int64_t)jj_utf8_len(s);
+    int64_t n = (int64_t)ulen(rt, s);
     if (w <= n) return jj_strv(s);
     if (w > 100000) jj_fail_unsup(C(rt), line, "center width above 100000");
     int64_t pad = w - n, left = pad / 2 + (pad & w & 1);
@@ -1760,7 +1781,7 @@ FILTER(f_truncate) {
     bool killwords = b.given[1] && jj_truthy(&b.v[1]);
     jj_str end = b.given[2] ? want_str(rt, line, &b.v[2], "truncate") : jj_s("...");
     int64_t leeway = b.given[3] && b.v[3].t != JT_NONE ? want_int(rt, line, &b.v[3], "truncate") : 5;
-    int64_t endn = (int64_t)jj_utf8_len(end);
+    int64_t endn = (int64_t)ulen(rt, end);
     if (len < endn) jj_fail(C(rt), line, "expected length >= %lld, got %lld", (long long)endn, (long long)len);
     if (leeway < 0) jj_fail(C(rt), line, "expected leeway >= 0, got %lld", (long long)leeway);
     if (in->t == JT_UNDEF) return *in;
@@ -2049,7 +2070,7 @@ static jj_val g_range(jj_rt *rt, int line, const jj_args *a) {
 static jj_val make_mapping(jj_rt *rt, int line, const jj_args *a, const char *what) {
     if (a->npos > 1) jj_fail(C(rt), line, "%s expected at most 1 positional argument", what);
     size_t n0 = 0;
-    jj_list pairs = {0, NULL};
+    jj_list pairs = {0, NULL, 0, 0, 0, 0};
     const jj_dict *src = NULL;
     if (a->npos) {
         if (a->pos[0].t == JT_DICT) {
@@ -2153,9 +2174,9 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         bool l = fn->id != M_RSTRIP, r = fn->id != M_LSTRIP;
         if (b.given[0] && b.v[0].t != JT_NONE) {
             jj_str chars = want_str(rt, line, &b.v[0], "strip");
-            return jj_strv(str_strip(s, &chars, l, r));
+            return jj_strv(str_strip(rt, s, &chars, l, r));
         }
-        return jj_strv(str_strip(s, NULL, l, r));
+        return jj_strv(str_strip(rt, s, NULL, l, r));
     }
     case M_STARTSWITH:
     case M_ENDSWITH: {
@@ -2164,12 +2185,13 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         if (b.given[1] || b.given[2]) jj_fail_unsup(C(rt), line, "start/end arguments of startswith/endswith");
         jj_list cands;
         if (b.v[0].t == JT_LIST && (b.v[0].flags & JF_TUPLE)) cands = *b.v[0].u.l;
-        else if (b.v[0].t == JT_STR) cands = (jj_list){1, &b.v[0]};
+        else if (b.v[0].t == JT_STR) cands = (jj_list){1, &b.v[0], 0, 0, 0, 0};
         else
             jj_fail(C(rt), line, "startswith first arg must be str or a tuple of str, not %s",
                     jj_type_name(&b.v[0]));
         for (size_t i = 0; i < cands.n; i++) {
             jj_str p = want_str(rt, line, &cands.v[i], "startswith");
+            jj_charge(C(rt), p.n / 64 + 1);
             if (p.n > s.n) continue;
             const char *at = fn->id == M_STARTSWITH ? s.p : s.p + s.n - p.n;
             if (!p.n || memcmp(at, p.p, p.n) == 0) return jj_bool(true);
@@ -2209,23 +2231,23 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         jj_str needle = want_str(rt, line, &b.v[0], "find");
         jj_charge(C(rt), s.n / 64);
         if (fn->id == M_COUNT) {
-            if (!needle.n) return jj_int((int64_t)jj_utf8_len(s) + 1);
+            if (!needle.n) return jj_int((int64_t)ulen(rt, s) + 1);
             int64_t n = 0;
             size_t i = 0;
             const char *hit;
-            while ((hit = find_bytes(s, i, needle))) {
+            while ((hit = find_bytes(rt, s, i, needle))) {
                 n++;
                 i = (size_t)(hit - s.p) + needle.n;
             }
             return jj_int(n);
         }
         bool rev = fn->id == M_RFIND || fn->id == M_RINDEX;
-        const char *hit = rev ? (needle.n ? rfind_bytes(s, needle) : s.p + s.n) : find_bytes(s, 0, needle);
+        const char *hit = rev ? (needle.n ? rfind_bytes(rt, s, needle) : s.p + s.n) : find_bytes(rt, s, 0, needle);
         if (!hit) {
             if (fn->id == M_INDEX || fn->id == M_RINDEX) jj_fail(C(rt), line, "substring not found");
             return jj_int(-1);
         }
-        return jj_int((int64_t)cp_count_upto(s, (size_t)(hit - s.p)));
+        return jj_int((int64_t)cp_count_upto(rt, s, (size_t)(hit - s.p)));
     }
     case M_JOIN: {
         MBIND(p_iter);
@@ -2249,6 +2271,7 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_ISDECIMAL:
     case M_ISNUMERIC: {
         MNOARGS();
+        jj_charge(C(rt), s.n / 64);
         if (!s.n) return jj_bool(fn->id == M_ISASCII);
         size_t i = 0;
         while (i < s.n) {
@@ -2289,8 +2312,8 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
         int64_t w = want_int(rt, line, &b.v[0], "width");
         jj_str fill = b.given[1] ? want_str(rt, line, &b.v[1], "fillchar") : jj_s(fn->id == M_ZFILL ? "0" : " ");
-        if (jj_utf8_len(fill) != 1) jj_fail(C(rt), line, "The fill character must be exactly one character long");
-        int64_t n = (int64_t)jj_utf8_len(s);
+        if (ulen(rt, fill) != 1) jj_fail(C(rt), line, "The fill character must be exactly one character long");
+        int64_t n = (int64_t)ulen(rt, s);
         if (w <= n) return fn->self;
         if (w > 100000) jj_fail_unsup(C(rt), line, "width above 100000");
         int64_t pad = w - n, left;
@@ -2314,7 +2337,7 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
         jj_str sep = want_str(rt, line, &b.v[0], "partition");
         if (!sep.n) jj_fail(C(rt), line, "empty separator");
-        const char *hit = fn->id == M_PARTITION ? find_bytes(s, 0, sep) : rfind_bytes(s, sep);
+        const char *hit = fn->id == M_PARTITION ? find_bytes(rt, s, 0, sep) : rfind_bytes(rt, s, sep);
         jj_val t = jj_list_new(C(rt), 3, true);
         if (!hit) {
             bool front = fn->id == M_PARTITION;
@@ -2349,13 +2372,18 @@ static jj_val call_dict_method(jj_rt *rt, int line, const jj_func *fn, const jj_
     case D_ITEMS: {
         bind(rt, line, "method", fn->name, NULL, 0, a, &b);
         jj_args none = {0};
-        return f_items(rt, line, fn->name, &fn->self, &none);
+        jj_val v = f_items(rt, line, fn->name, &fn->self, &none);
+        v.flags = JF_VIEW;
+        v.u.l->view = 2;
+        return v;
     }
     case D_KEYS:
     case D_VALUES: {
         bind(rt, line, "method", fn->name, NULL, 0, a, &b);
         jj_val v = jj_list_new(C(rt), d->n, false);
         if (d->n) memcpy(v.u.l->v, fn->id == D_KEYS ? d->k : d->v, d->n * sizeof(jj_val));
+        v.flags = JF_VIEW;
+        v.u.l->view = fn->id == D_KEYS ? 0 : 1;
         return v;
     }
     default: bind(rt, line, "method", fn->name, NULL, 0, a, &b); return fn->self;

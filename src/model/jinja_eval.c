@@ -36,14 +36,17 @@ enum { ST_OK, ST_BREAK, ST_CONTINUE };
 
 static jj_core *C(jj_rt *rt) { return &rt->core; }
 
-static jj_val *scope_find(jj_scope *s, jj_str name) {
-    for (; s; s = s->parent)
+static jj_val *scope_find(jj_rt *rt, jj_scope *s, jj_str name) {
+    for (; s; s = s->parent) {
+        jj_charge(C(rt), s->n / 16);
         for (size_t i = s->n; i-- > 0;)
             if (jj_str_eq(s->k[i], name)) return &s->v[i];
+    }
     return NULL;
 }
 
 static void scope_set(jj_rt *rt, jj_scope *s, jj_str name, jj_val v) {
+    jj_charge(C(rt), s->n / 16);
     for (size_t i = 0; i < s->n; i++)
         if (jj_str_eq(s->k[i], name)) {
             s->v[i] = v;
@@ -106,7 +109,7 @@ static jj_args eval_args(jj_rt *rt, jj_scope *sc, const jj_node *e) {
 }
 
 static jj_val eval_name(jj_rt *rt, jj_scope *sc, const jj_node *e) {
-    jj_val *p = scope_find(sc, e->name);
+    jj_val *p = scope_find(rt, sc, e->name);
     if (p) return *p;
     jj_val g = jj_global_func(rt, e->name);
     if (g.t != JT_UNDEF) return g;
@@ -129,6 +132,40 @@ static bool compare_op(jj_rt *rt, int line, int op, const jj_val *a, const jj_va
     case JO_GT: return r > 0;
     default: return r >= 0;
     }
+}
+
+/* a + b + c + ...: the same left-to-right evaluation and additions as pairwise, but a run of
+ * plain strings is joined in one buffer instead of copying every intermediate result. */
+static jj_val eval_add_chain(jj_rt *rt, jj_scope *sc, const jj_node *e) {
+    size_t n = 1;
+    for (const jj_node *x = e; x->kind == JN_BINOP && x->op == JO_ADD && !x->fold; x = x->a) n++;
+    const jj_node **terms = jj_alloc(C(rt), n * sizeof *terms);
+    size_t k = n;
+    const jj_node *x = e;
+    for (; x->kind == JN_BINOP && x->op == JO_ADD && !x->fold; x = x->a) terms[--k] = x->b;
+    terms[0] = x;
+    jj_val acc = eval(rt, sc, terms[0]);
+    jj_sb run = {0};
+    bool joining = false; /* acc's text is in run */
+    for (size_t i = 1; i < n; i++) {
+        jj_val r = eval(rt, sc, terms[i]);
+        jj_charge(C(rt), 1);
+        if (acc.t == JT_STR && r.t == JT_STR && !((acc.flags | r.flags) & JF_MARKUP)) {
+            if (!joining) {
+                jj_sb_put(C(rt), &run, acc.u.s.p, acc.u.s.n);
+                joining = true;
+            }
+            jj_sb_put(C(rt), &run, r.u.s.p, r.u.s.n);
+            acc = jj_strv(jj_sb_str(&run));
+            continue;
+        }
+        if (joining) { /* acc stays valid: run is not appended to again */
+            joining = false;
+            memset(&run, 0, sizeof run);
+        }
+        acc = jj_arith(rt, e->line, JO_ADD, &acc, &r);
+    }
+    return acc;
 }
 
 static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
@@ -226,6 +263,7 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
         return eval(rt, sc, e->b);
     }
     case JN_BINOP: {
+        if (e->op == JO_ADD && e->a->kind == JN_BINOP && e->a->op == JO_ADD) return eval_add_chain(rt, sc, e);
         jj_val l = eval(rt, sc, e->a);
         jj_val r = eval(rt, sc, e->b);
         return jj_arith(rt, e->line, e->op, &l, &r);
@@ -297,6 +335,7 @@ static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
 /* ---- statements --------------------------------------------------------------------------- */
 
 static void ns_set(jj_rt *rt, jj_ns *ns, jj_str name, jj_val v) {
+    jj_charge(C(rt), ns->n / 16);
     for (size_t i = 0; i < ns->n; i++)
         if (jj_str_eq(ns->k[i], name)) {
             ns->v[i] = v;
@@ -316,7 +355,7 @@ static void assign(jj_rt *rt, jj_scope *sc, const jj_node *t, const jj_val *v) {
     switch (t->kind) {
     case JN_NAME: scope_set(rt, sc, t->name, *v); return;
     case JN_NSREF: {
-        jj_val *ns = scope_find(sc, t->name);
+        jj_val *ns = scope_find(rt, sc, t->name);
         if (!ns || ns->t != JT_NS)
             jj_fail(C(rt), t->line, "cannot assign attribute on non-namespace object");
         ns_set(rt, ns->u.ns, t->name2, *v);
@@ -566,10 +605,9 @@ void jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v) {
     scope_set(rt, s, jj_s(name), v);
 }
 
-jj_str jj_render(jj_rt *rt, const jj_node *root) {
-    jj_sb out = {0};
-    out.limit = JJ_MAX_OUTPUT;
-    rt->out = &out;
+void jj_render(jj_rt *rt, const jj_node *root, jj_sb *out) {
+    out->limit = JJ_MAX_OUTPUT;
+    out->heap = true;
+    rt->out = out;
     exec_body(rt, rt->globals, root->kids, root->nkids);
-    return jj_sb_str(&out);
 }

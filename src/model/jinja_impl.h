@@ -79,7 +79,9 @@ FR_NORETURN void jj_fail_syntax(jj_core *c, int line, const char *fmt, ...) FR_P
 FR_NORETURN void jj_fail_unsup(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
 
 void *jj_alloc(jj_core *c, size_t n);                      /* zeroed */
-void *jj_grow(jj_core *c, void *p, size_t old, size_t n); /* like realloc, within the arena */
+/* Like realloc within the arena (the new bytes are not zeroed); grows in place when p is the
+ * latest allocation. */
+void *jj_grow(jj_core *c, void *p, size_t old, size_t n);
 void jj_arena_free(jj_arena *a);
 /* Count work units; fails when the budget is spent. */
 void jj_charge(jj_core *c, uint64_t units);
@@ -127,6 +129,7 @@ typedef struct jj_sb {
     size_t n;     /* used */
     size_t cap;   /* allocated */
     size_t limit; /* most bytes allowed (JJ_MAX_STRING or JJ_MAX_OUTPUT) */
+    bool heap;    /* p is malloc'd (the owner frees it), not in the arena */
 } jj_sb;
 void jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n);
 void jj_sb_puts(jj_core *c, jj_sb *b, const char *z);
@@ -159,6 +162,7 @@ enum {
     JF_TUPLE = 1,  /* a JT_LIST that is a tuple */
     JF_MARKUP = 2, /* a JT_STR that is markupsafe.Markup (from |safe or |escape) */
     JF_RANGE = 4,  /* a JT_LIST made by range(): prints as range(a, b[, s]) */
+    JF_VIEW = 8,   /* a JT_LIST from dict.keys()/values()/items(): not subscriptable */
 };
 
 typedef struct jj_val {
@@ -191,6 +195,7 @@ typedef struct jj_list {
     size_t n;  /* items */
     jj_val *v; /* the items */
     int64_t start, stop, step; /* the arguments of range() (JF_RANGE) */
+    int view;  /* JF_VIEW: 0 dict_keys, 1 dict_values, 2 dict_items */
 } jj_list;
 
 /* An insertion-ordered mapping; on duplicate keys lookups find the last one (as json.loads). */
@@ -401,6 +406,7 @@ typedef struct jj_node {
     uint8_t op;     /* JN_BINOP: jj_op */
     uint8_t fold;   /* root of a constant subexpression jinja2 folds (1; 2 in {{ }}), see
                        fold_walk in jinja_parse.c */
+    uint8_t info;   /* parser facts: JJ_FOLDABLE, JJ_HAS_SLICE */
     int id;         /* JN_FILTER/JN_TEST: builtin id (negative: unknown, fails when reached) */
     int line;       /* source line */
     int depth;      /* expression tree height (bounded by JJ_MAX_AST_DEPTH) */
@@ -421,6 +427,8 @@ typedef struct jj_node {
     size_t nkw;
     uint8_t *ops;               /* JN_COMPARE operators (jj_op) */
 } jj_node;
+
+enum { JJ_FOLDABLE = 1, JJ_HAS_SLICE = 2 }; /* jj_node.info */
 
 /* Parse tokens into the template body (a JS_BLOCK). */
 jj_node *jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks);
@@ -473,7 +481,7 @@ jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a);
 /* Fail with the undefined value's message. */
 FR_NORETURN void jj_fail_undefined(jj_rt *rt, int line, const jj_val *v);
 
-/* Render a parsed template; returns the output (in the arena). */
-jj_str jj_render(jj_rt *rt, const jj_node *root);
+/* Render a parsed template into out (a heap jj_sb the caller frees, also after a failure). */
+void jj_render(jj_rt *rt, const jj_node *root, jj_sb *out);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 typedef struct lexer {
     jj_core *c;       /* errors and memory */
@@ -107,6 +108,24 @@ static void emit_text(lexer *L, size_t a, size_t b, char sign, bool lstrip, bool
 }
 
 static bool isdig(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* Length of a non-ASCII identifier character at p (0 if none): letters may start a name;
+ * letters, digits, marks and connector punctuation may continue it (str.isidentifier()). */
+static size_t ident_char(const lexer *L, size_t p, bool start) {
+    if ((unsigned char)L->s[p] < 0x80) return 0;
+    size_t q = p;
+    uint32_t cp = jj_utf8_next(L->s, L->n, &q);
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL:
+        return q - p;
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC:
+        return start ? 0 : q - p;
+    default: return 0;
+    }
+}
 static bool isalpha_(char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
 }
@@ -353,9 +372,16 @@ static bool lex_tag(lexer *L, bool block) {
             L->pos = e;
             continue;
         }
-        if (isalpha_(s[p])) {
-            e = p + 1;
-            while (e < L->n && (isalpha_(s[e]) || isdig(s[e]))) e++;
+        size_t k0 = isalpha_(s[p]) ? 1 : ident_char(L, p, true);
+        if (k0) {
+            e = p + k0;
+            for (;;) {
+                size_t k = 0;
+                if (e < L->n && (isalpha_(s[e]) || isdig(s[e]))) k = 1;
+                else if (e < L->n) k = ident_char(L, e, false);
+                if (!k) break;
+                e += k;
+            }
             jj_tok *t = push(L, TK_NAME, p);
             t->s.p = s + p;
             t->s.n = e - p;

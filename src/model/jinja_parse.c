@@ -56,6 +56,42 @@ static jj_node *node(parser *P, jj_node_kind kind, int line) {
 
 static int depth_of(const jj_node *x) { return x ? x->depth : 0; }
 
+static bool child_foldable(const jj_node *x) {
+    return !x || x->kind == JN_CONST || (x->info & JJ_FOLDABLE);
+}
+static bool child_slice(const jj_node *x) { return x && (x->info & JJ_HAS_SLICE); }
+
+/* Whether jinja2 can evaluate the expression at compile time (nodes.Expr.as_const succeeds
+ * structurally) and whether it contains a slice; computed bottom-up as nodes are finished.
+ * Used for the one observable effect of constant folding, see fold_walk. */
+static void fold_info(jj_node *x) {
+    bool f;
+    switch (x->kind) {
+    case JN_FILTER:
+        f = x->a && x->id >= 0 && !jj_str_eqz(x->name, "map") && !jj_str_eqz(x->name, "select") &&
+            !jj_str_eqz(x->name, "reject") && !jj_str_eqz(x->name, "selectattr") &&
+            !jj_str_eqz(x->name, "rejectattr"); /* these take the context: never folded */
+        break;
+    case JN_TEST: f = x->id >= 0; break;
+    case JN_LIST: case JN_TUPLE: case JN_DICT: case JN_CONCAT: case JN_NOT: case JN_NEG:
+    case JN_POS: case JN_AND: case JN_OR: case JN_BINOP: case JN_COMPARE: case JN_GETITEM:
+    case JN_SLICE: case JN_GETATTR: case JN_CONDEX: f = true; break;
+    default: f = false;
+    }
+    bool sl = x->kind == JN_SLICE;
+    f = f && child_foldable(x->a) && child_foldable(x->b) && child_foldable(x->c);
+    sl = sl || child_slice(x->a) || child_slice(x->b) || child_slice(x->c);
+    for (size_t i = 0; i < x->nkids; i++) {
+        f = f && child_foldable(x->kids[i]);
+        sl = sl || child_slice(x->kids[i]);
+    }
+    for (size_t i = 0; i < x->nkw; i++) {
+        f = f && child_foldable(x->kwvals[i]);
+        sl = sl || child_slice(x->kwvals[i]);
+    }
+    x->info = (uint8_t)((f ? JJ_FOLDABLE : 0) | (sl ? JJ_HAS_SLICE : 0));
+}
+
 /* Set the height of an expression node whose children are final; chains built by loops
  * (a + b + c ..., x|f|g ..., a.b.c ...) are bounded here, nesting by enter(). */
 static jj_node *fix(parser *P, jj_node *x) {
@@ -63,6 +99,7 @@ static jj_node *fix(parser *P, jj_node *x) {
     for (size_t i = 0; i < x->nkids; i++) d = FR_MAX(d, depth_of(x->kids[i]));
     for (size_t i = 0; i < x->nkw; i++) d = FR_MAX(d, depth_of(x->kwvals[i]));
     x->depth = d + 1;
+    fold_info(x);
     if (x->depth > JJ_MAX_AST_DEPTH)
         jj_fail_syntax(P->c, x->line, "expression nested too deeply (more than %d levels)",
                        JJ_MAX_AST_DEPTH);
@@ -558,46 +595,6 @@ static jj_node *parse_subscribed(parser *P) {
     return fix(P, x);
 }
 
-/* Whether jinja2 can evaluate an expression at compile time (nodes.Expr.as_const succeeds
- * structurally). Used for the one observable effect of its constant folding, see fold_walk. */
-static bool foldable(const jj_node *x) {
-    if (!x) return true;
-    switch (x->kind) {
-    case JN_CONST: return true;
-    case JN_FILTER:
-        if (!x->a || x->id < 0) return false;
-        if (jj_str_eqz(x->name, "map") || jj_str_eqz(x->name, "select") ||
-            jj_str_eqz(x->name, "reject") || jj_str_eqz(x->name, "selectattr") ||
-            jj_str_eqz(x->name, "rejectattr"))
-            return false; /* they take the context */
-        break;
-    case JN_TEST:
-        if (x->id < 0) return false;
-        break;
-    case JN_LIST: case JN_TUPLE: case JN_DICT: case JN_CONCAT: case JN_NOT: case JN_NEG:
-    case JN_POS: case JN_AND: case JN_OR: case JN_BINOP: case JN_COMPARE: case JN_GETITEM:
-    case JN_SLICE: case JN_GETATTR: case JN_CONDEX: break;
-    default: return false;
-    }
-    if (!foldable(x->a) || !foldable(x->b) || !foldable(x->c)) return false;
-    for (size_t i = 0; i < x->nkids; i++)
-        if (!foldable(x->kids[i])) return false;
-    for (size_t i = 0; i < x->nkw; i++)
-        if (!foldable(x->kwvals[i])) return false;
-    return true;
-}
-
-static bool has_slice(const jj_node *x) {
-    if (!x) return false;
-    if (x->kind == JN_SLICE) return true;
-    if (has_slice(x->a) || has_slice(x->b) || has_slice(x->c)) return true;
-    for (size_t i = 0; i < x->nkids; i++)
-        if (has_slice(x->kids[i])) return true;
-    for (size_t i = 0; i < x->nkw; i++)
-        if (has_slice(x->kwvals[i])) return true;
-    return false;
-}
-
 /* jinja2 folds constant subexpressions at compile time, where a subscript goes through the
  * sandbox's getitem (a failing slice gives undefined) instead of Python's own (an error). The
  * folded value replaces the expression when it is a plain value (None, bool, number, str, or
@@ -616,8 +613,8 @@ static void fold_walk(jj_node *x, bool output) {
         return;
     }
     if (!x) return;
-    if (x->kind < JS_OUTPUT && foldable(x)) {
-        if (has_slice(x)) x->fold = output ? 2 : 1;
+    if (x->kind < JS_OUTPUT && child_foldable(x)) {
+        if (x->info & JJ_HAS_SLICE) x->fold = output ? 2 : 1;
         return;
     }
     bool kid_output = x->kind == JS_OUTPUT;

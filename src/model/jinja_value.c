@@ -76,7 +76,15 @@ void jj_charge(jj_core *c, uint64_t units) {
 #define ARENA_CHUNK (64u << 10)
 #define ARENA_ALIGN 16u
 
+static void *alloc_raw(jj_core *c, size_t n);
+
 void *jj_alloc(jj_core *c, size_t n) {
+    void *p = alloc_raw(c, n);
+    memset(p, 0, n);
+    return p;
+}
+
+static void *alloc_raw(jj_core *c, size_t n) {
     jj_arena *a = c->ar;
     size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need < n) jj_fail(c, 0, "out of memory");
@@ -97,21 +105,19 @@ void *jj_alloc(jj_core *c, size_t n) {
     char *p = (char *)h->data + h->used;
     h->last = h->used;
     h->used += need;
-    memset(p, 0, n);
     return p;
 }
 
 void *jj_grow(jj_core *c, void *p, size_t old, size_t n) {
-    if (!p) return jj_alloc(c, n);
+    if (!p) return alloc_raw(c, n);
     if (n <= old) return p;
     jj_chunk *h = c->ar->head;
     size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (h && (char *)p == (char *)h->data + h->last && need >= n && h->size - h->last >= need) {
-        memset((char *)p + old, 0, n - old);
-        h->used = h->last + need;
+        h->used = h->last + need; /* the last allocation grows in place */
         return p;
     }
-    void *q = jj_alloc(c, n);
+    void *q = alloc_raw(c, n);
     memcpy(q, p, old);
     return q;
 }
@@ -238,9 +244,15 @@ void jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n) {
         jj_fail(c, 0, "a string exceeds %zu MiB", limit >> 20);
     }
     if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
+        size_t cap = b->cap ? b->cap * 2 : (n > 48 ? n + 16 : 64);
         while (cap < b->n + n) cap *= 2;
-        b->p = jj_grow(c, b->p, b->cap, cap);
+        if (b->heap) {
+            char *q = realloc(b->p, cap);
+            if (!q) jj_fail(c, 0, "out of memory");
+            b->p = q;
+        } else {
+            b->p = jj_grow(c, b->p, b->cap, cap);
+        }
         b->cap = cap;
     }
     memcpy(b->p + b->n, p, n);
@@ -288,7 +300,10 @@ const char *jj_type_name(const jj_val *v) {
     case JT_INT: return "int";
     case JT_FLOAT: return "float";
     case JT_STR: return "str";
-    case JT_LIST: return (v->flags & JF_TUPLE) ? "tuple" : (v->flags & JF_RANGE) ? "range" : "list";
+    case JT_LIST:
+        if (v->flags & JF_VIEW)
+            return v->u.l->view == 0 ? "dict_keys" : v->u.l->view == 1 ? "dict_values" : "dict_items";
+        return (v->flags & JF_TUPLE) ? "tuple" : (v->flags & JF_RANGE) ? "range" : "list";
     case JT_DICT: return "dict";
     case JT_NS: return "Namespace";
     case JT_FUNC: return "function";
@@ -358,9 +373,12 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     switch (a->t) {
     case JT_UNDEF:
     case JT_NONE: return true;
-    case JT_STR: return jj_str_eq(a->u.s, b->u.s);
+    case JT_STR:
+        jj_charge(c, a->u.s.n / 64);
+        return jj_str_eq(a->u.s, b->u.s);
     case JT_LIST: {
-        if ((a->flags & (JF_TUPLE | JF_RANGE)) != (b->flags & (JF_TUPLE | JF_RANGE))) return false;
+        if ((a->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)) != (b->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)))
+            return false;
         if (a->u.l->n != b->u.l->n) return false;
         jj_charge(c, a->u.l->n / 16);
         for (size_t i = 0; i < a->u.l->n; i++)
@@ -399,12 +417,13 @@ static int compare_d(jj_core *c, int line, const jj_val *a, const jj_val *b, int
     }
     if (a->t == JT_STR && b->t == JT_STR) {
         size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+        jj_charge(c, n / 64);
         int r = n ? memcmp(a->u.s.p, b->u.s.p, n) : 0;
         if (r) return r < 0 ? -1 : 1;
         return a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n;
     }
     if (a->t == JT_LIST && b->t == JT_LIST && (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) &&
-        !((a->flags | b->flags) & JF_RANGE)) {
+        !((a->flags | b->flags) & (JF_RANGE | JF_VIEW))) {
         const jj_list *x = a->u.l, *y = b->u.l;
         size_t n = x->n < y->n ? x->n : y->n;
         for (size_t i = 0; i < n; i++)
@@ -423,6 +442,7 @@ int jj_compare(jj_core *c, int line, const jj_val *a, const jj_val *b) {
 jj_val *jj_dict_get(jj_core *c, const jj_dict *d, const jj_val *key) {
     jj_charge(c, d->n / 32);
     if (key->t == JT_STR) {
+        jj_charge(c, key->u.s.n / 64);
         for (size_t i = d->n; i-- > 0;)
             if (d->k[i].t == JT_STR && jj_str_eq(d->k[i].u.s, key->u.s)) return &d->v[i];
         return NULL;
@@ -564,6 +584,10 @@ void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
             jj_sb_puts(c, b, tmp);
             return;
         }
+        if (v->flags & JF_VIEW) {
+            jj_sb_puts(c, b, jj_type_name(v));
+            jj_sb_putc(c, b, '(');
+        }
         jj_sb_putc(c, b, tup ? '(' : '[');
         for (size_t i = 0; i < v->u.l->n; i++) {
             if (i) jj_sb_puts(c, b, ", ");
@@ -571,6 +595,7 @@ void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
         }
         if (tup && v->u.l->n == 1) jj_sb_putc(c, b, ',');
         jj_sb_putc(c, b, tup ? ')' : ']');
+        if (v->flags & JF_VIEW) jj_sb_putc(c, b, ')');
         return;
     }
     case JT_DICT:
@@ -733,8 +758,8 @@ static void json_val(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_j
     case JT_STR: json_str(c, b, v->u.s, o->ensure_ascii); return;
     case JT_LIST: {
         const jj_list *l = v->u.l;
-        if (v->flags & JF_RANGE)
-            jj_fail(c, line, "tojson: object of type range is not JSON serializable");
+        if (v->flags & (JF_RANGE | JF_VIEW))
+            jj_fail(c, line, "tojson: object of type %s is not JSON serializable", jj_type_name(v));
         if (!l->n) {
             jj_sb_puts(c, b, "[]");
             return;
