@@ -238,15 +238,20 @@ FR_INLINE void step_q4(const uint8_t *wq, const float *sc, int K, int nb, const 
     }
 }
 
-/* minimum term of q4: sum_g mw[g] * xs[t][g], 8 groups per FMA, then the tail in order */
-FR_INLINE float min_term(const float *mw, const float *xs, int nb) {
+/* minimum term of q4, sum_g mw[g] * xs[t][g], as 8 lane partial sums (8 groups per FMA, the
+ * last partial block masked); the caller adds it into the row's accumulators before the final
+ * horizontal sum. */
+FR_INLINE __m256 min_term(const float *mw, const float *xs, int nb) {
     __m256 m = _mm256_setzero_ps();
-    int g8 = nb / 8 * 8;
-    for (int g = 0; g < g8; g += 8)
+    int g = 0;
+    for (; g + 8 <= nb; g += 8)
         m = _mm256_fmadd_ps(_mm256_loadu_ps(mw + g), _mm256_loadu_ps(xs + g), m);
-    float ms = hsum8(m);
-    for (int g = g8; g < nb; g++) ms = fmaf(mw[g], xs[g], ms);
-    return ms;
+    if (g < nb) {
+        __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(nb - g),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        m = _mm256_fmadd_ps(_mm256_maskload_ps(mw + g, k), _mm256_maskload_ps(xs + g, k), m);
+    }
+    return m;
 }
 
 /* One q4 row x TT tokens; xs (TT, nb) group sums for the minimum term. */
@@ -262,7 +267,8 @@ FR_INLINE void tile_q4(const uint8_t *wq, const float *sc, const float *mw, int 
     }
     if (g < nb) step_q4(wq, sc, K, nb, xq, TT, g, a0);
     for (int t = 0; t < TT; t++)
-        y[(size_t)t * ys] = hsum8(_mm256_add_ps(a0[t], a1[t])) + min_term(mw, xs + (size_t)t * nb, nb);
+        y[(size_t)t * ys] =
+            hsum8(_mm256_add_ps(_mm256_add_ps(a0[t], a1[t]), min_term(mw, xs + (size_t)t * nb, nb)));
 }
 
 /* ------------------------------------------------------------------ matmul driver */
@@ -463,8 +469,10 @@ tile_q4_512(const uint8_t *wq, const float *sc, const float *mw, int K, const in
     }
     if (p < np) step_q4_512(wq, sc, K, nb, xq, TT, p++, false, a0);
     if (nb & 1) step_q4_512(wq, sc, K, nb, xq, TT, p, true, a1);
-    for (int t = 0; t < TT; t++)
-        y[(size_t)t * ys] = hsum16(a0[t], a1[t]) + min_term(mw, xs + (size_t)t * nb, nb);
+    for (int t = 0; t < TT; t++) {
+        __m512 m = _mm512_insertf32x8(_mm512_setzero_ps(), min_term(mw, xs + (size_t)t * nb, nb), 0);
+        y[(size_t)t * ys] = hsum16(_mm512_add_ps(a0[t], m), a1[t]);
+    }
 }
 
 FR_DEFINE_CHUNK_OWN(mm_chunk_own, , tile_q8, tile_q4)
