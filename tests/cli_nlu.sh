@@ -1,0 +1,54 @@
+#!/bin/sh
+# cli_nlu.sh — `frugal train-intent` and `frugal eval-nlu` end to end: training a small model on a
+# CSV prints per-epoch progress and writes a model that loads; two runs give identical bytes;
+# eval-nlu prints accuracy, the latency and throughput tables and the per-slot table; bad input
+# gets a clear message and a non-zero exit. Prints one line per check and ends with
+# "N passed, N failed".
+cd "$(dirname "$0")/.." || exit 1
+BIN=${FRUGAL_BIN:-build/frugal}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/frugal-nlu.XXXXXX")
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+has() { if grep -qF -- "$3" "$2"; then ok "$1"; else bad "$1 (no '$3' in $2)"; sed 's/^/    /' "$2" | head -20; fi; }
+rc_is() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (exit $2, want $3)"; fi; }
+trap 'rm -rf "$TMP"' EXIT INT TERM
+
+# a small labelled CSV: every 10th row of BANKING77 (quotes and commas included)
+# (lines that hold a quote are skipped: a few texts span several lines)
+awk 'NR == 1 || (NR % 10 == 2 && index($0, "\"") == 0)' data/banking77/train.csv > "$TMP/small.csv"
+SMALL="--bits 14 --min-df 1 --member hidden=0,epochs=3,lr=0.01 --member hidden=16,epochs=3,lr=0.003"
+"$BIN" train-intent --data "$TMP/small.csv" --out "$TMP/a.bin" $SMALL >"$TMP/train.out" 2>"$TMP/train.err"
+rc_is "train-intent exits 0" $? 0
+has "train-intent: epoch progress" "$TMP/train.err" "member 1 (mlp16) epoch  3/3"
+has "train-intent: val acc per epoch" "$TMP/train.err" "val acc"
+has "train-intent: summary" "$TMP/train.out" "validation accuracy"
+"$BIN" train-intent --data "$TMP/small.csv" --out "$TMP/b.bin" $SMALL --threads 1 --quiet >/dev/null 2>&1
+if cmp -s "$TMP/a.bin" "$TMP/b.bin"; then ok "train-intent is deterministic"; else bad "train-intent is deterministic"; fi
+
+"$BIN" eval-nlu --model "$TMP/a.bin" --data "$TMP/small.csv" --repeat 1 --nlupp data/nlupp/banking --folds 0-0 >"$TMP/eval.out" 2>&1
+rc_is "eval-nlu exits 0" $? 0
+has "eval-nlu: accuracy" "$TMP/eval.out" "validation rows of"
+has "eval-nlu: latency table" "$TMP/eval.out" "| intent (top-5) |"
+has "eval-nlu: throughput on 2 threads" "$TMP/eval.out" "| 2 |"
+has "eval-nlu: slot table" "$TMP/eval.out" "| amount_of_money | amount |"
+
+"$BIN" eval-nlu --model models/intent-banking77.bin --data data/banking77/train.csv --repeat 1 --threads 1 >"$TMP/ship.out" 2>&1
+has "eval-nlu: shipped model accuracy" "$TMP/ship.out" "accuracy 92.94% on 1005 validation rows"
+
+# bad input
+head -c 1000 models/intent-banking77.bin > "$TMP/trunc.bin"
+"$BIN" eval-nlu --model "$TMP/trunc.bin" --data "$TMP/small.csv" >"$TMP/trunc.out" 2>&1
+rc_is "truncated model: exit 1" $? 1
+has "truncated model: message" "$TMP/trunc.out" "checksum mismatch (file truncated or corrupt)"
+printf 'text,category\n"unterminated,x\n' > "$TMP/bad.csv"
+"$BIN" train-intent --data "$TMP/bad.csv" --out "$TMP/c.bin" >"$TMP/bad.out" 2>&1
+rc_is "bad CSV: exit 1" $? 1
+has "bad CSV: message" "$TMP/bad.out" "bad quoting"
+"$BIN" train-intent --data "$TMP/small.csv" >"$TMP/usage.out" 2>&1
+rc_is "missing --out: usage exit 2" $? 2
+"$BIN" train-intent --data "$TMP/small.csv" --out "$TMP/d.bin" --val-frac 1.5 >"$TMP/frac.out" 2>&1
+rc_is "bad --val-frac: exit 2" $? 2
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
