@@ -91,6 +91,40 @@ FR_INLINE void tile_f32(const float *w, size_t ws, int R, const float *x, int TT
         for (int t = 0; t < TT; t++) y[(size_t)t * ys + r] = hsum8(acc[r][t]);
 }
 
+/* Decode tile: 4 rows x 1 token that prefetches the next 4-row block into L2 at the same offsets
+ * as it goes (the hardware prefetchers stop at 4 KiB pages, and mapped f32 weights are not on huge
+ * pages). Prefetches past the matrix end are harmless. Same arithmetic as
+ * tile_f32(.., 4, x, 1, ..). */
+static void tile_f32_4x1_pf(const float *w, size_t ws, const float *x, int K, float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        _mm_prefetch((const char *)(w0 + 4 * ws + k), _MM_HINT_T1);
+        _mm_prefetch((const char *)(w1 + 4 * ws + k), _MM_HINT_T1);
+        _mm_prefetch((const char *)(w2 + 4 * ws + k), _MM_HINT_T1);
+        _mm_prefetch((const char *)(w3 + 4 * ws + k), _MM_HINT_T1);
+        for (int u = 0; u < 16; u += 8) {
+            __m256 xv = _mm256_loadu_ps(x + k + u);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k + u), xv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k + u), xv, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k + u), xv, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k + u), xv, a3);
+        }
+    }
+    for (; k < K; k += 8) {
+        __m256 xv = _mm256_loadu_ps(x + k);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + k), xv, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + k), xv, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + k), xv, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + k), xv, a3);
+    }
+    y[0] = hsum8(a0);
+    y[1] = hsum8(a1);
+    y[2] = hsum8(a2);
+    y[3] = hsum8(a3);
+}
+
 /* rows [0, R) of a block (R <= 4) against all T tokens; y points at column r0 of row 0. */
 static void rows_f32(const float *w, size_t ws, int R, const float *x, int T, int K, float *y,
                      size_t ys) {
@@ -98,6 +132,7 @@ static void rows_f32(const float *w, size_t ws, int R, const float *x, int T, in
     if (R == 4) {
         for (; t + 3 <= T; t += 3) tile_f32(w, ws, 4, x + (size_t)t * K, 3, K, y + t * ys, ys);
         if (T - t == 2) tile_f32(w, ws, 4, x + (size_t)t * K, 2, K, y + t * ys, ys);
+        else if (T - t == 1 && T == 1) tile_f32_4x1_pf(w, ws, x, K, y);
         else if (T - t == 1) tile_f32(w, ws, 4, x + (size_t)t * K, 1, K, y + t * ys, ys);
         return;
     }
