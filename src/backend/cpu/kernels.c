@@ -1,17 +1,20 @@
 /* kernels.c — fast CPU kernels: matmul for F32 / GGUF Q8_0 / GGUF Q4_0 / own q8 / own q4 weights,
- * RMSNorm, RoPE from tables, paged causal attention, SwiGLU. AVX2 + FMA + F16C.
+ * RMSNorm, RoPE from tables, paged causal attention, SwiGLU. AVX2 + FMA + F16C, and AVX-512 VNNI
+ * variants of the own-format kernels chosen at run time.
  *
  * Matmul structure: the output rows (rows of W) are cut into chunks that threads take from an
- * atomic counter. Inside a chunk, tokens are processed in small tiles so one weight load feeds
- * several tokens (prefill) while the weight chunk stays in L2; at T = 1 (decode) the kernel
- * streams W row after row, which is what the hardware prefetchers like.
+ * atomic counter; several matrices sharing one input (Q/K/V, gate/up) go in one dispatch. Inside a
+ * chunk, tokens are processed in small tiles so one weight load feeds several tokens (prefill)
+ * while the weight chunk stays in L2; at T = 1 (decode) the kernel streams W row after row with a
+ * software prefetch ahead of the hardware prefetchers (which stop at 4 KiB page boundaries).
  *
  * The arithmetic of every output element is fixed (see cpu.h "Determinism"): tiles only decide
  * which registers hold which accumulators, never the order of the additions. F32 tiles are 4 rows
  * x up to 3 tokens (12 accumulators); GGUF quantised rows are dequantised exactly, 4 at a time,
  * into per-thread scratch and go through the same F32 tiles. Own q8/q4 rows use int8 activations
- * (quantised once per call) and exact int32 group dot products (maddubs/madd), 1 row x up to 4
- * tokens per tile; each group adds float(isum) * (dw * dx) into an 8-lane accumulator.
+ * (quantised once per call) and exact int32 group dot products (maddubs/madd, or vpdpbusd), 1 row
+ * x up to 4 tokens per tile; each group adds float(isum) * (dw * dx) into one of two accumulators
+ * (even / odd groups), summed at the end in a fixed order.
  */
 #include "backend/cpu/cpu.h"
 
