@@ -20,7 +20,8 @@ OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
 PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib \
-            tesseract lept libpng libjpeg libwebp libtiff-4 cairo
+            tesseract lept libpng libjpeg libwebp libtiff-4 cairo \
+            pocketsphinx sphinxbase sndfile samplerate
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz) \
