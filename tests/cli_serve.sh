@@ -203,7 +203,14 @@ if start_server nograce --config "$TMP/nograce.json"; then
     for k in 1 2 3 4 5 6; do
         curl -sN "$URL/v1/completions" -d "{\"prompt\":\"Story $k\",\"max_tokens\":480,\"ignore_eos\":true,\"stream\":true}" >"$TMP/ng$k" &
     done
-    i=0; while [ $i -lt 200 ] && ! grep -q '"text"' "$TMP/ng1" 2>/dev/null; do sleep 0.01; i=$((i + 1)); done
+    # wait (up to 20 s on a loaded machine) until every stream has been accepted and started
+    i=0
+    while [ $i -lt 2000 ]; do
+        started=0
+        for k in 1 2 3 4 5 6; do grep -q '^data: ' "$TMP/ng$k" 2>/dev/null && started=$((started + 1)); done
+        [ $started -eq 6 ] && break
+        sleep 0.01; i=$((i + 1))
+    done
     stop_server nograce
     wait
     proper=0; cancelled=0

@@ -235,7 +235,7 @@ TEST(otlp_http_export_batches_to_a_collector) {
 }
 
 TEST(dead_collector_never_blocks_a_request) {
-    int port;
+    int port = 0;
     int fd = listen_any(&port);
     close(fd); /* nothing listens there now */
     const char *dir = mu_tmpdir();
