@@ -1,0 +1,338 @@
+/* ocr.c — libtesseract engine, orientation fallback, engine pool; see ocr.h. */
+#include "stages/ocr/ocr.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tesseract/capi.h>
+
+struct fr_ocr_engine {
+    TessBaseAPI *api;    /* the recogniser, initialised with cfg.lang */
+    TessBaseAPI *osd;    /* orientation detector, created on first need (NULL until then) */
+    bool osd_tried;      /* creating osd was attempted (it may be unavailable) */
+    char tessdata[512];  /* resolved tessdata directory ("" = tesseract's default) */
+    fr_ocr_cfg cfg;      /* settings (lang points into lang_buf) */
+    char lang_buf[128];  /* copy of the language string */
+};
+
+static bool has_model(const char *dir, const char *lang) {
+    char first[64];
+    size_t n = strcspn(lang, "+");
+    if (n == 0 || n >= sizeof first) return false;
+    memcpy(first, lang, n);
+    first[n] = 0;
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s.traineddata", dir, first);
+    return fr_path_exists(path);
+}
+
+const char *fr_ocr_tessdata_dir(const fr_ocr_cfg *cfg, char *buf, size_t cap) {
+    const char *lang = cfg && cfg->lang ? cfg->lang : "eng";
+    const char *cands[8];
+    size_t nc = 0;
+    if (cfg && cfg->tessdata) cands[nc++] = cfg->tessdata;
+    const char *env = getenv("TESSDATA_PREFIX");
+    if (env && *env) cands[nc++] = env;
+    cands[nc++] = "/usr/share/tesseract-ocr/5/tessdata";
+    cands[nc++] = "/usr/share/tesseract-ocr/4.00/tessdata";
+    cands[nc++] = "/usr/share/tessdata";
+    cands[nc++] = "/usr/local/share/tessdata";
+    for (size_t i = 0; i < nc; i++) {
+        if (has_model(cands[i], lang)) {
+            snprintf(buf, cap, "%s", cands[i]);
+            return buf;
+        }
+        char sub[600]; /* $TESSDATA_PREFIX may name the parent of tessdata/ */
+        snprintf(sub, sizeof sub, "%s/tessdata", cands[i]);
+        if (has_model(sub, lang)) {
+            snprintf(buf, cap, "%s", sub);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void quiet(TessBaseAPI *api) { TessBaseAPISetVariable(api, "debug_file", "/dev/null"); }
+
+fr_ocr_engine *fr_ocr_engine_new(const fr_ocr_cfg *cfg, fr_err *err) {
+    fr_ocr_engine *e = fr_xcalloc(1, sizeof *e);
+    if (cfg) e->cfg = *cfg;
+    snprintf(e->lang_buf, sizeof e->lang_buf, "%s", e->cfg.lang ? e->cfg.lang : "eng");
+    e->cfg.lang = e->lang_buf;
+    if (!e->cfg.dpi) e->cfg.dpi = 150;
+    if (e->cfg.retry_conf == 0) e->cfg.retry_conf = 45;
+    if (!e->cfg.psm) e->cfg.psm = PSM_AUTO;
+    const char *dir = fr_ocr_tessdata_dir(&e->cfg, e->tessdata, sizeof e->tessdata);
+    e->api = TessBaseAPICreate();
+    if (TessBaseAPIInit3(e->api, dir, e->lang_buf) != 0) {
+        fr_err_set(err, "OCR: cannot load tesseract language '%s' (tessdata %s)", e->lang_buf,
+                   dir ? dir : "default");
+        TessBaseAPIDelete(e->api);
+        free(e);
+        return NULL;
+    }
+    e->cfg.tessdata = NULL;
+    quiet(e->api);
+    TessBaseAPISetPageSegMode(e->api, (TessPageSegMode)e->cfg.psm);
+    char tm[8];
+    snprintf(tm, sizeof tm, "%d", e->cfg.binarize);
+    TessBaseAPISetVariable(e->api, "thresholding_method", tm);
+    return e;
+}
+
+void fr_ocr_engine_free(fr_ocr_engine *e) {
+    if (!e) return;
+    if (e->api) TessBaseAPIEnd(e->api), TessBaseAPIDelete(e->api);
+    if (e->osd) TessBaseAPIEnd(e->osd), TessBaseAPIDelete(e->osd);
+    free(e);
+}
+
+void fr_ocr_result_free(fr_ocr_result *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_lines; i++) free(r->lines[i].text);
+    free(r->lines);
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+static char *trim_dup(const char *s) {
+    while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    return fr_xstrndup(s, n);
+}
+
+/* One recognition pass over a gray image into r (replacing its contents). */
+static int pass(fr_ocr_engine *e, const fr_image *g, fr_ocr_result *r, fr_err *err) {
+    fr_ocr_result_free(r);
+    TessBaseAPISetImage(e->api, g->pix, (int)g->width, (int)g->height, 1, (int)g->width);
+    TessBaseAPISetSourceResolution(e->api, e->cfg.dpi);
+    if (TessBaseAPIRecognize(e->api, NULL) != 0) {
+        TessBaseAPIClear(e->api);
+        fr_err_set(err, "OCR: recognition failed");
+        return -1;
+    }
+    r->mean_conf = (float)TessBaseAPIMeanTextConf(e->api);
+    size_t cap = 0;
+    fr_buf all = {0};
+    TessResultIterator *ri = TessBaseAPIGetIterator(e->api);
+    if (ri) {
+        const TessPageIterator *pi = TessResultIteratorGetPageIterator(ri);
+        do {
+            char *t = TessResultIteratorGetUTF8Text(ri, RIL_TEXTLINE);
+            if (!t) continue;
+            char *s = trim_dup(t);
+            TessDeleteText(t);
+            if (!*s) {
+                free(s);
+                continue;
+            }
+            if (r->n_lines == cap) {
+                cap = cap ? cap * 2 : 16;
+                r->lines = fr_xrealloc(r->lines, cap * sizeof *r->lines);
+            }
+            fr_ocr_line *ln = &r->lines[r->n_lines++];
+            ln->text = s;
+            ln->conf = TessResultIteratorConfidence(ri, RIL_TEXTLINE);
+            ln->x0 = ln->y0 = ln->x1 = ln->y1 = 0;
+            TessPageIteratorBoundingBox(pi, RIL_TEXTLINE, &ln->x0, &ln->y0, &ln->x1, &ln->y1);
+            if (all.len) fr_buf_puts(&all, "\n");
+            fr_buf_puts(&all, s);
+        } while (TessResultIteratorNext(ri, RIL_TEXTLINE));
+        TessResultIteratorDelete(ri);
+    }
+    r->text = all.len ? fr_buf_cstr(&all) : fr_xstrdup("");
+    if (!all.len) fr_buf_free(&all);
+    TessBaseAPIClear(e->api);
+    return 0;
+}
+
+static bool poor(const fr_ocr_engine *e, const fr_ocr_result *r) {
+    if (e->cfg.retry_conf < 0) return false;
+    return r->mean_conf < e->cfg.retry_conf || strlen(r->text) < 8;
+}
+
+/* Orientation from the OSD model: degrees clockwise to turn the page upright, or -1. */
+static int osd_rotation(fr_ocr_engine *e, const fr_image *g) {
+    if (!e->osd_tried) {
+        e->osd_tried = true;
+        char dir[512];
+        fr_ocr_cfg oc = {.lang = "osd", .tessdata = e->tessdata[0] ? e->tessdata : NULL};
+        if (fr_ocr_tessdata_dir(&oc, dir, sizeof dir)) {
+            e->osd = TessBaseAPICreate();
+            if (TessBaseAPIInit3(e->osd, dir, "osd") != 0) {
+                TessBaseAPIDelete(e->osd);
+                e->osd = NULL;
+            } else {
+                quiet(e->osd);
+                TessBaseAPISetPageSegMode(e->osd, PSM_OSD_ONLY);
+            }
+        }
+    }
+    if (!e->osd) return -1;
+    TessBaseAPISetImage(e->osd, g->pix, (int)g->width, (int)g->height, 1, (int)g->width);
+    TessBaseAPISetSourceResolution(e->osd, e->cfg.dpi);
+    int deg = 0;
+    float oconf = 0, sconf = 0;
+    const char *script = NULL;
+    BOOL ok = TessBaseAPIDetectOrientationScript(e->osd, &deg, &oconf, &script, &sconf);
+    if (script) TessDeleteText((char *)script);
+    TessBaseAPIClear(e->osd);
+    if (!ok || oconf < 1.0f) return -1;
+    /* tesseract reports the counter-clockwise angle the text is rotated by */
+    return deg % 360;
+}
+
+int fr_ocr_run(fr_ocr_engine *e, const fr_image *img, fr_ocr_result *res, fr_err *err) {
+    double t0 = fr_time_s();
+    memset(res, 0, sizeof *res);
+    if (!img || !img->pix || !img->width || !img->height) {
+        fr_err_set(err, "OCR: empty image");
+        return -1;
+    }
+    fr_image g = {0};
+    const fr_image *gray = img;
+    if (img->channels != 1) {
+        fr_image_to_gray(img, &g);
+        gray = &g;
+    }
+    int rc = pass(e, gray, res, err);
+    res->passes = 1;
+    if (!rc && poor(e, res)) {
+        int rot = osd_rotation(e, gray);
+        int cands[3] = {90, 180, 270}, nc = 3;
+        if (rot >= 0) {
+            cands[0] = rot;
+            nc = rot == 0 ? 0 : 1;
+        }
+        for (int i = 0; i < nc; i++) {
+            fr_image r = {0};
+            fr_image_rotate(gray, cands[i], &r);
+            fr_ocr_result alt = {0};
+            fr_err e2;
+            if (!pass(e, &r, &alt, &e2) && alt.mean_conf > res->mean_conf + 5) {
+                int passes = res->passes;
+                fr_ocr_result_free(res);
+                *res = alt;
+                res->passes = passes;
+                res->rotation = cands[i];
+            } else {
+                fr_ocr_result_free(&alt);
+            }
+            res->passes++;
+            fr_image_free(&r);
+        }
+    }
+    fr_image_free(&g);
+    res->ms = (fr_time_s() - t0) * 1e3;
+    return rc;
+}
+
+static void json_str(fr_buf *b, const char *s) {
+    fr_buf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fr_buf_printf(b, "\\%c", c);
+        else if (c == '\n') fr_buf_puts(b, "\\n");
+        else if (c < 0x20) fr_buf_printf(b, "\\u%04x", c);
+        else fr_buf_append(b, s, 1);
+    }
+    fr_buf_puts(b, "\"");
+}
+
+void fr_ocr_result_json(const fr_ocr_result *r, fr_buf *b) {
+    fr_buf_puts(b, "{\"text\":");
+    json_str(b, r->text ? r->text : "");
+    fr_buf_puts(b, ",\"lines\":[");
+    for (size_t i = 0; i < r->n_lines; i++) {
+        const fr_ocr_line *l = &r->lines[i];
+        fr_buf_puts(b, i ? ",{\"text\":" : "{\"text\":");
+        json_str(b, l->text);
+        fr_buf_printf(b, ",\"conf\":%.1f,\"box\":[%d,%d,%d,%d]}", l->conf, l->x0, l->y0, l->x1,
+                      l->y1);
+    }
+    fr_buf_printf(b, "],\"mean_conf\":%.1f,\"rotation\":%d,\"passes\":%d,\"ms\":%.2f}",
+                  r->mean_conf, r->rotation, r->passes, r->ms);
+}
+
+/* ---- pool ------------------------------------------------------------------------------------- */
+
+struct fr_ocr_pool {
+    pthread_mutex_t mu;      /* guards the fields below */
+    pthread_cond_t cv;       /* signalled when an engine is returned */
+    fr_ocr_engine **free_e;  /* [cap] idle engines (stack) */
+    int n_free;              /* idle count */
+    int n_made;              /* engines created so far */
+    int cap;                 /* most engines */
+    fr_ocr_cfg cfg;          /* copied settings */
+    char lang[128];          /* copy of cfg.lang */
+    char tessdata[512];      /* copy of cfg.tessdata */
+};
+
+fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
+    fr_ocr_pool *p = fr_xcalloc(1, sizeof *p);
+    if (cfg) p->cfg = *cfg;
+    snprintf(p->lang, sizeof p->lang, "%s", p->cfg.lang ? p->cfg.lang : "eng");
+    p->cfg.lang = p->lang;
+    if (p->cfg.tessdata) {
+        snprintf(p->tessdata, sizeof p->tessdata, "%s", p->cfg.tessdata);
+        p->cfg.tessdata = p->tessdata;
+    }
+    p->cap = n > 0 ? n : fr_n_cores();
+    p->free_e = fr_xcalloc((size_t)p->cap, sizeof *p->free_e);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    /* create one engine now so a missing language is reported at start-up */
+    fr_ocr_engine *e = fr_ocr_engine_new(&p->cfg, err);
+    if (!e) {
+        fr_ocr_pool_free(p);
+        return NULL;
+    }
+    p->free_e[p->n_free++] = e;
+    p->n_made = 1;
+    return p;
+}
+
+int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err) {
+    fr_ocr_engine *e = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->n_free) {
+            e = p->free_e[--p->n_free];
+            break;
+        }
+        if (p->n_made < p->cap) {
+            p->n_made++;
+            break; /* create outside the lock */
+        }
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!e) {
+        e = fr_ocr_engine_new(&p->cfg, err);
+        if (!e) {
+            pthread_mutex_lock(&p->mu);
+            p->n_made--;
+            pthread_cond_signal(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            memset(res, 0, sizeof *res);
+            return -1;
+        }
+    }
+    int rc = fr_ocr_run(e, img, res, err);
+    pthread_mutex_lock(&p->mu);
+    p->free_e[p->n_free++] = e;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+void fr_ocr_pool_free(fr_ocr_pool *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_free; i++) fr_ocr_engine_free(p->free_e[i]);
+    free(p->free_e);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
