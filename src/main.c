@@ -7,6 +7,7 @@
 #include "serve/serve.h"
 #include "tools/meter_cmds.h"
 #include "tools/nlu_cmds.h"
+#include "tools/assist_cmd.h"
 
 typedef struct {
     const char *name;
@@ -24,6 +25,7 @@ static const command commands[] = {
     {"roi", fr_cmd_roi, "roi --a LEDGER [--a-arm A] --b LEDGER [--b-arm B]: ROI table of two configurations"},
     {"train-intent", fr_cmd_train_intent, "train-intent --data CSV --out MODEL [--val-frac F] [--seed S]: train the intent classifier"},
     {"eval-nlu", fr_cmd_eval_nlu, "eval-nlu --model MODEL --data CSV [--nlupp DIR --folds A-B]: intent accuracy, latency, slot P/R/F1"},
+    {"assist", fr_cmd_assist, "assist [--config FILE] [--model PATH]: JSON requests on stdin, responses on stdout"},
     /* commands of later subsystems are added here */
 };
 

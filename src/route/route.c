@@ -1,0 +1,75 @@
+/* route.c — the stage plan (route.h): a pure function of the request's modalities, the image's
+ * text density, stage availability and the reply mode. Every skipped stage gets a reason. */
+#include "route/route.h"
+
+#include <stddef.h>
+
+static const char *const stage_names[FR_STAGE_COUNT] = {
+    "decode_image", "density", "decode_audio", "asr",      "ocr",
+    "vision",       "nlu",     "budget",       "llm",      "template",
+};
+
+const char *fr_stage_name(fr_stage s) {
+    return (unsigned)s < FR_STAGE_COUNT ? stage_names[s] : "unknown";
+}
+
+void fr_route_input_init(fr_route_input *in) {
+    *in = (fr_route_input){0};
+    in->threshold = FR_ROUTE_DEFAULT_DENSITY_THRESHOLD;
+    for (int i = 0; i < FR_STAGE_COUNT; i++) in->available[i] = true;
+    in->available[FR_STAGE_VISION] = false;
+    in->unavailable_reason[FR_STAGE_VISION] =
+        "unavailable: vision (VLM) is not implemented in this build";
+}
+
+static const char *unavail(const fr_route_input *in, fr_stage s) {
+    return in->unavailable_reason[s] ? in->unavailable_reason[s]
+                                     : "unavailable: stage not built or not initialised";
+}
+
+/* Sets run/reason for stage s: runs when `need` holds and it is available. */
+static void decide(const fr_route_input *in, fr_route_plan *p, fr_stage s, bool need,
+                   const char *why_not) {
+    if (!need) {
+        p->run[s] = false;
+        p->reason[s] = why_not;
+    } else if (!in->available[s]) {
+        p->run[s] = false;
+        p->reason[s] = unavail(in, s);
+    } else {
+        p->run[s] = true;
+        p->reason[s] = NULL;
+    }
+}
+
+void fr_route_plan_make(const fr_route_input *in, fr_route_plan *p) {
+    *p = (fr_route_plan){0};
+    /* image: decode, then the density decides OCR versus vision */
+    decide(in, p, FR_STAGE_DECODE_IMAGE, in->has_image, "no image");
+    decide(in, p, FR_STAGE_DENSITY, p->run[FR_STAGE_DECODE_IMAGE],
+           in->has_image ? "needs the decoded image" : "no image");
+    bool dens = p->run[FR_STAGE_DENSITY] && in->image_decoded;
+    p->image_is_text = dens && in->density >= in->threshold;
+    const char *img_why = !in->has_image ? "no image"
+                          : !p->run[FR_STAGE_DENSITY] ? "needs the decoded image"
+                          : !in->image_decoded ? "needs the text density"
+                                               : NULL;
+    decide(in, p, FR_STAGE_OCR, dens && p->image_is_text,
+           img_why ? img_why : "image is a picture (text density below the threshold): vision "
+                               "instead");
+    decide(in, p, FR_STAGE_VISION, dens && !p->image_is_text,
+           img_why ? img_why : "image is mostly text (text density at or above the "
+                               "threshold): OCR instead");
+    /* audio: speech stages only when there is audio */
+    decide(in, p, FR_STAGE_DECODE_AUDIO, in->has_audio, "no audio");
+    decide(in, p, FR_STAGE_ASR, p->run[FR_STAGE_DECODE_AUDIO],
+           in->has_audio ? "needs the decoded audio" : "no audio");
+    /* NLU on typed text, the transcript or the OCR text */
+    decide(in, p, FR_STAGE_NLU, in->has_text || p->run[FR_STAGE_ASR] || p->run[FR_STAGE_OCR],
+           "no text, transcript or OCR text");
+    /* reply: the LLM (with the budget assembler) or the templates */
+    decide(in, p, FR_STAGE_BUDGET, in->llm, "no LLM configured: nothing to assemble");
+    decide(in, p, FR_STAGE_LLM, in->llm, "no LLM configured: reply from templates");
+    decide(in, p, FR_STAGE_TEMPLATE, !p->run[FR_STAGE_LLM],
+           "the LLM writes the reply");
+}

@@ -1,0 +1,1060 @@
+/* assist.c — the assist handler (assist.h): request hardening and parsing, the route, the stages
+ * in plan order with per-stage timings, replies from templates or the LLM, the response JSON.
+ * Both doors (POST /v1/assist, `frugal assist`) call fr_assist_handle and nothing else. */
+#include "serve/assist.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/engine.h"
+#include "engine/sched.h"
+#include "meter/meter.h"
+#include "model/chat.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "serve/api.h"
+#include "stages/budget/budget.h"
+#include "stages/nlu/intent.h"
+#include "stages/nlu/slots.h"
+
+#define MAX_TOP_K 20
+#define MAX_SLOTS 32
+#define NLU_MAX_BYTES (16 * 1024) /* OCR text fed to NLU when there is no question */
+
+struct fr_assist {
+    fr_assist_config cfg;        /* settings (owned copy) */
+    fr_intent_model *intent;     /* NULL when set-up failed */
+    cJSON *templates;            /* {intent: text}, or NULL: the built-in generic reply */
+    fr_assist_media media;       /* media stage entry points */
+    struct fr_engine *engine;    /* LLM replies (NULL: templates) */
+    const struct fr_model *model;/* the engine's model (tokenizer) */
+    const char *tmpl;            /* chat template source */
+    struct fr_meter *meter;      /* stage metering, or NULL */
+    char setup_error[sizeof(fr_err)]; /* non-empty: every request gets 503 with this */
+};
+
+/* ---- config ------------------------------------------------------------------------------------ */
+
+void fr_assist_config_init(fr_assist_config *c) {
+    memset(c, 0, sizeof *c);
+    c->intent_model = fr_xstrdup("models/intent-banking77.bin");
+    c->templates = fr_xstrdup("models/reply-templates.json");
+    c->density_threshold = FR_ROUTE_DEFAULT_DENSITY_THRESHOLD;
+    c->max_image_bytes = 20u * 1000u * 1000u;
+    c->max_audio_bytes = (size_t)32 << 20;
+    c->max_text_bytes = 16 * 1024;
+    c->max_history = 64;
+    c->max_depth = 32;
+    c->top_k = 5;
+    c->budget_tokens = 1024;
+    c->llm_max_tokens = 256;
+    c->llm = true;
+}
+
+void fr_assist_config_free(fr_assist_config *c) {
+    free(c->intent_model);
+    free(c->templates);
+    c->intent_model = c->templates = NULL;
+}
+
+static int cfg_num(const cJSON *it, const char *k, double lo, double hi, double *v, fr_err *err) {
+    if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi)) {
+        fr_err_set(err, "assist config: \"%s\" must be a number in %g..%g", k, lo, hi);
+        return -1;
+    }
+    *v = it->valuedouble;
+    return 0;
+}
+
+int fr_assist_config_apply_json(fr_assist_config *c, const char *json, size_t len, fr_err *err) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!cJSON_IsObject(root)) {
+        fr_err_set(err, "assist config: not a JSON object");
+        cJSON_Delete(root);
+        return -1;
+    }
+    int rc = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        const char *k = it->string;
+        double v = 0;
+        if (!strcmp(k, "intent_model") || !strcmp(k, "templates")) {
+            if (!cJSON_IsString(it)) {
+                fr_err_set(err, "assist config: \"%s\" must be a string", k);
+                rc = -1;
+                break;
+            }
+            char **dst = !strcmp(k, "intent_model") ? &c->intent_model : &c->templates;
+            free(*dst);
+            *dst = fr_xstrdup(it->valuestring);
+        } else if (!strcmp(k, "llm")) {
+            if (!cJSON_IsBool(it)) {
+                fr_err_set(err, "assist config: \"llm\" must be true or false");
+                rc = -1;
+                break;
+            }
+            c->llm = cJSON_IsTrue(it);
+        } else if (!strcmp(k, "density_threshold")) {
+            if ((rc = cfg_num(it, k, 0, 1, &v, err))) break;
+            c->density_threshold = v;
+        } else if (!strcmp(k, "max_image_bytes") || !strcmp(k, "max_audio_bytes") ||
+                   !strcmp(k, "max_text_bytes")) {
+            if ((rc = cfg_num(it, k, 1, 1e9, &v, err))) break;
+            size_t *dst = k[4] == 'i' ? &c->max_image_bytes
+                          : k[4] == 'a' ? &c->max_audio_bytes : &c->max_text_bytes;
+            *dst = (size_t)v;
+        } else if (!strcmp(k, "max_history")) {
+            if ((rc = cfg_num(it, k, 0, 4096, &v, err))) break;
+            c->max_history = (int)v;
+        } else if (!strcmp(k, "max_depth")) {
+            if ((rc = cfg_num(it, k, 2, 512, &v, err))) break;
+            c->max_depth = (int)v;
+        } else if (!strcmp(k, "top_k")) {
+            if ((rc = cfg_num(it, k, 1, MAX_TOP_K, &v, err))) break;
+            c->top_k = (int)v;
+        } else if (!strcmp(k, "budget_tokens")) {
+            if ((rc = cfg_num(it, k, 16, 1 << 20, &v, err))) break;
+            c->budget_tokens = (int)v;
+        } else if (!strcmp(k, "llm_max_tokens")) {
+            if ((rc = cfg_num(it, k, 1, 1 << 16, &v, err))) break;
+            c->llm_max_tokens = (int)v;
+        } else {
+            fr_err_set(err, "assist config: unknown key \"%.64s\"", k);
+            rc = -1;
+            break;
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- set-up ------------------------------------------------------------------------------------ */
+
+void fr_assist_ocr_free(fr_assist_ocr *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n_lines; i++) free(o->lines[i].text);
+    free(o->lines);
+    free(o->text);
+    memset(o, 0, sizeof *o);
+}
+
+static fr_assist *alloc_assist(const fr_assist_config *cfg) {
+    fr_assist *a = fr_xcalloc(1, sizeof *a);
+    a->cfg = *cfg;
+    a->cfg.intent_model = cfg->intent_model ? fr_xstrdup(cfg->intent_model) : NULL;
+    a->cfg.templates = cfg->templates ? fr_xstrdup(cfg->templates) : NULL;
+    fr_assist_media_default(&a->media);
+    return a;
+}
+
+static int load(fr_assist *a, fr_err *err) {
+    if (!a->cfg.intent_model) {
+        fr_err_set(err, "assist: no intent model configured");
+        return -1;
+    }
+    a->intent = fr_intent_load(a->cfg.intent_model, err);
+    if (!a->intent) return -1;
+    if (a->cfg.templates && fr_path_exists(a->cfg.templates)) {
+        size_t n = 0;
+        char *t = fr_read_file(a->cfg.templates, 4u << 20, &n, err);
+        if (!t) return -1;
+        a->templates = cJSON_ParseWithLength(t, n);
+        free(t);
+        if (!cJSON_IsObject(a->templates)) {
+            fr_err_set(err, "%s: not a JSON object of intent → reply text", a->cfg.templates);
+            return -1;
+        }
+    }
+    /* compile the slot patterns now, not on the first request */
+    fr_slot tmp[1];
+    if (fr_slots_extract("x", 1, NULL, tmp, 1, err) < 0) return -1;
+    return 0;
+}
+
+fr_assist *fr_assist_new(const fr_assist_config *cfg, fr_err *err) {
+    fr_assist *a = alloc_assist(cfg);
+    if (load(a, err)) {
+        fr_assist_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void fr_assist_free(fr_assist *a) {
+    if (!a) return;
+    fr_intent_free(a->intent);
+    cJSON_Delete(a->templates);
+    fr_assist_config_free(&a->cfg);
+    free(a);
+}
+
+void fr_assist_set_media(fr_assist *a, const fr_assist_media *m) { a->media = *m; }
+
+void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model *m,
+                       const char *tmpl) {
+    a->engine = tmpl ? e : NULL;
+    a->model = m;
+    a->tmpl = tmpl;
+}
+
+void fr_assist_set_meter(fr_assist *a, struct fr_meter *m) { a->meter = m; }
+
+fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, const char *tmpl) {
+    fr_assist_config cfg;
+    fr_assist_config_init(&cfg);
+    fr_err err = {{0}};
+    const char *path = getenv("FRUGAL_ASSIST_CONFIG");
+    int bad = 0;
+    if (path && *path) {
+        size_t n = 0;
+        char *t = fr_read_file(path, 1u << 20, &n, &err);
+        bad = !t || fr_assist_config_apply_json(&cfg, t, n, &err);
+        free(t);
+    }
+    fr_assist *a = alloc_assist(&cfg);
+    fr_assist_config_free(&cfg);
+    if (bad || load(a, &err)) {
+        snprintf(a->setup_error, sizeof a->setup_error, "%s", err.msg);
+        fr_warn("assist: /v1/assist disabled: %s", err.msg);
+    } else {
+        fr_assist_set_llm(a, a->cfg.llm ? e : NULL, m, tmpl);
+    }
+    return a;
+}
+
+/* ---- hardening helpers ------------------------------------------------------------------------- */
+
+int fr_assist_json_depth(const char *s, size_t n, int limit, char *top_key, size_t key_cap) {
+    int depth = 0, maxd = 0;
+    size_t ks = 0, ke = 0; /* last string seen at depth 1 */
+    if (top_key && key_cap) top_key[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '"') {
+            size_t st = ++i;
+            while (i < n && s[i] != '"') i += s[i] == '\\' ? 2 : 1;
+            if (depth == 1) ks = st, ke = i < n ? i : n;
+        } else if (c == '{' || c == '[') {
+            if (++depth > maxd) {
+                maxd = depth;
+                if (depth == 2 && top_key && key_cap) {
+                    size_t k = FR_MIN(ke - ks, key_cap - 1);
+                    memcpy(top_key, s + ks, k);
+                    top_key[k] = 0;
+                }
+                if (maxd > limit) return maxd;
+            }
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return maxd;
+}
+
+static signed char b64v(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return (signed char)(c - 'A');
+    if (c >= 'a' && c <= 'z') return (signed char)(c - 'a' + 26);
+    if (c >= '0' && c <= '9') return (signed char)(c - '0' + 52);
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+long fr_assist_base64_decode(const char *s, size_t n, uint8_t *out, size_t *bad_at) {
+    uint32_t acc = 0;
+    int q = 0, pad = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        if (c == '=') {
+            if (q < 2 || ++pad > 2) goto bad_i;
+            continue;
+        }
+        signed char v = b64v(c);
+        if (v < 0 || pad) goto bad_i;
+        acc = acc << 6 | (uint32_t)v;
+        if (++q == 4) {
+            out[o++] = (uint8_t)(acc >> 16);
+            out[o++] = (uint8_t)(acc >> 8);
+            out[o++] = (uint8_t)acc;
+            q = 0;
+            acc = 0;
+        }
+        continue;
+    bad_i:
+        if (bad_at) *bad_at = i;
+        return -1;
+    }
+    if (q == 1) {
+        if (bad_at) *bad_at = n;
+        return -1;
+    }
+    if (pad && q + pad != 4) {
+        if (bad_at) *bad_at = n;
+        return -1;
+    }
+    if (q == 2) out[o++] = (uint8_t)(acc >> 4);
+    if (q == 3) {
+        out[o++] = (uint8_t)(acc >> 10);
+        out[o++] = (uint8_t)(acc >> 2);
+    }
+    return (long)o;
+}
+
+/* ---- request ----------------------------------------------------------------------------------- */
+
+typedef struct media_in {
+    uint8_t *data;    /* decoded bytes (owned) */
+    size_t n;         /* their length */
+    char mime[64];    /* declared media type ("" = none) */
+    const char *kind; /* sniffed: "PNG", "WAV", ... */
+} media_in;
+
+typedef struct areq {
+    const char *text;      /* typed text (in root), or NULL */
+    media_in image, audio; /* present when data != NULL */
+    const cJSON *ticket;   /* object, or NULL */
+    fr_budget_turn *hist;  /* history turns (point into root) */
+    int n_hist;
+    int tier;              /* -1 = not given */
+    int top_k;             /* intents to return */
+    int budget_tokens;     /* LLM prompt budget */
+} areq;
+
+static void areq_free(areq *q) {
+    free(q->image.data);
+    free(q->audio.data);
+    free(q->hist);
+}
+
+#define BAD(st, code, param, ...)                                                              \
+    do {                                                                                       \
+        fr_api_error_set(e, st, "invalid_request_error", code, param, __VA_ARGS__);            \
+        return -1;                                                                             \
+    } while (0)
+
+static const char *sniff_image(const uint8_t *d, size_t n) {
+    if (n >= 8 && !memcmp(d, "\x89PNG\r\n\x1a\n", 8)) return "PNG";
+    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF) return "JPEG";
+    if (n >= 12 && !memcmp(d, "RIFF", 4) && !memcmp(d + 8, "WEBP", 4)) return "WebP";
+    if (n >= 4 && (!memcmp(d, "II*\0", 4) || !memcmp(d, "MM\0*", 4))) return "TIFF";
+    return NULL;
+}
+
+static const char *sniff_audio(const uint8_t *d, size_t n) {
+    if (n >= 12 && !memcmp(d, "RIFF", 4) && !memcmp(d + 8, "WAVE", 4)) return "WAV";
+    if (n >= 4 && !memcmp(d, "fLaC", 4)) return "FLAC";
+    if (n >= 4 && !memcmp(d, "OggS", 4)) return "OGG";
+    return NULL;
+}
+
+/* Declared media type → the sniffed kind it must match, or NULL when we do not take it. */
+static const char *mime_kind(const char *mime, bool image) {
+    static const char *const img[][2] = {{"image/png", "PNG"},   {"image/jpeg", "JPEG"},
+                                         {"image/jpg", "JPEG"},  {"image/pjpeg", "JPEG"},
+                                         {"image/webp", "WebP"}, {"image/tiff", "TIFF"},
+                                         {"image/tif", "TIFF"}};
+    static const char *const aud[][2] = {{"audio/wav", "WAV"},      {"audio/x-wav", "WAV"},
+                                         {"audio/wave", "WAV"},     {"audio/vnd.wave", "WAV"},
+                                         {"audio/flac", "FLAC"},    {"audio/x-flac", "FLAC"},
+                                         {"audio/ogg", "OGG"},      {"application/ogg", "OGG"},
+                                         {"audio/vorbis", "OGG"}};
+    if (image) {
+        for (size_t i = 0; i < FR_ARRAY_LEN(img); i++)
+            if (!strcasecmp(mime, img[i][0])) return img[i][1];
+    } else {
+        for (size_t i = 0; i < FR_ARRAY_LEN(aud); i++)
+            if (!strcasecmp(mime, aud[i][0])) return aud[i][1];
+    }
+    return NULL;
+}
+
+/* A base64 string or data URL (or, for audio, {"data", "format"}) into m. */
+static int parse_media(const cJSON *it, const char *param, bool image, size_t max_bytes,
+                       media_in *m, fr_api_error *e) {
+    const char *what = image ? "image" : "audio";
+    const char *s = NULL;
+    if (!image && cJSON_IsObject(it)) { /* OpenAI input_audio: {"data": b64, "format": "wav"} */
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(it, "data");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(it, "format");
+        if (!cJSON_IsString(d))
+            BAD(400, NULL, param, "%s.data must be a base64 string", param);
+        if (f && !cJSON_IsNull(f)) {
+            if (!cJSON_IsString(f)) BAD(400, NULL, param, "%s.format must be a string", param);
+            snprintf(m->mime, sizeof m->mime, "audio/%.50s", f->valuestring);
+        }
+        s = d->valuestring;
+    } else if (cJSON_IsString(it)) {
+        s = it->valuestring;
+    } else {
+        BAD(400, NULL, param, "%s must be a string: base64 bytes or a data URL (data:%s/...;base64,...)",
+            param, what);
+    }
+    size_t n = strlen(s);
+    if (!strncasecmp(s, "data:", 5)) {
+        const char *comma = memchr(s, ',', n);
+        if (!comma)
+            BAD(400, "invalid_data_url", param, "%s: a data URL needs a ',' before the data", param);
+        const char *hdr = s + 5;
+        size_t hn = (size_t)(comma - hdr);
+        if (hn < 7 || strncasecmp(comma - 7, ";base64", 7))
+            BAD(400, "invalid_data_url", param, "%s: only base64 data URLs are accepted (data:<type>;base64,...)", param);
+        const char *semi = memchr(hdr, ';', hn);
+        size_t mn = (size_t)(semi - hdr);
+        snprintf(m->mime, sizeof m->mime, "%.*s", (int)FR_MIN(mn, sizeof m->mime - 1), hdr);
+        n -= (size_t)(comma + 1 - s);
+        s = comma + 1;
+    }
+    const char *want = NULL;
+    if (m->mime[0]) {
+        want = mime_kind(m->mime, image);
+        if (!want)
+            BAD(415, "unsupported_media_type", param,
+                "%s: media type \"%.60s\" is not accepted (%s)", param, m->mime,
+                image ? "PNG, JPEG, WebP or TIFF" : "WAV, FLAC or OGG");
+    }
+    if (n == 0) BAD(400, "empty_media", param, "%s is empty (zero-length %s)", param, what);
+    /* size limit on the encoded text, before decoding anything */
+    size_t max_enc = max_bytes / 3 * 4 + max_bytes / 32 + 8;
+    if (n > max_enc)
+        BAD(413, "media_too_large", param, "%s: %zu base64 characters exceed the %s limit of %zu bytes",
+            param, n, what, max_bytes);
+    m->data = fr_xmalloc(n / 4 * 3 + 3);
+    size_t bad_at = 0;
+    long dn = fr_assist_base64_decode(s, n, m->data, &bad_at);
+    if (dn < 0)
+        BAD(400, "invalid_base64", param, "%s is not valid base64 (at character %zu)", param,
+            bad_at);
+    m->n = (size_t)dn;
+    if (m->n == 0) BAD(400, "empty_media", param, "%s is empty (zero-length %s)", param, what);
+    if (m->n > max_bytes)
+        BAD(413, "media_too_large", param, "%s: %zu bytes exceed the %s limit of %zu bytes",
+            param, m->n, what, max_bytes);
+    m->kind = image ? sniff_image(m->data, m->n) : sniff_audio(m->data, m->n);
+    if (!m->kind) {
+        const char *other = image ? sniff_audio(m->data, m->n) : sniff_image(m->data, m->n);
+        if (other)
+            BAD(415, "unsupported_media_type", param, "%s holds %s data, not %s", param, other,
+                image ? "an image" : "audio");
+        BAD(415, "unsupported_media_type", param, "%s: the data is not %s (unrecognised header)",
+            param, image ? "PNG, JPEG, WebP or TIFF" : "WAV, FLAC or OGG");
+    }
+    if (want && strcmp(want, m->kind))
+        BAD(415, "unsupported_media_type", param, "%s: declared %s but the data is %s", param,
+            m->mime, m->kind);
+    return 0;
+}
+
+static const cJSON *field(const cJSON *o, const char *k) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+    return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
+static bool is_int(const cJSON *it) {
+    return cJSON_IsNumber(it) && isfinite(it->valuedouble) &&
+           it->valuedouble == floor(it->valuedouble);
+}
+
+static int parse_request(const fr_assist *a, const cJSON *root, areq *q, fr_api_error *e) {
+    const fr_assist_config *c = &a->cfg;
+    q->tier = -1;
+    q->top_k = c->top_k;
+    q->budget_tokens = c->budget_tokens;
+    const cJSON *it;
+    if ((it = field(root, "text"))) {
+        if (!cJSON_IsString(it)) BAD(400, NULL, "text", "text must be a string");
+        if (strlen(it->valuestring) > c->max_text_bytes)
+            BAD(413, "text_too_long", "text", "text exceeds the limit of %zu bytes",
+                c->max_text_bytes);
+        if (it->valuestring[0]) q->text = it->valuestring;
+    }
+    if ((it = field(root, "image")) &&
+        parse_media(it, "image", true, c->max_image_bytes, &q->image, e))
+        return -1;
+    if ((it = field(root, "audio")) &&
+        parse_media(it, "audio", false, c->max_audio_bytes, &q->audio, e))
+        return -1;
+    if ((it = field(root, "ticket"))) {
+        if (!cJSON_IsObject(it))
+            BAD(400, NULL, "ticket", "ticket must be a JSON object (a bill or a transaction)");
+        q->ticket = it;
+    }
+    if ((it = field(root, "history"))) {
+        if (!cJSON_IsArray(it)) BAD(400, NULL, "history", "history must be an array of turns");
+        int n = cJSON_GetArraySize(it);
+        if (n > c->max_history)
+            BAD(400, "too_many_turns", "history", "history has %d turns; the limit is %d", n,
+                c->max_history);
+        q->hist = fr_xcalloc((size_t)(n ? n : 1), sizeof *q->hist);
+        const cJSON *t;
+        int i = 0;
+        cJSON_ArrayForEach(t, it) {
+            char p[32];
+            snprintf(p, sizeof p, "history[%d]", i);
+            if (cJSON_IsString(t)) {
+                q->hist[i].role = i % 2 ? "assistant" : "user";
+                q->hist[i].text = t->valuestring;
+            } else if (cJSON_IsObject(t)) {
+                const cJSON *r = field(t, "role"), *ct = field(t, "content");
+                if (!ct) ct = field(t, "text");
+                if ((r && !cJSON_IsString(r)) || !cJSON_IsString(ct))
+                    BAD(400, NULL, p, "%s must be a string or {\"role\": string, \"content\": string}", p);
+                q->hist[i].role = r ? r->valuestring : "user";
+                q->hist[i].text = ct->valuestring;
+            } else {
+                BAD(400, NULL, p, "%s must be a string or {\"role\": string, \"content\": string}", p);
+            }
+            i++;
+        }
+        q->n_hist = i;
+    }
+    if ((it = field(root, "priority"))) {
+        if (cJSON_IsString(it)) q->tier = fr_tier_parse(it->valuestring);
+        else if (is_int(it) && it->valuedouble >= 0 && it->valuedouble <= 2) q->tier = it->valueint;
+        else q->tier = -2;
+        if (q->tier < 0) BAD(400, NULL, "priority", "priority must be \"P0\", \"P1\", \"P2\" or 0..2");
+    }
+    if ((it = field(root, "top_k"))) {
+        if (!is_int(it) || it->valuedouble < 1 || it->valuedouble > MAX_TOP_K)
+            BAD(400, NULL, "top_k", "top_k must be an integer in 1..%d", MAX_TOP_K);
+        q->top_k = it->valueint;
+    }
+    if ((it = field(root, "budget_tokens"))) {
+        if (!is_int(it) || it->valuedouble < 16 || it->valuedouble > (1 << 20))
+            BAD(400, NULL, "budget_tokens", "budget_tokens must be an integer in 16..1048576");
+        q->budget_tokens = it->valueint;
+    }
+    return 0;
+}
+
+/* ---- stages ------------------------------------------------------------------------------------ */
+
+typedef struct run_state {
+    fr_assist *a;
+    const fr_assist_call *call;
+    double ms[FR_STAGE_COUNT];   /* time per stage */
+    bool ran[FR_STAGE_COUNT];    /* actually ran */
+    double t0;                   /* current stage start */
+    struct fr_meter_step *step;  /* current meter step */
+} run_state;
+
+static const fr_meter_stage meter_stage[FR_STAGE_COUNT] = {
+    FR_MSTAGE_DECODE_MEDIA, FR_MSTAGE_DECODE_MEDIA, FR_MSTAGE_DECODE_MEDIA, FR_MSTAGE_ASR,
+    FR_MSTAGE_OCR,          FR_MSTAGE_VISION,       FR_MSTAGE_NLU,          FR_MSTAGE_BUDGET,
+    FR_MSTAGE_OTHER,        FR_MSTAGE_RESPOND};
+
+static void stage_begin(run_state *rs, fr_stage s) {
+    rs->step = NULL;
+    /* the LLM's own prefill/decode steps are metered by the engine */
+    if (rs->a->meter && rs->call && rs->call->meter && s != FR_STAGE_LLM)
+        rs->step = fr_meter_stage_begin(rs->a->meter, rs->call->meter, meter_stage[s],
+                                        FR_METER_DEV_CPU);
+    rs->t0 = fr_time_s();
+}
+
+static void stage_end(run_state *rs, fr_stage s) {
+    rs->ms[s] += (fr_time_s() - rs->t0) * 1000.0;
+    rs->ran[s] = true;
+    if (rs->step) fr_meter_step_end(rs->a->meter, rs->step);
+    rs->step = NULL;
+}
+
+static void media_error(const fr_assist_media_err *me, const char *param, const char *fallback,
+                        fr_api_error *e) {
+    int st = me->status >= 400 && me->status < 600 ? me->status : 400;
+    fr_api_error_set(e, st, st >= 500 ? "server_error" : "invalid_request_error",
+                     me->code[0] ? me->code : fallback, param, "%s",
+                     me->err.msg[0] ? me->err.msg : "media stage failed");
+}
+
+/* Template text with {amount}, {date}, {card_number}, {invoice_number}, {company_name},
+ * {account_number}, {time}, {intent} filled from the slots (or neutral words). */
+static void render_template(const char *t, const char *intent, const fr_slot *sl, int ns,
+                            fr_buf *o) {
+    static const struct { const char *key; int kind; const char *dflt; } ph[] = {
+        {"amount", FR_SLOT_AMOUNT, "the amount"},
+        {"date", FR_SLOT_DATE, "that date"},
+        {"time", FR_SLOT_TIME, "that time"},
+        {"card_number", FR_SLOT_CARD_NUMBER, "your card"},
+        {"account_number", FR_SLOT_ACCOUNT_NUMBER, "your account"},
+        {"invoice_number", FR_SLOT_INVOICE_NUMBER, "the invoice"},
+        {"company_name", FR_SLOT_COMPANY_NAME, "the merchant"},
+    };
+    while (*t) {
+        const char *b = strchr(t, '{');
+        if (!b) {
+            fr_buf_puts(o, t);
+            return;
+        }
+        fr_buf_append(o, t, (size_t)(b - t));
+        const char *en = strchr(b, '}');
+        if (!en) {
+            fr_buf_puts(o, b);
+            return;
+        }
+        size_t kl = (size_t)(en - b - 1);
+        bool done = false;
+        if (kl == 6 && !strncmp(b + 1, "intent", 6)) {
+            for (const char *p = intent; *p; p++) fr_buf_append(o, *p == '_' ? " " : p, 1);
+            done = true;
+        }
+        for (size_t i = 0; !done && i < FR_ARRAY_LEN(ph); i++) {
+            if (strlen(ph[i].key) != kl || strncmp(b + 1, ph[i].key, kl)) continue;
+            const char *v = ph[i].dflt;
+            for (int j = 0; j < ns; j++)
+                if ((int)sl[j].kind == ph[i].kind) {
+                    v = sl[j].value[0] ? sl[j].value : sl[j].text;
+                    break;
+                }
+            fr_buf_puts(o, v);
+            done = true;
+        }
+        if (!done) fr_buf_append(o, b, kl + 2);
+        t = en + 1;
+    }
+}
+
+static size_t count_tokens(void *ctx, const char *s, size_t n) {
+    const struct fr_model *m = ctx;
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    fr_err err = {{0}};
+    if (fr_tokenize(m->tok, s, n, false, &ids, &nid, &err)) return fr_budget_estimate(s, n);
+    free(ids);
+    return nid;
+}
+
+/* The LLM reply through the engine's submit path. 0 with text in *o, or -1 with *e. */
+static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int tier,
+                     double t_arrival, fr_buf *o, int *n_prompt, fr_api_error *e) {
+    cJSON *msgs = cJSON_CreateArray();
+    cJSON *sys = cJSON_CreateObject();
+    cJSON_AddStringToObject(sys, "role", "system");
+    char sp[512];
+    snprintf(sp, sizeof sp,
+             "You are a concise, polite customer-service assistant of a bank. The customer's "
+             "intent looks like: %s. Answer in two or three sentences; never repeat card or "
+             "account numbers.",
+             intent ? intent : "unknown");
+    cJSON_AddStringToObject(sys, "content", sp);
+    cJSON_AddItemToArray(msgs, sys);
+    cJSON *usr = cJSON_CreateObject();
+    cJSON_AddStringToObject(usr, "role", "user");
+    cJSON_AddStringToObject(usr, "content", prompt);
+    cJSON_AddItemToArray(msgs, usr);
+    const struct fr_model *m = a->model;
+    fr_chat_opts co = {.add_generation_prompt = true,
+                       .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                       .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                       .tools = NULL};
+    fr_err ferr = {{0}};
+    char *rendered = fr_chat_render(a->tmpl, msgs, &co, &ferr);
+    cJSON_Delete(msgs);
+    if (!rendered) {
+        fr_api_error_set(e, 500, "server_error", "chat_template_error", NULL,
+                         "Cannot render the chat template: %s", ferr.msg);
+        return -1;
+    }
+    int32_t *ids = NULL;
+    size_t nid = 0;
+    int rc = fr_tokenize(m->tok, rendered, strlen(rendered), false, &ids, &nid, &ferr);
+    free(rendered);
+    if (rc || nid == 0) {
+        free(ids);
+        fr_api_error_set(e, 500, "server_error", NULL, NULL, "Cannot tokenize the prompt: %s",
+                         ferr.msg);
+        return -1;
+    }
+    int ctx = fr_engine_max_ctx(a->engine);
+    int max_tokens = FR_MIN(a->cfg.llm_max_tokens, ctx - (int)nid);
+    if (max_tokens < 1) {
+        free(ids);
+        fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded",
+                         "budget_tokens", "The assembled prompt (%zu tokens) fills the context "
+                         "of %d tokens; lower budget_tokens.", nid, ctx);
+        return -1;
+    }
+    *n_prompt = (int)nid;
+    fr_req_params p;
+    memset(&p, 0, sizeof p);
+    p.prompt = ids;
+    p.n_prompt = (int)nid;
+    p.gen = fr_gen_params_default();
+    p.gen.max_tokens = max_tokens;
+    p.sampling = fr_sampling_default();
+    p.sampling.temperature = 0;
+    p.tier = tier;
+    p.t_arrival = t_arrival;
+    fr_admission adm;
+    fr_req *r = fr_engine_submit(a->engine, &p, &adm);
+    free(ids);
+    if (!r) {
+        int st = adm.verdict == FR_ADMIT_TOO_LARGE ? 400
+                 : (adm.verdict == FR_ADMIT_QUEUE_FULL || adm.verdict == FR_ADMIT_OVERLOAD ||
+                    adm.verdict == FR_ADMIT_DEADLINE) ? 429 : 503;
+        fr_api_error_set(e, st, st == 429 ? "rate_limit_error" : "server_error",
+                         fr_admit_name(adm.verdict), NULL, "%s", adm.msg);
+        return -1;
+    }
+    fr_req_info info;
+    while (!fr_req_wait(r, o, 0.05, &info)) {
+    }
+    fr_req_release(r);
+    if (info.end != FR_END_STOP && info.end != FR_END_LENGTH) {
+        fr_api_error_set(e, info.end == FR_END_SHUTDOWN ? 503 : 500, "server_error",
+                         fr_end_name(info.end), NULL, "The LLM reply did not finish (%s)%s%s",
+                         fr_end_name(info.end), info.error[0] ? ": " : "", info.error);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the handler ------------------------------------------------------------------------------- */
+
+static int error_out(const fr_api_error *e, char **json) {
+    *json = fr_api_error_json(e);
+    return e->status;
+}
+
+static void add_conf(cJSON *o, const char *k, double v) {
+    cJSON_AddNumberToObject(o, k, round(v * 1e4) / 1e4);
+}
+
+int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist_call *call,
+                     char **json) {
+    fr_api_error ebuf, *e = &ebuf;
+    double t_start = fr_time_s();
+    if (a->setup_error[0]) {
+        fr_api_error_set(e, 503, "server_error", "assist_unavailable", NULL,
+                         "The assist endpoint is not available: %s", a->setup_error);
+        return error_out(e, json);
+    }
+    if (!fr_utf8_valid(body, len)) {
+        fr_api_error_set(e, 400, "invalid_request_error", "invalid_utf8", NULL,
+                         "The request body is not valid UTF-8.");
+        return error_out(e, json);
+    }
+    char top[48];
+    int depth = fr_assist_json_depth(body, len, a->cfg.max_depth, top, sizeof top);
+    if (depth > a->cfg.max_depth) {
+        fr_api_error_set(e, 400, "invalid_request_error", "nesting_too_deep",
+                         top[0] ? top : NULL,
+                         "JSON nested deeper than %d levels%s%s%s; flatten the %s.",
+                         a->cfg.max_depth, top[0] ? " (in \"" : "", top, top[0] ? "\")" : "",
+                         !strcmp(top, "ticket") ? "ticket" : "request");
+        return error_out(e, json);
+    }
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        fr_api_error_set(e, 400, "invalid_request_error", "invalid_json", NULL,
+                         "The request body is not valid JSON.");
+        return error_out(e, json);
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        fr_api_error_set(e, 400, "invalid_request_error", NULL, NULL,
+                         "The request body must be a JSON object.");
+        return error_out(e, json);
+    }
+    areq q;
+    memset(&q, 0, sizeof q);
+    int status = 200;
+    run_state rs = {.a = a, .call = call};
+    fr_assist_ocr ocr = {0};
+    void *img = NULL, *aud = NULL;
+    char *transcript = NULL;
+    fr_buf question = {0}, reply = {0};
+    fr_budget_result br = {0};
+    cJSON *out = NULL;
+    const char *reply_src = "template";
+    int llm_prompt_tokens = -1;
+    if (parse_request(a, root, &q, e)) goto fail;
+    if (!q.text && !q.image.data && !q.audio.data && !q.ticket && !q.n_hist) {
+        fr_api_error_set(e, 400, "invalid_request_error", "empty_request", NULL,
+                         "The request carries nothing to work on: give text, image, audio, "
+                         "ticket or history.");
+        goto fail;
+    }
+    int tier = call && call->tier >= 0 ? call->tier : q.tier >= 0 ? q.tier : FR_TIER_P1;
+
+    /* route, first pass: what to decode */
+    const fr_assist_media *md = &a->media;
+    fr_route_input ri;
+    fr_route_input_init(&ri);
+    ri.has_text = q.text != NULL;
+    ri.has_image = q.image.data != NULL;
+    ri.has_audio = q.audio.data != NULL;
+    ri.has_ticket = q.ticket != NULL;
+    ri.threshold = a->cfg.density_threshold;
+    ri.llm = a->engine != NULL;
+    ri.available[FR_STAGE_DECODE_IMAGE] = md->image_decode && md->image_free;
+    ri.available[FR_STAGE_DENSITY] = md->image_density != NULL;
+    ri.available[FR_STAGE_OCR] = md->ocr != NULL;
+    ri.available[FR_STAGE_DECODE_AUDIO] = md->audio_decode && md->audio_free;
+    ri.available[FR_STAGE_ASR] = md->asr != NULL;
+    ri.available[FR_STAGE_NLU] = a->intent != NULL;
+    ri.unavailable_reason[FR_STAGE_DECODE_IMAGE] = md->why_image;
+    ri.unavailable_reason[FR_STAGE_DENSITY] = md->why_image;
+    ri.unavailable_reason[FR_STAGE_OCR] = md->why_ocr;
+    ri.unavailable_reason[FR_STAGE_DECODE_AUDIO] = md->why_audio;
+    ri.unavailable_reason[FR_STAGE_ASR] = md->why_asr;
+    fr_route_plan plan;
+    fr_route_plan_make(&ri, &plan);
+
+    fr_assist_media_err me;
+    if (plan.run[FR_STAGE_DECODE_IMAGE]) {
+        memset(&me, 0, sizeof me);
+        stage_begin(&rs, FR_STAGE_DECODE_IMAGE);
+        img = md->image_decode(md->ctx, q.image.data, q.image.n, q.image.mime[0] ? q.image.mime : NULL, &me);
+        stage_end(&rs, FR_STAGE_DECODE_IMAGE);
+        if (!img) {
+            media_error(&me, "image", "invalid_image", e);
+            goto fail;
+        }
+        if (plan.run[FR_STAGE_DENSITY]) {
+            stage_begin(&rs, FR_STAGE_DENSITY);
+            ri.density = md->image_density(md->ctx, img);
+            stage_end(&rs, FR_STAGE_DENSITY);
+            ri.image_decoded = isfinite(ri.density);
+        }
+        fr_route_plan_make(&ri, &plan); /* second pass: the density decides OCR vs vision */
+    }
+    if (plan.run[FR_STAGE_DECODE_AUDIO]) {
+        memset(&me, 0, sizeof me);
+        stage_begin(&rs, FR_STAGE_DECODE_AUDIO);
+        aud = md->audio_decode(md->ctx, q.audio.data, q.audio.n, q.audio.mime[0] ? q.audio.mime : NULL, &me);
+        stage_end(&rs, FR_STAGE_DECODE_AUDIO);
+        if (!aud) {
+            media_error(&me, "audio", "invalid_audio", e);
+            goto fail;
+        }
+        if (plan.run[FR_STAGE_ASR]) {
+            memset(&me, 0, sizeof me);
+            stage_begin(&rs, FR_STAGE_ASR);
+            transcript = md->asr(md->ctx, aud, &me);
+            stage_end(&rs, FR_STAGE_ASR);
+            if (!transcript) {
+                media_error(&me, "audio", "asr_failed", e);
+                goto fail;
+            }
+        }
+    }
+    if (plan.run[FR_STAGE_OCR]) {
+        memset(&me, 0, sizeof me);
+        stage_begin(&rs, FR_STAGE_OCR);
+        int orc = md->ocr(md->ctx, img, &ocr, &me);
+        stage_end(&rs, FR_STAGE_OCR);
+        if (orc) {
+            media_error(&me, "image", "ocr_failed", e);
+            goto fail;
+        }
+    }
+    /* vision: never faked; the plan reports it unavailable */
+
+    /* NLU on the question (text + transcript), else on the OCR text */
+    if (q.text) fr_buf_puts(&question, q.text);
+    size_t tr_off = 0;
+    if (transcript && transcript[0]) {
+        if (question.len) fr_buf_puts(&question, "\n");
+        tr_off = question.len;
+        fr_buf_puts(&question, transcript);
+    }
+    const char *nlu_text = question.data;
+    size_t nlu_len = question.len;
+    const char *nlu_src = q.text ? (transcript && transcript[0] ? "text+transcript" : "text")
+                                 : "transcript";
+    if (!nlu_len && ocr.text && ocr.text[0]) {
+        nlu_text = ocr.text;
+        nlu_len = FR_MIN(strlen(ocr.text), (size_t)NLU_MAX_BYTES);
+        nlu_src = "ocr";
+    }
+    if (plan.run[FR_STAGE_NLU] && !nlu_len) {
+        plan.run[FR_STAGE_NLU] = false;
+        plan.reason[FR_STAGE_NLU] = "no text: the transcript / OCR text is empty";
+    }
+    fr_intent_pred preds[MAX_TOP_K];
+    int n_pred = 0;
+    fr_slot slots[MAX_SLOTS];
+    int n_slots = 0;
+    if (plan.run[FR_STAGE_NLU]) {
+        fr_err ferr = {{0}};
+        stage_begin(&rs, FR_STAGE_NLU);
+        n_pred = fr_intent_classify(a->intent, nlu_text, nlu_len, preds, q.top_k, &ferr);
+        if (n_pred >= 0) n_slots = fr_slots_extract(nlu_text, nlu_len, NULL, slots, MAX_SLOTS, &ferr);
+        stage_end(&rs, FR_STAGE_NLU);
+        if (n_pred < 0 || n_slots < 0) {
+            fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s",
+                             ferr.msg);
+            goto fail;
+        }
+        /* card / account numbers never leave in clear: mask them in the question we echo */
+        if (nlu_text == question.data)
+            for (int i = 0; i < n_slots; i++)
+                if (slots[i].kind == FR_SLOT_CARD_NUMBER || slots[i].kind == FR_SLOT_ACCOUNT_NUMBER) {
+                    char tmp[FR_SLOT_TEXT_MAX * 4];
+                    size_t sl = slots[i].end - slots[i].start;
+                    if (sl >= sizeof tmp) continue;
+                    size_t mlen = fr_slot_mask(question.data + slots[i].start, sl, tmp, sizeof tmp);
+                    if (mlen == sl) memcpy(question.data + slots[i].start, tmp, sl);
+                }
+    }
+    const char *intent_name = n_pred > 0 ? preds[0].name : NULL;
+
+    /* reply */
+    if (plan.run[FR_STAGE_LLM]) {
+        fr_err ferr = {{0}};
+        stage_begin(&rs, FR_STAGE_BUDGET);
+        fr_budget_input bi = {.question = question.len ? question.data : NULL,
+                              .ocr_text = ocr.text,
+                              .ticket = q.ticket,
+                              .history = q.hist,
+                              .n_history = q.n_hist,
+                              .budget_tokens = q.budget_tokens,
+                              .count = a->model && a->model->tok ? count_tokens : NULL,
+                              .count_ctx = (void *)a->model};
+        int brc = fr_budget_assemble(&bi, &br, &ferr);
+        stage_end(&rs, FR_STAGE_BUDGET);
+        if (brc) {
+            fr_api_error_set(e, 400, "invalid_request_error", NULL, "budget_tokens", "%s", ferr.msg);
+            goto fail;
+        }
+        stage_begin(&rs, FR_STAGE_LLM);
+        int lrc = llm_reply(a, br.text, intent_name, tier, call && call->t_arrival > 0 ? call->t_arrival : t_start,
+                            &reply, &llm_prompt_tokens, e);
+        stage_end(&rs, FR_STAGE_LLM);
+        if (lrc) goto fail;
+        reply_src = "llm";
+    } else {
+        stage_begin(&rs, FR_STAGE_TEMPLATE);
+        const cJSON *t = NULL;
+        if (a->templates) {
+            t = intent_name ? cJSON_GetObjectItemCaseSensitive(a->templates, intent_name) : NULL;
+            if (!intent_name) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_no_intent");
+            if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_default");
+        }
+        const char *tt = cJSON_IsString(t) ? t->valuestring
+                         : intent_name ? "Thanks for reaching out about {intent}. An agent will "
+                                         "look into it and get back to you shortly."
+                                       : "Thanks for your message. An agent will look into it "
+                                         "and get back to you shortly.";
+        render_template(tt, intent_name ? intent_name : "", slots, n_slots, &reply);
+        stage_end(&rs, FR_STAGE_TEMPLATE);
+    }
+
+    /* the response */
+    out = cJSON_CreateObject();
+    {
+        char id[48];
+        fr_api_new_id(id, sizeof id, "assist-");
+        cJSON_AddStringToObject(out, "id", id);
+        cJSON *route = cJSON_AddObjectToObject(out, "route");
+        cJSON *mods = cJSON_AddArrayToObject(route, "modalities");
+        if (q.text) cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
+        if (q.audio.data) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
+        if (q.image.data) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
+        if (q.ticket) cJSON_AddItemToArray(mods, cJSON_CreateString("ticket"));
+        if (q.n_hist) cJSON_AddItemToArray(mods, cJSON_CreateString("history"));
+        cJSON *run = cJSON_AddArrayToObject(route, "stages_run");
+        cJSON *skip = cJSON_AddArrayToObject(route, "stages_skipped");
+        for (int s = 0; s < FR_STAGE_COUNT; s++) {
+            if (rs.ran[s]) {
+                cJSON_AddItemToArray(run, cJSON_CreateString(fr_stage_name((fr_stage)s)));
+            } else {
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "stage", fr_stage_name((fr_stage)s));
+                cJSON_AddStringToObject(o, "reason", plan.reason[s] ? plan.reason[s] : "not needed");
+                cJSON_AddItemToArray(skip, o);
+            }
+        }
+        if (ri.image_decoded) {
+            add_conf(route, "density", ri.density);
+            cJSON_AddStringToObject(route, "image_is", plan.image_is_text ? "text" : "picture");
+        }
+        cJSON_AddNumberToObject(route, "threshold", ri.threshold);
+        cJSON_AddStringToObject(route, "tier", fr_tier_name(tier));
+        if (question.len) cJSON_AddStringToObject(out, "question", question.data);
+        else cJSON_AddNullToObject(out, "question");
+        if (transcript) cJSON_AddStringToObject(out, "transcript", question.data + tr_off);
+        else cJSON_AddNullToObject(out, "transcript");
+        if (rs.ran[FR_STAGE_OCR]) {
+            cJSON *oc = cJSON_AddObjectToObject(out, "ocr");
+            cJSON_AddStringToObject(oc, "text", ocr.text ? ocr.text : "");
+            cJSON *lines = cJSON_AddArrayToObject(oc, "lines");
+            for (int i = 0; i < ocr.n_lines; i++) {
+                cJSON *l = cJSON_CreateObject();
+                cJSON_AddStringToObject(l, "text", ocr.lines[i].text ? ocr.lines[i].text : "");
+                add_conf(l, "confidence", ocr.lines[i].confidence);
+                cJSON_AddItemToArray(lines, l);
+            }
+        } else {
+            cJSON_AddNullToObject(out, "ocr");
+        }
+        if (n_pred > 0) {
+            cJSON *in = cJSON_AddObjectToObject(out, "intent");
+            cJSON_AddStringToObject(in, "name", preds[0].name);
+            add_conf(in, "confidence", preds[0].confidence);
+            cJSON_AddStringToObject(in, "input", nlu_src);
+        } else {
+            cJSON_AddNullToObject(out, "intent");
+        }
+        cJSON *alts = cJSON_AddArrayToObject(out, "alternatives");
+        for (int i = 1; i < n_pred; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", preds[i].name);
+            add_conf(o, "confidence", preds[i].confidence);
+            cJSON_AddItemToArray(alts, o);
+        }
+        cJSON *sa = cJSON_AddArrayToObject(out, "slots");
+        for (int i = 0; i < n_slots; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", slots[i].name);
+            cJSON_AddStringToObject(o, "text", slots[i].text);
+            cJSON_AddStringToObject(o, "value", slots[i].value);
+            cJSON_AddNumberToObject(o, "start", (double)slots[i].start);
+            cJSON_AddNumberToObject(o, "end", (double)slots[i].end);
+            cJSON_AddItemToArray(sa, o);
+        }
+        cJSON_AddStringToObject(out, "response", fr_buf_cstr(&reply));
+        cJSON_AddStringToObject(out, "response_source", reply_src);
+        if (rs.ran[FR_STAGE_BUDGET]) {
+            cJSON *b = cJSON_AddObjectToObject(out, "budget");
+            cJSON_AddNumberToObject(b, "budget_tokens", q.budget_tokens);
+            cJSON_AddNumberToObject(b, "tokens", br.tokens);
+            cJSON_AddNumberToObject(b, "key_fields_kept", br.key_fields_kept);
+            cJSON_AddNumberToObject(b, "key_fields_total", br.key_fields_total);
+            cJSON_AddNumberToObject(b, "turns_kept", br.turns_kept);
+            cJSON_AddNumberToObject(b, "prompt_tokens", llm_prompt_tokens);
+        }
+        cJSON *tm = cJSON_AddObjectToObject(out, "timings_ms");
+        for (int s = 0; s < FR_STAGE_COUNT; s++)
+            if (rs.ran[s]) cJSON_AddNumberToObject(tm, fr_stage_name((fr_stage)s), round(rs.ms[s] * 1000) / 1000);
+        cJSON_AddNumberToObject(tm, "total", round((fr_time_s() - t_start) * 1e6) / 1000);
+    }
+    *json = cJSON_PrintUnformatted(out);
+    if (!*json) {
+        fr_api_error_set(e, 500, "server_error", NULL, NULL, "cannot serialise the response");
+        goto fail;
+    }
+    goto done;
+fail:
+    status = error_out(e, json);
+done:
+    cJSON_Delete(out);
+    if (img) md->image_free(md->ctx, img);
+    if (aud) md->audio_free(md->ctx, aud);
+    free(transcript);
+    fr_assist_ocr_free(&ocr);
+    fr_buf_free(&question);
+    fr_buf_free(&reply);
+    fr_budget_result_free(&br);
+    areq_free(&q);
+    cJSON_Delete(root);
+    return status;
+}

@@ -1,0 +1,158 @@
+/* assist.h — the customer-service assist handler shared by both doors: POST /v1/assist (http.c)
+ * and `frugal assist` (one JSON request per stdin line). Same function, same bytes out.
+ *
+ * Design: fr_assist_handle takes the raw request body and returns a status and a JSON body (a
+ * response, or an OpenAI-shaped error). Work, in order:
+ *   1. hardening before parsing: UTF-8 check, a nesting-depth scan of the raw bytes (a ticket
+ *      nested 10,000 deep is refused by the scan, cJSON never sees it), one JSON object;
+ *   2. field checks: text (string), image (base64 or a data URL; PNG, JPEG, WebP, TIFF), audio
+ *      (base64 or data URL; WAV, FLAC, OGG), ticket (object), history (array of strings or
+ *      {role, content}), priority ("P0".."P2" or 0..2), top_k, budget_tokens; wrong types are a
+ *      400 naming the field; base64 length is checked against the limit BEFORE decoding (413),
+ *      invalid base64 is a 400, a declared media type we do not take (or one that disagrees with
+ *      the bytes' magic) is a 415, zero-length media a 400;
+ *   3. the route (route/route.h): modalities, image density, stage availability;
+ *   4. stages in plan order, each timed (and metered when a meter is attached): decode_image,
+ *      density, decode_audio, asr, ocr, nlu (intent top-k + slots, card/account numbers
+ *      masked), budget + llm (the engine's submit path) or template;
+ *   5. the response JSON (docs/ASSIST.md).
+ * Media stages are reached through fr_assist_media (function pointers): a build or server
+ * without them reports the stage "unavailable" in the route with the reason, and a media error
+ * from a stage (corrupt image, two-hour recording) becomes the 4xx that stage chose.
+ *
+ * Thread safety: an fr_assist is read-only after set-up; fr_assist_handle runs on many threads
+ * at once (the intent model and slot extractor are thread-safe, the engine has its own lock).
+ */
+#ifndef FRUGAL_SERVE_ASSIST_H
+#define FRUGAL_SERVE_ASSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "route/route.h"
+
+struct fr_engine;
+struct fr_model;
+struct fr_meter;
+struct fr_meter_req;
+
+/* Settings; fr_assist_config_init fills the defaults shown. */
+typedef struct fr_assist_config {
+    char *intent_model;        /* intent model file ("models/intent-banking77.bin") */
+    char *templates;           /* reply templates JSON ("models/reply-templates.json"; a missing
+                                  file falls back to the built-in generic reply) */
+    double density_threshold;  /* image text density >= this → OCR, else vision (0.5) */
+    size_t max_image_bytes;    /* decoded image bytes (20 MB) */
+    size_t max_audio_bytes;    /* decoded audio bytes (32 MiB) */
+    size_t max_text_bytes;     /* typed text (16 KiB) */
+    int max_history;           /* history turns (64) */
+    int max_depth;             /* JSON nesting of the whole body, ticket included (32) */
+    int top_k;                 /* intents returned: the best + alternatives (5) */
+    int budget_tokens;         /* LLM prompt budget in tokens (1024) */
+    int llm_max_tokens;        /* LLM reply length (256) */
+    bool llm;                  /* reply through the LLM when an engine is attached (true) */
+} fr_assist_config;
+
+void fr_assist_config_init(fr_assist_config *c);
+void fr_assist_config_free(fr_assist_config *c);
+/* Applies a JSON object of the keys above (unknown keys are an error). -1 with err. */
+int fr_assist_config_apply_json(fr_assist_config *c, const char *json, size_t len, fr_err *err);
+
+/* ---- media stages (bound by the image / OCR / audio / ASR stages when built) ---------------- */
+
+/* One OCR line. */
+typedef struct fr_assist_ocr_line {
+    char *text;       /* malloc'd */
+    float confidence; /* 0..1 */
+} fr_assist_ocr_line;
+
+/* OCR output. */
+typedef struct fr_assist_ocr {
+    char *text;                 /* all lines joined with '\n' (malloc'd) */
+    fr_assist_ocr_line *lines;  /* malloc'd array */
+    int n_lines;                /* entries */
+} fr_assist_ocr;
+
+/* A media stage failure: the HTTP status the stage chose (400 corrupt, 413 too large, 415
+ * format, 500 internal) and a message. */
+typedef struct fr_assist_media_err {
+    int status;       /* HTTP status */
+    char code[48];    /* machine code, e.g. "invalid_image" */
+    fr_err err;       /* message */
+} fr_assist_media_err;
+
+/* Stage entry points; a NULL entry means the stage is unavailable in this build. Handles are
+ * opaque to the assist handler. Every entry must be thread-safe. */
+typedef struct fr_assist_media {
+    void *ctx; /* passed to every entry */
+    /* image bytes (declared media type or NULL) → decoded image, or NULL with *e */
+    void *(*image_decode)(void *ctx, const uint8_t *data, size_t n, const char *mime,
+                          fr_assist_media_err *e);
+    /* text density in [0, 1] of a decoded image (cheap, before OCR or vision) */
+    double (*image_density)(void *ctx, void *img);
+    /* OCR: 0 with *out filled, or -1 with *e */
+    int (*ocr)(void *ctx, void *img, fr_assist_ocr *out, fr_assist_media_err *e);
+    void (*image_free)(void *ctx, void *img);
+    /* audio bytes → decoded audio (duration limits inside), or NULL with *e */
+    void *(*audio_decode)(void *ctx, const uint8_t *data, size_t n, const char *mime,
+                          fr_assist_media_err *e);
+    /* seconds of decoded audio */
+    double (*audio_seconds)(void *ctx, void *audio);
+    /* ASR: malloc'd transcript, or NULL with *e */
+    char *(*asr)(void *ctx, void *audio, fr_assist_media_err *e);
+    void (*audio_free)(void *ctx, void *audio);
+    const char *why_image;  /* reason when the image entries are NULL (NULL: generic) */
+    const char *why_ocr;    /* reason when ocr is NULL */
+    const char *why_audio;  /* reason when the audio entries are NULL */
+    const char *why_asr;    /* reason when asr is NULL */
+} fr_assist_media;
+
+void fr_assist_ocr_free(fr_assist_ocr *o);
+
+/* The media stages this build links (route/media.c): the real ones where the stage libraries
+ * are built, NULL entries with reasons otherwise. */
+void fr_assist_media_default(fr_assist_media *m);
+
+/* ---- the handler ------------------------------------------------------------------------------ */
+
+typedef struct fr_assist fr_assist;
+
+/* Loads the intent model and templates. NULL with err. The config is copied. */
+fr_assist *fr_assist_new(const fr_assist_config *cfg, fr_err *err);
+void fr_assist_free(fr_assist *a);
+/* Replaces the media stages (tests inject fakes; the default is fr_assist_media_default). */
+void fr_assist_set_media(fr_assist *a, const fr_assist_media *m);
+/* Attaches the engine for LLM replies (tmpl: the chat template source; NULL: no LLM). */
+void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model *m,
+                       const char *tmpl);
+/* Attaches a meter: stages of requests that carry a meter account are recorded with it. */
+void fr_assist_set_meter(fr_assist *a, struct fr_meter *m);
+
+/* For the server: config from the file named by $FRUGAL_ASSIST_CONFIG (if set), the model and
+ * engine for LLM replies. Never NULL: when set-up fails, the handler answers every request with
+ * 503 and the reason. */
+fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, const char *tmpl);
+
+/* Per-call context. */
+typedef struct fr_assist_call {
+    int tier;                    /* P0..P2 from the door (header / key), -1 = from the body */
+    double t_arrival;            /* fr_time_s() at arrival (0 = now) */
+    struct fr_meter_req *meter;  /* the request's meter account, or NULL */
+} fr_assist_call;
+
+/* Handles one request body. Returns the HTTP status; *json gets the malloc'd response or
+ * error body. call may be NULL. Never fails otherwise. */
+int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist_call *call,
+                     char **json);
+
+/* ---- helpers (exposed for tests and the fuzz harness) ---------------------------------------- */
+
+/* Max nesting depth of the JSON text (strings skipped); stops counting past `limit`+1. */
+int fr_assist_json_depth(const char *s, size_t n, int limit, char *top_key, size_t key_cap);
+/* Strict base64 (standard or URL-safe alphabet, optional padding, whitespace ignored). Returns
+ * the decoded length, or -1 with *bad_at = the offending offset. out must hold n/4*3+3 bytes. */
+long fr_assist_base64_decode(const char *s, size_t n, uint8_t *out, size_t *bad_at);
+
+#endif

@@ -1,0 +1,196 @@
+/* assist_cmd.c — `frugal assist`: one JSON request per stdin line, one JSON response per stdout
+ * line, through fr_assist_handle — the very function POST /v1/assist calls, so both doors give
+ * the same bytes for the same request (the "id" and timings aside).
+ *
+ * Each output line is the handler's body. A request the handler refuses gives its error object
+ * with one extra member, "status" (the HTTP status the server would have sent), so a script can
+ * tell them apart without parsing messages; the command keeps reading. Empty lines are skipped.
+ * A line longer than --max-line bytes is answered with a 413 error and skipped to its end.
+ *
+ *   frugal assist [--config FILE] [--intent-model PATH] [--templates PATH]
+ *                 [--model PATH [--quant q8|q4] [--chat-template NAME|FILE]] [--max-line N]
+ *
+ * With --model the replies come from that model through the engine (the LLM path); without it
+ * from the per-intent templates.
+ */
+#include "tools/assist_cmd.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decoder.h"
+#include "engine/engine.h"
+#include "model/chat.h"
+#include "model/model.h"
+#include "serve/assist.h"
+
+static const char *const usage =
+    "usage: frugal assist [--config FILE] [--intent-model PATH] [--templates PATH]\n"
+    "                     [--model PATH [--quant q8|q4] [--chat-template NAME|FILE]]\n"
+    "                     [--max-line BYTES]\n"
+    "Reads one JSON request per line on stdin and writes one JSON response per line on stdout\n"
+    "(docs/ASSIST.md). Errors are the error object plus \"status\".\n";
+
+/* Writes body (with "status" added for errors) and a newline. */
+static void emit(int status, char *body) {
+    if (status != 200) {
+        cJSON *o = cJSON_Parse(body);
+        if (o) {
+            cJSON_AddNumberToObject(o, "status", status);
+            char *s = cJSON_PrintUnformatted(o);
+            cJSON_Delete(o);
+            if (s) {
+                free(body);
+                body = s;
+            }
+        }
+    }
+    fputs(body, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    free(body);
+}
+
+int fr_cmd_assist(int argc, char **argv) {
+    const char *config = NULL, *intent = NULL, *templates = NULL, *model_path = NULL,
+               *quant = NULL, *chat_tmpl = NULL;
+    size_t max_line = (size_t)64 << 20;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "frugal assist: %s needs a value\n%s", a, usage);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--config")) config = v;
+        else if (!strcmp(a, "--intent-model")) intent = v;
+        else if (!strcmp(a, "--templates")) templates = v;
+        else if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--quant")) quant = v;
+        else if (!strcmp(a, "--chat-template")) chat_tmpl = v;
+        else if (!strcmp(a, "--max-line")) {
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*end || n < 16) {
+                fprintf(stderr, "frugal assist: --max-line must be a number >= 16\n");
+                return 2;
+            }
+            max_line = (size_t)n;
+        } else {
+            fprintf(stderr, "frugal assist: unknown option '%s'\n%s", a, usage);
+            return 2;
+        }
+    }
+    fr_assist_config cfg;
+    fr_assist_config_init(&cfg);
+    fr_err err = {{0}};
+    int rc = 1;
+    fr_model *m = NULL;
+    fr_engine *eng = NULL;
+    fr_assist *as = NULL;
+    char *tmpl_owned = NULL;
+    if (config) {
+        size_t n = 0;
+        char *t = fr_read_file(config, 1u << 20, &n, &err);
+        if (!t || fr_assist_config_apply_json(&cfg, t, n, &err)) {
+            free(t);
+            fprintf(stderr, "frugal assist: %s\n", err.msg);
+            goto out;
+        }
+        free(t);
+    }
+    if (intent) {
+        free(cfg.intent_model);
+        cfg.intent_model = fr_xstrdup(intent);
+    }
+    if (templates) {
+        free(cfg.templates);
+        cfg.templates = fr_xstrdup(templates);
+    }
+    as = fr_assist_new(&cfg, &err);
+    if (!as) {
+        fprintf(stderr, "frugal assist: %s\n", err.msg);
+        goto out;
+    }
+    if (model_path && cfg.llm) {
+        m = fr_model_load(model_path, &err);
+        if (!m || (quant && fr_model_quantize(m, quant, &err))) {
+            fprintf(stderr, "frugal assist: %s\n", err.msg);
+            goto out;
+        }
+        const char *tmpl = m->chat_template;
+        if (chat_tmpl) {
+            tmpl = fr_chat_builtin(chat_tmpl);
+            if (!tmpl) {
+                tmpl_owned = fr_read_file(chat_tmpl, 1u << 20, NULL, &err);
+                if (!tmpl_owned) {
+                    fprintf(stderr, "frugal assist: %s\n", err.msg);
+                    goto out;
+                }
+                tmpl = tmpl_owned;
+            }
+        }
+        if (!tmpl) {
+            fprintf(stderr, "frugal assist: the model has no chat template; give --chat-template\n");
+            goto out;
+        }
+        fr_engine_config ec = fr_engine_config_default();
+        eng = fr_engine_new(m, &ec, &err);
+        if (!eng) {
+            fprintf(stderr, "frugal assist: %s\n", err.msg);
+            goto out;
+        }
+        fr_assist_set_llm(as, eng, m, tmpl);
+    }
+    fr_buf line = {0};
+    bool too_long = false;
+    int ch;
+    for (;;) {
+        ch = getchar();
+        if (ch != EOF && ch != '\n') {
+            if (line.len < max_line) {
+                char c = (char)ch;
+                fr_buf_append(&line, &c, 1);
+            } else {
+                too_long = true;
+            }
+            continue;
+        }
+        size_t n = line.len;
+        while (n && (line.data[n - 1] == '\r' || line.data[n - 1] == ' ')) n--;
+        if (too_long) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "{\"error\":{\"message\":\"Request line exceeds the limit of %zu bytes.\","
+                     "\"type\":\"invalid_request_error\",\"param\":null,"
+                     "\"code\":\"request_too_large\"}}",
+                     max_line);
+            emit(413, fr_xstrdup(msg));
+        } else if (n) {
+            char *body = NULL;
+            int st = fr_assist_handle(as, line.data, n, NULL, &body);
+            emit(st, body);
+        }
+        line.len = 0;
+        too_long = false;
+        if (ch == EOF) break;
+    }
+    fr_buf_free(&line);
+    rc = 0;
+out:
+    fr_assist_free(as);
+    if (eng) {
+        fr_engine_close(eng);
+        fr_engine_free(eng);
+    }
+    fr_model_free(m);
+    free(tmpl_owned);
+    fr_assist_config_free(&cfg);
+    return rc;
+}
