@@ -7,12 +7,25 @@
  * and nothing the lock guards. Each request has its own channel mutex (r->mu) for the text and
  * the info a front end reads; lock order is engine before request, never the reverse.
  *
+ * Backend: e->be (backend/backend.h) runs the forward pass; e->kv is its pool (fr_backend_kv).
+ * On the CPU the backend is created with a one-block pool which is then replaced by a pool of the
+ * engine's own block size and block count, so the CPU path is the decoder and pool it always was.
+ * When the backend samples on the device (CUDA), build_step also fills one fr_sampling and one
+ * draw counter (tokens generated so far) per logits row and deliver takes the ids it returns.
+ *
+ * Metering: see engine.h. The meter is called under e->mu (the meter never calls back into the
+ * engine, so the order engine -> meter cannot deadlock); its calls are O(1) (O(shares) for a
+ * step) and never block on I/O.
+ *
  * Memory: requests allocate at submit (token array sized prompt + max_tokens, sampler, gen
  * state); the step loop itself only uses scratch allocated in fr_engine_new (batch arrays,
  * logits, plan items), plus whatever fr_seq_reserve needs to grow a block table and the amortised
  * growth of text buffers.
  */
 #include "engine/engine.h"
+
+#include "backend/backend.h"
+#include "meter/meter.h"
 
 #include <errno.h>
 #include <math.h>
@@ -48,6 +61,9 @@ struct fr_req {
     fr_gen gen;            /* text release and stop logic (engine thread) */
     fr_sampler sampler;    /* sampling state (engine thread) */
     bool gen_live;         /* gen and sampler initialised and not yet freed */
+    fr_sampling sp;        /* sampling parameters (device sampling) */
+    fr_meter_req *mreq;    /* meter account (owned once accepted), or NULL */
+    fr_meter_step *mq;     /* open queue step, or NULL */
     /* cross-thread */
     atomic_int cancel;     /* fr_end a front end asked for, 0 = none */
     atomic_int refs;       /* references: the front end's and the engine's */
@@ -60,8 +76,10 @@ struct fr_req {
 struct fr_engine {
     const fr_model *m;      /* shared, read-only */
     fr_engine_config cfg;   /* resolved configuration */
-    fr_kv_pool *kv;         /* the paged cache */
-    fr_decoder *dec;        /* forward pass with scratch for step_tokens tokens */
+    fr_kv_pool *kv;         /* the paged cache (the backend's) */
+    fr_backend *be;         /* forward pass with scratch for step_tokens tokens */
+    bool dev_sample;        /* the backend samples next to the logits */
+    int meter_dev;          /* meter device of the steps */
     int n_vocab;
     int watermark;          /* free blocks kept for decode growth when admitting */
     /* step scratch, sized at start */
@@ -73,6 +91,10 @@ struct fr_engine {
     fr_req **batch_req;     /* (max_running) requests in this step's batch */
     fr_sched_item *items;   /* (max_running) plan */
     fr_sched_cand *cands;   /* (max_running) victim candidates */
+    fr_sampling *row_sp;    /* (max_running) device sampling: parameters per logits row */
+    uint64_t *row_ctr;      /* (max_running) device sampling: draw counter per logits row */
+    int32_t *row_id;        /* (max_running) device sampling: sampled ids */
+    fr_meter_share *shares; /* (max_running) meter shares of one step */
     fr_buf delta;           /* text released by one token */
     /* shared state (mu) */
     pthread_mutex_t mu;
@@ -130,6 +152,8 @@ fr_engine_config fr_engine_config_default(void) {
     c.max_wait_s[0] = 2, c.max_wait_s[1] = 15, c.max_wait_s[2] = 120;
     c.aging_s = 10;
     c.warmup = true;
+    c.kv_fraction = 0.9f;
+    c.meter_device = FR_ENGINE_METER_DEV_AUTO;
     return c;
 }
 
@@ -255,7 +279,43 @@ static void run_compact(fr_engine *e) {
 /* End a request (engine lock held): free its blocks and publish the end. The caller has taken
  * it out of its queue and releases the engine's reference, or it is in the running array and
  * run_compact does that. */
+/* Close the request's meter account (engine lock held): the outcome its end reason maps to. The
+ * HTTP codes are the ones the server answers with (docs/SERVING.md). */
+static void meter_end(fr_engine *e, fr_req *r, fr_end why, const char *msg,
+                      fr_meter_req_summary *sum) {
+    fr_meter *m = e->cfg.meter;
+    if (r->mq) {
+        fr_meter_step_end(m, r->mq);
+        r->mq = NULL;
+    }
+    fr_meter_req_result res = {.status = FR_REQ_OK, .http_status = 200, .error = msg,
+                               .ttft_s = -1, .slo_met = -1};
+    switch (why) {
+    case FR_END_CANCELLED: res.status = FR_REQ_CANCELLED, res.http_status = 499; break;
+    case FR_END_SHUTDOWN: res.status = FR_REQ_CANCELLED, res.http_status = 503; break;
+    case FR_END_DEADLINE:
+        res.status = FR_REQ_FAILED, res.http_status = 504;
+        if (!msg) res.error = "deadline exceeded";
+        break;
+    case FR_END_ERROR: res.status = FR_REQ_FAILED, res.http_status = 500; break;
+    default: break;
+    }
+    pthread_mutex_lock(&r->mu);
+    res.tokens_in = r->n_prompt;
+    res.tokens_out = r->info.n_generated;
+    if (r->info.t_first > 0) res.ttft_s = r->info.t_first - r->t_arrival;
+    pthread_mutex_unlock(&r->mu);
+    fr_meter_request_end(m, r->mreq, &res, sum);
+    r->mreq = NULL;
+}
+
 static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
+    fr_meter_req_summary sum;
+    bool metered = false;
+    if (r->mreq && e->cfg.meter) {
+        meter_end(e, r, why, msg, &sum);
+        metered = true;
+    }
     fr_seq_release(&r->seq, e->kv);
     r->n_done = 0;
     r->state = R_ENDED;
@@ -271,6 +331,12 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
     r->info.end = why;
     r->info.t_end = fr_time_s();
     if (msg) snprintf(r->info.error, sizeof r->info.error, "%.150s", msg);
+    if (metered) {
+        r->info.metered = true;
+        r->info.joules = sum.joules;
+        r->info.usd = sum.usd;
+        r->info.energy_estimated = sum.estimated;
+    }
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -282,6 +348,8 @@ static void preempt(fr_engine *e, fr_req *r) {
     r->gone = true;
     e->st.preempted[r->tier]++;
     q_insert(e, r);
+    if (r->mreq && !r->mq)
+        r->mq = fr_meter_stage_begin(e->cfg.meter, r->mreq, FR_MSTAGE_QUEUE, FR_METER_DEV_NONE);
     pthread_mutex_lock(&r->mu);
     r->info.n_preempted++;
     pthread_mutex_unlock(&r->mu);
@@ -360,6 +428,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     r->n_tok = p->n_prompt;
     fr_gen_init(&r->gen, e->m, &p->gen);
     fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
+    r->sp = p->sampling;
     r->gen_live = true;
     atomic_init(&r->cancel, 0);
     atomic_init(&r->refs, 2); /* the caller's and the engine's */
@@ -406,6 +475,10 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     }
     r->arrival = e->next_arrival++;
     q_insert(e, r);
+    if (e->cfg.meter && p->meter) { /* accepted: the account is the engine's from here */
+        r->mreq = p->meter;
+        r->mq = fr_meter_stage_begin(e->cfg.meter, r->mreq, FR_MSTAGE_QUEUE, FR_METER_DEV_NONE);
+    }
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     return r;
@@ -505,6 +578,10 @@ static void admit(fr_engine *e, double now) {
         }
         c->state = R_RUNNING;
         c->gone = false;
+        if (c->mq) {
+            fr_meter_step_end(e->cfg.meter, c->mq);
+            c->mq = NULL;
+        }
         c->prio = c_eff < c->tier ? c_eff : c->tier;
         c->n_done = 0;
         e->run[e->n_run++] = c;
@@ -564,7 +641,13 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req) {
             e->b_pos[nb] = pos;
             e->b_seq[nb] = &r->seq;
             e->b_logit[nb] = pos == r->n_tok - 1;
-            if (e->b_logit[nb]) e->logit_req[(*n_logits)++] = r;
+            if (e->b_logit[nb]) {
+                if (e->dev_sample) {
+                    e->row_sp[*n_logits] = r->sp;
+                    e->row_ctr[*n_logits] = (uint64_t)(r->n_tok - r->n_prompt);
+                }
+                e->logit_req[(*n_logits)++] = r;
+            }
             nb++;
         }
     }
@@ -578,7 +661,8 @@ static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
     double now = fr_time_s();
     for (int k = 0; k < n_logits; k++) {
         fr_req *r = e->logit_req[k];
-        int id = fr_sample(&r->sampler, e->logits + (size_t)k * (size_t)e->n_vocab);
+        int id = e->dev_sample ? e->row_id[k]
+                               : fr_sample(&r->sampler, e->logits + (size_t)k * (size_t)e->n_vocab);
         if (r->n_tok < r->cap_tok) r->tokens[r->n_tok++] = id;
         e->delta.len = 0;
         fr_finish f = fr_gen_push(&r->gen, id, &e->delta);
@@ -637,12 +721,29 @@ static void *engine_main(void *arg) {
         }
         fr_batch b = {.n_tokens = nb, .tokens = e->b_tok, .pos = e->b_pos,
                       .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit};
+        fr_meter_step *ms = NULL;
+        if (e->cfg.meter) {
+            int ns = 0;
+            for (int k = 0; k < n_breq; k++) {
+                fr_req *r = e->batch_req[k];
+                if (!r->mreq) continue;
+                /* a step whose take spans the end of the prompt counts as prefill; a preempted
+                 * request's recomputation is charged again (that energy was spent) */
+                e->shares[ns++] = (fr_meter_share){
+                    r->mreq, (double)r->take,
+                    r->n_done < r->n_prompt ? FR_MSTAGE_PREFILL : FR_MSTAGE_DECODE};
+            }
+            ms = fr_meter_step_begin(e->cfg.meter, e->meter_dev, e->shares, ns);
+        }
         pthread_mutex_unlock(&e->mu);
         fr_err err = {{0}};
         double t0 = fr_time_s();
-        int rc = fr_decoder_forward(e->dec, e->kv, &b, e->logits, &err);
+        int rc = e->dev_sample ? fr_backend_forward_sample(e->be, &b, e->row_sp, n_logits,
+                                                           e->row_ctr, e->row_id, &err)
+                               : fr_backend_forward(e->be, &b, e->logits, &err);
         double dt = fr_time_s() - t0;
         pthread_mutex_lock(&e->mu);
+        if (ms) fr_meter_step_end(e->cfg.meter, ms);
         e->st.steps++;
         e->st.step_tokens += (uint64_t)nb;
         e->st.step_seconds += dt;
@@ -666,6 +767,12 @@ static void *engine_main(void *arg) {
 
 /* ---- setup ---- */
 
+/* Bytes of one 16-token f32 block (the CPU backend's block): the smallest pool it accepts. */
+static size_t block16_bytes(const fr_hparams *hp) {
+    return 2 * (size_t)hp->n_layer * 16 * (size_t)hp->n_head_kv * (size_t)hp->head_dim *
+           sizeof(float);
+}
+
 /* Time a one-token step and a full prefill step on scratch sequences (calibrates the wait
  * prediction before the first request). */
 static void warmup(fr_engine *e) {
@@ -688,14 +795,14 @@ static void warmup(fr_engine *e) {
     uint8_t keep = e->b_logit[0];
     e->b_logit[0] = 1;
     double t0 = fr_time_s();
-    int rc = fr_decoder_forward(e->dec, e->kv, &one, e->logits, &err);
+    int rc = fr_backend_forward(e->be, &one, e->logits, &err);
     double t_one = fr_time_s() - t0;
     e->b_logit[0] = keep;
     if (rc == 0 && n > 1) {
         fr_batch rest = {.n_tokens = n - 1, .tokens = e->b_tok + 1, .pos = e->b_pos + 1,
                          .seqs = (fr_seq *const *)e->b_seq + 1, .logits = e->b_logit + 1};
         t0 = fr_time_s();
-        rc = fr_decoder_forward(e->dec, e->kv, &rest, e->logits, &err);
+        rc = fr_backend_forward(e->be, &rest, e->logits, &err);
         double t_full = fr_time_s() - t0;
         if (rc == 0) e->st.ewma_token_s = t_full / (n - 1);
     }
@@ -727,14 +834,60 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     }
     int ctx_model = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096;
     if (c.max_ctx <= 0 || c.max_ctx > ctx_model) c.max_ctx = ctx_model;
+    fr_backend_kind kind;
+    int dev_index;
+    if (fr_backend_parse_device(c.device, &kind, &dev_index, err)) return NULL;
+    if (kind == FR_BACKEND_CUDA && !fr_backend_cuda_linked()) {
+        fr_err_set(err, "device '%s': built without CUDA: rebuild with make cuda "
+                   "(build-cuda/frugal-cuda)", c.device);
+        return NULL;
+    }
+    if (kind == FR_BACKEND_CUDA && c.block_size != 16) {
+        fr_err_set(err, "the CUDA backend uses 16-token KV blocks (block_size is %d)",
+                   c.block_size);
+        return NULL;
+    }
     int n_blocks = c.kv_blocks > 0 ? c.kv_blocks
                                    : fr_kv_pool_blocks_for_bytes(hp, c.block_size, c.kv_bytes);
     /* More blocks than max_running full-context sequences can hold would never be used. */
     int useful = c.max_running * ((c.max_ctx + c.block_size - 1) / c.block_size);
     if (c.kv_blocks <= 0 && n_blocks > useful) n_blocks = useful;
-    if (n_blocks < 2) {
+    if (kind == FR_BACKEND_CPU && n_blocks < 2) {
         fr_err_set(err, "the KV memory budget holds %d blocks; need at least 2", n_blocks);
         return NULL;
+    }
+
+    fr_backend_params bp = fr_backend_params_default();
+    bp.device = c.device ? c.device : "cpu";
+    bp.weights = c.weights;
+    bp.kv = c.kv_type;
+    bp.kv_fraction = c.kv_fraction > 0 ? c.kv_fraction : 0.9f;
+    bp.max_tokens = c.step_tokens;
+    bp.max_seqs = c.max_running;
+    bp.max_ctx = c.max_ctx;
+    /* CPU: a one-block pool, replaced below by the engine's (its block size and count) */
+    bp.kv_bytes = kind == FR_BACKEND_CPU ? 2 * block16_bytes(hp) : 0;
+    /* The CPU row only changes the model when `weights` asks it to quantise; the engine never
+     * writes to it otherwise (CUDA copies the weights to the device). */
+    fr_backend *be = fr_backend_new((fr_model *)(uintptr_t)m, &bp, err);
+    if (!be) return NULL;
+    if (kind == FR_BACKEND_CPU) {
+        fr_kv_pool *own = fr_kv_pool_new(hp, n_blocks, c.block_size);
+        if (!own) {
+            fr_err_set(err, "cannot allocate the KV pool (%d blocks of %d tokens)", n_blocks,
+                       c.block_size);
+            fr_backend_free(be);
+            return NULL;
+        }
+        fr_kv_pool_free(be->kv);
+        be->kv = own;
+    } else {
+        n_blocks = fr_backend_kv(be)->n_blocks;
+        if (n_blocks < 2) {
+            fr_err_set(err, "the device KV pool holds %d blocks; need at least 2", n_blocks);
+            fr_backend_free(be);
+            return NULL;
+        }
     }
     c.kv_blocks = n_blocks;
 
@@ -742,20 +895,13 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->m = m;
     e->cfg = c;
     e->n_vocab = hp->n_vocab;
-    e->kv = fr_kv_pool_new(hp, n_blocks, c.block_size);
-    if (!e->kv) {
-        fr_err_set(err, "cannot allocate the KV pool (%d blocks of %d tokens)", n_blocks,
-                   c.block_size);
-        free(e);
-        return NULL;
-    }
+    e->be = be;
+    e->kv = fr_backend_kv(be);
+    e->dev_sample = fr_backend_supports(be, FR_BOP_DEVICE_SAMPLING);
+    e->meter_dev = c.meter_device != FR_ENGINE_METER_DEV_AUTO ? c.meter_device
+                   : kind == FR_BACKEND_CUDA                 ? fr_meter_dev_gpu(dev_index)
+                                                             : FR_METER_DEV_CPU;
     e->watermark = FR_MAX(1, n_blocks / 100);
-    e->dec = fr_decoder_new(m, c.step_tokens, c.max_ctx, err);
-    if (!e->dec) {
-        fr_kv_pool_free(e->kv);
-        free(e);
-        return NULL;
-    }
     size_t st = (size_t)c.step_tokens, mr = (size_t)c.max_running;
     e->b_tok = fr_xmalloc(st * sizeof(int32_t));
     e->b_pos = fr_xmalloc(st * sizeof(int32_t));
@@ -764,8 +910,7 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->logits = malloc(mr * (size_t)e->n_vocab * sizeof(float));
     if (!e->logits) {
         fr_err_set(err, "cannot allocate logits for %d sequences", c.max_running);
-        fr_decoder_free(e->dec);
-        fr_kv_pool_free(e->kv);
+        fr_backend_free(e->be);
         free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e);
         return NULL;
     }
@@ -774,6 +919,10 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->items = fr_xmalloc(mr * sizeof(fr_sched_item));
     e->cands = fr_xmalloc(mr * sizeof(fr_sched_cand));
     e->run = fr_xmalloc(mr * sizeof(fr_req *));
+    e->row_sp = fr_xcalloc(mr, sizeof(fr_sampling));
+    e->row_ctr = fr_xcalloc(mr, sizeof(uint64_t));
+    e->row_id = fr_xcalloc(mr, sizeof(int32_t));
+    e->shares = fr_xcalloc(mr, sizeof(fr_meter_share));
     fr_sched_fair_init(&e->fair, c.weight);
     e->st.kv_blocks_total = n_blocks;
     e->st.block_size = c.block_size;
@@ -800,10 +949,10 @@ void fr_engine_free(fr_engine *e) {
     pthread_mutex_unlock(&e->mu);
     if (e->thread_started) pthread_join(e->thread, NULL);
     else end_everything(e, FR_END_SHUTDOWN);
-    fr_decoder_free(e->dec);
-    fr_kv_pool_free(e->kv);
+    fr_backend_free(e->be); /* frees the pool too */
     free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e->logits);
     free(e->logit_req), free(e->batch_req), free(e->items), free(e->cands), free(e->run);
+    free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
     fr_buf_free(&e->delta);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -811,6 +960,7 @@ void fr_engine_free(fr_engine *e) {
 }
 
 const fr_engine_config *fr_engine_cfg(const fr_engine *e) { return &e->cfg; }
+const char *fr_engine_backend_name(const fr_engine *e) { return fr_backend_name(e->be); }
 int fr_engine_max_ctx(const fr_engine *e) { return e->cfg.max_ctx; }
 
 void fr_engine_close(fr_engine *e) {

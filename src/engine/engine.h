@@ -22,7 +22,21 @@
  * Every submitted request ends exactly once with an fr_end reason visible through fr_req_wait.
  *
  * Threads: fr_engine_submit, fr_req_* and fr_engine_stats may be called from any thread. The
- * engine thread alone touches the decoder, the KV pool and the sequences.
+ * engine thread alone touches the backend, the KV pool and the sequences.
+ *
+ * Backend: the forward pass runs through backend/backend.h on the device the configuration names
+ * ("cpu", the default, or "cuda[:N]"). On the CPU the engine's own block size and pool size are
+ * kept exactly (the backend's decoder, the engine's pool), so behaviour is the decoder's. On CUDA
+ * the block size is 16, the pool is sized by the backend (kv_fraction of the free memory) and
+ * sampling runs on the device when the backend offers it (draws numbered by tokens generated).
+ *
+ * Metering (meter/meter.h, docs/METERING.md): with cfg.meter set, every step is one meter step on
+ * the engine's device with one share per request (tokens processed; prefill or decode), and a
+ * request submitted with params.meter has a time-only "queue" step while it waits. A request the
+ * engine accepts owns that account from then on: the engine closes it exactly once when the
+ * request ends (fr_meter_request_end with the status and HTTP code its end reason maps to) and
+ * publishes the provisional joules / dollars in fr_req_info. A refused submission leaves the
+ * account with the caller.
  */
 #ifndef FRUGAL_ENGINE_H
 #define FRUGAL_ENGINE_H
@@ -32,6 +46,11 @@
 #include "engine/gen.h"
 #include "engine/sched.h"
 #include "model/model.h"
+
+struct fr_meter;
+struct fr_meter_req;
+
+#define FR_ENGINE_METER_DEV_AUTO (-2) /* meter device from the backend: cpu or GPU N */
 
 typedef struct fr_engine_config {
     int block_size;                 /* tokens per KV block (16) */
@@ -47,6 +66,15 @@ typedef struct fr_engine_config {
     double max_wait_s[FR_N_TIERS];  /* refuse when the predicted wait exceeds this */
     double aging_s;                 /* a queued request rises a tier per aging_s waited (0 off) */
     bool warmup;                    /* time a full step at start to calibrate the prediction */
+    /* backend (backend/backend.h); the strings are borrowed and must outlive fr_engine_new */
+    const char *device;             /* NULL/"cpu" (default), "cuda", "cuda:N" */
+    const char *weights;            /* CUDA: NULL/"bf16", "int8", "int4"; CPU: NULL (quantise the
+                                       model on load instead: the CPU row changes the model) */
+    const char *kv_type;            /* NULL/"bf16" (CPU: f32), "int8" (CUDA only) */
+    float kv_fraction;              /* CUDA: share of free device memory for the KV pool (0.9) */
+    /* metering (NULL: off); the meter must outlive the engine */
+    struct fr_meter *meter;
+    int meter_device;               /* meter device of the steps; FR_ENGINE_METER_DEV_AUTO */
 } fr_engine_config;
 
 fr_engine_config fr_engine_config_default(void);
@@ -90,6 +118,8 @@ typedef struct fr_req_params {
     int tier;                /* FR_TIER_P0..P2 */
     double t_arrival;        /* fr_time_s() when the request arrived (0 = now) */
     double deadline;         /* absolute fr_time_s() deadline, 0 = none */
+    struct fr_meter_req *meter; /* the request's meter account or NULL; taken over by the engine
+                                   when fr_engine_submit returns a request (see above) */
 } fr_req_params;
 
 typedef struct fr_engine fr_engine;
@@ -108,6 +138,11 @@ typedef struct fr_req_info {
     double t_first;      /* first token sampled */
     double t_end;        /* ended */
     char error[160];     /* message for END_ERROR */
+    /* metering (valid once done, for a request submitted with a meter account) */
+    bool metered;        /* the account was closed by the engine */
+    bool energy_estimated; /* some of the energy is an estimate (CPU time x W per core) */
+    double joules;       /* provisional attributed energy (the ledger gets the final figure) */
+    double usd;          /* provisional total cost */
 } fr_req_info;
 
 /* Loads nothing: takes a loaded model (shared, read-only, outlives the engine), allocates the KV
@@ -118,6 +153,8 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg, fr_err 
 void fr_engine_free(fr_engine *e);
 
 /* The effective configuration (max_ctx and kv_blocks resolved). */
+/* The backend's name ("cpu", "cuda") the engine runs on. */
+const char *fr_engine_backend_name(const fr_engine *e);
 const fr_engine_config *fr_engine_cfg(const fr_engine *e);
 int fr_engine_max_ctx(const fr_engine *e);
 

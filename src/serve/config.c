@@ -2,6 +2,8 @@
  * See config.h for precedence and formats, docs/SERVING.md for every key. */
 #include "serve/config.h"
 
+#include "backend/backend.h"
+
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -25,7 +27,15 @@ const char *const fr_serve_usage =
     "  --api-keys FILE          Bearer keys, one per line: KEY [DEFAULT_TIER [HIGHEST_TIER]]\n"
     "                           (also FRUGAL_API_KEYS=KEY[:TIER],...)\n"
     "  --served-model-name NAME model id reported by the API (default: the model's name)\n"
-    "  --kv-memory-mb N         KV cache budget in MiB (default 512)\n";
+    "  --kv-memory-mb N         KV cache budget in MiB (default 512; CPU)\n"
+    "  --device cpu|cuda[:N]    where the decoder runs (default cpu; cuda needs make cuda)\n"
+    "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
+    "  --kv-cache bf16|int8     KV cache element type (int8: CUDA only)\n"
+    "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
+    "  --meter on|off           energy and cost per request (default on)\n"
+    "  --meter-config FILE      meter settings, `key = value` (docs/METERING.md)\n"
+    "  --ledger PATH            SQLite ledger, one row per request (default frugal-ledger.db;\n"
+    "                           \"\" = none)\n";
 
 void fr_serve_config_init(fr_serve_config *c) {
     memset(c, 0, sizeof *c);
@@ -47,6 +57,7 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->idle_timeout_s = 30;
     c->body_timeout_s = 30;
     c->shutdown_grace_s = 10;
+    c->meter = true;
 }
 
 void fr_serve_config_free(fr_serve_config *c) {
@@ -56,6 +67,11 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->quant);
     free(c->chat_template);
     free(c->api_keys_file);
+    free(c->device);
+    free(c->weights);
+    free(c->kv_cache);
+    free(c->meter_config);
+    free(c->ledger);
     for (int i = 0; i < c->n_keys; i++) {
         /* wipe secrets before giving the memory back */
         volatile char *p = c->keys[i].key;
@@ -69,6 +85,25 @@ void fr_serve_config_free(fr_serve_config *c) {
 static void set_str(char **dst, const char *v) {
     free(*dst);
     *dst = v ? fr_xstrdup(v) : NULL;
+}
+
+/* Values of --device, --weights and --kv-cache (and their JSON keys). */
+static int check_device_opt(const char *k, const char *v, fr_err *err) {
+    if (!v) return 0;
+    if (!strcmp(k, "device")) {
+        fr_backend_kind kind;
+        int idx;
+        return fr_backend_parse_device(v, &kind, &idx, err);
+    }
+    static const char *const w[] = {"bf16", "int8", "int4", "q8", "q4", "f32", NULL};
+    static const char *const kv[] = {"bf16", "int8", "f32", NULL};
+    const char *const *ok = !strcmp(k, "weights") ? w : !strcmp(k, "kv_cache") ? kv : NULL;
+    if (!ok) return 0;
+    for (int i = 0; ok[i]; i++)
+        if (!strcmp(v, ok[i])) return 0;
+    fr_err_set(err, "%s: unknown value '%s' (%s)", k, v,
+               ok == w ? "bf16, int8, int4 on CUDA; q8, q4 on the CPU" : "bf16 or int8");
+    return -1;
 }
 
 /* ---- JSON ---- */
@@ -219,6 +254,29 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
                 goto out;
             }
             set_str(dst, s);
+        } else if (!strcmp(k, "device") || !strcmp(k, "weights") || !strcmp(k, "kv_cache") ||
+                   !strcmp(k, "meter_config") || !strcmp(k, "ledger")) {
+            if (!cJSON_IsString(it) && !cJSON_IsNull(it)) {
+                fr_err_set(err, "config: \"%s\" must be a string", k);
+                goto out;
+            }
+            const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
+            if (check_device_opt(k, s, err)) goto out;
+            set_str(!strcmp(k, "device")         ? &c->device
+                    : !strcmp(k, "weights")      ? &c->weights
+                    : !strcmp(k, "kv_cache")     ? &c->kv_cache
+                    : !strcmp(k, "meter_config") ? &c->meter_config
+                                                 : &c->ledger,
+                    s);
+        } else if (!strcmp(k, "meter")) {
+            if (!cJSON_IsBool(it)) {
+                fr_err_set(err, "config: \"meter\" must be true or false");
+                goto out;
+            }
+            c->meter = cJSON_IsTrue(it);
+        } else if (!strcmp(k, "kv_fraction")) {
+            if (get_num(it, k, 0.01, 1, &v, err)) goto out;
+            c->engine.kv_fraction = (float)v;
         } else if (!strcmp(k, "port")) {
             if (get_int(it, k, 0, 65535, &l, err)) goto out;
             c->port = (int)l;
@@ -360,6 +418,30 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
             }
             c->engine.kv_bytes = (size_t)l << 20;
             c->engine.kv_blocks = 0;
+        } else if (!strcmp(a, "--device") || !strcmp(a, "--weights") ||
+                   !strcmp(a, "--kv-cache")) {
+            const char *k = a[2] == 'd' ? "device" : a[2] == 'w' ? "weights" : "kv_cache";
+            if (check_device_opt(k, v, err)) return 2;
+            set_str(a[2] == 'd' ? &c->device : a[2] == 'w' ? &c->weights : &c->kv_cache, v);
+        } else if (!strcmp(a, "--kv-fraction")) {
+            char *end;
+            errno = 0;
+            double f = strtod(v, &end);
+            if (errno || end == v || *end || !(f >= 0.01 && f <= 1)) {
+                fr_err_set(err, "--kv-fraction must be a number in 0.01..1");
+                return 2;
+            }
+            c->engine.kv_fraction = (float)f;
+        } else if (!strcmp(a, "--meter")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                fr_err_set(err, "--meter must be on or off");
+                return 2;
+            }
+            c->meter = !strcmp(v, "on");
+        } else if (!strcmp(a, "--meter-config")) {
+            set_str(&c->meter_config, v);
+        } else if (!strcmp(a, "--ledger")) {
+            set_str(&c->ledger, v);
         } else {
             fr_err_set(err, "unknown option '%s'", a);
             return 2;
@@ -395,6 +477,9 @@ static int add_key(fr_serve_config *c, const char *k, size_t len, int def, int h
     ak->len = len;
     ak->default_tier = def;
     ak->highest_tier = hi;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
+    snprintf(ak->id, sizeof ak->id, "key-%08x", (unsigned)(h >> 32));
     return 0;
 }
 

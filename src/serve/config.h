@@ -20,6 +20,8 @@ typedef struct fr_api_key {
     size_t len;        /* its length */
     int default_tier;  /* tier of requests that do not ask for one */
     int highest_tier;  /* the best tier this key may ask for (requests above are lowered to it) */
+    char id[24];       /* "key-" + 8 hex digits of a hash of the key: what the ledger records
+                          (32 bits of a 64-bit FNV-1a: names the key, cannot give it back) */
 } fr_api_key;
 
 typedef struct fr_serve_config {
@@ -47,6 +49,16 @@ typedef struct fr_serve_config {
     char *api_keys_file;            /* NULL = none */
     fr_api_key *keys;               /* loaded keys (file + environment) */
     int n_keys;
+    /* device (backend/backend.h) */
+    char *device;                   /* NULL/"cpu", "cuda", "cuda:N" */
+    char *weights;                  /* CUDA: bf16, int8, int4; CPU: q8/int8, q4/int4 (= quant) */
+    char *kv_cache;                 /* NULL/"bf16", "int8" (CUDA) */
+    /* metering (meter/meter.h, docs/METERING.md) */
+    bool meter;                     /* open a meter (default on) */
+    char *meter_config;             /* meter `key = value` file, NULL = the built-in defaults */
+    char *ledger;                   /* SQLite ledger path; NULL = the meter config's (library
+                                       default: none; `frugal serve` default: frugal-ledger.db);
+                                       "" = no ledger */
 } fr_serve_config;
 
 void fr_serve_config_init(fr_serve_config *c);

@@ -13,6 +13,13 @@
  * Every accepted request ends with a response: the engine ends each request exactly once, and
  * shutdown cancels what is left after the grace period, which the handlers turn into a 503 or an
  * SSE error event.
+ *
+ * Metering (docs/METERING.md, "Serving"): a generation request gets a meter account as soon as it
+ * is accepted (before validation; its W3C traceparent is continued and returned in the
+ * response's `traceparent` header). Until fr_engine_submit returns a request the handler owns the
+ * account and closes it on its way out (conn.mr: rejected for 4xx / 503, failed for other 5xx);
+ * from then on the engine owns it and closes it when the request ends, which puts the
+ * provisional joules and dollars into fr_req_info for the response's `frugal` object.
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -31,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "meter/meter.h"
 #include "model/chat.h"
 #include "model/tokenizer.h"
 #include "serve/api.h"
@@ -44,6 +52,7 @@ struct fr_server {
     const fr_serve_config *cfg; /* settings (caller's) */
     const fr_model *model;      /* loaded model (caller's) */
     fr_engine *engine;          /* owned */
+    fr_meter *meter;            /* owned, or NULL (metering off) */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -73,6 +82,8 @@ typedef struct conn {
     bool stream_owned;    /* a stream took over the accounting */
     bool generation;      /* counted in busy */
     bool close;           /* ask the client to close the connection after the response */
+    fr_meter_req *mr;     /* meter account while the handler owns it (see the top) */
+    char traceparent[56]; /* response traceparent ("" = none) */
 } conn;
 
 /* A streaming response (MHD content reader's cls). */
@@ -143,6 +154,7 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
         MHD_add_response_header(r, "Retry-After", ra);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (c->traceparent[0]) MHD_add_response_header(r, "traceparent", c->traceparent);
     if (status == 405) {
         const char *allow = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS ? "POST" : "GET";
         MHD_add_response_header(r, "Allow", allow);
@@ -172,6 +184,65 @@ static enum MHD_Result fail(conn *c, int status, const char *type, const char *c
 
 static const char *header(conn *c, const char *name) {
     return MHD_lookup_connection_value(c->mc, MHD_HEADER_KIND, name);
+}
+
+/* ---- metering ---- */
+
+/* Opens the request's account (once): continues an incoming traceparent, records the key's id
+ * (never the key), the route and the tier. */
+static void meter_begin(conn *c, const fr_api_key *key, int tier) {
+    fr_server *s = c->s;
+    if (!s->meter || c->mr) return;
+    fr_meter_req_info in = {
+        .traceparent = header(c, "traceparent"),
+        .api_key_id = key ? key->id : NULL,
+        .route = c->ep == FR_EP_CHAT ? "chat" : "completions",
+        .tier = fr_tier_name(tier >= 0 && tier < FR_N_TIERS ? tier : s->cfg->default_tier),
+        .modality = "text",
+    };
+    c->mr = fr_meter_request_begin(s->meter, &in);
+    fr_meter_request_traceparent(c->mr, c->traceparent);
+}
+
+/* Closes an account the handler still owns, by the status of the response it queued. */
+static void meter_end_http(conn *c) {
+    if (!c->mr) return;
+    int st = c->status ? c->status : 499;
+    fr_meter_req_result res = {.http_status = st, .ttft_s = -1, .slo_met = -1};
+    if (st == 499) res.status = FR_REQ_CANCELLED;
+    else if (st < 400) res.status = FR_REQ_OK;
+    else if (st < 500 || st == 503) res.status = FR_REQ_REJECTED; /* refused, incl. draining */
+    else res.status = FR_REQ_FAILED;
+    fr_meter_request_end(c->s->meter, c->mr, &res, NULL);
+    c->mr = NULL;
+}
+
+/* Adds {"frugal": {"joules", "usd", "estimated"}} to a JSON object (the response extension). */
+static char *with_frugal(char *json, const fr_req_info *info) {
+    if (!info->metered) return json;
+    cJSON *j = cJSON_Parse(json);
+    if (!j) return json;
+    cJSON *f = cJSON_AddObjectToObject(j, "frugal");
+    cJSON_AddNumberToObject(f, "joules", info->joules);
+    cJSON_AddNumberToObject(f, "usd", info->usd);
+    cJSON_AddBoolToObject(f, "estimated", info->energy_estimated);
+    char *o = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!o) return json;
+    free(json);
+    return o;
+}
+
+/* The same for the SSE event "data: {...}\n\n" that starts at out->data + at. */
+static void sse_with_frugal(fr_buf *out, size_t at, const fr_req_info *info) {
+    if (!info->metered || out->len < at + 8) return;
+    char *json = fr_xstrndup(out->data + at + 6, out->len - at - 8);
+    json = with_frugal(json, info);
+    out->len = at;
+    fr_buf_puts(out, "data: ");
+    fr_buf_puts(out, json);
+    fr_buf_puts(out, "\n\n");
+    free(json);
 }
 
 /* ---- auth ---- */
@@ -223,6 +294,7 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s)};
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
+    if (s->meter) fr_meter_prometheus(s->meter, &o);
     size_t len = o.len;
     return queue(c, 200, "text/plain; version=0.0.4; charset=utf-8", fr_buf_cstr(&o), len);
 }
@@ -281,7 +353,11 @@ static void stream_append_end(stream *st) {
     if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
         fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
                             st->include_usage);
-        if (st->include_usage) fr_api_stream_usage(&st->out, k, &st->res);
+        if (st->include_usage) {
+            size_t at = st->out.len;
+            fr_api_stream_usage(&st->out, k, &st->res);
+            sse_with_frugal(&st->out, at, &st->info);
+        }
         fr_api_stream_done(&st->out);
     } else {
         fr_api_error e;
@@ -397,18 +473,30 @@ static enum MHD_Result admission_error(conn *c, const fr_admission *adm) {
 static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
     fr_server *s = c->s;
     const fr_serve_config *cfg = s->cfg;
+    /* the tier known before the body is parsed: the account of a request refused before that */
+    int pre_tier = key ? key->default_tier : cfg->default_tier;
+    const char *xp0 = header(c, "X-Priority");
+    if (xp0 && fr_tier_parse(xp0) >= 0) pre_tier = fr_tier_parse(xp0);
+    if (key && pre_tier < key->highest_tier) pre_tier = key->highest_tier;
     if (atomic_load(&s->draining)) {
         c->retry_after = 5;
-        return fail(c, 503, "server_error", "shutting_down", NULL,
-                    "The server is shutting down and accepts no new requests.");
+        meter_begin(c, key, pre_tier);
+        enum MHD_Result r0 = fail(c, 503, "server_error", "shutting_down", NULL,
+                                  "The server is shutting down and accepts no new requests.");
+        meter_end_http(c);
+        return r0;
     }
     fr_api_limits lim = {.max_body_bytes = cfg->max_body_bytes,
                          .max_messages = cfg->max_messages,
                          .max_tokens = cfg->max_tokens};
     fr_api_req q;
     fr_api_error err;
-    if (fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err))
-        return send_error(c, &err);
+    if (fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err)) {
+        meter_begin(c, key, pre_tier);
+        enum MHD_Result r0 = send_error(c, &err);
+        meter_end_http(c);
+        return r0;
+    }
 
     enum MHD_Result ret;
     char *rendered = NULL;
@@ -421,6 +509,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     if (xp) {
         tier = fr_tier_parse(xp);
         if (tier < 0) {
+            meter_begin(c, key, pre_tier);
             ret = fail(c, 400, "invalid_request_error", NULL, "X-Priority",
                        "X-Priority must be P0, P1 or P2.");
             goto out;
@@ -428,6 +517,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     }
     if (key && tier < key->highest_tier) tier = key->highest_tier;
     c->tier = tier;
+    meter_begin(c, key, tier);
     double deadline = 0, deadline_ms = 0;
     const char *xd = header(c, "X-Deadline-Ms");
     if (xd) {
@@ -535,12 +625,14 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     p.tier = tier;
     p.t_arrival = c->t_start;
     p.deadline = deadline;
+    p.meter = c->mr;
     fr_admission adm;
     fr_req *r = fr_engine_submit(s->engine, &p, &adm);
     if (!r) {
-        ret = admission_error(c, &adm);
+        ret = admission_error(c, &adm); /* the account stays ours: closed below as rejected */
         goto out;
     }
+    c->mr = NULL; /* the engine's now: it closes the account when the request ends */
     atomic_fetch_add(&s->busy, 1);
     c->generation = true;
 
@@ -582,6 +674,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        if (c->traceparent[0]) MHD_add_response_header(resp, "traceparent", c->traceparent);
         c->stream_owned = true; /* stream_free records the request and releases busy */
         c->generation = false;
         c->status = 200;
@@ -616,8 +709,9 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         res.text_len = out.len;
         res.finish = finish_name(info.end);
         res.completion_tokens = info.n_generated;
-        ret = send_json(c, 200, kind == FR_API_CHAT ? fr_api_chat_response(&res)
-                                                    : fr_api_completion_response(&res));
+        ret = send_json(c, 200, with_frugal(kind == FR_API_CHAT ? fr_api_chat_response(&res)
+                                                                : fr_api_completion_response(&res),
+                                            &info));
     } else if (info.end == FR_END_CANCELLED) {
         c->status = 499;
         ret = MHD_NO; /* nobody to answer: close */
@@ -631,6 +725,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     atomic_fetch_sub(&s->busy, 1);
     c->generation = false;
 out:
+    meter_end_http(c); /* a request refused before the engine took it */
     free(ids);
     free(rendered);
     fr_api_req_free(&q);
@@ -699,7 +794,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                      s->cfg->max_connections);
             c->retry_after = 1;
             c->close = true;
-            return fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
+            if (c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS)
+                meter_begin(c, NULL, s->cfg->default_tier);
+            enum MHD_Result r0 =
+                fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
+            meter_end_http(c);
+            return r0;
         }
         const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
@@ -755,6 +855,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                            gen ? fr_time_s() - c->t_start : -1);
     }
     if (c->generation) atomic_fetch_sub(&s->busy, 1);
+    meter_end_http(c); /* safety net: every account the handler owns is closed */
     fr_buf_free(&c->body);
     free(c);
     *con_cls = NULL;
@@ -813,7 +914,26 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     } else {
         s->tmpl = m->chat_template;
     }
-    s->engine = fr_engine_new(m, &cfg->engine, err);
+    if (cfg->meter) {
+        fr_meter_config mc;
+        fr_meter_config_default(&mc);
+        if (cfg->meter_config && fr_meter_config_load(&mc, cfg->meter_config, err)) goto fail;
+        if (cfg->ledger) snprintf(mc.ledger_path, sizeof mc.ledger_path, "%s", cfg->ledger);
+        s->meter = fr_meter_open(&mc, err);
+        if (!s->meter) goto fail;
+    }
+    fr_engine_config ec_in = cfg->engine;
+    ec_in.meter = s->meter;
+    ec_in.device = cfg->device;
+    ec_in.kv_type = cfg->kv_cache;
+    bool on_cpu = !cfg->device || !strcmp(cfg->device, "cpu");
+    /* CPU weights are the load-time quantisation (serve.c); CUDA takes its own names */
+    ec_in.weights = on_cpu || !cfg->weights          ? NULL
+                    : !strcmp(cfg->weights, "q8")    ? "int8"
+                    : !strcmp(cfg->weights, "q4")    ? "int4"
+                    : !strcmp(cfg->weights, "f32")   ? NULL
+                                                     : cfg->weights;
+    s->engine = fr_engine_new(m, &ec_in, err);
     if (!s->engine) goto fail;
     int ctx = fr_engine_max_ctx(s->engine);
     s->max_prompt_tokens = cfg->max_prompt_tokens > 0 ? FR_MIN(cfg->max_prompt_tokens, ctx - 1)
@@ -851,13 +971,16 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : cfg->port;
     const fr_engine_config *ec = fr_engine_cfg(s->engine);
-    fr_info("serving %s on %s:%d: auth %s, KV %d blocks x %d tokens, step %d tokens, chunk %d, "
-            "%d running max, context %d",
-            s->model_name, cfg->host, s->port, cfg->n_keys ? "on" : "off", ec->kv_blocks,
-            ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx);
+    fr_info("serving %s on %s:%d (%s): auth %s, KV %d blocks x %d tokens, step %d tokens, "
+            "chunk %d, %d running max, context %d, meter %s",
+            s->model_name, cfg->host, s->port, fr_engine_backend_name(s->engine),
+            cfg->n_keys ? "on" : "off", ec->kv_blocks,
+            ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx,
+            s->meter ? (cfg->ledger && cfg->ledger[0] ? cfg->ledger : "on, no ledger") : "off");
     return s;
 fail:
     fr_engine_free(s->engine);
+    fr_meter_close(s->meter);
     free(s->tmpl_owned);
     fr_metrics_destroy(&s->metrics);
     free(s);
@@ -895,7 +1018,8 @@ void fr_server_shutdown(fr_server *s, double grace_s) {
 void fr_server_free(fr_server *s) {
     if (!s) return;
     if (!s->stopped) fr_server_shutdown(s, 0);
-    fr_engine_free(s->engine);
+    fr_engine_free(s->engine); /* ends what is left, closing their accounts */
+    fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);
     fr_metrics_destroy(&s->metrics);
     free(s);

@@ -4,11 +4,18 @@
  * Signals are blocked in every thread (the mask is set before any thread starts) and taken
  * synchronously with sigwait in the main thread, so no work happens in a signal handler.
  * SIGPIPE is ignored (a client that vanishes mid-write is an ordinary error).
+ *
+ * Device and meter: on the CPU, --weights q8|q4 (or int8|int4) is the load-time quantisation
+ * (--quant); on CUDA it is passed to the backend. The command's ledger default is
+ * frugal-ledger.db in the working directory (the library's is none, so embedding programs and
+ * tests do not write files unless asked); --ledger "" turns it off.
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "serve/serve.h"
 
 int fr_cmd_serve(int argc, char **argv) {
@@ -34,6 +41,26 @@ int fr_cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    if (cfg.meter && !cfg.ledger) cfg.ledger = fr_xstrdup("frugal-ledger.db");
+    if (cfg.device && strcmp(cfg.device, "cpu") && !fr_backend_cuda_linked()) {
+        fprintf(stderr, "frugal serve: --device %s: built without CUDA: rebuild with make cuda "
+                        "(build-cuda/frugal-cuda)\n", cfg.device);
+        fr_serve_config_free(&cfg);
+        return 1;
+    }
+    bool on_cpu = !cfg.device || !strcmp(cfg.device, "cpu");
+    if (on_cpu && cfg.weights && strcmp(cfg.weights, "f32") && strcmp(cfg.weights, "bf16")) {
+        const char *q = !strcmp(cfg.weights, "int8") || !strcmp(cfg.weights, "q8") ? "q8" : "q4";
+        free(cfg.quant);
+        cfg.quant = fr_xstrdup(q);
+    }
+    if (!on_cpu && cfg.quant) {
+        fprintf(stderr, "frugal serve: --quant is the CPU's; on %s use --weights int8|int4\n",
+                cfg.device);
+        fr_serve_config_free(&cfg);
+        return 2;
+    }
 
     fr_model *m = fr_model_load(cfg.model, &err);
     if (!m) {
