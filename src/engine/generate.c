@@ -1,6 +1,8 @@
 /* generate.c — see generate.h. */
 #include "engine/generate.h"
 
+#include "backend/backend.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +11,21 @@
 int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
                 const fr_sampling *sampling, const fr_gen_params *gp, fr_text_fn on_text,
                 void *user, fr_generate_result *res, fr_err *err) {
+    return fr_generate_on(m, NULL, prompt, n_prompt, sampling, gp, on_text, user, res, err);
+}
+
+int fr_generate_on(const fr_model *m, const fr_generate_device *dev, const int32_t *prompt,
+                   size_t n_prompt, const fr_sampling *sampling, const fr_gen_params *gp,
+                   fr_text_fn on_text, void *user, fr_generate_result *res, fr_err *err) {
     memset(res, 0, sizeof *res);
+    fr_backend_kind kind;
+    int dev_index;
+    if (fr_backend_parse_device(dev ? dev->device : NULL, &kind, &dev_index, err)) return -1;
+    if (kind == FR_BACKEND_CUDA && !fr_backend_cuda_linked()) {
+        fr_err_set(err, "device '%s': built without CUDA: rebuild with make cuda "
+                   "(build-cuda/frugal-cuda)", dev->device);
+        return -1;
+    }
     if (n_prompt == 0) {
         fr_err_set(err, "the prompt is empty after tokenization");
         return -1;
@@ -25,6 +41,7 @@ int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
     int chunk = (int)FR_MIN((size_t)PREFILL_CHUNK, n_prompt);
     int rc = -1;
     fr_kv_pool *kv = NULL;
+    fr_backend *be = NULL;
     fr_seq seq;
     memset(&seq, 0, sizeof seq);
     fr_sampler smp;
@@ -37,13 +54,21 @@ int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
     fr_seq **seqs = NULL;
     uint8_t *want = NULL;
 
-    fr_decoder *dec = fr_decoder_new(m, chunk, n_ctx, err);
-    if (!dec) goto out;
-    kv = fr_kv_pool_new(&m->hp, (n_ctx + 15) / 16, 16);
-    if (!kv) {
-        fr_err_set(err, "cannot allocate the KV cache for %d positions", n_ctx);
-        goto out;
-    }
+    fr_backend_params bp = fr_backend_params_default();
+    bp.device = dev && dev->device ? dev->device : "cpu";
+    bp.weights = kind == FR_BACKEND_CUDA && dev ? dev->weights : NULL;
+    bp.kv = dev ? dev->kv : NULL;
+    bp.kv_fraction = dev && dev->kv_fraction > 0 ? dev->kv_fraction : 0.9f;
+    bp.max_tokens = chunk;
+    bp.max_seqs = 1;
+    bp.max_ctx = n_ctx;
+    if (kind == FR_BACKEND_CPU) /* exactly the sequence's blocks, as before the backend */
+        bp.kv_bytes = (size_t)((n_ctx + 15) / 16) * 2 * (size_t)m->hp.n_layer * 16 *
+                      (size_t)m->hp.n_head_kv * (size_t)m->hp.head_dim * sizeof(float);
+    /* weights are passed only to CUDA, which copies them: the model is not written */
+    be = fr_backend_new((fr_model *)(uintptr_t)m, &bp, err);
+    if (!be) goto out;
+    kv = fr_backend_kv(be);
     if (fr_seq_reserve(&seq, kv, n_ctx)) {
         fr_err_set(err, "KV cache too small for %d positions", n_ctx);
         goto out;
@@ -62,7 +87,7 @@ int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
             want[i] = off + (size_t)i == n_prompt - 1;
         }
         fr_batch b = {.n_tokens = n, .tokens = prompt + off, .pos = pos, .seqs = seqs, .logits = want};
-        if (fr_decoder_forward(dec, kv, &b, logits, err)) goto out;
+        if (fr_backend_forward(be, &b, logits, err)) goto out;
     }
     res->prefill_s = fr_time_s() - t0;
 
@@ -85,7 +110,7 @@ int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
         fr_seq *sp = &seq;
         uint8_t w = 1;
         fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &w};
-        if (fr_decoder_forward(dec, kv, &b, logits, err)) goto out;
+        if (fr_backend_forward(be, &b, logits, err)) goto out;
     }
     res->decode_s = fr_time_s() - t1;
     res->text = fr_xstrdup(fr_buf_cstr(&gen.text));
@@ -100,8 +125,7 @@ out:
     free(seqs);
     free(want);
     if (kv) fr_seq_release(&seq, kv);
-    fr_kv_pool_free(kv);
-    fr_decoder_free(dec);
+    fr_backend_free(be); /* frees the pool */
     return rc;
 }
 

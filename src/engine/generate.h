@@ -1,6 +1,8 @@
-/* generate.h — single-sequence generation on the decoder: prefill a prompt in chunks, then sample
- * and decode until the generation state (gen.h) says stop. Used by `frugal generate` and the
- * public C API; the server's engine batches many sequences instead. */
+/* generate.h — single-sequence generation on a backend (backend/backend.h: the CPU decoder or a
+ * CUDA GPU): prefill a prompt in chunks, then sample on the host and decode until the generation
+ * state (gen.h) says stop. Used by `frugal generate` and the public C API; the server's engine
+ * batches many sequences instead. On the CPU the pool is exactly the prompt + output positions,
+ * so results are the decoder's, bit for bit. */
 #ifndef FRUGAL_GENERATE_H
 #define FRUGAL_GENERATE_H
 
@@ -25,5 +27,19 @@ int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
                 const fr_sampling *sampling, const fr_gen_params *gp, fr_text_fn on_text,
                 void *user, fr_generate_result *res, fr_err *err);
 void fr_generate_result_free(fr_generate_result *r);
+
+/* Where fr_generate_on runs (strings borrowed). All NULL / 0: the CPU, as fr_generate. */
+typedef struct fr_generate_device {
+    const char *device;  /* NULL/"cpu", "cuda", "cuda:N" */
+    const char *weights; /* CUDA: NULL/"bf16", "int8", "int4" (CPU: quantise the model on load) */
+    const char *kv;      /* NULL/"bf16", "int8" (CUDA) */
+    float kv_fraction;   /* CUDA: share of free device memory for the KV pool (0: 0.9) */
+} fr_generate_device;
+
+/* fr_generate on a device; "built without CUDA: rebuild with make cuda" when CUDA is asked for in
+ * a binary without the CUDA objects. */
+int fr_generate_on(const fr_model *m, const fr_generate_device *dev, const int32_t *prompt,
+                   size_t n_prompt, const fr_sampling *sampling, const fr_gen_params *gp,
+                   fr_text_fn on_text, void *user, fr_generate_result *res, fr_err *err);
 
 #endif

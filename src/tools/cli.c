@@ -5,6 +5,7 @@
  *   frugal generate --model PATH (--prompt TEXT | --messages FILE) [--max-tokens N]
  *                   [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed S]
  *                   [--quant q8|q4] [--stop STR]... [--ignore-eos] [--chat-template NAME]
+ *                   [--device cpu|cuda[:N]] [--weights bf16|int8|int4] [--kv-cache bf16|int8]
  *                   [--json]
  *
  * PATH is an HF model folder or a .gguf file. `--temperature 0` is greedy. Text streams to stdout
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "engine/generate.h"
 #include "model/chat.h"
 #include "model/model.h"
@@ -27,6 +29,7 @@
 
 typedef struct cli_opts {
     const char *model, *prompt, *messages, *quant, *chat_template, *text;
+    const char *device, *weights, *kv; /* generate: backend (backend/backend.h) */
     const char *stop[FR_GEN_MAX_STOP];
     int n_stop;
     int max_tokens;
@@ -65,7 +68,10 @@ static const char *HELP =
     "  --temperature T      0 = greedy (default 0.8)\n"
     "  --top-k K, --top-p P, --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
     "  --seed S             random seed (default 0)\n"
-    "  --quant q8|q4        weight-only quantisation on load\n"
+    "  --quant q8|q4        weight-only quantisation on load (CPU)\n"
+    "  --device DEV         cpu (default), cuda or cuda:N (CUDA needs a make cuda build)\n"
+    "  --weights TYPE       CUDA weights: bf16 (default), int8, int4; CPU: q8, q4 (= --quant)\n"
+    "  --kv-cache TYPE      KV cache: bf16 (default), int8 (CUDA)\n"
     "  --stop STR           stop string (repeatable, up to 8)\n"
     "  --ignore-eos         keep generating through end-of-sequence tokens\n"
     "  --json               print {\"prompt_ids\", \"ids\", \"text\"} instead of streaming\n";
@@ -105,6 +111,21 @@ static int parse_opts(const char *cmd, int argc, char **argv, cli_opts *o) {
                 return usage_error(cmd, "--quant must be q8 or q4");
         } else if (!strcmp(a, "--chat-template")) {
             o->chat_template = argv[++i];
+        } else if (!strcmp(a, "--device")) {
+            fr_backend_kind kind;
+            int idx;
+            fr_err e = {{0}};
+            o->device = argv[++i];
+            if (fr_backend_parse_device(o->device, &kind, &idx, &e)) return usage_error(cmd, e.msg);
+        } else if (!strcmp(a, "--weights")) {
+            o->weights = argv[++i];
+            if (strcmp(o->weights, "bf16") && strcmp(o->weights, "int8") &&
+                strcmp(o->weights, "int4") && strcmp(o->weights, "q8") && strcmp(o->weights, "q4"))
+                return usage_error(cmd, "--weights must be bf16, int8, int4 (CUDA) or q8, q4 (CPU)");
+        } else if (!strcmp(a, "--kv-cache")) {
+            o->kv = argv[++i];
+            if (strcmp(o->kv, "bf16") && strcmp(o->kv, "int8"))
+                return usage_error(cmd, "--kv-cache must be bf16 or int8");
         } else if (!strcmp(a, "--stop")) {
             if (o->n_stop >= FR_GEN_MAX_STOP) return usage_error(cmd, "at most 8 --stop strings");
             o->stop[o->n_stop++] = argv[++i];
@@ -264,6 +285,17 @@ int fr_cmd_generate(int argc, char **argv) {
     int rc = parse_opts("generate", argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     if (!o.prompt == !o.messages) return usage_error("generate", "give exactly one of --prompt or --messages");
+    bool on_cpu = !o.device || !strcmp(o.device, "cpu");
+    if (!on_cpu && !fr_backend_cuda_linked()) {
+        fprintf(stderr, "frugal: --device %s: built without CUDA: rebuild with make cuda "
+                        "(build-cuda/frugal-cuda)\n", o.device);
+        return 1;
+    }
+    if (!on_cpu && o.quant) return usage_error("generate", "--quant is the CPU's; use --weights int8|int4");
+    if (on_cpu && o.weights && strcmp(o.weights, "bf16"))
+        o.quant = !strcmp(o.weights, "int8") || !strcmp(o.weights, "q8") ? "q8" : "q4";
+    if (!on_cpu && o.weights)
+        o.weights = !strcmp(o.weights, "q8") ? "int8" : !strcmp(o.weights, "q4") ? "int4" : o.weights;
     fr_model *m = load_model(o.model, o.quant);
     if (!m) return 1;
     fr_err err = {{0}};
@@ -287,7 +319,9 @@ int fr_cmd_generate(int argc, char **argv) {
     gp.ignore_eos = o.ignore_eos;
     gp.n_stop = o.n_stop;
     for (int i = 0; i < o.n_stop; i++) gp.stop[i] = o.stop[i];
-    if (fr_generate(m, ids, n_prompt, &o.sampling, &gp, o.json ? NULL : stream_out, NULL, &res, &err))
+    fr_generate_device gd = {.device = o.device, .weights = on_cpu ? NULL : o.weights, .kv = o.kv};
+    if (fr_generate_on(m, &gd, ids, n_prompt, &o.sampling, &gp, o.json ? NULL : stream_out, NULL,
+                       &res, &err))
         goto fail;
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
