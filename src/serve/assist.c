@@ -54,7 +54,7 @@ void fr_assist_config_init(fr_assist_config *c) {
     c->top_k = 5;
     c->budget_tokens = 1024;
     c->llm_max_tokens = 256;
-    c->llm = true;
+    c->llm = false;
 }
 
 void fr_assist_config_free(fr_assist_config *c) {
@@ -782,7 +782,11 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
                          "ticket or history.");
         goto fail;
     }
-    int tier = call && call->tier >= 0 ? call->tier : q.tier >= 0 ? q.tier : FR_TIER_P1;
+    int tier = call && call->tier >= 0 ? call->tier
+               : q.tier >= 0              ? q.tier
+               : call                     ? call->default_tier
+                                          : FR_TIER_P1;
+    if (tier < 0 || tier >= FR_N_TIERS) tier = FR_TIER_P1;
 
     /* route, first pass: what to decode */
     const fr_assist_media *md = &a->media;

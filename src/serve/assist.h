@@ -52,7 +52,8 @@ typedef struct fr_assist_config {
     int top_k;                 /* intents returned: the best + alternatives (5) */
     int budget_tokens;         /* LLM prompt budget in tokens (1024) */
     int llm_max_tokens;        /* LLM reply length (256) */
-    bool llm;                  /* reply through the LLM when an engine is attached (true) */
+    bool llm;                  /* reply through the LLM when an engine is attached (false:
+                                  templates; `frugal assist --model` turns it on) */
 } fr_assist_config;
 
 void fr_assist_config_init(fr_assist_config *c);
@@ -137,7 +138,8 @@ fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, c
 
 /* Per-call context. */
 typedef struct fr_assist_call {
-    int tier;                    /* P0..P2 from the door (header / key), -1 = from the body */
+    int tier;                    /* P0..P2 forced by the door (X-Priority), -1 = the body's */
+    int default_tier;            /* tier when neither the door nor the body names one */
     double t_arrival;            /* fr_time_s() at arrival (0 = now) */
     struct fr_meter_req *meter;  /* the request's meter account, or NULL */
 } fr_assist_call;

@@ -42,6 +42,7 @@
 #include "model/chat.h"
 #include "model/tokenizer.h"
 #include "serve/api.h"
+#include "serve/assist.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
 
@@ -53,6 +54,7 @@ struct fr_server {
     const fr_model *model;      /* loaded model (caller's) */
     fr_engine *engine;          /* owned */
     fr_meter *meter;            /* owned, or NULL (metering off) */
+    fr_assist *assist;          /* POST /v1/assist handler (owned; shared with `frugal assist`) */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -732,6 +734,40 @@ out:
     return ret;
 }
 
+/* ---- assist: the handler `frugal assist` also calls (serve/assist.c, docs/ASSIST.md) ---- */
+
+static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
+    fr_server *s = c->s;
+    if (atomic_load(&s->draining)) {
+        c->retry_after = 5;
+        return fail(c, 503, "server_error", "shutting_down", NULL,
+                    "The server is shutting down and accepts no new requests.");
+    }
+    int forced = -1;
+    const char *xp = header(c, "X-Priority");
+    if (xp && (forced = fr_tier_parse(xp)) < 0)
+        return fail(c, 400, "invalid_request_error", NULL, "X-Priority",
+                    "X-Priority must be P0, P1 or P2.");
+    int dflt = key ? key->default_tier : s->cfg->default_tier;
+    c->tier = forced >= 0 ? forced : dflt;
+    if (s->meter && !c->mr) {
+        fr_meter_req_info in = {.traceparent = header(c, "traceparent"),
+                                .api_key_id = key ? key->id : NULL,
+                                .route = "assist",
+                                .tier = fr_tier_name(c->tier),
+                                .modality = "text"};
+        c->mr = fr_meter_request_begin(s->meter, &in);
+    }
+    fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
+                           .meter = c->mr};
+    char *json = NULL;
+    int st = fr_assist_handle(s->assist, c->body.data ? c->body.data : "", c->body.len, &call,
+                              &json);
+    enum MHD_Result r = send_json(c, st, json);
+    meter_end_http(c);
+    return r;
+}
+
 /* ---- MHD callbacks ---- */
 
 static enum MHD_Result route(conn *c, const char *url, const char *method) {
@@ -740,6 +776,14 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
     if (c->ep != FR_EP_HEALTH && !check_auth(c, &key, &ret)) return ret;
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST");
+    if (c->ep == FR_EP_OTHER && !strcmp(url, "/v1/assist")) {
+        if (post) return do_assist(c, key);
+        c->close = false;
+        fr_api_error e;
+        fr_api_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
+                         "Method %.16s is not allowed on /v1/assist (POST only).", method);
+        return send_error(c, &e);
+    }
     switch (c->ep) {
     case FR_EP_HEALTH:
         if (!get) break;
@@ -935,6 +979,8 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
                                                      : cfg->weights;
     s->engine = fr_engine_new(m, &ec_in, err);
     if (!s->engine) goto fail;
+    s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
+    fr_assist_set_meter(s->assist, s->meter);
     int ctx = fr_engine_max_ctx(s->engine);
     s->max_prompt_tokens = cfg->max_prompt_tokens > 0 ? FR_MIN(cfg->max_prompt_tokens, ctx - 1)
                                                       : ctx - 1;
@@ -979,6 +1025,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
             s->meter ? (cfg->ledger && cfg->ledger[0] ? cfg->ledger : "on, no ledger") : "off");
     return s;
 fail:
+    fr_assist_free(s->assist);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
     free(s->tmpl_owned);
@@ -1018,6 +1065,7 @@ void fr_server_shutdown(fr_server *s, double grace_s) {
 void fr_server_free(fr_server *s) {
     if (!s) return;
     if (!s->stopped) fr_server_shutdown(s, 0);
+    fr_assist_free(s->assist);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
     fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);

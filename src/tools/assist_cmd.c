@@ -118,7 +118,7 @@ int fr_cmd_assist(int argc, char **argv) {
         fprintf(stderr, "frugal assist: %s\n", err.msg);
         goto out;
     }
-    if (model_path && cfg.llm) {
+    if (model_path) {
         m = fr_model_load(model_path, &err);
         if (!m || (quant && fr_model_quantize(m, quant, &err))) {
             fprintf(stderr, "frugal assist: %s\n", err.msg);
@@ -174,7 +174,8 @@ int fr_cmd_assist(int argc, char **argv) {
             emit(413, fr_xstrdup(msg));
         } else if (n) {
             char *body = NULL;
-            int st = fr_assist_handle(as, line.data, n, NULL, &body);
+            fr_assist_call call = {.tier = -1, .default_tier = 1, .t_arrival = fr_time_s()};
+            int st = fr_assist_handle(as, line.data, n, &call, &body);
             emit(st, body);
         }
         line.len = 0;
