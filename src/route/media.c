@@ -1,19 +1,183 @@
-/* media.c — the media stages this build links into the assist handler (serve/assist.h).
+/* media.c — the media stages this build links into the assist handler (serve/assist.h): image
+ * decode (stages/image/image.h) with the text-density estimate (stages/image/density.h), OCR on a
+ * shared tesseract pool (stages/ocr/ocr.h), audio decode + resample (stages/audio/audio.h) and
+ * ASR on a shared pocketsphinx pool (stages/asr/asr.h).
  *
- * Integration point: the image decoder + text-density estimate (src/stages/image), OCR
- * (src/stages/ocr), audio decoding (src/stages/audio) and ASR (src/stages/asr) are bound here as
- * they land; until a stage is built its entries stay NULL and the route reports it
- * "unavailable" with the reason below. Adapters must be thread-safe (fr_assist_handle runs on
- * every connection thread).
+ * Design: the pools are process-wide, created once (pthread_once) on the first call of
+ * fr_assist_media_default, and live until the process ends; the engines inside them are created
+ * lazily by the pools themselves, so a server that never sees an image or a recording never
+ * loads tesseract or pocketsphinx. A stage whose resources are missing (no tessdata, no acoustic
+ * model) gets a NULL entry and a reason, which the route reports as "unavailable: ...".
+ * Stage errors are mapped to HTTP statuses: over a limit → 413, a media type that is not taken or
+ * disagrees with the bytes → 415, corrupt / truncated / empty → 400, anything else → 500.
+ *
+ * Thread safety: every adapter only touches its arguments and the thread-safe pools.
  */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "serve/assist.h"
+#include "stages/asr/asr.h"
+#include "stages/audio/audio.h"
+#include "stages/image/density.h"
+#include "stages/image/image.h"
+#include "stages/ocr/ocr.h"
+
+static struct {
+    pthread_once_t once;   /* set-up guard */
+    fr_ocr_pool *ocr;      /* shared OCR engines, or NULL */
+    fr_asr_pool *asr;      /* shared ASR decoders, or NULL */
+    char why_ocr[300];     /* why OCR is unavailable */
+    char why_asr[300];     /* why ASR is unavailable */
+} g = {.once = PTHREAD_ONCE_INIT};
+
+static void set_err(fr_assist_media_err *e, const fr_err *err, const char *code) {
+    const char *m = err->msg;
+    e->status = strstr(m, "too large") || strstr(m, "too long") || strstr(m, "limit") ? 413
+                : strstr(m, "declared") || strstr(m, "unsupported") || strstr(m, "unrecognised") ||
+                          strstr(m, "not a supported")
+                    ? 415
+                : strstr(m, "out of memory") ? 500
+                                             : 400;
+    snprintf(e->code, sizeof e->code, "%s", e->status == 413   ? "media_too_large"
+                                            : e->status == 415 ? "unsupported_media_type"
+                                                               : code);
+    e->err = *err;
+}
+
+static void *img_decode(void *ctx, const uint8_t *data, size_t n, const char *mime,
+                        fr_assist_media_err *e) {
+    (void)ctx;
+    fr_image *img = fr_xcalloc(1, sizeof *img);
+    fr_err err = {{0}};
+    if (fr_img_decode(data, n, mime, NULL, 1, img, &err)) {
+        free(img);
+        fr_err_prefix(&err, "image");
+        set_err(e, &err, "invalid_image");
+        return NULL;
+    }
+    return img;
+}
+
+static double img_density(void *ctx, void *img) {
+    (void)ctx;
+    fr_density d;
+    fr_density_measure(img, &d);
+    return d.score;
+}
+
+static void img_free(void *ctx, void *img) {
+    (void)ctx;
+    fr_image_free(img);
+    free(img);
+}
+
+static int run_ocr(void *ctx, void *img, fr_assist_ocr *out, fr_assist_media_err *e) {
+    (void)ctx;
+    fr_ocr_result r;
+    memset(&r, 0, sizeof r);
+    fr_err err = {{0}};
+    if (fr_ocr_pool_run(g.ocr, img, &r, &err)) {
+        e->status = 500;
+        snprintf(e->code, sizeof e->code, "ocr_failed");
+        e->err = err;
+        return -1;
+    }
+    out->text = r.text ? r.text : fr_xstrdup("");
+    r.text = NULL;
+    out->n_lines = (int)r.n_lines;
+    out->lines = fr_xcalloc(r.n_lines ? r.n_lines : 1, sizeof *out->lines);
+    for (size_t i = 0; i < r.n_lines; i++) {
+        out->lines[i].text = r.lines[i].text;
+        r.lines[i].text = NULL;
+        out->lines[i].confidence = r.lines[i].conf / 100.0f;
+    }
+    fr_ocr_result_free(&r);
+    return 0;
+}
+
+static void *aud_decode(void *ctx, const uint8_t *data, size_t n, const char *mime,
+                        fr_assist_media_err *e) {
+    (void)ctx;
+    (void)mime; /* the request parser already matched the declared type to the magic bytes */
+    fr_audio *a = fr_xcalloc(1, sizeof *a);
+    fr_err err = {{0}};
+    if (fr_audio_decode(data, n, NULL, FR_ASR_RATE, a, &err)) {
+        free(a);
+        set_err(e, &err, "invalid_audio");
+        return NULL;
+    }
+    return a;
+}
+
+static double aud_seconds(void *ctx, void *a) {
+    (void)ctx;
+    return ((fr_audio *)a)->seconds;
+}
+
+static char *run_asr(void *ctx, void *aud, fr_assist_media_err *e) {
+    (void)ctx;
+    fr_audio *a = aud;
+    int16_t *pcm = fr_xmalloc((a->n ? a->n : 1) * sizeof *pcm);
+    if (a->n) fr_audio_to_s16(a->pcm, a->n, pcm);
+    fr_asr_result r;
+    memset(&r, 0, sizeof r);
+    fr_err err = {{0}};
+    int rc = fr_asr_pool_transcribe_pcm(g.asr, pcm, a->n, &r, &err);
+    free(pcm);
+    if (rc) {
+        e->status = 500;
+        snprintf(e->code, sizeof e->code, "asr_failed");
+        e->err = err;
+        return NULL;
+    }
+    char *t = r.text ? r.text : fr_xstrdup("");
+    r.text = NULL;
+    fr_asr_result_free(&r);
+    return t;
+}
+
+static void aud_free(void *ctx, void *a) {
+    (void)ctx;
+    fr_audio_free(a);
+    free(a);
+}
+
+static void setup(void) {
+    fr_err err = {{0}};
+    char dir[1024];
+    fr_ocr_cfg oc;
+    memset(&oc, 0, sizeof oc);
+    oc.lang = getenv("FRUGAL_OCR_LANG") ? getenv("FRUGAL_OCR_LANG") : "eng";
+    if (!fr_ocr_tessdata_dir(&oc, dir, sizeof dir)) {
+        snprintf(g.why_ocr, sizeof g.why_ocr,
+                 "unavailable: no tesseract language data found (set TESSDATA_PREFIX)");
+    } else if (!(g.ocr = fr_ocr_pool_new(&oc, 0, &err))) {
+        snprintf(g.why_ocr, sizeof g.why_ocr, "unavailable: %.280s", err.msg);
+    }
+    if (!fr_path_is_dir(FR_ASR_MODEL_DIR)) {
+        snprintf(g.why_asr, sizeof g.why_asr,
+                 "unavailable: no pocketsphinx acoustic model in %s", FR_ASR_MODEL_DIR);
+    } else {
+        fr_asr_config ac;
+        memset(&ac, 0, sizeof ac);
+        g.asr = fr_asr_pool_new(&ac, 0);
+    }
+}
 
 void fr_assist_media_default(fr_assist_media *m) {
+    pthread_once(&g.once, setup);
     memset(m, 0, sizeof *m);
-    m->why_image = "unavailable: image decoding / text-density stage not built into this server";
-    m->why_ocr = "unavailable: OCR stage not built into this server";
-    m->why_audio = "unavailable: audio decoding stage not built into this server";
-    m->why_asr = "unavailable: ASR stage not built into this server";
+    m->image_decode = img_decode;
+    m->image_density = img_density;
+    m->image_free = img_free;
+    m->audio_decode = aud_decode;
+    m->audio_seconds = aud_seconds;
+    m->audio_free = aud_free;
+    if (g.ocr) m->ocr = run_ocr;
+    else m->why_ocr = g.why_ocr;
+    if (g.asr) m->asr = run_asr;
+    else m->why_asr = g.why_asr;
 }

@@ -39,7 +39,7 @@ typedef enum fr_stage {
 
 const char *fr_stage_name(fr_stage s);
 
-#define FR_ROUTE_DEFAULT_DENSITY_THRESHOLD 0.5
+#define FR_ROUTE_DEFAULT_DENSITY_THRESHOLD 0.35 /* as stages/image/density.h */
 
 /* What routing looks at. */
 typedef struct fr_route_input {

@@ -43,7 +43,7 @@ typedef struct fr_assist_config {
     char *intent_model;        /* intent model file ("models/intent-banking77.bin") */
     char *templates;           /* reply templates JSON ("models/reply-templates.json"; a missing
                                   file falls back to the built-in generic reply) */
-    double density_threshold;  /* image text density >= this → OCR, else vision (0.5) */
+    double density_threshold;  /* image text density >= this → OCR, else vision (0.35) */
     size_t max_image_bytes;    /* decoded image bytes (20 MB) */
     size_t max_audio_bytes;    /* decoded audio bytes (32 MiB) */
     size_t max_text_bytes;     /* typed text (16 KiB) */
