@@ -147,7 +147,7 @@ static void ticket_walk(plist *l, const cJSON *it, char *path, size_t plen, int 
     char *line = fr_xmalloc(n);
     snprintf(line, n, "%s: %s", path[0] ? path : "value", val);
     free(val);
-    add(l, SEC_TICKET, key_ctx ? 1 : 4, 0, line);
+    add(l, SEC_TICKET, key_ctx ? 1 : 4, 0, line); /* ticket key fields before OCR lines */
     (*n_leaves)++;
 }
 
@@ -215,7 +215,7 @@ int fr_budget_assemble(const fr_budget_input *in, fr_budget_result *out, fr_err 
             while (n && (s[n - 1] == '\r' || s[n - 1] == ' ')) n--;
             if (n) {
                 char *line = fr_xstrndup(s, n);
-                add(&l, SEC_DOC, is_key_line(line) ? 1 : 5, 0, line);
+                add(&l, SEC_DOC, is_key_line(line) ? 1 : 5, 1, line);
                 nl++;
             }
             if (!e) break;
