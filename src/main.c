@@ -7,6 +7,8 @@
 #include "serve/serve.h"
 #include "tools/meter_cmds.h"
 #include "tools/nlu_cmds.h"
+#include "tools/ocr_cmds.h"
+#include "tools/asr_cmds.h"
 #include "tools/assist_cmd.h"
 
 typedef struct {
@@ -26,6 +28,12 @@ static const command commands[] = {
     {"train-intent", fr_cmd_train_intent, "train-intent --data CSV --out MODEL [--val-frac F] [--seed S]: train the intent classifier"},
     {"eval-nlu", fr_cmd_eval_nlu, "eval-nlu --model MODEL --data CSV [--nlupp DIR --folds A-B]: intent accuracy, latency, slot P/R/F1"},
     {"assist", fr_cmd_assist, "assist [--config FILE] [--model PATH]: JSON requests on stdin, responses on stdout"},
+    {"asr", fr_cmd_asr, "asr [--lm-kind domain|generic] [--lm PATH] FILE...: transcribe WAV/FLAC/OGG"},
+    {"build-lm", fr_cmd_build_lm, "build-lm --csv CSV [--nlupp DIR] --out LM.arpa [--bin LM.bin]: domain speech LM"},
+    {"eval-asr", fr_cmd_eval_asr, "eval-asr [--csv CSV] [--n N] [--workers N]: espeak-ng WER, generic vs domain LM"},
+    {"ocr", fr_cmd_ocr, "ocr FILE [--type MEDIA] [--lang L] [--threshold T] [--force-ocr]: density, route, OCR lines, fields as JSON"},
+    {"gen-docs", fr_cmd_gen_docs, "gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] [--seed S]: synthetic invoices/receipts + truth JSON"},
+    {"eval-ocr", fr_cmd_eval_ocr, "eval-ocr [--n N] [--lang eng|chi_sim|both] [--threads T]: OCR field accuracy, pages/s, density separation"},
     /* commands of later subsystems are added here */
 };
 

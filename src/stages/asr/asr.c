@@ -1,0 +1,227 @@
+/* asr.c — pocketsphinx decoder wrapper and the decoder pool. See asr.h.
+ *
+ * Audio is fed to ps_process_raw in blocks of FR_ASR_CHUNK samples (the pattern pocketsphinx
+ * documents for streaming). The transcript is ps_get_hyp; the confidence is the lattice
+ * posterior of the best path (ps_get_prob, converted from log base with the decoder's logmath).
+ */
+#include "stages/asr/asr.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/asr/ps_wrap.h"
+
+#define FR_ASR_CHUNK 4096 /* samples per ps_process_raw call */
+
+struct fr_asr {
+    ps_decoder_t *ps; /* the decoder */
+    cmd_ln_t *cfg;    /* its configuration (owned) */
+};
+
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* pocketsphinx init/free */
+
+fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
+    fr_asr_config dc;
+    if (!cfg) memset(&dc, 0, sizeof dc), cfg = &dc;
+    const char *hmm = cfg->hmm ? cfg->hmm : FR_ASR_MODEL_DIR "/en-us";
+    const char *dict = cfg->dict ? cfg->dict : FR_ASR_MODEL_DIR "/cmudict-en-us.dict";
+    const char *lm = cfg->lm;
+    if (!lm && cfg->lm_kind == FR_ASR_LM_GENERIC) lm = FR_ASR_MODEL_DIR "/en-us.lm.bin";
+    if (!lm) lm = getenv("FRUGAL_ASR_LM");
+    if (!lm) lm = FR_ASR_DOMAIN_LM;
+    const char *paths[3] = {hmm, dict, lm};
+    for (int i = 0; i < 3; i++)
+        if (!fr_path_exists(paths[i])) {
+            fr_err_set(err, "asr: %s not found (install pocketsphinx-en-us; build the domain LM "
+                            "with `frugal build-lm`)", paths[i]);
+            return NULL;
+        }
+    pthread_mutex_lock(&g_init_lock);
+    err_set_logfp(NULL); /* pocketsphinx logs to stderr by default: silence it */
+    cmd_ln_t *c = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm,
+                              "-samprate", "16000", "-bestpath", "yes", "-dither", "yes",
+                              cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
+                              cfg->beam_fast ? "-wbeam" : "-pl_window",
+                              cfg->beam_fast ? "1e-30" : "5", NULL);
+    ps_decoder_t *ps = c ? ps_init(c) : NULL;
+    pthread_mutex_unlock(&g_init_lock);
+    if (!ps) {
+        if (c) cmd_ln_free_r(c);
+        fr_err_set(err, "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm,
+                   dict, lm);
+        return NULL;
+    }
+    fr_asr *a = fr_xcalloc(1, sizeof *a);
+    a->ps = ps;
+    a->cfg = c;
+    return a;
+}
+
+void fr_asr_free(fr_asr *a) {
+    if (!a) return;
+    pthread_mutex_lock(&g_init_lock);
+    ps_free(a->ps);
+    cmd_ln_free_r(a->cfg);
+    pthread_mutex_unlock(&g_init_lock);
+    free(a);
+}
+
+void fr_asr_result_free(fr_asr_result *r) {
+    if (!r) return;
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err) {
+    memset(res, 0, sizeof *res);
+    double t0 = fr_time_s();
+    if (ps_start_utt(a->ps) < 0) {
+        fr_err_set(err, "asr: could not start an utterance");
+        return -1;
+    }
+    for (size_t off = 0; off < n; off += FR_ASR_CHUNK) {
+        size_t k = FR_MIN((size_t)FR_ASR_CHUNK, n - off);
+        if (ps_process_raw(a->ps, pcm + off, k, FALSE, FALSE) < 0) {
+            ps_end_utt(a->ps);
+            fr_err_set(err, "asr: recognition failed");
+            return -1;
+        }
+    }
+    ps_end_utt(a->ps);
+    int32 score = 0;
+    const char *hyp = ps_get_hyp(a->ps, &score);
+    res->text = fr_xstrdup(hyp ? hyp : "");
+    res->confidence = -1;
+    if (hyp && *hyp) {
+        int32 lp = ps_get_prob(a->ps);
+        double p = logmath_exp(ps_get_logmath(a->ps), lp);
+        if (p >= 0 && p <= 1.0000001) res->confidence = p > 1 ? 1 : p;
+    }
+    res->audio_s = (double)n / FR_ASR_RATE;
+    res->proc_s = fr_time_s() - t0;
+    res->rtf = res->audio_s > 0 ? res->proc_s / res->audio_s : 0;
+    return 0;
+}
+
+int fr_asr_run_bytes(fr_asr *a, const void *bytes, size_t len, const fr_audio_limits *lim,
+                     fr_asr_result *res, fr_err *err) {
+    double t0 = fr_time_s();
+    fr_audio au;
+    if (fr_audio_decode(bytes, len, lim, FR_ASR_RATE, &au, err)) {
+        memset(res, 0, sizeof *res);
+        return -1;
+    }
+    int16_t *s16 = fr_xmalloc((au.n ? au.n : 1) * sizeof(int16_t));
+    fr_audio_to_s16(au.pcm, au.n, s16);
+    double dec = fr_time_s() - t0;
+    int rc = fr_asr_run(a, s16, au.n, res, err);
+    free(s16);
+    if (!rc) {
+        res->decode_s = dec;
+        res->src = au.src;
+        res->rtf = res->audio_s > 0 ? (res->decode_s + res->proc_s) / res->audio_s : 0;
+    }
+    fr_audio_free(&au);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- pool */
+
+struct fr_asr_pool {
+    fr_asr_config cfg;     /* configuration (strings below owned) */
+    char *hmm, *dict, *lm; /* owned copies of the config strings */
+    int max;               /* decoders at most */
+    int created;           /* decoders created so far (including ones being created) */
+    fr_asr **idle;         /* stack of idle decoders */
+    int n_idle;            /* its depth */
+    pthread_mutex_t mu;    /* guards the fields above */
+    pthread_cond_t cv;     /* signalled when a decoder is returned or a creation fails */
+};
+
+static char *dup_or_null(const char *s) { return s ? fr_xstrdup(s) : NULL; }
+
+fr_asr_pool *fr_asr_pool_new(const fr_asr_config *cfg, int n) {
+    fr_asr_pool *p = fr_xcalloc(1, sizeof *p);
+    if (cfg) p->cfg = *cfg;
+    p->cfg.hmm = p->hmm = dup_or_null(p->cfg.hmm);
+    p->cfg.dict = p->dict = dup_or_null(p->cfg.dict);
+    p->cfg.lm = p->lm = dup_or_null(p->cfg.lm);
+    p->max = n > 0 ? n : fr_n_cores();
+    p->idle = fr_xcalloc((size_t)p->max, sizeof(fr_asr *));
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    return p;
+}
+
+static fr_asr *pool_take(fr_asr_pool *p, fr_err *err) {
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->n_idle) {
+            fr_asr *a = p->idle[--p->n_idle];
+            pthread_mutex_unlock(&p->mu);
+            return a;
+        }
+        if (p->created < p->max) {
+            p->created++;
+            pthread_mutex_unlock(&p->mu);
+            fr_asr *a = fr_asr_new(&p->cfg, err);
+            if (!a) {
+                pthread_mutex_lock(&p->mu);
+                p->created--;
+                pthread_cond_signal(&p->cv);
+                pthread_mutex_unlock(&p->mu);
+            }
+            return a;
+        }
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+}
+
+static void pool_give(fr_asr_pool *p, fr_asr *a) {
+    pthread_mutex_lock(&p->mu);
+    p->idle[p->n_idle++] = a;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+int fr_asr_pool_warm(fr_asr_pool *p, fr_err *err) {
+    fr_asr *a = pool_take(p, err);
+    if (!a) return -1;
+    pool_give(p, a);
+    return 0;
+}
+
+int fr_asr_pool_transcribe(fr_asr_pool *p, const void *bytes, size_t len,
+                           const fr_audio_limits *lim, fr_asr_result *res, fr_err *err) {
+    memset(res, 0, sizeof *res);
+    /* refuse bad media before waiting for (or loading) a decoder */
+    if (fr_audio_probe(bytes, len, lim, NULL, err)) return -1;
+    fr_asr *a = pool_take(p, err);
+    if (!a) return -1;
+    int rc = fr_asr_run_bytes(a, bytes, len, lim, res, err);
+    pool_give(p, a);
+    return rc;
+}
+
+int fr_asr_pool_transcribe_pcm(fr_asr_pool *p, const int16_t *pcm, size_t n, fr_asr_result *res,
+                               fr_err *err) {
+    memset(res, 0, sizeof *res);
+    fr_asr *a = pool_take(p, err);
+    if (!a) return -1;
+    int rc = fr_asr_run(a, pcm, n, res, err);
+    pool_give(p, a);
+    return rc;
+}
+
+void fr_asr_pool_free(fr_asr_pool *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_idle; i++) fr_asr_free(p->idle[i]);
+    free(p->idle);
+    free(p->hmm);
+    free(p->dict);
+    free(p->lm);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}

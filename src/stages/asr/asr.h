@@ -1,0 +1,79 @@
+/* asr.h — speech recognition with pocketsphinx (CMU Sphinx US English acoustic model).
+ *
+ * Design: a fr_asr is one pocketsphinx decoder (acoustic model + dictionary + one language
+ * model), initialised once and reused for every utterance; it is NOT safe to share between
+ * threads. Servers use a fr_asr_pool: up to n decoders, created lazily the first time a worker
+ * needs one (so a server that never sees audio never loads the model), handed out under a mutex
+ * and returned after each request, so each decoder is used by one thread at a time.
+ * Initialisation (pocketsphinx and sphinxbase keep a little global logging state) is serialised
+ * by a process-wide mutex; decoding runs in parallel.
+ *
+ * Language model: FR_ASR_LM_DOMAIN (default) is the project's banking trigram built by
+ * `frugal build-lm` (models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
+ * Debian package's general US English model. cfg->lm overrides both with any ARPA / DMP file.
+ */
+#ifndef FRUGAL_ASR_H
+#define FRUGAL_ASR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "stages/audio/audio.h"
+
+#define FR_ASR_RATE 16000 /* the acoustic model's sample rate */
+#define FR_ASR_MODEL_DIR "/usr/share/pocketsphinx/model/en-us"
+#define FR_ASR_DOMAIN_LM "models/asr/banking.lm.bin"
+
+typedef enum fr_asr_lm_kind {
+    FR_ASR_LM_DOMAIN = 0,  /* project-built banking LM (default) */
+    FR_ASR_LM_GENERIC = 1, /* pocketsphinx-en-us general LM */
+} fr_asr_lm_kind;
+
+/* Decoder configuration; zero-initialise and set what you need. */
+typedef struct fr_asr_config {
+    const char *hmm;        /* acoustic model dir; NULL = FR_ASR_MODEL_DIR "/en-us" */
+    const char *dict;       /* pronunciation dictionary; NULL = cmudict-en-us.dict there */
+    const char *lm;         /* LM file (ARPA or DMP); NULL = chosen by lm_kind */
+    fr_asr_lm_kind lm_kind; /* default LM when lm is NULL */
+    int beam_fast;          /* 1 = narrower beams (faster, slightly less accurate) */
+} fr_asr_config;
+
+/* One recognition result. Free with fr_asr_result_free. */
+typedef struct fr_asr_result {
+    char *text;        /* transcript: lower-case words separated by spaces ("" if nothing heard) */
+    double confidence; /* posterior probability of the transcript in [0, 1]; -1 if unavailable */
+    double audio_s;    /* seconds of audio recognised */
+    double decode_s;   /* seconds spent decoding/resampling the container (0 for raw PCM) */
+    double proc_s;     /* seconds spent in recognition */
+    double rtf;        /* real-time factor: (decode_s + proc_s) / audio_s; < 1 is faster than real time */
+    fr_audio_info src; /* source header (zeroed for raw PCM input) */
+} fr_asr_result;
+
+typedef struct fr_asr fr_asr;
+
+/* Load the acoustic model, dictionary and LM. NULL with err set when a file is missing/bad. */
+fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err);
+/* Recognise 16-kHz mono int16 PCM as one utterance. 0 on success (res filled), -1 with err. */
+int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err);
+/* Decode WAV/FLAC/OGG bytes (limits: NULL = defaults), resample to 16 kHz, recognise. */
+int fr_asr_run_bytes(fr_asr *a, const void *bytes, size_t len, const fr_audio_limits *lim,
+                     fr_asr_result *res, fr_err *err);
+void fr_asr_free(fr_asr *a);
+void fr_asr_result_free(fr_asr_result *r);
+
+/* A pool of decoders for worker threads. */
+typedef struct fr_asr_pool fr_asr_pool;
+/* n decoders at most (n <= 0: number of cores). The config's strings are copied. Nothing is
+ * loaded until the first request; fr_asr_pool_warm loads one decoder now to surface errors. */
+fr_asr_pool *fr_asr_pool_new(const fr_asr_config *cfg, int n);
+int fr_asr_pool_warm(fr_asr_pool *p, fr_err *err);
+/* Thread-safe: take a decoder (waiting while all n are busy), run fr_asr_run_bytes, return it. */
+int fr_asr_pool_transcribe(fr_asr_pool *p, const void *bytes, size_t len,
+                           const fr_audio_limits *lim, fr_asr_result *res, fr_err *err);
+/* Same for raw 16-kHz int16 PCM. */
+int fr_asr_pool_transcribe_pcm(fr_asr_pool *p, const int16_t *pcm, size_t n, fr_asr_result *res,
+                               fr_err *err);
+void fr_asr_pool_free(fr_asr_pool *p);
+
+#endif
