@@ -1,0 +1,298 @@
+/* test_assist.c — the assist handler (serve/assist.h) both doors call: exact stages per route
+ * (fake media stages), the bad-input list → 4xx with clear messages, BANKING77-like queries →
+ * expected intents, masking, every accepted request answered. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/assist.h"
+#include "t.h"
+
+/* fake media stages: "density" comes from the image's 9th byte (0..255 → 0..1) */
+static void *f_img(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_assist_media_err *e) {
+    (void)ctx; (void)mime;
+    if (n < 16) {
+        e->status = 400;
+        snprintf(e->code, sizeof e->code, "invalid_image");
+        fr_err_set(&e->err, "image: truncated PNG");
+        return NULL;
+    }
+    uint8_t *p = malloc(1);
+    *p = d[8];
+    return p;
+}
+static double f_density(void *ctx, void *img) { (void)ctx; return *(uint8_t *)img / 255.0; }
+static int f_ocr(void *ctx, void *img, fr_assist_ocr *o, fr_assist_media_err *e) {
+    (void)ctx; (void)img; (void)e;
+    o->text = strdup("Invoice No: INV-77\nTotal: 12.00 EUR");
+    o->n_lines = 1;
+    o->lines = calloc(1, sizeof *o->lines);
+    o->lines[0].text = strdup("Invoice No: INV-77");
+    o->lines[0].confidence = 0.9f;
+    return 0;
+}
+static void f_free(void *ctx, void *p) { (void)ctx; free(p); }
+static void *f_aud(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_assist_media_err *e) {
+    (void)ctx; (void)d; (void)mime;
+    if (n > 1000) {
+        e->status = 413;
+        snprintf(e->code, sizeof e->code, "media_too_large");
+        fr_err_set(&e->err, "audio: 7200 s exceeds the 600 s limit");
+        return NULL;
+    }
+    return malloc(1);
+}
+static char *f_asr(void *ctx, void *a, fr_assist_media_err *e) {
+    (void)ctx; (void)a; (void)e;
+    return strdup("my card has not arrived yet");
+}
+
+static fr_assist *mk(void) {
+    fr_assist_config c;
+    fr_assist_config_init(&c);
+    fr_err err = {{0}};
+    fr_assist *a = fr_assist_new(&c, &err);
+    fr_assist_config_free(&c);
+    if (!a) fprintf(stderr, "  %s\n", err.msg);
+    fr_assist_media m = {0};
+    m.image_decode = f_img;
+    m.image_density = f_density;
+    m.ocr = f_ocr;
+    m.image_free = f_free;
+    m.audio_decode = f_aud;
+    m.asr = f_asr;
+    m.audio_free = f_free;
+    if (a) fr_assist_set_media(a, &m);
+    return a;
+}
+
+/* base64 of a fake PNG whose 9th byte is `dens` (16 bytes, or n bytes of zeros after). */
+static char *png_b64(int dens) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t b[18] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', (uint8_t)dens, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    char *o = malloc(32);
+    size_t j = 0;
+    for (size_t i = 0; i < 18; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+        o[j++] = tbl[v >> 18 & 63]; o[j++] = tbl[v >> 12 & 63];
+        o[j++] = tbl[v >> 6 & 63]; o[j++] = tbl[v & 63];
+    }
+    o[j] = 0;
+    return o;
+}
+
+static cJSON *call(fr_assist *a, const char *body, int *status) {
+    char *js = NULL;
+    *status = fr_assist_handle(a, body, strlen(body), NULL, &js);
+    cJSON *o = cJSON_Parse(js);
+    free(js);
+    return o;
+}
+
+static void stages(cJSON *o, char *out, size_t cap) {
+    out[0] = 0;
+    const cJSON *s;
+    cJSON *run = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "route"), "stages_run");
+    cJSON_ArrayForEach(s, run) {
+        if (out[0]) strncat(out, ",", cap - strlen(out) - 1);
+        strncat(out, s->valuestring, cap - strlen(out) - 1);
+    }
+}
+
+static const char *skip_reason(cJSON *o, const char *stage) {
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(cJSON_GetObjectItem(o, "route"), "stages_skipped"))
+        if (!strcmp(cJSON_GetObjectItem(s, "stage")->valuestring, stage))
+            return cJSON_GetObjectItem(s, "reason")->valuestring;
+    return NULL;
+}
+
+TEST(each_route_runs_exactly_its_stages) {
+    fr_assist *a = mk();
+    CHECK(a != NULL);
+    if (!a) return;
+    char body[512], b[256];
+    int st;
+    cJSON *o = call(a, "{\"text\":\"I am still waiting on my card\"}", &st);
+    CHECK_EQ_INT(st, 200);
+    stages(o, b, sizeof b);
+    CHECK_STR(b, "nlu,template");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "name")->valuestring, "card_arrival");
+    cJSON_Delete(o);
+    o = call(a, "{\"audio\":\"UklGRgAAAABXQVZFZm10IA==\"}", &st);
+    CHECK_EQ_INT(st, 200);
+    stages(o, b, sizeof b);
+    CHECK_STR(b, "decode_audio,asr,nlu,template");
+    CHECK_STR(cJSON_GetObjectItem(o, "transcript")->valuestring, "my card has not arrived yet");
+    CHECK_STR(skip_reason(o, "ocr"), "no image");
+    cJSON_Delete(o);
+    char *img = png_b64(230);
+    snprintf(body, sizeof body, "{\"image\":\"data:image/png;base64,%s\"}", img);
+    o = call(a, body, &st);
+    CHECK_EQ_INT(st, 200);
+    stages(o, b, sizeof b);
+    CHECK_STR(b, "decode_image,density,ocr,nlu,template");
+    CHECK(strstr(skip_reason(o, "vision"), "mostly text") != NULL);
+    CHECK_STR(skip_reason(o, "asr"), "no audio");
+    CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "route"), "density") != NULL);
+    CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "route"), "threshold") != NULL);
+    cJSON_Delete(o);
+    free(img);
+    img = png_b64(10);
+    snprintf(body, sizeof body, "{\"text\":\"what is this?\",\"image\":\"%s\"}", img);
+    o = call(a, body, &st);
+    CHECK_EQ_INT(st, 200);
+    stages(o, b, sizeof b);
+    CHECK_STR(b, "decode_image,density,nlu,template");
+    CHECK(strstr(skip_reason(o, "vision"), "unavailable") != NULL);
+    CHECK(strstr(skip_reason(o, "ocr"), "picture") != NULL);
+    cJSON_Delete(o);
+    free(img);
+    fr_assist_free(a);
+}
+
+TEST(media_stage_missing_is_reported_unavailable) {
+    fr_assist *a = mk();
+    if (!a) return;
+    fr_assist_media m = {0};
+    m.why_audio = "unavailable: audio decoding stage not built into this server";
+    fr_assist_set_media(a, &m);
+    int st;
+    char b[256];
+    cJSON *o = call(a, "{\"text\":\"hi\",\"audio\":\"UklGRgAAAABXQVZFZm10IA==\"}", &st);
+    CHECK_EQ_INT(st, 200);
+    stages(o, b, sizeof b);
+    CHECK_STR(b, "nlu,template");
+    CHECK_STR(skip_reason(o, "decode_audio"), "unavailable: audio decoding stage not built into this server");
+    cJSON_Delete(o);
+    fr_assist_free(a);
+}
+
+TEST(bad_inputs_get_clear_4xx) {
+    fr_assist *a = mk();
+    if (!a) return;
+    static const struct { const char *body; int status; const char *needle; } cases[] = {
+        {"{\"image\":\"!!!notbase64\"}", 400, "not valid base64"},
+        {"{\"image\":\"\"}", 400, "empty"},
+        {"{\"audio\":\"\"}", 400, "empty"},
+        {"{\"image\":\"data:image/gif;base64,R0lGODlh\"}", 415, "not accepted"},
+        {"{\"image\":\"data:image/jpeg;base64,iVBORw0KGgoAAAAAAAAAAA==\"}", 415, "declared image/jpeg but the data is PNG"},
+        {"{\"image\":\"UklGRgAAAABXQVZFZm10IA==\"}", 415, "holds WAV data"},
+        {"{\"audio\":\"iVBORw0KGgoAAAAAAAAAAA==\"}", 415, "holds PNG data"},
+        {"{\"image\":\"iVBORw0KGgoAAAA=\"}", 400, "truncated"},
+        {"{\"text\":5}", 400, "text must be a string"},
+        {"{\"ticket\":[1,2]}", 400, "ticket must be a JSON object"},
+        {"{\"history\":{}}", 400, "history must be an array"},
+        {"{\"history\":[5]}", 400, "history[0]"},
+        {"{\"priority\":\"P9\",\"text\":\"x\"}", 400, "priority"},
+        {"{\"top_k\":0,\"text\":\"x\"}", 400, "top_k"},
+        {"[1,2]", 400, "JSON object"},
+        {"{\"text\":\"x\"", 400, "not valid JSON"},
+        {"{}", 400, "nothing to work on"},
+        {"\xff\xfe", 400, "UTF-8"},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
+        int st;
+        cJSON *o = call(a, cases[i].body, &st);
+        const cJSON *msg = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+        if (st != cases[i].status || !cJSON_IsString(msg) || !strstr(msg->valuestring, cases[i].needle))
+            fprintf(stderr, "  case %zu: %d %s\n", i, st, cJSON_IsString(msg) ? msg->valuestring : "?");
+        CHECK_EQ_INT(st, cases[i].status);
+        CHECK(cJSON_IsString(msg) && strstr(msg->valuestring, cases[i].needle));
+        cJSON_Delete(o);
+    }
+    /* a ticket nested 10,000 deep: refused by the depth scan, before cJSON */
+    size_t n = 10000;
+    char *deep = malloc(2 * n + 64);
+    strcpy(deep, "{\"ticket\":");
+    size_t j = strlen(deep);
+    memset(deep + j, '[', n); /* the scan refuses it before any closing bracket matters */
+    deep[j + n] = 0;
+    int st;
+    cJSON *o = call(a, deep, &st);
+    CHECK_EQ_INT(st, 400);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "code")->valuestring, "nesting_too_deep");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "param")->valuestring, "ticket");
+    cJSON_Delete(o);
+    free(deep);
+    /* over the size limit: refused from the encoded length, never decoded */
+    size_t big = 30u * 1000u * 1000u;
+    char *b = malloc(big + 32);
+    memcpy(b, "{\"image\":\"", 10);
+    memset(b + 10, 'A', big);
+    memcpy(b + 10 + big, "\"}", 3);
+    o = call(a, b, &st);
+    CHECK_EQ_INT(st, 413);
+    cJSON_Delete(o);
+    free(b);
+    /* media stage errors keep their status; two-hour recording */
+    char *lng = malloc(4000);
+    strcpy(lng, "{\"audio\":\"UklGRgAAAABXQVZF");
+    for (int i = 0; i < 400; i++) strcat(lng, "AAAA");
+    strcat(lng, "\"}");
+    o = call(a, lng, &st);
+    CHECK_EQ_INT(st, 413);
+    cJSON_Delete(o);
+    free(lng);
+    /* and it keeps serving */
+    o = call(a, "{\"text\":\"how do I change my PIN?\"}", &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "name")->valuestring, "change_pin");
+    cJSON_Delete(o);
+    fr_assist_free(a);
+}
+
+TEST(banking77_queries_get_expected_intents_and_masked_slots) {
+    fr_assist *a = mk();
+    if (!a) return;
+    static const char *const q[][2] = {
+        {"I lost my card, someone stole my wallet", "lost_or_stolen_card"},
+        {"How do I top up with a bank transfer?", "top_up_by_bank_transfer_charge"},
+        {"I want to close my account", "terminate_account"},
+        {"Why is my card payment still pending?", "pending_card_payment"},
+        {"The ATM swallowed my card", "card_swallowed"},
+        {"I forgot my passcode", "passcode_forgotten"},
+        {"Can I use Apple Pay?", "apple_pay_or_google_pay"},
+        {"What is the exchange rate?", "exchange_rate"},
+    };
+    int hit = 0;
+    for (size_t i = 0; i < FR_ARRAY_LEN(q); i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"text\":\"%s\",\"top_k\":3}", q[i][0]);
+        int st;
+        cJSON *o = call(a, body, &st);
+        CHECK_EQ_INT(st, 200);
+        const char *got = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "name")->valuestring;
+        if (!strcmp(got, q[i][1])) hit++;
+        else fprintf(stderr, "  '%s' → %s (expected %s)\n", q[i][0], got, q[i][1]);
+        CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(o, "alternatives")), 2);
+        cJSON_Delete(o);
+    }
+    CHECK(hit >= 7);
+    int st;
+    cJSON *o = call(a, "{\"text\":\"card 4111 1111 1111 1111 was charged 25 EUR twice\"}", &st);
+    char *js = cJSON_PrintUnformatted(o);
+    CHECK(strstr(js, "4111 1111") == NULL);
+    CHECK(strstr(js, "**** 1111") != NULL);
+    CHECK(strstr(js, "\"name\":\"card_number\"") != NULL);
+    CHECK(strstr(js, "25.00 EUR") != NULL);
+    free(js);
+    cJSON_Delete(o);
+    fr_assist_free(a);
+}
+
+TEST(helpers) {
+    uint8_t out[16];
+    size_t bad = 0;
+    CHECK_EQ_INT(fr_assist_base64_decode("aGVsbG8=", 8, out, &bad), 5);
+    CHECK(!memcmp(out, "hello", 5));
+    CHECK_EQ_INT(fr_assist_base64_decode("aGVsbG8", 7, out, &bad), 5);
+    CHECK_EQ_INT(fr_assist_base64_decode("aGV\nsbG8=", 9, out, &bad), 5);
+    CHECK_EQ_INT(fr_assist_base64_decode("a", 1, out, &bad), -1);
+    CHECK_EQ_INT(fr_assist_base64_decode("aG=V", 4, out, &bad), -1);
+    char k[16];
+    CHECK_EQ_INT(fr_assist_json_depth("{\"a\":\"[[[\",\"t\":[[1]]}", 21, 10, k, sizeof k), 3);
+    CHECK_STR(k, "t");
+}
+
+int main(void) { return t_main(); }
