@@ -34,8 +34,9 @@ const char *const fr_serve_usage =
     "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
     "  --meter on|off           energy and cost per request (default on)\n"
     "  --meter-config FILE      meter settings, `key = value` (docs/METERING.md)\n"
-    "  --ledger PATH            SQLite ledger, one row per request (default frugal-ledger.db;\n"
-    "                           \"\" = none)\n";
+    "  --ledger PATH            SQLite ledger, one row per request (default\n"
+    "                           $XDG_STATE_HOME/frugal/ledger.db or ~/.local/state/frugal/\n"
+    "                           ledger.db; \"\" = none)\n";
 
 void fr_serve_config_init(fr_serve_config *c) {
     memset(c, 0, sizeof *c);

@@ -57,7 +57,8 @@ typedef struct fr_serve_config {
     bool meter;                     /* open a meter (default on) */
     char *meter_config;             /* meter `key = value` file, NULL = the built-in defaults */
     char *ledger;                   /* SQLite ledger path; NULL = the meter config's (library
-                                       default: none; `frugal serve` default: frugal-ledger.db);
+                                       default: none; `frugal serve` default: the XDG state
+                                       folder's frugal/ledger.db, see serve.c);
                                        "" = no ledger */
 } fr_serve_config;
 

@@ -7,16 +7,39 @@
  *
  * Device and meter: on the CPU, --weights q8|q4 (or int8|int4) is the load-time quantisation
  * (--quant); on CUDA it is passed to the backend. The command's ledger default is
- * frugal-ledger.db in the working directory (the library's is none, so embedding programs and
- * tests do not write files unless asked); --ledger "" turns it off.
+ * $XDG_STATE_HOME/frugal/ledger.db (~/.local/state/frugal/ledger.db; frugal-ledger.db in the
+ * working directory when neither variable is set): a state file, so a server started from a
+ * checkout does not leave a database in it. The library's default is none (embedding programs
+ * and tests write no file unless asked); --ledger "" turns it off.
  */
+#include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "serve/serve.h"
+
+/* The command's default ledger path (malloc'd); creates its folder. */
+static char *default_ledger(void) {
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    char dir[1024];
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/frugal", xdg);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/state/frugal", home);
+    else return fr_xstrdup("frugal-ledger.db");
+    for (char *p = dir + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup("frugal-ledger.db");
+            *p = '/';
+        }
+    if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup("frugal-ledger.db");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/ledger.db", dir);
+    return fr_xstrdup(path);
+}
 
 int fr_cmd_serve(int argc, char **argv) {
     fr_serve_config cfg;
@@ -42,7 +65,7 @@ int fr_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (cfg.meter && !cfg.ledger) cfg.ledger = fr_xstrdup("frugal-ledger.db");
+    if (cfg.meter && !cfg.ledger) cfg.ledger = default_ledger();
     if (cfg.device && strcmp(cfg.device, "cpu") && !fr_backend_cuda_linked()) {
         fprintf(stderr, "frugal serve: --device %s: built without CUDA: rebuild with make cuda "
                         "(build-cuda/frugal-cuda)\n", cfg.device);
