@@ -5,7 +5,7 @@
 #include <string.h>
 
 #define TILE 16
-#define TARGET_PIXELS 300000u
+#define TARGET_PIXELS 150000u
 
 typedef struct dimg {
     uint8_t *p; /* gray pixels */
@@ -70,7 +70,13 @@ static dres score_img(const dimg *d, bool invert) {
             if (k >= 0 && k < 256) s += hist[k];
         if (s >= best) best = s, lvl = v;
     }
-    int tol = 24, ink_thr = lvl - 60;
+    /* paper spread: half-width where the histogram falls below a quarter of the mode (noise) */
+    uint32_t peak = hist[lvl];
+    int lo = lvl, hi2 = lvl;
+    while (lo > 0 && hist[lo - 1] * 4 >= peak) lo--;
+    while (hi2 < 255 && hist[hi2 + 1] * 4 >= peak) hi2++;
+    int spread = FR_MAX(lvl - lo, hi2 - lvl);
+    int tol = FR_MIN(60, FR_MAX(24, 2 * spread)), ink_thr = lvl - FR_MAX(60, tol + 30);
     uint64_t paper = 0;
     for (int v = lvl - tol; v <= lvl + tol; v++)
         if (v >= 0 && v < 256) paper += hist[v];

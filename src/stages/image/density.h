@@ -1,6 +1,6 @@
 /* density.h — a cheap "is this image mostly text?" estimate, computed before OCR or vision.
  *
- * Design: the gray image is box-downscaled by an integer factor so that at most ~300 000 pixels
+ * Design: the gray image is box-downscaled by an integer factor so that at most ~150 000 pixels
  * remain (a 1 MP photo costs well under a few milliseconds). The paper level is the brightest
  * strong mode of the histogram; "ink" is anything much darker than the paper. The image is cut into
  * 16x16 tiles; a tile is

@@ -35,7 +35,7 @@ void fr_doc_opts_random(fr_doc_opts *o, bool chinese, uint64_t seed) {
     o->receipt = rnext(&r) & 1;
     o->dpi = rint_(&r, 100, 150);
     o->rotate_deg = (float)(runi(&r) * 6.0 - 3.0);
-    o->noise = (float)(runi(&r) * 24.0);
+    o->noise = (float)(runi(&r) * 14.0);
     o->jpeg_quality = rnext(&r) % 3 ? rint_(&r, 40, 85) : 0;
 }
 
@@ -55,6 +55,7 @@ typedef struct page {
     cairo_t *cr;       /* drawing context */
     double dpi;        /* pixels per inch */
     const char *font;  /* regular family */
+    double width_in;   /* page width, inches (text is shrunk to fit inside 0.1 in margins) */
 } page;
 
 static void text_at(page *p, double x_in, double y_in, double pt, bool bold, int align,
@@ -63,11 +64,17 @@ static void text_at(page *p, double x_in, double y_in, double pt, bool bold, int
                            bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(p->cr, pt * p->dpi / 72.0);
     double x = x_in * p->dpi;
-    if (align) {
-        cairo_text_extents_t te;
+    cairo_text_extents_t te;
+    cairo_text_extents(p->cr, s, &te);
+    /* align: 0 left, 1 right, 2 centred */
+    double room = (align == 1 ? x_in - 0.1 : align == 0 ? p->width_in - 0.1 - x_in
+                                                     : 2 * FR_MIN(x_in - 0.1, p->width_in - 0.1 - x_in)) * p->dpi;
+    if (te.x_advance > room && room > 0) {
+        cairo_set_font_size(p->cr, pt * p->dpi / 72.0 * room / te.x_advance);
         cairo_text_extents(p->cr, s, &te);
-        x -= align > 0 ? te.x_advance : te.x_advance / 2;
     }
+    if (align == 1) x -= te.x_advance;
+    else if (align == 2) x -= te.x_advance / 2;
     cairo_move_to(p->cr, x, y_in * p->dpi);
     cairo_show_text(p->cr, s);
 }
@@ -112,7 +119,7 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
     cairo_translate(cr, -W / 2.0, -H / 2.0);
     double ink = 0.05 + runi(&r) * 0.15;
     cairo_set_source_rgb(cr, ink, ink, ink);
-    page p = {cr, dpi, o->chinese ? "Noto Sans CJK SC" : "DejaVu Sans"};
+    page p = {cr, dpi, o->chinese ? "Noto Sans CJK SC" : "DejaVu Sans", wi};
 
     /* content */
     char payee[96], customer[96], inv[32], date_txt[48], buf[160], m1[32], m2[32];
@@ -160,12 +167,12 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
     const char *cur = o->chinese ? "\xc2\xa5" : "$";
 
     double L = o->receipt ? 0.2 : 0.5, R = wi - L, yy = o->receipt ? 0.45 : 0.7;
-    double body = o->receipt ? 9.5 : 11, step = body * 1.75 / 72.0;
+    double body = o->receipt ? 10.5 : 11, step = body * 1.75 / 72.0;
     if (o->chinese) {
         if (o->receipt) {
-            text_at(&p, wi / 2, yy, 12, true, 0, payee), yy += step * 1.4;
-            text_at(&p, wi / 2, yy, body, false, 0, "收据"), yy += step * 1.3;
-            snprintf(buf, sizeof buf, "单号：%s", inv), text_at(&p, L, yy, body, false, -0, buf), yy += step;
+            text_at(&p, wi / 2, yy, 12, true, 2, payee), yy += step * 1.4;
+            text_at(&p, wi / 2, yy, body, false, 2, "收据"), yy += step * 1.3;
+            snprintf(buf, sizeof buf, "单号：%s", inv), text_at(&p, L, yy, body, false, 0, buf), yy += step;
             snprintf(buf, sizeof buf, "日期：%s %02d:%02d", date_txt, rint_(&r, 8, 21), rint_(&r, 0, 59));
             text_at(&p, L, yy, body, false, 0, buf), yy += step * 1.4;
         } else {
@@ -189,12 +196,12 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
         money(total, m1, sizeof m1);
         snprintf(buf, sizeof buf, "%s：%s%s", o->receipt ? "合计" : "价税合计", cur, m1);
         text_at(&p, R, yy, body + 1, true, 1, buf), yy += step * 1.5;
-        if (o->receipt) text_at(&p, wi / 2, yy, body, false, 0, "谢谢惠顾");
+        if (o->receipt) text_at(&p, wi / 2, yy, body, false, 2, "谢谢惠顾");
     } else {
         if (o->receipt) {
-            text_at(&p, wi / 2, yy, 12, true, 0, payee), yy += step * 1.3;
+            text_at(&p, wi / 2, yy, 12, true, 2, payee), yy += step * 1.3;
             snprintf(buf, sizeof buf, "%d %s Street", rint_(&r, 1, 999), PICK(&r, EN_A));
-            text_at(&p, wi / 2, yy, body - 1, false, 0, buf), yy += step * 1.4;
+            text_at(&p, wi / 2, yy, body - 1, false, 2, buf), yy += step * 1.4;
             snprintf(buf, sizeof buf, "Receipt No: %s", inv), text_at(&p, L, yy, body, false, 0, buf), yy += step;
             snprintf(buf, sizeof buf, "Date: %s %02d:%02d", date_txt, rint_(&r, 8, 21), rint_(&r, 0, 59));
             text_at(&p, L, yy, body, false, 0, buf), yy += step * 1.4;
@@ -223,7 +230,7 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
         static const char *const TL[] = {"Total", "TOTAL", "Amount Due", "Total Due"};
         snprintf(buf, sizeof buf, "%s: %s%s", PICK(&r, TL), cur, m1);
         text_at(&p, R, yy, body + 1, true, 1, buf), yy += step * 1.5;
-        if (o->receipt) text_at(&p, wi / 2, yy, body, false, 0, "Thank you!");
+        if (o->receipt) text_at(&p, wi / 2, yy, body, false, 2, "Thank you!");
     }
     cairo_surface_flush(sf);
     if (cairo_status(cr) != CAIRO_STATUS_SUCCESS) {

@@ -84,7 +84,21 @@ void fr_fields_norm_payee(const char *s, char *out, size_t cap) {
     out[n] = 0;
 }
 
-bool fr_fields_norm_amount(const char *s, char *out, size_t cap) {
+bool fr_fields_norm_amount(const char *in, char *out, size_t cap) {
+    /* squeeze spaces, map fullwidth comma/full stop (U+FF0C, U+FF0E) to ASCII */
+    char s[LINE_MAX_BYTES];
+    size_t m = 0;
+    for (const char *c = in; *c && m < sizeof s - 1; c++) {
+        if (*c == ' ' || *c == '\t') continue;
+        if ((unsigned char)c[0] == 0xEF && (unsigned char)c[1] == 0xBC &&
+            ((unsigned char)c[2] == 0x8C || (unsigned char)c[2] == 0x8E)) {
+            s[m++] = (unsigned char)c[2] == 0x8C ? ',' : '.';
+            c += 2;
+            continue;
+        }
+        s[m++] = *c;
+    }
+    s[m] = 0;
     /* first run of digits with optional thousands separators and decimals */
     for (const char *p = s; *p; p++) {
         if (!isdigit((unsigned char)*p)) continue;
@@ -97,8 +111,6 @@ bool fr_fields_norm_amount(const char *s, char *out, size_t cap) {
                 digits[n++] = *q;
                 if (frac >= 0) frac++;
             } else if (*q == ',' && frac < 0 && isdigit((unsigned char)q[1])) {
-            } else if (*q == ' ' && frac < 0 && isdigit((unsigned char)q[1]) && isdigit((unsigned char)q[2]) &&
-                       isdigit((unsigned char)q[3]) && !isdigit((unsigned char)q[4])) {
             } else if (*q == '.' && frac < 0 && isdigit((unsigned char)q[1])) {
                 frac = 0;
                 digits[n++] = '.';

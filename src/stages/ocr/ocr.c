@@ -177,7 +177,9 @@ static int osd_rotation(fr_ocr_engine *e, const fr_image *g) {
     float oconf = 0, sconf = 0;
     const char *script = NULL;
     BOOL ok = TessBaseAPIDetectOrientationScript(e->osd, &deg, &oconf, &script, &sconf);
-    if (script) TessDeleteText((char *)script);
+    /* script points into the OSD model's unicharset in tesseract 5 (capi.h's advice to
+     * TessDeleteText it is stale and causes a double free) */
+    (void)script;
     TessBaseAPIClear(e->osd);
     if (!ok || oconf < 1.0f) return -1;
     /* tesseract reports the counter-clockwise angle the text is rotated by */

@@ -1,0 +1,171 @@
+/* test_ocr.c — OCR of generated documents (English invoice fields, a Chinese line), the field
+ * extractor on fixed text, the engine pool, and the image stage's route decision. Kept fast: a few
+ * small pages, one engine per language. */
+#include <stdlib.h>
+
+#include "stages/ocr/docgen.h"
+#include "stages/ocr/fields.h"
+#include "stages/ocr/image_stage.h"
+#include "stages/ocr/ocr.h"
+#include "t.h"
+
+/* fontconfig (behind cairo's toy text API in the document generator) keeps its pattern cache
+ * until exit; not ours to free. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libfontconfig\n"; }
+
+TEST(fields_from_text) {
+    fr_fields f;
+    fr_fields_extract("INVOICE\nAcme Trading Ltd\nPayee: Acme Trading Ltd\nInvoice No: INV-2024-00123\n"
+                      "Date: Mar 5, 2024\nOffice chairs 1,100.00\nSubtotal: 1,100.00\n"
+                      "Tax (10%): 110.00\nTotal: $1,210.00\n",
+                      &f);
+    CHECK_STR(f.invoice_no, "INV-2024-00123");
+    CHECK_STR(f.amount, "1210.00");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.payee, "Acme Trading Ltd");
+    fr_fields_extract("上海联华超市\n收据\n单号 ： R12345678\n日期 ： 2024 年 03 月 15 日\n"
+                      "小 计 ： ¥ 100.00\n合 计 ： ¥ 1 ，234.50\n", &f);
+    CHECK_STR(f.invoice_no, "R12345678");
+    CHECK_STR(f.amount, "1234.50");
+    CHECK_STR(f.date, "2024-03-15");
+    CHECK_STR(f.payee, "上海联华超市");
+    char d[16];
+    CHECK(fr_fields_norm_date("15 March 2024", d, sizeof d) && !strcmp(d, "2024-03-15"));
+    CHECK(fr_fields_norm_date("15/03/2024", d, sizeof d) && !strcmp(d, "2024-03-15"));
+    CHECK(!fr_fields_norm_date("no date here 99/99/9999", d, sizeof d));
+}
+
+TEST(english_invoice_fields) {
+    setenv("OMP_THREAD_LIMIT", "1", 0);
+    fr_doc_opts o;
+    fr_doc_opts_clean(&o, 42);
+    fr_image img;
+    fr_doc_truth t;
+    fr_err err = {{0}};
+    CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
+    fr_ocr_cfg cfg = {.lang = "eng"};
+    fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
+    CHECK(e != NULL);
+    if (!e) {
+        fprintf(stderr, "  %s\n", err.msg);
+        fr_image_free(&img);
+        return;
+    }
+    fr_ocr_result r;
+    CHECK(fr_ocr_run(e, &img, &r, &err) == 0);
+    CHECK(r.n_lines >= 8);
+    CHECK(r.mean_conf > 60);
+    CHECK(strstr(r.text, t.invoice_no) != NULL);
+    fr_fields f;
+    fr_fields_extract(r.text, &f);
+    CHECK_STR(f.invoice_no, t.invoice_no);
+    CHECK_STR(f.amount, t.amount);
+    CHECK_STR(f.date, t.date);
+    printf("  eng invoice: %zu lines, mean conf %.0f, %.0f ms\n", r.n_lines, r.mean_conf, r.ms);
+    fr_buf js = {0};
+    fr_ocr_result_json(&r, &js);
+    CHECK(strstr(fr_buf_cstr(&js), "\"lines\":[{\"text\":") != NULL);
+    fr_buf_free(&js);
+    fr_ocr_result_free(&r);
+    /* the same page turned upside down is recovered by the orientation check */
+    fr_image rot;
+    fr_image_rotate(&img, 180, &rot);
+    CHECK(fr_ocr_run(e, &rot, &r, &err) == 0);
+    CHECK(r.rotation == 180);
+    CHECK(strstr(r.text, t.invoice_no) != NULL);
+    printf("  upside-down page: rotation %d, %d passes, %.0f ms\n", r.rotation, r.passes, r.ms);
+    fr_ocr_result_free(&r);
+    fr_image_free(&rot);
+    fr_ocr_engine_free(e);
+    fr_image_free(&img);
+}
+
+TEST(chinese_line) {
+    fr_doc_opts o;
+    fr_doc_opts_clean(&o, 7);
+    o.chinese = true;
+    o.receipt = true;
+    fr_image img;
+    fr_doc_truth t;
+    fr_err err = {{0}};
+    CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
+    fr_ocr_cfg cfg = {.lang = "chi_sim"};
+    fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
+    CHECK(e != NULL);
+    if (!e) {
+        fprintf(stderr, "  %s\n", err.msg);
+        fr_image_free(&img);
+        return;
+    }
+    fr_ocr_result r;
+    CHECK(fr_ocr_run(e, &img, &r, &err) == 0);
+    fr_fields f;
+    fr_fields_extract(r.text, &f);
+    char a[128], b[128];
+    fr_fields_norm_payee(f.payee, a, sizeof a);
+    fr_fields_norm_payee(t.payee, b, sizeof b);
+    CHECK_STR(a, b); /* e.g. 上海创达科技有限公司 */
+    CHECK(strstr(r.text, "收据") != NULL);
+    printf("  chi_sim receipt: payee %s, %.0f ms\n", f.payee, r.ms);
+    fr_ocr_result_free(&r);
+    fr_ocr_engine_free(e);
+    fr_image_free(&img);
+}
+
+TEST(stage_routes_and_pool) {
+    fr_err err = {{0}};
+    fr_ocr_cfg cfg = {.lang = "eng"};
+    fr_ocr_pool *pool = fr_ocr_pool_new(&cfg, 2, &err);
+    CHECK(pool != NULL);
+    if (!pool) return;
+    /* a photo-like PNG: vision route, OCR skipped */
+    fr_image ph;
+    fr_doc_photo(3, 400, 300, 1, &ph);
+    fr_buf b = {0};
+    CHECK(fr_img_encode(&ph, FR_IMG_PNG, 0, &b, &err) == 0);
+    fr_image_stage_result res;
+    CHECK(fr_image_stage_run(pool, (const uint8_t *)b.data, b.len, "image/png", NULL, &res, &err) == 0);
+    CHECK(!res.ocr_on);
+    CHECK(res.ocr.text == NULL);
+    CHECK(strstr(res.reason, "<") != NULL);
+    fr_image_stage_result_free(&res);
+    fr_buf_free(&b);
+    fr_image_free(&ph);
+    /* a document JPEG: OCR route */
+    fr_doc_opts o;
+    fr_doc_opts_clean(&o, 3);
+    o.receipt = true;
+    fr_image img;
+    fr_doc_truth t;
+    CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
+    CHECK(fr_img_encode(&img, FR_IMG_JPEG, 85, &b, &err) == 0);
+    CHECK(fr_image_stage_run(pool, (const uint8_t *)b.data, b.len, "image/jpeg", NULL, &res, &err) == 0);
+    CHECK(res.ocr_on);
+    CHECK(res.ocr.text && strstr(res.ocr.text, t.invoice_no) != NULL);
+    fr_buf js = {0};
+    fr_image_stage_json(&res, &js);
+    CHECK(strstr(fr_buf_cstr(&js), "\"ocr_on\":true") != NULL);
+    fr_buf_free(&js);
+    fr_image_stage_result_free(&res);
+    /* a threshold above 1 forces the vision route; a bad media type is a clear error */
+    fr_image_stage_cfg sc = {.threshold = 1.01f};
+    CHECK(fr_image_stage_run(pool, (const uint8_t *)b.data, b.len, NULL, &sc, &res, &err) == 0);
+    CHECK(!res.ocr_on);
+    fr_image_stage_result_free(&res);
+    CHECK(fr_image_stage_run(pool, (const uint8_t *)b.data, b.len, "image/png", NULL, &res, &err) == -1);
+    CHECK(strstr(err.msg, "declared PNG but the data is JPEG") != NULL);
+    fr_buf_free(&b);
+    fr_image_free(&img);
+    fr_ocr_pool_free(pool);
+}
+
+TEST(missing_language) {
+    fr_err err = {{0}};
+    fr_ocr_cfg cfg = {.lang = "xx_nolang"};
+    fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
+    CHECK(e == NULL);
+    CHECK(strstr(err.msg, "xx_nolang") != NULL);
+}
+
+int main(void) { return t_main(); }
