@@ -25,11 +25,14 @@ TEST(fields_from_text) {
     CHECK_STR(f.date, "2024-03-05");
     CHECK_STR(f.payee, "Acme Trading Ltd");
     fr_fields_extract("上海联华超市\n收据\n单号 ： R12345678\n日期 ： 2024 年 03 月 15 日\n"
-                      "小 计 ： ¥ 100.00\n合 计 ： ¥ 1 ，234.50\n", &f);
+                      "小 计 ： ¥ 100.00\n价税合计: Y4;,755.37\n", &f);
     CHECK_STR(f.invoice_no, "R12345678");
-    CHECK_STR(f.amount, "1234.50");
+    CHECK_STR(f.amount, "4755.37");
     CHECK_STR(f.date, "2024-03-15");
     CHECK_STR(f.payee, "上海联华超市");
+    char a[32];
+    CHECK(fr_fields_norm_amount("¥ 1 ，234.5", a, sizeof a) && !strcmp(a, "1234.50"));
+    CHECK(fr_fields_norm_amount("USD 12", a, sizeof a) && !strcmp(a, "12.00"));
     char d[16];
     CHECK(fr_fields_norm_date("15 March 2024", d, sizeof d) && !strcmp(d, "2024-03-15"));
     CHECK(fr_fields_norm_date("15/03/2024", d, sizeof d) && !strcmp(d, "2024-03-15"));

@@ -110,7 +110,13 @@ bool fr_fields_norm_amount(const char *in, char *out, size_t cap) {
             if (isdigit((unsigned char)*q)) {
                 digits[n++] = *q;
                 if (frac >= 0) frac++;
-            } else if (*q == ',' && frac < 0 && isdigit((unsigned char)q[1])) {
+            } else if ((*q == ',' || *q == ';') && frac < 0) {
+                /* thousands separator; OCR often reads a bold comma as ';' or ',;' */
+                const char *t = q;
+                while (*t == ',' || *t == ';') t++;
+                if (!isdigit((unsigned char)*t)) break;
+                q = t;
+                continue;
             } else if (*q == '.' && frac < 0 && isdigit((unsigned char)q[1])) {
                 frac = 0;
                 digits[n++] = '.';
