@@ -175,8 +175,7 @@ static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
  * index). *ncp receives the code point count. */
 static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
     jj_charge(C(rt), s.n / 64);
-    size_t i = 0;
-    while (i < s.n && (unsigned char)s.p[i] < 0x80) i++;
+    size_t i = jj_ascii_run(s.p, s.n);
     if (i == s.n) {
         *ncp = s.n;
         return NULL;
@@ -465,7 +464,8 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
         return r;
     }
     case JT_LOOP: {
-        jj_list l = {v->u.loop->n, (jj_val *)v->u.loop->items, 0, 0, 0, 0};
+        jj_loop_fill(rt, v->u.loop, SIZE_MAX);
+        jj_list l = {v->u.loop->npass, v->u.loop->pass, 0, 0, 0, 0};
         return l;
     }
     case JT_GEN: {
@@ -569,25 +569,30 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
             return make_method(rt, JFN_UNSAFE, 0, obj, name);
         return no_attr(rt, obj, name);
     case JT_NS:
-        jj_charge(C(rt), obj->u.ns->n / 16);
+        jj_charge(C(rt), obj->u.ns->n / 4);
         for (size_t i = obj->u.ns->n; i-- > 0;)
             if (jj_str_eq(obj->u.ns->k[i], name)) return obj->u.ns->v[i];
         return no_attr(rt, obj, name);
     case JT_LOOP: {
-        const jj_loop *lp = obj->u.loop;
+        jj_loop *lp = obj->u.loop;
         if (jj_str_eqz(name, "index")) return jj_int((int64_t)lp->i + 1);
         if (jj_str_eqz(name, "index0")) return jj_int((int64_t)lp->i);
-        if (jj_str_eqz(name, "revindex")) return jj_int((int64_t)(lp->n - lp->i));
-        if (jj_str_eqz(name, "revindex0")) return jj_int((int64_t)(lp->n - lp->i - 1));
         if (jj_str_eqz(name, "first")) return jj_bool(lp->i == 0);
-        if (jj_str_eqz(name, "last")) return jj_bool(lp->i + 1 == lp->n);
-        if (jj_str_eqz(name, "length")) return jj_int((int64_t)lp->n);
         if (jj_str_eqz(name, "depth")) return jj_int(1);
         if (jj_str_eqz(name, "depth0")) return jj_int(0);
         if (jj_str_eqz(name, "previtem"))
-            return lp->i > 0 ? lp->items[lp->i - 1] : jj_undef_hint(jj_s("there is no previous item"));
+            return lp->i > 0 ? lp->pass[lp->i - 1] : jj_undef_hint(jj_s("there is no previous item"));
+        bool all = jj_str_eqz(name, "length") || jj_str_eqz(name, "revindex") ||
+                   jj_str_eqz(name, "revindex0");
+        bool peek = jj_str_eqz(name, "last") || jj_str_eqz(name, "nextitem");
+        if (all || peek) jj_loop_fill(rt, lp, all ? SIZE_MAX : lp->i + 2);
+        size_t n = lp->npass;
+        if (jj_str_eqz(name, "length")) return jj_int((int64_t)n);
+        if (jj_str_eqz(name, "revindex")) return jj_int((int64_t)(n - lp->i));
+        if (jj_str_eqz(name, "revindex0")) return jj_int((int64_t)(n - lp->i - 1));
+        if (jj_str_eqz(name, "last")) return jj_bool(lp->i + 1 >= n);
         if (jj_str_eqz(name, "nextitem"))
-            return lp->i + 1 < lp->n ? lp->items[lp->i + 1] : jj_undef_hint(jj_s("there is no next item"));
+            return lp->i + 1 < n ? lp->pass[lp->i + 1] : jj_undef_hint(jj_s("there is no next item"));
         if (jj_str_eqz(name, "cycle")) return make_method(rt, JFN_LOOP, LP_CYCLE, obj, name);
         if (jj_str_eqz(name, "changed")) return make_method(rt, JFN_LOOP, LP_CHANGED, obj, name);
         return no_attr(rt, obj, name);
@@ -749,9 +754,6 @@ bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
         return jj_dict_get(C(rt), c->u.d, item) != NULL;
     case JT_UNDEF: return false;
     case JT_LOOP:
-        for (size_t i = 0; i < c->u.loop->n; i++)
-            if (jj_equal(C(rt), &c->u.loop->items[i], item)) return true;
-        return false;
     case JT_GEN: {
         jj_list l = jj_iterate(rt, line, c);
         for (size_t i = 0; i < l.n; i++)
@@ -1156,7 +1158,9 @@ static jj_val length_of(jj_rt *rt, int line, const jj_val *v) {
     case JT_STR: return jj_int((int64_t)ulen(rt, v->u.s));
     case JT_LIST: return jj_int((int64_t)v->u.l->n);
     case JT_DICT: return jj_int((int64_t)v->u.d->n);
-    case JT_LOOP: return jj_int((int64_t)v->u.loop->n);
+    case JT_LOOP:
+        jj_loop_fill(rt, v->u.loop, SIZE_MAX);
+        return jj_int((int64_t)v->u.loop->npass);
     default: jj_fail(C(rt), line, "object of type '%s' has no len()", jj_type_name(v));
     }
 }
@@ -1732,6 +1736,8 @@ FILTER(f_unique) {
     for (size_t i = 0; i < l.n; i++) {
         jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
         jj_val k = sort_key(rt, &item, cs);
+        if ((k.t == JT_LIST && !(k.flags & JF_TUPLE)) || k.t == JT_DICT || k.t == JT_NS || k.t == JT_GEN)
+            jj_fail(C(rt), line, "unhashable type: '%s'", jj_type_name(&k));
         bool dup = false;
         for (size_t j = 0; j < seen.n && !dup; j++) {
             jj_charge(C(rt), 1);

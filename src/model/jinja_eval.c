@@ -38,7 +38,7 @@ static jj_core *C(jj_rt *rt) { return &rt->core; }
 
 static jj_val *scope_find(jj_rt *rt, jj_scope *s, jj_str name) {
     for (; s; s = s->parent) {
-        jj_charge(C(rt), s->n / 16);
+        jj_charge(C(rt), s->n / 4);
         for (size_t i = s->n; i-- > 0;)
             if (jj_str_eq(s->k[i], name)) return &s->v[i];
     }
@@ -46,7 +46,7 @@ static jj_val *scope_find(jj_rt *rt, jj_scope *s, jj_str name) {
 }
 
 static void scope_set(jj_rt *rt, jj_scope *s, jj_str name, jj_val v) {
-    jj_charge(C(rt), s->n / 16);
+    jj_charge(C(rt), s->n / 4);
     for (size_t i = 0; i < s->n; i++)
         if (jj_str_eq(s->k[i], name)) {
             s->v[i] = v;
@@ -335,7 +335,7 @@ static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
 /* ---- statements --------------------------------------------------------------------------- */
 
 static void ns_set(jj_rt *rt, jj_ns *ns, jj_str name, jj_val v) {
-    jj_charge(C(rt), ns->n / 16);
+    jj_charge(C(rt), ns->n / 4);
     for (size_t i = 0; i < ns->n; i++)
         if (jj_str_eq(ns->k[i], name)) {
             ns->v[i] = v;
@@ -396,35 +396,45 @@ static jj_val apply_block_filter(jj_rt *rt, jj_scope *sc, const jj_node *chain, 
     return v;
 }
 
+void jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want) {
+    while (!lp->done && lp->npass < want) {
+        if (lp->pos >= lp->nraw || !lp->scope) {
+            lp->done = true;
+            break;
+        }
+        if (++rt->iters > JJ_MAX_ITERS)
+            jj_fail(C(rt), lp->test->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
+        const jj_val *item = &lp->raw[lp->pos++];
+        lp->scope->n = 0;
+        assign(rt, lp->scope, lp->target, item);
+        jj_val t = eval(rt, lp->scope, lp->test);
+        if (!jj_truthy(&t)) continue;
+        if (lp->npass == lp->cap) {
+            size_t cap = lp->cap ? lp->cap * 2 : 16;
+            lp->pass = jj_grow(C(rt), lp->pass, lp->cap * sizeof *lp->pass, cap * sizeof *lp->pass);
+            lp->cap = cap;
+        }
+        lp->pass[lp->npass++] = *item;
+    }
+}
+
 static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
     jj_val it = eval(rt, sc, s->b);
     jj_list items = jj_iterate(rt, s->line, &it);
-    if (s->c) {
-        /* `for x in xs if cond`: filter first, so loop.length and friends count what remains */
-        jj_val *keep = items.n ? jj_alloc(C(rt), items.n * sizeof *keep) : NULL;
-        size_t k = 0;
-        jj_scope tmp = {0};
-        tmp.parent = sc;
-        for (size_t i = 0; i < items.n; i++) {
-            if (++rt->iters > JJ_MAX_ITERS)
-                jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
-            tmp.n = 0;
-            assign(rt, &tmp, s->a, &items.v[i]);
-            jj_val t = eval(rt, &tmp, s->c);
-            if (jj_truthy(&t)) keep[k++] = items.v[i];
-        }
-        items.v = keep;
-        items.n = k;
-    }
-    if (!items.n) {
-        if (!s->nkids2) return ST_OK;
-        jj_scope inner = {0};
-        inner.parent = sc;
-        return exec_body(rt, &inner, s->kids2, s->nkids2);
-    }
     jj_loop *lp = jj_alloc(C(rt), sizeof *lp);
-    lp->n = items.n;
-    lp->items = items.v;
+    lp->raw = items.v;
+    lp->nraw = items.n;
+    if (s->c) {
+        lp->test = s->c;
+        lp->target = s->a;
+        lp->scope = jj_scope_new(rt);
+        lp->scope->parent = sc;
+    } else {
+        lp->pass = (jj_val *)items.v;
+        lp->npass = lp->cap = items.n;
+        lp->pos = items.n;
+        lp->done = true;
+    }
     jj_val loopv = {0};
     loopv.t = JT_LOOP;
     loopv.u.loop = lp;
@@ -435,17 +445,21 @@ static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
     /* jinja2 runs the else block unless some iteration reached the end of the body: an
      * iteration left by break or continue does not count */
     bool completed = false;
-    for (size_t i = 0; i < items.n; i++) {
-        if (++rt->iters > JJ_MAX_ITERS)
+    for (size_t i = 0;; i++) {
+        jj_loop_fill(rt, lp, i + 1);
+        if (i >= lp->npass) break;
+        if (!s->c && ++rt->iters > JJ_MAX_ITERS)
             jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
         body.n = 0; /* a fresh scope per iteration (storage reused) */
         lp->i = i;
         scope_set(rt, &body, lname, loopv);
-        assign(rt, &body, s->a, &items.v[i]);
+        assign(rt, &body, s->a, &lp->pass[i]);
         int st = exec_body(rt, &body, s->kids, s->nkids);
         if (st == ST_OK) completed = true;
         if (st == ST_BREAK) break;
     }
+    lp->done = true; /* the loop object may outlive the loop (in a namespace): test no more */
+    lp->scope = NULL;
     if (completed || !s->nkids2) return ST_OK;
     jj_scope inner = {0};
     inner.parent = sc;

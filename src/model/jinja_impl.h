@@ -121,6 +121,7 @@ uint32_t jj_utf8_next(const char *p, size_t n, size_t *i);
 /* Append the UTF-8 form of cp (surrogateescape code points give their raw byte). */
 size_t jj_utf8_put(char *out, uint32_t cp);
 size_t jj_utf8_len(jj_str s);  /* code points */
+size_t jj_ascii_run(const char *p, size_t n); /* length of the leading ASCII bytes */
 bool jj_py_isspace(uint32_t cp); /* str.isspace() */
 
 /* A growable byte string in the arena. */
@@ -242,11 +243,22 @@ typedef struct jj_gen {
     bool consumed; /* iterated already */
 } jj_gen;
 
+/* The `loop` variable. With a loop filter (`for x in xs if cond`) items are tested lazily, as
+ * jinja2 does: the body sees item k once k items passed, and loop.last / nextitem / length test
+ * further items only when asked. */
 typedef struct jj_loop {
-    size_t i, n;          /* current index0, length */
-    const jj_val *items;  /* the (filtered) items */
-    jj_val last_changed;  /* argument of the previous loop.changed() */
-    bool changed_called;  /* loop.changed() seen */
+    size_t i;                     /* current index0 */
+    const jj_val *raw;            /* the items iterated, before the filter */
+    size_t nraw;
+    size_t pos;                   /* raw items tested so far */
+    jj_val *pass;                 /* items that passed (raw itself without a filter) */
+    size_t npass, cap;
+    bool done;                    /* no more raw items will be tested */
+    const struct jj_node *test;   /* the loop filter (NULL: none) */
+    const struct jj_node *target; /* the loop target, bound while testing */
+    struct jj_scope *scope;       /* scope the filter is tested in */
+    jj_val last_changed;          /* argument of the previous loop.changed() */
+    bool changed_called;          /* loop.changed() seen */
 } jj_loop;
 
 static inline jj_val jj_undef(void) {
@@ -452,6 +464,9 @@ typedef struct jj_rt {
     const jj_val *block_in; /* text of the filter block / set block being filtered */
     bool folding;          /* evaluating as jinja2's compile-time constant folding does */
 } jj_rt;
+
+/* Test the loop filter until `want` items passed or the items run out (jinja_eval.c). */
+void jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want);
 
 /* Scopes (jinja_eval.c). */
 jj_scope *jj_scope_new(jj_rt *rt);

@@ -216,13 +216,27 @@ size_t jj_utf8_put(char *o, uint32_t cp) {
     return 4;
 }
 
+size_t jj_ascii_run(const char *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { /* eight bytes at a time */
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w & 0x8080808080808080ull) break;
+    }
+    while (i < n && (unsigned char)p[i] < 0x80) i++;
+    return i;
+}
+
 size_t jj_utf8_len(jj_str s) {
     size_t n = 0, i = 0;
     while (i < s.n) {
-        unsigned char b = (unsigned char)s.p[i];
-        if (b < 0x80) i++;
-        else jj_utf8_next(s.p, s.n, &i);
-        n++;
+        size_t a = jj_ascii_run(s.p + i, s.n - i);
+        n += a;
+        i += a;
+        if (i < s.n) {
+            jj_utf8_next(s.p, s.n, &i);
+            n++;
+        }
     }
     return n;
 }
@@ -368,6 +382,7 @@ static int num_cmp(const jj_val *a, const jj_val *b) {
 
 static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "values nested too deeply");
+    jj_charge(c, 1); /* shared substructures can make a small value huge to walk */
     if (jj_is_num(a) && jj_is_num(b)) return num_cmp(a, b) == 0;
     if (a->t != b->t) return false;
     switch (a->t) {
@@ -379,6 +394,7 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     case JT_LIST: {
         if ((a->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)) != (b->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)))
             return false;
+        if (a->u.l == b->u.l) return true; /* CPython compares items by identity first */
         if (a->u.l->n != b->u.l->n) return false;
         jj_charge(c, a->u.l->n / 16);
         for (size_t i = 0; i < a->u.l->n; i++)
@@ -387,6 +403,7 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     }
     case JT_DICT: {
         const jj_dict *x = a->u.d, *y = b->u.d;
+        if (x == y) return true;
         if (x->n != y->n) return false;
         for (size_t i = 0; i < x->n; i++) {
             const jj_val *o = jj_dict_get(c, y, &x->k[i]);
@@ -406,6 +423,7 @@ bool jj_equal(jj_core *c, const jj_val *a, const jj_val *b) { return equal_d(c, 
 
 static int compare_d(jj_core *c, int line, const jj_val *a, const jj_val *b, int depth) {
     if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, line, "values nested too deeply");
+    jj_charge(c, 1);
     if (jj_is_num(a) && jj_is_num(b)) {
         int r = num_cmp(a, b);
         return r == 2 ? 2 : r; /* NaN: every ordering is false */
@@ -564,6 +582,7 @@ static void repr_str(jj_core *c, jj_sb *b, jj_str s) {
 
 void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
     if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "values nested too deeply");
+    jj_charge(c, 1);
     switch (v->t) {
     case JT_UNDEF: jj_sb_puts(c, b, "Undefined"); return;
     case JT_STR:
@@ -646,7 +665,7 @@ void jj_to_str(jj_core *c, jj_sb *b, const jj_val *v) {
         jj_sb_puts(c, b, ">");
         return;
     case JT_LOOP:
-        snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v->u.loop->i + 1, v->u.loop->n);
+        snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v->u.loop->i + 1, v->u.loop->npass);
         jj_sb_puts(c, b, tmp);
         return;
     case JT_GEN: jj_sb_puts(c, b, "<generator object>"); return;
@@ -747,6 +766,7 @@ static void json_val(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_j
                      int level) {
     char tmp[48];
     if (level > JJ_MAX_VALUE_DEPTH) jj_fail(c, line, "values nested too deeply for tojson");
+    jj_charge(c, 1);
     switch (v->t) {
     case JT_NONE: jj_sb_puts(c, b, "null"); return;
     case JT_BOOL: jj_sb_puts(c, b, v->u.b ? "true" : "false"); return;
