@@ -9,7 +9,7 @@
 static cJSON *ticket(void) {
     cJSON *t = cJSON_CreateObject();
     for (int i = 0; i < 40; i++) {
-        char k[32], v[64];
+        char k[32], v[96];
         snprintf(k, sizeof k, "line_item_%02d", i);
         snprintf(v, sizeof v, "Office supplies, assorted, batch %d of the quarterly order", i);
         cJSON_AddStringToObject(t, k, v);
