@@ -91,7 +91,7 @@ if start_server open; then
     check "temperature wrong type 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}')" 400
     check "role unknown 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"wizard","content":"x"}]}')" 400
     check "image part 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}')" 400
-    grep -q 'image_url.*not supported' "$TMP/body" && grep -q '"param":"messages\[0\].content\[1\]"' "$TMP/body" \
+    grep -q 'remote URLs are not fetched' "$TMP/body" && grep -q '"param":"messages\[0\].content\[1\]"' "$TMP/body" \
         && ok "image part error names the part" || bad "image part message: $(cat "$TMP/body")"
     check "audio part 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}')" 400
     check "unknown fields ignored" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"some_future_field":{"a":1}}')" 200

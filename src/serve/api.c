@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/sched.h"
+#include "serve/media_parts.h"
 
 void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
                       const char *param, const char *fmt, ...) {
@@ -86,11 +87,15 @@ static int content_text(const cJSON *content, int idx, fr_buf *out, fr_api_error
             }
             if (n_text++) fr_buf_puts(out, "\n");
             fr_buf_puts(out, txt->valuestring);
-        } else if (!strcmp(t, "image_url") || !strcmp(t, "input_audio") || !strcmp(t, "file") ||
-                   !strcmp(t, "image") || !strcmp(t, "audio") || !strcmp(t, "input_image")) {
+        } else if (!strcmp(t, "image_url") || !strcmp(t, "input_audio")) {
+            /* turned into text by OCR / ASR as the route says (media_parts.h) */
+            if (n_text++) fr_buf_puts(out, "\n");
+            if (fr_api_media_part_text(part, t, param, out, err)) return -1;
+        } else if (!strcmp(t, "file") || !strcmp(t, "image") || !strcmp(t, "audio") ||
+                   !strcmp(t, "input_image")) {
             fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
-                             "content part type \"%s\" (%s) is not supported: this model "
-                             "server accepts text parts only",
+                             "content part type \"%s\" (%s) is not supported: text, image_url "
+                             "and input_audio parts are",
                              t, param);
             return -1;
         } else {

@@ -1,0 +1,179 @@
+/* media_parts.c — see media_parts.h. The stages are reached through the assist handler's media
+ * table (route/media.c), so both doors share pools, limits and error mapping. */
+#include "serve/media_parts.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "serve/assist.h"
+
+#define MAX_ENCODED (28u << 20) /* base64 characters of one part (~20 MB of media) */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static fr_assist_media g_media;      /* the stages of this build, set up once */
+static double g_threshold = 0.35;    /* OCR when density >= this */
+
+static void media_init(void) { fr_assist_media_default(&g_media); }
+
+void fr_api_media_set_threshold(double t) { g_threshold = t; }
+
+static const char *status_code(int status) {
+    return status == 413 ? "media_too_large" : status == 415 ? "unsupported_media_type" : "invalid_media";
+}
+
+static void media_fail(fr_api_error *err, const fr_assist_media_err *me, const char *param) {
+    int st = me->status ? me->status : 400;
+    fr_api_error_set(err, st, st >= 500 ? "server_error" : "invalid_request_error", status_code(st),
+                     param, "%s: %s", param, me->err.msg);
+}
+
+/* Decodes base64 (after an optional "data:<type>;base64," prefix) into a malloc'd buffer. */
+static uint8_t *decode(const char *s, const char *param, char *mime, size_t mime_cap, size_t *n_out,
+                       fr_api_error *err) {
+    size_t n = strlen(s);
+    mime[0] = 0;
+    if (!strncasecmp(s, "data:", 5)) {
+        const char *comma = strchr(s, ',');
+        const char *b64 = comma ? strstr(s, ";base64") : NULL;
+        if (!comma || !b64 || b64 > comma) {
+            fr_api_error_set(err, 400, "invalid_request_error", "invalid_data_url", param,
+                             "%s: only base64 data URLs are accepted (data:<type>;base64,...)", param);
+            return NULL;
+        }
+        size_t ml = (size_t)(b64 - (s + 5));
+        if (ml >= mime_cap) ml = mime_cap - 1;
+        memcpy(mime, s + 5, ml);
+        mime[ml] = 0;
+        n -= (size_t)(comma + 1 - s);
+        s = comma + 1;
+    } else if (!strncasecmp(s, "http:", 5) || !strncasecmp(s, "https:", 6)) {
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                         "%s: remote URLs are not fetched; send the image as a base64 data URL", param);
+        return NULL;
+    }
+    if (n == 0) {
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_media", param, "%s: empty media", param);
+        return NULL;
+    }
+    if (n > MAX_ENCODED) {
+        fr_api_error_set(err, 413, "invalid_request_error", "media_too_large", param,
+                         "%s: %zu base64 characters exceed the limit of %u", param, n, MAX_ENCODED);
+        return NULL;
+    }
+    uint8_t *buf = fr_xmalloc(n / 4 * 3 + 3);
+    size_t bad_at = 0;
+    long dn = fr_assist_base64_decode(s, n, buf, &bad_at);
+    if (dn <= 0) {
+        free(buf);
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_base64", param,
+                         dn < 0 ? "%s: invalid base64 at offset %zu" : "%s: empty media", param, bad_at);
+        return NULL;
+    }
+    *n_out = (size_t)dn;
+    return buf;
+}
+
+static int image_part(const cJSON *part, const char *param, fr_buf *out, fr_api_error *err) {
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+    const cJSON *url = cJSON_IsObject(iu) ? cJSON_GetObjectItemCaseSensitive(iu, "url") : iu;
+    if (!cJSON_IsString(url)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s.image_url.url must be a string (a base64 data URL)", param);
+        return -1;
+    }
+    if (!g_media.image_decode) {
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                         "%s: image input is unavailable in this build (%s)", param,
+                         g_media.why_image ? g_media.why_image : "no image stage");
+        return -1;
+    }
+    char mime[64];
+    size_t n = 0;
+    uint8_t *data = decode(url->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    void *img = g_media.image_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
+    free(data);
+    if (!img) {
+        media_fail(err, &me, param);
+        return -1;
+    }
+    double density = g_media.image_density ? g_media.image_density(g_media.ctx, img) : 0.0;
+    int rc = -1;
+    if (density < g_threshold) {
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                         "%s: the image looks like a picture (text density %.2f < %.2f), which needs "
+                         "the vision stage; it is not available in this build",
+                         param, density, g_threshold);
+    } else if (!g_media.ocr) {
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                         "%s: OCR is unavailable (%s)", param, g_media.why_ocr ? g_media.why_ocr : "not built");
+    } else {
+        fr_assist_ocr o;
+        memset(&o, 0, sizeof o);
+        if (g_media.ocr(g_media.ctx, img, &o, &me) == 0) {
+            fr_buf_printf(out, "[text of the attached image]\n%s", o.text ? o.text : "");
+            rc = 0;
+        } else {
+            media_fail(err, &me, param);
+        }
+        fr_assist_ocr_free(&o);
+    }
+    g_media.image_free(g_media.ctx, img);
+    return rc;
+}
+
+static int audio_part(const cJSON *part, const char *param, fr_buf *out, fr_api_error *err) {
+    const cJSON *ia = cJSON_GetObjectItemCaseSensitive(part, "input_audio");
+    const cJSON *d = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "data") : NULL;
+    const cJSON *f = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "format") : NULL;
+    if (!cJSON_IsString(d) || (f && !cJSON_IsString(f))) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s.input_audio must be {\"data\": base64, \"format\": \"wav\"|\"flac\"|\"ogg\"}", param);
+        return -1;
+    }
+    if (!g_media.audio_decode || !g_media.asr) {
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                         "%s: speech input is unavailable in this build (%s)", param,
+                         g_media.why_asr ? g_media.why_asr : g_media.why_audio ? g_media.why_audio : "no ASR stage");
+        return -1;
+    }
+    char mime[64];
+    size_t n = 0;
+    uint8_t *data = decode(d->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
+    if (!mime[0] && f) snprintf(mime, sizeof mime, "audio/%.40s", f->valuestring);
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    void *au = g_media.audio_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
+    free(data);
+    if (!au) {
+        media_fail(err, &me, param);
+        return -1;
+    }
+    char *t = g_media.asr(g_media.ctx, au, &me);
+    g_media.audio_free(g_media.ctx, au);
+    if (!t) {
+        media_fail(err, &me, param);
+        return -1;
+    }
+    fr_buf_printf(out, "[transcript of the attached audio]\n%s", t);
+    free(t);
+    return 0;
+}
+
+int fr_api_media_part_text(const cJSON *part, const char *type, const char *param, fr_buf *out,
+                           fr_api_error *err) {
+    pthread_once(&g_once, media_init);
+    if (!strcmp(type, "image_url")) return image_part(part, param, out, err);
+    if (!strcmp(type, "input_audio")) return audio_part(part, param, out, err);
+    fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
+                     "content part type \"%.64s\" (%s) is not supported: text, image_url and "
+                     "input_audio parts are", type, param);
+    return -1;
+}

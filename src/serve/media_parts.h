@@ -1,0 +1,26 @@
+/* media_parts.h — image and audio content parts of /v1/chat/completions turned into text before
+ * the LLM, by the same stages and routing rule as /v1/assist:
+ *   - image_url (a base64 data URL; PNG, JPEG, WebP, TIFF): the text-density estimate runs first;
+ *     a mostly-text image (density >= threshold, 0.35 by default) goes to OCR and its text is
+ *     inserted; a picture would need the vision stage, which this build does not have: 400 with
+ *     code "unsupported_content_part" naming the density and the reason (never a fake answer).
+ *   - input_audio ({"data": base64, "format": "wav"|"flac"|"ogg"}): decoded, resampled and
+ *     transcribed by ASR; the transcript is inserted.
+ * Errors follow the stages: corrupt → 400, too large → 413, wrong media type → 415.
+ */
+#ifndef FRUGAL_MEDIA_PARTS_H
+#define FRUGAL_MEDIA_PARTS_H
+
+#include "serve/api.h"
+
+struct cJSON;
+
+/* Appends the text of one image_url / input_audio part to *out. `param` names the part for error
+ * messages (e.g. "messages[0].content[1]"). Returns 0, or -1 with *err set. Thread-safe. */
+int fr_api_media_part_text(const struct cJSON *part, const char *type, const char *param,
+                           fr_buf *out, fr_api_error *err);
+
+/* Text-density threshold used for image parts (default 0.35). */
+void fr_api_media_set_threshold(double t);
+
+#endif
