@@ -15,7 +15,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 ifneq ($(SANITIZE),)
-BUILD    := $(BUILD)-san
+override BUILD := $(BUILD)-san
 OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
