@@ -838,8 +838,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
                      s->cfg->max_connections);
             c->retry_after = 1;
             c->close = true;
-            if (c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS)
-                meter_begin(c, NULL, s->cfg->default_tier);
+            if (c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS) {
+                /* no body and no key check yet: the header's tier, else the default */
+                const char *xp = header(c, "X-Priority");
+                int t = xp ? fr_tier_parse(xp) : -1;
+                meter_begin(c, NULL, t >= 0 ? t : s->cfg->default_tier);
+            }
             enum MHD_Result r0 =
                 fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
             meter_end_http(c);
