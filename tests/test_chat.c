@@ -323,6 +323,31 @@ TEST(filters_and_methods) {
     CHECK_RENDER("{{ 'Stra\xc3\x9f""e' | upper }}", "STRASSE");
 }
 
+TEST(jinja2_quirks) {
+    /* filters like selectattr return generators: always true, even when empty */
+    CHECK_RENDER("{{ 'y' if messages | selectattr('role', 'equalto', 'nobody') else 'n' }}", "y");
+    CHECK_RENDER("{{ (messages | map(attribute='role') | first) }} "
+                 "{{ messages | map(attribute='role') | join('+') }}",
+                 "system system+user+assistant");
+    CHECK_FAILS("{{ messages | selectattr('role') | length }}", "has no len()");
+    CHECK_RENDER("{{ range(3) }} {{ range(1, 10, 2)[1:3] }} {{ range(3) | list }}",
+                 "range(0, 3) range(3, 7, 2) [0, 1, 2]");
+    /* for-else runs unless an iteration reached the end of the body */
+    CHECK_RENDER("{% for x in [1, 2] %}{% continue %}{% else %}E{% endfor %}|"
+                 "{% for x in [1] %}{% break %}{% else %}B{% endfor %}",
+                 "E|B");
+    CHECK_RENDER("{{ {'a': 1}.keys() }}|{{ {'a': 1}.items() | list }}|{{ {'a': 1}.keys()[0] }}|",
+                 "dict_keys(['a'])|[('a', 1)]||");
+    CHECK_RENDER("{% set caf\xc3\xa9 = 1 %}{{ caf\xc3\xa9 }}", "1"); /* Unicode names */
+    /* loop filters are applied lazily; last/length look ahead */
+    CHECK_RENDER("{% for m in messages if m.role != 'system' %}{{ loop.last }}{{ loop.length }}"
+                 "{% endfor %}",
+                 "False2True2");
+    /* str % undefined formats it as ""; a slice of a constant is folded at compile time */
+    CHECK_RENDER("{{ '%s' % nothing }}|{{ none[1:] }}|{{ not none[1:] }}", "||True");
+    CHECK_FAILS("{% set y = none[1:] %}", "not subscriptable");
+}
+
 TEST(raise_exception_and_strftime) {
     fr_err err = {{0}};
     fr_chat_opts o = {0};
