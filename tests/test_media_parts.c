@@ -9,6 +9,10 @@
 #include "stages/image/image.h"
 #include "stages/ocr/docgen.h"
 
+/* fontconfig (used by the document generator through cairo) keeps its cache until exit */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libfontconfig\n"; }
+
 static char *b64(const uint8_t *d, size_t n) {
     static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *o = fr_xmalloc(n / 3 * 4 + 8), *p = o;
