@@ -21,7 +21,7 @@ trap cleanup EXIT INT TERM
 # start_server NAME [serve options...]: sets PID, PORT, URL
 start_server() {
     name=$1; shift
-    "$BIN" serve --model "$MODEL" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    "$BIN" serve --model "$MODEL" --port 0 --ledger "" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     PID=$!
     i=0; PORT=
     while [ $i -lt 300 ]; do
@@ -93,7 +93,7 @@ if start_server open; then
     check "image part 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]}')" 400
     grep -q 'remote URLs are not fetched' "$TMP/body" && grep -q '"param":"messages\[0\].content\[1\]"' "$TMP/body" \
         && ok "image part error names the part" || bad "image part message: $(cat "$TMP/body")"
-    check "audio part 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}')" 400
+    check "audio part that is not audio 415" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}')" 415
     check "unknown fields ignored" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"some_future_field":{"a":1}}')" 200
     check "n=2 refused" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":"x"}],"n":2}')" 400
     check "negative max_tokens 400" "$(code POST /v1/chat/completions $J -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":-3}')" 400
