@@ -28,8 +28,9 @@ struct fr_chat_template {
 /* Per-call state kept on the heap: automatic variables changed after setjmp are indeterminate
  * after longjmp, a pointer set before it is not. */
 typedef struct compile_state {
-    jj_core core;       /* errors and memory */
-    jj_arena ar;        /* the arena being filled */
+    jj_core core; /* errors and memory */
+    jj_arena ar;  /* the arena being filled */
+    jmp_buf jb;   /* where failures land */
 } compile_state;
 
 fr_chat_template *fr_chat_compile(const char *tmpl, fr_err *err) {
@@ -49,16 +50,17 @@ fr_chat_template *fr_chat_compile(const char *tmpl, fr_err *err) {
     }
     st->core.err = err;
     st->core.ar = &st->ar;
-    if (setjmp(st->core.jb)) {
-        jj_arena_free(&st->ar);
+    st->core.jb = &st->jb;
+    if (setjmp(st->jb)) {
+        fr_jj_arena_free(&st->ar);
         free(st);
         return NULL;
     }
     jj_tok *toks;
-    size_t ntoks = jj_lex(&st->core, tmpl, n, &toks);
-    jj_node *root = jj_parse(&st->core, toks, ntoks);
+    size_t ntoks = fr_jj_lex(&st->core, tmpl, n, &toks);
+    jj_node *root = fr_jj_parse(&st->core, toks, ntoks);
     fr_chat_template *t = malloc(sizeof *t);
-    if (!t) jj_fail_msg(&st->core, "chat template: out of memory");
+    if (!t) fr_jj_fail_msg(&st->core, "chat template: out of memory");
     t->ar = st->ar;
     t->root = root;
     free(st);
@@ -67,14 +69,15 @@ fr_chat_template *fr_chat_compile(const char *tmpl, fr_err *err) {
 
 void fr_chat_free(fr_chat_template *t) {
     if (!t) return;
-    jj_arena_free(&t->ar);
+    fr_jj_arena_free(&t->ar);
     free(t);
 }
 
 typedef struct render_state {
-    jj_rt rt;    /* the render (its core holds the jmp_buf) */
+    jj_rt rt;    /* the render */
     jj_arena ar; /* values of this render */
     jj_sb out;   /* the output (malloc'd) */
+    jmp_buf jb;  /* where failures land */
 } render_state;
 
 char *fr_chat_render_compiled(const fr_chat_template *t, const cJSON *messages,
@@ -99,27 +102,29 @@ char *fr_chat_render_compiled(const fr_chat_template *t, const cJSON *messages,
     jj_rt *rt = &st->rt;
     rt->core.err = err;
     rt->core.ar = &st->ar;
-    if (setjmp(rt->core.jb)) {
-        jj_arena_free(&st->ar);
+    rt->core.jb = &st->jb;
+    if (setjmp(st->jb)) {
+        fr_jj_arena_free(&st->ar);
         free(st->out.p);
         free(st);
         return NULL;
     }
-    jj_scope *g = jj_scope_new(rt);
+    jj_scope *g = fr_jj_scope_new(rt);
     rt->globals = g;
-    jj_scope_define(rt, g, "messages", jj_from_cjson(&rt->core, messages, 0));
-    jj_scope_define(rt, g, "tools",
-                    opts && opts->tools ? jj_from_cjson(&rt->core, opts->tools, 0) : jj_none());
-    jj_scope_define(rt, g, "documents", jj_none());
-    jj_scope_define(rt, g, "add_generation_prompt",
-                    jj_bool(opts && opts->add_generation_prompt));
-    if (opts && opts->bos_token) jj_scope_define(rt, g, "bos_token", jj_strz(opts->bos_token));
-    if (opts && opts->eos_token) jj_scope_define(rt, g, "eos_token", jj_strz(opts->eos_token));
-    jj_render(rt, t->root, &st->out);
+    fr_jj_scope_define(rt, g, "messages", fr_jj_from_cjson(&rt->core, messages, 0));
+    fr_jj_scope_define(rt, g, "tools",
+                       opts && opts->tools ? fr_jj_from_cjson(&rt->core, opts->tools, 0)
+                                           : jj_none());
+    fr_jj_scope_define(rt, g, "documents", jj_none());
+    fr_jj_scope_define(rt, g, "add_generation_prompt",
+                       jj_bool(opts && opts->add_generation_prompt));
+    if (opts && opts->bos_token) fr_jj_scope_define(rt, g, "bos_token", jj_strz(opts->bos_token));
+    if (opts && opts->eos_token) fr_jj_scope_define(rt, g, "eos_token", jj_strz(opts->eos_token));
+    fr_jj_render(rt, t->root, &st->out);
     st->out.limit++; /* room for the NUL */
-    jj_sb_putc(&rt->core, &st->out, 0);
+    fr_jj_sb_putc(&rt->core, &st->out, 0);
     char *s = st->out.p;
-    jj_arena_free(&st->ar);
+    fr_jj_arena_free(&st->ar);
     free(st);
     return s;
 }

@@ -42,8 +42,8 @@ static void bind(jj_rt *rt, int line, const char *what, jj_str name, const char 
                  size_t np, const jj_args *a, bound *b) {
     memset(b, 0, sizeof *b);
     if (a->npos > np)
-        jj_fail(C(rt), line, "%s '%.*s' takes at most %zu argument(s), %zu given", what, NAMEF(name),
-                np, a->npos);
+        fr_jj_fail(C(rt), line, "%s '%.*s' takes at most %zu argument(s), %zu given", what,
+                   NAMEF(name), np, a->npos);
     for (size_t i = 0; i < a->npos; i++) {
         b->v[i] = a->pos[i];
         b->given[i] = true;
@@ -52,11 +52,11 @@ static void bind(jj_rt *rt, int line, const char *what, jj_str name, const char 
         size_t i = 0;
         while (i < np && !jj_str_eqz(a->kwn[k], params[i])) i++;
         if (i == np)
-            jj_fail(C(rt), line, "%s '%.*s' got an unexpected keyword argument '%.*s'", what,
-                    NAMEF(name), NAMEF(a->kwn[k]));
+            fr_jj_fail(C(rt), line, "%s '%.*s' got an unexpected keyword argument '%.*s'", what,
+                       NAMEF(name), NAMEF(a->kwn[k]));
         if (b->given[i])
-            jj_fail(C(rt), line, "%s '%.*s' got multiple values for argument '%s'", what,
-                    NAMEF(name), params[i]);
+            fr_jj_fail(C(rt), line, "%s '%.*s' got multiple values for argument '%s'", what,
+                       NAMEF(name), params[i]);
         b->v[i] = a->kwv[k];
         b->given[i] = true;
     }
@@ -65,14 +65,14 @@ static void bind(jj_rt *rt, int line, const char *what, jj_str name, const char 
 static int64_t want_int(jj_rt *rt, int line, const jj_val *v, const char *what) {
     if (v->t == JT_INT) return v->u.i;
     if (v->t == JT_BOOL) return v->u.b;
-    if (v->t == JT_UNDEF) jj_fail_undefined(rt, line, v);
-    jj_fail(C(rt), line, "%s: an integer is required, not '%s'", what, jj_type_name(v));
+    if (v->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, v);
+    fr_jj_fail(C(rt), line, "%s: an integer is required, not '%s'", what, fr_jj_type_name(v));
 }
 
 static jj_str want_str(jj_rt *rt, int line, const jj_val *v, const char *what) {
     if (v->t == JT_STR) return v->u.s;
-    if (v->t == JT_UNDEF) jj_fail_undefined(rt, line, v);
-    jj_fail(C(rt), line, "%s: a string is required, not '%s'", what, jj_type_name(v));
+    if (v->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, v);
+    fr_jj_fail(C(rt), line, "%s: a string is required, not '%s'", what, fr_jj_type_name(v));
 }
 
 /* ---- Unicode helpers ---------------------------------------------------------------------- */
@@ -139,11 +139,11 @@ static const char *special_case(uint32_t c, int which) {
 
 static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
     jj_sb b = {0};
-    jj_charge(C(rt), s.n / 64);
+    fr_jj_charge(C(rt), s.n / 64);
     size_t i = 0;
     bool prev_cased = false, first = true;
     while (i < s.n) {
-        uint32_t c = jj_utf8_next(s.p, s.n, &i), o = c;
+        uint32_t c = fr_jj_utf8_next(s.p, s.n, &i), o = c;
         int which = -1; /* 0 upper, 1 title, 2 lower */
         switch (mode) {
         case CASE_LOWER: which = 2; break;
@@ -162,11 +162,11 @@ static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
         first = false;
         const char *full = which >= 0 ? special_case(c, which) : NULL;
         if (full) {
-            jj_sb_puts(C(rt), &b, full);
+            fr_jj_sb_puts(C(rt), &b, full);
             continue;
         }
         o = which == 0 ? cp_upper(c) : which == 1 ? cp_title(c) : which == 2 ? cp_lower(c) : c;
-        jj_sb_putcp(C(rt), &b, o);
+        fr_jj_sb_putcp(C(rt), &b, o);
     }
     return jj_sb_str(&b);
 }
@@ -174,17 +174,17 @@ static jj_str str_case(jj_rt *rt, jj_str s, case_mode mode) {
 /* Byte offsets of every code point of s plus the end, or NULL when s is ASCII (offset ==
  * index). *ncp receives the code point count. */
 static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
-    jj_charge(C(rt), s.n / 64);
-    size_t i = jj_ascii_run(s.p, s.n);
+    fr_jj_charge(C(rt), s.n / 64);
+    size_t i = fr_jj_ascii_run(s.p, s.n);
     if (i == s.n) {
         *ncp = s.n;
         return NULL;
     }
-    size_t *off = jj_alloc(C(rt), (s.n + 1) * sizeof *off), k = 0;
+    size_t *off = fr_jj_alloc(C(rt), (s.n + 1) * sizeof *off), k = 0;
     i = 0;
     while (i < s.n) {
         off[k++] = i;
-        jj_utf8_next(s.p, s.n, &i);
+        fr_jj_utf8_next(s.p, s.n, &i);
     }
     off[k] = s.n;
     *ncp = k;
@@ -193,8 +193,8 @@ static size_t *cp_offsets(jj_rt *rt, jj_str s, size_t *ncp) {
 
 /* Code points of s, charged to the step budget (like every pass over a string here). */
 static size_t ulen(jj_rt *rt, jj_str s) {
-    jj_charge(C(rt), s.n / 64);
-    return jj_utf8_len(s);
+    fr_jj_charge(C(rt), s.n / 64);
+    return fr_jj_utf8_len(s);
 }
 
 static size_t cp_count_upto(jj_rt *rt, jj_str s, size_t byte) {
@@ -205,27 +205,27 @@ static size_t cp_count_upto(jj_rt *rt, jj_str s, size_t byte) {
 static bool in_set(uint32_t c, jj_str set) {
     size_t i = 0;
     while (i < set.n)
-        if (jj_utf8_next(set.p, set.n, &i) == c) return true;
+        if (fr_jj_utf8_next(set.p, set.n, &i) == c) return true;
     return false;
 }
 
 /* str.strip/lstrip/rstrip with chars NULL for whitespace. */
 static jj_str str_strip(jj_rt *rt, jj_str s, const jj_str *chars, bool left, bool right) {
-    jj_charge(C(rt), (s.n / 64) * (chars ? chars->n / 8 + 1 : 1));
+    fr_jj_charge(C(rt), (s.n / 64) * (chars ? chars->n / 8 + 1 : 1));
     size_t a = 0, b = s.n;
     if (left) {
         while (a < b) {
             size_t j = a;
-            uint32_t c = jj_utf8_next(s.p, s.n, &j);
-            if (chars ? !in_set(c, *chars) : !jj_py_isspace(c)) break;
+            uint32_t c = fr_jj_utf8_next(s.p, s.n, &j);
+            if (chars ? !in_set(c, *chars) : !fr_jj_py_isspace(c)) break;
             a = j;
         }
     }
     if (right) {
         size_t i = a, end = a;
         while (i < b) {
-            uint32_t c = jj_utf8_next(s.p, b, &i);
-            if (chars ? !in_set(c, *chars) : !jj_py_isspace(c)) end = i;
+            uint32_t c = fr_jj_utf8_next(s.p, b, &i);
+            if (chars ? !in_set(c, *chars) : !fr_jj_py_isspace(c)) end = i;
         }
         b = end;
     }
@@ -237,14 +237,14 @@ static const char *find_bytes(jj_rt *rt, jj_str hay, size_t from, jj_str needle)
     if (needle.n == 0) return hay.p + from;
     if (from > hay.n || hay.n - from < needle.n) return NULL;
     const char *hit = memmem(hay.p + from, hay.n - from, needle.p, needle.n);
-    jj_charge(C(rt), ((hit ? (size_t)(hit - hay.p) : hay.n) - from + needle.n) / 64 + 1);
+    fr_jj_charge(C(rt), ((hit ? (size_t)(hit - hay.p) : hay.n) - from + needle.n) / 64 + 1);
     return hit;
 }
 
 static const char *rfind_bytes(jj_rt *rt, jj_str hay, jj_str needle) {
     if (needle.n > hay.n) return NULL;
     for (size_t i = hay.n - needle.n + 1; i-- > 0;) {
-        if ((i & 63) == 0) jj_charge(C(rt), 1 + needle.n / 64 * 64);
+        if ((i & 63) == 0) fr_jj_charge(C(rt), 1 + needle.n / 64 * 64);
         if (memcmp(hay.p + i, needle.p, needle.n) == 0) return hay.p + i;
     }
     return NULL;
@@ -252,7 +252,7 @@ static const char *rfind_bytes(jj_rt *rt, jj_str hay, jj_str needle) {
 
 static jj_str str_replace(jj_rt *rt, jj_str s, jj_str old, jj_str new_, int64_t count) {
     jj_sb b = {0};
-    jj_charge(C(rt), s.n / 64);
+    fr_jj_charge(C(rt), s.n / 64);
     if (count < 0) count = INT64_MAX;
     if (old.n == 0) {
         /* inserts `new` before every code point and at the end */
@@ -260,15 +260,15 @@ static jj_str str_replace(jj_rt *rt, jj_str s, jj_str old, jj_str new_, int64_t 
         int64_t k = 0;
         while (i < s.n) {
             if (k < count) {
-                jj_sb_put(C(rt), &b, new_.p, new_.n);
+                fr_jj_sb_put(C(rt), &b, new_.p, new_.n);
                 k++;
             }
             size_t j = i;
-            jj_utf8_next(s.p, s.n, &j);
-            jj_sb_put(C(rt), &b, s.p + i, j - i);
+            fr_jj_utf8_next(s.p, s.n, &j);
+            fr_jj_sb_put(C(rt), &b, s.p + i, j - i);
             i = j;
         }
-        if (k < count) jj_sb_put(C(rt), &b, new_.p, new_.n);
+        if (k < count) fr_jj_sb_put(C(rt), &b, new_.p, new_.n);
         return jj_sb_str(&b);
     }
     size_t i = 0;
@@ -277,13 +277,13 @@ static jj_str str_replace(jj_rt *rt, jj_str s, jj_str old, jj_str new_, int64_t 
         const char *hit = find_bytes(rt, s, i, old);
         if (!hit) break;
         size_t at = (size_t)(hit - s.p);
-        jj_sb_put(C(rt), &b, s.p + i, at - i);
-        jj_sb_put(C(rt), &b, new_.p, new_.n);
+        fr_jj_sb_put(C(rt), &b, s.p + i, at - i);
+        fr_jj_sb_put(C(rt), &b, new_.p, new_.n);
         i = at + old.n;
         k++;
     }
     if (k == 0) return s;
-    jj_sb_put(C(rt), &b, s.p + i, s.n - i);
+    fr_jj_sb_put(C(rt), &b, s.p + i, s.n - i);
     return jj_sb_str(&b);
 }
 
@@ -296,14 +296,14 @@ typedef struct vlist {
 static void vl_push(jj_rt *rt, vlist *l, jj_val v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        l->v = jj_grow(C(rt), l->v, l->cap * sizeof *l->v, cap * sizeof *l->v);
+        l->v = fr_jj_grow(C(rt), l->v, l->cap * sizeof *l->v, cap * sizeof *l->v);
         l->cap = cap;
     }
     l->v[l->n++] = v;
 }
 
 static jj_val vl_list(jj_rt *rt, vlist *l) {
-    jj_val v = jj_list_new(C(rt), 0, false);
+    jj_val v = fr_jj_list_new(C(rt), 0, false);
     v.u.l->n = l->n;
     v.u.l->v = l->v;
     (void)rt;
@@ -319,11 +319,11 @@ static jj_val sub(jj_str s, size_t a, size_t b) {
 static jj_val str_split(jj_rt *rt, int line, jj_str s, const jj_val *sepv, int64_t maxsplit,
                         bool right) {
     vlist out = {0};
-    jj_charge(C(rt), s.n / 64);
+    fr_jj_charge(C(rt), s.n / 64);
     if (maxsplit < 0) maxsplit = INT64_MAX;
     if (sepv && sepv->t != JT_NONE) {
         jj_str sep = want_str(rt, line, sepv, "split");
-        if (!sep.n) jj_fail(C(rt), line, "split: empty separator");
+        if (!sep.n) fr_jj_fail(C(rt), line, "split: empty separator");
         if (!right) {
             size_t i = 0;
             int64_t k = 0;
@@ -358,43 +358,43 @@ static jj_val str_split(jj_rt *rt, int line, jj_str s, const jj_val *sepv, int64
     size_t *off = NULL, n;
     off = cp_offsets(rt, s, &n);
 #define OFF(k) (off ? off[k] : (k))
-    uint32_t *cps = jj_alloc(C(rt), (n + 1) * sizeof *cps);
+    uint32_t *cps = fr_jj_alloc(C(rt), (n + 1) * sizeof *cps);
     {
         size_t i = 0, k = 0;
-        while (i < s.n) cps[k++] = jj_utf8_next(s.p, s.n, &i);
+        while (i < s.n) cps[k++] = fr_jj_utf8_next(s.p, s.n, &i);
     }
     if (!right) {
         size_t i = 0;
         int64_t k = 0;
-        while (i < n && jj_py_isspace(cps[i])) i++;
+        while (i < n && fr_jj_py_isspace(cps[i])) i++;
         while (i < n) {
             if (k == maxsplit) {
                 vl_push(rt, &out, sub(s, OFF(i), s.n));
                 break;
             }
             size_t j = i;
-            while (j < n && !jj_py_isspace(cps[j])) j++;
+            while (j < n && !fr_jj_py_isspace(cps[j])) j++;
             vl_push(rt, &out, sub(s, OFF(i), OFF(j)));
             k++;
             i = j;
-            while (i < n && jj_py_isspace(cps[i])) i++;
+            while (i < n && fr_jj_py_isspace(cps[i])) i++;
         }
     } else {
         vlist rev = {0};
         size_t j = n;
         int64_t k = 0;
-        while (j > 0 && jj_py_isspace(cps[j - 1])) j--;
+        while (j > 0 && fr_jj_py_isspace(cps[j - 1])) j--;
         while (j > 0) {
             if (k == maxsplit) {
                 vl_push(rt, &rev, sub(s, 0, OFF(j)));
                 break;
             }
             size_t i = j;
-            while (i > 0 && !jj_py_isspace(cps[i - 1])) i--;
+            while (i > 0 && !fr_jj_py_isspace(cps[i - 1])) i--;
             vl_push(rt, &rev, sub(s, OFF(i), OFF(j)));
             k++;
             j = i;
-            while (j > 0 && jj_py_isspace(cps[j - 1])) j--;
+            while (j > 0 && fr_jj_py_isspace(cps[j - 1])) j--;
         }
         for (size_t i = rev.n; i-- > 0;) vl_push(rt, &out, rev.v[i]);
     }
@@ -412,7 +412,7 @@ static jj_val str_splitlines(jj_rt *rt, jj_str s, bool keepends) {
     size_t i = 0, start = 0;
     while (i < s.n) {
         size_t at = i;
-        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        uint32_t c = fr_jj_utf8_next(s.p, s.n, &i);
         if (!is_line_break(c)) continue;
         if (c == '\r' && i < s.n && s.p[i] == '\n') i++;
         vl_push(rt, &out, sub(s, start, keepends ? i : at));
@@ -426,12 +426,12 @@ static jj_str html_escape(jj_rt *rt, jj_str s) {
     jj_sb b = {0};
     for (size_t i = 0; i < s.n; i++) {
         switch (s.p[i]) {
-        case '&': jj_sb_puts(C(rt), &b, "&amp;"); break;
-        case '<': jj_sb_puts(C(rt), &b, "&lt;"); break;
-        case '>': jj_sb_puts(C(rt), &b, "&gt;"); break;
-        case '"': jj_sb_puts(C(rt), &b, "&#34;"); break;
-        case '\'': jj_sb_puts(C(rt), &b, "&#39;"); break;
-        default: jj_sb_putc(C(rt), &b, s.p[i]);
+        case '&': fr_jj_sb_puts(C(rt), &b, "&amp;"); break;
+        case '<': fr_jj_sb_puts(C(rt), &b, "&lt;"); break;
+        case '>': fr_jj_sb_puts(C(rt), &b, "&gt;"); break;
+        case '"': fr_jj_sb_puts(C(rt), &b, "&#34;"); break;
+        case '\'': fr_jj_sb_puts(C(rt), &b, "&#39;"); break;
+        default: fr_jj_sb_putc(C(rt), &b, s.p[i]);
         }
     }
     return jj_sb_str(&b);
@@ -441,7 +441,7 @@ static jj_str html_escape(jj_rt *rt, jj_str s) {
 
 static jj_val run_generator(jj_rt *rt, const jj_gen *g);
 
-jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
+jj_list fr_jj_iterate(jj_rt *rt, int line, const jj_val *v) {
     jj_list r = {0, NULL, 0, 0, 0, 0};
     switch (v->t) {
     case JT_UNDEF: return r;
@@ -453,18 +453,18 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
     case JT_STR: {
         jj_str s = v->u.s;
         size_t n = ulen(rt, s), i = 0, k = 0;
-        jj_charge(C(rt), s.n / 16);
-        r.v = n ? jj_alloc(C(rt), n * sizeof *r.v) : NULL;
+        fr_jj_charge(C(rt), s.n / 16);
+        r.v = n ? fr_jj_alloc(C(rt), n * sizeof *r.v) : NULL;
         while (i < s.n) {
             size_t a = i;
-            jj_utf8_next(s.p, s.n, &i);
+            fr_jj_utf8_next(s.p, s.n, &i);
             r.v[k++] = sub(s, a, i);
         }
         r.n = k;
         return r;
     }
     case JT_LOOP: {
-        jj_loop_fill(rt, v->u.loop, SIZE_MAX);
+        fr_jj_loop_fill(rt, v->u.loop, SIZE_MAX);
         jj_list l = {v->u.loop->npass, v->u.loop->pass, 0, 0, 0, 0};
         return l;
     }
@@ -474,17 +474,18 @@ jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v) {
         if (g->consumed) return r;
         g->consumed = true;
         if (++rt->depth > JJ_MAX_DEPTH)
-            jj_fail(C(rt), line, "template recursion too deep (more than %d levels)", JJ_MAX_DEPTH);
+            fr_jj_fail(C(rt), line, "template recursion too deep (more than %d levels)",
+                       JJ_MAX_DEPTH);
         jj_val items = run_generator(rt, g);
         rt->depth--;
         return *items.u.l;
     }
-    default: jj_fail(C(rt), line, "'%s' object is not iterable", jj_type_name(v));
+    default: fr_jj_fail(C(rt), line, "'%s' object is not iterable", fr_jj_type_name(v));
     }
 }
 
 static jj_val make_method(jj_rt *rt, jj_func_kind kind, int id, const jj_val *self, jj_str name) {
-    jj_func *fn = jj_alloc(C(rt), sizeof *fn);
+    jj_func *fn = fr_jj_alloc(C(rt), sizeof *fn);
     fn->kind = (uint8_t)kind;
     fn->id = (uint16_t)id;
     fn->self = *self;
@@ -533,22 +534,22 @@ static int find_name(jj_str name, const char *const *tab, size_t n) {
 
 static jj_val no_attr(jj_rt *rt, const jj_val *obj, jj_str name) {
     char buf[200];
-    int k = snprintf(buf, sizeof buf, "'%s object' has no attribute '%.*s'", jj_type_name(obj),
+    int k = snprintf(buf, sizeof buf, "'%s object' has no attribute '%.*s'", fr_jj_type_name(obj),
                      NAMEF(name));
-    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
+    return jj_undef_hint(fr_jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
 }
 
-jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
+jj_val fr_jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
     int id;
     switch (obj->t) {
-    case JT_UNDEF: jj_fail_undefined(rt, line, obj);
+    case JT_UNDEF: fr_jj_fail_undefined(rt, line, obj);
     case JT_DICT: {
         if ((id = find_name(name, DICT_METHODS, FR_ARRAY_LEN(DICT_METHODS))) >= 0)
             return make_method(rt, JFN_DICT, id, obj, name);
         if (find_name(name, DICT_UNSAFE, FR_ARRAY_LEN(DICT_UNSAFE)) >= 0)
             return make_method(rt, JFN_UNSAFE, 0, obj, name);
         jj_val key = jj_strv(name);
-        jj_val *v = jj_dict_get(C(rt), obj->u.d, &key);
+        jj_val *v = fr_jj_dict_get(C(rt), obj->u.d, &key);
         return v ? *v : no_attr(rt, obj, name);
     }
     case JT_STR:
@@ -560,7 +561,9 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
     case JT_LIST:
         if (obj->flags & (JF_VIEW | JF_RANGE)) {
             if ((obj->flags & JF_RANGE) && (jj_str_eqz(name, "index") || jj_str_eqz(name, "count")))
-                return make_method(rt, JFN_LIST, find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS)), obj, name);
+                return make_method(rt, JFN_LIST,
+                                   find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS)), obj,
+                                   name);
             return no_attr(rt, obj, name);
         }
         if ((id = find_name(name, LIST_METHODS, FR_ARRAY_LEN(LIST_METHODS))) >= 0)
@@ -569,7 +572,7 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
             return make_method(rt, JFN_UNSAFE, 0, obj, name);
         return no_attr(rt, obj, name);
     case JT_NS:
-        jj_charge(C(rt), obj->u.ns->n / 4);
+        fr_jj_charge(C(rt), obj->u.ns->n / 4);
         for (size_t i = obj->u.ns->n; i-- > 0;)
             if (jj_str_eq(obj->u.ns->k[i], name)) return obj->u.ns->v[i];
         return no_attr(rt, obj, name);
@@ -581,18 +584,20 @@ jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name) {
         if (jj_str_eqz(name, "depth")) return jj_int(1);
         if (jj_str_eqz(name, "depth0")) return jj_int(0);
         if (jj_str_eqz(name, "previtem"))
-            return lp->i > 0 ? lp->pass[lp->i - 1] : jj_undef_hint(jj_s("there is no previous item"));
+            return lp->i > 0 ? lp->pass[lp->i - 1]
+                             : jj_undef_hint(jj_s("there is no previous item"));
         bool all = jj_str_eqz(name, "length") || jj_str_eqz(name, "revindex") ||
-                   jj_str_eqz(name, "revindex0");
+            jj_str_eqz(name, "revindex0");
         bool peek = jj_str_eqz(name, "last") || jj_str_eqz(name, "nextitem");
-        if (all || peek) jj_loop_fill(rt, lp, all ? SIZE_MAX : lp->i + 2);
+        if (all || peek) fr_jj_loop_fill(rt, lp, all ? SIZE_MAX : lp->i + 2);
         size_t n = lp->npass;
         if (jj_str_eqz(name, "length")) return jj_int((int64_t)n);
         if (jj_str_eqz(name, "revindex")) return jj_int((int64_t)(n - lp->i));
         if (jj_str_eqz(name, "revindex0")) return jj_int((int64_t)(n - lp->i - 1));
         if (jj_str_eqz(name, "last")) return jj_bool(lp->i + 1 >= n);
         if (jj_str_eqz(name, "nextitem"))
-            return lp->i + 1 < n ? lp->pass[lp->i + 1] : jj_undef_hint(jj_s("there is no next item"));
+            return lp->i + 1 < n ? lp->pass[lp->i + 1]
+                                 : jj_undef_hint(jj_s("there is no next item"));
         if (jj_str_eqz(name, "cycle")) return make_method(rt, JFN_LOOP, LP_CYCLE, obj, name);
         if (jj_str_eqz(name, "changed")) return make_method(rt, JFN_LOOP, LP_CHANGED, obj, name);
         return no_attr(rt, obj, name);
@@ -615,10 +620,10 @@ static bool norm_index(int64_t i, size_t n, size_t *out) {
     return true;
 }
 
-jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
+jj_val fr_jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
     size_t ix;
     switch (obj->t) {
-    case JT_UNDEF: jj_fail_undefined(rt, line, obj);
+    case JT_UNDEF: fr_jj_fail_undefined(rt, line, obj);
     case JT_LIST:
         if (obj->flags & JF_VIEW) break;
         if (key->t == JT_INT || key->t == JT_BOOL) {
@@ -639,19 +644,19 @@ jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key) {
         break;
     case JT_DICT: {
         if (key->t == JT_LIST && !(key->flags & JF_TUPLE)) break;
-        jj_val *v = jj_dict_get(C(rt), obj->u.d, key);
+        jj_val *v = fr_jj_dict_get(C(rt), obj->u.d, key);
         if (v) return *v;
         break;
     }
     default: break;
     }
-    if (key->t == JT_STR) return jj_getattr(rt, line, obj, key->u.s);
+    if (key->t == JT_STR) return fr_jj_getattr(rt, line, obj, key->u.s);
     char buf[200];
     jj_sb kb = {0};
-    jj_repr(C(rt), &kb, key, 0);
-    int k = snprintf(buf, sizeof buf, "'%s object' has no item %.*s", jj_type_name(obj),
+    fr_jj_repr(C(rt), &kb, key, 0);
+    int k = snprintf(buf, sizeof buf, "'%s object' has no item %.*s", fr_jj_type_name(obj),
                      (int)FR_MIN(kb.n, 80), kb.p ? kb.p : "");
-    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
+    return jj_undef_hint(fr_jj_strdup(C(rt), buf, FR_MIN((size_t)FR_MAX(k, 0), sizeof buf - 1)));
 }
 
 static bool slice_arg(const jj_val *v, bool *none, int64_t *out) {
@@ -663,26 +668,28 @@ static bool slice_arg(const jj_val *v, bool *none, int64_t *out) {
     return true;
 }
 
-jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
-                const jj_val *step, bool lenient) {
+jj_val fr_jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
+                   const jj_val *step, bool lenient) {
     bool n0, n1, n2;
     int64_t a = 0, b = 0, st = 1;
     if (lenient && ((obj->t != JT_LIST && obj->t != JT_STR) || (obj->flags & JF_VIEW)))
         return jj_undef_hint(jj_s("not sliceable"));
-    if (lenient && (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st)))
+    if (lenient &&
+        (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st)))
         return jj_undef_hint(jj_s("not sliceable"));
     /* jinja2 slices with Python's own subscript (not the sandbox's getitem), so what cannot be
      * sliced is an error rather than undefined */
     if ((obj->t != JT_LIST && obj->t != JT_STR) || (obj->flags & JF_VIEW)) {
-        if (obj->t == JT_DICT) jj_fail(C(rt), line, "unhashable type: 'slice'");
-        jj_fail(C(rt), line, "'%s' object is not subscriptable", jj_type_name(obj));
+        if (obj->t == JT_DICT) fr_jj_fail(C(rt), line, "unhashable type: 'slice'");
+        fr_jj_fail(C(rt), line, "'%s' object is not subscriptable", fr_jj_type_name(obj));
     }
     if (!slice_arg(start, &n0, &a) || !slice_arg(stop, &n1, &b) || !slice_arg(step, &n2, &st))
-        jj_fail(C(rt), line, "slice indices must be integers or None");
+        fr_jj_fail(C(rt), line, "slice indices must be integers or None");
     if (n2) st = 1;
-    if (st == 0) jj_fail(C(rt), line, "slice step cannot be zero");
+    if (st == 0) fr_jj_fail(C(rt), line, "slice step cannot be zero");
     size_t len, *off = NULL;
-    if (obj->t == JT_LIST) len = obj->u.l->n;
+    if (obj->t == JT_LIST)
+        len = obj->u.l->n;
     else off = cp_offsets(rt, obj->u.s, &len);
     int64_t L = (int64_t)len;
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? L - 1 : L;
@@ -701,9 +708,9 @@ jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, con
     int64_t count = 0;
     if (st > 0 && a < b) count = (b - a - 1) / st + 1;
     if (st < 0 && b < a) count = (a - b - 1) / (-st) + 1;
-    jj_charge(C(rt), (uint64_t)count / 16);
+    fr_jj_charge(C(rt), (uint64_t)count / 16);
     if (obj->t == JT_LIST) {
-        jj_val v = jj_list_new(C(rt), (size_t)count, obj->flags & JF_TUPLE);
+        jj_val v = fr_jj_list_new(C(rt), (size_t)count, obj->flags & JF_TUPLE);
         for (int64_t k = 0; k < count; k++) v.u.l->v[k] = obj->u.l->v[a + k * st];
         if (obj->flags & JF_RANGE) { /* a slice of a range is a range */
             const jj_list *r = obj->u.l;
@@ -723,7 +730,7 @@ jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, con
         jj_sb out = {0};
         for (int64_t k = 0; k < count; k++) {
             int64_t i = a + k * st;
-            jj_sb_put(C(rt), &out, s.p + OFF(i), OFF(i + 1) - OFF(i));
+            fr_jj_sb_put(C(rt), &out, s.p + OFF(i), OFF(i + 1) - OFF(i));
         }
         r = jj_strv(jj_sb_str(&out));
     }
@@ -732,35 +739,35 @@ jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, con
     return r;
 }
 
-bool jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
+bool fr_jj_contains(jj_rt *rt, int line, const jj_val *c, const jj_val *item) {
     switch (c->t) {
     case JT_STR: {
-        if (item->t == JT_UNDEF) jj_fail_undefined(rt, line, item);
+        if (item->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, item);
         if (item->t != JT_STR)
-            jj_fail(C(rt), line, "'in <string>' requires string as left operand, not %s",
-                    jj_type_name(item));
-        jj_charge(C(rt), c->u.s.n / 64);
+            fr_jj_fail(C(rt), line, "'in <string>' requires string as left operand, not %s",
+                       fr_jj_type_name(item));
+        fr_jj_charge(C(rt), c->u.s.n / 64);
         return find_bytes(rt, c->u.s, 0, item->u.s) != NULL;
     }
     case JT_LIST:
         for (size_t i = 0; i < c->u.l->n; i++) {
-            jj_charge(C(rt), 1);
-            if (jj_equal(C(rt), &c->u.l->v[i], item)) return true;
+            fr_jj_charge(C(rt), 1);
+            if (fr_jj_equal(C(rt), &c->u.l->v[i], item)) return true;
         }
         return false;
     case JT_DICT:
         if (item->t == JT_LIST && !(item->flags & JF_TUPLE))
-            jj_fail(C(rt), line, "unhashable type: 'list'");
-        return jj_dict_get(C(rt), c->u.d, item) != NULL;
+            fr_jj_fail(C(rt), line, "unhashable type: 'list'");
+        return fr_jj_dict_get(C(rt), c->u.d, item) != NULL;
     case JT_UNDEF: return false;
     case JT_LOOP:
     case JT_GEN: {
-        jj_list l = jj_iterate(rt, line, c);
+        jj_list l = fr_jj_iterate(rt, line, c);
         for (size_t i = 0; i < l.n; i++)
-            if (jj_equal(C(rt), &l.v[i], item)) return true;
+            if (fr_jj_equal(C(rt), &l.v[i], item)) return true;
         return false;
     }
-    default: jj_fail(C(rt), line, "argument of type '%s' is not iterable", jj_type_name(c));
+    default: fr_jj_fail(C(rt), line, "argument of type '%s' is not iterable", fr_jj_type_name(c));
     }
 }
 
@@ -770,29 +777,31 @@ static jj_val repeat(jj_rt *rt, int line, const jj_val *seq, int64_t times) {
     if (times < 0) times = 0;
     if (seq->t == JT_STR) {
         if (times && seq->u.s.n && (uint64_t)times > JJ_MAX_STRING / seq->u.s.n)
-            jj_fail(C(rt), line, "a string exceeds %u MiB", JJ_MAX_STRING >> 20);
+            fr_jj_fail(C(rt), line, "a string exceeds %u MiB", JJ_MAX_STRING >> 20);
         jj_sb b = {0};
-        for (int64_t i = 0; i < times; i++) jj_sb_put(C(rt), &b, seq->u.s.p, seq->u.s.n);
+        for (int64_t i = 0; i < times; i++) fr_jj_sb_put(C(rt), &b, seq->u.s.p, seq->u.s.n);
         jj_val v = jj_strv(jj_sb_str(&b));
         return v;
     }
     size_t n = seq->u.l->n;
     if (times && n && (uint64_t)times > (JJ_MAX_MEMORY / sizeof(jj_val)) / n)
-        jj_fail(C(rt), line, "list too long");
-    jj_val v = jj_list_new(C(rt), n * (size_t)times, seq->flags & JF_TUPLE);
-    jj_charge(C(rt), n * (size_t)times / 16);
-    for (int64_t i = 0; i < times; i++) memcpy(v.u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jj_val));
+        fr_jj_fail(C(rt), line, "list too long");
+    jj_val v = fr_jj_list_new(C(rt), n * (size_t)times, seq->flags & JF_TUPLE);
+    fr_jj_charge(C(rt), n * (size_t)times / 16);
+    for (int64_t i = 0; i < times; i++)
+        memcpy(v.u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jj_val));
     return v;
 }
 
 static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
                              const jj_val *mapping, bool maplike);
 
-static FR_NORETURN void bad_operands(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+static FR_NORETURN void bad_operands(jj_rt *rt, int line, int op, const jj_val *a,
+                                     const jj_val *b) {
     static const char *const sym[] = {"+", "-", "/", "//", "*", "**", "%"};
     const char *s = op >= JO_ADD && op <= JO_MOD ? sym[op - JO_ADD] : "?";
-    jj_fail(C(rt), line, "unsupported operand type(s) for %s: '%s' and '%s'", s, jj_type_name(a),
-            jj_type_name(b));
+    fr_jj_fail(C(rt), line, "unsupported operand type(s) for %s: '%s' and '%s'", s,
+               fr_jj_type_name(a), fr_jj_type_name(b));
 }
 
 static void py_divmod(double x, double y, double *div, double *mod) {
@@ -817,7 +826,7 @@ static void py_divmod(double x, double y, double *div, double *mod) {
     *mod = m;
 }
 
-jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
+jj_val fr_jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
     if (op == JO_MOD && a->t == JT_STR) {
         /* str % x: a tuple gives the arguments, anything else is one argument; like CPython,
          * unused arguments are only an error when x has no mapping protocol */
@@ -826,9 +835,9 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
         bool maplike = b->t == JT_DICT || b->t == JT_LIST || b->t == JT_UNDEF;
         return jj_strv(percent_format(rt, line, a->u.s, b, 1, b->t == JT_DICT ? b : NULL, maplike));
     }
-    if (a->t == JT_UNDEF) jj_fail_undefined(rt, line, a);
-    if (b->t == JT_UNDEF) jj_fail_undefined(rt, line, b);
-    if (jj_is_num(a) && jj_is_num(b)) {
+    if (a->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, a);
+    if (b->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, b);
+    if (fr_jj_is_num(a) && fr_jj_is_num(b)) {
         if (a->t != JT_FLOAT && b->t != JT_FLOAT) {
             int64_t x = a->t == JT_BOOL ? a->u.b : a->u.i, y = b->t == JT_BOOL ? b->u.b : b->u.i, r;
             switch (op) {
@@ -842,11 +851,11 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
                 if (__builtin_mul_overflow(x, y, &r)) goto overflow;
                 return jj_int(r);
             case JO_DIV:
-                if (!y) jj_fail(C(rt), line, "division by zero");
+                if (!y) fr_jj_fail(C(rt), line, "division by zero");
                 return jj_float((double)x / (double)y);
             case JO_FLOORDIV:
             case JO_MOD: {
-                if (!y) jj_fail(C(rt), line, "integer division or modulo by zero");
+                if (!y) fr_jj_fail(C(rt), line, "integer division or modulo by zero");
                 if (y == -1) {
                     if (op == JO_MOD) return jj_int(0);
                     if (x == INT64_MIN) goto overflow;
@@ -861,7 +870,7 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
             }
             case JO_POW: {
                 if (y < 0) {
-                    if (!x) jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
+                    if (!x) fr_jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
                     return jj_float(pow((double)x, (double)y));
                 }
                 int64_t res = 1, base = x;
@@ -876,25 +885,27 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
             default: break;
             }
         } else {
-            double x = jj_num(a), y = jj_num(b), d, m;
+            double x = fr_jj_num(a), y = fr_jj_num(b), d, m;
             switch (op) {
             case JO_ADD: return jj_float(x + y);
             case JO_SUB: return jj_float(x - y);
             case JO_MUL: return jj_float(x * y);
             case JO_DIV:
-                if (y == 0) jj_fail(C(rt), line, "float division by zero");
+                if (y == 0) fr_jj_fail(C(rt), line, "float division by zero");
                 return jj_float(x / y);
             case JO_FLOORDIV:
             case JO_MOD:
-                if (y == 0) jj_fail(C(rt), line, "float floor division or modulo by zero");
+                if (y == 0) fr_jj_fail(C(rt), line, "float floor division or modulo by zero");
                 py_divmod(x, y, &d, &m);
                 return jj_float(op == JO_MOD ? m : d);
             case JO_POW: {
-                if (x == 0 && y < 0) jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
+                if (x == 0 && y < 0)
+                    fr_jj_fail(C(rt), line, "0.0 cannot be raised to a negative power");
                 if (x < 0 && y != floor(y) && isfinite(y))
-                    jj_fail_unsup(C(rt), line, "complex result of a power");
+                    fr_jj_fail_unsup(C(rt), line, "complex result of a power");
                 double r = pow(x, y);
-                if (isinf(r) && isfinite(x) && isfinite(y)) jj_fail(C(rt), line, "numerical result out of range");
+                if (isinf(r) && isfinite(x) && isfinite(y))
+                    fr_jj_fail(C(rt), line, "numerical result out of range");
                 return jj_float(r);
             }
             default: break;
@@ -916,19 +927,20 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
             return v;
         }
         jj_sb s = {0};
-        jj_sb_put(C(rt), &s, x.p, x.n);
-        jj_sb_put(C(rt), &s, y.p, y.n);
+        fr_jj_sb_put(C(rt), &s, x.p, x.n);
+        fr_jj_sb_put(C(rt), &s, y.p, y.n);
         jj_val v = jj_strv(jj_sb_str(&s));
         v.flags = mk ? JF_MARKUP : 0;
         return v;
     }
     if (op == JO_ADD && a->t == JT_LIST && b->t == JT_LIST &&
-        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) && !((a->flags | b->flags) & (JF_RANGE | JF_VIEW))) {
+        (a->flags & JF_TUPLE) == (b->flags & JF_TUPLE) &&
+        !((a->flags | b->flags) & (JF_RANGE | JF_VIEW))) {
         size_t n = a->u.l->n + b->u.l->n;
-        jj_val v = jj_list_new(C(rt), n, a->flags & JF_TUPLE);
+        jj_val v = fr_jj_list_new(C(rt), n, a->flags & JF_TUPLE);
         if (a->u.l->n) memcpy(v.u.l->v, a->u.l->v, a->u.l->n * sizeof(jj_val));
         if (b->u.l->n) memcpy(v.u.l->v + a->u.l->n, b->u.l->v, b->u.l->n * sizeof(jj_val));
-        jj_charge(C(rt), n / 16);
+        fr_jj_charge(C(rt), n / 16);
         return v;
     }
     if (op == JO_MUL) {
@@ -941,7 +953,7 @@ jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
     }
     bad_operands(rt, line, op, a, b);
 overflow:
-    jj_fail_unsup(C(rt), line, "integer overflow (integers are 64-bit here)");
+    fr_jj_fail_unsup(C(rt), line, "integer overflow (integers are 64-bit here)");
 }
 
 /* ---- printf-style formatting (str % args, |format) ---------------------------------------- */
@@ -949,12 +961,12 @@ overflow:
 static void pad_to(jj_rt *rt, jj_sb *out, jj_str s, long width, bool left) {
     size_t n = ulen(rt, s);
     long pad = width > (long)n ? width - (long)n : 0;
-    if (pad > (long)JJ_MAX_STRING) jj_fail(C(rt), 0, "format width too large");
+    if (pad > (long)JJ_MAX_STRING) fr_jj_fail(C(rt), 0, "format width too large");
     if (!left)
-        for (long i = 0; i < pad; i++) jj_sb_putc(C(rt), out, ' ');
-    jj_sb_put(C(rt), out, s.p, s.n);
+        for (long i = 0; i < pad; i++) fr_jj_sb_putc(C(rt), out, ' ');
+    fr_jj_sb_put(C(rt), out, s.p, s.n);
     if (left)
-        for (long i = 0; i < pad; i++) jj_sb_putc(C(rt), out, ' ');
+        for (long i = 0; i < pad; i++) fr_jj_sb_putc(C(rt), out, ' ');
 }
 
 static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args, size_t nargs,
@@ -965,31 +977,35 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
     while (i < fmt.n) {
         const char *pc = memchr(fmt.p + i, '%', fmt.n - i);
         if (!pc) {
-            jj_sb_put(C(rt), &out, fmt.p + i, fmt.n - i);
+            fr_jj_sb_put(C(rt), &out, fmt.p + i, fmt.n - i);
             break;
         }
         size_t at = (size_t)(pc - fmt.p);
-        jj_sb_put(C(rt), &out, fmt.p + i, at - i);
+        fr_jj_sb_put(C(rt), &out, fmt.p + i, at - i);
         i = at + 1;
-        if (i >= fmt.n) jj_fail(C(rt), line, "incomplete format");
+        if (i >= fmt.n) fr_jj_fail(C(rt), line, "incomplete format");
         const jj_val *arg = NULL;
         if (fmt.p[i] == '(') {
             size_t j = i + 1;
             while (j < fmt.n && fmt.p[j] != ')') j++;
-            if (j >= fmt.n) jj_fail(C(rt), line, "incomplete format key");
-            if (!mapping) jj_fail(C(rt), line, "format requires a mapping");
+            if (j >= fmt.n) fr_jj_fail(C(rt), line, "incomplete format key");
+            if (!mapping) fr_jj_fail(C(rt), line, "format requires a mapping");
             jj_val key = sub(fmt, i + 1, j);
-            arg = jj_dict_get(C(rt), mapping->u.d, &key);
-            if (!arg) jj_fail(C(rt), line, "format key %.*s not found", (int)FR_MIN(j - i - 1, 60), fmt.p + i + 1);
+            arg = fr_jj_dict_get(C(rt), mapping->u.d, &key);
+            if (!arg)
+                fr_jj_fail(C(rt), line, "format key %.*s not found", (int)FR_MIN(j - i - 1, 60),
+                           fmt.p + i + 1);
             used_mapping = true;
             i = j + 1;
         }
         char flags[8];
         int nf = 0;
-        while (i < fmt.n && strchr("#0- +", fmt.p[i]) && fmt.p[i] && nf < 7) flags[nf++] = fmt.p[i++];
+        while (i < fmt.n && strchr("#0- +", fmt.p[i]) && fmt.p[i] && nf < 7)
+            flags[nf++] = fmt.p[i++];
         flags[nf] = 0;
         long width = 0, prec = -1;
-        if (i < fmt.n && fmt.p[i] == '*') jj_fail_unsup(C(rt), line, "'*' width in a format string");
+        if (i < fmt.n && fmt.p[i] == '*')
+            fr_jj_fail_unsup(C(rt), line, "'*' width in a format string");
         while (i < fmt.n && fmt.p[i] >= '0' && fmt.p[i] <= '9' && width < 100000)
             width = width * 10 + (fmt.p[i++] - '0');
         if (i < fmt.n && fmt.p[i] == '.') {
@@ -999,14 +1015,14 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
                 prec = prec * 10 + (fmt.p[i++] - '0');
         }
         while (i < fmt.n && strchr("hlL", fmt.p[i]) && fmt.p[i]) i++;
-        if (i >= fmt.n) jj_fail(C(rt), line, "incomplete format");
+        if (i >= fmt.n) fr_jj_fail(C(rt), line, "incomplete format");
         char conv = fmt.p[i++];
         if (conv == '%') {
-            jj_sb_putc(C(rt), &out, '%');
+            fr_jj_sb_putc(C(rt), &out, '%');
             continue;
         }
         if (!arg) {
-            if (ai >= nargs) jj_fail(C(rt), line, "not enough arguments for format string");
+            if (ai >= nargs) fr_jj_fail(C(rt), line, "not enough arguments for format string");
             arg = &args[ai++];
         }
         bool left = strchr(flags, '-') != NULL;
@@ -1016,10 +1032,11 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
         case 'r':
         case 'a': {
             jj_str s;
-            if (conv == 's') s = jj_str_of(C(rt), arg);
+            if (conv == 's')
+                s = fr_jj_str_of(C(rt), arg);
             else {
                 jj_sb r = {0};
-                jj_repr(C(rt), &r, arg, 0);
+                fr_jj_repr(C(rt), &r, arg, 0);
                 s = jj_sb_str(&r);
             }
             if (prec >= 0) {
@@ -1039,17 +1056,19 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
             if (arg->t == JT_INT || arg->t == JT_BOOL) v = arg->t == JT_INT ? arg->u.i : arg->u.b;
             else if (arg->t == JT_FLOAT && (conv == 'd' || conv == 'i' || conv == 'u')) {
                 if (!isfinite(arg->u.f) || fabs(arg->u.f) >= 9.2e18)
-                    jj_fail(C(rt), line, "cannot convert float to integer");
+                    fr_jj_fail(C(rt), line, "cannot convert float to integer");
                 v = (long long)arg->u.f;
             } else
-                jj_fail(C(rt), line, "%%%c format: a number is required, not %s", conv, jj_type_name(arg));
-            if (width > 300 || prec > 300) jj_fail_unsup(C(rt), line, "format width above 300");
-            snprintf(cf, sizeof cf, "%%%s%ld%s%s%c", flags, width, prec >= 0 ? "." : "",
-                     "", conv == 'u' ? 'd' : conv);
-            if (prec >= 0) snprintf(cf, sizeof cf, "%%%s%ld.%ldll%c", flags, width, prec, conv == 'u' ? 'd' : conv);
-            else snprintf(cf, sizeof cf, "%%%s%ldll%c", flags, width, conv == 'u' ? 'd' : conv);
+                fr_jj_fail(C(rt), line, "%%%c format: a number is required, not %s", conv,
+                           fr_jj_type_name(arg));
+            if (width > 300 || prec > 300) fr_jj_fail_unsup(C(rt), line, "format width above 300");
+            if (prec >= 0)
+                snprintf(cf, sizeof cf, "%%%s%ld.%ldll%c", flags, width, prec,
+                         conv == 'u' ? 'd' : conv);
+            else
+                snprintf(cf, sizeof cf, "%%%s%ldll%c", flags, width, conv == 'u' ? 'd' : conv);
             snprintf(tmp, sizeof tmp, cf, v);
-            jj_sb_puts(C(rt), &out, tmp);
+            fr_jj_sb_puts(C(rt), &out, tmp);
             break;
         }
         case 'e':
@@ -1058,31 +1077,31 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
         case 'F':
         case 'g':
         case 'G': {
-            if (!jj_is_num(arg))
-                jj_fail(C(rt), line, "must be real number, not %s", jj_type_name(arg));
-            if (width > 300 || prec > 300) jj_fail_unsup(C(rt), line, "format width above 300");
+            if (!fr_jj_is_num(arg))
+                fr_jj_fail(C(rt), line, "must be real number, not %s", fr_jj_type_name(arg));
+            if (width > 300 || prec > 300) fr_jj_fail_unsup(C(rt), line, "format width above 300");
             if (prec < 0) prec = 6;
             snprintf(cf, sizeof cf, "%%%s%ld.%ld%c", flags, width, prec, conv);
-            snprintf(tmp, sizeof tmp, cf, jj_num(arg));
-            jj_sb_puts(C(rt), &out, tmp);
+            snprintf(tmp, sizeof tmp, cf, fr_jj_num(arg));
+            fr_jj_sb_puts(C(rt), &out, tmp);
             break;
         }
         case 'c': {
             jj_sb ch = {0};
             if (arg->t == JT_INT && arg->u.i >= 0 && arg->u.i <= 0x10FFFF)
-                jj_sb_putcp(C(rt), &ch, (uint32_t)arg->u.i);
+                fr_jj_sb_putcp(C(rt), &ch, (uint32_t)arg->u.i);
             else if (arg->t == JT_STR && ulen(rt, arg->u.s) == 1)
-                jj_sb_put(C(rt), &ch, arg->u.s.p, arg->u.s.n);
+                fr_jj_sb_put(C(rt), &ch, arg->u.s.p, arg->u.s.n);
             else
-                jj_fail(C(rt), line, "%%c requires an int or a single character");
+                fr_jj_fail(C(rt), line, "%%c requires an int or a single character");
             pad_to(rt, &out, jj_sb_str(&ch), width, left);
             break;
         }
-        default: jj_fail(C(rt), line, "unsupported format character '%c'", conv);
+        default: fr_jj_fail(C(rt), line, "unsupported format character '%c'", conv);
         }
     }
     if (!used_mapping && ai < nargs && !mapping && !maplike)
-        jj_fail(C(rt), line, "not all arguments converted during string formatting");
+        fr_jj_fail(C(rt), line, "not all arguments converted during string formatting");
     return jj_sb_str(&out);
 }
 
@@ -1090,15 +1109,16 @@ static jj_str percent_format(jj_rt *rt, int line, jj_str fmt, const jj_val *args
 
 typedef jj_val (*filter_fn)(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a);
 
-#define FILTER(fname) static jj_val fname(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a)
-#define BIND(...)                                                                     \
-    static const char *const params_[] = {__VA_ARGS__};                               \
-    bound b;                                                                          \
+#define FILTER(fname) \
+    static jj_val fname(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a)
+#define BIND(...) \
+    static const char *const params_[] = {__VA_ARGS__}; \
+    bound b; \
     bind(rt, line, "filter", name, params_, FR_ARRAY_LEN(params_), a, &b)
 #define NOARGS() bind(rt, line, "filter", name, NULL, 0, a, &(bound){0})
 
 /* str() of the input; undefined is "" (soft_str). */
-static jj_str in_str(jj_rt *rt, const jj_val *in) { return jj_str_of(C(rt), in); }
+static jj_str in_str(jj_rt *rt, const jj_val *in) { return fr_jj_str_of(C(rt), in); }
 
 /* An attribute getter as jinja2's make_attrgetter: dotted path, digits index. */
 static jj_val get_path(jj_rt *rt, int line, const jj_val *item, jj_str path) {
@@ -1112,9 +1132,11 @@ static jj_val get_path(jj_rt *rt, int line, const jj_val *item, jj_str path) {
         for (size_t k = 0; k < part.n; k++)
             if (part.p[k] < '0' || part.p[k] > '9') digits = false;
         jj_val key;
-        if (digits && part.n < 18) key = jj_int(strtoll(jj_cstr(C(rt), part), NULL, 10));
-        else key = jj_strv(part);
-        cur = jj_getitem(rt, line, &cur, &key);
+        if (digits && part.n < 18)
+            key = jj_int(strtoll(fr_jj_cstr(C(rt), part), NULL, 10));
+        else
+            key = jj_strv(part);
+        cur = fr_jj_getitem(rt, line, &cur, &key);
         if (j >= path.n) break;
         i = j + 1;
     }
@@ -1123,28 +1145,28 @@ static jj_val get_path(jj_rt *rt, int line, const jj_val *item, jj_str path) {
 
 static jj_val attr_of(jj_rt *rt, int line, const jj_val *item, const jj_val *attr) {
     if (attr->t == JT_STR) return get_path(rt, line, item, attr->u.s);
-    if (attr->t == JT_INT) return jj_getitem(rt, line, item, attr);
-    return jj_getitem(rt, line, item, attr);
+    if (attr->t == JT_INT) return fr_jj_getitem(rt, line, item, attr);
+    return fr_jj_getitem(rt, line, item, attr);
 }
 
 FILTER(f_abs) {
     NOARGS();
     if (in->t == JT_INT) {
-        if (in->u.i == INT64_MIN) jj_fail_unsup(C(rt), line, "integer overflow");
+        if (in->u.i == INT64_MIN) fr_jj_fail_unsup(C(rt), line, "integer overflow");
         return jj_int(in->u.i < 0 ? -in->u.i : in->u.i);
     }
     if (in->t == JT_BOOL) return jj_int(in->u.b);
     if (in->t == JT_FLOAT) return jj_float(fabs(in->u.f));
-    jj_fail(C(rt), line, "bad operand type for abs(): '%s'", jj_type_name(in));
+    fr_jj_fail(C(rt), line, "bad operand type for abs(): '%s'", fr_jj_type_name(in));
 }
 
 FILTER(f_attr) {
     BIND("name");
-    if (!b.given[0]) jj_fail(C(rt), line, "attr filter requires a name");
-    jj_str nm = jj_str_of(C(rt), &b.v[0]);
-    if (in->t == JT_UNDEF) jj_fail_undefined(rt, line, in);
+    if (!b.given[0]) fr_jj_fail(C(rt), line, "attr filter requires a name");
+    jj_str nm = fr_jj_str_of(C(rt), &b.v[0]);
+    if (in->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, in);
     /* getattr semantics, without falling back to items for dicts' own methods */
-    return jj_getattr(rt, line, in, nm);
+    return fr_jj_getattr(rt, line, in, nm);
 }
 
 FILTER(f_capitalize) {
@@ -1159,9 +1181,9 @@ static jj_val length_of(jj_rt *rt, int line, const jj_val *v) {
     case JT_LIST: return jj_int((int64_t)v->u.l->n);
     case JT_DICT: return jj_int((int64_t)v->u.d->n);
     case JT_LOOP:
-        jj_loop_fill(rt, v->u.loop, SIZE_MAX);
+        fr_jj_loop_fill(rt, v->u.loop, SIZE_MAX);
         return jj_int((int64_t)v->u.loop->npass);
-    default: jj_fail(C(rt), line, "object of type '%s' has no len()", jj_type_name(v));
+    default: fr_jj_fail(C(rt), line, "object of type '%s' has no len()", fr_jj_type_name(v));
     }
 }
 
@@ -1173,8 +1195,8 @@ FILTER(f_length) {
 FILTER(f_default) {
     BIND("default_value", "boolean");
     jj_val dflt = b.given[0] ? b.v[0] : jj_strz("");
-    bool boolean = b.given[1] && jj_truthy(&b.v[1]);
-    if (in->t == JT_UNDEF || (boolean && !jj_truthy(in))) return dflt;
+    bool boolean = b.given[1] && fr_jj_truthy(&b.v[1]);
+    if (in->t == JT_UNDEF || (boolean && !fr_jj_truthy(in))) return dflt;
     return *in;
 }
 
@@ -1193,8 +1215,8 @@ static void msort(sortctx *s, size_t *ix, size_t *tmp, size_t n) {
     msort(s, ix + h, tmp, n - h);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        jj_charge(C(s->rt), 1);
-        int c = jj_compare(C(s->rt), s->line, &s->keys[ix[j]], &s->keys[ix[i]]);
+        fr_jj_charge(C(s->rt), 1);
+        int c = fr_jj_compare(C(s->rt), s->line, &s->keys[ix[j]], &s->keys[ix[i]]);
         if (c == 2) c = 0;
         bool take_right = s->reverse ? c > 0 : c < 0;
         tmp[k++] = take_right ? ix[j++] : ix[i++];
@@ -1205,7 +1227,8 @@ static void msort(sortctx *s, size_t *ix, size_t *tmp, size_t n) {
 }
 
 static size_t *sorted_index(jj_rt *rt, int line, const jj_val *keys, size_t n, bool reverse) {
-    size_t *ix = jj_alloc(C(rt), (n + 1) * sizeof *ix), *tmp = jj_alloc(C(rt), (n + 1) * sizeof *tmp);
+    size_t *ix = fr_jj_alloc(C(rt), (n + 1) * sizeof *ix),
+           *tmp = fr_jj_alloc(C(rt), (n + 1) * sizeof *tmp);
     for (size_t i = 0; i < n; i++) ix[i] = i;
     sortctx s = {rt, line, keys, reverse};
     msort(&s, ix, tmp, n);
@@ -1220,21 +1243,22 @@ static jj_val sort_key(jj_rt *rt, const jj_val *v, bool case_sensitive) {
 
 FILTER(f_dictsort) {
     BIND("case_sensitive", "by", "reverse");
-    if (in->t != JT_DICT) jj_fail(C(rt), line, "dictsort: a mapping is required");
-    bool cs = b.given[0] && jj_truthy(&b.v[0]), rev = b.given[2] && jj_truthy(&b.v[2]);
+    if (in->t != JT_DICT) fr_jj_fail(C(rt), line, "dictsort: a mapping is required");
+    bool cs = b.given[0] && fr_jj_truthy(&b.v[0]), rev = b.given[2] && fr_jj_truthy(&b.v[2]);
     int pos = 0;
     if (b.given[1]) {
         jj_str by = want_str(rt, line, &b.v[1], "dictsort");
         if (jj_str_eqz(by, "value")) pos = 1;
-        else if (!jj_str_eqz(by, "key")) jj_fail(C(rt), line, "You can only sort by either 'key' or 'value'");
+        else if (!jj_str_eqz(by, "key"))
+            fr_jj_fail(C(rt), line, "You can only sort by either 'key' or 'value'");
     }
     const jj_dict *d = in->u.d;
-    jj_val *keys = jj_alloc(C(rt), (d->n + 1) * sizeof *keys);
+    jj_val *keys = fr_jj_alloc(C(rt), (d->n + 1) * sizeof *keys);
     for (size_t i = 0; i < d->n; i++) keys[i] = sort_key(rt, pos ? &d->v[i] : &d->k[i], cs);
     size_t *ix = sorted_index(rt, line, keys, d->n, rev);
-    jj_val out = jj_list_new(C(rt), d->n, false);
+    jj_val out = fr_jj_list_new(C(rt), d->n, false);
     for (size_t i = 0; i < d->n; i++) {
-        jj_val t = jj_list_new(C(rt), 2, true);
+        jj_val t = fr_jj_list_new(C(rt), 2, true);
         t.u.l->v[0] = d->k[ix[i]];
         t.u.l->v[1] = d->v[ix[i]];
         out.u.l->v[i] = t;
@@ -1252,14 +1276,14 @@ FILTER(f_escape) {
 
 FILTER(f_first) {
     NOARGS();
-    jj_list l = jj_iterate(rt, line, in);
+    jj_list l = fr_jj_iterate(rt, line, in);
     return l.n ? l.v[0] : jj_undef_hint(jj_s("No first item, sequence was empty."));
 }
 
 FILTER(f_last) {
     NOARGS();
-    if (in->t == JT_GEN) jj_fail(C(rt), line, "'generator' object is not reversible");
-    jj_list l = jj_iterate(rt, line, in);
+    if (in->t == JT_GEN) fr_jj_fail(C(rt), line, "'generator' object is not reversible");
+    jj_list l = fr_jj_iterate(rt, line, in);
     return l.n ? l.v[l.n - 1] : jj_undef_hint(jj_s("No last item, sequence was empty."));
 }
 
@@ -1290,8 +1314,8 @@ static bool parse_py_float(jj_rt *rt, jj_str s, double *out) {
             buf[k++] = ch;
             digits = true;
         } else if (ch == '_') {
-            if (!(i > 0 && s.p[i - 1] >= '0' && s.p[i - 1] <= '9' && i + 1 < s.n && s.p[i + 1] >= '0' &&
-                  s.p[i + 1] <= '9'))
+            if (!(i > 0 && s.p[i - 1] >= '0' && s.p[i - 1] <= '9' && i + 1 < s.n &&
+                  s.p[i + 1] >= '0' && s.p[i + 1] <= '9'))
                 return false;
         } else if (ch == '.' && !dot && !exp) {
             buf[k++] = ch;
@@ -1336,7 +1360,9 @@ static bool parse_py_int(jj_rt *rt, jj_str s, int base, int64_t *out) {
     for (; i < s.n; i++) {
         char ch = s.p[i];
         if (ch == '_' && any && i + 1 < s.n && s.p[i + 1] != '_') continue;
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10 : 99;
+        int d = ch >= '0' && ch <= '9'                 ? ch - '0'
+            : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z' ? (ch | 0x20) - 'a' + 10
+                                                       : 99;
         if (d >= base) return false;
         if (acc > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return false;
         acc = acc * (uint64_t)base + (uint64_t)d;
@@ -1355,9 +1381,9 @@ FILTER(f_float) {
     switch (in->t) {
     case JT_FLOAT: return *in;
     case JT_INT:
-    case JT_BOOL: return jj_float(jj_num(in));
+    case JT_BOOL: return jj_float(fr_jj_num(in));
     case JT_STR: return parse_py_float(rt, in->u.s, &d) ? jj_float(d) : dflt;
-    case JT_UNDEF: jj_fail_undefined(rt, line, in);
+    case JT_UNDEF: fr_jj_fail_undefined(rt, line, in);
     default: return dflt;
     }
 }
@@ -1372,14 +1398,17 @@ FILTER(f_int) {
     case JT_INT: return *in;
     case JT_BOOL: return jj_int(in->u.b);
     case JT_FLOAT:
-        if (!isfinite(in->u.f)) jj_fail(C(rt), line, "cannot convert float %s to integer", isnan(in->u.f) ? "NaN" : "infinity");
-        if (fabs(in->u.f) >= 9.2e18) jj_fail_unsup(C(rt), line, "integer overflow");
+        if (!isfinite(in->u.f))
+            fr_jj_fail(C(rt), line, "cannot convert float %s to integer",
+                       isnan(in->u.f) ? "NaN" : "infinity");
+        if (fabs(in->u.f) >= 9.2e18) fr_jj_fail_unsup(C(rt), line, "integer overflow");
         return jj_int((int64_t)in->u.f);
     case JT_STR:
         if (parse_py_int(rt, in->u.s, (int)base, &i)) return jj_int(i);
-        if (parse_py_float(rt, in->u.s, &d) && isfinite(d) && fabs(d) < 9.2e18) return jj_int((int64_t)d);
+        if (parse_py_float(rt, in->u.s, &d) && isfinite(d) && fabs(d) < 9.2e18)
+            return jj_int((int64_t)d);
         return dflt;
-    case JT_UNDEF: jj_fail_undefined(rt, line, in);
+    case JT_UNDEF: fr_jj_fail_undefined(rt, line, in);
     default: return dflt;
     }
 }
@@ -1387,47 +1416,49 @@ FILTER(f_int) {
 FILTER(f_indent) {
     BIND("width", "first", "blank");
     /* jinja2 does `s += "\n"`: only strings are accepted */
-    if (in->t == JT_UNDEF) jj_fail_undefined(rt, line, in);
+    if (in->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, in);
     if (in->t != JT_STR)
-        jj_fail(C(rt), line, "unsupported operand type(s) for +=: '%s' and 'str'", jj_type_name(in));
+        fr_jj_fail(C(rt), line, "unsupported operand type(s) for +=: '%s' and 'str'",
+                   fr_jj_type_name(in));
     jj_str ind;
-    if (b.given[0] && b.v[0].t == JT_STR) ind = b.v[0].u.s;
+    if (b.given[0] && b.v[0].t == JT_STR)
+        ind = b.v[0].u.s;
     else {
         int64_t w = b.given[0] ? want_int(rt, line, &b.v[0], "indent") : 4;
         if (w < 0) w = 0;
-        if (w > 10000) jj_fail_unsup(C(rt), line, "indent width above 10000");
-        char *sp = jj_alloc(C(rt), (size_t)w + 1);
+        if (w > 10000) fr_jj_fail_unsup(C(rt), line, "indent width above 10000");
+        char *sp = fr_jj_alloc(C(rt), (size_t)w + 1);
         memset(sp, ' ', (size_t)w);
         ind.p = sp;
         ind.n = (size_t)w;
     }
-    bool first = b.given[1] && jj_truthy(&b.v[1]), blank = b.given[2] && jj_truthy(&b.v[2]);
+    bool first = b.given[1] && fr_jj_truthy(&b.v[1]), blank = b.given[2] && fr_jj_truthy(&b.v[2]);
     jj_str s = in_str(rt, in);
     jj_sb tmp = {0};
-    jj_sb_put(C(rt), &tmp, s.p, s.n);
-    jj_sb_putc(C(rt), &tmp, '\n'); /* jinja2 appends a newline before splitlines() */
+    fr_jj_sb_put(C(rt), &tmp, s.p, s.n);
+    fr_jj_sb_putc(C(rt), &tmp, '\n'); /* jinja2 appends a newline before splitlines() */
     jj_val lines = str_splitlines(rt, jj_sb_str(&tmp), false);
     jj_sb out = {0};
-    if (first) jj_sb_put(C(rt), &out, ind.p, ind.n);
+    if (first) fr_jj_sb_put(C(rt), &out, ind.p, ind.n);
     for (size_t i = 0; i < lines.u.l->n; i++) {
         jj_str ln = lines.u.l->v[i].u.s;
         if (i) {
-            jj_sb_putc(C(rt), &out, '\n');
-            if (blank || ln.n) jj_sb_put(C(rt), &out, ind.p, ind.n);
+            fr_jj_sb_putc(C(rt), &out, '\n');
+            if (blank || ln.n) fr_jj_sb_put(C(rt), &out, ind.p, ind.n);
         }
-        jj_sb_put(C(rt), &out, ln.p, ln.n);
+        fr_jj_sb_put(C(rt), &out, ln.p, ln.n);
     }
     return jj_strv(jj_sb_str(&out));
 }
 
 FILTER(f_items) {
     NOARGS();
-    if (in->t == JT_UNDEF) return jj_list_new(C(rt), 0, false);
-    if (in->t != JT_DICT) jj_fail(C(rt), line, "Can only get item pairs from a mapping.");
+    if (in->t == JT_UNDEF) return fr_jj_list_new(C(rt), 0, false);
+    if (in->t != JT_DICT) fr_jj_fail(C(rt), line, "Can only get item pairs from a mapping.");
     const jj_dict *d = in->u.d;
-    jj_val out = jj_list_new(C(rt), d->n, false);
+    jj_val out = fr_jj_list_new(C(rt), d->n, false);
     for (size_t i = 0; i < d->n; i++) {
-        jj_val t = jj_list_new(C(rt), 2, true);
+        jj_val t = fr_jj_list_new(C(rt), 2, true);
         t.u.l->v[0] = d->k[i];
         t.u.l->v[1] = d->v[i];
         out.u.l->v[i] = t;
@@ -1437,21 +1468,22 @@ FILTER(f_items) {
 
 FILTER(f_join) {
     BIND("d", "attribute");
-    jj_str sep = b.given[0] ? jj_str_of(C(rt), &b.v[0]) : jj_s("");
-    jj_list l = jj_iterate(rt, line, in);
+    jj_str sep = b.given[0] ? fr_jj_str_of(C(rt), &b.v[0]) : jj_s("");
+    jj_list l = fr_jj_iterate(rt, line, in);
     jj_sb out = {0};
     for (size_t i = 0; i < l.n; i++) {
-        if (i) jj_sb_put(C(rt), &out, sep.p, sep.n);
-        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
-        jj_to_str(C(rt), &out, &item);
+        if (i) fr_jj_sb_put(C(rt), &out, sep.p, sep.n);
+        jj_val item =
+            b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        fr_jj_to_str(C(rt), &out, &item);
     }
     return jj_strv(jj_sb_str(&out));
 }
 
 FILTER(f_list) {
     NOARGS();
-    jj_list l = jj_iterate(rt, line, in);
-    jj_val v = jj_list_new(C(rt), l.n, false);
+    jj_list l = fr_jj_iterate(rt, line, in);
+    jj_val v = fr_jj_list_new(C(rt), l.n, false);
     if (l.n) memcpy(v.u.l->v, l.v, l.n * sizeof(jj_val));
     return v;
 }
@@ -1474,35 +1506,34 @@ FILTER(f_title) {
     size_t i = 0;
     bool at_start = true;
     while (i < s.n) {
-        uint32_t c = jj_utf8_next(s.p, s.n, &i);
-        bool sep = c == '-' || jj_py_isspace(c) || c == '(' || c == '{' || c == '[' || c == '<';
+        uint32_t c = fr_jj_utf8_next(s.p, s.n, &i);
+        bool sep = c == '-' || fr_jj_py_isspace(c) || c == '(' || c == '{' || c == '[' || c == '<';
         if (sep) {
-            jj_sb_putcp(C(rt), &out, c);
+            fr_jj_sb_putcp(C(rt), &out, c);
             at_start = true;
             continue;
         }
-        jj_sb_putcp(C(rt), &out, at_start ? cp_upper(c) : cp_lower(c));
+        fr_jj_sb_putcp(C(rt), &out, at_start ? cp_upper(c) : cp_lower(c));
         at_start = false;
     }
     return jj_strv(jj_sb_str(&out));
 }
 
-int jj_filter_id(jj_str name);
-int jj_test_id(jj_str name);
-
 FILTER(f_map) {
-    if (!jj_truthy(in)) return jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
-    jj_list l = jj_iterate(rt, line, in);
-    jj_val out = jj_list_new(C(rt), l.n, false);
+    if (!fr_jj_truthy(in)) return fr_jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
+    jj_list l = fr_jj_iterate(rt, line, in);
+    jj_val out = fr_jj_list_new(C(rt), l.n, false);
     if (a->npos == 0) {
         jj_val attr = jj_undef(), dflt = jj_undef();
         bool has_attr = false, has_dflt = false;
         for (size_t k = 0; k < a->nkw; k++) {
             if (jj_str_eqz(a->kwn[k], "attribute")) attr = a->kwv[k], has_attr = true;
             else if (jj_str_eqz(a->kwn[k], "default")) dflt = a->kwv[k], has_dflt = true;
-            else jj_fail(C(rt), line, "map: unexpected keyword argument '%.*s'", NAMEF(a->kwn[k]));
+            else
+                fr_jj_fail(C(rt), line, "map: unexpected keyword argument '%.*s'",
+                           NAMEF(a->kwn[k]));
         }
-        if (!has_attr) jj_fail(C(rt), line, "map requires a filter argument");
+        if (!has_attr) fr_jj_fail(C(rt), line, "map requires a filter argument");
         for (size_t i = 0; i < l.n; i++) {
             jj_val v = attr_of(rt, line, &l.v[i], &attr);
             if (has_dflt && v.t == JT_UNDEF) v = dflt;
@@ -1511,29 +1542,32 @@ FILTER(f_map) {
         return out;
     }
     jj_str fname = want_str(rt, line, &a->pos[0], "map");
-    int id = jj_filter_id(fname);
+    int id = fr_jj_filter_id(fname);
     jj_args rest = *a;
     rest.pos++;
     rest.npos--;
-    for (size_t i = 0; i < l.n; i++) out.u.l->v[i] = jj_call_filter(rt, line, id, fname, &l.v[i], &rest);
+    for (size_t i = 0; i < l.n; i++)
+        out.u.l->v[i] = fr_jj_call_filter(rt, line, id, fname, &l.v[i], &rest);
     return out;
 }
 
-static jj_val minmax(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a, bool max) {
+static jj_val minmax(jj_rt *rt, int line, jj_str name, const jj_val *in, const jj_args *a,
+                     bool max) {
     BIND("case_sensitive", "attribute");
-    bool cs = b.given[0] && jj_truthy(&b.v[0]);
-    jj_list l = jj_iterate(rt, line, in);
+    bool cs = b.given[0] && fr_jj_truthy(&b.v[0]);
+    jj_list l = fr_jj_iterate(rt, line, in);
     if (!l.n) return jj_undef_hint(jj_s("No aggregated item, sequence was empty."));
     size_t best = 0;
     jj_val bk = {0};
     for (size_t i = 0; i < l.n; i++) {
-        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        jj_val item =
+            b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
         jj_val k = sort_key(rt, &item, cs);
         if (i == 0) {
             bk = k;
             continue;
         }
-        int c = jj_compare(C(rt), line, &k, &bk);
+        int c = fr_jj_compare(C(rt), line, &k, &bk);
         if (c != 2 && (max ? c > 0 : c < 0)) {
             best = i;
             bk = k;
@@ -1546,19 +1580,20 @@ FILTER(f_max) { return minmax(rt, line, name, in, a, true); }
 FILTER(f_min) { return minmax(rt, line, name, in, a, false); }
 
 /* select/reject/selectattr/rejectattr */
-static jj_val select_impl(jj_rt *rt, int line, const jj_val *in, const jj_args *a, bool attr, bool keep) {
-    if (!jj_truthy(in)) return jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
-    jj_list l = jj_iterate(rt, line, in);
+static jj_val select_impl(jj_rt *rt, int line, const jj_val *in, const jj_args *a, bool attr,
+                          bool keep) {
+    if (!fr_jj_truthy(in)) return fr_jj_list_new(C(rt), 0, false); /* jinja2: `if value:` first */
+    jj_list l = fr_jj_iterate(rt, line, in);
     size_t skip = 0;
     jj_val attrname = jj_undef();
     if (attr) {
-        if (a->npos < 1) jj_fail(C(rt), line, "Missing parameter for attribute name");
+        if (a->npos < 1) fr_jj_fail(C(rt), line, "Missing parameter for attribute name");
         attrname = a->pos[0];
         skip = 1;
     }
     bool has_test = a->npos > skip;
     jj_str tname = has_test ? want_str(rt, line, &a->pos[skip], "select") : jj_s("");
-    int tid = has_test ? jj_test_id(tname) : 0;
+    int tid = has_test ? fr_jj_test_id(tname) : 0;
     jj_args rest = *a;
     if (has_test) {
         rest.pos += skip + 1;
@@ -1569,7 +1604,8 @@ static jj_val select_impl(jj_rt *rt, int line, const jj_val *in, const jj_args *
     vlist out = {0};
     for (size_t i = 0; i < l.n; i++) {
         jj_val item = attr ? attr_of(rt, line, &l.v[i], &attrname) : l.v[i];
-        bool ok = has_test ? jj_call_test(rt, line, tid, tname, &item, &rest) : jj_truthy(&item);
+        bool ok =
+            has_test ? fr_jj_call_test(rt, line, tid, tname, &item, &rest) : fr_jj_truthy(&item);
         if (ok == keep) vl_push(rt, &out, l.v[i]);
     }
     return vl_list(rt, &out);
@@ -1582,23 +1618,24 @@ FILTER(f_rejectattr) { (void)name; return select_impl(rt, line, in, a, true, fal
 
 FILTER(f_replace) {
     BIND("old", "new", "count");
-    if (!b.given[0] || !b.given[1]) jj_fail(C(rt), line, "replace requires old and new");
+    if (!b.given[0] || !b.given[1]) fr_jj_fail(C(rt), line, "replace requires old and new");
     int64_t count = b.given[2] && b.v[2].t != JT_NONE ? want_int(rt, line, &b.v[2], "replace") : -1;
-    return jj_strv(str_replace(rt, in_str(rt, in), jj_str_of(C(rt), &b.v[0]),
-                               jj_str_of(C(rt), &b.v[1]), count));
+    return jj_strv(str_replace(rt, in_str(rt, in), fr_jj_str_of(C(rt), &b.v[0]),
+                               fr_jj_str_of(C(rt), &b.v[1]), count));
 }
 
 /* The items of reversed(x) (the generator behind |reverse). */
 FILTER(f_reversed_items) {
     (void)name;
     (void)a;
-    jj_list l = jj_iterate(rt, line, in);
-    jj_val v = jj_list_new(C(rt), l.n, false);
+    jj_list l = fr_jj_iterate(rt, line, in);
+    jj_val v = fr_jj_list_new(C(rt), l.n, false);
     for (size_t i = 0; i < l.n; i++) v.u.l->v[i] = l.v[l.n - 1 - i];
     return v;
 }
 
-static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a);
+static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
+                       const jj_args *a);
 static int filter_index(const char *name);
 
 FILTER(f_reverse) {
@@ -1606,12 +1643,12 @@ FILTER(f_reverse) {
     if (in->t == JT_STR) {
         jj_val z = jj_none();
         jj_val m1 = jj_int(-1);
-        return jj_slice(rt, line, in, &z, &z, &m1, false);
+        return fr_jj_slice(rt, line, in, &z, &z, &m1, false);
     }
     if (in->t == JT_GEN) /* reversed() fails, jinja2 falls back to a reversed list */
         return f_reversed_items(rt, line, name, in, a);
     if (in->t != JT_LIST && in->t != JT_DICT && in->t != JT_UNDEF && in->t != JT_LOOP)
-        jj_fail(C(rt), line, "argument must be iterable");
+        fr_jj_fail(C(rt), line, "argument must be iterable");
     return make_gen(rt, line, filter_index("(reversed)"), name, in, a);
 }
 
@@ -1634,15 +1671,16 @@ FILTER(f_round) {
     bool common = jj_str_eqz(method, "common"), ceil_ = jj_str_eqz(method, "ceil"),
          floor_ = jj_str_eqz(method, "floor");
     if (!common && !ceil_ && !floor_)
-        jj_fail(C(rt), line, "method must be 'common', 'ceil' or 'floor'");
-    if (!jj_is_num(in)) jj_fail(C(rt), line, "type %s doesn't define __round__ method", jj_type_name(in));
+        fr_jj_fail(C(rt), line, "method must be 'common', 'ceil' or 'floor'");
+    if (!fr_jj_is_num(in))
+        fr_jj_fail(C(rt), line, "type %s doesn't define __round__ method", fr_jj_type_name(in));
     if (common) {
         if (in->t != JT_FLOAT) return in->t == JT_BOOL ? jj_int(in->u.b) : *in; /* round(int, n) */
         if (!isfinite(in->u.f)) return *in;
         return jj_float(round_half_even_digits(in->u.f, prec));
     }
-    if (prec > 308 || prec < -308) jj_fail_unsup(C(rt), line, "round precision out of range");
-    double p = pow(10.0, (double)prec), x = jj_num(in) * p;
+    if (prec > 308 || prec < -308) fr_jj_fail_unsup(C(rt), line, "round precision out of range");
+    double p = pow(10.0, (double)prec), x = fr_jj_num(in) * p;
     return jj_float((ceil_ ? ceil(x) : floor(x)) / p);
 }
 
@@ -1655,15 +1693,16 @@ FILTER(f_safe) {
 
 FILTER(f_sort) {
     BIND("reverse", "case_sensitive", "attribute");
-    bool rev = b.given[0] && jj_truthy(&b.v[0]), cs = b.given[1] && jj_truthy(&b.v[1]);
-    jj_list l = jj_iterate(rt, line, in);
-    jj_val *keys = jj_alloc(C(rt), (l.n + 1) * sizeof *keys);
+    bool rev = b.given[0] && fr_jj_truthy(&b.v[0]), cs = b.given[1] && fr_jj_truthy(&b.v[1]);
+    jj_list l = fr_jj_iterate(rt, line, in);
+    jj_val *keys = fr_jj_alloc(C(rt), (l.n + 1) * sizeof *keys);
     for (size_t i = 0; i < l.n; i++) {
-        jj_val item = b.given[2] && b.v[2].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[2]) : l.v[i];
+        jj_val item =
+            b.given[2] && b.v[2].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[2]) : l.v[i];
         keys[i] = sort_key(rt, &item, cs);
     }
     size_t *ix = sorted_index(rt, line, keys, l.n, rev);
-    jj_val out = jj_list_new(C(rt), l.n, false);
+    jj_val out = fr_jj_list_new(C(rt), l.n, false);
     for (size_t i = 0; i < l.n; i++) out.u.l->v[i] = l.v[ix[i]];
     return out;
 }
@@ -1677,10 +1716,11 @@ FILTER(f_string) {
 FILTER(f_sum) {
     BIND("attribute", "start");
     jj_val total = b.given[1] ? b.v[1] : jj_int(0);
-    jj_list l = jj_iterate(rt, line, in);
+    jj_list l = fr_jj_iterate(rt, line, in);
     for (size_t i = 0; i < l.n; i++) {
-        jj_val item = b.given[0] && b.v[0].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[0]) : l.v[i];
-        total = jj_arith(rt, line, JO_ADD, &total, &item);
+        jj_val item =
+            b.given[0] && b.v[0].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[0]) : l.v[i];
+        total = fr_jj_arith(rt, line, JO_ADD, &total, &item);
     }
     return total;
 }
@@ -1689,16 +1729,16 @@ FILTER(f_tojson) {
     BIND("ensure_ascii", "indent", "separators", "sort_keys");
     jj_json_opts o;
     memset(&o, 0, sizeof o);
-    o.ensure_ascii = b.given[0] && jj_truthy(&b.v[0]);
-    o.sort_keys = b.given[3] && jj_truthy(&b.v[3]);
+    o.ensure_ascii = b.given[0] && fr_jj_truthy(&b.v[0]);
+    o.sort_keys = b.given[3] && fr_jj_truthy(&b.v[3]);
     if (b.given[1] && b.v[1].t != JT_NONE) {
         o.has_indent = true;
         if (b.v[1].t == JT_STR) o.indent = b.v[1].u.s;
         else {
             int64_t w = want_int(rt, line, &b.v[1], "tojson indent");
             if (w < 0) w = 0;
-            if (w > 1000) jj_fail_unsup(C(rt), line, "tojson indent above 1000");
-            char *sp = jj_alloc(C(rt), (size_t)w + 1);
+            if (w > 1000) fr_jj_fail_unsup(C(rt), line, "tojson indent above 1000");
+            char *sp = fr_jj_alloc(C(rt), (size_t)w + 1);
             memset(sp, ' ', (size_t)w);
             o.indent.p = sp;
             o.indent.n = (size_t)w;
@@ -1707,14 +1747,14 @@ FILTER(f_tojson) {
     o.item_sep = o.has_indent ? jj_s(",") : jj_s(", ");
     o.key_sep = jj_s(": ");
     if (b.given[2] && b.v[2].t != JT_NONE) {
-        jj_list sp = jj_iterate(rt, line, &b.v[2]);
+        jj_list sp = fr_jj_iterate(rt, line, &b.v[2]);
         if (sp.n != 2 || sp.v[0].t != JT_STR || sp.v[1].t != JT_STR)
-            jj_fail(C(rt), line, "tojson: separators must be a pair of strings");
+            fr_jj_fail(C(rt), line, "tojson: separators must be a pair of strings");
         o.item_sep = sp.v[0].u.s;
         o.key_sep = sp.v[1].u.s;
     }
     jj_sb out = {0};
-    jj_to_json(C(rt), line, &out, in, &o);
+    fr_jj_to_json(C(rt), line, &out, in, &o);
     return jj_strv(jj_sb_str(&out));
 }
 
@@ -1730,18 +1770,20 @@ FILTER(f_trim) {
 
 FILTER(f_unique) {
     BIND("case_sensitive", "attribute");
-    bool cs = b.given[0] && jj_truthy(&b.v[0]);
-    jj_list l = jj_iterate(rt, line, in);
+    bool cs = b.given[0] && fr_jj_truthy(&b.v[0]);
+    jj_list l = fr_jj_iterate(rt, line, in);
     vlist out = {0}, seen = {0};
     for (size_t i = 0; i < l.n; i++) {
-        jj_val item = b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
+        jj_val item =
+            b.given[1] && b.v[1].t != JT_NONE ? attr_of(rt, line, &l.v[i], &b.v[1]) : l.v[i];
         jj_val k = sort_key(rt, &item, cs);
-        if ((k.t == JT_LIST && !(k.flags & JF_TUPLE)) || k.t == JT_DICT || k.t == JT_NS || k.t == JT_GEN)
-            jj_fail(C(rt), line, "unhashable type: '%s'", jj_type_name(&k));
+        if ((k.t == JT_LIST && !(k.flags & JF_TUPLE)) || k.t == JT_DICT || k.t == JT_NS ||
+            k.t == JT_GEN)
+            fr_jj_fail(C(rt), line, "unhashable type: '%s'", fr_jj_type_name(&k));
         bool dup = false;
         for (size_t j = 0; j < seen.n && !dup; j++) {
-            jj_charge(C(rt), 1);
-            dup = jj_equal(C(rt), &seen.v[j], &k);
+            fr_jj_charge(C(rt), 1);
+            dup = fr_jj_equal(C(rt), &seen.v[j], &k);
         }
         if (dup) continue;
         vl_push(rt, &seen, k);
@@ -1753,12 +1795,12 @@ FILTER(f_unique) {
 FILTER(f_wordcount) {
     NOARGS();
     jj_str s = in_str(rt, in);
-    jj_charge(C(rt), s.n / 64);
+    fr_jj_charge(C(rt), s.n / 64);
     size_t i = 0;
     int64_t n = 0;
     bool in_word = false;
     while (i < s.n) {
-        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        uint32_t c = fr_jj_utf8_next(s.p, s.n, &i);
         bool w = c == '_' || cp_alpha(c) || cp_numeric(c);
         if (w && !in_word) n++;
         in_word = w;
@@ -1772,30 +1814,33 @@ FILTER(f_center) {
     jj_str s = in_str(rt, in);
     int64_t n = (int64_t)ulen(rt, s);
     if (w <= n) return jj_strv(s);
-    if (w > 100000) jj_fail_unsup(C(rt), line, "center width above 100000");
+    if (w > 100000) fr_jj_fail_unsup(C(rt), line, "center width above 100000");
     int64_t pad = w - n, left = pad / 2 + (pad & w & 1);
     jj_sb out = {0};
-    for (int64_t i = 0; i < left; i++) jj_sb_putc(C(rt), &out, ' ');
-    jj_sb_put(C(rt), &out, s.p, s.n);
-    for (int64_t i = 0; i < pad - left; i++) jj_sb_putc(C(rt), &out, ' ');
+    for (int64_t i = 0; i < left; i++) fr_jj_sb_putc(C(rt), &out, ' ');
+    fr_jj_sb_put(C(rt), &out, s.p, s.n);
+    for (int64_t i = 0; i < pad - left; i++) fr_jj_sb_putc(C(rt), &out, ' ');
     return jj_strv(jj_sb_str(&out));
 }
 
 FILTER(f_truncate) {
     BIND("length", "killwords", "end", "leeway");
     int64_t len = b.given[0] ? want_int(rt, line, &b.v[0], "truncate") : 255;
-    bool killwords = b.given[1] && jj_truthy(&b.v[1]);
+    bool killwords = b.given[1] && fr_jj_truthy(&b.v[1]);
     jj_str end = b.given[2] ? want_str(rt, line, &b.v[2], "truncate") : jj_s("...");
-    int64_t leeway = b.given[3] && b.v[3].t != JT_NONE ? want_int(rt, line, &b.v[3], "truncate") : 5;
+    int64_t leeway =
+        b.given[3] && b.v[3].t != JT_NONE ? want_int(rt, line, &b.v[3], "truncate") : 5;
     int64_t endn = (int64_t)ulen(rt, end);
-    if (len < endn) jj_fail(C(rt), line, "expected length >= %lld, got %lld", (long long)endn, (long long)len);
-    if (leeway < 0) jj_fail(C(rt), line, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (len < endn)
+        fr_jj_fail(C(rt), line, "expected length >= %lld, got %lld", (long long)endn,
+                   (long long)len);
+    if (leeway < 0) fr_jj_fail(C(rt), line, "expected leeway >= 0, got %lld", (long long)leeway);
     if (in->t == JT_UNDEF) return *in;
     if (in->t != JT_STR) {
         /* jinja2 returns anything short enough unchanged, else slices it as a string */
         int64_t n = length_of(rt, line, in).u.i;
         if (n <= len + leeway) return *in;
-        jj_fail(C(rt), line, "truncate: a string is required, not '%s'", jj_type_name(in));
+        fr_jj_fail(C(rt), line, "truncate: a string is required, not '%s'", fr_jj_type_name(in));
     }
     jj_str s = in->u.s;
     size_t n, *off = cp_offsets(rt, s, &n);
@@ -1812,16 +1857,17 @@ FILTER(f_truncate) {
         if (sp) head.n = (size_t)(sp - head.p);
     }
     jj_sb out = {0};
-    jj_sb_put(C(rt), &out, head.p, head.n);
-    jj_sb_put(C(rt), &out, end.p, end.n);
+    fr_jj_sb_put(C(rt), &out, head.p, head.n);
+    fr_jj_sb_put(C(rt), &out, end.p, end.n);
     return jj_strv(jj_sb_str(&out));
 }
 
 FILTER(f_format) {
-    if (a->npos && a->nkw) jj_fail(C(rt), line, "can't handle positional and keyword arguments at the same time");
+    if (a->npos && a->nkw)
+        fr_jj_fail(C(rt), line, "can't handle positional and keyword arguments at the same time");
     jj_str fmt = in_str(rt, in);
     if (a->nkw) {
-        jj_val d = jj_dict_new(C(rt), a->nkw);
+        jj_val d = fr_jj_dict_new(C(rt), a->nkw);
         for (size_t i = 0; i < a->nkw; i++) {
             d.u.d->k[i] = jj_strv(a->kwn[i]);
             d.u.d->v[i] = a->kwv[i];
@@ -1867,8 +1913,9 @@ static int filter_index(const char *name) {
     return -1;
 }
 
-static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
-    jj_gen *g = jj_alloc(C(rt), sizeof *g);
+static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
+                       const jj_args *a) {
+    jj_gen *g = fr_jj_alloc(C(rt), sizeof *g);
     g->filter = id;
     g->name = name;
     g->in = *in;
@@ -1890,7 +1937,7 @@ static const char *const FILTERS_UNSUPPORTED[] = {
     "striptags", "urlencode", "urlize", "wordwrap", "xmlattr",
 };
 
-int jj_filter_id(jj_str name) {
+int fr_jj_filter_id(jj_str name) {
     for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS); i++)
         if (FILTERS[i].name[0] != '(' && jj_str_eqz(name, FILTERS[i].name)) return (int)i;
     for (size_t i = 0; i < FR_ARRAY_LEN(FILTERS_UNSUPPORTED); i++)
@@ -1898,10 +1945,11 @@ int jj_filter_id(jj_str name) {
     return -1;
 }
 
-jj_val jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
-    if (id == -2) jj_fail_unsup(C(rt), line, "filter '%.*s'", NAMEF(name));
+jj_val fr_jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
+                         const jj_args *a) {
+    if (id == -2) fr_jj_fail_unsup(C(rt), line, "filter '%.*s'", NAMEF(name));
     if (id < 0 || (size_t)id >= FR_ARRAY_LEN(FILTERS))
-        jj_fail(C(rt), line, "no filter named '%.*s'", NAMEF(name));
+        fr_jj_fail(C(rt), line, "no filter named '%.*s'", NAMEF(name));
     if (FILTERS[id].gen) return make_gen(rt, line, id, name, in, a);
     return FILTERS[id].fn(rt, line, name, in, a);
 }
@@ -1934,7 +1982,7 @@ static const struct {
     {"escaped", T_ESCAPED}, {"filter", T_FILTER},       {"test", T_TEST},
 };
 
-int jj_test_id(jj_str name) {
+int fr_jj_test_id(jj_str name) {
     for (size_t i = 0; i < FR_ARRAY_LEN(TESTS); i++)
         if (jj_str_eqz(name, TESTS[i].name)) return (int)i;
     return -1;
@@ -1943,9 +1991,9 @@ int jj_test_id(jj_str name) {
 static bool str_is_case(jj_rt *rt, jj_str s, bool upper) {
     bool cased = false;
     size_t i = 0;
-    jj_charge(C(rt), s.n / 64);
+    fr_jj_charge(C(rt), s.n / 64);
     while (i < s.n) {
-        uint32_t c = jj_utf8_next(s.p, s.n, &i);
+        uint32_t c = fr_jj_utf8_next(s.p, s.n, &i);
         int k = cp_cat(c);
         if (k == UTF8PROC_CATEGORY_LT) return false;
         if (k == UTF8PROC_CATEGORY_LU) {
@@ -1959,9 +2007,9 @@ static bool str_is_case(jj_rt *rt, jj_str s, bool upper) {
     return cased;
 }
 
-bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
+bool fr_jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a) {
     if (id < 0 || (size_t)id >= FR_ARRAY_LEN(TESTS))
-        jj_fail(C(rt), line, "no test named '%.*s'", NAMEF(name));
+        fr_jj_fail(C(rt), line, "no test named '%.*s'", NAMEF(name));
     test_kind k = TESTS[id].k;
     const char *one[] = {"value"};
     bound b;
@@ -1969,7 +2017,7 @@ bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, co
                      k == T_LT || k == T_LE || k == T_IN || k == T_SAMEAS;
     bind(rt, line, "test", name, one, needs_arg ? 1 : 0, a, &b);
     if (needs_arg && !b.given[0])
-        jj_fail(C(rt), line, "test '%.*s' requires an argument", NAMEF(name));
+        fr_jj_fail(C(rt), line, "test '%.*s' requires an argument", NAMEF(name));
     const jj_val *x = &b.v[0];
     switch (k) {
     case T_DEFINED: return in->t != JT_UNDEF;
@@ -1980,7 +2028,7 @@ bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, co
     case T_TRUE: return in->t == JT_BOOL && in->u.b;
     case T_INTEGER: return in->t == JT_INT;
     case T_FLOAT: return in->t == JT_FLOAT;
-    case T_NUMBER: return jj_is_num(in);
+    case T_NUMBER: return fr_jj_is_num(in);
     case T_STRING: return in->t == JT_STR;
     case T_MAPPING: return in->t == JT_DICT;
     case T_ITERABLE:
@@ -1993,22 +2041,22 @@ bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, co
     case T_EVEN:
     case T_DIVISIBLEBY: {
         jj_val two = jj_int(2);
-        jj_val m = jj_arith(rt, line, JO_MOD, in, k == T_DIVISIBLEBY ? x : &two);
+        jj_val m = fr_jj_arith(rt, line, JO_MOD, in, k == T_DIVISIBLEBY ? x : &two);
         jj_val zero = jj_int(0);
-        bool z = jj_equal(C(rt), &m, &zero);
+        bool z = fr_jj_equal(C(rt), &m, &zero);
         return k == T_ODD ? !z : z;
     }
-    case T_EQ: return jj_equal(C(rt), in, x);
-    case T_NE: return !jj_equal(C(rt), in, x);
+    case T_EQ: return fr_jj_equal(C(rt), in, x);
+    case T_NE: return !fr_jj_equal(C(rt), in, x);
     case T_GT:
     case T_GE:
     case T_LT:
     case T_LE: {
-        int c = jj_compare(C(rt), line, in, x);
+        int c = fr_jj_compare(C(rt), line, in, x);
         if (c == 2) return false;
         return k == T_GT ? c > 0 : k == T_GE ? c >= 0 : k == T_LT ? c < 0 : c <= 0;
     }
-    case T_IN: return jj_contains(rt, line, x, in);
+    case T_IN: return fr_jj_contains(rt, line, x, in);
     case T_SAMEAS:
         if (in->t != x->t) return false;
         switch (in->t) {
@@ -2024,8 +2072,8 @@ bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, co
     case T_LOWER: return str_is_case(rt, in_str(rt, in), false);
     case T_UPPER: return str_is_case(rt, in_str(rt, in), true);
     case T_ESCAPED: return in->t == JT_STR && (in->flags & JF_MARKUP);
-    case T_FILTER: return in->t == JT_STR && jj_filter_id(in->u.s) != -1;
-    case T_TEST: return in->t == JT_STR && jj_test_id(in->u.s) >= 0;
+    case T_FILTER: return in->t == JT_STR && fr_jj_filter_id(in->u.s) != -1;
+    case T_TEST: return in->t == JT_STR && fr_jj_test_id(in->u.s) >= 0;
     }
     return false;
 }
@@ -2037,7 +2085,7 @@ static const char *const GLOBALS[] = {"range", "namespace", "dict", "raise_excep
                                       "strftime_now"};
 static const char *const GLOBALS_UNSUPPORTED[] = {"lipsum", "cycler", "joiner"};
 
-jj_val jj_global_func(jj_rt *rt, jj_str name) {
+jj_val fr_jj_global_func(jj_rt *rt, jj_str name) {
     int id = find_name(name, GLOBALS, FR_ARRAY_LEN(GLOBALS));
     if (id < 0 && find_name(name, GLOBALS_UNSUPPORTED, FR_ARRAY_LEN(GLOBALS_UNSUPPORTED)) >= 0)
         id = G_UNSUPPORTED;
@@ -2047,23 +2095,25 @@ jj_val jj_global_func(jj_rt *rt, jj_str name) {
 }
 
 static jj_val g_range(jj_rt *rt, int line, const jj_args *a) {
-    if (a->nkw) jj_fail(C(rt), line, "range() takes no keyword arguments");
-    if (a->npos < 1 || a->npos > 3) jj_fail(C(rt), line, "range expected 1 to 3 arguments, got %zu", a->npos);
+    if (a->nkw) fr_jj_fail(C(rt), line, "range() takes no keyword arguments");
+    if (a->npos < 1 || a->npos > 3)
+        fr_jj_fail(C(rt), line, "range expected 1 to 3 arguments, got %zu", a->npos);
     int64_t start = 0, stop, step = 1;
-    if (a->npos == 1) stop = want_int(rt, line, &a->pos[0], "range");
+    if (a->npos == 1)
+        stop = want_int(rt, line, &a->pos[0], "range");
     else {
         start = want_int(rt, line, &a->pos[0], "range");
         stop = want_int(rt, line, &a->pos[1], "range");
         if (a->npos == 3) step = want_int(rt, line, &a->pos[2], "range");
     }
-    if (step == 0) jj_fail(C(rt), line, "range() arg 3 must not be zero");
+    if (step == 0) fr_jj_fail(C(rt), line, "range() arg 3 must not be zero");
     double count = 0;
     if (step > 0 && start < stop) count = ceil(((double)stop - (double)start) / (double)step);
     if (step < 0 && start > stop) count = ceil(((double)start - (double)stop) / (double)-step);
     if (count > JJ_MAX_RANGE)
-        jj_fail(C(rt), line, "range too big (at most %d items are allowed)", JJ_MAX_RANGE);
+        fr_jj_fail(C(rt), line, "range too big (at most %d items are allowed)", JJ_MAX_RANGE);
     size_t n = (size_t)count;
-    jj_val v = jj_list_new(C(rt), n, false);
+    jj_val v = fr_jj_list_new(C(rt), n, false);
     for (size_t i = 0; i < n; i++) v.u.l->v[i] = jj_int(start + (int64_t)i * step);
     v.flags = JF_RANGE;
     v.u.l->start = start;
@@ -2074,7 +2124,7 @@ static jj_val g_range(jj_rt *rt, int line, const jj_args *a) {
 
 /* dict(...) / namespace(...) contents: a mapping or pairs positional, then keywords. */
 static jj_val make_mapping(jj_rt *rt, int line, const jj_args *a, const char *what) {
-    if (a->npos > 1) jj_fail(C(rt), line, "%s expected at most 1 positional argument", what);
+    if (a->npos > 1) fr_jj_fail(C(rt), line, "%s expected at most 1 positional argument", what);
     size_t n0 = 0;
     jj_list pairs = {0, NULL, 0, 0, 0, 0};
     const jj_dict *src = NULL;
@@ -2083,11 +2133,11 @@ static jj_val make_mapping(jj_rt *rt, int line, const jj_args *a, const char *wh
             src = a->pos[0].u.d;
             n0 = src->n;
         } else {
-            pairs = jj_iterate(rt, line, &a->pos[0]);
+            pairs = fr_jj_iterate(rt, line, &a->pos[0]);
             n0 = pairs.n;
         }
     }
-    jj_val d = jj_dict_new(C(rt), n0 + a->nkw);
+    jj_val d = fr_jj_dict_new(C(rt), n0 + a->nkw);
     d.u.d->n = 0;
     for (size_t i = 0; i < n0 + a->nkw; i++) {
         jj_val k, v;
@@ -2095,16 +2145,19 @@ static jj_val make_mapping(jj_rt *rt, int line, const jj_args *a, const char *wh
             k = src->k[i];
             v = src->v[i];
         } else if (i < n0) {
-            jj_list pr = jj_iterate(rt, line, &pairs.v[i]);
-            if (pr.n != 2) jj_fail(C(rt), line, "%s: sequence element #%zu has length %zu; 2 is required", what, i, pr.n);
+            jj_list pr = fr_jj_iterate(rt, line, &pairs.v[i]);
+            if (pr.n != 2)
+                fr_jj_fail(C(rt), line, "%s: sequence element #%zu has length %zu; 2 is required",
+                           what, i, pr.n);
             k = pr.v[0];
             v = pr.v[1];
         } else {
             k = jj_strv(a->kwn[i - n0]);
             v = a->kwv[i - n0];
         }
-        jj_val *old = jj_dict_get(C(rt), d.u.d, &k);
-        if (old) *old = v;
+        jj_val *old = fr_jj_dict_get(C(rt), d.u.d, &k);
+        if (old)
+            *old = v;
         else {
             d.u.d->k[d.u.d->n] = k;
             d.u.d->v[d.u.d->n++] = v;
@@ -2119,13 +2172,13 @@ static jj_val call_global(jj_rt *rt, int line, const jj_func *fn, const jj_args 
     case G_DICT: return make_mapping(rt, line, a, "dict");
     case G_NAMESPACE: {
         jj_val d = make_mapping(rt, line, a, "namespace");
-        jj_ns *ns = jj_alloc(C(rt), sizeof *ns);
+        jj_ns *ns = fr_jj_alloc(C(rt), sizeof *ns);
         ns->n = 0;
         ns->cap = d.u.d->n;
-        ns->k = jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->k);
-        ns->v = jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->v);
+        ns->k = fr_jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->k);
+        ns->v = fr_jj_alloc(C(rt), (ns->cap + 1) * sizeof *ns->v);
         for (size_t i = 0; i < d.u.d->n; i++) {
-            if (d.u.d->k[i].t != JT_STR) jj_fail(C(rt), line, "namespace keys must be strings");
+            if (d.u.d->k[i].t != JT_STR) fr_jj_fail(C(rt), line, "namespace keys must be strings");
             ns->k[ns->n] = d.u.d->k[i].u.s;
             ns->v[ns->n++] = d.u.d->v[i];
         }
@@ -2138,25 +2191,27 @@ static jj_val call_global(jj_rt *rt, int line, const jj_func *fn, const jj_args 
         static const char *const p[] = {"message"};
         bound b;
         bind(rt, line, "function", fn->name, p, 1, a, &b);
-        if (!b.given[0]) jj_fail(C(rt), line, "raise_exception() missing 1 required positional argument");
-        jj_str msg = jj_str_of(C(rt), &b.v[0]);
-        jj_fail_msg(C(rt), jj_cstr(C(rt), msg.n > 500 ? (jj_str){msg.p, 500} : msg));
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "raise_exception() missing 1 required positional argument");
+        jj_str msg = fr_jj_str_of(C(rt), &b.v[0]);
+        fr_jj_fail_msg(C(rt), fr_jj_cstr(C(rt), msg.n > 500 ? (jj_str){msg.p, 500} : msg));
     }
     case G_STRFTIME: {
         static const char *const p[] = {"format"};
         bound b;
         bind(rt, line, "function", fn->name, p, 1, a, &b);
-        if (!b.given[0]) jj_fail(C(rt), line, "strftime_now() missing 1 required positional argument");
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "strftime_now() missing 1 required positional argument");
         jj_str f = want_str(rt, line, &b.v[0], "strftime_now");
-        if (f.n > 200) jj_fail_unsup(C(rt), line, "strftime_now format longer than 200 bytes");
+        if (f.n > 200) fr_jj_fail_unsup(C(rt), line, "strftime_now format longer than 200 bytes");
         time_t now = time(NULL);
         struct tm tmv;
         localtime_r(&now, &tmv);
         char out[2048];
-        size_t n = f.n ? strftime(out, sizeof out, jj_cstr(C(rt), f), &tmv) : 0;
-        return jj_strv(jj_strdup(C(rt), out, n));
+        size_t n = f.n ? strftime(out, sizeof out, fr_jj_cstr(C(rt), f), &tmv) : 0;
+        return jj_strv(fr_jj_strdup(C(rt), out, n));
     }
-    default: jj_fail_unsup(C(rt), line, "global function '%.*s'", NAMEF(fn->name));
+    default: fr_jj_fail_unsup(C(rt), line, "global function '%.*s'", NAMEF(fn->name));
     }
 }
 
@@ -2166,10 +2221,11 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     jj_str s = fn->self.u.s;
     bound b;
     static const char *const p_chars[] = {"chars"}, *const p_prefix[] = {"prefix", "start", "end"},
-                             *const p_split[] = {"sep", "maxsplit"},
-                             *const p_keep[] = {"keepends"}, *const p_repl[] = {"old", "new", "count"},
+                             *const p_split[] = {"sep", "maxsplit"}, *const p_keep[] = {"keepends"},
+                             *const p_repl[] = {"old", "new", "count"},
                              *const p_sub[] = {"sub", "start", "end"},
-                             *const p_iter[] = {"iterable"}, *const p_width[] = {"width", "fillchar"};
+                             *const p_iter[] = {"iterable"},
+                             *const p_width[] = {"width", "fillchar"};
 #define MBIND(p) bind(rt, line, "method", fn->name, p, FR_ARRAY_LEN(p), a, &b)
 #define MNOARGS() bind(rt, line, "method", fn->name, NULL, 0, a, &b)
     switch (fn->id) {
@@ -2187,17 +2243,19 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_STARTSWITH:
     case M_ENDSWITH: {
         MBIND(p_prefix);
-        if (!b.given[0]) jj_fail(C(rt), line, "startswith/endswith takes at least 1 argument");
-        if (b.given[1] || b.given[2]) jj_fail_unsup(C(rt), line, "start/end arguments of startswith/endswith");
+        if (!b.given[0]) fr_jj_fail(C(rt), line, "startswith/endswith takes at least 1 argument");
+        if (b.given[1] || b.given[2])
+            fr_jj_fail_unsup(C(rt), line, "start/end arguments of startswith/endswith");
         jj_list cands;
-        if (b.v[0].t == JT_LIST && (b.v[0].flags & JF_TUPLE)) cands = *b.v[0].u.l;
+        if (b.v[0].t == JT_LIST && (b.v[0].flags & JF_TUPLE))
+            cands = *b.v[0].u.l;
         else if (b.v[0].t == JT_STR) cands = (jj_list){1, &b.v[0], 0, 0, 0, 0};
         else
-            jj_fail(C(rt), line, "startswith first arg must be str or a tuple of str, not %s",
-                    jj_type_name(&b.v[0]));
+            fr_jj_fail(C(rt), line, "startswith first arg must be str or a tuple of str, not %s",
+                       fr_jj_type_name(&b.v[0]));
         for (size_t i = 0; i < cands.n; i++) {
             jj_str p = want_str(rt, line, &cands.v[i], "startswith");
-            jj_charge(C(rt), p.n / 64 + 1);
+            fr_jj_charge(C(rt), p.n / 64 + 1);
             if (p.n > s.n) continue;
             const char *at = fn->id == M_STARTSWITH ? s.p : s.p + s.n - p.n;
             if (!p.n || memcmp(at, p.p, p.n) == 0) return jj_bool(true);
@@ -2212,7 +2270,7 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     }
     case M_SPLITLINES:
         MBIND(p_keep);
-        return str_splitlines(rt, s, b.given[0] && jj_truthy(&b.v[0]));
+        return str_splitlines(rt, s, b.given[0] && fr_jj_truthy(&b.v[0]));
     case M_UPPER: MNOARGS(); return jj_strv(str_case(rt, s, CASE_UPPER));
     case M_LOWER:
     case M_CASEFOLD: MNOARGS(); return jj_strv(str_case(rt, s, CASE_LOWER));
@@ -2221,7 +2279,8 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_SWAPCASE: MNOARGS(); return jj_strv(str_case(rt, s, CASE_SWAP));
     case M_REPLACE: {
         MBIND(p_repl);
-        if (!b.given[0] || !b.given[1]) jj_fail(C(rt), line, "replace expected at least 2 arguments");
+        if (!b.given[0] || !b.given[1])
+            fr_jj_fail(C(rt), line, "replace expected at least 2 arguments");
         int64_t count = b.given[2] ? want_int(rt, line, &b.v[2], "replace") : -1;
         return jj_strv(str_replace(rt, s, want_str(rt, line, &b.v[0], "replace"),
                                    want_str(rt, line, &b.v[1], "replace"), count));
@@ -2232,10 +2291,12 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_RINDEX:
     case M_COUNT: {
         MBIND(p_sub);
-        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
-        if (b.given[1] || b.given[2]) jj_fail_unsup(C(rt), line, "start/end arguments of %.*s()", NAMEF(fn->name));
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
+        if (b.given[1] || b.given[2])
+            fr_jj_fail_unsup(C(rt), line, "start/end arguments of %.*s()", NAMEF(fn->name));
         jj_str needle = want_str(rt, line, &b.v[0], "find");
-        jj_charge(C(rt), s.n / 64);
+        fr_jj_charge(C(rt), s.n / 64);
         if (fn->id == M_COUNT) {
             if (!needle.n) return jj_int((int64_t)ulen(rt, s) + 1);
             int64_t n = 0;
@@ -2248,24 +2309,26 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
             return jj_int(n);
         }
         bool rev = fn->id == M_RFIND || fn->id == M_RINDEX;
-        const char *hit = rev ? (needle.n ? rfind_bytes(rt, s, needle) : s.p + s.n) : find_bytes(rt, s, 0, needle);
+        const char *hit = rev ? (needle.n ? rfind_bytes(rt, s, needle) : s.p + s.n)
+                              : find_bytes(rt, s, 0, needle);
         if (!hit) {
-            if (fn->id == M_INDEX || fn->id == M_RINDEX) jj_fail(C(rt), line, "substring not found");
+            if (fn->id == M_INDEX || fn->id == M_RINDEX)
+                fr_jj_fail(C(rt), line, "substring not found");
             return jj_int(-1);
         }
         return jj_int((int64_t)cp_count_upto(rt, s, (size_t)(hit - s.p)));
     }
     case M_JOIN: {
         MBIND(p_iter);
-        if (!b.given[0]) jj_fail(C(rt), line, "join() takes exactly one argument");
-        jj_list l = jj_iterate(rt, line, &b.v[0]);
+        if (!b.given[0]) fr_jj_fail(C(rt), line, "join() takes exactly one argument");
+        jj_list l = fr_jj_iterate(rt, line, &b.v[0]);
         jj_sb out = {0};
         for (size_t i = 0; i < l.n; i++) {
             if (l.v[i].t != JT_STR)
-                jj_fail(C(rt), line, "sequence item %zu: expected str instance, %s found", i,
-                        jj_type_name(&l.v[i]));
-            if (i) jj_sb_put(C(rt), &out, s.p, s.n);
-            jj_sb_put(C(rt), &out, l.v[i].u.s.p, l.v[i].u.s.n);
+                fr_jj_fail(C(rt), line, "sequence item %zu: expected str instance, %s found", i,
+                           fr_jj_type_name(&l.v[i]));
+            if (i) fr_jj_sb_put(C(rt), &out, s.p, s.n);
+            fr_jj_sb_put(C(rt), &out, l.v[i].u.s.p, l.v[i].u.s.n);
         }
         return jj_strv(jj_sb_str(&out));
     }
@@ -2277,11 +2340,11 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_ISDECIMAL:
     case M_ISNUMERIC: {
         MNOARGS();
-        jj_charge(C(rt), s.n / 64);
+        fr_jj_charge(C(rt), s.n / 64);
         if (!s.n) return jj_bool(fn->id == M_ISASCII);
         size_t i = 0;
         while (i < s.n) {
-            uint32_t c = jj_utf8_next(s.p, s.n, &i);
+            uint32_t c = fr_jj_utf8_next(s.p, s.n, &i);
             bool ok;
             switch (fn->id) {
             case M_ISDIGIT:
@@ -2289,7 +2352,7 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
             case M_ISNUMERIC: ok = cp_numeric(c); break;
             case M_ISALPHA: ok = cp_alpha(c); break;
             case M_ISALNUM: ok = cp_alpha(c) || cp_numeric(c); break;
-            case M_ISSPACE: ok = jj_py_isspace(c); break;
+            case M_ISSPACE: ok = fr_jj_py_isspace(c); break;
             default: ok = c < 0x80; break;
             }
             if (!ok) return jj_bool(false);
@@ -2301,7 +2364,8 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_REMOVEPREFIX:
     case M_REMOVESUFFIX: {
         MBIND(p_iter);
-        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
         jj_str p = want_str(rt, line, &b.v[0], "removeprefix");
         if (p.n <= s.n) {
             if (fn->id == M_REMOVEPREFIX && !memcmp(s.p, p.p, p.n)) return sub(s, p.n, s.n);
@@ -2315,36 +2379,42 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
     case M_RJUST:
     case M_ZFILL: {
         MBIND(p_width);
-        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "%.*s() takes at least 1 argument", NAMEF(fn->name));
         int64_t w = want_int(rt, line, &b.v[0], "width");
-        jj_str fill = b.given[1] ? want_str(rt, line, &b.v[1], "fillchar") : jj_s(fn->id == M_ZFILL ? "0" : " ");
-        if (ulen(rt, fill) != 1) jj_fail(C(rt), line, "The fill character must be exactly one character long");
+        jj_str fill = b.given[1] ? want_str(rt, line, &b.v[1], "fillchar")
+                                 : jj_s(fn->id == M_ZFILL ? "0" : " ");
+        if (ulen(rt, fill) != 1)
+            fr_jj_fail(C(rt), line, "The fill character must be exactly one character long");
         int64_t n = (int64_t)ulen(rt, s);
         if (w <= n) return fn->self;
-        if (w > 100000) jj_fail_unsup(C(rt), line, "width above 100000");
+        if (w > 100000) fr_jj_fail_unsup(C(rt), line, "width above 100000");
         int64_t pad = w - n, left;
-        if (fn->id == M_CENTER) left = pad / 2 + (pad & w & 1);
+        if (fn->id == M_CENTER)
+            left = pad / 2 + (pad & w & 1);
         else if (fn->id == M_LJUST) left = 0;
         else left = pad;
         jj_sb out = {0};
         size_t start = 0;
         if (fn->id == M_ZFILL && s.n && (s.p[0] == '+' || s.p[0] == '-')) {
-            jj_sb_putc(C(rt), &out, s.p[0]);
+            fr_jj_sb_putc(C(rt), &out, s.p[0]);
             start = 1;
         }
-        for (int64_t i = 0; i < left; i++) jj_sb_put(C(rt), &out, fill.p, fill.n);
-        jj_sb_put(C(rt), &out, s.p + start, s.n - start);
-        for (int64_t i = 0; i < pad - left; i++) jj_sb_put(C(rt), &out, fill.p, fill.n);
+        for (int64_t i = 0; i < left; i++) fr_jj_sb_put(C(rt), &out, fill.p, fill.n);
+        fr_jj_sb_put(C(rt), &out, s.p + start, s.n - start);
+        for (int64_t i = 0; i < pad - left; i++) fr_jj_sb_put(C(rt), &out, fill.p, fill.n);
         return jj_strv(jj_sb_str(&out));
     }
     case M_PARTITION:
     case M_RPARTITION: {
         MBIND(p_iter);
-        if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+        if (!b.given[0])
+            fr_jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
         jj_str sep = want_str(rt, line, &b.v[0], "partition");
-        if (!sep.n) jj_fail(C(rt), line, "empty separator");
-        const char *hit = fn->id == M_PARTITION ? find_bytes(rt, s, 0, sep) : rfind_bytes(rt, s, sep);
-        jj_val t = jj_list_new(C(rt), 3, true);
+        if (!sep.n) fr_jj_fail(C(rt), line, "empty separator");
+        const char *hit =
+            fn->id == M_PARTITION ? find_bytes(rt, s, 0, sep) : rfind_bytes(rt, s, sep);
+        jj_val t = fr_jj_list_new(C(rt), 3, true);
         if (!hit) {
             bool front = fn->id == M_PARTITION;
             t.u.l->v[0] = front ? fn->self : jj_strz("");
@@ -2358,7 +2428,7 @@ static jj_val call_str_method(jj_rt *rt, int line, const jj_func *fn, const jj_a
         t.u.l->v[2] = sub(s, at + sep.n, s.n);
         return t;
     }
-    default: jj_fail_unsup(C(rt), line, "string method '%.*s'", NAMEF(fn->name));
+    default: fr_jj_fail_unsup(C(rt), line, "string method '%.*s'", NAMEF(fn->name));
     }
 #undef MBIND
 #undef MNOARGS
@@ -2371,8 +2441,8 @@ static jj_val call_dict_method(jj_rt *rt, int line, const jj_func *fn, const jj_
     switch (fn->id) {
     case D_GET: {
         bind(rt, line, "method", fn->name, p_get, 2, a, &b);
-        if (!b.given[0]) jj_fail(C(rt), line, "get expected at least 1 argument, got 0");
-        jj_val *v = jj_dict_get(C(rt), d, &b.v[0]);
+        if (!b.given[0]) fr_jj_fail(C(rt), line, "get expected at least 1 argument, got 0");
+        jj_val *v = fr_jj_dict_get(C(rt), d, &b.v[0]);
         return v ? *v : b.given[1] ? b.v[1] : jj_none();
     }
     case D_ITEMS: {
@@ -2386,7 +2456,7 @@ static jj_val call_dict_method(jj_rt *rt, int line, const jj_func *fn, const jj_
     case D_KEYS:
     case D_VALUES: {
         bind(rt, line, "method", fn->name, NULL, 0, a, &b);
-        jj_val v = jj_list_new(C(rt), d->n, false);
+        jj_val v = fr_jj_list_new(C(rt), d->n, false);
         if (d->n) memcpy(v.u.l->v, fn->id == D_KEYS ? d->k : d->v, d->n * sizeof(jj_val));
         v.flags = JF_VIEW;
         v.u.l->view = fn->id == D_KEYS ? 0 : 1;
@@ -2405,37 +2475,37 @@ static jj_val call_list_method(jj_rt *rt, int line, const jj_func *fn, const jj_
         return fn->self;
     }
     bind(rt, line, "method", fn->name, p_x, 1, a, &b);
-    if (!b.given[0]) jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
+    if (!b.given[0]) fr_jj_fail(C(rt), line, "%.*s() takes exactly one argument", NAMEF(fn->name));
     int64_t n = 0;
     for (size_t i = 0; i < l->n; i++) {
-        jj_charge(C(rt), 1);
-        if (jj_equal(C(rt), &l->v[i], &b.v[0])) {
+        fr_jj_charge(C(rt), 1);
+        if (fr_jj_equal(C(rt), &l->v[i], &b.v[0])) {
             if (fn->id == L_INDEX) return jj_int((int64_t)i);
             n++;
         }
     }
-    if (fn->id == L_INDEX) jj_fail(C(rt), line, "value is not in list");
+    if (fn->id == L_INDEX) fr_jj_fail(C(rt), line, "value is not in list");
     return jj_int(n);
 }
 
 static jj_val call_loop_method(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
     jj_loop *lp = fn->self.u.loop;
-    if (a->nkw) jj_fail(C(rt), line, "loop.%.*s() takes no keyword arguments", NAMEF(fn->name));
+    if (a->nkw) fr_jj_fail(C(rt), line, "loop.%.*s() takes no keyword arguments", NAMEF(fn->name));
     if (fn->id == LP_CYCLE) {
-        if (!a->npos) jj_fail(C(rt), line, "no items for cycling given");
+        if (!a->npos) fr_jj_fail(C(rt), line, "no items for cycling given");
         return a->pos[lp->i % a->npos];
     }
-    jj_val cur = jj_list_new(C(rt), a->npos, false);
+    jj_val cur = fr_jj_list_new(C(rt), a->npos, false);
     for (size_t i = 0; i < a->npos; i++) cur.u.l->v[i] = a->pos[i];
-    if (lp->changed_called && jj_equal(C(rt), &lp->last_changed, &cur)) return jj_bool(false);
+    if (lp->changed_called && fr_jj_equal(C(rt), &lp->last_changed, &cur)) return jj_bool(false);
     lp->changed_called = true;
     lp->last_changed = cur;
     return jj_bool(true);
 }
 
-jj_val jj_call_func(jj_rt *rt, int line, const jj_val *f, const jj_args *a) {
-    if (f->t == JT_UNDEF) jj_fail_undefined(rt, line, f);
-    if (f->t != JT_FUNC) jj_fail(C(rt), line, "'%s' object is not callable", jj_type_name(f));
+jj_val fr_jj_call_func(jj_rt *rt, int line, const jj_val *f, const jj_args *a) {
+    if (f->t == JT_UNDEF) fr_jj_fail_undefined(rt, line, f);
+    if (f->t != JT_FUNC) fr_jj_fail(C(rt), line, "'%s' object is not callable", fr_jj_type_name(f));
     const jj_func *fn = f->u.fn;
     switch (fn->kind) {
     case JFN_GLOBAL: return call_global(rt, line, fn, a);
@@ -2443,9 +2513,9 @@ jj_val jj_call_func(jj_rt *rt, int line, const jj_val *f, const jj_args *a) {
     case JFN_DICT: return call_dict_method(rt, line, fn, a);
     case JFN_LIST: return call_list_method(rt, line, fn, a);
     case JFN_LOOP: return call_loop_method(rt, line, fn, a);
-    case JFN_MACRO: return jj_call_macro(rt, line, fn, a);
+    case JFN_MACRO: return fr_jj_call_macro(rt, line, fn, a);
     default:
-        jj_fail(C(rt), line, "access to attribute '%.*s' of '%s' object is unsafe", NAMEF(fn->name),
-                jj_type_name(&fn->self));
+        fr_jj_fail(C(rt), line, "access to attribute '%.*s' of '%s' object is unsafe",
+                   NAMEF(fn->name), fr_jj_type_name(&fn->self));
     }
 }

@@ -22,6 +22,7 @@
 #include "model/jinja_impl.h"
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static jj_core *C(jj_rt *rt) { return &rt->core; }
 
 static jj_val *scope_find(jj_rt *rt, jj_scope *s, jj_str name) {
     for (; s; s = s->parent) {
-        jj_charge(C(rt), s->n / 4);
+        fr_jj_charge(C(rt), s->n / 4);
         for (size_t i = s->n; i-- > 0;)
             if (jj_str_eq(s->k[i], name)) return &s->v[i];
     }
@@ -46,7 +47,7 @@ static jj_val *scope_find(jj_rt *rt, jj_scope *s, jj_str name) {
 }
 
 static void scope_set(jj_rt *rt, jj_scope *s, jj_str name, jj_val v) {
-    jj_charge(C(rt), s->n / 4);
+    fr_jj_charge(C(rt), s->n / 4);
     for (size_t i = 0; i < s->n; i++)
         if (jj_str_eq(s->k[i], name)) {
             s->v[i] = v;
@@ -54,8 +55,8 @@ static void scope_set(jj_rt *rt, jj_scope *s, jj_str name, jj_val v) {
         }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        s->k = jj_grow(C(rt), s->k, s->cap * sizeof *s->k, cap * sizeof *s->k);
-        s->v = jj_grow(C(rt), s->v, s->cap * sizeof *s->v, cap * sizeof *s->v);
+        s->k = fr_jj_grow(C(rt), s->k, s->cap * sizeof *s->k, cap * sizeof *s->k);
+        s->v = fr_jj_grow(C(rt), s->v, s->cap * sizeof *s->v, cap * sizeof *s->v);
         s->cap = cap;
     }
     s->k[s->n] = name;
@@ -70,18 +71,18 @@ static jj_val undef_fmt(jj_rt *rt, const char *fmt, ...) {
     int k = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (k < 0) k = 0;
-    return jj_undef_hint(jj_strdup(C(rt), buf, FR_MIN((size_t)k, sizeof buf - 1)));
+    return jj_undef_hint(fr_jj_strdup(C(rt), buf, FR_MIN((size_t)k, sizeof buf - 1)));
 }
 
-void jj_fail_undefined(jj_rt *rt, int line, const jj_val *v) {
-    if (v->t == JT_UNDEF && v->u.s.n) jj_fail(C(rt), line, "%.*s", (int)v->u.s.n, v->u.s.p);
-    jj_fail(C(rt), line, "use of an undefined value");
+void fr_jj_fail_undefined(jj_rt *rt, int line, const jj_val *v) {
+    if (v->t == JT_UNDEF && v->u.s.n) fr_jj_fail(C(rt), line, "%.*s", (int)v->u.s.n, v->u.s.p);
+    fr_jj_fail(C(rt), line, "use of an undefined value");
 }
 
 static void enter(jj_rt *rt, int line) {
     if (++rt->depth > JJ_MAX_DEPTH)
-        jj_fail(C(rt), line, "template recursion too deep (more than %d levels)", JJ_MAX_DEPTH);
-    jj_charge(C(rt), 1);
+        fr_jj_fail(C(rt), line, "template recursion too deep (more than %d levels)", JJ_MAX_DEPTH);
+    fr_jj_charge(C(rt), 1);
 }
 
 /* ---- expressions -------------------------------------------------------------------------- */
@@ -93,13 +94,13 @@ static int exec_body(jj_rt *rt, jj_scope *sc, jj_node *const *kids, size_t n);
 static jj_args eval_args(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     jj_args a = {0};
     if (e->nkids) {
-        jj_val *pos = jj_alloc(C(rt), e->nkids * sizeof *pos);
+        jj_val *pos = fr_jj_alloc(C(rt), e->nkids * sizeof *pos);
         for (size_t i = 0; i < e->nkids; i++) pos[i] = eval(rt, sc, e->kids[i]);
         a.pos = pos;
         a.npos = e->nkids;
     }
     if (e->nkw) {
-        jj_val *kwv = jj_alloc(C(rt), e->nkw * sizeof *kwv);
+        jj_val *kwv = fr_jj_alloc(C(rt), e->nkw * sizeof *kwv);
         for (size_t i = 0; i < e->nkw; i++) kwv[i] = eval(rt, sc, e->kwvals[i]);
         a.kwn = e->kwnames;
         a.kwv = kwv;
@@ -111,20 +112,20 @@ static jj_args eval_args(jj_rt *rt, jj_scope *sc, const jj_node *e) {
 static jj_val eval_name(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     jj_val *p = scope_find(rt, sc, e->name);
     if (p) return *p;
-    jj_val g = jj_global_func(rt, e->name);
+    jj_val g = fr_jj_global_func(rt, e->name);
     if (g.t != JT_UNDEF) return g;
     return undef_fmt(rt, "'%.*s' is undefined", (int)FR_MIN(e->name.n, 80), e->name.p);
 }
 
 static bool compare_op(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b) {
     switch (op) {
-    case JO_EQ: return jj_equal(C(rt), a, b);
-    case JO_NE: return !jj_equal(C(rt), a, b);
-    case JO_IN: return jj_contains(rt, line, b, a);
-    case JO_NOTIN: return !jj_contains(rt, line, b, a);
+    case JO_EQ: return fr_jj_equal(C(rt), a, b);
+    case JO_NE: return !fr_jj_equal(C(rt), a, b);
+    case JO_IN: return fr_jj_contains(rt, line, b, a);
+    case JO_NOTIN: return !fr_jj_contains(rt, line, b, a);
     default: break;
     }
-    int r = jj_compare(C(rt), line, a, b);
+    int r = fr_jj_compare(C(rt), line, a, b);
     if (r == 2) return false; /* NaN */
     switch (op) {
     case JO_LT: return r < 0;
@@ -139,7 +140,7 @@ static bool compare_op(jj_rt *rt, int line, int op, const jj_val *a, const jj_va
 static jj_val eval_add_chain(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     size_t n = 1;
     for (const jj_node *x = e; x->kind == JN_BINOP && x->op == JO_ADD && !x->fold; x = x->a) n++;
-    const jj_node **terms = jj_alloc(C(rt), n * sizeof *terms);
+    const jj_node **terms = fr_jj_alloc(C(rt), n * sizeof *terms);
     size_t k = n;
     const jj_node *x = e;
     for (; x->kind == JN_BINOP && x->op == JO_ADD && !x->fold; x = x->a) terms[--k] = x->b;
@@ -149,13 +150,13 @@ static jj_val eval_add_chain(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     bool joining = false; /* acc's text is in run */
     for (size_t i = 1; i < n; i++) {
         jj_val r = eval(rt, sc, terms[i]);
-        jj_charge(C(rt), 1);
+        fr_jj_charge(C(rt), 1);
         if (acc.t == JT_STR && r.t == JT_STR && !((acc.flags | r.flags) & JF_MARKUP)) {
             if (!joining) {
-                jj_sb_put(C(rt), &run, acc.u.s.p, acc.u.s.n);
+                fr_jj_sb_put(C(rt), &run, acc.u.s.p, acc.u.s.n);
                 joining = true;
             }
-            jj_sb_put(C(rt), &run, r.u.s.p, r.u.s.n);
+            fr_jj_sb_put(C(rt), &run, r.u.s.p, r.u.s.n);
             acc = jj_strv(jj_sb_str(&run));
             continue;
         }
@@ -163,7 +164,7 @@ static jj_val eval_add_chain(jj_rt *rt, jj_scope *sc, const jj_node *e) {
             joining = false;
             memset(&run, 0, sizeof run);
         }
-        acc = jj_arith(rt, e->line, JO_ADD, &acc, &r);
+        acc = fr_jj_arith(rt, e->line, JO_ADD, &acc, &r);
     }
     return acc;
 }
@@ -174,21 +175,22 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     case JN_NAME: return eval_name(rt, sc, e);
     case JN_LIST:
     case JN_TUPLE: {
-        jj_val v = jj_list_new(C(rt), e->nkids, e->kind == JN_TUPLE);
+        jj_val v = fr_jj_list_new(C(rt), e->nkids, e->kind == JN_TUPLE);
         for (size_t i = 0; i < e->nkids; i++) v.u.l->v[i] = eval(rt, sc, e->kids[i]);
         return v;
     }
     case JN_DICT: {
-        jj_val v = jj_dict_new(C(rt), e->nkids / 2);
+        jj_val v = fr_jj_dict_new(C(rt), e->nkids / 2);
         jj_dict *d = v.u.d;
         d->n = 0;
         for (size_t i = 0; i + 1 < e->nkids; i += 2) {
             jj_val k = eval(rt, sc, e->kids[i]);
             jj_val x = eval(rt, sc, e->kids[i + 1]);
             if (k.t == JT_LIST && !(k.flags & JF_TUPLE))
-                jj_fail(C(rt), e->line, "unhashable type: 'list'");
-            if (k.t == JT_DICT || k.t == JT_NS) jj_fail(C(rt), e->line, "unhashable type: '%s'", jj_type_name(&k));
-            jj_val *old = jj_dict_get(C(rt), d, &k);
+                fr_jj_fail(C(rt), e->line, "unhashable type: 'list'");
+            if (k.t == JT_DICT || k.t == JT_NS)
+                fr_jj_fail(C(rt), e->line, "unhashable type: '%s'", fr_jj_type_name(&k));
+            jj_val *old = fr_jj_dict_get(C(rt), d, &k);
             if (old) {
                 *old = x;
                 continue;
@@ -200,7 +202,7 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     }
     case JN_GETATTR: {
         jj_val o = eval(rt, sc, e->a);
-        return jj_getattr(rt, e->line, &o, e->name);
+        return fr_jj_getattr(rt, e->line, &o, e->name);
     }
     case JN_GETITEM: {
         jj_val o = eval(rt, sc, e->a);
@@ -209,17 +211,17 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
             jj_val a = s->a ? eval(rt, sc, s->a) : jj_none();
             jj_val b = s->b ? eval(rt, sc, s->b) : jj_none();
             jj_val c = s->c ? eval(rt, sc, s->c) : jj_none();
-            if (o.t == JT_UNDEF) jj_fail_undefined(rt, e->line, &o);
-            return jj_slice(rt, e->line, &o, &a, &b, &c, rt->folding);
+            if (o.t == JT_UNDEF) fr_jj_fail_undefined(rt, e->line, &o);
+            return fr_jj_slice(rt, e->line, &o, &a, &b, &c, rt->folding);
         }
         jj_val k = eval(rt, sc, e->b);
-        return jj_getitem(rt, e->line, &o, &k);
+        return fr_jj_getitem(rt, e->line, &o, &k);
     }
-    case JN_SLICE: jj_fail(C(rt), e->line, "a slice outside of a subscript");
+    case JN_SLICE: fr_jj_fail(C(rt), e->line, "a slice outside of a subscript");
     case JN_CALL: {
         jj_val f = eval(rt, sc, e->a);
         jj_args a = eval_args(rt, sc, e);
-        return jj_call_func(rt, e->line, &f, &a);
+        return fr_jj_call_func(rt, e->line, &f, &a);
     }
     case JN_FILTER: {
         jj_val in;
@@ -227,52 +229,53 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
         else if (rt->block_in) in = *rt->block_in;
         else in = jj_undef();
         jj_args a = eval_args(rt, sc, e);
-        return jj_call_filter(rt, e->line, e->id, e->name, &in, &a);
+        return fr_jj_call_filter(rt, e->line, e->id, e->name, &in, &a);
     }
     case JN_TEST: {
         jj_val in = eval(rt, sc, e->a);
         jj_args a = eval_args(rt, sc, e);
-        return jj_bool(jj_call_test(rt, e->line, e->id, e->name, &in, &a));
+        return jj_bool(fr_jj_call_test(rt, e->line, e->id, e->name, &in, &a));
     }
     case JN_NOT: {
         jj_val v = eval(rt, sc, e->a);
-        return jj_bool(!jj_truthy(&v));
+        return jj_bool(!fr_jj_truthy(&v));
     }
     case JN_NEG:
     case JN_POS: {
         jj_val v = eval(rt, sc, e->a);
-        if (v.t == JT_UNDEF) jj_fail_undefined(rt, e->line, &v);
+        if (v.t == JT_UNDEF) fr_jj_fail_undefined(rt, e->line, &v);
         if (v.t == JT_BOOL) v = jj_int(v.u.b);
         if (e->kind == JN_POS && (v.t == JT_INT || v.t == JT_FLOAT)) return v;
         if (v.t == JT_INT) {
-            if (v.u.i == INT64_MIN) jj_fail(C(rt), e->line, "integer overflow");
+            if (v.u.i == INT64_MIN) fr_jj_fail(C(rt), e->line, "integer overflow");
             return jj_int(-v.u.i);
         }
         if (v.t == JT_FLOAT) return jj_float(-v.u.f);
-        jj_fail(C(rt), e->line, "bad operand type for unary %c: '%s'", e->kind == JN_NEG ? '-' : '+',
-                jj_type_name(&v));
+        fr_jj_fail(C(rt), e->line, "bad operand type for unary %c: '%s'",
+                   e->kind == JN_NEG ? '-' : '+', fr_jj_type_name(&v));
     }
     case JN_AND: {
         jj_val l = eval(rt, sc, e->a);
-        if (!jj_truthy(&l)) return l;
+        if (!fr_jj_truthy(&l)) return l;
         return eval(rt, sc, e->b);
     }
     case JN_OR: {
         jj_val l = eval(rt, sc, e->a);
-        if (jj_truthy(&l)) return l;
+        if (fr_jj_truthy(&l)) return l;
         return eval(rt, sc, e->b);
     }
     case JN_BINOP: {
-        if (e->op == JO_ADD && e->a->kind == JN_BINOP && e->a->op == JO_ADD) return eval_add_chain(rt, sc, e);
+        if (e->op == JO_ADD && e->a->kind == JN_BINOP && e->a->op == JO_ADD)
+            return eval_add_chain(rt, sc, e);
         jj_val l = eval(rt, sc, e->a);
         jj_val r = eval(rt, sc, e->b);
-        return jj_arith(rt, e->line, e->op, &l, &r);
+        return fr_jj_arith(rt, e->line, e->op, &l, &r);
     }
     case JN_CONCAT: {
         jj_sb b = {0};
         for (size_t i = 0; i < e->nkids; i++) {
             jj_val v = eval(rt, sc, e->kids[i]);
-            jj_to_str(C(rt), &b, &v);
+            fr_jj_to_str(C(rt), &b, &v);
         }
         return jj_strv(jj_sb_str(&b));
     }
@@ -287,13 +290,15 @@ static jj_val eval_inner(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     }
     case JN_CONDEX: {
         jj_val t = eval(rt, sc, e->a);
-        if (jj_truthy(&t)) return eval(rt, sc, e->b);
+        if (fr_jj_truthy(&t)) return eval(rt, sc, e->b);
         if (e->c) return eval(rt, sc, e->c);
-        return undef_fmt(rt, "the inline if-expression on line %d evaluated to false and no else "
-                             "section was defined", e->line);
+        return undef_fmt(rt,
+                         "the inline if-expression on line %d evaluated to false and no else "
+                         "section was defined",
+                         e->line);
     }
-    case JN_NSREF: jj_fail(C(rt), e->line, "a namespace reference outside of an assignment");
-    default: jj_fail(C(rt), e->line, "statement used as an expression");
+    case JN_NSREF: fr_jj_fail(C(rt), e->line, "a namespace reference outside of an assignment");
+    default: fr_jj_fail(C(rt), e->line, "statement used as an expression");
     }
 }
 
@@ -316,15 +321,42 @@ static bool safe_repr(const jj_val *v, int depth) {
     }
 }
 
+/* Evaluate e as jinja2's optimizer would at compile time. Any failure there, including
+ * reaching a part that is not constant, is jinja2's `Impossible`: false is returned and the
+ * caller evaluates at run time instead. Folding has no side effects (calls, names and
+ * statements are never constant), so abandoning it midway is safe. */
+static bool try_fold(jj_rt *rt, jj_scope *sc, const jj_node *e, jj_val *out) {
+    jmp_buf jb;
+    jmp_buf *saved = rt->core.jb;
+    int depth = rt->depth;
+    fr_err msg = {{0}}, *saved_err = rt->core.err;
+    rt->core.jb = &jb;
+    rt->core.err = &msg; /* a failed fold is not an error */
+    rt->folding = true;
+    if (setjmp(jb)) {
+        rt->core.jb = saved;
+        rt->core.err = saved_err;
+        rt->folding = false;
+        rt->depth = depth;
+        return false;
+    }
+    *out = eval_inner(rt, sc, e);
+    rt->core.jb = saved;
+    rt->core.err = saved_err;
+    rt->folding = false;
+    return true;
+}
+
 static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
     enter(rt, e->line);
     jj_val v;
-    if (e->fold && !rt->folding) {
-        /* a constant subexpression jinja2 evaluates at compile time (see fold_walk) */
-        rt->folding = true;
-        v = eval_inner(rt, sc, e);
-        rt->folding = false;
-        if (e->fold == 1 && !safe_repr(&v, 0)) v = eval_inner(rt, sc, e); /* not kept: run time */
+    if (rt->folding && e->kind != JN_CONST && !(e->info & JJ_FOLDABLE)) {
+        fr_jj_fail_msg(C(rt), "not a constant"); /* ends the fold attempt */
+    } else if (e->fold && !rt->folding) {
+        /* a constant subexpression jinja2 evaluates at compile time (see fold_walk): its value
+         * is kept when it is a plain value, or printed when it is a whole {{ }} expression */
+        if (!try_fold(rt, sc, e, &v) || (e->fold == 1 && !safe_repr(&v, 0)))
+            v = eval_inner(rt, sc, e);
     } else {
         v = eval_inner(rt, sc, e);
     }
@@ -335,7 +367,7 @@ static jj_val eval(jj_rt *rt, jj_scope *sc, const jj_node *e) {
 /* ---- statements --------------------------------------------------------------------------- */
 
 static void ns_set(jj_rt *rt, jj_ns *ns, jj_str name, jj_val v) {
-    jj_charge(C(rt), ns->n / 4);
+    fr_jj_charge(C(rt), ns->n / 4);
     for (size_t i = 0; i < ns->n; i++)
         if (jj_str_eq(ns->k[i], name)) {
             ns->v[i] = v;
@@ -343,8 +375,8 @@ static void ns_set(jj_rt *rt, jj_ns *ns, jj_str name, jj_val v) {
         }
     if (ns->n == ns->cap) {
         size_t cap = ns->cap ? ns->cap * 2 : 8;
-        ns->k = jj_grow(C(rt), ns->k, ns->cap * sizeof *ns->k, cap * sizeof *ns->k);
-        ns->v = jj_grow(C(rt), ns->v, ns->cap * sizeof *ns->v, cap * sizeof *ns->v);
+        ns->k = fr_jj_grow(C(rt), ns->k, ns->cap * sizeof *ns->k, cap * sizeof *ns->k);
+        ns->v = fr_jj_grow(C(rt), ns->v, ns->cap * sizeof *ns->v, cap * sizeof *ns->v);
         ns->cap = cap;
     }
     ns->k[ns->n] = name;
@@ -357,20 +389,20 @@ static void assign(jj_rt *rt, jj_scope *sc, const jj_node *t, const jj_val *v) {
     case JN_NSREF: {
         jj_val *ns = scope_find(rt, sc, t->name);
         if (!ns || ns->t != JT_NS)
-            jj_fail(C(rt), t->line, "cannot assign attribute on non-namespace object");
+            fr_jj_fail(C(rt), t->line, "cannot assign attribute on non-namespace object");
         ns_set(rt, ns->u.ns, t->name2, *v);
         return;
     }
     case JN_TUPLE: {
-        if (v->t == JT_UNDEF) jj_fail_undefined(rt, t->line, v);
-        jj_list items = jj_iterate(rt, t->line, v);
+        if (v->t == JT_UNDEF) fr_jj_fail_undefined(rt, t->line, v);
+        jj_list items = fr_jj_iterate(rt, t->line, v);
         if (items.n != t->nkids)
-            jj_fail(C(rt), t->line, "%s values to unpack (expected %zu, got %zu)",
-                    items.n > t->nkids ? "too many" : "not enough", t->nkids, items.n);
+            fr_jj_fail(C(rt), t->line, "%s values to unpack (expected %zu, got %zu)",
+                       items.n > t->nkids ? "too many" : "not enough", t->nkids, items.n);
         for (size_t i = 0; i < t->nkids; i++) assign(rt, sc, t->kids[i], &items.v[i]);
         return;
     }
-    default: jj_fail(C(rt), t->line, "invalid assignment target");
+    default: fr_jj_fail(C(rt), t->line, "invalid assignment target");
     }
 }
 
@@ -396,22 +428,24 @@ static jj_val apply_block_filter(jj_rt *rt, jj_scope *sc, const jj_node *chain, 
     return v;
 }
 
-void jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want) {
+void fr_jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want) {
     while (!lp->done && lp->npass < want) {
         if (lp->pos >= lp->nraw || !lp->scope) {
             lp->done = true;
             break;
         }
         if (++rt->iters > JJ_MAX_ITERS)
-            jj_fail(C(rt), lp->test->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
+            fr_jj_fail(C(rt), lp->test->line, "too many loop iterations (more than %d)",
+                       JJ_MAX_ITERS);
         const jj_val *item = &lp->raw[lp->pos++];
         lp->scope->n = 0;
         assign(rt, lp->scope, lp->target, item);
         jj_val t = eval(rt, lp->scope, lp->test);
-        if (!jj_truthy(&t)) continue;
+        if (!fr_jj_truthy(&t)) continue;
         if (lp->npass == lp->cap) {
             size_t cap = lp->cap ? lp->cap * 2 : 16;
-            lp->pass = jj_grow(C(rt), lp->pass, lp->cap * sizeof *lp->pass, cap * sizeof *lp->pass);
+            lp->pass =
+                fr_jj_grow(C(rt), lp->pass, lp->cap * sizeof *lp->pass, cap * sizeof *lp->pass);
             lp->cap = cap;
         }
         lp->pass[lp->npass++] = *item;
@@ -420,14 +454,14 @@ void jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want) {
 
 static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
     jj_val it = eval(rt, sc, s->b);
-    jj_list items = jj_iterate(rt, s->line, &it);
-    jj_loop *lp = jj_alloc(C(rt), sizeof *lp);
+    jj_list items = fr_jj_iterate(rt, s->line, &it);
+    jj_loop *lp = fr_jj_alloc(C(rt), sizeof *lp);
     lp->raw = items.v;
     lp->nraw = items.n;
     if (s->c) {
         lp->test = s->c;
         lp->target = s->a;
-        lp->scope = jj_scope_new(rt);
+        lp->scope = fr_jj_scope_new(rt);
         lp->scope->parent = sc;
     } else {
         lp->pass = (jj_val *)items.v;
@@ -446,10 +480,10 @@ static int exec_for(jj_rt *rt, jj_scope *sc, const jj_node *s) {
      * iteration left by break or continue does not count */
     bool completed = false;
     for (size_t i = 0;; i++) {
-        jj_loop_fill(rt, lp, i + 1);
+        fr_jj_loop_fill(rt, lp, i + 1);
         if (i >= lp->npass) break;
         if (!s->c && ++rt->iters > JJ_MAX_ITERS)
-            jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
+            fr_jj_fail(C(rt), s->line, "too many loop iterations (more than %d)", JJ_MAX_ITERS);
         body.n = 0; /* a fresh scope per iteration (storage reused) */
         lp->i = i;
         scope_set(rt, &body, lname, loopv);
@@ -474,20 +508,20 @@ static int exec_inner(jj_rt *rt, jj_scope *sc, const jj_node *s) {
         for (size_t i = 0; i < s->nkids; i++) {
             const jj_node *k = s->kids[i];
             if (k->kind == JN_CONST && k->val.t == JT_STR) {
-                jj_sb_put(C(rt), rt->out, k->val.u.s.p, k->val.u.s.n);
+                fr_jj_sb_put(C(rt), rt->out, k->val.u.s.p, k->val.u.s.n);
                 continue;
             }
             jj_val v = eval(rt, sc, k);
-            jj_to_str(C(rt), rt->out, &v);
+            fr_jj_to_str(C(rt), rt->out, &v);
         }
         return ST_OK;
     case JS_IF:
         for (;;) {
             jj_val t = eval(rt, sc, s->a);
-            if (jj_truthy(&t)) return exec_body(rt, sc, s->kids, s->nkids);
+            if (fr_jj_truthy(&t)) return exec_body(rt, sc, s->kids, s->nkids);
             if (s->nkids2 == 1 && s->kids2[0]->kind == JS_IF) {
                 s = s->kids2[0]; /* elif: iterate rather than recurse */
-                jj_charge(C(rt), 1);
+                fr_jj_charge(C(rt), 1);
                 continue;
             }
             return exec_body(rt, sc, s->kids2, s->nkids2);
@@ -512,11 +546,11 @@ static int exec_inner(jj_rt *rt, jj_scope *sc, const jj_node *s) {
         int st = capture(rt, sc, s, &text);
         if (st != ST_OK) return st;
         jj_val v = apply_block_filter(rt, sc, s->c, jj_strv(text));
-        jj_to_str(C(rt), rt->out, &v);
+        fr_jj_to_str(C(rt), rt->out, &v);
         return ST_OK;
     }
     case JS_MACRO: {
-        jj_func *fn = jj_alloc(C(rt), sizeof *fn);
+        jj_func *fn = fr_jj_alloc(C(rt), sizeof *fn);
         fn->kind = JFN_MACRO;
         fn->name = s->name;
         fn->macro = s;
@@ -529,7 +563,7 @@ static int exec_inner(jj_rt *rt, jj_scope *sc, const jj_node *s) {
     case JS_WITH: {
         jj_scope inner = {0};
         inner.parent = sc;
-        jj_val *vals = s->nkids3 ? jj_alloc(C(rt), s->nkids3 * sizeof *vals) : NULL;
+        jj_val *vals = s->nkids3 ? fr_jj_alloc(C(rt), s->nkids3 * sizeof *vals) : NULL;
         for (size_t i = 0; i < s->nkids3; i++) vals[i] = eval(rt, sc, s->kids4[i]);
         for (size_t i = 0; i < s->nkids3; i++) assign(rt, &inner, s->kids3[i], &vals[i]);
         return exec_body(rt, &inner, s->kids, s->nkids);
@@ -567,17 +601,18 @@ static int exec_body(jj_rt *rt, jj_scope *sc, jj_node *const *kids, size_t n) {
 
 /* ---- macros and entry --------------------------------------------------------------------- */
 
-jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
+jj_val fr_jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
     const jj_node *m = fn->macro;
     int nm = (int)FR_MIN(m->name.n, 60);
     if (rt->calls >= JJ_MAX_CALLS)
-        jj_fail(C(rt), line, "macro calls nested too deeply (more than %d)", JJ_MAX_CALLS);
+        fr_jj_fail(C(rt), line, "macro calls nested too deeply (more than %d)", JJ_MAX_CALLS);
     size_t np = m->nkids3;
     if (a->npos > np)
-        jj_fail(C(rt), line, "macro '%.*s' takes not more than %zu argument(s)", nm, m->name.p, np);
+        fr_jj_fail(C(rt), line, "macro '%.*s' takes not more than %zu argument(s)", nm, m->name.p,
+                   np);
     jj_scope sc = {0};
     sc.parent = rt->globals;
-    bool *given = jj_alloc(C(rt), np + 1);
+    bool *given = fr_jj_alloc(C(rt), np + 1);
     for (size_t i = 0; i < a->npos; i++) {
         scope_set(rt, &sc, m->kids3[i]->name, a->pos[i]);
         given[i] = true;
@@ -586,11 +621,11 @@ jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
         size_t i = 0;
         while (i < np && !jj_str_eq(m->kids3[i]->name, a->kwn[k])) i++;
         if (i == np)
-            jj_fail(C(rt), line, "macro '%.*s' takes no keyword argument '%.*s'", nm, m->name.p,
-                    (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
+            fr_jj_fail(C(rt), line, "macro '%.*s' takes no keyword argument '%.*s'", nm, m->name.p,
+                       (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
         if (given[i])
-            jj_fail(C(rt), line, "macro '%.*s' got multiple values for argument '%.*s'", nm,
-                    m->name.p, (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
+            fr_jj_fail(C(rt), line, "macro '%.*s' got multiple values for argument '%.*s'", nm,
+                       m->name.p, (int)FR_MIN(a->kwn[k].n, 60), a->kwn[k].p);
         scope_set(rt, &sc, m->kids3[i]->name, a->kwv[k]);
         given[i] = true;
     }
@@ -600,8 +635,8 @@ jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
         jj_val v;
         if (i < m->nkids4 && m->kids4[i]) v = eval(rt, &sc, m->kids4[i]);
         else
-            v = undef_fmt(rt, "parameter '%.*s' was not provided", (int)FR_MIN(m->kids3[i]->name.n, 60),
-                          m->kids3[i]->name.p);
+            v = undef_fmt(rt, "parameter '%.*s' was not provided",
+                          (int)FR_MIN(m->kids3[i]->name.n, 60), m->kids3[i]->name.p);
         scope_set(rt, &sc, m->kids3[i]->name, v);
     }
     jj_sb buf = {0};
@@ -614,12 +649,12 @@ jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a) {
     return jj_strv(jj_sb_str(&buf));
 }
 
-jj_scope *jj_scope_new(jj_rt *rt) { return jj_alloc(C(rt), sizeof(jj_scope)); }
-void jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v) {
+jj_scope *fr_jj_scope_new(jj_rt *rt) { return fr_jj_alloc(C(rt), sizeof(jj_scope)); }
+void fr_jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v) {
     scope_set(rt, s, jj_s(name), v);
 }
 
-void jj_render(jj_rt *rt, const jj_node *root, jj_sb *out) {
+void fr_jj_render(jj_rt *rt, const jj_node *root, jj_sb *out) {
     out->limit = JJ_MAX_OUTPUT;
     out->heap = true;
     rt->out = out;

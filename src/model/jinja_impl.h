@@ -14,7 +14,7 @@
  *   namespace() objects mutate) and nothing is freed piecemeal.
  *
  *   Errors: bad input never aborts. A failing compile or render records a one-line message and
- *   longjmp()s back to its entry point (jj_core.jb), which frees the arena. There is no global
+ *   longjmp()s back to its entry point (*jj_core.jb), which frees the arena. There is no global
  *   mutable state, so distinct renders may run on distinct threads, also of one compiled template
  *   (a compiled template is read-only while rendering).
  *
@@ -64,27 +64,27 @@ typedef struct jj_arena {
 
 /* The state every stage shares: where errors go and where memory comes from. */
 typedef struct jj_core {
-    jmp_buf jb;   /* longjmp target of the entry point on failure */
+    jmp_buf *jb;  /* longjmp target on failure: the entry point, or a constant-folding attempt */
     fr_err *err;  /* receives the message (may be NULL) */
     jj_arena *ar; /* allocations */
     uint64_t steps; /* work units spent (render only; bounded by JJ_MAX_STEPS) */
 } jj_core;
 
-FR_NORETURN void jj_fail_msg(jj_core *c, const char *msg);
+FR_NORETURN void fr_jj_fail_msg(jj_core *c, const char *msg);
 /* runtime error: "chat template error (line N): ..." */
-FR_NORETURN void jj_fail(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
+FR_NORETURN void fr_jj_fail(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
 /* syntax error, with the --chat-template hint */
-FR_NORETURN void jj_fail_syntax(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
+FR_NORETURN void fr_jj_fail_syntax(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
 /* an unsupported construct, with the --chat-template hint */
-FR_NORETURN void jj_fail_unsup(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
+FR_NORETURN void fr_jj_fail_unsup(jj_core *c, int line, const char *fmt, ...) FR_PRINTF(3, 4);
 
-void *jj_alloc(jj_core *c, size_t n);                      /* zeroed */
+void *fr_jj_alloc(jj_core *c, size_t n); /* zeroed */
 /* Like realloc within the arena (the new bytes are not zeroed); grows in place when p is the
  * latest allocation. */
-void *jj_grow(jj_core *c, void *p, size_t old, size_t n);
-void jj_arena_free(jj_arena *a);
+void *fr_jj_grow(jj_core *c, void *p, size_t old, size_t n);
+void fr_jj_arena_free(jj_arena *a);
 /* Count work units; fails when the budget is spent. */
-void jj_charge(jj_core *c, uint64_t units);
+void fr_jj_charge(jj_core *c, uint64_t units);
 
 /* ---- strings and Unicode ------------------------------------------------------------------ */
 typedef struct jj_str {
@@ -111,18 +111,18 @@ static inline bool jj_str_eqz(jj_str a, const char *z) {
         if (!z[i] || a.p[i] != z[i]) return false;
     return z[i] == 0;
 }
-jj_str jj_strdup(jj_core *c, const char *p, size_t n);
+jj_str fr_jj_strdup(jj_core *c, const char *p, size_t n);
 /* A NUL-terminated copy (for C library calls). */
-char *jj_cstr(jj_core *c, jj_str s);
+char *fr_jj_cstr(jj_core *c, jj_str s);
 
 /* Decode one code point at p[*i] (n bytes in all) and advance *i. Invalid bytes decode to
  * 0xDC80+byte (Python's surrogateescape), so that encoding gives back the same bytes. */
-uint32_t jj_utf8_next(const char *p, size_t n, size_t *i);
+uint32_t fr_jj_utf8_next(const char *p, size_t n, size_t *i);
 /* Append the UTF-8 form of cp (surrogateescape code points give their raw byte). */
-size_t jj_utf8_put(char *out, uint32_t cp);
-size_t jj_utf8_len(jj_str s);  /* code points */
-size_t jj_ascii_run(const char *p, size_t n); /* length of the leading ASCII bytes */
-bool jj_py_isspace(uint32_t cp); /* str.isspace() */
+size_t fr_jj_utf8_put(char *out, uint32_t cp);
+size_t fr_jj_utf8_len(jj_str s);                 /* code points */
+size_t fr_jj_ascii_run(const char *p, size_t n); /* length of the leading ASCII bytes */
+bool fr_jj_py_isspace(uint32_t cp);              /* str.isspace() */
 
 /* A growable byte string in the arena. */
 typedef struct jj_sb {
@@ -132,10 +132,10 @@ typedef struct jj_sb {
     size_t limit; /* most bytes allowed (JJ_MAX_STRING or JJ_MAX_OUTPUT) */
     bool heap;    /* p is malloc'd (the owner frees it), not in the arena */
 } jj_sb;
-void jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n);
-void jj_sb_puts(jj_core *c, jj_sb *b, const char *z);
-void jj_sb_putc(jj_core *c, jj_sb *b, char ch);
-void jj_sb_putcp(jj_core *c, jj_sb *b, uint32_t cp);
+void fr_jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n);
+void fr_jj_sb_puts(jj_core *c, jj_sb *b, const char *z);
+void fr_jj_sb_putc(jj_core *c, jj_sb *b, char ch);
+void fr_jj_sb_putcp(jj_core *c, jj_sb *b, uint32_t cp);
 static inline jj_str jj_sb_str(const jj_sb *b) {
     jj_str s;
     s.p = b->p ? b->p : "";
@@ -302,27 +302,27 @@ static inline jj_val jj_strv(jj_str s) {
 }
 static inline jj_val jj_strz(const char *z) { return jj_strv(jj_s(z)); }
 
-jj_val jj_list_new(jj_core *c, size_t n, bool tuple); /* items zeroed (undefined) */
-jj_val jj_dict_new(jj_core *c, size_t n);
-const char *jj_type_name(const jj_val *v); /* Python's type name: 'str', 'list', ... */
+jj_val fr_jj_list_new(jj_core *c, size_t n, bool tuple); /* items zeroed (undefined) */
+jj_val fr_jj_dict_new(jj_core *c, size_t n);
+const char *fr_jj_type_name(const jj_val *v); /* Python's type name: 'str', 'list', ... */
 
-bool jj_truthy(const jj_val *v);
-bool jj_is_num(const jj_val *v); /* bool, int, float */
-double jj_num(const jj_val *v);  /* as double */
+bool fr_jj_truthy(const jj_val *v);
+bool fr_jj_is_num(const jj_val *v); /* bool, int, float */
+double fr_jj_num(const jj_val *v);  /* as double */
 /* Python ==. */
-bool jj_equal(jj_core *c, const jj_val *a, const jj_val *b);
+bool fr_jj_equal(jj_core *c, const jj_val *a, const jj_val *b);
 /* Python ordering (<: -1, ==: 0, >: 1); fails with a TypeError message for unorderable types. */
-int jj_compare(jj_core *c, int line, const jj_val *a, const jj_val *b);
+int fr_jj_compare(jj_core *c, int line, const jj_val *a, const jj_val *b);
 /* Find key in a dict (last match); NULL if absent. */
-jj_val *jj_dict_get(jj_core *c, const jj_dict *d, const jj_val *key);
-jj_val *jj_dict_getz(const jj_dict *d, const char *key);
+jj_val *fr_jj_dict_get(jj_core *c, const jj_dict *d, const jj_val *key);
+jj_val *fr_jj_dict_getz(const jj_dict *d, const char *key);
 
 /* str(v) appended to b (jinja2 prints undefined as ""). */
-void jj_to_str(jj_core *c, jj_sb *b, const jj_val *v);
-jj_str jj_str_of(jj_core *c, const jj_val *v);
+void fr_jj_to_str(jj_core *c, jj_sb *b, const jj_val *v);
+jj_str fr_jj_str_of(jj_core *c, const jj_val *v);
 /* repr(v) appended to b. */
-void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth);
-void jj_float_repr(double x, char out[40]); /* Python repr(float) */
+void fr_jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth);
+void fr_jj_float_repr(double x, char out[40]); /* Python repr(float) */
 
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys). indent: NULL for none. */
 typedef struct jj_json_opts {
@@ -333,11 +333,11 @@ typedef struct jj_json_opts {
     jj_str item_sep;     /* ", " or "," */
     jj_str key_sep;      /* ": " */
 } jj_json_opts;
-void jj_to_json(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_json_opts *o);
+void fr_jj_to_json(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_json_opts *o);
 
 /* Convert a cJSON value into an interpreter value (strings are shared, not copied). */
 struct cJSON;
-jj_val jj_from_cjson(jj_core *c, const struct cJSON *j, int depth);
+jj_val fr_jj_from_cjson(jj_core *c, const struct cJSON *j, int depth);
 
 /* ---- tokens ------------------------------------------------------------------------------- */
 typedef enum jj_tok_kind {
@@ -373,7 +373,7 @@ typedef struct jj_tok {
 
 /* Tokenize (Jinja2 lexer with trim_blocks and lstrip_blocks). Returns the count; the array ends
  * with TK_EOF. */
-size_t jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out);
+size_t fr_jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out);
 
 /* ---- AST ---------------------------------------------------------------------------------- */
 typedef enum jj_node_kind {
@@ -443,12 +443,12 @@ typedef struct jj_node {
 enum { JJ_FOLDABLE = 1, JJ_HAS_SLICE = 2 }; /* jj_node.info */
 
 /* Parse tokens into the template body (a JS_BLOCK). */
-jj_node *jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks);
+jj_node *fr_jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks);
 
 /* ---- builtins ----------------------------------------------------------------------------- */
 /* Filter and test ids by name; -1 if unknown to Jinja2, -2 if known but not supported. */
-int jj_filter_id(jj_str name);
-int jj_test_id(jj_str name);
+int fr_jj_filter_id(jj_str name);
+int fr_jj_test_id(jj_str name);
 
 /* ---- evaluation --------------------------------------------------------------------------- */
 typedef struct jj_scope jj_scope;
@@ -466,37 +466,37 @@ typedef struct jj_rt {
 } jj_rt;
 
 /* Test the loop filter until `want` items passed or the items run out (jinja_eval.c). */
-void jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want);
+void fr_jj_loop_fill(jj_rt *rt, jj_loop *lp, size_t want);
 
 /* Scopes (jinja_eval.c). */
-jj_scope *jj_scope_new(jj_rt *rt);
-void jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v);
+jj_scope *fr_jj_scope_new(jj_rt *rt);
+void fr_jj_scope_define(jj_rt *rt, jj_scope *s, const char *name, jj_val v);
 
 /* Builtins used by the evaluator (jinja_builtins.c). */
-jj_val jj_global_func(jj_rt *rt, jj_str name); /* range, namespace, ...; undefined if none */
-jj_val jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b); /* a op b */
-bool jj_contains(jj_rt *rt, int line, const jj_val *container, const jj_val *item); /* in */
+jj_val fr_jj_global_func(jj_rt *rt, jj_str name); /* range, namespace, ...; undefined if none */
+jj_val fr_jj_arith(jj_rt *rt, int line, int op, const jj_val *a, const jj_val *b);     /* a op b */
+bool fr_jj_contains(jj_rt *rt, int line, const jj_val *container, const jj_val *item); /* in */
 /* obj[start:stop:step]; `lenient` gives undefined instead of errors (jinja2 folds slices of
  * literals at compile time through the sandbox's getitem). */
-jj_val jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
-                const jj_val *step, bool lenient);
+jj_val fr_jj_slice(jj_rt *rt, int line, const jj_val *obj, const jj_val *start, const jj_val *stop,
+                   const jj_val *step, bool lenient);
 
-jj_val jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
-                      const jj_args *a);
-bool jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a);
-jj_val jj_call_func(jj_rt *rt, int line, const jj_val *fn, const jj_args *a);
+jj_val fr_jj_call_filter(jj_rt *rt, int line, int id, jj_str name, const jj_val *in,
+                         const jj_args *a);
+bool fr_jj_call_test(jj_rt *rt, int line, int id, jj_str name, const jj_val *in, const jj_args *a);
+jj_val fr_jj_call_func(jj_rt *rt, int line, const jj_val *fn, const jj_args *a);
 /* obj.name with jinja2 sandbox semantics (methods first, then items). */
-jj_val jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name);
+jj_val fr_jj_getattr(jj_rt *rt, int line, const jj_val *obj, jj_str name);
 /* obj[key] with jinja2 sandbox semantics (items first, then attributes). */
-jj_val jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key);
+jj_val fr_jj_getitem(jj_rt *rt, int line, const jj_val *obj, const jj_val *key);
 /* Items of an iterable (list, tuple, dict keys, string characters; undefined: none). */
-jj_list jj_iterate(jj_rt *rt, int line, const jj_val *v);
+jj_list fr_jj_iterate(jj_rt *rt, int line, const jj_val *v);
 /* Call a macro. */
-jj_val jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a);
+jj_val fr_jj_call_macro(jj_rt *rt, int line, const jj_func *fn, const jj_args *a);
 /* Fail with the undefined value's message. */
-FR_NORETURN void jj_fail_undefined(jj_rt *rt, int line, const jj_val *v);
+FR_NORETURN void fr_jj_fail_undefined(jj_rt *rt, int line, const jj_val *v);
 
 /* Render a parsed template into out (a heap jj_sb the caller frees, also after a failure). */
-void jj_render(jj_rt *rt, const jj_node *root, jj_sb *out);
+void fr_jj_render(jj_rt *rt, const jj_node *root, jj_sb *out);
 
 #endif

@@ -44,7 +44,7 @@ static int line_at(lexer *L, size_t pos) {
 static jj_tok *push(lexer *L, jj_tok_kind kind, size_t at) {
     if (L->ntoks == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
-        L->toks = jj_grow(L->c, L->toks, L->cap * sizeof(jj_tok), cap * sizeof(jj_tok));
+        L->toks = fr_jj_grow(L->c, L->toks, L->cap * sizeof(jj_tok), cap * sizeof(jj_tok));
         L->cap = cap;
     }
     jj_tok *t = &L->toks[L->ntoks++];
@@ -60,13 +60,13 @@ static size_t ws_len(const lexer *L, size_t p) {
     while (q < L->n) {
         unsigned char ch = (unsigned char)L->s[q];
         if (ch < 0x80) {
-            if (!jj_py_isspace(ch)) break;
+            if (!fr_jj_py_isspace(ch)) break;
             q++;
             continue;
         }
         size_t r = q;
-        uint32_t cp = jj_utf8_next(L->s, L->n, &r);
-        if (!jj_py_isspace(cp)) break;
+        uint32_t cp = fr_jj_utf8_next(L->s, L->n, &r);
+        if (!fr_jj_py_isspace(cp)) break;
         q = r;
     }
     return q - p;
@@ -76,8 +76,8 @@ static size_t ws_len(const lexer *L, size_t p) {
 static size_t rstrip_end(const lexer *L, size_t a, size_t b) {
     size_t end = a, i = a;
     while (i < b) {
-        uint32_t cp = jj_utf8_next(L->s, b, &i);
-        if (!jj_py_isspace(cp)) end = i;
+        uint32_t cp = fr_jj_utf8_next(L->s, b, &i);
+        if (!fr_jj_py_isspace(cp)) end = i;
     }
     return end;
 }
@@ -114,7 +114,7 @@ static bool isdig(char ch) { return ch >= '0' && ch <= '9'; }
 static size_t ident_char(const lexer *L, size_t p, bool start) {
     if ((unsigned char)L->s[p] < 0x80) return 0;
     size_t q = p;
-    uint32_t cp = jj_utf8_next(L->s, L->n, &q);
+    uint32_t cp = fr_jj_utf8_next(L->s, L->n, &q);
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     switch (utf8proc_category((utf8proc_int32_t)cp)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
@@ -215,8 +215,9 @@ static size_t int_end(lexer *L, size_t p, int64_t *v) {
     for (; i < q; i++) {
         if (s[i] == '_') continue;
         uint64_t d = (uint64_t)hexval(s[i]);
-        if (acc > (UINT64_MAX - d) / (uint64_t)base || acc * (uint64_t)base + d > (uint64_t)INT64_MAX)
-            jj_fail_unsup(L->c, line_at(L, p), "integer literal too large");
+        if (acc > (UINT64_MAX - d) / (uint64_t)base ||
+            acc * (uint64_t)base + d > (uint64_t)INT64_MAX)
+            fr_jj_fail_unsup(L->c, line_at(L, p), "integer literal too large");
         acc = acc * (uint64_t)base + d;
     }
     *v = (int64_t)acc;
@@ -239,48 +240,77 @@ static jj_str decode_string(lexer *L, size_t a, size_t b) {
         if (s[i] != '\\') {
             size_t j = i + 1;
             while (j < b && s[j] != '\\') j++;
-            jj_sb_put(c, &out, s + i, j - i);
+            fr_jj_sb_put(c, &out, s + i, j - i);
             i = j;
             continue;
         }
         i++;
-        if (i >= b) jj_fail_syntax(c, line, "\\ at end of string");
+        if (i >= b) fr_jj_fail_syntax(c, line, "\\ at end of string");
         char e = s[i];
         uint32_t cp = 0;
         int need = 0;
         switch (e) {
         case '\n': i++; continue;
-        case '\\': case '\'': case '"': jj_sb_putc(c, &out, e); i++; continue;
-        case 'a': jj_sb_putc(c, &out, '\a'); i++; continue;
-        case 'b': jj_sb_putc(c, &out, '\b'); i++; continue;
-        case 'f': jj_sb_putc(c, &out, '\f'); i++; continue;
-        case 'n': jj_sb_putc(c, &out, '\n'); i++; continue;
-        case 'r': jj_sb_putc(c, &out, '\r'); i++; continue;
-        case 't': jj_sb_putc(c, &out, '\t'); i++; continue;
-        case 'v': jj_sb_putc(c, &out, '\v'); i++; continue;
+        case '\\':
+        case '\'':
+        case '"':
+            fr_jj_sb_putc(c, &out, e);
+            i++;
+            continue;
+        case 'a':
+            fr_jj_sb_putc(c, &out, '\a');
+            i++;
+            continue;
+        case 'b':
+            fr_jj_sb_putc(c, &out, '\b');
+            i++;
+            continue;
+        case 'f':
+            fr_jj_sb_putc(c, &out, '\f');
+            i++;
+            continue;
+        case 'n':
+            fr_jj_sb_putc(c, &out, '\n');
+            i++;
+            continue;
+        case 'r':
+            fr_jj_sb_putc(c, &out, '\r');
+            i++;
+            continue;
+        case 't':
+            fr_jj_sb_putc(c, &out, '\t');
+            i++;
+            continue;
+        case 'v':
+            fr_jj_sb_putc(c, &out, '\v');
+            i++;
+            continue;
         case 'x': need = 2; break;
         case 'u': need = 4; break;
         case 'U': need = 8; break;
-        case 'N': jj_fail_unsup(c, line, "\\N{...} escape in a string literal");
+        case 'N': fr_jj_fail_unsup(c, line, "\\N{...} escape in a string literal");
         default: break;
         }
         if (e >= '0' && e <= '7') {
             int k = 0;
-            while (k < 3 && i < b && s[i] >= '0' && s[i] <= '7') cp = cp * 8 + (uint32_t)(s[i++] - '0'), k++;
-            jj_sb_putcp(c, &out, cp);
+            while (k < 3 && i < b && s[i] >= '0' && s[i] <= '7')
+                cp = cp * 8 + (uint32_t)(s[i++] - '0'), k++;
+            fr_jj_sb_putcp(c, &out, cp);
             continue;
         }
         if (need) {
             i++;
             for (int k = 0; k < need; k++, i++) {
                 int d = i < b ? hexval(s[i]) : -1;
-                if (d < 0) jj_fail_syntax(c, line, "truncated \\%c escape in a string literal", e);
+                if (d < 0)
+                    fr_jj_fail_syntax(c, line, "truncated \\%c escape in a string literal", e);
                 cp = cp * 16 + (uint32_t)d;
             }
-            if (cp > 0x10FFFF) jj_fail_syntax(c, line, "illegal Unicode character in a string literal");
+            if (cp > 0x10FFFF)
+                fr_jj_fail_syntax(c, line, "illegal Unicode character in a string literal");
             if (cp >= 0xD800 && cp <= 0xDFFF)
-                jj_fail_unsup(c, line, "surrogate escape in a string literal");
-            jj_sb_putcp(c, &out, cp);
+                fr_jj_fail_unsup(c, line, "surrogate escape in a string literal");
+            fr_jj_sb_putcp(c, &out, cp);
             continue;
         }
         if ((unsigned char)e >= 0x80) {
@@ -288,23 +318,24 @@ static jj_str decode_string(lexer *L, size_t a, size_t b) {
              * character's own escape text, so a backslash and that text (minus its backslash)
              * come out */
             size_t j = i;
-            uint32_t ch = jj_utf8_next(s, b, &j);
+            uint32_t ch = fr_jj_utf8_next(s, b, &j);
             char tmp[16];
             if (ch >= 0xDC80 && ch <= 0xDCFF) {
-                jj_sb_putc(c, &out, '\\');
-                jj_sb_put(c, &out, s + i, j - i);
+                fr_jj_sb_putc(c, &out, '\\');
+                fr_jj_sb_put(c, &out, s + i, j - i);
             } else {
-                if (ch <= 0xff) snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)ch);
+                if (ch <= 0xff)
+                    snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)ch);
                 else if (ch <= 0xffff) snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)ch);
                 else snprintf(tmp, sizeof tmp, "\\U%08x", (unsigned)ch);
-                jj_sb_puts(c, &out, tmp);
+                fr_jj_sb_puts(c, &out, tmp);
             }
             i = j;
             continue;
         }
         /* unknown escape: kept verbatim */
-        jj_sb_putc(c, &out, '\\');
-        jj_sb_putc(c, &out, e);
+        fr_jj_sb_putc(c, &out, '\\');
+        fr_jj_sb_putc(c, &out, e);
         i++;
     }
     return jj_sb_str(&out);
@@ -392,7 +423,7 @@ static bool lex_tag(lexer *L, bool block) {
             char q = s[p];
             size_t i = p + 1;
             while (i < L->n && s[i] != q) i += s[i] == '\\' ? 2 : 1;
-            if (i >= L->n) jj_fail_syntax(c, line_at(L, p), "unterminated string literal");
+            if (i >= L->n) fr_jj_fail_syntax(c, line_at(L, p), "unterminated string literal");
             jj_str v = decode_string(L, p + 1, i);
             jj_tok *t = push(L, TK_STRING, p);
             t->s = v;
@@ -405,20 +436,20 @@ static bool lex_tag(lexer *L, bool block) {
         if (k == FR_ARRAY_LEN(OPS)) {
             unsigned char ch = (unsigned char)s[p];
             if (ch >= 0x20 && ch < 0x7f)
-                jj_fail_syntax(c, line_at(L, p), "unexpected character '%c'", ch);
-            jj_fail_syntax(c, line_at(L, p), "unexpected character (byte 0x%02x)", ch);
+                fr_jj_fail_syntax(c, line_at(L, p), "unexpected character '%c'", ch);
+            fr_jj_fail_syntax(c, line_at(L, p), "unexpected character (byte 0x%02x)", ch);
         }
         jj_op op = OPS[k].op;
         if (op == JO_LBRACE || op == JO_LPAREN || op == JO_LBRACKET) {
             if (L->nbal == JJ_MAX_NEST)
-                jj_fail_syntax(c, line_at(L, p), "brackets nested too deeply");
+                fr_jj_fail_syntax(c, line_at(L, p), "brackets nested too deeply");
             L->bal[L->nbal++] = op == JO_LBRACE ? '}' : op == JO_LPAREN ? ')' : ']';
         } else if (op == JO_RBRACE || op == JO_RPAREN || op == JO_RBRACKET) {
             char ch = s[p];
-            if (!L->nbal) jj_fail_syntax(c, line_at(L, p), "unexpected '%c'", ch);
+            if (!L->nbal) fr_jj_fail_syntax(c, line_at(L, p), "unexpected '%c'", ch);
             char want = L->bal[--L->nbal];
             if (want != ch)
-                jj_fail_syntax(c, line_at(L, p), "unexpected '%c', expected '%c'", ch, want);
+                fr_jj_fail_syntax(c, line_at(L, p), "unexpected '%c', expected '%c'", ch, want);
         }
         jj_tok *t = push(L, TK_OP, p);
         t->op = (uint8_t)op;
@@ -426,13 +457,13 @@ static bool lex_tag(lexer *L, bool block) {
     }
 }
 
-size_t jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out) {
+size_t fr_jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out) {
     lexer L;
     memset(&L, 0, sizeof L);
     L.c = c;
     L.line = 1;
     /* normalise newlines; drop one trailing newline (keep_trailing_newline=False) */
-    char *s = jj_alloc(c, n + 1);
+    char *s = fr_jj_alloc(c, n + 1);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (src[i] == '\r') {
@@ -449,7 +480,8 @@ size_t jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out) {
     bool line_starting = true;
     while (L.pos < L.n) {
         size_t i = L.pos;
-        while (i + 1 < L.n && !(s[i] == '{' && (s[i + 1] == '%' || s[i + 1] == '{' || s[i + 1] == '#')))
+        while (i + 1 < L.n &&
+               !(s[i] == '{' && (s[i + 1] == '%' || s[i + 1] == '{' || s[i + 1] == '#')))
             i++;
         if (i + 1 >= L.n) {
             emit_text(&L, L.pos, L.n, 0, false, line_starting);
@@ -492,7 +524,7 @@ size_t jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out) {
                     sign2 = sg;
                     break;
                 }
-                if (!end) jj_fail_syntax(c, line_at(&L, i), "missing end of raw directive");
+                if (!end) fr_jj_fail_syntax(c, line_at(&L, i), "missing end of raw directive");
                 emit_text(&L, raw_end, body_end, sign2, true, ls);
                 L.pos = end;
                 line_starting = s[end - 1] == '\n';
@@ -509,7 +541,7 @@ size_t jj_lex(jj_core *c, const char *src, size_t n, jj_tok **out) {
                 else if (at(&L, p, "#}")) end = p + 2 + (at(&L, p + 2, "\n") ? 1 : 0);
                 if (end) break;
             }
-            if (!end) jj_fail_syntax(c, line_at(&L, i), "missing end of comment tag");
+            if (!end) fr_jj_fail_syntax(c, line_at(&L, i), "missing end of comment tag");
             L.pos = end;
             line_starting = s[end - 1] == '\n';
             continue;

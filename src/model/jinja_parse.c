@@ -41,14 +41,14 @@ typedef struct nvec {
 static void nv_push(parser *P, nvec *v, jj_node *x) {
     if (v->n == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 4;
-        v->v = jj_grow(P->c, v->v, v->cap * sizeof *v->v, cap * sizeof *v->v);
+        v->v = fr_jj_grow(P->c, v->v, v->cap * sizeof *v->v, cap * sizeof *v->v);
         v->cap = cap;
     }
     v->v[v->n++] = x;
 }
 
 static jj_node *node(parser *P, jj_node_kind kind, int line) {
-    jj_node *x = jj_alloc(P->c, sizeof *x);
+    jj_node *x = fr_jj_alloc(P->c, sizeof *x);
     x->kind = (uint8_t)kind;
     x->line = line;
     return x;
@@ -73,13 +73,21 @@ static void fold_info(jj_node *x) {
             !jj_str_eqz(x->name, "rejectattr"); /* these take the context: never folded */
         break;
     case JN_TEST: f = x->id >= 0; break;
+    case JN_AND:
+    case JN_OR: /* `a and b` folds when a decides it, so only a must be constant */
+        f = child_foldable(x->a);
+        break;
+    case JN_CONDEX: /* folds when the taken branch is constant */
+        f = child_foldable(x->a) && (child_foldable(x->b) || (x->c && child_foldable(x->c)));
+        break;
     case JN_LIST: case JN_TUPLE: case JN_DICT: case JN_CONCAT: case JN_NOT: case JN_NEG:
-    case JN_POS: case JN_AND: case JN_OR: case JN_BINOP: case JN_COMPARE: case JN_GETITEM:
-    case JN_SLICE: case JN_GETATTR: case JN_CONDEX: f = true; break;
+    case JN_POS: case JN_BINOP: case JN_COMPARE: case JN_GETITEM: case JN_SLICE:
+    case JN_GETATTR: f = true; break;
     default: f = false;
     }
     bool sl = x->kind == JN_SLICE;
-    f = f && child_foldable(x->a) && child_foldable(x->b) && child_foldable(x->c);
+    if (x->kind != JN_AND && x->kind != JN_OR && x->kind != JN_CONDEX)
+        f = f && child_foldable(x->a) && child_foldable(x->b) && child_foldable(x->c);
     sl = sl || child_slice(x->a) || child_slice(x->b) || child_slice(x->c);
     for (size_t i = 0; i < x->nkids; i++) {
         f = f && child_foldable(x->kids[i]);
@@ -101,8 +109,8 @@ static jj_node *fix(parser *P, jj_node *x) {
     x->depth = d + 1;
     fold_info(x);
     if (x->depth > JJ_MAX_AST_DEPTH)
-        jj_fail_syntax(P->c, x->line, "expression nested too deeply (more than %d levels)",
-                       JJ_MAX_AST_DEPTH);
+        fr_jj_fail_syntax(P->c, x->line, "expression nested too deeply (more than %d levels)",
+                          JJ_MAX_AST_DEPTH);
     return x;
 }
 
@@ -148,7 +156,7 @@ static void describe(const jj_tok *t, char *buf, size_t n) {
 FR_NORETURN static void unexpected(parser *P, const jj_tok *t) {
     char d[96];
     describe(t, d, sizeof d);
-    jj_fail_syntax(P->c, t->line, "unexpected %s", d);
+    fr_jj_fail_syntax(P->c, t->line, "unexpected %s", d);
 }
 
 static void expect_op(parser *P, jj_op op) {
@@ -157,8 +165,9 @@ static void expect_op(parser *P, jj_op op) {
         char d[96];
         describe(t, d, sizeof d);
         if (t->kind == TK_EOF)
-            jj_fail_syntax(P->c, t->line, "unexpected end of template, expected '%s'", op_text(op));
-        jj_fail_syntax(P->c, t->line, "expected '%s', got %s", op_text(op), d);
+            fr_jj_fail_syntax(P->c, t->line, "unexpected end of template, expected '%s'",
+                              op_text(op));
+        fr_jj_fail_syntax(P->c, t->line, "expected '%s', got %s", op_text(op), d);
     }
     next(P);
 }
@@ -172,8 +181,8 @@ static void expect_kind(parser *P, jj_tok_kind k) {
                                           : "another token";
         describe(t, d, sizeof d);
         if (t->kind == TK_EOF)
-            jj_fail_syntax(P->c, t->line, "unexpected end of template, expected %s", w);
-        jj_fail_syntax(P->c, t->line, "expected %s, got %s", w, d);
+            fr_jj_fail_syntax(P->c, t->line, "unexpected end of template, expected %s", w);
+        fr_jj_fail_syntax(P->c, t->line, "expected %s, got %s", w, d);
     }
     next(P);
 }
@@ -183,7 +192,7 @@ static jj_str expect_name(parser *P) {
     if (t->kind != TK_NAME) {
         char d[96];
         describe(t, d, sizeof d);
-        jj_fail_syntax(P->c, t->line, "expected a name, got %s", d);
+        fr_jj_fail_syntax(P->c, t->line, "expected a name, got %s", d);
     }
     next(P);
     return t->s;
@@ -191,8 +200,8 @@ static jj_str expect_name(parser *P) {
 
 static void enter(parser *P) {
     if (++P->nest > JJ_MAX_NEST)
-        jj_fail_syntax(P->c, cur(P)->line, "template nested too deeply (more than %d levels)",
-                       JJ_MAX_NEST);
+        fr_jj_fail_syntax(P->c, cur(P)->line, "template nested too deeply (more than %d levels)",
+                          JJ_MAX_NEST);
 }
 static void leave(parser *P) { P->nest--; }
 
@@ -305,7 +314,7 @@ static jj_node *parse_compare(parser *P) {
         }
         if (nops == capops) {
             size_t cap = capops ? capops * 2 : 4;
-            ops = jj_grow(P->c, ops, capops, cap);
+            ops = fr_jj_grow(P->c, ops, capops, cap);
             capops = cap;
         }
         ops[nops++] = (uint8_t)op;
@@ -458,9 +467,9 @@ static jj_node *parse_primary(parser *P, bool with_namespace) {
             return x;
         }
         jj_sb b = {0};
-        jj_sb_put(P->c, &b, t->s.p, t->s.n);
+        fr_jj_sb_put(P->c, &b, t->s.p, t->s.n);
         while (cur(P)->kind == TK_STRING) {
-            jj_sb_put(P->c, &b, cur(P)->s.p, cur(P)->s.n);
+            fr_jj_sb_put(P->c, &b, cur(P)->s.p, cur(P)->s.n);
             next(P);
         }
         x->val = jj_strv(jj_sb_str(&b));
@@ -516,7 +525,7 @@ static jj_node *parse_tuple(parser *P, bool simplified, bool with_condexpr, cons
         if (!explicit_parens) {
             char d[96];
             describe(cur(P), d, sizeof d);
-            jj_fail_syntax(P->c, cur(P)->line, "expected an expression, got %s", d);
+            fr_jj_fail_syntax(P->c, cur(P)->line, "expected an expression, got %s", d);
         }
     }
     jj_node *x = node(P, JN_TUPLE, line);
@@ -539,20 +548,20 @@ static void parse_call_args(parser *P, jj_node *x) {
             if (is_op(cur(P), JO_RPAREN)) break;
         }
         if (is_op(cur(P), JO_MUL) || is_op(cur(P), JO_POW))
-            jj_fail_unsup(P->c, cur(P)->line, "*args / **kwargs in a call");
+            fr_jj_fail_unsup(P->c, cur(P)->line, "*args / **kwargs in a call");
         if (cur(P)->kind == TK_NAME && is_op(look(P), JO_ASSIGN)) {
             jj_str k = next(P)->s;
             next(P);
             if (kwv.n == capkw) {
                 size_t cap = capkw ? capkw * 2 : 4;
-                kwn = jj_grow(P->c, kwn, capkw * sizeof *kwn, cap * sizeof *kwn);
+                kwn = fr_jj_grow(P->c, kwn, capkw * sizeof *kwn, cap * sizeof *kwn);
                 capkw = cap;
             }
             kwn[kwv.n] = k;
             nv_push(P, &kwv, parse_expression(P, true));
         } else {
             if (kwv.n)
-                jj_fail_syntax(P->c, open->line, "invalid syntax for function call expression");
+                fr_jj_fail_syntax(P->c, open->line, "invalid syntax for function call expression");
             nv_push(P, &args, parse_expression(P, true));
         }
         need_comma = true;
@@ -596,11 +605,11 @@ static jj_node *parse_subscribed(parser *P) {
 }
 
 /* jinja2 folds constant subexpressions at compile time, where a subscript goes through the
- * sandbox's getitem (a failing slice gives undefined) instead of Python's own (an error). The
+ * sandbox's getitem (a failing slice gives undefined) instead of Python's own (an error). A
  * folded value replaces the expression when it is a plain value (None, bool, number, str, or
- * containers of them), and always for a whole {{ }} expression. Mark the roots of foldable
- * subexpressions that contain a slice (the only case where folding is observable); the
- * evaluator then does the same (jinja_eval.c). */
+ * containers of them), and always for a whole {{ }} expression. Mark the foldable subexpressions
+ * that contain a slice (the only case where folding is observable); the evaluator then does the
+ * same (jinja_eval.c). */
 static void fold_walk(jj_node *x, bool output) {
     while (x && x->kind == JS_IF) { /* elif chains iteratively */
         fold_walk(x->a, false);
@@ -613,10 +622,10 @@ static void fold_walk(jj_node *x, bool output) {
         return;
     }
     if (!x) return;
-    if (x->kind < JS_OUTPUT && child_foldable(x)) {
-        if (x->info & JJ_HAS_SLICE) x->fold = output ? 2 : 1;
-        return;
-    }
+    /* jinja2's optimizer works bottom-up: every constant part folds on its own, so an inner
+     * part can fold to a plain value even when the whole (say, a bound method) is not kept */
+    if (x->kind < JS_OUTPUT && (x->info & JJ_FOLDABLE) && (x->info & JJ_HAS_SLICE))
+        x->fold = output ? 2 : 1;
     bool kid_output = x->kind == JS_OUTPUT;
     fold_walk(x->a, false);
     fold_walk(x->b, false);
@@ -637,7 +646,7 @@ static jj_node *parse_subscript(parser *P, jj_node *obj) {
             x->name = a->s;
             return fix(P, x);
         }
-        if (a->kind != TK_INT) jj_fail_syntax(P->c, a->line, "expected name or number");
+        if (a->kind != TK_INT) fr_jj_fail_syntax(P->c, a->line, "expected name or number");
         jj_node *k = node(P, JN_CONST, a->line);
         k->val = jj_int(a->i);
         jj_node *x = node(P, JN_GETITEM, t->line);
@@ -680,12 +689,12 @@ static jj_str parse_dotted_name(parser *P) {
     jj_str name = expect_name(P);
     if (!is_op(cur(P), JO_DOT)) return name;
     jj_sb b = {0};
-    jj_sb_put(P->c, &b, name.p, name.n);
+    fr_jj_sb_put(P->c, &b, name.p, name.n);
     while (is_op(cur(P), JO_DOT)) {
         next(P);
         jj_str more = expect_name(P);
-        jj_sb_putc(P->c, &b, '.');
-        jj_sb_put(P->c, &b, more.p, more.n);
+        fr_jj_sb_putc(P->c, &b, '.');
+        fr_jj_sb_put(P->c, &b, more.p, more.n);
     }
     return jj_sb_str(&b);
 }
@@ -699,7 +708,7 @@ static jj_node *parse_filter(parser *P, jj_node *x, bool start_inline) {
         jj_node *f = node(P, JN_FILTER, line);
         f->a = x;
         f->name = name;
-        f->id = jj_filter_id(name);
+        f->id = fr_jj_filter_id(name);
         if (is_op(cur(P), JO_LPAREN)) parse_call_args(P, f);
         x = fix(P, f);
     }
@@ -717,18 +726,19 @@ static jj_node *parse_test(parser *P, jj_node *x) {
     jj_node *t = node(P, JN_TEST, line);
     t->a = x;
     t->name = name;
-    t->id = jj_test_id(name);
+    t->id = fr_jj_test_id(name);
     const jj_tok *c = cur(P);
     if (is_op(c, JO_LPAREN)) {
         parse_call_args(P, t);
     } else if ((c->kind == TK_NAME || c->kind == TK_STRING || c->kind == TK_INT ||
                 c->kind == TK_FLOAT || is_op(c, JO_LBRACKET) || is_op(c, JO_LBRACE)) &&
                !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and")) {
-        if (is_name(c, "is")) jj_fail_syntax(P->c, c->line, "you cannot chain multiple tests with is");
+        if (is_name(c, "is"))
+            fr_jj_fail_syntax(P->c, c->line, "you cannot chain multiple tests with is");
         enter(P);
         jj_node *arg = parse_postfix(P, parse_primary(P, false));
         leave(P);
-        t->kids = jj_alloc(P->c, sizeof *t->kids);
+        t->kids = fr_jj_alloc(P->c, sizeof *t->kids);
         t->kids[0] = arg;
         t->nkids = 1;
     }
@@ -765,7 +775,7 @@ static bool can_assign(const jj_node *x) {
 static jj_node *parse_assign_target(parser *P, const char *extra_end, bool with_namespace) {
     int line = cur(P)->line;
     jj_node *x = parse_tuple(P, true, true, extra_end, false, with_namespace);
-    if (!can_assign(x)) jj_fail_syntax(P->c, line, "can't assign to this expression");
+    if (!can_assign(x)) fr_jj_fail_syntax(P->c, line, "can't assign to this expression");
     return x;
 }
 
@@ -781,9 +791,9 @@ static nvec parse_statements(parser *P, const char *const *end, size_t nend, boo
         size_t k = 0;
         for (size_t i = 0; i < nend && k < sizeof want; i++)
             k += (size_t)snprintf(want + k, sizeof want - k, "%s'%s'", i ? " or " : "", end[i]);
-        jj_fail_syntax(P->c, cur(P)->line,
-                       "unexpected end of template, expected %s to close '%s' from line %d", want,
-                       tag, tag_line);
+        fr_jj_fail_syntax(P->c, cur(P)->line,
+                          "unexpected end of template, expected %s to close '%s' from line %d",
+                          want, tag, tag_line);
     }
     if (drop_needle) next(P);
     return body;
@@ -805,7 +815,7 @@ static jj_node *parse_for(parser *P) {
     if (!is_name(cur(P), "in")) {
         char d[96];
         describe(cur(P), d, sizeof d);
-        jj_fail_syntax(P->c, cur(P)->line, "expected 'in', got %s", d);
+        fr_jj_fail_syntax(P->c, cur(P)->line, "expected 'in', got %s", d);
     }
     next(P);
     x->b = parse_tuple(P, false, false, "recursive", false, false);
@@ -813,7 +823,7 @@ static jj_node *parse_for(parser *P) {
         next(P);
         x->c = parse_expression(P, true);
     }
-    if (is_name(cur(P), "recursive")) jj_fail_unsup(P->c, cur(P)->line, "recursive for loop");
+    if (is_name(cur(P), "recursive")) fr_jj_fail_unsup(P->c, cur(P)->line, "recursive for loop");
     static const char *const end1[] = {"endfor", "else"}, *const end2[] = {"endfor"};
     P->loops++;
     set_body(x, parse_statements(P, end1, 2, false, "for", line));
@@ -832,7 +842,7 @@ static jj_node *parse_if(parser *P) {
         const jj_tok *t = next(P);
         if (is_name(t, "elif")) {
             jj_node *e = node(P, JS_IF, t->line);
-            x->kids2 = jj_alloc(P->c, sizeof *x->kids2);
+            x->kids2 = fr_jj_alloc(P->c, sizeof *x->kids2);
             x->kids2[0] = e;
             x->nkids2 = 1;
             x = e;
@@ -854,7 +864,7 @@ static jj_node *parse_set(parser *P) {
         x->b = parse_tuple(P, false, true, NULL, false, false);
         return x;
     }
-    if (target->kind == JN_TUPLE) jj_fail_unsup(P->c, line, "block set with several targets");
+    if (target->kind == JN_TUPLE) fr_jj_fail_unsup(P->c, line, "block set with several targets");
     jj_node *x = node(P, JS_SETBLOCK, line);
     x->a = target;
     x->c = parse_filter(P, NULL, false);
@@ -881,7 +891,8 @@ static jj_node *parse_macro(parser *P) {
             any_default = true;
         } else {
             if (any_default)
-                jj_fail_syntax(P->c, cur(P)->line, "non-default argument follows default argument");
+                fr_jj_fail_syntax(P->c, cur(P)->line,
+                                  "non-default argument follows default argument");
             nv_push(P, &defaults, NULL);
         }
     }
@@ -914,7 +925,7 @@ static jj_node *parse_with(parser *P) {
     while (cur(P)->kind != TK_BLOCK_END) {
         if (targets.n) expect_op(P, JO_COMMA);
         jj_node *t = parse_assign_target(P, NULL, false);
-        if (t->kind != JN_NAME) jj_fail_unsup(P->c, line, "with statement with tuple targets");
+        if (t->kind != JN_NAME) fr_jj_fail_unsup(P->c, line, "with statement with tuple targets");
         nv_push(P, &targets, t);
         expect_op(P, JO_ASSIGN);
         nv_push(P, &values, parse_expression(P, true));
@@ -942,7 +953,7 @@ static jj_node *parse_print(parser *P) {
 
 static jj_node *parse_statement(parser *P) {
     const jj_tok *t = cur(P);
-    if (t->kind != TK_NAME) jj_fail_syntax(P->c, t->line, "tag name expected");
+    if (t->kind != TK_NAME) fr_jj_fail_syntax(P->c, t->line, "tag name expected");
     if (is_name(t, "for")) return parse_for(P);
     if (is_name(t, "if")) return parse_if(P);
     if (is_name(t, "set")) return parse_set(P);
@@ -954,7 +965,7 @@ static jj_node *parse_statement(parser *P) {
         bool brk = is_name(t, "break");
         next(P);
         if (!P->loops)
-            jj_fail_syntax(P->c, t->line, "'%s' outside of a loop", brk ? "break" : "continue");
+            fr_jj_fail_syntax(P->c, t->line, "'%s' outside of a loop", brk ? "break" : "continue");
         return node(P, brk ? JS_BREAK : JS_CONTINUE, t->line);
     }
     if (is_name(t, "generation")) {
@@ -972,8 +983,9 @@ static jj_node *parse_statement(parser *P) {
                                               "pluralize"};
     for (size_t i = 0; i < FR_ARRAY_LEN(unsupported); i++)
         if (is_name(t, unsupported[i]))
-            jj_fail_unsup(P->c, t->line, "'{%% %s %%}' tag", unsupported[i]);
-    jj_fail_syntax(P->c, t->line, "encountered unknown tag '%.*s'", (int)FR_MIN(t->s.n, 60), t->s.p);
+            fr_jj_fail_unsup(P->c, t->line, "'{%% %s %%}' tag", unsupported[i]);
+    fr_jj_fail_syntax(P->c, t->line, "encountered unknown tag '%.*s'", (int)FR_MIN(t->s.n, 60),
+                      t->s.p);
 }
 
 static nvec subparse(parser *P, const char *const *end, size_t nend) {
@@ -1039,8 +1051,9 @@ static void check_names(parser *P, const jj_node *x, bool soft) {
     }
     if (!x) return;
     if ((x->kind == JN_FILTER || x->kind == JN_TEST) && x->id == -1 && !soft)
-        jj_fail_syntax(P->c, x->line, "no %s named '%.*s'", x->kind == JN_FILTER ? "filter" : "test",
-                       (int)FR_MIN(x->name.n, 60), x->name.p);
+        fr_jj_fail_syntax(P->c, x->line, "no %s named '%.*s'",
+                          x->kind == JN_FILTER ? "filter" : "test", (int)FR_MIN(x->name.n, 60),
+                          x->name.p);
     bool inner = soft;
     switch (x->kind) {
     case JN_CONDEX: soft = inner = true; break;
@@ -1061,7 +1074,7 @@ static void check_names(parser *P, const jj_node *x, bool soft) {
     for (size_t i = 0; i < x->nkw; i++) check_names(P, x->kwvals[i], inner);
 }
 
-jj_node *jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks) {
+jj_node *fr_jj_parse(jj_core *c, const jj_tok *toks, size_t ntoks) {
     parser P;
     memset(&P, 0, sizeof P);
     P.c = c;

@@ -20,7 +20,7 @@
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-void jj_fail_msg(jj_core *c, const char *msg) {
+void fr_jj_fail_msg(jj_core *c, const char *msg) {
     if (c->err) {
         /* keep it one line */
         size_t i = 0;
@@ -30,45 +30,45 @@ void jj_fail_msg(jj_core *c, const char *msg) {
         }
         c->err->msg[i] = 0;
     }
-    longjmp(c->jb, 1);
+    longjmp(*c->jb, 1);
 }
 
-FR_NORETURN static void fail_fmt(jj_core *c, const char *pre, int line, const char *post, const char *fmt,
-                     va_list ap) {
+FR_NORETURN static void fail_fmt(jj_core *c, const char *pre, int line, const char *post,
+                                 const char *fmt, va_list ap) {
     char body[400], msg[600];
     vsnprintf(body, sizeof body, fmt, ap);
     if (line > 0)
         snprintf(msg, sizeof msg, "%s (line %d): %s%s", pre, line, body, post);
     else
         snprintf(msg, sizeof msg, "%s: %s%s", pre, body, post);
-    jj_fail_msg(c, msg);
+    fr_jj_fail_msg(c, msg);
 }
 
-void jj_fail(jj_core *c, int line, const char *fmt, ...) {
+void fr_jj_fail(jj_core *c, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fail_fmt(c, "chat template error", line, "", fmt, ap);
     va_end(ap);
 }
 
-void jj_fail_syntax(jj_core *c, int line, const char *fmt, ...) {
+void fr_jj_fail_syntax(jj_core *c, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fail_fmt(c, "chat template syntax error", line, "; " JJ_HINT, fmt, ap);
     va_end(ap);
 }
 
-void jj_fail_unsup(jj_core *c, int line, const char *fmt, ...) {
+void fr_jj_fail_unsup(jj_core *c, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fail_fmt(c, "chat template uses an unsupported construct", line, "; " JJ_HINT, fmt, ap);
     va_end(ap);
 }
 
-void jj_charge(jj_core *c, uint64_t units) {
+void fr_jj_charge(jj_core *c, uint64_t units) {
     c->steps += units;
     if (c->steps > JJ_MAX_STEPS)
-        jj_fail(c, 0, "rendering takes too long (more than %d steps)", JJ_MAX_STEPS);
+        fr_jj_fail(c, 0, "rendering takes too long (more than %d steps)", JJ_MAX_STEPS);
 }
 
 /* ---- arena -------------------------------------------------------------------------------- */
@@ -78,7 +78,7 @@ void jj_charge(jj_core *c, uint64_t units) {
 
 static void *alloc_raw(jj_core *c, size_t n);
 
-void *jj_alloc(jj_core *c, size_t n) {
+void *fr_jj_alloc(jj_core *c, size_t n) {
     void *p = alloc_raw(c, n);
     memset(p, 0, n);
     return p;
@@ -87,14 +87,14 @@ void *jj_alloc(jj_core *c, size_t n) {
 static void *alloc_raw(jj_core *c, size_t n) {
     jj_arena *a = c->ar;
     size_t need = (n + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    if (need < n) jj_fail(c, 0, "out of memory");
+    if (need < n) fr_jj_fail(c, 0, "out of memory");
     jj_chunk *h = a->head;
     if (!h || h->size - h->used < need) {
         size_t size = need > ARENA_CHUNK ? need : ARENA_CHUNK;
         if (size > JJ_MAX_MEMORY || a->total + size > JJ_MAX_MEMORY)
-            jj_fail(c, 0, "rendering needs more than %u MiB of memory", JJ_MAX_MEMORY >> 20);
+            fr_jj_fail(c, 0, "rendering needs more than %u MiB of memory", JJ_MAX_MEMORY >> 20);
         h = malloc(sizeof *h + size);
-        if (!h) jj_fail(c, 0, "out of memory");
+        if (!h) fr_jj_fail(c, 0, "out of memory");
         h->next = a->head;
         h->size = size;
         h->used = 0;
@@ -108,7 +108,7 @@ static void *alloc_raw(jj_core *c, size_t n) {
     return p;
 }
 
-void *jj_grow(jj_core *c, void *p, size_t old, size_t n) {
+void *fr_jj_grow(jj_core *c, void *p, size_t old, size_t n) {
     if (!p) return alloc_raw(c, n);
     if (n <= old) return p;
     jj_chunk *h = c->ar->head;
@@ -122,7 +122,7 @@ void *jj_grow(jj_core *c, void *p, size_t old, size_t n) {
     return q;
 }
 
-void jj_arena_free(jj_arena *a) {
+void fr_jj_arena_free(jj_arena *a) {
     jj_chunk *h = a->head;
     while (h) {
         jj_chunk *nx = h->next;
@@ -133,18 +133,18 @@ void jj_arena_free(jj_arena *a) {
     a->total = 0;
 }
 
-jj_str jj_strdup(jj_core *c, const char *p, size_t n) {
-    char *q = jj_alloc(c, n + 1);
+jj_str fr_jj_strdup(jj_core *c, const char *p, size_t n) {
+    char *q = fr_jj_alloc(c, n + 1);
     if (n) memcpy(q, p, n);
     jj_str s = {q, n};
     return s;
 }
 
-char *jj_cstr(jj_core *c, jj_str s) { return (char *)jj_strdup(c, s.p, s.n).p; }
+char *fr_jj_cstr(jj_core *c, jj_str s) { return (char *)fr_jj_strdup(c, s.p, s.n).p; }
 
 /* ---- Unicode ------------------------------------------------------------------------------ */
 
-uint32_t jj_utf8_next(const char *s, size_t n, size_t *i) {
+uint32_t fr_jj_utf8_next(const char *s, size_t n, size_t *i) {
     const unsigned char *p = (const unsigned char *)s + *i;
     size_t left = n - *i;
     unsigned b = p[0];
@@ -188,7 +188,7 @@ uint32_t jj_utf8_next(const char *s, size_t n, size_t *i) {
     return cp;
 }
 
-size_t jj_utf8_put(char *o, uint32_t cp) {
+size_t fr_jj_utf8_put(char *o, uint32_t cp) {
     unsigned char *out = (unsigned char *)o;
     if (cp >= 0xDC80 && cp <= 0xDCFF) {
         out[0] = (unsigned char)(cp - 0xDC00);
@@ -216,7 +216,7 @@ size_t jj_utf8_put(char *o, uint32_t cp) {
     return 4;
 }
 
-size_t jj_ascii_run(const char *p, size_t n) {
+size_t fr_jj_ascii_run(const char *p, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) { /* eight bytes at a time */
         uint64_t w;
@@ -227,45 +227,45 @@ size_t jj_ascii_run(const char *p, size_t n) {
     return i;
 }
 
-size_t jj_utf8_len(jj_str s) {
+size_t fr_jj_utf8_len(jj_str s) {
     size_t n = 0, i = 0;
     while (i < s.n) {
-        size_t a = jj_ascii_run(s.p + i, s.n - i);
+        size_t a = fr_jj_ascii_run(s.p + i, s.n - i);
         n += a;
         i += a;
         if (i < s.n) {
-            jj_utf8_next(s.p, s.n, &i);
+            fr_jj_utf8_next(s.p, s.n, &i);
             n++;
         }
     }
     return n;
 }
 
-bool jj_py_isspace(uint32_t cp) {
+bool fr_jj_py_isspace(uint32_t cp) {
     if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
     return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-           cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+        cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 /* ---- string builder ----------------------------------------------------------------------- */
 
-void jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n) {
+void fr_jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n) {
     if (!n) return;
     size_t limit = b->limit ? b->limit : JJ_MAX_STRING;
     if (n > limit || b->n > limit - n) {
         if (limit == JJ_MAX_OUTPUT && b->limit == JJ_MAX_OUTPUT)
-            jj_fail(c, 0, "the rendered prompt exceeds %u MiB", JJ_MAX_OUTPUT >> 20);
-        jj_fail(c, 0, "a string exceeds %zu MiB", limit >> 20);
+            fr_jj_fail(c, 0, "the rendered prompt exceeds %u MiB", JJ_MAX_OUTPUT >> 20);
+        fr_jj_fail(c, 0, "a string exceeds %zu MiB", limit >> 20);
     }
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : (n > 48 ? n + 16 : 64);
         while (cap < b->n + n) cap *= 2;
         if (b->heap) {
             char *q = realloc(b->p, cap);
-            if (!q) jj_fail(c, 0, "out of memory");
+            if (!q) fr_jj_fail(c, 0, "out of memory");
             b->p = q;
         } else {
-            b->p = jj_grow(c, b->p, b->cap, cap);
+            b->p = fr_jj_grow(c, b->p, b->cap, cap);
         }
         b->cap = cap;
     }
@@ -273,20 +273,20 @@ void jj_sb_put(jj_core *c, jj_sb *b, const char *p, size_t n) {
     b->n += n;
 }
 
-void jj_sb_puts(jj_core *c, jj_sb *b, const char *z) { jj_sb_put(c, b, z, strlen(z)); }
-void jj_sb_putc(jj_core *c, jj_sb *b, char ch) { jj_sb_put(c, b, &ch, 1); }
-void jj_sb_putcp(jj_core *c, jj_sb *b, uint32_t cp) {
+void fr_jj_sb_puts(jj_core *c, jj_sb *b, const char *z) { fr_jj_sb_put(c, b, z, strlen(z)); }
+void fr_jj_sb_putc(jj_core *c, jj_sb *b, char ch) { fr_jj_sb_put(c, b, &ch, 1); }
+void fr_jj_sb_putcp(jj_core *c, jj_sb *b, uint32_t cp) {
     char tmp[4];
-    jj_sb_put(c, b, tmp, jj_utf8_put(tmp, cp));
+    fr_jj_sb_put(c, b, tmp, fr_jj_utf8_put(tmp, cp));
 }
 
 /* ---- values ------------------------------------------------------------------------------- */
 
-jj_val jj_list_new(jj_core *c, size_t n, bool tuple) {
-    jj_list *l = jj_alloc(c, sizeof *l);
-    if (n > JJ_MAX_MEMORY / sizeof(jj_val)) jj_fail(c, 0, "list too long");
+jj_val fr_jj_list_new(jj_core *c, size_t n, bool tuple) {
+    jj_list *l = fr_jj_alloc(c, sizeof *l);
+    if (n > JJ_MAX_MEMORY / sizeof(jj_val)) fr_jj_fail(c, 0, "list too long");
     l->n = n;
-    l->v = n ? jj_alloc(c, n * sizeof(jj_val)) : NULL;
+    l->v = n ? fr_jj_alloc(c, n * sizeof(jj_val)) : NULL;
     jj_val v = {0};
     v.t = JT_LIST;
     v.flags = tuple ? JF_TUPLE : 0;
@@ -294,19 +294,19 @@ jj_val jj_list_new(jj_core *c, size_t n, bool tuple) {
     return v;
 }
 
-jj_val jj_dict_new(jj_core *c, size_t n) {
-    jj_dict *d = jj_alloc(c, sizeof *d);
-    if (n > JJ_MAX_MEMORY / sizeof(jj_val)) jj_fail(c, 0, "dict too large");
+jj_val fr_jj_dict_new(jj_core *c, size_t n) {
+    jj_dict *d = fr_jj_alloc(c, sizeof *d);
+    if (n > JJ_MAX_MEMORY / sizeof(jj_val)) fr_jj_fail(c, 0, "dict too large");
     d->n = n;
-    d->k = n ? jj_alloc(c, n * sizeof(jj_val)) : NULL;
-    d->v = n ? jj_alloc(c, n * sizeof(jj_val)) : NULL;
+    d->k = n ? fr_jj_alloc(c, n * sizeof(jj_val)) : NULL;
+    d->v = n ? fr_jj_alloc(c, n * sizeof(jj_val)) : NULL;
     jj_val v = {0};
     v.t = JT_DICT;
     v.u.d = d;
     return v;
 }
 
-const char *jj_type_name(const jj_val *v) {
+const char *fr_jj_type_name(const jj_val *v) {
     switch (v->t) {
     case JT_UNDEF: return "Undefined";
     case JT_NONE: return "NoneType";
@@ -316,7 +316,9 @@ const char *jj_type_name(const jj_val *v) {
     case JT_STR: return "str";
     case JT_LIST:
         if (v->flags & JF_VIEW)
-            return v->u.l->view == 0 ? "dict_keys" : v->u.l->view == 1 ? "dict_values" : "dict_items";
+            return v->u.l->view == 0 ? "dict_keys"
+                : v->u.l->view == 1  ? "dict_values"
+                                     : "dict_items";
         return (v->flags & JF_TUPLE) ? "tuple" : (v->flags & JF_RANGE) ? "range" : "list";
     case JT_DICT: return "dict";
     case JT_NS: return "Namespace";
@@ -327,7 +329,7 @@ const char *jj_type_name(const jj_val *v) {
     return "object";
 }
 
-bool jj_truthy(const jj_val *v) {
+bool fr_jj_truthy(const jj_val *v) {
     switch (v->t) {
     case JT_UNDEF:
     case JT_NONE: return false;
@@ -341,9 +343,9 @@ bool jj_truthy(const jj_val *v) {
     }
 }
 
-bool jj_is_num(const jj_val *v) { return v->t == JT_BOOL || v->t == JT_INT || v->t == JT_FLOAT; }
+bool fr_jj_is_num(const jj_val *v) { return v->t == JT_BOOL || v->t == JT_INT || v->t == JT_FLOAT; }
 
-double jj_num(const jj_val *v) {
+double fr_jj_num(const jj_val *v) {
     if (v->t == JT_BOOL) return v->u.b;
     if (v->t == JT_INT) return (double)v->u.i;
     return v->u.f;
@@ -381,22 +383,21 @@ static int num_cmp(const jj_val *a, const jj_val *b) {
 }
 
 static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
-    if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "values nested too deeply");
-    jj_charge(c, 1); /* shared substructures can make a small value huge to walk */
-    if (jj_is_num(a) && jj_is_num(b)) return num_cmp(a, b) == 0;
+    if (depth > JJ_MAX_VALUE_DEPTH) fr_jj_fail(c, 0, "values nested too deeply");
+    fr_jj_charge(c, 1); /* shared substructures can make a small value huge to walk */
+    if (fr_jj_is_num(a) && fr_jj_is_num(b)) return num_cmp(a, b) == 0;
     if (a->t != b->t) return false;
     switch (a->t) {
     case JT_UNDEF:
     case JT_NONE: return true;
-    case JT_STR:
-        jj_charge(c, a->u.s.n / 64);
-        return jj_str_eq(a->u.s, b->u.s);
+    case JT_STR: fr_jj_charge(c, a->u.s.n / 64); return jj_str_eq(a->u.s, b->u.s);
     case JT_LIST: {
-        if ((a->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)) != (b->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)))
+        if ((a->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)) !=
+            (b->flags & (JF_TUPLE | JF_RANGE | JF_VIEW)))
             return false;
         if (a->u.l == b->u.l) return true; /* CPython compares items by identity first */
         if (a->u.l->n != b->u.l->n) return false;
-        jj_charge(c, a->u.l->n / 16);
+        fr_jj_charge(c, a->u.l->n / 16);
         for (size_t i = 0; i < a->u.l->n; i++)
             if (!equal_d(c, &a->u.l->v[i], &b->u.l->v[i], depth + 1)) return false;
         return true;
@@ -406,7 +407,7 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
         if (x == y) return true;
         if (x->n != y->n) return false;
         for (size_t i = 0; i < x->n; i++) {
-            const jj_val *o = jj_dict_get(c, y, &x->k[i]);
+            const jj_val *o = fr_jj_dict_get(c, y, &x->k[i]);
             if (!o || !equal_d(c, &x->v[i], o, depth + 1)) return false;
         }
         return true;
@@ -419,23 +420,23 @@ static bool equal_d(jj_core *c, const jj_val *a, const jj_val *b, int depth) {
     }
 }
 
-bool jj_equal(jj_core *c, const jj_val *a, const jj_val *b) { return equal_d(c, a, b, 0); }
+bool fr_jj_equal(jj_core *c, const jj_val *a, const jj_val *b) { return equal_d(c, a, b, 0); }
 
 static int compare_d(jj_core *c, int line, const jj_val *a, const jj_val *b, int depth) {
-    if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, line, "values nested too deeply");
-    jj_charge(c, 1);
-    if (jj_is_num(a) && jj_is_num(b)) {
+    if (depth > JJ_MAX_VALUE_DEPTH) fr_jj_fail(c, line, "values nested too deeply");
+    fr_jj_charge(c, 1);
+    if (fr_jj_is_num(a) && fr_jj_is_num(b)) {
         int r = num_cmp(a, b);
         return r == 2 ? 2 : r; /* NaN: every ordering is false */
     }
     if (a->t == JT_UNDEF || b->t == JT_UNDEF) {
         const jj_val *u = a->t == JT_UNDEF ? a : b;
-        if (u->u.s.n) jj_fail(c, line, "%.*s", (int)u->u.s.n, u->u.s.p);
-        jj_fail(c, line, "an undefined value cannot be compared");
+        if (u->u.s.n) fr_jj_fail(c, line, "%.*s", (int)u->u.s.n, u->u.s.p);
+        fr_jj_fail(c, line, "an undefined value cannot be compared");
     }
     if (a->t == JT_STR && b->t == JT_STR) {
         size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
-        jj_charge(c, n / 64);
+        fr_jj_charge(c, n / 64);
         int r = n ? memcmp(a->u.s.p, b->u.s.p, n) : 0;
         if (r) return r < 0 ? -1 : 1;
         return a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n;
@@ -449,28 +450,28 @@ static int compare_d(jj_core *c, int line, const jj_val *a, const jj_val *b, int
                 return compare_d(c, line, &x->v[i], &y->v[i], depth + 1);
         return x->n < y->n ? -1 : x->n > y->n;
     }
-    jj_fail(c, line, "ordering comparison not supported between instances of '%s' and '%s'",
-            jj_type_name(a), jj_type_name(b));
+    fr_jj_fail(c, line, "ordering comparison not supported between instances of '%s' and '%s'",
+               fr_jj_type_name(a), fr_jj_type_name(b));
 }
 
-int jj_compare(jj_core *c, int line, const jj_val *a, const jj_val *b) {
+int fr_jj_compare(jj_core *c, int line, const jj_val *a, const jj_val *b) {
     return compare_d(c, line, a, b, 0);
 }
 
-jj_val *jj_dict_get(jj_core *c, const jj_dict *d, const jj_val *key) {
-    jj_charge(c, d->n / 32);
+jj_val *fr_jj_dict_get(jj_core *c, const jj_dict *d, const jj_val *key) {
+    fr_jj_charge(c, d->n / 32);
     if (key->t == JT_STR) {
-        jj_charge(c, key->u.s.n / 64);
+        fr_jj_charge(c, key->u.s.n / 64);
         for (size_t i = d->n; i-- > 0;)
             if (d->k[i].t == JT_STR && jj_str_eq(d->k[i].u.s, key->u.s)) return &d->v[i];
         return NULL;
     }
     for (size_t i = d->n; i-- > 0;)
-        if (jj_equal(c, &d->k[i], key)) return &d->v[i];
+        if (fr_jj_equal(c, &d->k[i], key)) return &d->v[i];
     return NULL;
 }
 
-jj_val *jj_dict_getz(const jj_dict *d, const char *key) {
+jj_val *fr_jj_dict_getz(const jj_dict *d, const char *key) {
     for (size_t i = d->n; i-- > 0;)
         if (d->k[i].t == JT_STR && jj_str_eqz(d->k[i].u.s, key)) return &d->v[i];
     return NULL;
@@ -478,7 +479,7 @@ jj_val *jj_dict_getz(const jj_dict *d, const char *key) {
 
 /* ---- text forms --------------------------------------------------------------------------- */
 
-void jj_float_repr(double x, char out[40]) {
+void fr_jj_float_repr(double x, char out[40]) {
     if (isnan(x)) {
         strcpy(out, "nan");
         return;
@@ -556,39 +557,44 @@ static bool py_isprintable(uint32_t cp) {
 static void repr_str(jj_core *c, jj_sb *b, jj_str s) {
     bool has_sq = memchr(s.p, '\'', s.n) != NULL, has_dq = memchr(s.p, '"', s.n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
-    jj_charge(c, s.n / 64);
-    jj_sb_putc(c, b, q);
+    fr_jj_charge(c, s.n / 64);
+    fr_jj_sb_putc(c, b, q);
     size_t i = 0;
     while (i < s.n) {
-        uint32_t cp = jj_utf8_next(s.p, s.n, &i);
+        uint32_t cp = fr_jj_utf8_next(s.p, s.n, &i);
         char tmp[16];
         if (cp == (uint32_t)q || cp == '\\') {
             tmp[0] = '\\';
             tmp[1] = (char)cp;
-            jj_sb_put(c, b, tmp, 2);
-        } else if (cp == '\t') jj_sb_puts(c, b, "\\t");
-        else if (cp == '\n') jj_sb_puts(c, b, "\\n");
-        else if (cp == '\r') jj_sb_puts(c, b, "\\r");
-        else if (py_isprintable(cp)) jj_sb_putcp(c, b, cp);
+            fr_jj_sb_put(c, b, tmp, 2);
+        } else if (cp == '\t')
+            fr_jj_sb_puts(c, b, "\\t");
+        else if (cp == '\n')
+            fr_jj_sb_puts(c, b, "\\n");
+        else if (cp == '\r')
+            fr_jj_sb_puts(c, b, "\\r");
+        else if (py_isprintable(cp))
+            fr_jj_sb_putcp(c, b, cp);
         else {
-            if (cp <= 0xff) snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)cp);
+            if (cp <= 0xff)
+                snprintf(tmp, sizeof tmp, "\\x%02x", (unsigned)cp);
             else if (cp <= 0xffff) snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
             else snprintf(tmp, sizeof tmp, "\\U%08x", (unsigned)cp);
-            jj_sb_puts(c, b, tmp);
+            fr_jj_sb_puts(c, b, tmp);
         }
     }
-    jj_sb_putc(c, b, q);
+    fr_jj_sb_putc(c, b, q);
 }
 
-void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
-    if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "values nested too deeply");
-    jj_charge(c, 1);
+void fr_jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
+    if (depth > JJ_MAX_VALUE_DEPTH) fr_jj_fail(c, 0, "values nested too deeply");
+    fr_jj_charge(c, 1);
     switch (v->t) {
-    case JT_UNDEF: jj_sb_puts(c, b, "Undefined"); return;
+    case JT_UNDEF: fr_jj_sb_puts(c, b, "Undefined"); return;
     case JT_STR:
-        if (v->flags & JF_MARKUP) jj_sb_puts(c, b, "Markup(");
+        if (v->flags & JF_MARKUP) fr_jj_sb_puts(c, b, "Markup(");
         repr_str(c, b, v->u.s);
-        if (v->flags & JF_MARKUP) jj_sb_putc(c, b, ')');
+        if (v->flags & JF_MARKUP) fr_jj_sb_putc(c, b, ')');
         return;
     case JT_LIST: {
         bool tup = v->flags & JF_TUPLE;
@@ -596,86 +602,87 @@ void jj_repr(jj_core *c, jj_sb *b, const jj_val *v, int depth) {
             char tmp[80];
             const jj_list *l = v->u.l;
             if (l->step == 1)
-                snprintf(tmp, sizeof tmp, "range(%lld, %lld)", (long long)l->start, (long long)l->stop);
+                snprintf(tmp, sizeof tmp, "range(%lld, %lld)", (long long)l->start,
+                         (long long)l->stop);
             else
                 snprintf(tmp, sizeof tmp, "range(%lld, %lld, %lld)", (long long)l->start,
                          (long long)l->stop, (long long)l->step);
-            jj_sb_puts(c, b, tmp);
+            fr_jj_sb_puts(c, b, tmp);
             return;
         }
         if (v->flags & JF_VIEW) {
-            jj_sb_puts(c, b, jj_type_name(v));
-            jj_sb_putc(c, b, '(');
+            fr_jj_sb_puts(c, b, fr_jj_type_name(v));
+            fr_jj_sb_putc(c, b, '(');
         }
-        jj_sb_putc(c, b, tup ? '(' : '[');
+        fr_jj_sb_putc(c, b, tup ? '(' : '[');
         for (size_t i = 0; i < v->u.l->n; i++) {
-            if (i) jj_sb_puts(c, b, ", ");
-            jj_repr(c, b, &v->u.l->v[i], depth + 1);
+            if (i) fr_jj_sb_puts(c, b, ", ");
+            fr_jj_repr(c, b, &v->u.l->v[i], depth + 1);
         }
-        if (tup && v->u.l->n == 1) jj_sb_putc(c, b, ',');
-        jj_sb_putc(c, b, tup ? ')' : ']');
-        if (v->flags & JF_VIEW) jj_sb_putc(c, b, ')');
+        if (tup && v->u.l->n == 1) fr_jj_sb_putc(c, b, ',');
+        fr_jj_sb_putc(c, b, tup ? ')' : ']');
+        if (v->flags & JF_VIEW) fr_jj_sb_putc(c, b, ')');
         return;
     }
     case JT_DICT:
-        jj_sb_putc(c, b, '{');
+        fr_jj_sb_putc(c, b, '{');
         for (size_t i = 0; i < v->u.d->n; i++) {
-            if (i) jj_sb_puts(c, b, ", ");
-            jj_repr(c, b, &v->u.d->k[i], depth + 1);
-            jj_sb_puts(c, b, ": ");
-            jj_repr(c, b, &v->u.d->v[i], depth + 1);
+            if (i) fr_jj_sb_puts(c, b, ", ");
+            fr_jj_repr(c, b, &v->u.d->k[i], depth + 1);
+            fr_jj_sb_puts(c, b, ": ");
+            fr_jj_repr(c, b, &v->u.d->v[i], depth + 1);
         }
-        jj_sb_putc(c, b, '}');
+        fr_jj_sb_putc(c, b, '}');
         return;
     case JT_NS:
-        jj_sb_puts(c, b, "<Namespace {");
+        fr_jj_sb_puts(c, b, "<Namespace {");
         for (size_t i = 0; i < v->u.ns->n; i++) {
-            if (i) jj_sb_puts(c, b, ", ");
+            if (i) fr_jj_sb_puts(c, b, ", ");
             repr_str(c, b, v->u.ns->k[i]);
-            jj_sb_puts(c, b, ": ");
-            jj_repr(c, b, &v->u.ns->v[i], depth + 1);
+            fr_jj_sb_puts(c, b, ": ");
+            fr_jj_repr(c, b, &v->u.ns->v[i], depth + 1);
         }
-        jj_sb_puts(c, b, "}>");
+        fr_jj_sb_puts(c, b, "}>");
         return;
-    default: jj_to_str(c, b, v); return;
+    default: fr_jj_to_str(c, b, v); return;
     }
 }
 
-void jj_to_str(jj_core *c, jj_sb *b, const jj_val *v) {
+void fr_jj_to_str(jj_core *c, jj_sb *b, const jj_val *v) {
     char tmp[48];
     switch (v->t) {
     case JT_UNDEF: return;
-    case JT_NONE: jj_sb_puts(c, b, "None"); return;
-    case JT_BOOL: jj_sb_puts(c, b, v->u.b ? "True" : "False"); return;
+    case JT_NONE: fr_jj_sb_puts(c, b, "None"); return;
+    case JT_BOOL: fr_jj_sb_puts(c, b, v->u.b ? "True" : "False"); return;
     case JT_INT:
         snprintf(tmp, sizeof tmp, "%lld", (long long)v->u.i);
-        jj_sb_puts(c, b, tmp);
+        fr_jj_sb_puts(c, b, tmp);
         return;
     case JT_FLOAT:
-        jj_float_repr(v->u.f, tmp);
-        jj_sb_puts(c, b, tmp);
+        fr_jj_float_repr(v->u.f, tmp);
+        fr_jj_sb_puts(c, b, tmp);
         return;
-    case JT_STR: jj_sb_put(c, b, v->u.s.p, v->u.s.n); return;
+    case JT_STR: fr_jj_sb_put(c, b, v->u.s.p, v->u.s.n); return;
     case JT_LIST:
     case JT_DICT:
-    case JT_NS: jj_repr(c, b, v, 0); return;
+    case JT_NS: fr_jj_repr(c, b, v, 0); return;
     case JT_FUNC:
-        jj_sb_puts(c, b, "<function ");
-        jj_sb_put(c, b, v->u.fn->name.p, v->u.fn->name.n);
-        jj_sb_puts(c, b, ">");
+        fr_jj_sb_puts(c, b, "<function ");
+        fr_jj_sb_put(c, b, v->u.fn->name.p, v->u.fn->name.n);
+        fr_jj_sb_puts(c, b, ">");
         return;
     case JT_LOOP:
         snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v->u.loop->i + 1, v->u.loop->npass);
-        jj_sb_puts(c, b, tmp);
+        fr_jj_sb_puts(c, b, tmp);
         return;
-    case JT_GEN: jj_sb_puts(c, b, "<generator object>"); return;
+    case JT_GEN: fr_jj_sb_puts(c, b, "<generator object>"); return;
     }
 }
 
-jj_str jj_str_of(jj_core *c, const jj_val *v) {
+jj_str fr_jj_str_of(jj_core *c, const jj_val *v) {
     if (v->t == JT_STR) return v->u.s;
     jj_sb b = {0};
-    jj_to_str(c, &b, v);
+    fr_jj_to_str(c, &b, v);
     return jj_sb_str(&b);
 }
 
@@ -683,8 +690,8 @@ jj_str jj_str_of(jj_core *c, const jj_val *v) {
 
 static void json_str(jj_core *c, jj_sb *b, jj_str s, bool ensure_ascii) {
     static const char hex[] = "0123456789abcdef";
-    jj_charge(c, s.n / 64);
-    jj_sb_putc(c, b, '"');
+    fr_jj_charge(c, s.n / 64);
+    fr_jj_sb_putc(c, b, '"');
     size_t i = 0, run = 0;
     while (i < s.n) {
         unsigned char ch = (unsigned char)s.p[i];
@@ -696,53 +703,56 @@ static void json_str(jj_core *c, jj_sb *b, jj_str s, bool ensure_ascii) {
                 if (ch < 0x20 || ch == '"' || ch == '\\' || ch >= 0x80) break;
                 i++;
             }
-            jj_sb_put(c, b, s.p + run, i - run);
+            fr_jj_sb_put(c, b, s.p + run, i - run);
             continue;
         }
         size_t start = i;
-        uint32_t cp = jj_utf8_next(s.p, s.n, &i);
+        uint32_t cp = fr_jj_utf8_next(s.p, s.n, &i);
         char tmp[16];
         switch (cp) {
-        case '"': jj_sb_puts(c, b, "\\\""); continue;
-        case '\\': jj_sb_puts(c, b, "\\\\"); continue;
-        case '\n': jj_sb_puts(c, b, "\\n"); continue;
-        case '\r': jj_sb_puts(c, b, "\\r"); continue;
-        case '\t': jj_sb_puts(c, b, "\\t"); continue;
-        case '\b': jj_sb_puts(c, b, "\\b"); continue;
-        case '\f': jj_sb_puts(c, b, "\\f"); continue;
+        case '"': fr_jj_sb_puts(c, b, "\\\""); continue;
+        case '\\': fr_jj_sb_puts(c, b, "\\\\"); continue;
+        case '\n': fr_jj_sb_puts(c, b, "\\n"); continue;
+        case '\r': fr_jj_sb_puts(c, b, "\\r"); continue;
+        case '\t': fr_jj_sb_puts(c, b, "\\t"); continue;
+        case '\b': fr_jj_sb_puts(c, b, "\\b"); continue;
+        case '\f': fr_jj_sb_puts(c, b, "\\f"); continue;
         default: break;
         }
         if (cp < 0x20) {
             snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp);
-            jj_sb_puts(c, b, tmp);
+            fr_jj_sb_puts(c, b, tmp);
         } else if (!ensure_ascii) {
-            jj_sb_put(c, b, s.p + start, i - start);
+            fr_jj_sb_put(c, b, s.p + start, i - start);
         } else if (cp < 0x10000) {
-            char u[6] = {'\\', 'u', hex[(cp >> 12) & 15], hex[(cp >> 8) & 15], hex[(cp >> 4) & 15],
-                         hex[cp & 15]};
-            jj_sb_put(c, b, u, 6);
+            char u[6] = {
+                '\\',        'u', hex[(cp >> 12) & 15], hex[(cp >> 8) & 15], hex[(cp >> 4) & 15],
+                hex[cp & 15]};
+            fr_jj_sb_put(c, b, u, 6);
         } else {
             uint32_t v = cp - 0x10000, hi = 0xD800 + (v >> 10), lo = 0xDC00 + (v & 0x3FF);
             snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", (unsigned)hi, (unsigned)lo);
-            jj_sb_puts(c, b, tmp);
+            fr_jj_sb_puts(c, b, tmp);
         }
     }
-    jj_sb_putc(c, b, '"');
+    fr_jj_sb_putc(c, b, '"');
 }
 
 static void json_float(jj_core *c, jj_sb *b, double f) {
     char tmp[48];
-    if (isnan(f)) jj_sb_puts(c, b, "NaN");
-    else if (isinf(f)) jj_sb_puts(c, b, f < 0 ? "-Infinity" : "Infinity");
+    if (isnan(f))
+        fr_jj_sb_puts(c, b, "NaN");
+    else if (isinf(f))
+        fr_jj_sb_puts(c, b, f < 0 ? "-Infinity" : "Infinity");
     else {
-        jj_float_repr(f, tmp);
-        jj_sb_puts(c, b, tmp);
+        fr_jj_float_repr(f, tmp);
+        fr_jj_sb_puts(c, b, tmp);
     }
 }
 
 static void json_newline(jj_core *c, jj_sb *b, const jj_json_opts *o, int level) {
-    jj_sb_putc(c, b, '\n');
-    for (int i = 0; i < level; i++) jj_sb_put(c, b, o->indent.p, o->indent.n);
+    fr_jj_sb_putc(c, b, '\n');
+    for (int i = 0; i < level; i++) fr_jj_sb_put(c, b, o->indent.p, o->indent.n);
 }
 
 /* Stable merge sort of indexes by key (for sort_keys). */
@@ -753,9 +763,11 @@ static void sort_idx(jj_core *c, int line, size_t *ix, size_t *tmp, size_t n, co
     sort_idx(c, line, ix + h, tmp, n - h, keys);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        jj_charge(c, 1);
-        if (jj_compare(c, line, &keys[ix[j]], &keys[ix[i]]) < 0) tmp[k++] = ix[j++];
-        else tmp[k++] = ix[i++];
+        fr_jj_charge(c, 1);
+        if (fr_jj_compare(c, line, &keys[ix[j]], &keys[ix[i]]) < 0)
+            tmp[k++] = ix[j++];
+        else
+            tmp[k++] = ix[i++];
     }
     while (i < h) tmp[k++] = ix[i++];
     while (j < n) tmp[k++] = ix[j++];
@@ -765,83 +777,85 @@ static void sort_idx(jj_core *c, int line, size_t *ix, size_t *tmp, size_t n, co
 static void json_val(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_json_opts *o,
                      int level) {
     char tmp[48];
-    if (level > JJ_MAX_VALUE_DEPTH) jj_fail(c, line, "values nested too deeply for tojson");
-    jj_charge(c, 1);
+    if (level > JJ_MAX_VALUE_DEPTH) fr_jj_fail(c, line, "values nested too deeply for tojson");
+    fr_jj_charge(c, 1);
     switch (v->t) {
-    case JT_NONE: jj_sb_puts(c, b, "null"); return;
-    case JT_BOOL: jj_sb_puts(c, b, v->u.b ? "true" : "false"); return;
+    case JT_NONE: fr_jj_sb_puts(c, b, "null"); return;
+    case JT_BOOL: fr_jj_sb_puts(c, b, v->u.b ? "true" : "false"); return;
     case JT_INT:
         snprintf(tmp, sizeof tmp, "%lld", (long long)v->u.i);
-        jj_sb_puts(c, b, tmp);
+        fr_jj_sb_puts(c, b, tmp);
         return;
     case JT_FLOAT: json_float(c, b, v->u.f); return;
     case JT_STR: json_str(c, b, v->u.s, o->ensure_ascii); return;
     case JT_LIST: {
         const jj_list *l = v->u.l;
         if (v->flags & (JF_RANGE | JF_VIEW))
-            jj_fail(c, line, "tojson: object of type %s is not JSON serializable", jj_type_name(v));
+            fr_jj_fail(c, line, "tojson: object of type %s is not JSON serializable",
+                       fr_jj_type_name(v));
         if (!l->n) {
-            jj_sb_puts(c, b, "[]");
+            fr_jj_sb_puts(c, b, "[]");
             return;
         }
-        jj_sb_putc(c, b, '[');
+        fr_jj_sb_putc(c, b, '[');
         for (size_t i = 0; i < l->n; i++) {
-            if (i) jj_sb_put(c, b, o->item_sep.p, o->item_sep.n);
+            if (i) fr_jj_sb_put(c, b, o->item_sep.p, o->item_sep.n);
             if (o->has_indent) json_newline(c, b, o, level + 1);
             json_val(c, line, b, &l->v[i], o, level + 1);
         }
         if (o->has_indent) json_newline(c, b, o, level);
-        jj_sb_putc(c, b, ']');
+        fr_jj_sb_putc(c, b, ']');
         return;
     }
     case JT_DICT: {
         const jj_dict *d = v->u.d;
         if (!d->n) {
-            jj_sb_puts(c, b, "{}");
+            fr_jj_sb_puts(c, b, "{}");
             return;
         }
-        size_t *ix = jj_alloc(c, d->n * sizeof *ix);
+        size_t *ix = fr_jj_alloc(c, d->n * sizeof *ix);
         for (size_t i = 0; i < d->n; i++) ix[i] = i;
-        if (o->sort_keys) sort_idx(c, line, ix, jj_alloc(c, d->n * sizeof *ix), d->n, d->k);
-        jj_sb_putc(c, b, '{');
+        if (o->sort_keys) sort_idx(c, line, ix, fr_jj_alloc(c, d->n * sizeof *ix), d->n, d->k);
+        fr_jj_sb_putc(c, b, '{');
         for (size_t k = 0; k < d->n; k++) {
             const jj_val *key = &d->k[ix[k]];
-            if (k) jj_sb_put(c, b, o->item_sep.p, o->item_sep.n);
+            if (k) fr_jj_sb_put(c, b, o->item_sep.p, o->item_sep.n);
             if (o->has_indent) json_newline(c, b, o, level + 1);
             switch (key->t) {
             case JT_STR: json_str(c, b, key->u.s, o->ensure_ascii); break;
-            case JT_NONE: jj_sb_puts(c, b, "\"null\""); break;
-            case JT_BOOL: jj_sb_puts(c, b, key->u.b ? "\"true\"" : "\"false\""); break;
+            case JT_NONE: fr_jj_sb_puts(c, b, "\"null\""); break;
+            case JT_BOOL: fr_jj_sb_puts(c, b, key->u.b ? "\"true\"" : "\"false\""); break;
             case JT_INT:
             case JT_FLOAT:
-                jj_sb_putc(c, b, '"');
+                fr_jj_sb_putc(c, b, '"');
                 json_val(c, line, b, key, o, level + 1);
-                jj_sb_putc(c, b, '"');
+                fr_jj_sb_putc(c, b, '"');
                 break;
             default:
-                jj_fail(c, line, "tojson: keys must be str, int, float, bool or None, not %s",
-                        jj_type_name(key));
+                fr_jj_fail(c, line, "tojson: keys must be str, int, float, bool or None, not %s",
+                           fr_jj_type_name(key));
             }
-            jj_sb_put(c, b, o->key_sep.p, o->key_sep.n);
+            fr_jj_sb_put(c, b, o->key_sep.p, o->key_sep.n);
             json_val(c, line, b, &d->v[ix[k]], o, level + 1);
         }
         if (o->has_indent) json_newline(c, b, o, level);
-        jj_sb_putc(c, b, '}');
+        fr_jj_sb_putc(c, b, '}');
         return;
     }
     default:
-        jj_fail(c, line, "tojson: object of type %s is not JSON serializable", jj_type_name(v));
+        fr_jj_fail(c, line, "tojson: object of type %s is not JSON serializable",
+                   fr_jj_type_name(v));
     }
 }
 
-void jj_to_json(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_json_opts *o) {
+void fr_jj_to_json(jj_core *c, int line, jj_sb *b, const jj_val *v, const jj_json_opts *o) {
     json_val(c, line, b, v, o, 0);
 }
 
 /* ---- cJSON -------------------------------------------------------------------------------- */
 
-jj_val jj_from_cjson(jj_core *c, const cJSON *j, int depth) {
-    if (depth > JJ_MAX_VALUE_DEPTH) jj_fail(c, 0, "input JSON nested too deeply");
+jj_val fr_jj_from_cjson(jj_core *c, const cJSON *j, int depth) {
+    if (depth > JJ_MAX_VALUE_DEPTH) fr_jj_fail(c, 0, "input JSON nested too deeply");
     if (!j) return jj_none();
     if (cJSON_IsTrue(j)) return jj_bool(true);
     if (cJSON_IsFalse(j)) return jj_bool(false);
@@ -854,19 +868,20 @@ jj_val jj_from_cjson(jj_core *c, const cJSON *j, int depth) {
     if (cJSON_IsArray(j)) {
         size_t n = 0;
         for (const cJSON *e = j->child; e; e = e->next) n++;
-        jj_val v = jj_list_new(c, n, false);
+        jj_val v = fr_jj_list_new(c, n, false);
         size_t i = 0;
-        for (const cJSON *e = j->child; e; e = e->next) v.u.l->v[i++] = jj_from_cjson(c, e, depth + 1);
+        for (const cJSON *e = j->child; e; e = e->next)
+            v.u.l->v[i++] = fr_jj_from_cjson(c, e, depth + 1);
         return v;
     }
     if (cJSON_IsObject(j)) {
         size_t n = 0;
         for (const cJSON *e = j->child; e; e = e->next) n++;
-        jj_val v = jj_dict_new(c, n);
+        jj_val v = fr_jj_dict_new(c, n);
         size_t i = 0;
         for (const cJSON *e = j->child; e; e = e->next, i++) {
             v.u.d->k[i] = jj_strz(e->string ? e->string : "");
-            v.u.d->v[i] = jj_from_cjson(c, e, depth + 1);
+            v.u.d->v[i] = fr_jj_from_cjson(c, e, depth + 1);
         }
         return v;
     }
