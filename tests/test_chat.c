@@ -27,7 +27,8 @@ static char *fixture(const char *rel) {
 }
 
 /* Render with messages given as JSON text; NULL on error (message in err). */
-static char *render_json(const char *tmpl, const char *messages, const fr_chat_opts *o, fr_err *err) {
+static char *render_json(const char *tmpl, const char *messages, const fr_chat_opts *o,
+                         fr_err *err) {
     cJSON *m = cJSON_Parse(messages);
     if (!m) {
         fr_err_set(err, "test: bad messages JSON");
@@ -136,7 +137,8 @@ TEST(reference_builtin_templates) {
     free(q);
     free(l);
     CHECK(check_ref_chats("qwen2-tiny", fr_chat_builtin("chatml"), NULL, "<|im_end|>") >= 4);
-    CHECK(check_ref_chats("llama-tiny", fr_chat_builtin("llama3"), "<|begin_of_text|>", "<|eot_id|>") >= 4);
+    CHECK(check_ref_chats("llama-tiny", fr_chat_builtin("llama3"), "<|begin_of_text|>",
+                          "<|eot_id|>") >= 4);
 }
 
 /* ---- Qwen2.5 with tools (expected string derived by hand from the template) ---------------- */
@@ -149,8 +151,8 @@ TEST(qwen25_tools_and_tool_calls) {
         " {\"role\": \"tool\", \"content\": \"{\\\"temp\\\": 22}\"}]";
     cJSON *tools = cJSON_Parse(
         "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\":"
-        " \"Get weather \\u00e9\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\":"
-        " {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]");
+        " \"Get weather \\u00e9\", \"parameters\": {\"type\": \"object\","
+        " \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]");
     CHECK(tools != NULL);
     fr_chat_opts o = {.add_generation_prompt = true, .eos_token = "<|im_end|>", .tools = tools};
     fr_err err = {{0}};
@@ -189,8 +191,9 @@ TEST(qwen25_tools_and_tool_calls) {
 TEST(whitespace_trim_and_lstrip_blocks) {
     /* trim_blocks: the newline after a block tag goes; lstrip_blocks: indentation before it */
     CHECK_RENDER("a\n{% if true %}\n  x\n{% endif %}\nb", "a\n  x\nb");
-    CHECK_RENDER("<ul>\n    {% for m in messages %}\n    <li>{{ m.role }}</li>\n    {% endfor %}\n</ul>\n",
-                 "<ul>\n    <li>system</li>\n    <li>user</li>\n    <li>assistant</li>\n</ul>");
+    CHECK_RENDER(
+        "<ul>\n    {% for m in messages %}\n    <li>{{ m.role }}</li>\n    {% endfor %}\n</ul>\n",
+        "<ul>\n    <li>system</li>\n    <li>user</li>\n    <li>assistant</li>\n</ul>");
     /* explicit - strips all whitespace, newlines included */
     CHECK_RENDER("a  {%- if true %} b {% endif -%}  \n c", "a b c");
     CHECK_RENDER("x\n  {{- 'y' -}}  \n z", "xyz");
@@ -266,9 +269,10 @@ TEST(tojson_formatting) {
 }
 
 TEST(defined_and_undefined) {
-    CHECK_RENDER("{{ nope is defined }} {{ messages is defined }} {{ messages[0].nope is defined }} "
-                 "{{ messages[0].role is not defined }}",
-                 "False True False False");
+    CHECK_RENDER(
+        "{{ nope is defined }} {{ messages is defined }} {{ messages[0].nope is defined }} "
+        "{{ messages[0].role is not defined }}",
+        "False True False False");
     /* printing undefined gives "", it iterates as empty and is false */
     CHECK_RENDER("[{{ nope }}][{{ messages[0].nope }}][{% for x in nope %}x{% endfor %}]"
                  "[{{ 'y' if nope else 'n' }}][{{ nope | default('d') }}]",
@@ -282,34 +286,40 @@ TEST(defined_and_undefined) {
 }
 
 TEST(slicing_and_indexing) {
-    CHECK_RENDER("{{ messages[1:] | map(attribute='role') | join(',') }} {{ messages[::-1][0].role }} "
-                 "{{ messages[-1].content }} {{ 'abcdef'[1:4] }} {{ 'abcdef'[::-2] }} "
-                 "{{ [1,2,3,4][-2:] }}",
-                 "user,assistant assistant A1 bcd fdb [3, 4]");
-    CHECK_RENDER("{{ 'h\xc3\xa9llo'[1] }}{{ 'h\xc3\xa9llo'[-4:-2] }}|{{ messages[10] }}|{{ [1][5:] }}",
-                 "\xc3\xa9\xc3\xa9l||[]");
+    CHECK_RENDER(
+        "{{ messages[1:] | map(attribute='role') | join(',') }} {{ messages[::-1][0].role }} "
+        "{{ messages[-1].content }} {{ 'abcdef'[1:4] }} {{ 'abcdef'[::-2] }} "
+        "{{ [1,2,3,4][-2:] }}",
+        "user,assistant assistant A1 bcd fdb [3, 4]");
+    CHECK_RENDER(
+        "{{ 'h\xc3\xa9llo'[1] }}{{ 'h\xc3\xa9llo'[-4:-2] }}|{{ messages[10] }}|{{ [1][5:] }}",
+        "\xc3\xa9\xc3\xa9l||[]");
     CHECK_RENDER("{{ messages[0]['role'] }} {{ messages.0.role }}", "system system");
 }
 
 TEST(operators_and_values) {
-    CHECK_RENDER("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 8 }} {{ 'a' ~ 1 ~ none }} "
-                 "{{ 1 == 1.0 }} {{ 'b' in 'abc' }} {{ 3 not in [1, 2] }}",
-                 "3 -4 2 3.5 256 a1None True True True");
-    CHECK_RENDER("{{ 1.5 }} {{ 1.0 }} {{ 1e16 }} {{ 0.0001 }} {{ 1e-05 }} {{ [1, 'a', none, true] }} "
-                 "{{ {'k': \"it's\"} }}",
-                 "1.5 1.0 1e+16 0.0001 1e-05 [1, 'a', None, True] {'k': \"it's\"}");
-    CHECK_RENDER("{{ 1 and 'x' }} {{ 0 or '' or 'last' }} {{ 'y' if 1 > 2 else 'n' }} {{ 1 < 2 < 3 }}",
-                 "x last n True");
+    CHECK_RENDER(
+        "{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 8 }} {{ 'a' ~ 1 ~ none }} "
+        "{{ 1 == 1.0 }} {{ 'b' in 'abc' }} {{ 3 not in [1, 2] }}",
+        "3 -4 2 3.5 256 a1None True True True");
+    CHECK_RENDER(
+        "{{ 1.5 }} {{ 1.0 }} {{ 1e16 }} {{ 0.0001 }} {{ 1e-05 }} {{ [1, 'a', none, true] }} "
+        "{{ {'k': \"it's\"} }}",
+        "1.5 1.0 1e+16 0.0001 1e-05 [1, 'a', None, True] {'k': \"it's\"}");
+    CHECK_RENDER(
+        "{{ 1 and 'x' }} {{ 0 or '' or 'last' }} {{ 'y' if 1 > 2 else 'n' }} {{ 1 < 2 < 3 }}",
+        "x last n True");
     /* filters bind tighter than +, so `x | trim + y` trims x only */
     CHECK_RENDER("{{ '  a  ' | trim + '  b' }}", "a  b");
     CHECK_RENDER("{{ '\\u00e9\\x41\\101\\n' | length }} {{ \"it's\" 'ok' }}", "4 it'sok");
 }
 
 TEST(filters_and_methods) {
-    CHECK_RENDER("{{ '  x ' | trim }}|{{ 'Hi' | upper }}|{{ 'Hi' | lower }}|{{ 'hello world' | title }}|"
-                 "{{ 'hELLO' | capitalize }}|{{ 'a-b' | replace('-', '+') }}|{{ [3,1,2] | sort | join }}|"
-                 "{{ [1,2,2] | unique | list }}|{{ none | default('d') }}|{{ 'x'|length }}",
-                 "x|HI|hi|Hello World|Hello|a+b|123|[1, 2]|None|1");
+    CHECK_RENDER(
+        "{{ '  x ' | trim }}|{{ 'Hi' | upper }}|{{ 'Hi' | lower }}|{{ 'hello world' | title }}|"
+        "{{ 'hELLO' | capitalize }}|{{ 'a-b' | replace('-', '+') }}|{{ [3,1,2] | sort | join }}|"
+        "{{ [1,2,2] | unique | list }}|{{ none | default('d') }}|{{ 'x'|length }}",
+        "x|HI|hi|Hello World|Hello|a+b|123|[1, 2]|None|1");
     CHECK_RENDER("{{ ' a b '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'abc'.startswith('a') }}|"
                  "{{ 'abc'.endswith('bc') }}|{{ {'k': 1}.get('k') }}|{{ {'k': 1}.get('z', 0) }}",
                  "a b|['a', 'b']|True|True|1|0");
@@ -481,13 +491,15 @@ TEST(hostile_loops_and_sizes) {
     CHECK_FAILS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                 "too many loop iterations");
     CHECK_FAILS("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "exceeds 16 MiB");
-    CHECK_FAILS("{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
-                "{% endfor %}",
-                "exceeds 16 MiB");
+    CHECK_FAILS(
+        "{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+        "{% endfor %}",
+        "exceeds 16 MiB");
     CHECK_FAILS("{{ 'x' * 100000000 }}", "exceeds 16 MiB");
-    CHECK_FAILS("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}"
-                "{% endfor %}",
-                "");
+    CHECK_FAILS(
+        "{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}"
+        "{% endfor %}",
+        "");
     CHECK_FAILS("{% for i in range(100000) %}{% for j in range(100000) %}{% if j in range(1) %}"
                 "{% endif %}{% endfor %}{% endfor %}",
                 "");
@@ -511,9 +523,12 @@ TEST(hostile_loops_and_sizes) {
 TEST(hostile_bytes) {
     /* invalid UTF-8 and NULs in templates and content must not crash */
     fr_err err = {{0}};
-    char *s = render_json("\xff\xfe{{ '\xc3' }}{{ messages[0].content | upper | length }}",
-                          "[{\"role\": \"user\", \"content\": \"\\u00ff\\ud83d\\ude00x\"}]", NULL, &err);
-    CHECK_STR(s, "\xff\xfe\xc3" "3");
+    char *s =
+        render_json("\xff\xfe{{ '\xc3' }}{{ messages[0].content | upper | length }}",
+                    "[{\"role\": \"user\", \"content\": \"\\u00ff\\ud83d\\ude00x\"}]", NULL, &err);
+    CHECK_STR(s,
+              "\xff\xfe\xc3"
+              "3");
     free(s);
     s = render_json("{{ '\\x00' | length }}{{ 'a\\N{BULLET}' }}", MSGS, NULL, &err);
     CHECK(s == NULL);
