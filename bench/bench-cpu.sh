@@ -83,9 +83,14 @@ cat "$TABLE"
 if [ -z "${BENCH_NO_RESULTS:-}" ]; then
     RES="$ROOT/bench/RESULTS.md"
     [ -f "$RES" ] || printf '# Benchmark results\n\n' > "$RES"
-    # drop the old section and trailing blank lines, then append the new one after one blank line
-    awk '/<!-- cpu-bench:begin -->/ {skip=1} !skip {print} /<!-- cpu-bench:end -->/ {skip=0}' \
-        "$RES" | awk 'NF {for (; blank > 0; blank--) print ""; print; next} {blank++}' > "$RES.tmp"
+    # drop the old section (wherever it is, with the blank lines around it) and trailing blank
+    # lines, then append the new one after one blank line
+    awk '/<!-- cpu-bench:begin -->/ { skip = 1; blank = 0; next }
+         skip { if (/<!-- cpu-bench:end -->/) { skip = 0; after = 1 } next }
+         NF == 0 { blank++; next }
+         { if (after && printed && blank == 0) blank = 1
+           for (; blank > 0; blank--) print ""
+           print; printed = 1; after = 0 }' "$RES" > "$RES.tmp"
     echo >> "$RES.tmp"
     cat "$TABLE" >> "$RES.tmp"
     mv "$RES.tmp" "$RES"
