@@ -400,7 +400,7 @@ TEST(unsupported_constructs_name_the_option) {
     CHECK_FAILS("{% extends 'base.html' %}", "'{% extends %}' tag; " HINT);
     CHECK_FAILS("{% include 'x' %}", "include");
     CHECK_FAILS("{% for x in y recursive %}{% endfor %}", "recursive for loop; " HINT);
-    CHECK_FAILS("{{ [1, 2] | batch(1) }}", "filter 'batch'; " HINT);
+    CHECK_FAILS("{{ 'a' | wordwrap(1) }}", "filter 'wordwrap'; " HINT);
     CHECK_FAILS("{{ x | no_such_filter }}", "no filter named 'no_such_filter'; " HINT);
     CHECK_FAILS("{% frobnicate %}", "unknown tag 'frobnicate'; " HINT);
     /* an unknown filter inside an if is only an error when reached, as in jinja2 */

@@ -1862,6 +1862,47 @@ FILTER(f_truncate) {
     return jj_strv(jj_sb_str(&out));
 }
 
+FILTER(f_batch) {
+    BIND("linecount", "fill_with");
+    if (!b.given[0]) fr_jj_fail(C(rt), line, "batch() missing required argument 'linecount'");
+    int64_t per = want_int(rt, line, &b.v[0], "batch");
+    if (per <= 0) fr_jj_fail(C(rt), line, "batch: linecount must be positive"); /* jinja2 hangs */
+    bool fill = b.given[1] && b.v[1].t != JT_NONE;
+    jj_list l = fr_jj_iterate(rt, line, in);
+    vlist out = {0};
+    for (size_t i = 0; i < l.n; i += (size_t)per) {
+        size_t n = FR_MIN((size_t)per, l.n - i), m = fill ? (size_t)per : n;
+        jj_val row = fr_jj_list_new(C(rt), m, false);
+        for (size_t k = 0; k < m; k++) row.u.l->v[k] = k < n ? l.v[i + k] : b.v[1];
+        vl_push(rt, &out, row);
+    }
+    return vl_list(rt, &out);
+}
+
+FILTER(f_slice) {
+    BIND("slices", "fill_with");
+    if (!b.given[0]) fr_jj_fail(C(rt), line, "slice() missing required argument 'slices'");
+    int64_t slices = want_int(rt, line, &b.v[0], "slice");
+    if (slices <= 0) fr_jj_fail(C(rt), line, "slice: the number of slices must be positive");
+    if (slices > JJ_MAX_RANGE)
+        fr_jj_fail_unsup(C(rt), line, "slice into more than %d parts", JJ_MAX_RANGE);
+    bool fill = b.given[1] && b.v[1].t != JT_NONE;
+    jj_list l = fr_jj_iterate(rt, line, in);
+    size_t per = l.n / (size_t)slices, extra = l.n % (size_t)slices, offset = 0;
+    jj_val out = fr_jj_list_new(C(rt), (size_t)slices, false);
+    for (size_t k = 0; k < (size_t)slices; k++) {
+        size_t start = offset + k * per;
+        if (k < extra) offset++;
+        size_t end = offset + (k + 1) * per;
+        bool pad = fill && k >= extra;
+        jj_val row = fr_jj_list_new(C(rt), end - start + (pad ? 1 : 0), false);
+        for (size_t i = start; i < end; i++) row.u.l->v[i - start] = l.v[i];
+        if (pad) row.u.l->v[end - start] = b.v[1];
+        out.u.l->v[k] = row;
+    }
+    return out;
+}
+
 FILTER(f_format) {
     if (a->npos && a->nkw)
         fr_jj_fail(C(rt), line, "can't handle positional and keyword arguments at the same time");
@@ -1884,6 +1925,7 @@ static const struct {
     bool gen;         /* jinja2's version is a generator: return a lazy JT_GEN */
 } FILTERS[] = {
     {"abs", f_abs, false},           {"attr", f_attr, false},
+    {"batch", f_batch, true},        {"slice", f_slice, true},
     {"capitalize", f_capitalize, false}, {"center", f_center, false},
     {"count", f_length, false},      {"d", f_default, false},
     {"default", f_default, false},   {"dictsort", f_dictsort, false},
@@ -1921,6 +1963,19 @@ static jj_val make_gen(jj_rt *rt, int line, int id, jj_str name, const jj_val *i
     g->in = *in;
     g->args = *a;
     g->line = line;
+    /* Python prints the generator function and an address; the address is a fixed stand-in so
+     * that rendering stays deterministic */
+    filter_fn f = FILTERS[id].fn;
+    g->repr = f == f_map ? "<generator object sync_do_map at 0x7f0000000000>"
+              : f == f_batch ? "<generator object do_batch at 0x7f0000000000>"
+              : f == f_slice ? "<generator object sync_do_slice at 0x7f0000000000>"
+              : f == f_unique ? "<generator object sync_do_unique at 0x7f0000000000>"
+              : f == f_items  ? "<generator object do_items at 0x7f0000000000>"
+              : f != f_reversed_items ? "<generator object select_or_reject at 0x7f0000000000>"
+              : in->t == JT_DICT ? "<dict_reversekeyiterator object at 0x7f0000000000>"
+              : (in->flags & JF_RANGE) ? "<range_iterator object at 0x7f0000000000>"
+              : in->t == JT_LIST ? "<list_reverseiterator object at 0x7f0000000000>"
+                                 : "<reversed object at 0x7f0000000000>";
     jj_val v = {0};
     v.t = JT_GEN;
     v.u.gen = g;
@@ -1933,8 +1988,8 @@ static jj_val run_generator(jj_rt *rt, const jj_gen *g) {
 
 /* Filters jinja2 has that this interpreter does not. */
 static const char *const FILTERS_UNSUPPORTED[] = {
-    "batch", "filesizeformat", "forceescape", "groupby", "pprint", "random", "slice",
-    "striptags", "urlencode", "urlize", "wordwrap", "xmlattr",
+    "filesizeformat", "forceescape", "groupby", "pprint", "random", "striptags", "urlencode",
+    "urlize", "wordwrap", "xmlattr",
 };
 
 int fr_jj_filter_id(jj_str name) {

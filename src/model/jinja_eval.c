@@ -15,6 +15,10 @@
  *   when c is false. Undefined values print as "" and iterate as empty, but arithmetic,
  *   ordering, calling or taking an attribute of one fails, as with jinja2's default Undefined.
  *
+ *   jinja2 also folds constant subexpressions at compile time; that is only observable where
+ *   a slice of a constant fails (folded: undefined; at run time: an error), so the parser marks
+ *   such subexpressions and eval() tries them the compile-time way first (try_fold).
+ *
  *   Bounds: recursion depth (JJ_MAX_DEPTH), nested macro calls (JJ_MAX_CALLS), loop iterations
  *   (JJ_MAX_ITERS) and evaluation steps (JJ_MAX_STEPS) are checked here; string sizes and memory
  *   in jinja_value.c.

@@ -185,16 +185,16 @@ typedef struct jj_val {
 
 /* Evaluated call arguments. */
 typedef struct jj_args {
-    const jj_val *pos; /* positional */
-    size_t npos;
-    const jj_str *kwn; /* keyword names */
-    const jj_val *kwv; /* keyword values */
-    size_t nkw;
+    const jj_val *pos; /* positional arguments */
+    size_t npos;       /* their count */
+    const jj_str *kwn; /* keyword argument names */
+    const jj_val *kwv; /* keyword argument values */
+    size_t nkw;        /* their count */
 } jj_args;
 
 typedef struct jj_list {
-    size_t n;  /* items */
-    jj_val *v; /* the items */
+    size_t n;                  /* item count */
+    jj_val *v;                 /* the items */
     int64_t start, stop, step; /* the arguments of range() (JF_RANGE) */
     int view;  /* JF_VIEW: 0 dict_keys, 1 dict_values, 2 dict_items */
 } jj_list;
@@ -241,6 +241,7 @@ typedef struct jj_gen {
     jj_args args;  /* its arguments */
     int line;      /* where it was called */
     bool consumed; /* iterated already */
+    const char *repr; /* how Python prints it, e.g. "<generator object do_items at 0x...>" */
 } jj_gen;
 
 /* The `loop` variable. With a loop filter (`for x in xs if cond`) items are tested lazily, as
@@ -249,10 +250,10 @@ typedef struct jj_gen {
 typedef struct jj_loop {
     size_t i;                     /* current index0 */
     const jj_val *raw;            /* the items iterated, before the filter */
-    size_t nraw;
+    size_t nraw;                  /* their count */
     size_t pos;                   /* raw items tested so far */
     jj_val *pass;                 /* items that passed (raw itself without a filter) */
-    size_t npass, cap;
+    size_t npass, cap;            /* passed so far / allocated */
     bool done;                    /* no more raw items will be tested */
     const struct jj_node *test;   /* the loop filter (NULL: none) */
     const struct jj_node *target; /* the loop target, bound while testing */
@@ -416,8 +417,8 @@ typedef enum jj_node_kind {
 typedef struct jj_node {
     uint8_t kind;   /* jj_node_kind */
     uint8_t op;     /* JN_BINOP: jj_op */
-    uint8_t fold;   /* root of a constant subexpression jinja2 folds (1; 2 in {{ }}), see
-                       fold_walk in jinja_parse.c */
+    uint8_t fold;   /* a constant subexpression with a slice, which jinja2 folds at compile
+                       time (1; 2: a whole {{ }} expression), see fold_walk in jinja_parse.c */
     uint8_t info;   /* parser facts: JJ_FOLDABLE, JJ_HAS_SLICE */
     int id;         /* JN_FILTER/JN_TEST: builtin id (negative: unknown, fails when reached) */
     int line;       /* source line */
@@ -427,16 +428,16 @@ typedef struct jj_node {
     jj_str name2;   /* JN_NSREF attribute */
     struct jj_node *a, *b, *c;  /* operands (see jj_node_kind) */
     struct jj_node **kids;      /* children: items, arguments, body */
-    size_t nkids;
+    size_t nkids;               /* their count */
     struct jj_node **kids2;     /* else body */
-    size_t nkids2;
+    size_t nkids2;              /* its length */
     struct jj_node **kids3;     /* macro/with parameter names */
-    size_t nkids3;
+    size_t nkids3;              /* their count */
     struct jj_node **kids4;     /* macro defaults / with values (NULL entries: no default) */
-    size_t nkids4;
+    size_t nkids4;              /* their count */
     jj_str *kwnames;            /* keyword argument names (calls, filters, tests) */
     struct jj_node **kwvals;    /* keyword argument values */
-    size_t nkw;
+    size_t nkw;                 /* their count */
     uint8_t *ops;               /* JN_COMPARE operators (jj_op) */
 } jj_node;
 

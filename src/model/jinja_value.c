@@ -666,16 +666,46 @@ void fr_jj_to_str(jj_core *c, jj_sb *b, const jj_val *v) {
     case JT_LIST:
     case JT_DICT:
     case JT_NS: fr_jj_repr(c, b, v, 0); return;
-    case JT_FUNC:
-        fr_jj_sb_puts(c, b, "<function ");
-        fr_jj_sb_put(c, b, v->u.fn->name.p, v->u.fn->name.n);
-        fr_jj_sb_puts(c, b, ">");
+    case JT_FUNC: {
+        /* as Python prints them, with a fixed stand-in for addresses */
+        const jj_func *fn = v->u.fn;
+        jj_str nm = fn->name;
+        if (fn->kind == JFN_MACRO) {
+            fr_jj_sb_puts(c, b, "<Macro '");
+            fr_jj_sb_put(c, b, nm.p, nm.n);
+            fr_jj_sb_puts(c, b, "'>");
+        } else if (fn->kind == JFN_GLOBAL) {
+            if (jj_str_eqz(nm, "range") || jj_str_eqz(nm, "dict")) {
+                fr_jj_sb_puts(c, b, "<class '");
+                fr_jj_sb_put(c, b, nm.p, nm.n);
+                fr_jj_sb_puts(c, b, "'>");
+            } else if (jj_str_eqz(nm, "namespace")) {
+                fr_jj_sb_puts(c, b, "<class 'jinja2.utils.Namespace'>");
+            } else {
+                fr_jj_sb_puts(c, b, "<function ");
+                fr_jj_sb_put(c, b, nm.p, nm.n);
+                fr_jj_sb_puts(c, b, " at 0x7f0000000000>");
+            }
+        } else if (fn->kind == JFN_LOOP) {
+            fr_jj_sb_puts(c, b, "<bound method LoopContext.");
+            fr_jj_sb_put(c, b, nm.p, nm.n);
+            fr_jj_sb_puts(c, b, " of ");
+            fr_jj_to_str(c, b, &fn->self);
+            fr_jj_sb_putc(c, b, '>');
+        } else {
+            fr_jj_sb_puts(c, b, "<built-in method ");
+            fr_jj_sb_put(c, b, nm.p, nm.n);
+            fr_jj_sb_puts(c, b, " of ");
+            fr_jj_sb_puts(c, b, fr_jj_type_name(&fn->self));
+            fr_jj_sb_puts(c, b, " object at 0x7f0000000000>");
+        }
         return;
+    }
     case JT_LOOP:
         snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v->u.loop->i + 1, v->u.loop->npass);
         fr_jj_sb_puts(c, b, tmp);
         return;
-    case JT_GEN: fr_jj_sb_puts(c, b, "<generator object>"); return;
+    case JT_GEN: fr_jj_sb_puts(c, b, v->u.gen->repr); return;
     }
 }
 
