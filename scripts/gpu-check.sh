@@ -11,11 +11,11 @@
 #   6. compute-sanitizer memcheck over `gpu-check --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
-# Usage: scripts/gpu-check.sh [OUTDIR]     (default: $OUT, else ./gpu-check-out)
+# Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
 # Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,sanitizer.log,bench.log,summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
-out=${1:-${OUT:-gpu-check-out}}
+out=${1:-${GPU_CHECK_OUT:-gpu-check-out}}
 mkdir -p "$out"
 sum="$out/summary.txt"
 : >"$sum"
