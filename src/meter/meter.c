@@ -973,12 +973,19 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
             if (!(r->dev_used >> di & 1)) continue;
             est |= d->src == FR_MSRC_ESTIMATED;
             inc |= d->src == FR_MSRC_LOST || d->src == FR_MSRC_NONE;
-            int running = 0;
-            for (fr_meter_step *s = d->steps; s; s = s->next) running++;
             double w = slope(d);
             for (fr_meter_step *s = d->steps; s; s = s->next) {
                 double end = s->ended ? s->t1 : r->t_end, from = s->t0 > d->frontier ? s->t0 : d->frontier;
                 if (end <= from || s->total_share <= 0) continue;
+                /* steps that ran at the same time as this one share the device's power (the
+                 * settled attribution splits the same way); sequential steps do not */
+                double mid = 0.5 * (from + end);
+                int running = 0;
+                for (fr_meter_step *t = d->steps; t; t = t->next) {
+                    double t_end = t->ended ? t->t1 : r->t_end;
+                    running += t->t0 <= mid && t_end >= mid;
+                }
+                if (running < 1) running = 1;
                 for (int q = 0; q < s->n; q++)
                     if (s->sh[q].req == r) {
                         double f = s->sh[q].share / s->total_share / running;
