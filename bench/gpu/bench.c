@@ -193,6 +193,30 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
     return t;
 }
 
+/* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
+ * engine's settings are restored to fused, PDL on, l2pf as found. */
+static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
+    const int l2 = frk_get_stream_l2pf();
+    const int pfs[4] = {0, 65536, 262144, 1048576};
+    for (int pdl = 1; pdl >= 0; pdl--)
+        for (int i = 0; i < 4; i++) {
+            if (!pdl && i) continue;
+            fr_cuda_set_pdl(c, pdl);
+            fr_cuda_set_l2pf(c, pfs[i]);
+            decode(c, s1, 1, 2, NULL);
+            const double tv = decode(c, s1, 1, 32, NULL);
+            LOG("decode batch 1 (%s, graphs, fused) pdl %d, l2 prefetch %4d KiB/block: %.1f tok/s, %.3f ms/token\n",
+                what, pdl, pfs[i] / 1024, 32 / tv, 1e3 * tv / 32);
+        }
+    fr_cuda_set_fuse(c, 0);
+    fr_cuda_set_pdl(c, 1);
+    decode(c, s1, 1, 2, NULL);
+    const double tu = decode(c, s1, 1, 32, NULL);
+    LOG("decode batch 1 (%s, graphs, unfused) pdl 1: %.1f tok/s, %.3f ms/token\n", what, 32 / tu, 1e3 * tu / 32);
+    fr_cuda_set_fuse(c, 1);
+    fr_cuda_set_l2pf(c, l2);
+}
+
 static fr_hparams llama8b(void) {
     fr_hparams hp;
     memset(&hp, 0, sizeof hp);
@@ -243,6 +267,8 @@ static double time_us(launch_fn fn, void *ctx, int rot, int reps) {
     return median(t, reps);
 }
 
+static void stream_call(void *w, uint32_t *sz, int M, int K, int bits, const uint16_t *x, void *o,
+                        int ldo, int mode, cudaStream_t st);
 typedef struct gemv_ctx {
     int M, K, bits, nb, mode, rot;
     void *w[8];
@@ -251,10 +277,13 @@ typedef struct gemv_ctx {
     void *y;
     cublasHandle_t cub;
 } gemv_ctx;
+static bool g_stream_kernel; /* gemv_bench times frk_gemv_stream instead of the GEMV kernels */
 static void run_gemv(void *p, int copy) {
     gemv_ctx *g = p;
     const int ldo = g->mode == FRK_OUT_SWIGLU ? g->M / 2 : g->M;
-    if (g->bits == 16)
+    if (g_stream_kernel && g->nb == 1)
+        stream_call(g->w[copy], g->sz[copy], g->M, g->K, g->bits, g->x, g->y, ldo, g->mode, 0);
+    else if (g->bits == 16)
         frk_gemv_bf16(g->w[copy], g->M, g->K, g->x, g->K, g->nb, g->y, ldo, g->mode, 0);
     else
         frk_gemv_q(g->w[copy], g->sz[copy], g->M, g->K, g->bits, g->x, g->K, g->nb, g->y, ldo, g->mode, 0);
@@ -374,6 +403,16 @@ static void run_rms(void *p, int copy) {
 }
 
 
+/* One streamed GEMV (k_stream.cu) of one bf16 input row. */
+static void stream_call(void *w, uint32_t *sz, int M, int K, int bits, const uint16_t *x, void *o,
+                        int ldo, int mode, cudaStream_t st) {
+    frk_gemv_args a;
+    memset(&a, 0, sizeof a);
+    a.W = w, a.sz = sz, a.M = M, a.K = K, a.bits = bits, a.x = x, a.ldx = K, a.nb = 1;
+    a.out = o, a.ldo = ldo, a.mode = mode;
+    frk_gemv_stream(&a, st);
+}
+
 /* The 32-layer chain of decode GEMVs (qkv, o, gate_up+SwiGLU, down) + LM head, captured as one
  * graph and replayed: the GEMV part of a batch-1 decode step without attention and norms, for
  * each bf16 kernel variant and with programmatic dependent launch on and off; int8/int4 too. */
@@ -420,10 +459,14 @@ static void gemv_chain(int bits) {
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CK(cudaDeviceSynchronize());
     const int nvar = bits == 16 ? 4 : 1;
-    for (int v = 0; v < nvar; v++)
+    /* variants: the GEMV kernels (bf16 shapes 0..3, or the INT kernel), then the streamed kernel
+     * (k_stream.cu) without and with 256 KiB of L2 prefetch per block */
+    for (int v = 0; v < nvar + 2; v++)
         for (int pdl = 1; pdl >= 0; pdl--) {
+            const bool stream = v >= nvar;
             frk_set_pdl(pdl);
-            frk_set_gemv_variant(v);
+            frk_set_gemv_variant(stream ? 1 : v);
+            frk_set_stream_l2pf(v == nvar + 1 ? 262144 : 0);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -432,12 +475,16 @@ static void gemv_chain(int bits) {
                     const uint16_t *in = i == 3 ? act : xn;
                     void *o = i == 0 ? (void *)y : i == 2 ? (void *)act : (void *)x;
                     const int ldo = modes[i] == FRK_OUT_SWIGLU ? Ms[i] / 2 : Ms[i];
-                    if (bits == 16)
+                    if (stream)
+                        stream_call(w[l][i], sz[l][i], Ms[i], Ks[i], bits, in, o, ldo, modes[i], st);
+                    else if (bits == 16)
                         frk_gemv_bf16(w[l][i], Ms[i], Ks[i], in, Ks[i], 1, o, ldo, modes[i], st);
                     else
                         frk_gemv_q(w[l][i], sz[l][i], Ms[i], Ks[i], bits, in, Ks[i], 1, o, ldo, modes[i], st);
                 }
-            if (bits == 16)
+            if (stream)
+                stream_call(hw, hsz, V, E, bits, xn, lg, V, FRK_OUT_STORE, st);
+            else if (bits == 16)
                 frk_gemv_bf16(hw, V, E, xn, E, 1, lg, V, FRK_OUT_STORE, st);
             else
                 frk_gemv_q(hw, hsz, V, E, bits, xn, E, 1, lg, V, FRK_OUT_STORE, st);
@@ -457,15 +504,19 @@ static void gemv_chain(int bits) {
                 if (r >= 2) t[r - 2] = ms;
             }
             const double ms = median(t, 7);
-            LOG("  GEMV chain %s variant %d pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
-                bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", v, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
+            char vn[48];
+            if (stream) snprintf(vn, sizeof vn, "streamed l2pf %dK", frk_get_stream_l2pf() / 1024);
+            else snprintf(vn, sizeof vn, "variant %d", v);
+            LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
+                bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
             CK(cudaEventDestroy(e0));
             CK(cudaEventDestroy(e1));
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
     frk_set_pdl(1);
-    frk_set_gemv_variant(0);
+    frk_set_gemv_variant(1);
+    frk_set_stream_l2pf(0);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));
@@ -506,19 +557,22 @@ static void kernel_breakdown(void) {
                            {128256, 4096, FRK_OUT_STORE}};
     const char *nm[5] = {"qkv", "o", "gate_up+swiglu", "down", "lm_head"};
     const int bitsv[3] = {16, 8, 4};
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < 6; bi++) {
         double layer = 0, head = 0;
+        g_stream_kernel = bi >= 3;
         for (int i = 0; i < 5; i++) {
             char name[96];
             double us = 0;
-            snprintf(name, sizeof name, "gemv %s b=1 %s %dx%d", bitsv[bi] == 16 ? "bf16" : bitsv[bi] == 8 ? "int8" : "int4",
-                     nm[i], shp[i][0], shp[i][1]);
-            gemv_bench(name, shp[i][0], shp[i][1], bitsv[bi], 1, shp[i][2], false, cub, &us);
+            const int bits = bitsv[bi % 3];
+            snprintf(name, sizeof name, "%s %s b=1 %s %dx%d", g_stream_kernel ? "stream" : "gemv",
+                     bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", nm[i], shp[i][0], shp[i][1]);
+            gemv_bench(name, shp[i][0], shp[i][1], bits, 1, shp[i][2], false, cub, &us);
             if (i < 4) layer += us; else head = us;
         }
-        LOG("  => %s GEMVs per token: 32 x %.1f + %.1f = %.2f ms\n", bitsv[bi] == 16 ? "bf16" : bitsv[bi] == 8 ? "int8" : "int4",
-            layer, head, (32 * layer + head) / 1e3);
+        LOG("  => %s %s per token: 32 x %.1f + %.1f = %.2f ms\n", bitsv[bi % 3] == 16 ? "bf16" : bitsv[bi % 3] == 8 ? "int8" : "int4",
+            g_stream_kernel ? "streamed GEMVs" : "GEMVs", layer, head, (32 * layer + head) / 1e3);
     }
+    g_stream_kernel = false;
     gemv_bench("cuBLAS bf16 b=1 gate_up 28672x4096", 28672, 4096, 16, 1, FRK_OUT_STORE, true, cub, NULL);
     gemv_bench("gemv bf16 b=4 gate_up 28672x4096", 28672, 4096, 16, 4, FRK_OUT_SWIGLU, false, cub, NULL);
     gemv_bench("cuBLAS bf16 b=8 gate_up 28672x4096", 28672, 4096, 16, 8, FRK_OUT_STORE, true, cub, NULL);
@@ -690,17 +744,20 @@ int main(int argc, char **argv) {
         r.dec1_eager_tps = (G / 2) / te;
         fr_cuda_set_graphs(c, 1);
         LOG("decode batch 1 (bf16, eager launches): %.1f tok/s\n", r.dec1_eager_tps);
+        sweep_b1(c, &s1, "bf16");
+        fr_cuda_set_fuse(c, 0);
         for (int v = 0; v < 4; v++)
             for (int pdl = 1; pdl >= 0; pdl--) {
                 fr_cuda_set_pdl(c, pdl);
                 fr_cuda_set_gemv_variant(c, v);
                 decode(c, &s1, 1, 2, NULL);
                 const double tv = decode(c, &s1, 1, 24, NULL);
-                LOG("decode batch 1 (bf16, graphs) gemv variant %d, pdl %d: %.1f tok/s, %.3f ms/token\n", v, pdl,
+                LOG("decode batch 1 (bf16, graphs, unfused) gemv variant %d, pdl %d: %.1f tok/s, %.3f ms/token\n", v, pdl,
                     24 / tv, 1e3 * tv / 24);
             }
+        fr_cuda_set_fuse(c, 1);
         fr_cuda_set_pdl(c, 1);
-        fr_cuda_set_gemv_variant(c, 0);
+        fr_cuda_set_gemv_variant(c, 1);
         ss_free(&s1);
         /* batch 32 */
         seqset s32;
@@ -771,6 +828,7 @@ int main(int argc, char **argv) {
         LOG("%s weights (%.2f GiB): prefill %d in %.1f ms (first call); decode batch 1: %.1f tok/s, "
             "%.3f ms/token\n", wi == 1 ? "INT8" : "INT4", mi.weights / 1073741824.0, P, tp * 1e3,
             G / t, 1e3 * t / G);
+        sweep_b1(c, &s1, wi == 1 ? "INT8" : "INT4");
         seqset s32;
         ss_init(&s32, B);
         s32.next_block = 4096;

@@ -211,6 +211,242 @@ static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
     free(Wf), free(Wd), free(q), free(z), free(s), free(pk), free(sz);
 }
 
+/* ---------------------------------------------------------------- streamed GEMV */
+/* Device weights for a host matrix W [M][K]: bf16 (bits 16) or packed INT8/INT4; Wd gets the
+ * values the GPU multiplies by (bf16-rounded or dequantised). */
+static void stream_weights(const float *W, int M, int K, int bits, void **dW, void **dsz, float *Wd) {
+    *dsz = NULL;
+    if (bits == 16) {
+        uint16_t *h = malloc((size_t)M * K * 2);
+        for (size_t i = 0; i < (size_t)M * K; i++) {
+            h[i] = fr_f32_to_bf16(W[i]);
+            Wd[i] = fr_bf16_to_f32(h[i]);
+        }
+        *dW = dupload(h, (size_t)M * K * 2);
+        free(h);
+        return;
+    }
+    const int NG = (K + 127) / 128;
+    uint8_t *q = malloc((size_t)M * NG * 128), *z = malloc((size_t)M * NG);
+    uint16_t *s = malloc((size_t)M * NG * 2);
+    frk_quant_rows(W, M, K, bits, q, s, z);
+    ref_dequant(q, s, z, M, K, Wd);
+    void *pk = malloc(frk_quant_bytes(M, K, bits));
+    uint32_t *sz = malloc(frk_quant_sz_count(M, K) * 4);
+    frk_quant_pack(q, s, z, M, K, bits, pk, sz);
+    *dW = dupload(pk, frk_quant_bytes(M, K, bits));
+    *dsz = dupload(sz, frk_quant_sz_count(M, K) * 4);
+    free(q), free(z), free(s), free(pk), free(sz);
+}
+
+/* Input rows for the streamed GEMV: bf16 rows (norm = false), or residual rows res [nb + 2][K]
+ * gathered through rows[] and RMS-normalised with weight nw; xin gets the values the GPU uses
+ * (bf16-rounded; f16 on top for INT weights). */
+typedef struct stream_in {
+    void *dx, *dres, *dnw, *drows;
+    float *xin;
+} stream_in;
+static stream_in stream_input(int K, int nb, bool norm, int bits) {
+    stream_in si;
+    memset(&si, 0, sizeof si);
+    si.xin = malloc((size_t)nb * K * 4);
+    if (norm) {
+        const int nr = nb + 2;
+        float *res = malloc((size_t)nr * K * 4), *nw = malloc((size_t)K * 4);
+        int32_t rows[8];
+        for (int i = 0; i < nr * K; i++) res[i] = 3.f * frand();
+        for (int i = 0; i < K; i++) nw[i] = 1.f + 0.2f * frand();
+        for (int n = 0; n < nb; n++) rows[n] = (3 * n + 1) % nr;
+        for (int n = 0; n < nb; n++) {
+            ref_rmsnorm(res + (size_t)rows[n] * K, nw, 1, K, 1e-5f, si.xin + (size_t)n * K);
+            for (int k = 0; k < K; k++) si.xin[(size_t)n * K + k] = ref_bf16(si.xin[(size_t)n * K + k]);
+        }
+        si.dres = dupload(res, (size_t)nr * K * 4);
+        si.dnw = dupload(nw, (size_t)K * 4);
+        si.drows = dupload(rows, sizeof rows);
+        free(res), free(nw);
+    } else {
+        uint16_t *xh = bf16_vec((size_t)nb * K, 1.f, si.xin);
+        si.dx = dupload(xh, (size_t)nb * K * 2);
+        free(xh);
+    }
+    if (bits != 16)
+        for (size_t i = 0; i < (size_t)nb * K; i++) si.xin[i] = ref_f16(si.xin[i]);
+    return si;
+}
+static void stream_in_free(stream_in *si) {
+    cudaFree(si->dx), cudaFree(si->dres), cudaFree(si->dnw), cudaFree(si->drows);
+    free(si->xin);
+}
+static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int bits, int nb,
+                        const stream_in *si) {
+    memset(a, 0, sizeof *a);
+    a->W = dW, a->sz = dsz, a->M = M, a->K = K, a->bits = bits, a->nb = nb, a->eps = 1e-5f;
+    if (si->dres) a->xf = si->dres, a->nw = si->dnw, a->rows = si->drows;
+    else a->x = si->dx, a->ldx = K;
+}
+
+static void check_stream(int M, int K, int bits, int nb, bool norm) {
+    if (!frk_gemv_stream_supported(M, K, bits, nb)) {
+        char nm[128];
+        snprintf(nm, sizeof nm, "gemv_stream w%d M=%d K=%d nb=%d: supported", bits, M, K, nb);
+        report_bool(nm, false, "frk_gemv_stream_supported refused a shape the test expects");
+        return;
+    }
+    float *W = malloc((size_t)M * K * 4), *Wd = malloc((size_t)M * K * 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) W[i] = 0.05f * frand() + (i % 7 == 0 ? 0.02f : 0.f);
+    void *dW, *dsz;
+    stream_weights(W, M, K, bits, &dW, &dsz, Wd);
+    stream_in si = stream_input(K, nb, norm, bits);
+    float *y = malloc((size_t)nb * M * 4), *got = malloc((size_t)nb * M * 4);
+    float *init = malloc((size_t)nb * M * 4), *ea = malloc((size_t)nb * M * 4);
+    ref_gemv(Wd, si.xin, M, K, nb, y);
+    for (int i = 0; i < nb * M; i++) init[i] = frand(), ea[i] = init[i] + y[i];
+    void *dy = dalloc_poison((size_t)nb * M * 4);
+    frk_gemv_args a;
+    stream_args(&a, dW, dsz, M, K, bits, nb, &si);
+    const double tol = (bits == 16 ? 1e-5 : 1e-4) * (norm ? 3 : 1);
+    char name[160];
+    const char *w = bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4";
+    a.out = dy, a.ldo = M, a.mode = FRK_OUT_STORE;
+    frk_gemv_stream(&a, st);
+    download(got, dy, (size_t)nb * M * 4);
+    snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %sstore", w, M, K, nb, norm ? "rmsnorm+" : "");
+    report(name, ref_rel_l2(got, y, (size_t)nb * M), tol);
+    CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
+    a.mode = FRK_OUT_ACC;
+    frk_gemv_stream(&a, st);
+    download(got, dy, (size_t)nb * M * 4);
+    snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %saccumulate", w, M, K, nb, norm ? "rmsnorm+" : "");
+    report(name, ref_rel_l2(got, ea, (size_t)nb * M), tol);
+    if (M % 2 == 0) {
+        float *act = malloc((size_t)nb * (M / 2) * 4), *ga = malloc((size_t)nb * (M / 2) * 4);
+        uint16_t *gh = malloc((size_t)nb * (M / 2) * 2);
+        ref_swiglu_pairs(y, nb, M, act);
+        for (int i = 0; i < nb * M / 2; i++) act[i] = ref_bf16(act[i]);
+        CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
+        a.ldo = M / 2, a.mode = FRK_OUT_SWIGLU;
+        frk_gemv_stream(&a, st);
+        download(gh, dy, (size_t)nb * (M / 2) * 2);
+        bf16_to_f32(gh, ga, (size_t)nb * (M / 2));
+        snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %sswiglu", w, M, K, nb, norm ? "rmsnorm+" : "");
+        report(name, ref_rel_l2(ga, act, (size_t)nb * M / 2), 1e-2);
+        free(act), free(ga), free(gh);
+    }
+    cudaFree(dW), cudaFree(dsz), cudaFree(dy);
+    stream_in_free(&si);
+    free(W), free(Wd), free(y), free(got), free(init), free(ea);
+}
+
+/* The fused qkv projection: rows in pair order, epilogue bias + RoPE + K/V store, against the
+ * model-order product rotated by the reference. */
+static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bool interleaved,
+                              bool bias, bool staging, bool norm) {
+    const int L = 3, layer = 2, nq = H * D, nk = Hkv * D, M = nq + 2 * nk, NBLK = 64, bts = 8, half = D / 2;
+    float *Wm = malloc((size_t)M * K * 4), *Wp = malloc((size_t)M * K * 4), *Wd = malloc((size_t)M * K * 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) Wm[i] = 0.05f * frand();
+    /* pair order of the q and k rows (the engine's pair_order) */
+    int *src_of = malloc((size_t)M * sizeof(int));
+    for (int r = 0; r < M; r++) {
+        src_of[r] = r;
+        if (!interleaved && r < nq + nk) {
+            const int h = r / D, j = r % D;
+            src_of[r] = h * D + (j / 2) + (j % 2) * half;
+        }
+    }
+    for (int r = 0; r < M; r++) memcpy(Wp + (size_t)r * K, Wm + (size_t)src_of[r] * K, (size_t)K * 4);
+    void *dW, *dsz;
+    stream_weights(Wp, M, K, bits, &dW, &dsz, Wd);
+    stream_in si = stream_input(K, nb, norm, bits);
+    float *yp = malloc((size_t)nb * M * 4), *b = malloc((size_t)M * 4);
+    ref_gemv(Wd, si.xin, M, K, nb, yp);
+    for (int i = 0; i < M; i++) b[i] = 0.5f * frand();
+    int32_t pos[8], seq[8], bt[8 * 8];
+    for (int t = 0; t < nb; t++) {
+        pos[t] = irand(bts * 16);
+        seq[t] = t;
+        for (int i = 0; i < bts; i++) bt[t * bts + i] = 1 + (t * bts + i) % (NBLK - 1);
+    }
+    double *inv = malloc((size_t)half * sizeof(double));
+    ref_inv_freq(inv, D, 500000.f, NULL, false);
+    const int npos = bts * 16;
+    float *ct = malloc((size_t)npos * half * 4), *stb = malloc((size_t)npos * half * 4);
+    for (int p = 0; p < npos; p++)
+        for (int i = 0; i < half; i++) {
+            ct[(size_t)p * half + i] = (float)cos((double)p * inv[i]);
+            stb[(size_t)p * half + i] = (float)sin((double)p * inv[i]);
+        }
+    void *db = dupload(b, (size_t)M * 4), *dpos = dupload(pos, sizeof pos), *dseq = dupload(seq, sizeof seq);
+    void *dbt = dupload(bt, sizeof bt), *dct = dupload(ct, (size_t)npos * half * 4);
+    void *dstb = dupload(stb, (size_t)npos * half * 4);
+    const size_t pool = (size_t)NBLK * L * Hkv * 16 * D;
+    void *dq = dalloc_poison((size_t)nb * nq * 2), *dk = dalloc_poison(pool * 2), *dv = dalloc_poison(pool * 2);
+    void *dnew = dalloc_poison((size_t)nb * 2 * nk * 2);
+    frk_gemv_args a;
+    stream_args(&a, dW, dsz, M, K, bits, nb, &si);
+    a.mode = FRK_OUT_ROPE;
+    frk_rope_args *r = &a.rope;
+    r->bias = bias ? db : NULL;
+    r->pos = dpos, r->tok_seq = dseq, r->block_tables = dbt, r->cos_tab = dct, r->sin_tab = dstb;
+    r->T = nb, r->H = H, r->Hkv = Hkv, r->D = D, r->interleaved = interleaved, r->bt_stride = bts;
+    r->layer = layer, r->n_layer = L, r->qout = dq, r->pair_rows = 1;
+    if (staging) r->kvnew = dnew; else r->kc = dk, r->vc = dv;
+    frk_gemv_stream(&a, st);
+    /* reference: back to model order, bias, rotate, round */
+    float *rq = malloc((size_t)nb * nq * 4), *rk = malloc((size_t)nb * nk * 4), *rv = malloc((size_t)nb * nk * 4);
+    float *row = malloc((size_t)M * 4);
+    for (int t = 0; t < nb; t++) {
+        for (int rr = 0; rr < M; rr++) row[src_of[rr]] = yp[(size_t)t * M + rr];
+        for (int i = 0; i < M; i++) row[i] += bias ? b[i] : 0.f;
+        memcpy(rq + (size_t)t * nq, row, (size_t)nq * 4);
+        memcpy(rk + (size_t)t * nk, row + nq, (size_t)nk * 4);
+        memcpy(rv + (size_t)t * nk, row + nq + nk, (size_t)nk * 4);
+        ref_rope(rq + (size_t)t * nq, H, D, pos[t], inv, interleaved);
+        ref_rope(rk + (size_t)t * nk, Hkv, D, pos[t], inv, interleaved);
+    }
+    for (int i = 0; i < nb * nq; i++) rq[i] = ref_bf16(rq[i]);
+    for (int i = 0; i < nb * nk; i++) rk[i] = ref_bf16(rk[i]), rv[i] = ref_bf16(rv[i]);
+    uint16_t *hq = malloc((size_t)nb * nq * 2);
+    float *gq = malloc((size_t)nb * nq * 4), *gk = malloc((size_t)nb * nk * 4), *gv = malloc((size_t)nb * nk * 4);
+    download(hq, dq, (size_t)nb * nq * 2);
+    bf16_to_f32(hq, gq, (size_t)nb * nq);
+    if (staging) {
+        uint16_t *hn = malloc((size_t)nb * 2 * nk * 2);
+        download(hn, dnew, (size_t)nb * 2 * nk * 2);
+        for (int t = 0; t < nb; t++) {
+            bf16_to_f32(hn + (size_t)t * 2 * nk, gk + (size_t)t * nk, (size_t)nk);
+            bf16_to_f32(hn + (size_t)t * 2 * nk + nk, gv + (size_t)t * nk, (size_t)nk);
+        }
+        free(hn);
+    } else {
+        uint16_t *hk = malloc(pool * 2), *hv = malloc(pool * 2);
+        download(hk, dk, pool * 2);
+        download(hv, dv, pool * 2);
+        for (int t = 0; t < nb; t++)
+            for (int h = 0; h < Hkv; h++) {
+                const int blk = bt[t * bts + pos[t] / 16];
+                const size_t off = (((size_t)blk * L + layer) * Hkv + h) * 16 * D + (size_t)(pos[t] % 16) * D;
+                bf16_to_f32(hk + off, gk + (size_t)t * nk + h * D, (size_t)D);
+                bf16_to_f32(hv + off, gv + (size_t)t * nk + h * D, (size_t)D);
+            }
+        free(hk), free(hv);
+    }
+    char name[200];
+    snprintf(name, sizeof name, "gemv_stream %s qkv+rope H=%d/%d D=%d K=%d nb=%d %s%s%s -> %s: q",
+             bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", H, Hkv, D, K, nb,
+             interleaved ? "interleaved" : "halves", bias ? "+bias" : "", norm ? " rmsnorm" : "",
+             staging ? "staging" : "cache");
+    report(name, ref_rel_l2(gq, rq, (size_t)nb * nq), 1e-2);
+    snprintf(name, sizeof name, "gemv_stream %s qkv+rope H=%d/%d D=%d nb=%d -> %s: k, v",
+             bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", H, Hkv, D, nb, staging ? "staging" : "cache");
+    report(name, fmax(ref_rel_l2(gk, rk, (size_t)nb * nk), ref_rel_l2(gv, rv, (size_t)nb * nk)), 1e-2);
+    cudaFree(dW), cudaFree(dsz), cudaFree(db), cudaFree(dpos), cudaFree(dseq), cudaFree(dbt);
+    cudaFree(dct), cudaFree(dstb), cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dnew);
+    stream_in_free(&si);
+    free(Wm), free(Wp), free(Wd), free(src_of), free(yp), free(b), free(inv), free(ct), free(stb);
+    free(rq), free(rk), free(rv), free(row), free(hq), free(gq), free(gk), free(gv);
+}
+
 /* ---------------------------------------------------------------- RMSNorm, SwiGLU */
 static void check_rmsnorm(int n, int E) {
     float *x = malloc((size_t)n * E * 4), *w = malloc((size_t)E * 4), *r = malloc((size_t)n * E * 4);
@@ -431,6 +667,7 @@ static void check_kv_i8(void) {
 }
 
 /* ---------------------------------------------------------------- attention */
+static bool attn_merged; /* split attention merges in-kernel (counters) instead of a combine kernel */
 typedef struct attn_case {
     int H, Hkv, D, kv_int8;
 } attn_case;
@@ -484,10 +721,28 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
     a.pos = dpos, a.tok_seq = dseq, a.block_tables = dbt;
     a.T = T, a.H = H, a.Hkv = Hkv, a.D = D, a.bt_stride = bts, a.layer = layer, a.n_layer = L;
     a.kv_int8 = ac.kv_int8, a.n_split = n_split > 0 ? n_split : 1, a.part = dpart, a.out = dout;
+    const bool merged = attn_merged && n_split > 1;
+    int *dcnt = NULL;
+    if (merged) {
+        CK(cudaMalloc((void **)&dcnt, (size_t)T * Hkv * sizeof(int)));
+        CK(cudaMemset(dcnt, 0, (size_t)T * Hkv * sizeof(int)));
+        a.counters = dcnt;
+    }
     if (n_split == 0)
         frk_attention_prefill(&a, pos0, st);
     else
         frk_attention(&a, st);
+    if (merged) { /* twice: the tickets must be back at zero for the next launch (graph replay) */
+        CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
+        frk_attention(&a, st);
+        int *hc = malloc((size_t)T * Hkv * sizeof(int));
+        download(hc, dcnt, (size_t)T * Hkv * sizeof(int));
+        bool zero = true;
+        for (int i = 0; i < T * Hkv; i++) zero = zero && hc[i] == 0;
+        report_bool("attention: split tickets reset to zero after the in-kernel merge", zero, "");
+        free(hc);
+        cudaFree(dcnt);
+    }
     /* reference */
     float *ref = malloc((size_t)T * H * D * 4), *got = malloc((size_t)T * H * D * 4);
     float *Kc = malloc((size_t)maxctx * Hkv * D * 4), *Vc = malloc((size_t)maxctx * Hkv * D * 4);
@@ -524,8 +779,9 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
         snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d run T=%d pos0=%d split=%d",
                  ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, T, pos0, n_split);
     else
-        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d",
-                 ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, n_seq, maxctx, n_split);
+        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d%s",
+                 ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, n_seq, maxctx, n_split,
+                 merged ? " merged in-kernel" : "");
     report(name, ref_rel_l2(got, ref, (size_t)T * H * D), 1e-2);
     cudaFree(dk), cudaFree(dv), cudaFree(dks), cudaFree(dvs), cudaFree(dbt), cudaFree(dpos);
     cudaFree(dseq), cudaFree(dq), cudaFree(dout), cudaFree(dpart);
@@ -710,6 +966,7 @@ static void quant_cb(const float *W, int M, int K, int bits, float *out) {
     host_quant_dequant(W, M, K, bits, out);
 }
 
+static int dec_fuse = 1; /* fr_cuda_config.fuse of the decoder checks */
 static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, int graphs, int mma) {
     fr_model *m = tiny_model(sh);
     const int V = sh->V;
@@ -733,11 +990,13 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     cfg.max_tokens = 64;
     cfg.max_seqs = 8;
     cfg.kv_bytes = (size_t)64 << 20;
+    cfg.fuse = dec_fuse;
     fr_err err = {{0}};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     char name[200];
-    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d", sh->name,
-             wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma);
+    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d", sh->name,
+             wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
+             dec_fuse);
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -891,15 +1150,27 @@ int main(int argc, char **argv) {
         check_swiglu(2, 40);
         check_rope(4, 2, 16, false, true, false, true);
         check_rope(4, 2, 16, true, false, true, false);
+        check_stream(130, 64, 16, 1, false);
+        check_stream(66, 1544, 16, 3, true);
+        check_stream(34, 200, 4, 1, true);
+        check_stream(40, 256, 8, 5, false);
+        check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
+        check_stream_rope(4, 4, 2, 16, 256, 1, true, false, true, false);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
         check_attention((attn_case){8, 2, 16, 1}, c1, 3, 4, 0, 0);
+        attn_merged = true;
+        check_attention((attn_case){8, 2, 16, 1}, c1, 3, 4, 0, 0);
+        attn_merged = false;
         check_attention((attn_case){8, 2, 128, 0}, NULL, 0, 0, 20, 5);
         check_sampling();
         const tiny_shape q = {"tiny-qwen2(E64,H4/2,D16)", 64, 4, 2, 16, 96, 300, 2, true, true, false, false};
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&q, FR_CUDA_W_INT4, 1, 1, 1);
+        dec_fuse = 0;
+        check_decoder(&q, FR_CUDA_W_BF16, 1, 1, 1);
+        dec_fuse = 1;
     } else {
         check_gemv_bf16(4098, 4096);
         check_gemv_bf16(1000, 14336);
@@ -920,6 +1191,25 @@ int main(int argc, char **argv) {
         check_rope(28, 4, 128, false, true, true, true);
         check_rope(4, 2, 16, false, true, false, false);
         check_rope(8, 2, 8, true, false, true, false);
+        for (int nb = 1; nb <= 4; nb++) check_stream(4098, 4096, 16, nb, nb % 2 == 1);
+        check_stream(28672, 4096, 16, 1, true);
+        check_stream(4096, 14336, 16, 1, false);
+        check_stream(130, 64, 16, 2, true);
+        check_stream(1000, 1544, 16, 3, false);
+        for (int bits = 4; bits <= 8; bits += 4) {
+            check_stream(1000, 4096, bits, 1, true);
+            check_stream(1000, 4096, bits, 4, false);
+            check_stream(4096, 14336, bits, 1, false);
+            check_stream(66, 4160, bits, 2, true);
+            check_stream(66, 200, bits, 8, false);
+            check_stream(128256 / 8, 4096, bits, 1, true);
+        }
+        check_stream_rope(16, 32, 8, 128, 4096, 1, false, false, false, true);
+        check_stream_rope(16, 32, 8, 128, 4096, 4, false, true, false, false);
+        check_stream_rope(16, 28, 4, 128, 512, 3, true, true, true, true);
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, false, false, true);
+        check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, true, false);
+        check_stream_rope(4, 8, 2, 64, 384, 8, true, true, false, false);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};
@@ -931,6 +1221,11 @@ int main(int argc, char **argv) {
         check_attention((attn_case){8, 1, 256, 0}, c1, 6, 2, 0, 0);
         check_attention((attn_case){4, 2, 16, 0}, c1, 6, 5, 0, 0);
         check_attention((attn_case){8, 2, 8, 0}, c1, 6, 1, 0, 0);
+        attn_merged = true;
+        check_attention((attn_case){32, 8, 128, 0}, c1, 6, 16, 0, 0);
+        check_attention((attn_case){32, 8, 128, 1}, c2, 4, 64, 0, 0);
+        check_attention((attn_case){8, 1, 256, 0}, c1, 6, 2, 0, 0);
+        attn_merged = false;
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 1, 100, 37);   /* general kernel, run */
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 0, 100, 37);   /* mma prefill */
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 0, 512, 0);
@@ -949,6 +1244,10 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         check_decoder(&shapes[2], FR_CUDA_W_INT4, 1, 0, 1);
+        dec_fuse = 0; /* the unfused decode path stays checked too */
+        check_decoder(&shapes[0], FR_CUDA_W_BF16, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT8, 1, 1, 1);
+        dec_fuse = 1;
     }
     CK(cudaDeviceSynchronize());
     printf("gpu-check: %.1f s\n", fr_time_s() - t0);

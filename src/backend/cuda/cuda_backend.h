@@ -37,6 +37,10 @@ typedef struct fr_cuda_config {
     int use_graphs;        /* 1 (default): replay captured decode graphs */
     int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported */
     int rope_freq_bf16;    /* round rotary frequencies to bf16 (see fr_decoder_opts) */
+    int fuse;              /* 1 (default): decode steps of few rows use the streamed, fused linear
+                            * layers (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside) and
+                            * attention merges its splits itself; 0: one kernel per operation.
+                            * Env FRUGAL_CUDA_FUSE overrides at creation. */
 } fr_cuda_config;
 
 typedef struct fr_cuda_mem {
@@ -79,6 +83,10 @@ void fr_cuda_set_graphs(fr_cuda *c, int on);
  * process-wide (env FRUGAL_CUDA_PDL, FRUGAL_CUDA_GEMV at creation) and drop captured graphs. */
 void fr_cuda_set_pdl(fr_cuda *c, int on);
 void fr_cuda_set_gemv_variant(fr_cuda *c, int v);
+/* Fused decode path on/off (fr_cuda_config.fuse) and the streamed GEMV's L2 prefetch per block
+ * in bytes (kernels.h frk_set_stream_l2pf; env FRUGAL_CUDA_L2PF at creation); drop graphs. */
+void fr_cuda_set_fuse(fr_cuda *c, int on);
+void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 
 /* Statistics since creation. */
 typedef struct fr_cuda_stats {

@@ -7,7 +7,11 @@
  *
  * One forward (per layer): rmsnorm -> qkv linear -> rope + KV store -> attention -> o linear
  * (accumulated into the residual) -> rmsnorm -> gate/up linear with SwiGLU -> down linear
- * (accumulated); then the final norm over the wanted rows only and the LM head. "linear" picks:
+ * (accumulated); then the final norm over the wanted rows only and the LM head. The qkv rows are
+ * stored in pair order (pair_order) so RoPE can sit in a GEMV epilogue. Decode steps of few rows
+ * (bf16 <= 4, INT <= 8) run each linear layer as one streamed kernel with its neighbours fused
+ * (frk_gemv_stream: norm -> qkv -> rope + KV store; o + residual; norm -> gate/up -> SwiGLU;
+ * down + residual; norm -> LM head), 5 kernels a layer. Otherwise "linear" picks:
  *   bf16 weights, <= 4 rows: own GEMV (k_gemv.cu); more rows: cuBLAS bf16 GEMM (fp32 accumulate,
  *   beta = 1 for the residual add);
  *   int8/int4 weights, <= 64 rows: tensor-core GEMV; more: dequantise to bf16 scratch + cuBLAS.
@@ -78,6 +82,7 @@ struct fr_cuda {
     uint16_t *kvnew; /* [MT][2 nk] (int8 KV) */
     float *part;     /* [MS][H][max_split][D + 2] */
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
+    int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
     frk_sample_params *sp_d; /* [MT] */
@@ -135,6 +140,7 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.max_ctx = 0;
     c.use_graphs = 1;
     c.prefill_mma = 1;
+    c.fuse = 1;
     return c;
 }
 
@@ -212,6 +218,10 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_pdl(atoi(e));
         e = getenv("FRUGAL_CUDA_GEMV");
         if (e) frk_set_gemv_variant(atoi(e));
+        e = getenv("FRUGAL_CUDA_FUSE");
+        if (e) c->cfg.fuse = atoi(e) ? 1 : 0;
+        e = getenv("FRUGAL_CUDA_L2PF");
+        if (e) frk_set_stream_l2pf(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
@@ -304,6 +314,8 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     DALLOC(c->logits, MT * V * 4, a);
     if (c->cfg.kv_int8) DALLOC(c->kvnew, MT * 2 * c->nk * 2, a);
     DALLOC(c->part, (size_t)c->MS * hp->n_head * c->max_split * (hp->head_dim + 2) * 4, a);
+    DALLOC(c->attn_cnt, MT * hp->n_head_kv * sizeof(int), a);
+    FR_CK(cudaMemset(c->attn_cnt, 0, MT * hp->n_head_kv * sizeof(int)));
     if (c->wbits != 16) {
         c->wdq_elems = FR_MAX(FR_MAX(W * E, (size_t)E * c->nq), FR_MAX(2 * F * E, E * F));
         DALLOC(c->wdq, c->wdq_elems * 2, a);
@@ -452,10 +464,31 @@ static int upload_vec(float *dst, const fr_tensor *t, int n, fr_err *err) {
     return 0;
 }
 
+/* Rows [0, n_pair) of f [.][K] (the q and k heads of the fused qkv matrix) into pair order: within
+ * each head of D rows, rotation pair i (rows i and i + D/2 when the model rotates halves) becomes
+ * rows 2i, 2i + 1, so one epilogue thread sees both values it rotates (frk_gemv_stream's ROPE
+ * mode; frk_rope_kv with pair_rows). Interleaved models already have that order. */
+static int pair_order(const fr_hparams *hp, float *f, int n_pair, int K) {
+    const int D = hp->head_dim, half = D / 2;
+    if (hp->rope_interleaved) return 0;
+    float *tmp = (float *)malloc((size_t)D * K * sizeof(float));
+    if (!tmp) return -1;
+    for (int h0 = 0; h0 + D <= n_pair; h0 += D) {
+        float *head = f + (size_t)h0 * K;
+        memcpy(tmp, head, (size_t)D * K * sizeof(float));
+        for (int i = 0; i < half; i++) {
+            memcpy(head + (size_t)(2 * i) * K, tmp + (size_t)i * K, (size_t)K * sizeof(float));
+            memcpy(head + (size_t)(2 * i + 1) * K, tmp + (size_t)(i + half) * K, (size_t)K * sizeof(float));
+        }
+    }
+    free(tmp);
+    return 0;
+}
+
 /* Upload a fused matrix built from n sources (rows concatenated, or interleaved row by row when
- * interleave = 1 for 2 sources of equal rows). */
+ * interleave = 1 for 2 sources of equal rows); the first n_pair rows are put in pair order. */
 static int upload_mat(fr_cuda *c, dmat *d, const fr_tensor *const *src, int nsrc, int interleave,
-                      fr_err *err) {
+                      int n_pair, fr_err *err) {
     const int M = d->M, K = d->K;
     float *f = (float *)malloc((size_t)M * K * sizeof(float));
     if (!f) {
@@ -487,6 +520,11 @@ static int upload_mat(fr_cuda *c, dmat *d, const fr_tensor *const *src, int nsrc
     if (row != M) {
         fr_err_set(err, "cuda: fused matrix has %d rows, expected %d", row, M);
         free(f);
+        return -1;
+    }
+    if (n_pair && pair_order(&c->hp, f, n_pair, K)) {
+        free(f);
+        fr_err_set(err, "cuda: out of host memory");
         return -1;
     }
     if (c->wbits == 16) {
@@ -546,7 +584,7 @@ static int upload_model(fr_cuda *c, const fr_model *m, fr_err *err) {
     }
     if (c->out.w != c->tok_embd) {
         const fr_tensor *o = fr_tensor_present(&w->output) ? &w->output : &w->tok_embd;
-        if (upload_mat(c, &c->out, &o, 1, 0, err)) return -1;
+        if (upload_mat(c, &c->out, &o, 1, 0, 0, err)) return -1;
     }
     if (upload_vec(c->out_norm, &w->output_norm, E, err)) return -1;
     for (int l = 0; l < hp->n_layer; l++) {
@@ -558,8 +596,9 @@ static int upload_model(fr_cuda *c, const fr_model *m, fr_err *err) {
         const fr_tensor *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
         const fr_tensor *gu[2] = {&ly->w_gate, &ly->w_up};
         const fr_tensor *wo = &ly->wo, *wd = &ly->w_down;
-        if (upload_mat(c, &L->qkv, qkv, 3, 0, err) || upload_mat(c, &L->o, &wo, 1, 0, err) ||
-            upload_mat(c, &L->gu, gu, 2, 1, err) || upload_mat(c, &L->down, &wd, 1, 0, err))
+        if (upload_mat(c, &L->qkv, qkv, 3, 0, c->nq + c->nk, err) ||
+            upload_mat(c, &L->o, &wo, 1, 0, 0, err) || upload_mat(c, &L->gu, gu, 2, 1, 0, err) ||
+            upload_mat(c, &L->down, &wd, 1, 0, 0, err))
             return -1;
         if (fr_tensor_present(&ly->bq)) {
             const int W = c->nq + 2 * c->nk;
@@ -704,6 +743,36 @@ static int split_for(const fr_cuda *c, int T) {
     return s;
 }
 
+/* The streamed, fused linear layer when it applies (fuse on, few rows, shapes supported): input
+ * bf16 rows `in`, or the RMSNorm (weight nw) of residual rows xf (rows: optional gather); output
+ * as linear(), or mode ROPE with *ra. Returns 0 when it did not apply (the caller runs the
+ * separate kernels). */
+static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const float *xf,
+                         const float *nw, const int32_t *rows, int T, void *out, int mode,
+                         const frk_rope_args *ra) {
+    if (!c->cfg.fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
+    frk_gemv_args g;
+    memset(&g, 0, sizeof g);
+    g.W = W->w;
+    g.sz = W->sz;
+    g.M = W->M;
+    g.K = W->K;
+    g.bits = c->wbits;
+    g.x = in;
+    g.ldx = W->K;
+    g.xf = xf;
+    g.nw = nw;
+    g.rows = rows;
+    g.eps = c->hp.rms_eps;
+    g.nb = T;
+    g.out = out;
+    g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
+    g.mode = mode;
+    if (ra) g.rope = *ra;
+    frk_gemv_stream(&g, c->st);
+    return 1;
+}
+
 static void run_layers(fr_cuda *c, const plan *pl) {
     const fr_hparams *hp = &c->hp;
     cudaStream_t st = c->st;
@@ -716,8 +785,6 @@ static void run_layers(fr_cuda *c, const plan *pl) {
     frk_embed(c->tok_embd, d_tok, T, E, c->x, st);
     for (int l = 0; l < hp->n_layer; l++) {
         const dlayer *L = &c->L[l];
-        frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
-        linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
         frk_rope_args ra;
         memset(&ra, 0, sizeof ra);
         ra.qkv = c->qkv;
@@ -737,13 +804,19 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         ra.layer = l;
         ra.n_layer = hp->n_layer;
         ra.qout = c->qb;
+        ra.pair_rows = 1;
         if (c->cfg.kv_int8) {
             ra.kvnew = c->kvnew;
         } else {
             ra.kc = (uint16_t *)c->kc;
             ra.vc = (uint16_t *)c->vc;
         }
-        frk_rope_kv(&ra, st);
+        /* norm -> qkv -> rope + KV store */
+        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra)) {
+            frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
+            linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
+            frk_rope_kv(&ra, st);
+        }
         if (c->cfg.kv_int8)
             frk_kv_store_i8(c->kvnew, d_seg, d_seg0, d_rows, pl->n_seg, d_bt, c->bt_stride, l, hp->n_layer,
                             hp->n_head_kv, hp->head_dim, (int8_t *)c->kc, (int8_t *)c->vc, c->ksc,
@@ -769,17 +842,24 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         aa.n_split = pl->n_split;
         aa.part = c->part;
         aa.out = c->attn;
+        aa.counters = c->cfg.fuse ? c->attn_cnt : NULL;
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
             frk_attention(&aa, st);
-        linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
-        frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
-        linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
-        linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
+        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
+            linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
+        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL)) {
+            frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
+            linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
+        }
+        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
+            linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
-    frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
-    linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
+    if (!stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
+        frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
+        linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
+    }
 }
 
 /* Check the batch, fill the pinned inputs, choose the plan. */
@@ -1052,6 +1132,14 @@ extern "C" void fr_cuda_set_pdl(fr_cuda *c, int on) {
 extern "C" void fr_cuda_set_gemv_variant(fr_cuda *c, int v) {
     drop_graphs(c);
     frk_set_gemv_variant(v);
+}
+extern "C" void fr_cuda_set_fuse(fr_cuda *c, int on) {
+    drop_graphs(c);
+    c->cfg.fuse = on ? 1 : 0;
+}
+extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
+    drop_graphs(c);
+    frk_set_stream_l2pf(bytes);
 }
 
 extern "C" void fr_cuda_mem_info(const fr_cuda *c, fr_cuda_mem *o) {

@@ -9,8 +9,9 @@
  *   phase 3  o_h += p_hj v_j, each thread accumulating 8 columns for its keys; the per-thread
  *            partials are rescaled by alpha per chunk and reduced once at the end.
  * With n_split > 1 the chunks of a token are dealt round-robin to n_split blocks that write
- * (m, l, o) partials; k_attn_combine merges them (flash-decoding), so batch-1 decode with a long
- * context still fills the GPU.
+ * (m, l, o) partials that are merged (flash-decoding), so batch-1 decode with a long context
+ * still fills the GPU: by k_attn_combine, or, with counters, by the last block of each (token, KV
+ * head) to finish (an atomic ticket), which saves a launch per layer.
  *
  * frk_attention_prefill (a run of consecutive tokens of one sequence, bf16 cache): FlashAttention-2
  * style on the tensor cores. A block (4 warps) takes 64 query rows = QT tokens x G heads of one KV
@@ -49,6 +50,37 @@ static __device__ __forceinline__ void kv_unpack(const uint4 raw, float s, float
             v[2 * e + 1] = bf_hi(ww[e]);
         }
     }
+}
+
+/* Merge the n_split (o, m, l) partials of head hq of token t into out (bf16), with all threads
+ * of the block (synchronises; every thread must call it). The partials may come from other
+ * blocks of the same grid, so they are read past L1 (__ldcg). */
+static __device__ void combine_head(const float *part, int t, int hq, int nsplit, int H, int D,
+                                    bf16 *out, float *wsp, float *inv_l) {
+    const int tid = threadIdx.x;
+    const float *pp = part + ((size_t)t * H + hq) * nsplit * (D + 2);
+    if (tid < 32) { /* all (m, l) pairs at once, one warp */
+        float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
+        if (tid < nsplit) m0 = __ldcg(pp + tid * (D + 2) + D), l0 = __ldcg(pp + tid * (D + 2) + D + 1);
+        if (tid + 32 < nsplit)
+            m1 = __ldcg(pp + (tid + 32) * (D + 2) + D), l1 = __ldcg(pp + (tid + 32) * (D + 2) + D + 1);
+        if (!(l0 > 0.f)) m0 = -INFINITY;
+        if (!(l1 > 0.f)) m1 = -INFINITY;
+        const float M = warp_max(fmaxf(m0, m1));
+        const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
+        const float L = warp_sum(w0 * l0 + w1 * l1);
+        if (tid < nsplit) wsp[tid] = w0;
+        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
+        if (tid == 0) *inv_l = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int d = tid; d < D; d += blockDim.x) {
+        float acc = 0.f;
+#pragma unroll 8
+        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], __ldcg(pp + sp * (D + 2) + d), acc);
+        out[(size_t)t * H * D + (size_t)hq * D + d] = __float2bfloat16(acc * *inv_l);
+    }
+    __syncthreads();
 }
 
 template <int D, int GM, bool I8>
@@ -207,6 +239,18 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
             }
         }
     }
+    if (nsplit > 1 && a.counters) { /* the last split block of (t, g) merges the partials */
+        __shared__ int s_last;
+        __shared__ float wsp[64], inv_l;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) s_last = atomicAdd(&a.counters[t * Hkv + g], 1) == nsplit - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        for (int h = 0; h < G; h++) combine_head(a.part, t, g * G + h, nsplit, H, D, (bf16 *)a.out, wsp, &inv_l);
+        if (tid == 0) a.counters[t * Hkv + g] = 0;
+    }
 }
 
 __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
@@ -215,28 +259,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H
     __shared__ float inv_l;
     pdl_trigger();
     pdl_wait();
-    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
-    const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
-    if (tid < 32) { /* all (m, l) pairs at once, one warp */
-        float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
-        if (tid < nsplit) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
-        if (tid + 32 < nsplit) m1 = pp[(tid + 32) * (D + 2) + D], l1 = pp[(tid + 32) * (D + 2) + D + 1];
-        if (!(l0 > 0.f)) m0 = -INFINITY;
-        if (!(l1 > 0.f)) m1 = -INFINITY;
-        const float M = warp_max(fmaxf(m0, m1));
-        const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
-        const float L = warp_sum(w0 * l0 + w1 * l1);
-        if (tid < nsplit) wsp[tid] = w0;
-        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
-        if (tid == 0) inv_l = L > 0.f ? 1.f / L : 0.f;
-    }
-    __syncthreads();
-    for (int d = tid; d < D; d += blockDim.x) {
-        float acc = 0.f;
-#pragma unroll 8
-        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
-        out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
-    }
+    combine_head(part, blockIdx.y, blockIdx.x, nsplit, H, D, out, wsp, &inv_l);
 }
 
 template <int D, int GM>
@@ -270,7 +293,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     case 256: launch_attn_d<256>(a, G, st); break;
     default: FR_DEV_ASSERT(!"unsupported head_dim");
     }
-    if (a->n_split > 1) {
+    if (a->n_split > 1 && !a->counters) {
         dim3 grid(a->H, a->T);
         frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
                    (const float *)a->part, a->n_split, a->H, a->D, (bf16 *)a->out);

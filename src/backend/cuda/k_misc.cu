@@ -142,7 +142,8 @@ __global__ void k_rope_kv(frk_rope_args a) {
         const int h = idx / half, i = idx % half;
         const int i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + half;
         const int off = h * D; /* q heads then k heads are contiguous in the row */
-        float x0 = row[off + i0], x1 = row[off + i1];
+        const int j0 = a.pair_rows ? 2 * i : i0, j1 = a.pair_rows ? 2 * i + 1 : i1;
+        float x0 = row[off + j0], x1 = row[off + j1];
         if (a.bias) {
             x0 += a.bias[off + i0];
             x1 += a.bias[off + i1];

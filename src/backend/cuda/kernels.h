@@ -57,6 +57,9 @@ typedef struct frk_rope_args {
     uint16_t *qout;
     uint16_t *kc, *vc;     /* bf16 pools, or NULL */
     uint16_t *kvnew;       /* staging when kc == NULL */
+    int pair_rows;         /* 1: qkv holds each rotation pair (i0, i1) of a q/k head in adjacent
+                            * columns 2i, 2i+1 (the engine's row order, see frk_gemv_stream);
+                            * 0: columns in the model's order */
 } frk_rope_args;
 void frk_rope_kv(const frk_rope_args *a, cudaStream_t st);
 
@@ -85,6 +88,9 @@ typedef struct frk_attn_args {
     int T, H, Hkv, D, bt_stride, layer, n_layer, kv_int8, n_split;
     float *part;
     uint16_t *out;
+    int *counters; /* n_split > 1: int [T][Hkv], zero; when set, the last split block of each
+                    * (token, KV head) merges the partials itself (no combine kernel) and resets
+                    * its counter to zero */
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
@@ -97,7 +103,7 @@ int frk_attention_prefill_supported(int D, int G, int kv_int8);
 void frk_swiglu(const float *gu, int T, int F, uint16_t *act, cudaStream_t st);
 
 /* ---- linear layers ---- */
-enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2 };
+enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2, FRK_OUT_ROPE = 3 };
 /* y = W x for nb <= 4 inputs (own GEMV: 16-byte loads, 2 rows per warp, fp32 accumulate).
  * W bf16 [M][K] (K % 8 == 0); x bf16 [nb][ldx]; out f32 [nb][ldo] (STORE: =, ACC: +=) or for
  * SWIGLU bf16 [nb][ldo] with out[n][i] = silu(y[2i]) * y[2i+1]. */
@@ -132,6 +138,43 @@ void frk_gemv_q(const void *packed, const uint32_t *sz, int M, int K, int bits, 
 /* Packed -> bf16 row-major [M][K] (for prefill GEMMs through cuBLAS). */
 void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bits, uint16_t *out,
                    cudaStream_t st);
+
+/* ---- streamed matrix-vector products (k_stream.cu) ----
+ * The decode-step linear layer for a few rows (bf16: nb <= 4; INT8/INT4: nb <= 8), with the
+ * work that surrounds it fused in:
+ *   input   bf16 rows x [nb][ldx], or (xf != NULL) RMSNorm of residual rows xf[rows ? rows[n] : n]
+ *           ([.][K] f32) with weight nw: each block normalises the rows itself into shared memory,
+ *           rounding to bf16 exactly where frk_rmsnorm does;
+ *   weights streamed HBM -> shared memory by the bulk-copy engine (cp.async.bulk, mbarrier
+ *           completion), 4 stages of 16 KiB in flight per block, one block per SM over a
+ *           contiguous range of rows, so the next kernel (programmatic dependent launch) fits
+ *           beside it and starts its own weight copies during this one's tail; optionally the
+ *           first l2pf bytes of a block's range are prefetched into L2 before the dependency wait;
+ *   output  STORE / ACC / SWIGLU as frk_gemv_bf16, or ROPE: the fused qkv projection with rows in
+ *           pair order (each rotation pair of a q/k head in adjacent rows 2i, 2i+1; v rows as
+ *           is): bias, rotary embedding and the K/V store (bf16 cache or int8 staging) of
+ *           frk_rope_kv (rope fields; rope.qkv unused) happen in the epilogue.
+ * bits = 16 (bf16 row-major [M][K]) or 8 / 4 (packed as frk_quant_pack). */
+typedef struct frk_gemv_args {
+    const void *W;
+    const uint32_t *sz;
+    int M, K, bits;
+    const uint16_t *x;
+    int ldx;
+    const float *xf, *nw;
+    const int32_t *rows;
+    float eps;
+    int nb;
+    void *out;
+    int ldo, mode;
+    frk_rope_args rope;
+} frk_gemv_args;
+int frk_gemv_stream_supported(int M, int K, int bits, int nb);
+void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
+/* Bytes of each block's weight range prefetched into L2 before the dependency wait (default
+ * 0). Process-wide; the engine re-captures its graphs on change. */
+void frk_set_stream_l2pf(int bytes);
+int frk_get_stream_l2pf(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */

@@ -1,0 +1,549 @@
+/* k_stream.cu — the decode step's linear layers as weight streams (frk_gemv_stream; kernels.h).
+ *
+ * Batch-1 decode reads every weight once per token, so each linear layer is a stream from HBM
+ * and the step is fast only if HBM never waits: not inside a kernel (enough bytes in flight),
+ * not between kernels (ramp and tail), not during the small operations around the products.
+ *
+ *   - One block of 8 warps per SM owns a contiguous range of rows. Its weights arrive through the
+ *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
+ *     mbarrier per stage), 4 stages of 16 KiB in flight per SM, no registers held by loads.
+ *     Warps compute from shared memory; one __syncthreads per stage releases a slot, and thread
+ *     0 refills it.
+ *   - Blocks take ~100 KiB of shared memory so the *next* kernel of the step fits beside them.
+ *     A block signals its dependents (griddepcontrol.launch_dependents) when its last 4 stages
+ *     are in flight, so the next kernel becomes resident during this one's tail and copies its
+ *     own first stages (and, with l2pf, prefetches more of its range into L2) before its
+ *     griddepcontrol.wait: the next matrix streams while this one drains.
+ *   - The operations around the product are fused in: RMSNorm of the residual rows in the
+ *     prologue (every block normalises the few rows itself, into shared memory); SwiGLU, the
+ *     residual add, or bias + rotary embedding + K/V store in the epilogue.
+ *
+ * BF16 weights (nb <= 4): a stage is 8 rows x 1024 columns (one row per warp); each lane does
+ * 16-byte shared loads and fp32 FMAs, one warp reduction per row at the row's last stage.
+ * INT8 / INT4 (nb <= 8): a stage is 8 / 16 groups of one 16-row tile in the packed fragment
+ * layout of k_gemv.cu (plus their scale words); each warp takes 1 / 2 groups, dequantises with
+ * lop3 / prmt + hsub2 and multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as
+ * the N dimension) against the activations held in shared memory as f16; the 8 warps' tile
+ * partials meet in shared memory at the tile's last stage.
+ */
+#include "backend/cuda/cuda_util.cuh"
+#include "backend/cuda/kernels.h"
+
+#define ST_BYTES 16384 /* bytes of weights per stage */
+#define ST_NS 4        /* stages in flight */
+#define ST_KC 1024     /* bf16: columns per stage row */
+#define ST_DYN_MAX (110 * 1024)
+
+static int l2pf_bytes = 0;
+extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
+extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
+
+/* ------------------------------------------------------------------ PTX helpers */
+static __device__ __forceinline__ uint32_t sptr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+static __device__ __forceinline__ uint64_t policy_evict_first() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+/* global -> shared bulk copy; bytes % 16 == 0, both addresses 16-byte aligned */
+static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes,
+                                                uint32_t bar, uint64_t pol) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+                 : "memory");
+}
+static __device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2pf) {
+    if (l2pf <= 0) return;
+    if (len > (size_t)l2pf) len = (size_t)l2pf;
+    len &= ~(size_t)15;
+    for (size_t off = 0; off < len; off += 16384)
+        l2_prefetch(p + off, (uint32_t)(len - off < 16384 ? len - off : 16384));
+}
+
+/* ------------------------------------------------------------------ prologue: the input rows */
+/* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16), zero beyond K; with a.xf, the
+ * RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends synchronised. */
+template <bool F16>
+static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
+                               float (*wsum)[8], float *inv) {
+    const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (a.xf) {
+        for (int n = 0; n < nb; n++) {
+            const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
+            float ss = 0.f;
+            for (int k = tid * 4; k < K; k += 1024) {
+                const float4 v = *(const float4 *)(xr + k);
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+            ss = warp_sum(ss);
+            if (lane == 0) wsum[n][warp] = ss;
+        }
+        __syncthreads();
+        if (tid < nb) {
+            float t = 0.f;
+#pragma unroll
+            for (int w = 0; w < 8; w++) t += wsum[tid][w];
+            inv[tid] = rsqrtf(t / (float)K + a.eps);
+        }
+        __syncthreads();
+        for (int n = 0; n < nb; n++) {
+            const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
+            const float iv = inv[n];
+            for (int k = tid * 4; k < K; k += 1024) {
+                const float4 v = *(const float4 *)(xr + k);
+                const float4 g = *(const float4 *)(a.nw + k);
+                const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
+                const bf162 p1 = __floats2bfloat162_rn(v.z * iv * g.z, v.w * iv * g.w);
+                if (F16) {
+                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
+                    d[0] = __floats2half2_rn(__low2float(p0), __high2float(p0));
+                    d[1] = __floats2half2_rn(__low2float(p1), __high2float(p1));
+                } else {
+                    bf162 *d = (bf162 *)((bf16 *)xs + (size_t)n * Kp + k);
+                    d[0] = p0;
+                    d[1] = p1;
+                }
+            }
+        }
+    } else {
+        for (int n = 0; n < nb; n++) {
+            const bf16 *xr = (const bf16 *)a.x + (size_t)n * a.ldx;
+            for (int k = tid * 8; k < K; k += 2048) {
+                const uint4 v = *(const uint4 *)(xr + k);
+                if (F16) {
+                    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) d[e] = __floats2half2_rn(bf_lo(w[e]), bf_hi(w[e]));
+                } else {
+                    *(uint4 *)((bf16 *)xs + (size_t)n * Kp + k) = v;
+                }
+            }
+        }
+    }
+    if (F16)
+        for (int n = 0; n < nb; n++)
+            for (int k = K + tid; k < Kp; k += blockDim.x) ((half *)xs)[(size_t)n * Kp + k] = __float2half(0.f);
+    __syncthreads();
+}
+
+/* ------------------------------------------------------------------ epilogues */
+static __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
+
+/* Rows (row, row + 1) of the pair-ordered qkv output for token n: bias, rotation, store (the
+ * arithmetic of k_rope_kv). */
+static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v0, float v1) {
+    const int D = r.D, half_d = D / 2, NQ = r.H * D, NK = r.Hkv * D;
+    const int p = r.pos[n];
+    bf16 *kdst, *vdst;
+    size_t hs;
+    if (r.kc) {
+        const int blk = r.block_tables[(size_t)r.tok_seq[n] * r.bt_stride + p / FRK_BLOCK];
+        const size_t base = (((size_t)blk * r.n_layer + r.layer) * r.Hkv) * FRK_BLOCK * D +
+                            (size_t)(p % FRK_BLOCK) * D;
+        kdst = (bf16 *)r.kc + base;
+        vdst = (bf16 *)r.vc + base;
+        hs = (size_t)FRK_BLOCK * D;
+    } else {
+        kdst = (bf16 *)r.kvnew + (size_t)n * 2 * NK;
+        vdst = kdst + NK;
+        hs = D;
+    }
+    if (row < NQ + NK) {
+        const int h = row / D, rr = row % D, i = rr / 2, off = h * D;
+        const int i0 = r.interleaved ? rr : i, i1 = r.interleaved ? rr + 1 : i + half_d;
+        float x0 = v0, x1 = v1;
+        if (r.bias) {
+            x0 += r.bias[off + i0];
+            x1 += r.bias[off + i1];
+        }
+        const float c = r.cos_tab[(size_t)p * half_d + i], s = r.sin_tab[(size_t)p * half_d + i];
+        const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+        bf16 *d = h < r.H ? (bf16 *)r.qout + (size_t)n * NQ + off : kdst + (size_t)(h - r.H) * hs;
+        d[i0] = __float2bfloat16(y0);
+        d[i1] = __float2bfloat16(y1);
+    } else {
+        const int idx = row - NQ - NK, hv = idx / D, d = idx % D;
+        float x0 = v0, x1 = v1;
+        if (r.bias) {
+            x0 += r.bias[NQ + NK + idx];
+            x1 += r.bias[NQ + NK + idx + 1];
+        }
+        vdst[(size_t)hv * hs + d] = __float2bfloat16(x0);
+        vdst[(size_t)hv * hs + d + 1] = __float2bfloat16(x1);
+    }
+}
+static __device__ __forceinline__ bool pair_mode(int mode) {
+    return mode == FRK_OUT_SWIGLU || mode == FRK_OUT_ROPE;
+}
+static __device__ __forceinline__ void epi_one(const frk_gemv_args &a, int row, int n, float v) {
+    float *o = (float *)a.out + (size_t)n * a.ldo + row;
+    if (a.mode == FRK_OUT_ACC)
+        *o += v;
+    else
+        *o = v;
+}
+static __device__ __forceinline__ void epi_pair(const frk_gemv_args &a, int row, int n, float v0,
+                                                float v1) {
+    if (a.mode == FRK_OUT_SWIGLU)
+        ((bf16 *)a.out)[(size_t)n * a.ldo + row / 2] = __float2bfloat16(silu_f(v0) * v1);
+    else
+        rope_pair(a.rope, n, row, v0, v1);
+}
+
+static __device__ __forceinline__ float dot8s(const uint4 w, const uint4 x, float acc) {
+    acc = fmaf(bf_lo(w.x), bf_lo(x.x), acc);
+    acc = fmaf(bf_hi(w.x), bf_hi(x.x), acc);
+    acc = fmaf(bf_lo(w.y), bf_lo(x.y), acc);
+    acc = fmaf(bf_hi(w.y), bf_hi(x.y), acc);
+    acc = fmaf(bf_lo(w.z), bf_lo(x.z), acc);
+    acc = fmaf(bf_hi(w.z), bf_hi(x.z), acc);
+    acc = fmaf(bf_lo(w.w), bf_lo(x.w), acc);
+    acc = fmaf(bf_hi(w.w), bf_hi(x.w), acc);
+    return acc;
+}
+
+/* ------------------------------------------------------------------ bf16 */
+template <int NB>
+__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf) {
+    extern __shared__ __align__(128) unsigned char dsm[];
+    __shared__ __align__(8) uint64_t bar[ST_NS];
+    __shared__ float red[2][8][NB];
+    __shared__ float wsum[8][8], inv[8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int M = a.M, K = a.K;
+    const int NRG = (M + 7) / 8, NKT = (K + ST_KC - 1) / ST_KC;
+    const int rg0 = (int)((long)blockIdx.x * NRG / gridDim.x);
+    const int rg1 = (int)((long)(blockIdx.x + 1) * NRG / gridDim.x);
+    const int nst = (rg1 - rg0) * NKT;
+    unsigned char *stg = dsm;
+    bf16 *xs = (bf16 *)(dsm + ST_NS * ST_BYTES);
+    const bf16 *W = (const bf16 *)a.W;
+    uint64_t pol = 0;
+    if (tid == 0) {
+        for (int i = 0; i < ST_NS; i++) mbar_init(sptr(&bar[i]), 1);
+        fence_mbar_init();
+        fence_proxy_async();
+    }
+    __syncthreads();
+    auto issue = [&](int s) {
+        const int slot = s % ST_NS, rg = rg0 + s / NKT, kt = s % NKT;
+        const int kc = min(ST_KC, K - kt * ST_KC), nr = min(8, M - rg * 8);
+        const uint32_t b = sptr(&bar[slot]);
+        mbar_expect_tx(b, (uint32_t)(nr * kc * 2));
+        for (int r = 0; r < nr; r++)
+            bulk_g2s(sptr(stg + slot * ST_BYTES + r * ST_KC * 2),
+                     W + (size_t)(rg * 8 + r) * K + (size_t)kt * ST_KC, (uint32_t)(kc * 2), b, pol);
+    };
+    if (tid == 0) {
+        pol = policy_evict_first();
+        for (int s = 0; s < ST_NS && s < nst; s++) issue(s);
+        prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
+                       (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
+    }
+    const int trig = nst > ST_NS ? nst - ST_NS : 0;
+    if (trig == 0) pdl_trigger();
+    pdl_wait();
+    stage_x<false>(a, NB, K, xs, wsum, inv);
+    float acc[NB];
+#pragma unroll
+    for (int n = 0; n < NB; n++) acc[n] = 0.f;
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
+        const int slot = s % ST_NS, rg = rg0 + s / NKT, kt = s % NKT;
+        const int kc = min(ST_KC, K - kt * ST_KC);
+        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ST_NS) & 1));
+        if (rg * 8 + warp < M) {
+            const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
+            const uint4 *xk = (const uint4 *)(xs + (size_t)kt * ST_KC);
+#pragma unroll
+            for (int i = 0; i < ST_KC / 256; i++) {
+                const int v = lane + 32 * i;
+                if (v * 8 < kc) {
+                    const uint4 wv = wr[v];
+#pragma unroll
+                    for (int n = 0; n < NB; n++) acc[n] = dot8s(wv, xk[(size_t)n * (K / 8) + v], acc[n]);
+                }
+            }
+        }
+        const bool last = kt == NKT - 1;
+        const int buf = (rg - rg0) & 1;
+        if (last) {
+#pragma unroll
+            for (int n = 0; n < NB; n++) {
+                const float v = warp_sum(acc[n]);
+                if (lane == 0) red[buf][warp][n] = v;
+                acc[n] = 0.f;
+            }
+        }
+        __syncthreads();
+        if (tid == 0 && s + ST_NS < nst) {
+            fence_proxy_async();
+            issue(s + ST_NS);
+        }
+        if (last) {
+            if (!pair_mode(a.mode)) {
+                if (tid < 8 * NB) {
+                    const int r = tid % 8, n = tid / 8, row = rg * 8 + r;
+                    if (row < M) epi_one(a, row, n, red[buf][r][n]);
+                }
+            } else if (tid < 4 * NB) {
+                const int j = tid % 4, n = tid / 4, row = rg * 8 + 2 * j;
+                if (row + 1 < M) epi_pair(a, row, n, red[buf][2 * j][n], red[buf][2 * j + 1][n]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ INT8 / INT4 */
+static __device__ __forceinline__ uint32_t lop3_and_or_s(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; /* (a & b) | c */
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hsub2_s(uint32_t a, uint32_t b) {
+    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
+    return *(uint32_t *)&r;
+}
+static __device__ __forceinline__ void mma_f16_s(float c[4], const uint32_t a[4], uint32_t b0,
+                                                 uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int BITS>
+struct qgeom {
+    static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
+    static constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
+    static constexpr int GBYTES = CPG * 512;      /* bytes per (tile, group) */
+    static constexpr int GPS = ST_BYTES / GBYTES; /* groups per stage */
+    static constexpr int GPW = GPS / 8;           /* groups per warp per stage */
+    static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
+};
+
+template <int BITS>
+__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf) {
+    typedef qgeom<BITS> Q;
+    extern __shared__ __align__(128) unsigned char dsm[];
+    __shared__ __align__(8) uint64_t bar[ST_NS];
+    __shared__ __align__(16) float red[2][8][32][4];
+    __shared__ float wsum[8][8], inv[8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+    const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
+    const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS;
+    const int rt0 = (int)((long)blockIdx.x * NRT / gridDim.x);
+    const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
+    const int nst = (rt1 - rt0) * NST;
+    unsigned char *stg = dsm;
+    uint32_t *ssz = (uint32_t *)(dsm + ST_NS * ST_BYTES);
+    half *xs = (half *)(dsm + ST_NS * (ST_BYTES + Q::SZB));
+    const unsigned char *Wp = (const unsigned char *)a.W;
+    uint64_t pol = 0;
+    if (tid == 0) {
+        for (int i = 0; i < ST_NS; i++) mbar_init(sptr(&bar[i]), 1);
+        fence_mbar_init();
+        fence_proxy_async();
+    }
+    __syncthreads();
+    auto issue = [&](int s) {
+        const int slot = s % ST_NS, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
+        const int ng = min(Q::GPS, NG - g0);
+        const uint32_t b = sptr(&bar[slot]);
+        mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
+        bulk_g2s(sptr(stg + slot * ST_BYTES), Wp + ((size_t)rt * NG + g0) * Q::GBYTES,
+                 (uint32_t)(ng * Q::GBYTES), b, pol);
+        bulk_g2s(sptr(ssz + slot * (Q::SZB / 4)), a.sz + ((size_t)rt * NG + g0) * 16,
+                 (uint32_t)(ng * 64), b, pol);
+    };
+    if (tid == 0) {
+        pol = policy_evict_first();
+        for (int s = 0; s < ST_NS && s < nst; s++) issue(s);
+        prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
+    }
+    const int trig = nst > ST_NS ? nst - ST_NS : 0;
+    if (trig == 0) pdl_trigger();
+    pdl_wait();
+    stage_x<true>(a, nb, Kp, xs, wsum, inv);
+    const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
+    const bool bcol = gq < nb;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
+        const int slot = s % ST_NS, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
+        const int ng = min(Q::GPS, NG - g0);
+        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ST_NS) & 1));
+#pragma unroll
+        for (int gi = 0; gi < Q::GPW; gi++) {
+            const int gl = warp * Q::GPW + gi, G = g0 + gl;
+            if (gl >= ng) break;
+            const uint32_t s0 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq];
+            const uint32_t s1 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8];
+            const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
+            const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
+            const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int ci = 0; ci < Q::CPG; ci++) {
+                const uint4 ch = *(const uint4 *)(stg + slot * ST_BYTES + (gl * Q::CPG + ci) * 512 + lane * 16);
+                const uint32_t wd[4] = {ch.x, ch.y, ch.z, ch.w};
+#pragma unroll
+                for (int jj = 0; jj < Q::KPC; jj++) {
+                    uint32_t A[4];
+                    if (BITS == 4) {
+                        const uint32_t w = wd[jj];
+                        A[0] = lop3_and_or_s(w, 0x000F000Fu, 0x64006400u);
+                        A[1] = lop3_and_or_s(w >> 4, 0x000F000Fu, 0x64006400u);
+                        A[2] = lop3_and_or_s(w >> 8, 0x000F000Fu, 0x64006400u);
+                        A[3] = lop3_and_or_s(w >> 12, 0x000F000Fu, 0x64006400u);
+                    } else {
+                        const uint32_t w0 = wd[2 * jj], w1 = wd[2 * jj + 1];
+                        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
+                        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
+                        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
+                        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
+                    }
+                    A[0] = hsub2_s(A[0], zz0);
+                    A[1] = hsub2_s(A[1], zz1);
+                    A[2] = hsub2_s(A[2], zz0);
+                    A[3] = hsub2_s(A[3], zz1);
+                    const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
+                    const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
+                    const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
+                    mma_f16_s(c, A, b0, b1);
+                }
+            }
+            acc[0] = fmaf(sc0, c[0], acc[0]);
+            acc[1] = fmaf(sc0, c[1], acc[1]);
+            acc[2] = fmaf(sc1, c[2], acc[2]);
+            acc[3] = fmaf(sc1, c[3], acc[3]);
+        }
+        const bool last = j == NST - 1;
+        const int buf = (rt - rt0) & 1;
+        if (last) {
+            *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+        }
+        __syncthreads();
+        if (tid == 0 && s + ST_NS < nst) {
+            fence_proxy_async();
+            issue(s + ST_NS);
+        }
+        if (last) {
+            const bool pm = pair_mode(a.mode);
+            for (int i = tid; i < 16 * nb; i += 256) {
+                const int r = i % 16, n = i / 16, row = rt * 16 + r;
+                if (pm && (r & 1)) continue;
+                if (row >= M || (pm && row + 1 >= M)) continue;
+                float v0 = 0.f, v1 = 0.f;
+                {
+                    const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
+#pragma unroll
+                    for (int w = 0; w < 8; w++) v0 += red[buf][w][ln][e];
+                }
+                if (pm) {
+                    const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
+#pragma unroll
+                    for (int w = 0; w < 8; w++) v1 += red[buf][w][ln][e];
+                    epi_pair(a, row, n, v0, v1);
+                } else {
+                    epi_one(a, row, n, v0);
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ host */
+static size_t stream_smem(int K, int bits, int nb) {
+    if (bits == 16) return (size_t)ST_NS * ST_BYTES + (size_t)nb * K * 2;
+    const int NG = fr_cdiv(K, FRK_GROUP);
+    const size_t szb = bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB;
+    return (size_t)ST_NS * (ST_BYTES + szb) + (size_t)nb * NG * FRK_GROUP * 2;
+}
+
+extern "C" int frk_gemv_stream_supported(int M, int K, int bits, int nb) {
+    if (M < 1 || K < 8 || K % 8 || nb < 1) return 0;
+    if (bits == 16 ? nb > 4 : (bits == 8 || bits == 4) ? nb > 8 : 1) return 0;
+    return stream_smem(K, bits, nb) <= ST_DYN_MAX;
+}
+
+static int sm_count(void) {
+    static int n[64];
+    int dev = 0;
+    FR_CK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64) return 132;
+    if (!n[dev]) FR_CK(cudaDeviceGetAttribute(&n[dev], cudaDevAttrMultiProcessorCount, dev));
+    return n[dev];
+}
+
+template <typename... KArgs>
+static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, size_t smem,
+                          const frk_gemv_args *a, cudaStream_t st) {
+    if (!*attr_set) {
+        FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
+        *attr_set = true;
+    }
+    const int grid = units < sm_count() ? units : sm_count();
+    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes);
+}
+
+extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
+    if (a->nb <= 0 || a->M <= 0) return;
+    FR_DEV_ASSERT(frk_gemv_stream_supported(a->M, a->K, a->bits, a->nb));
+    FR_DEV_ASSERT(a->xf ? (a->nw != nullptr && a->K % 4 == 0) : (a->x != nullptr && a->ldx % 8 == 0));
+    FR_DEV_ASSERT(!(a->mode == FRK_OUT_SWIGLU || a->mode == FRK_OUT_ROPE) || a->M % 2 == 0);
+    FR_DEV_ASSERT(a->mode != FRK_OUT_ROPE ||
+                  (a->rope.cos_tab && a->rope.sin_tab && a->rope.pos && a->rope.D % 2 == 0 &&
+                   a->M == (a->rope.H + 2 * a->rope.Hkv) * a->rope.D &&
+                   (a->rope.kc ? (a->rope.vc && a->rope.block_tables && a->rope.tok_seq) : a->rope.kvnew != nullptr)));
+    const size_t smem = stream_smem(a->K, a->bits, a->nb);
+    if (a->bits == 16) {
+        static bool set[4];
+        const int units = fr_cdiv(a->M, 8);
+        switch (a->nb) {
+        case 1: launch_stream(k_stream_bf16<1>, &set[0], units, smem, a, st); break;
+        case 2: launch_stream(k_stream_bf16<2>, &set[1], units, smem, a, st); break;
+        case 3: launch_stream(k_stream_bf16<3>, &set[2], units, smem, a, st); break;
+        default: launch_stream(k_stream_bf16<4>, &set[3], units, smem, a, st); break;
+        }
+    } else {
+        static bool set[2];
+        const int units = fr_cdiv(a->M, 16);
+        if (a->bits == 4)
+            launch_stream(k_stream_q<4>, &set[0], units, smem, a, st);
+        else
+            launch_stream(k_stream_q<8>, &set[1], units, smem, a, st);
+    }
+}
