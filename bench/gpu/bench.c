@@ -196,18 +196,18 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
 /* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
-    const int l2 = frk_get_stream_l2pf();
-    const int pfs[4] = {0, 65536, 262144, 1048576};
-    for (int pdl = 1; pdl >= 0; pdl--)
-        for (int i = 0; i < 4; i++) {
-            if (!pdl && i) continue;
-            fr_cuda_set_pdl(c, pdl);
-            fr_cuda_set_l2pf(c, pfs[i]);
-            decode(c, s1, 1, 2, NULL);
-            const double tv = decode(c, s1, 1, 32, NULL);
-            LOG("decode batch 1 (%s, graphs, fused) pdl %d, l2 prefetch %4d KiB/block: %.1f tok/s, %.3f ms/token\n",
-                what, pdl, pfs[i] / 1024, 32 / tv, 1e3 * tv / 32);
-        }
+    const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages();
+    const int cfgs[6][3] = {{1, 0, 0}, {0, 0, 0}, {1, 8, 0}, {1, 4, 0}, {1, 0, 262144}, {0, 0, 262144}};
+    for (int i = 0; i < 6; i++) {
+        fr_cuda_set_pdl(c, cfgs[i][0]);
+        frk_set_stream_stages(cfgs[i][1]);
+        fr_cuda_set_l2pf(c, cfgs[i][2]);
+        decode(c, s1, 1, 2, NULL);
+        const double tv = decode(c, s1, 1, 32, NULL);
+        LOG("decode batch 1 (%s, graphs, fused) pdl %d, stages %s%d, l2 prefetch %3d KiB/block: %.1f tok/s, %.3f ms/token\n",
+            what, cfgs[i][0], cfgs[i][1] ? "" : "max ", cfgs[i][1], cfgs[i][2] / 1024, 32 / tv, 1e3 * tv / 32);
+    }
+    frk_set_stream_stages(stg);
     fr_cuda_set_fuse(c, 0);
     fr_cuda_set_pdl(c, 1);
     decode(c, s1, 1, 2, NULL);
@@ -343,6 +343,7 @@ static void run_attn(void *p, int copy) {
     else
         frk_attention(&c->a, 0);
 }
+static bool g_attn_merged;
 static void attn_bench(const char *name, int T, int ctx, int n_split, int prefill, int kv_int8,
                        double *us_out) {
     const int H = 32, Hkv = 8, D = 128, L = 1, bts = (ctx + 15) / 16;
@@ -381,6 +382,12 @@ static void attn_bench(const char *name, int T, int ctx, int n_split, int prefil
     a->pos = pos, a->tok_seq = seq, a->block_tables = bt;
     a->T = T, a->H = H, a->Hkv = Hkv, a->D = D, a->bt_stride = bts, a->layer = 0, a->n_layer = L;
     a->kv_int8 = kv_int8, a->n_split = n_split, a->part = part, a->out = out;
+    int *cnt = NULL;
+    if (g_attn_merged && n_split > 1) { /* splits merged in-kernel (the fused decode path) */
+        CK(cudaMalloc((void **)&cnt, (size_t)T * Hkv * sizeof(int)));
+        CK(cudaMemset(cnt, 0, (size_t)T * Hkv * sizeof(int)));
+        a->counters = cnt;
+    }
     c.prefill = prefill;
     const double us = time_us(run_attn, &c, 1, 30);
     const double kvb = prefill ? 0 : (double)T * ctx * Hkv * D * 2 * (kv_int8 ? 1 : 2);
@@ -388,6 +395,7 @@ static void attn_bench(const char *name, int T, int ctx, int n_split, int prefil
     if (us_out) *us_out = us;
     cudaFree(kc), cudaFree(vc), cudaFree(ks), cudaFree(vs), cudaFree(q), cudaFree(out);
     cudaFree(part), cudaFree(bt), cudaFree(pos), cudaFree(seq);
+    if (cnt) cudaFree(cnt);
     free(hbt), free(hpos), free(hseq);
 }
 
@@ -466,7 +474,7 @@ static void gemv_chain(int bits) {
             const bool stream = v >= nvar;
             frk_set_pdl(pdl);
             frk_set_gemv_variant(stream ? 1 : v);
-            frk_set_stream_l2pf(v == nvar + 1 ? 262144 : 0);
+            frk_set_stream_stages(v == nvar + 1 ? 4 : 0);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -505,7 +513,7 @@ static void gemv_chain(int bits) {
             }
             const double ms = median(t, 7);
             char vn[48];
-            if (stream) snprintf(vn, sizeof vn, "streamed l2pf %dK", frk_get_stream_l2pf() / 1024);
+            if (stream) snprintf(vn, sizeof vn, "streamed stages %s", frk_get_stream_stages() ? "4" : "max");
             else snprintf(vn, sizeof vn, "variant %d", v);
             LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
                 bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
@@ -516,7 +524,7 @@ static void gemv_chain(int bits) {
         }
     frk_set_pdl(1);
     frk_set_gemv_variant(1);
-    frk_set_stream_l2pf(0);
+    frk_set_stream_stages(0);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));
@@ -600,6 +608,11 @@ static void kernel_breakdown(void) {
     double us;
     attn_bench("attention decode b=1 ctx=640 split=33", 1, 640, 33, 0, 0, &us);
     attn_bench("attention decode b=1 ctx=640 split=1", 1, 640, 1, 0, 0, &us);
+    g_attn_merged = true;
+    attn_bench("attention decode b=1 ctx=640 split=64 merged", 1, 640, 64, 0, 0, &us);
+    attn_bench("attention decode b=1 ctx=640 split=16 merged", 1, 640, 16, 0, 0, &us);
+    attn_bench("attention decode b=4 ctx=640 split=16 merged", 4, 640, 16, 0, 0, &us);
+    g_attn_merged = false;
     attn_bench("attention decode b=32 ctx=640 split=2", 32, 640, 2, 0, 0, &us);
     attn_bench("attention decode b=32 ctx=640 int8 KV split=2", 32, 640, 2, 0, 1, &us);
     attn_bench("attention prefill T=512 mma", 512, 512, 1, 1, 0, &us);

@@ -52,35 +52,31 @@ static __device__ __forceinline__ void kv_unpack(const uint4 raw, float s, float
     }
 }
 
-/* Merge the n_split (o, m, l) partials of head hq of token t into out (bf16), with all threads
- * of the block (synchronises; every thread must call it). The partials may come from other
- * blocks of the same grid, so they are read past L1 (__ldcg). */
-static __device__ void combine_head(const float *part, int t, int hq, int nsplit, int H, int D,
-                                    bf16 *out, float *wsp, float *inv_l) {
-    const int tid = threadIdx.x;
+/* Merge the first ns of the (o, m, l) partials of head hq of token t (partials laid out with
+ * stride nsplit) into out (bf16), with one warp. The partials may come from other blocks of the
+ * same grid, so they are read past L1 (__ldcg). */
+static __device__ void combine_warp(const float *part, int t, int hq, int nsplit, int ns, int H,
+                                    int D, bf16 *out) {
+    const int lane = threadIdx.x & 31;
     const float *pp = part + ((size_t)t * H + hq) * nsplit * (D + 2);
-    if (tid < 32) { /* all (m, l) pairs at once, one warp */
-        float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
-        if (tid < nsplit) m0 = __ldcg(pp + tid * (D + 2) + D), l0 = __ldcg(pp + tid * (D + 2) + D + 1);
-        if (tid + 32 < nsplit)
-            m1 = __ldcg(pp + (tid + 32) * (D + 2) + D), l1 = __ldcg(pp + (tid + 32) * (D + 2) + D + 1);
-        if (!(l0 > 0.f)) m0 = -INFINITY;
-        if (!(l1 > 0.f)) m1 = -INFINITY;
-        const float M = warp_max(fmaxf(m0, m1));
-        const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
-        const float L = warp_sum(w0 * l0 + w1 * l1);
-        if (tid < nsplit) wsp[tid] = w0;
-        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
-        if (tid == 0) *inv_l = L > 0.f ? 1.f / L : 0.f;
-    }
-    __syncthreads();
-    for (int d = tid; d < D; d += blockDim.x) {
+    float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
+    if (lane < ns) m0 = __ldcg(pp + lane * (D + 2) + D), l0 = __ldcg(pp + lane * (D + 2) + D + 1);
+    if (lane + 32 < ns)
+        m1 = __ldcg(pp + (lane + 32) * (D + 2) + D), l1 = __ldcg(pp + (lane + 32) * (D + 2) + D + 1);
+    if (!(l0 > 0.f)) m0 = -INFINITY;
+    if (!(l1 > 0.f)) m1 = -INFINITY;
+    const float M = warp_max(fmaxf(m0, m1));
+    const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
+    const float L = warp_sum(w0 * l0 + w1 * l1);
+    const float inv_l = L > 0.f ? 1.f / L : 0.f;
+    for (int d = lane; d < D; d += 32) {
         float acc = 0.f;
-#pragma unroll 8
-        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], __ldcg(pp + sp * (D + 2) + d), acc);
-        out[(size_t)t * H * D + (size_t)hq * D + d] = __float2bfloat16(acc * *inv_l);
+        for (int sp = 0; sp < ns; sp++) {
+            const float w = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
+            acc = fmaf(w, __ldcg(pp + sp * (D + 2) + d), acc);
+        }
+        out[(size_t)t * H * D + (size_t)hq * D + d] = __float2bfloat16(acc * inv_l);
     }
-    __syncthreads();
 }
 
 template <int D, int GM, bool I8>
@@ -103,6 +99,10 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
     const int kg = tid / TPK, part = tid % TPK;
     const int nchunks = (ctx + CH - 1) / CH;
+    /* merged in-kernel: only the first min(nsplit, nchunks) splits of this token have keys; the
+     * rest leave at once and the merge waits for (and reads) only those */
+    const int ns_eff = nsplit < nchunks ? nsplit : nchunks;
+    if (a.counters && nsplit > 1 && split >= ns_eff) return;
     /* every K and V row of a chunk this thread needs, all loads in flight at once; the first
      * chunk's loads are issued before q is staged */
     uint4 kr[NP], vr[NP];
@@ -241,25 +241,22 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     }
     if (nsplit > 1 && a.counters) { /* the last split block of (t, g) merges the partials */
         __shared__ int s_last;
-        __shared__ float wsp[64], inv_l;
         __threadfence();
         __syncthreads();
-        if (tid == 0) s_last = atomicAdd(&a.counters[t * Hkv + g], 1) == nsplit - 1;
+        if (tid == 0) s_last = atomicAdd(&a.counters[t * Hkv + g], 1) == ns_eff - 1;
         __syncthreads();
         if (!s_last) return;
         __threadfence();
-        for (int h = 0; h < G; h++) combine_head(a.part, t, g * G + h, nsplit, H, D, (bf16 *)a.out, wsp, &inv_l);
+        for (int h = warp; h < G; h += 4) combine_warp(a.part, t, g * G + h, nsplit, ns_eff, H, D, (bf16 *)a.out);
         if (tid == 0) a.counters[t * Hkv + g] = 0;
     }
 }
 
 __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
                                bf16 *__restrict__ out) {
-    __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
-    __shared__ float inv_l;
     pdl_trigger();
     pdl_wait();
-    combine_head(part, blockIdx.y, blockIdx.x, nsplit, H, D, out, wsp, &inv_l);
+    combine_warp(part, blockIdx.y, blockIdx.x, nsplit, nsplit, H, D, out);
 }
 
 template <int D, int GM>
@@ -295,7 +292,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     }
     if (a->n_split > 1 && !a->counters) {
         dim3 grid(a->H, a->T);
-        frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
+        frk_launch(k_attn_combine, grid, dim3(32), 0, st,
                    (const float *)a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
     }
 }

@@ -6,14 +6,14 @@
  *
  *   - One block of 8 warps per SM owns a contiguous range of rows. Its weights arrive through the
  *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
- *     mbarrier per stage), 4 stages of 16 KiB in flight per SM, no registers held by loads.
- *     Warps compute from shared memory; one __syncthreads per stage releases a slot, and thread
- *     0 refills it.
- *   - Blocks take ~100 KiB of shared memory so the *next* kernel of the step fits beside them.
- *     A block signals its dependents (griddepcontrol.launch_dependents) when its last 4 stages
- *     are in flight, so the next kernel becomes resident during this one's tail and copies its
- *     own first stages (and, with l2pf, prefetches more of its range into L2) before its
- *     griddepcontrol.wait: the next matrix streams while this one drains.
+ *     mbarrier per stage), up to 12 stages of 16 KiB in flight per SM (as many as shared memory
+ *     holds beside the input rows; HBM under full load needs ~100+ KiB in flight per SM), no
+ *     registers held by loads. Warps compute from shared memory; one __syncthreads per stage
+ *     releases a slot, and thread 0 refills it.
+ *   - A block signals its dependents (griddepcontrol.launch_dependents) when its last stages
+ *     are in flight; the first stages are issued before griddepcontrol.wait (weights never
+ *     depend on the previous kernel), and with l2pf more of the block's range is prefetched
+ *     into L2 there.
  *   - The operations around the product are fused in: RMSNorm of the residual rows in the
  *     prologue (every block normalises the few rows itself, into shared memory); SwiGLU, the
  *     residual add, or bias + rotary embedding + K/V store in the epilogue.
@@ -30,13 +30,17 @@
 #include "backend/cuda/kernels.h"
 
 #define ST_BYTES 16384 /* bytes of weights per stage */
-#define ST_NS 4        /* stages in flight */
+#define ST_NS_MAX 12   /* stages in flight at most (as many as shared memory holds) */
+#define ST_NS_MIN 4
 #define ST_KC 1024     /* bf16: columns per stage row */
-#define ST_DYN_MAX (110 * 1024)
+#define ST_DYN_MAX (216 * 1024) /* + the static 8.5 KiB stays under the 227 KiB per block */
 
 static int l2pf_bytes = 0;
 extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
 extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
+static int stages_cap = 0; /* 0: as many as fit */
+extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
+extern "C" int frk_get_stream_stages(void) { return stages_cap; }
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ uint32_t sptr(const void *p) {
@@ -235,9 +239,9 @@ static __device__ __forceinline__ float dot8s(const uint4 w, const uint4 x, floa
 
 /* ------------------------------------------------------------------ bf16 */
 template <int NB>
-__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf) {
+__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
-    __shared__ __align__(8) uint64_t bar[ST_NS];
+    __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ float red[2][8][NB];
     __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -247,17 +251,17 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     const int rg1 = (int)((long)(blockIdx.x + 1) * NRG / gridDim.x);
     const int nst = (rg1 - rg0) * NKT;
     unsigned char *stg = dsm;
-    bf16 *xs = (bf16 *)(dsm + ST_NS * ST_BYTES);
+    bf16 *xs = (bf16 *)(dsm + (size_t)ns * ST_BYTES);
     const bf16 *W = (const bf16 *)a.W;
     uint64_t pol = 0;
     if (tid == 0) {
-        for (int i = 0; i < ST_NS; i++) mbar_init(sptr(&bar[i]), 1);
+        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
         fence_mbar_init();
         fence_proxy_async();
     }
     __syncthreads();
     auto issue = [&](int s) {
-        const int slot = s % ST_NS, rg = rg0 + s / NKT, kt = s % NKT;
+        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC), nr = min(8, M - rg * 8);
         const uint32_t b = sptr(&bar[slot]);
         mbar_expect_tx(b, (uint32_t)(nr * kc * 2));
@@ -267,11 +271,11 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     };
     if (tid == 0) {
         pol = policy_evict_first();
-        for (int s = 0; s < ST_NS && s < nst; s++) issue(s);
+        for (int s = 0; s < ns && s < nst; s++) issue(s);
         prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
                        (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
     }
-    const int trig = nst > ST_NS ? nst - ST_NS : 0;
+    const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     pdl_wait();
     stage_x<false>(a, NB, K, xs, wsum, inv);
@@ -280,9 +284,9 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
-        const int slot = s % ST_NS, rg = rg0 + s / NKT, kt = s % NKT;
+        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC);
-        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ST_NS) & 1));
+        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
         if (rg * 8 + warp < M) {
             const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
             const uint4 *xk = (const uint4 *)(xs + (size_t)kt * ST_KC);
@@ -307,9 +311,9 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
             }
         }
         __syncthreads();
-        if (tid == 0 && s + ST_NS < nst) {
+        if (tid == 0 && s + ns < nst) {
             fence_proxy_async();
-            issue(s + ST_NS);
+            issue(s + ns);
         }
         if (last) {
             if (!pair_mode(a.mode)) {
@@ -354,10 +358,10 @@ struct qgeom {
 };
 
 template <int BITS>
-__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf) {
+__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
-    __shared__ __align__(8) uint64_t bar[ST_NS];
+    __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ __align__(16) float red[2][8][32][4];
     __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -367,18 +371,18 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
     const int nst = (rt1 - rt0) * NST;
     unsigned char *stg = dsm;
-    uint32_t *ssz = (uint32_t *)(dsm + ST_NS * ST_BYTES);
-    half *xs = (half *)(dsm + ST_NS * (ST_BYTES + Q::SZB));
+    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
+    half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     if (tid == 0) {
-        for (int i = 0; i < ST_NS; i++) mbar_init(sptr(&bar[i]), 1);
+        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
         fence_mbar_init();
         fence_proxy_async();
     }
     __syncthreads();
     auto issue = [&](int s) {
-        const int slot = s % ST_NS, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
+        const int slot = s % ns, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
         const uint32_t b = sptr(&bar[slot]);
         mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
@@ -389,10 +393,10 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     };
     if (tid == 0) {
         pol = policy_evict_first();
-        for (int s = 0; s < ST_NS && s < nst; s++) issue(s);
+        for (int s = 0; s < ns && s < nst; s++) issue(s);
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     }
-    const int trig = nst > ST_NS ? nst - ST_NS : 0;
+    const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     pdl_wait();
     stage_x<true>(a, nb, Kp, xs, wsum, inv);
@@ -401,9 +405,9 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
-        const int slot = s % ST_NS, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
+        const int slot = s % ns, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
-        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ST_NS) & 1));
+        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
             const int gl = warp * Q::GPW + gi, G = g0 + gl;
@@ -456,9 +460,9 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
         }
         __syncthreads();
-        if (tid == 0 && s + ST_NS < nst) {
+        if (tid == 0 && s + ns < nst) {
             fence_proxy_async();
-            issue(s + ST_NS);
+            issue(s + ns);
         }
         if (last) {
             const bool pm = pair_mode(a.mode);
@@ -486,17 +490,24 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
 }
 
 /* ------------------------------------------------------------------ host */
-static size_t stream_smem(int K, int bits, int nb) {
-    if (bits == 16) return (size_t)ST_NS * ST_BYTES + (size_t)nb * K * 2;
-    const int NG = fr_cdiv(K, FRK_GROUP);
-    const size_t szb = bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB;
-    return (size_t)ST_NS * (ST_BYTES + szb) + (size_t)nb * NG * FRK_GROUP * 2;
+static size_t stage_bytes(int bits) {
+    return bits == 16 ? ST_BYTES : ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
+}
+static size_t x_bytes(int K, int bits, int nb) {
+    return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
+}
+/* Stages in flight: as many as fit beside the input rows, up to ST_NS_MAX. */
+static int n_stages(int K, int bits, int nb) {
+    const size_t xb = x_bytes(K, bits, nb);
+    if (xb >= ST_DYN_MAX) return 0;
+    const size_t n = (ST_DYN_MAX - xb) / stage_bytes(bits);
+    return n > ST_NS_MAX ? ST_NS_MAX : (int)n;
 }
 
 extern "C" int frk_gemv_stream_supported(int M, int K, int bits, int nb) {
     if (M < 1 || K < 8 || K % 8 || nb < 1) return 0;
     if (bits == 16 ? nb > 4 : (bits == 8 || bits == 4) ? nb > 8 : 1) return 0;
-    return stream_smem(K, bits, nb) <= ST_DYN_MAX;
+    return n_stages(K, bits, nb) >= ST_NS_MIN;
 }
 
 static int sm_count(void) {
@@ -509,14 +520,15 @@ static int sm_count(void) {
 }
 
 template <typename... KArgs>
-static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, size_t smem,
+static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, int ns,
                           const frk_gemv_args *a, cudaStream_t st) {
     if (!*attr_set) {
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
         *attr_set = true;
     }
     const int grid = units < sm_count() ? units : sm_count();
-    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes);
+    const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
+    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
@@ -528,22 +540,23 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
                   (a->rope.cos_tab && a->rope.sin_tab && a->rope.pos && a->rope.D % 2 == 0 &&
                    a->M == (a->rope.H + 2 * a->rope.Hkv) * a->rope.D &&
                    (a->rope.kc ? (a->rope.vc && a->rope.block_tables && a->rope.tok_seq) : a->rope.kvnew != nullptr)));
-    const size_t smem = stream_smem(a->K, a->bits, a->nb);
+    int ns = n_stages(a->K, a->bits, a->nb);
+    if (stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
     if (a->bits == 16) {
         static bool set[4];
         const int units = fr_cdiv(a->M, 8);
         switch (a->nb) {
-        case 1: launch_stream(k_stream_bf16<1>, &set[0], units, smem, a, st); break;
-        case 2: launch_stream(k_stream_bf16<2>, &set[1], units, smem, a, st); break;
-        case 3: launch_stream(k_stream_bf16<3>, &set[2], units, smem, a, st); break;
-        default: launch_stream(k_stream_bf16<4>, &set[3], units, smem, a, st); break;
+        case 1: launch_stream(k_stream_bf16<1>, &set[0], units, ns, a, st); break;
+        case 2: launch_stream(k_stream_bf16<2>, &set[1], units, ns, a, st); break;
+        case 3: launch_stream(k_stream_bf16<3>, &set[2], units, ns, a, st); break;
+        default: launch_stream(k_stream_bf16<4>, &set[3], units, ns, a, st); break;
         }
     } else {
         static bool set[2];
         const int units = fr_cdiv(a->M, 16);
         if (a->bits == 4)
-            launch_stream(k_stream_q<4>, &set[0], units, smem, a, st);
+            launch_stream(k_stream_q<4>, &set[0], units, ns, a, st);
         else
-            launch_stream(k_stream_q<8>, &set[1], units, smem, a, st);
+            launch_stream(k_stream_q<8>, &set[1], units, ns, a, st);
     }
 }

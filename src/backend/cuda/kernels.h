@@ -146,10 +146,10 @@ void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bit
  *           ([.][K] f32) with weight nw: each block normalises the rows itself into shared memory,
  *           rounding to bf16 exactly where frk_rmsnorm does;
  *   weights streamed HBM -> shared memory by the bulk-copy engine (cp.async.bulk, mbarrier
- *           completion), 4 stages of 16 KiB in flight per block, one block per SM over a
- *           contiguous range of rows, so the next kernel (programmatic dependent launch) fits
- *           beside it and starts its own weight copies during this one's tail; optionally the
- *           first l2pf bytes of a block's range are prefetched into L2 before the dependency wait;
+ *           completion), up to 12 stages of 16 KiB in flight per block, one block per SM over a
+ *           contiguous range of rows; the first stages are issued before the dependency wait
+ *           (programmatic dependent launch), optionally with the first l2pf bytes of the
+ *           block's range prefetched into L2;
  *   output  STORE / ACC / SWIGLU as frk_gemv_bf16, or ROPE: the fused qkv projection with rows in
  *           pair order (each rotation pair of a q/k head in adjacent rows 2i, 2i+1; v rows as
  *           is): bias, rotary embedding and the K/V store (bf16 cache or int8 staging) of
@@ -175,6 +175,9 @@ void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
  * 0). Process-wide; the engine re-captures its graphs on change. */
 void frk_set_stream_l2pf(int bytes);
 int frk_get_stream_l2pf(void);
+/* Cap on the stages in flight per block (0 = as many as fit, up to 12; values below 4 = 0). */
+void frk_set_stream_stages(int n);
+int frk_get_stream_stages(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
