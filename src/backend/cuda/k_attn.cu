@@ -252,11 +252,36 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     }
 }
 
+/* The separate merge (unfused path): one block of min(D, 256) threads per (head, token), so each
+ * thread sums one column over the splits. */
 __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
                                bf16 *__restrict__ out) {
+    __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
+    __shared__ float inv_l;
     pdl_trigger();
     pdl_wait();
-    combine_warp(part, blockIdx.y, blockIdx.x, nsplit, nsplit, H, D, out);
+    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
+    if (tid < 32) { /* all (m, l) pairs at once, one warp */
+        float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
+        if (tid < nsplit) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
+        if (tid + 32 < nsplit) m1 = pp[(tid + 32) * (D + 2) + D], l1 = pp[(tid + 32) * (D + 2) + D + 1];
+        if (!(l0 > 0.f)) m0 = -INFINITY;
+        if (!(l1 > 0.f)) m1 = -INFINITY;
+        const float M = warp_max(fmaxf(m0, m1));
+        const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
+        const float L = warp_sum(w0 * l0 + w1 * l1);
+        if (tid < nsplit) wsp[tid] = w0;
+        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
+        if (tid == 0) inv_l = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int d = tid; d < D; d += blockDim.x) {
+        float acc = 0.f;
+#pragma unroll 8
+        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
+        out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
+    }
 }
 
 template <int D, int GM>
@@ -292,7 +317,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     }
     if (a->n_split > 1 && !a->counters) {
         dim3 grid(a->H, a->T);
-        frk_launch(k_attn_combine, grid, dim3(32), 0, st,
+        frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
                    (const float *)a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
     }
 }

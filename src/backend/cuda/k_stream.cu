@@ -39,6 +39,9 @@ static int l2pf_bytes = 0;
 extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
 extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
 static int stages_cap = 0; /* 0: as many as fit */
+static int loader = 1;     /* 0: TMA bulk copies, 1: cp.async */
+extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
+extern "C" int frk_get_stream_loader(void) { return loader; }
 extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
 
@@ -237,8 +240,39 @@ static __device__ __forceinline__ float dot8s(const uint4 w, const uint4 x, floa
     return acc;
 }
 
+/* ------------------------------------------------------------------ loaders */
+/* Two ways to fill the stages, chosen per process (frk_set_stream_loader):
+ *   TMA (0): thread 0 issues cp.async.bulk copies completing on one mbarrier per stage; up to
+ *            ST_NS_MAX stages; a slot is refilled after the __syncthreads that ends its use.
+ *   cp.async (1): every thread copies 16-byte pieces (cp.async.cg, LDGSTS) of each stage,
+ *            ST_NSA stages, one commit group per stage; cp.async.wait_group + __syncthreads
+ *            make a stage visible, and the slot consumed in the previous iteration is refilled. */
+#define ST_NSA 8
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void cp_wait_nsa() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(ST_NSA - 2) : "memory");
+}
+
 /* ------------------------------------------------------------------ bf16 */
+/* Output of row group rg (8 rows) from red (per row, per input). */
 template <int NB>
+static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const float (*red)[NB], int rg) {
+    const int tid = threadIdx.x;
+    if (!pair_mode(a.mode)) {
+        if (tid < 8 * NB) {
+            const int r = tid % 8, n = tid / 8, row = rg * 8 + r;
+            if (row < a.M) epi_one(a, row, n, red[r][n]);
+        }
+    } else if (tid < 4 * NB) {
+        const int j = tid % 4, n = tid / 4, row = rg * 8 + 2 * j;
+        if (row + 1 < a.M) epi_pair(a, row, n, red[2 * j][n], red[2 * j + 1][n]);
+    }
+}
+
+template <int NB, bool ASYNC>
 __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -250,17 +284,12 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     const int rg0 = (int)((long)blockIdx.x * NRG / gridDim.x);
     const int rg1 = (int)((long)(blockIdx.x + 1) * NRG / gridDim.x);
     const int nst = (rg1 - rg0) * NKT;
+    if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
     bf16 *xs = (bf16 *)(dsm + (size_t)ns * ST_BYTES);
     const bf16 *W = (const bf16 *)a.W;
     uint64_t pol = 0;
-    if (tid == 0) {
-        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
-        fence_mbar_init();
-        fence_proxy_async();
-    }
-    __syncthreads();
-    auto issue = [&](int s) {
+    auto issue = [&](int s) { /* TMA: thread 0 */
         const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC), nr = min(8, M - rg * 8);
         const uint32_t b = sptr(&bar[slot]);
@@ -269,24 +298,55 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
             bulk_g2s(sptr(stg + slot * ST_BYTES + r * ST_KC * 2),
                      W + (size_t)(rg * 8 + r) * K + (size_t)kt * ST_KC, (uint32_t)(kc * 2), b, pol);
     };
-    if (tid == 0) {
-        pol = policy_evict_first();
-        for (int s = 0; s < ns && s < nst; s++) issue(s);
+    auto load_async = [&](int s) { /* cp.async: every thread, one commit group per stage */
+        if (s < nst) {
+            const int slot = s % ST_NSA, rg = rg0 + s / NKT, kt = s % NKT;
+            const int kc = min(ST_KC, K - kt * ST_KC);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = tid + 256 * i, r = c >> 7, v = c & 127, row = rg * 8 + r;
+                if (row < M && v * 8 < kc)
+                    cp_async16(sptr(stg + slot * ST_BYTES + r * ST_KC * 2 + v * 16),
+                               W + (size_t)row * K + (size_t)kt * ST_KC + v * 8);
+            }
+        }
+        cp_commit();
+    };
+    if (ASYNC) {
+        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
+    } else {
+        if (tid == 0) {
+            for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
+            fence_mbar_init();
+            fence_proxy_async();
+            pol = policy_evict_first();
+            for (int s = 0; s < ns && s < nst; s++) issue(s);
+        }
+    }
+    if (tid == 0)
         prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
                        (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
-    }
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     pdl_wait();
-    stage_x<false>(a, NB, K, xs, wsum, inv);
+    stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
     float acc[NB];
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
+    int pend = -1; /* cp.async: row group whose epilogue waits for the next __syncthreads */
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
         const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC);
-        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+        if (ASYNC) {
+            cp_wait_nsa();
+            __syncthreads();
+            if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
+            pend = -1;
+            load_async(s + ST_NSA - 1);
+        } else {
+            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+        }
         if (rg * 8 + warp < M) {
             const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
             const uint4 *xk = (const uint4 *)(xs + (size_t)kt * ST_KC);
@@ -310,22 +370,20 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
                 acc[n] = 0.f;
             }
         }
-        __syncthreads();
-        if (tid == 0 && s + ns < nst) {
-            fence_proxy_async();
-            issue(s + ns);
-        }
-        if (last) {
-            if (!pair_mode(a.mode)) {
-                if (tid < 8 * NB) {
-                    const int r = tid % 8, n = tid / 8, row = rg * 8 + r;
-                    if (row < M) epi_one(a, row, n, red[buf][r][n]);
-                }
-            } else if (tid < 4 * NB) {
-                const int j = tid % 4, n = tid / 4, row = rg * 8 + 2 * j;
-                if (row + 1 < M) epi_pair(a, row, n, red[buf][2 * j][n], red[buf][2 * j + 1][n]);
+        if (ASYNC) {
+            if (last) pend = rg;
+        } else {
+            __syncthreads();
+            if (tid == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue(s + ns);
             }
+            if (last) epi_bf16<NB>(a, red[buf], rg);
         }
+    }
+    if (ASYNC) {
+        __syncthreads();
+        if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
     }
 }
 
@@ -357,7 +415,31 @@ struct qgeom {
     static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
 };
 
-template <int BITS>
+/* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]. */
+static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt) {
+    const bool pm = pair_mode(a.mode);
+    for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
+        const int r = i % 16, n = i / 16, row = rt * 16 + r;
+        if (pm && (r & 1)) continue;
+        if (row >= a.M || (pm && row + 1 >= a.M)) continue;
+        float v0 = 0.f, v1 = 0.f;
+        {
+            const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
+#pragma unroll
+            for (int w = 0; w < 8; w++) v0 += red[w][ln][e];
+        }
+        if (pm) {
+            const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
+#pragma unroll
+            for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
+            epi_pair(a, row, n, v0, v1);
+        } else {
+            epi_one(a, row, n, v0);
+        }
+    }
+}
+
+template <int BITS, bool ASYNC>
 __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
@@ -370,17 +452,12 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     const int rt0 = (int)((long)blockIdx.x * NRT / gridDim.x);
     const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
     const int nst = (rt1 - rt0) * NST;
+    if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
     uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
     half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
-    if (tid == 0) {
-        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
-        fence_mbar_init();
-        fence_proxy_async();
-    }
-    __syncthreads();
     auto issue = [&](int s) {
         const int slot = s % ns, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
@@ -391,11 +468,33 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
         bulk_g2s(sptr(ssz + slot * (Q::SZB / 4)), a.sz + ((size_t)rt * NG + g0) * 16,
                  (uint32_t)(ng * 64), b, pol);
     };
-    if (tid == 0) {
+    auto load_async = [&](int s) {
+        if (s < nst) {
+            const int slot = s % ST_NSA, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
+            const int ng = min(Q::GPS, NG - g0);
+            const unsigned char *src = Wp + ((size_t)rt * NG + g0) * Q::GBYTES;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = tid + 256 * i;
+                if (c * 16 < ng * Q::GBYTES) cp_async16(sptr(stg + slot * ST_BYTES + c * 16), src + c * 16);
+            }
+            if (tid < ng * 4)
+                cp_async16(sptr(ssz + slot * (Q::SZB / 4) + tid * 4),
+                           a.sz + ((size_t)rt * NG + g0) * 16 + tid * 4);
+        }
+        cp_commit();
+    };
+    if (ASYNC) {
+        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
+    } else if (tid == 0) {
+        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
+        fence_mbar_init();
+        fence_proxy_async();
         pol = policy_evict_first();
         for (int s = 0; s < ns && s < nst; s++) issue(s);
-        prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     }
+    if (tid == 0)
+        prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     pdl_wait();
@@ -403,11 +502,20 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    int pend = -1;
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
         const int slot = s % ns, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
-        mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+        if (ASYNC) {
+            cp_wait_nsa();
+            __syncthreads();
+            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
+            pend = -1;
+            load_async(s + ST_NSA - 1);
+        } else {
+            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+        }
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
             const int gl = warp * Q::GPW + gi, G = g0 + gl;
@@ -459,33 +567,20 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
         }
-        __syncthreads();
-        if (tid == 0 && s + ns < nst) {
-            fence_proxy_async();
-            issue(s + ns);
-        }
-        if (last) {
-            const bool pm = pair_mode(a.mode);
-            for (int i = tid; i < 16 * nb; i += 256) {
-                const int r = i % 16, n = i / 16, row = rt * 16 + r;
-                if (pm && (r & 1)) continue;
-                if (row >= M || (pm && row + 1 >= M)) continue;
-                float v0 = 0.f, v1 = 0.f;
-                {
-                    const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
-#pragma unroll
-                    for (int w = 0; w < 8; w++) v0 += red[buf][w][ln][e];
-                }
-                if (pm) {
-                    const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
-#pragma unroll
-                    for (int w = 0; w < 8; w++) v1 += red[buf][w][ln][e];
-                    epi_pair(a, row, n, v0, v1);
-                } else {
-                    epi_one(a, row, n, v0);
-                }
+        if (ASYNC) {
+            if (last) pend = rt;
+        } else {
+            __syncthreads();
+            if (tid == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue(s + ns);
             }
+            if (last) epi_q(a, red[buf], rt);
         }
+    }
+    if (ASYNC) {
+        __syncthreads();
+        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
     }
 }
 
@@ -496,11 +591,13 @@ static size_t stage_bytes(int bits) {
 static size_t x_bytes(int K, int bits, int nb) {
     return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
 }
-/* Stages in flight: as many as fit beside the input rows, up to ST_NS_MAX. */
+/* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
+ * ST_NSA (0 when they do not fit). */
 static int n_stages(int K, int bits, int nb) {
     const size_t xb = x_bytes(K, bits, nb);
     if (xb >= ST_DYN_MAX) return 0;
     const size_t n = (ST_DYN_MAX - xb) / stage_bytes(bits);
+    if (loader == 1) return n >= ST_NSA ? ST_NSA : 0;
     return n > ST_NS_MAX ? ST_NS_MAX : (int)n;
 }
 
@@ -541,22 +638,34 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
                    a->M == (a->rope.H + 2 * a->rope.Hkv) * a->rope.D &&
                    (a->rope.kc ? (a->rope.vc && a->rope.block_tables && a->rope.tok_seq) : a->rope.kvnew != nullptr)));
     int ns = n_stages(a->K, a->bits, a->nb);
-    if (stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
+    if (!loader && stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
     if (a->bits == 16) {
-        static bool set[4];
+        static bool set[2][4];
         const int units = fr_cdiv(a->M, 8);
-        switch (a->nb) {
-        case 1: launch_stream(k_stream_bf16<1>, &set[0], units, ns, a, st); break;
-        case 2: launch_stream(k_stream_bf16<2>, &set[1], units, ns, a, st); break;
-        case 3: launch_stream(k_stream_bf16<3>, &set[2], units, ns, a, st); break;
-        default: launch_stream(k_stream_bf16<4>, &set[3], units, ns, a, st); break;
+        if (loader) {
+            switch (a->nb) {
+            case 1: launch_stream(k_stream_bf16<1, true>, &set[1][0], units, ns, a, st); break;
+            case 2: launch_stream(k_stream_bf16<2, true>, &set[1][1], units, ns, a, st); break;
+            case 3: launch_stream(k_stream_bf16<3, true>, &set[1][2], units, ns, a, st); break;
+            default: launch_stream(k_stream_bf16<4, true>, &set[1][3], units, ns, a, st); break;
+            }
+        } else {
+            switch (a->nb) {
+            case 1: launch_stream(k_stream_bf16<1, false>, &set[0][0], units, ns, a, st); break;
+            case 2: launch_stream(k_stream_bf16<2, false>, &set[0][1], units, ns, a, st); break;
+            case 3: launch_stream(k_stream_bf16<3, false>, &set[0][2], units, ns, a, st); break;
+            default: launch_stream(k_stream_bf16<4, false>, &set[0][3], units, ns, a, st); break;
+            }
         }
     } else {
-        static bool set[2];
+        static bool set[2][2];
         const int units = fr_cdiv(a->M, 16);
-        if (a->bits == 4)
-            launch_stream(k_stream_q<4>, &set[0], units, ns, a, st);
-        else
-            launch_stream(k_stream_q<8>, &set[1], units, ns, a, st);
+        if (a->bits == 4) {
+            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st);
+            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st);
+        } else {
+            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st);
+            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st);
+        }
     }
 }

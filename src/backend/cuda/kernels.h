@@ -178,6 +178,9 @@ int frk_get_stream_l2pf(void);
 /* Cap on the stages in flight per block (0 = as many as fit, up to 12; values below 4 = 0). */
 void frk_set_stream_stages(int n);
 int frk_get_stream_stages(void);
+/* How stages are filled: 1 (default) cp.async by every thread, 8 stages; 0 bulk copies (TMA). */
+void frk_set_stream_loader(int l);
+int frk_get_stream_loader(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
