@@ -110,7 +110,7 @@ if [ "${GPU_PROFILE:-0}" = 1 ]; then
     ncu=$(command -v ncu 2>/dev/null || echo /usr/local/cuda/bin/ncu)
     timeout 90 "$ncu" --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section WarpStateStats --section Occupancy --section LaunchStats \
-        -k regex:'k_gemv|k_attn' "$bin/gpu-bench" --profile >"$out/ncu.txt" 2>&1
+        -k regex:'k_gemv|k_attn|k_stream' "$bin/gpu-bench" --profile >"$out/ncu.txt" 2>&1
     note "== ncu profile: exit $? ($(el) s)"
 fi
 

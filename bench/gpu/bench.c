@@ -553,6 +553,14 @@ static void profile_once(void) {
     gemv_bench("profile: gemv bf16 o v0", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
     gemv_bench("profile: gemv int4 qkv", 6144, 4096, 4, 1, FRK_OUT_STORE, false, cub, &us);
     gemv_bench("profile: gemv int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
+    g_stream_kernel = true;
+    frk_set_stream_loader(1);
+    gemv_bench("profile: stream cp.async bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream cp.async int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    frk_set_stream_loader(0);
+    gemv_bench("profile: stream TMA bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    frk_set_stream_loader(1);
+    g_stream_kernel = false;
     attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
     attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, &us);
     frk_set_pdl(1);
