@@ -286,7 +286,6 @@ static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int
     else a->x = si->dx, a->ldx = K;
 }
 
-static const char *ldr(void) { return frk_get_stream_loader() ? "" : "(tma)"; }
 static void check_stream(int M, int K, int bits, int nb, bool norm) {
     if (!frk_gemv_stream_supported(M, K, bits, nb)) {
         char nm[128];
@@ -306,19 +305,19 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
     void *dy = dalloc_poison((size_t)nb * M * 4);
     frk_gemv_args a;
     stream_args(&a, dW, dsz, M, K, bits, nb, &si);
-    const double tol = (bits == 16 ? 1e-5 : 1e-4) * (norm ? 3 : 1);
+    const double tol = 1e-4 * (norm ? 3 : 1); /* fp32 accumulation on the tensor cores */
     char name[160];
     const char *w = bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4";
     a.out = dy, a.ldo = M, a.mode = FRK_OUT_STORE;
     frk_gemv_stream(&a, st);
     download(got, dy, (size_t)nb * M * 4);
-    snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %sstore", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
+    snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %sstore", w, M, K, nb, norm ? "rmsnorm+" : "");
     report(name, ref_rel_l2(got, y, (size_t)nb * M), tol);
     CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
     a.mode = FRK_OUT_ACC;
     frk_gemv_stream(&a, st);
     download(got, dy, (size_t)nb * M * 4);
-    snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %saccumulate", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
+    snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %saccumulate", w, M, K, nb, norm ? "rmsnorm+" : "");
     report(name, ref_rel_l2(got, ea, (size_t)nb * M), tol);
     if (M % 2 == 0) {
         float *act = malloc((size_t)nb * (M / 2) * 4), *ga = malloc((size_t)nb * (M / 2) * 4);
@@ -330,7 +329,7 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
         frk_gemv_stream(&a, st);
         download(gh, dy, (size_t)nb * (M / 2) * 2);
         bf16_to_f32(gh, ga, (size_t)nb * (M / 2));
-        snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %sswiglu", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
+        snprintf(name, sizeof name, "gemv_stream %s M=%d K=%d nb=%d %sswiglu", w, M, K, nb, norm ? "rmsnorm+" : "");
         report(name, ref_rel_l2(ga, act, (size_t)nb * M / 2), 1e-2);
         free(act), free(ga), free(gh);
     }
@@ -433,7 +432,7 @@ static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bo
         free(hk), free(hv);
     }
     char name[200];
-    snprintf(name, sizeof name, "gemv_stream%s %s qkv+rope H=%d/%d D=%d K=%d nb=%d %s%s%s -> %s: q", ldr(),
+    snprintf(name, sizeof name, "gemv_stream %s qkv+rope H=%d/%d D=%d K=%d nb=%d %s%s%s -> %s: q",
              bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", H, Hkv, D, K, nb,
              interleaved ? "interleaved" : "halves", bias ? "+bias" : "", norm ? " rmsnorm" : "",
              staging ? "staging" : "cache");
@@ -1157,11 +1156,7 @@ int main(int argc, char **argv) {
         check_stream(40, 256, 8, 5, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         check_stream_rope(4, 4, 2, 16, 256, 1, true, false, true, false);
-        frk_set_stream_loader(0); /* the bulk-copy (TMA) loader too */
-        check_stream(66, 1544, 16, 3, true);
-        check_stream(34, 200, 4, 1, true);
-        check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
-        frk_set_stream_loader(1);
+        check_stream(130, 72, 16, 8, false);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -1216,13 +1211,9 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, false, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, true, false);
         check_stream_rope(4, 8, 2, 64, 384, 8, true, true, false, false);
-        frk_set_stream_loader(0); /* the bulk-copy (TMA) loader too */
-        check_stream(4098, 4096, 16, 2, true);
-        check_stream(1000, 14336, 16, 1, false);
-        check_stream(1000, 4096, 4, 3, true);
-        check_stream(66, 4160, 8, 2, false);
-        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_loader(1);
+        check_stream(1000, 4096, 16, 8, true);
+        check_stream(1000, 1032, 16, 6, false);
+        check_stream(1000, 14336, 16, 2, false);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

@@ -222,8 +222,6 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) c->cfg.fuse = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_L2PF");
         if (e) frk_set_stream_l2pf(atoi(e));
-        e = getenv("FRUGAL_CUDA_STAGES");
-        if (e) frk_set_stream_stages(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
