@@ -196,23 +196,32 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
 /* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
-    const int l2 = frk_get_stream_l2pf();
-    const int cfgs[3][2] = {{1, 0}, {0, 0}, {1, 262144}}; /* {pdl, l2 prefetch} */
-    for (int i = 0; i < 3; i++) {
-        fr_cuda_set_pdl(c, cfgs[i][0]);
-        fr_cuda_set_l2pf(c, cfgs[i][1]);
+    const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
+    /* {fuse, loader, stages (TMA), attention merge, pdl} */
+    const int cfgs[7][5] = {{1, 0, 8, 0, 1}, {1, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {1, 0, 8, 1, 1},
+                            {1, 0, 8, 0, 0}, {0, 0, 8, 0, 1}, {0, 0, 8, 1, 1}};
+    for (int i = 0; i < 7; i++) {
+        frk_set_stream_loader(cfgs[i][1]);
+        frk_set_stream_stages(cfgs[i][2]);
+        fr_cuda_set_attn_merge(c, cfgs[i][3]);
+        fr_cuda_set_pdl(c, cfgs[i][4]);
+        fr_cuda_set_fuse(c, cfgs[i][0]);
         decode(c, s1, 1, 2, NULL);
         const double tv = decode(c, s1, 1, 32, NULL);
-        LOG("decode batch 1 (%s, graphs, fused) pdl %d, l2 prefetch %3d KiB/block: %.1f tok/s, %.3f ms/token\n",
-            what, cfgs[i][0], cfgs[i][1] / 1024, 32 / tv, 1e3 * tv / 32);
+        if (cfgs[i][0])
+            LOG("decode batch 1 (%s, graphs) fused, %s, stages %d, attention merge %d, pdl %d: %.1f tok/s, %.3f ms/token\n",
+                what, cfgs[i][1] ? "cp.async" : "TMA", cfgs[i][1] ? 8 : cfgs[i][2] ? cfgs[i][2] : 12, cfgs[i][3],
+                cfgs[i][4], 32 / tv, 1e3 * tv / 32);
+        else
+            LOG("decode batch 1 (%s, graphs) unfused, attention merge %d, pdl %d: %.1f tok/s, %.3f ms/token\n",
+                what, cfgs[i][3], cfgs[i][4], 32 / tv, 1e3 * tv / 32);
     }
-    fr_cuda_set_fuse(c, 0);
+    frk_set_stream_stages(stg);
+    frk_set_stream_loader(ld);
+    fr_cuda_set_attn_merge(c, 0);
     fr_cuda_set_pdl(c, 1);
-    decode(c, s1, 1, 2, NULL);
-    const double tu = decode(c, s1, 1, 32, NULL);
-    LOG("decode batch 1 (%s, graphs, unfused) pdl 1: %.1f tok/s, %.3f ms/token\n", what, 32 / tu, 1e3 * tu / 32);
-    fr_cuda_set_fuse(c, 1);
     fr_cuda_set_l2pf(c, l2);
+    fr_cuda_set_fuse(c, -1);
 }
 
 static fr_hparams llama8b(void) {
@@ -467,11 +476,12 @@ static void gemv_chain(int bits) {
     const int nvar = bits == 16 ? 4 : 1;
     /* variants: the GEMV kernels (bf16 shapes 0..3, or the INT kernel), then the streamed kernel
      * (k_stream.cu) without and with 256 KiB of L2 prefetch per block */
-    for (int v = 0; v < nvar + 1; v++)
+    for (int v = 0; v < nvar + 2; v++)
         for (int pdl = 1; pdl >= 0; pdl--) {
             const bool stream = v >= nvar;
             frk_set_pdl(pdl);
             frk_set_gemv_variant(stream ? 1 : v);
+            frk_set_stream_loader(v == nvar ? 1 : 0);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -510,7 +520,7 @@ static void gemv_chain(int bits) {
             }
             const double ms = median(t, 7);
             char vn[48];
-            if (stream) snprintf(vn, sizeof vn, "streamed");
+            if (stream) snprintf(vn, sizeof vn, "streamed %s", frk_get_stream_loader() ? "cp.async" : "TMA");
             else snprintf(vn, sizeof vn, "variant %d", v);
             LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
                 bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
@@ -521,6 +531,7 @@ static void gemv_chain(int bits) {
         }
     frk_set_pdl(1);
     frk_set_gemv_variant(1);
+    frk_set_stream_loader(0);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));
@@ -545,9 +556,11 @@ static void profile_once(void) {
     gemv_bench("profile: gemv int4 qkv", 6144, 4096, 4, 1, FRK_OUT_STORE, false, cub, &us);
     gemv_bench("profile: gemv int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
     g_stream_kernel = true;
-    gemv_bench("profile: stream bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    gemv_bench("profile: stream int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    gemv_bench("profile: stream int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
+    frk_set_stream_loader(1);
+    gemv_bench("profile: stream cp.async bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream cp.async int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    frk_set_stream_loader(0);
+    gemv_bench("profile: stream TMA bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
     g_stream_kernel = false;
     attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
     attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, &us);
@@ -566,9 +579,10 @@ static void kernel_breakdown(void) {
                            {128256, 4096, FRK_OUT_STORE}};
     const char *nm[5] = {"qkv", "o", "gate_up+swiglu", "down", "lm_head"};
     const int bitsv[3] = {16, 8, 4};
-    for (int bi = 0; bi < 6; bi++) {
+    for (int bi = 0; bi < 9; bi++) {
         double layer = 0, head = 0;
         g_stream_kernel = bi >= 3;
+        frk_set_stream_loader(bi < 6 ? 1 : 0);
         for (int i = 0; i < 5; i++) {
             char name[96];
             double us = 0;
@@ -579,10 +593,11 @@ static void kernel_breakdown(void) {
             if (i < 4) layer += us; else head = us;
         }
         LOG("  => %s %s per token: 32 x %.1f + %.1f = %.2f ms\n", bitsv[bi % 3] == 16 ? "bf16" : bitsv[bi % 3] == 8 ? "int8" : "int4",
-            !g_stream_kernel ? "GEMVs" : "streamed GEMVs", layer, head,
+            !g_stream_kernel ? "GEMVs" : bi < 6 ? "streamed GEMVs (cp.async)" : "streamed GEMVs (TMA)", layer, head,
             (32 * layer + head) / 1e3);
     }
     g_stream_kernel = false;
+    frk_set_stream_loader(0);
     gemv_bench("cuBLAS bf16 b=1 gate_up 28672x4096", 28672, 4096, 16, 1, FRK_OUT_STORE, true, cub, NULL);
     gemv_bench("gemv bf16 b=4 gate_up 28672x4096", 28672, 4096, 16, 4, FRK_OUT_SWIGLU, false, cub, NULL);
     gemv_bench("cuBLAS bf16 b=8 gate_up 28672x4096", 28672, 4096, 16, 8, FRK_OUT_STORE, true, cub, NULL);
@@ -770,7 +785,7 @@ int main(int argc, char **argv) {
                 LOG("decode batch 1 (bf16, graphs, unfused) gemv variant %d, pdl %d: %.1f tok/s, %.3f ms/token\n", v, pdl,
                     24 / tv, 1e3 * tv / 24);
             }
-        fr_cuda_set_fuse(c, 1);
+        fr_cuda_set_fuse(c, -1);
         fr_cuda_set_pdl(c, 1);
         fr_cuda_set_gemv_variant(c, 1);
         ss_free(&s1);

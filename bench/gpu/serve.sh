@@ -3,7 +3,8 @@
 # 32/8 heads, FFN 14336, vocab 128256; random weights written by `frugal mkmodel`):
 #   1. `frugal serve --device cuda` with the meter sampling NVML's energy counter every 20 ms;
 #   2. J per generated token from the ledger at batch 1 (3 sequential requests) and batch 32
-#      (32 at once), each a ~500-token prompt and 128 generated tokens (ignore_eos, greedy);
+#      (32 at once), each a ~500-token prompt (PROMPT_REPEAT phrases) and 128 generated tokens
+#      (ignore_eos, greedy);
 #   3. bench/loadgen.c at two arrival rates around saturation, tiers P0/P1/P2 = 20/30/50 %.
 # Usage: BIN=DIR sh bench/gpu/serve.sh OUTDIR
 #   DIR holds frugal-cuda and loadgen (default: build-cuda and build); python3 drives step 2.
@@ -37,7 +38,7 @@ until python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.
     sleep 0.5
 done
 echo "== server ready at $(el) s"
-python3 - "$port" "$out/ledger.db" "${PROMPT_REPEAT:-170}" <<'PY' | tee "$out/meter.txt"
+python3 - "$port" "$out/ledger.db" "${PROMPT_REPEAT:-26}" <<'PY' | tee "$out/meter.txt"
 import json, sqlite3, sys, threading, time, urllib.error, urllib.request
 port, ledger = sys.argv[1], sys.argv[2]
 prompt = " ".join("account %d balance" % i for i in range(int(sys.argv[3])))
@@ -73,7 +74,7 @@ for n in (1, 32):
               "generated; ledger %.1f J -> %.3f J per generated token" %
               (n, k + 1, len(rs), tin, tout, wall, tout / wall, j, j / max(tout, 1)))
 PY
-for rate in ${RATES:-12 24}; do
+for rate in ${RATES:-16 24}; do
     echo "== loadgen --rate $rate"
     "$lg" --url "http://127.0.0.1:$port" --model m8b --rate "$rate" --duration "${DURATION:-40}" \
         --mix 0.2,0.3,0.5 --prompt 64:256 --output 32:128 2>&1 | tee "$out/loadgen-$rate.txt" | tail -8

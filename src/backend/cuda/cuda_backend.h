@@ -37,10 +37,13 @@ typedef struct fr_cuda_config {
     int use_graphs;        /* 1 (default): replay captured decode graphs */
     int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported */
     int rope_freq_bf16;    /* round rotary frequencies to bf16 (see fr_decoder_opts) */
-    int fuse;              /* 1 (default): decode steps of few rows use the streamed, fused linear
-                            * layers (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside) and
-                            * attention merges its splits itself; 0: one kernel per operation.
-                            * Env FRUGAL_CUDA_FUSE overrides at creation. */
+    int fuse;              /* decode steps of few rows through the streamed, fused linear layers
+                            * (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside): -1
+                            * (default) for INT8/INT4 weights only, where they measured faster on
+                            * an H200 (bench/GPU-NOTES.md); 1 always; 0 never (one kernel per
+                            * operation). Env FRUGAL_CUDA_FUSE overrides at creation. */
+    int attn_merge;        /* 1: split attention merges in its last block (no combine kernel);
+                            * 0 (default, measured faster at batch 1). Env FRUGAL_CUDA_ATTN_MERGE. */
 } fr_cuda_config;
 
 typedef struct fr_cuda_mem {
@@ -86,6 +89,7 @@ void fr_cuda_set_gemv_variant(fr_cuda *c, int v);
 /* Fused decode path on/off (fr_cuda_config.fuse) and the streamed GEMV's L2 prefetch per block
  * in bytes (kernels.h frk_set_stream_l2pf; env FRUGAL_CUDA_L2PF at creation); drop graphs. */
 void fr_cuda_set_fuse(fr_cuda *c, int on);
+void fr_cuda_set_attn_merge(fr_cuda *c, int on);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 
 /* Statistics since creation. */

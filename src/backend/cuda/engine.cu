@@ -8,10 +8,11 @@
  * One forward (per layer): rmsnorm -> qkv linear -> rope + KV store -> attention -> o linear
  * (accumulated into the residual) -> rmsnorm -> gate/up linear with SwiGLU -> down linear
  * (accumulated); then the final norm over the wanted rows only and the LM head. The qkv rows are
- * stored in pair order (pair_order) so RoPE can sit in a GEMV epilogue. Decode steps of few rows
- * (bf16 <= 4, INT <= 8) run each linear layer as one streamed kernel with its neighbours fused
- * (frk_gemv_stream: norm -> qkv -> rope + KV store; o + residual; norm -> gate/up -> SwiGLU;
- * down + residual; norm -> LM head), 5 kernels a layer. Otherwise "linear" picks:
+ * stored in pair order (pair_order) so RoPE can sit in a GEMV epilogue. With INT weights (or
+ * cfg.fuse = 1), decode steps of few rows (bf16 <= 4, INT <= 8) run each linear layer as one
+ * streamed kernel with its neighbours fused (frk_gemv_stream: norm -> qkv -> rope + KV store;
+ * o + residual; norm -> gate/up -> SwiGLU; down + residual; norm -> LM head), 5 kernels a layer.
+ * Otherwise "linear" picks:
  *   bf16 weights, <= 4 rows: own GEMV (k_gemv.cu); more rows: cuBLAS bf16 GEMM (fp32 accumulate,
  *   beta = 1 for the residual add);
  *   int8/int4 weights, <= 64 rows: tensor-core GEMV; more: dequantise to bf16 scratch + cuBLAS.
@@ -140,7 +141,8 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.max_ctx = 0;
     c.use_graphs = 1;
     c.prefill_mma = 1;
-    c.fuse = 1;
+    c.fuse = -1;
+    c.attn_merge = 0;
     return c;
 }
 
@@ -219,9 +221,13 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         e = getenv("FRUGAL_CUDA_GEMV");
         if (e) frk_set_gemv_variant(atoi(e));
         e = getenv("FRUGAL_CUDA_FUSE");
-        if (e) c->cfg.fuse = atoi(e) ? 1 : 0;
+        if (e) c->cfg.fuse = atoi(e) < 0 ? -1 : atoi(e) ? 1 : 0;
+        e = getenv("FRUGAL_CUDA_ATTN_MERGE");
+        if (e) c->cfg.attn_merge = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_L2PF");
         if (e) frk_set_stream_l2pf(atoi(e));
+        e = getenv("FRUGAL_CUDA_STAGES");
+        if (e) frk_set_stream_stages(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
@@ -750,7 +756,8 @@ static int split_for(const fr_cuda *c, int T) {
 static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const float *xf,
                          const float *nw, const int32_t *rows, int T, void *out, int mode,
                          const frk_rope_args *ra) {
-    if (!c->cfg.fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
+    const int fuse = c->cfg.fuse < 0 ? c->wbits != 16 : c->cfg.fuse;
+    if (!fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
     frk_gemv_args g;
     memset(&g, 0, sizeof g);
     g.W = W->w;
@@ -842,7 +849,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         aa.n_split = pl->n_split;
         aa.part = c->part;
         aa.out = c->attn;
-        aa.counters = c->cfg.fuse ? c->attn_cnt : NULL;
+        aa.counters = c->cfg.attn_merge ? c->attn_cnt : NULL;
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
@@ -1135,7 +1142,11 @@ extern "C" void fr_cuda_set_gemv_variant(fr_cuda *c, int v) {
 }
 extern "C" void fr_cuda_set_fuse(fr_cuda *c, int on) {
     drop_graphs(c);
-    c->cfg.fuse = on ? 1 : 0;
+    c->cfg.fuse = on < 0 ? -1 : on ? 1 : 0;
+}
+extern "C" void fr_cuda_set_attn_merge(fr_cuda *c, int on) {
+    drop_graphs(c);
+    c->cfg.attn_merge = on ? 1 : 0;
 }
 extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
     drop_graphs(c);

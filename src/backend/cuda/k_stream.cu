@@ -4,47 +4,90 @@
  * and the step is fast only if HBM never waits: not inside a kernel (enough bytes in flight),
  * not between kernels (ramp and tail), not during the small operations around the products.
  *
- *   - One block of 16 warps per SM owns a contiguous range of 16-row tiles. Its weights arrive
- *     in 8 stages of 16 KiB in flight (cp.async.cg by every thread, one commit group per stage;
- *     cp.async.wait_group + __syncthreads publish a stage, and the slot consumed in the previous
- *     iteration is refilled), so loads hold no registers and ~128 KiB per SM are in flight.
- *   - Every format multiplies on the tensor cores (mma.sync m16n8k16, fp32 accumulation, the
- *     batch as the N dimension): bf16 weight tiles come from shared memory through ldmatrix;
- *     INT8 / INT4 tiles are stored in fragment order (k_gemv.cu) and dequantised with lop3 / prmt
- *     + hsub2 into f16. A CUDA-core dot product spends ~3 instructions per weight and, with the
- *     few warps a streaming block can keep, ran at 2.2-2.8 TB/s issue-bound (ncu: 38 % SM
- *     throughput, ~5 cycles per issued instruction); the MMA needs ~0.05 (bf16).
- *   - The first stages are issued before griddepcontrol.wait (weights never depend on the
- *     previous kernel); dependents are released when the last stages are in flight.
+ *   - One block of 8 warps per SM owns a contiguous range of rows. Its weights arrive through the
+ *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
+ *     mbarrier per stage), up to 12 stages of 16 KiB in flight per SM (as many as shared memory
+ *     holds beside the input rows; HBM under full load needs ~100+ KiB in flight per SM), no
+ *     registers held by loads. Warps compute from shared memory; one __syncthreads per stage
+ *     releases a slot, and thread 0 refills it.
+ *   - A block signals its dependents (griddepcontrol.launch_dependents) when its last stages
+ *     are in flight; the first stages are issued before griddepcontrol.wait (weights never
+ *     depend on the previous kernel), and with l2pf more of the block's range is prefetched
+ *     into L2 there.
  *   - The operations around the product are fused in: RMSNorm of the residual rows in the
  *     prologue (every block normalises the few rows itself, into shared memory); SwiGLU, the
  *     residual add, or bias + rotary embedding + K/V store in the epilogue.
  *
- * Tiles and stages: bf16 — a stage is 16 rows x 512 columns (rows padded by 16 bytes so ldmatrix
- * is conflict-free), each warp two 16-column k-steps; INT4 / INT8 — a stage is 16 / 8 groups of
- * 128 columns of one 16-row tile plus their scale words, each warp two 512-byte fragment chunks.
- * The 16 warps' fragment partials of a tile meet in shared memory at its last stage.
+ * BF16 weights (nb <= 4): a stage is 8 rows x 1024 columns (one row per warp); each lane does
+ * 16-byte shared loads and fp32 FMAs, one warp reduction per row at the row's last stage.
+ * INT8 / INT4 (nb <= 8): a stage is 8 / 16 groups of one 16-row tile in the packed fragment
+ * layout of k_gemv.cu (plus their scale words); each warp takes 1 / 2 groups, dequantises with
+ * lop3 / prmt + hsub2 and multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as
+ * the N dimension) against the activations held in shared memory as f16; the 8 warps' tile
+ * partials meet in shared memory at the tile's last stage.
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
 
-#define ST_THREADS 512
-#define ST_NW (ST_THREADS / 32)
-#define ST_NSA 8               /* stages in flight */
-#define ST_KT16 512            /* bf16: columns per stage */
-#define ST_ROWB16 (ST_KT16 * 2 + 16) /* bf16: padded shared-memory row */
-#define ST_DYN_MAX (200 * 1024) /* + ~17 KiB static stays under the 227 KiB per block */
+#define ST_BYTES 16384 /* bytes of weights per stage */
+#define ST_NS_MAX 12   /* stages in flight at most (as many as shared memory holds) */
+#define ST_NS_MIN 4
+#define ST_KC 1024     /* bf16: columns per stage row */
+#define ST_DYN_MAX (216 * 1024) /* + the static 8.5 KiB stays under the 227 KiB per block */
 
 static int l2pf_bytes = 0;
 extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
 extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
+static int stages_cap = 8; /* 0: as many as fit (8 measured best on an H200, bench/GPU-NOTES.md) */
+static int loader = 0;     /* 0: TMA bulk copies (default, measured best), 1: cp.async */
+extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
+extern "C" int frk_get_stream_loader(void) { return loader; }
+extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
+extern "C" int frk_get_stream_stages(void) { return stages_cap; }
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ uint32_t sptr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\t"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+static __device__ __forceinline__ uint64_t policy_evict_first() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+/* global -> shared bulk copy; bytes % 16 == 0, both addresses 16-byte aligned */
+static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, uint32_t bytes,
+                                                uint32_t bar, uint64_t pol) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+                 : "memory");
+}
 static __device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2pf) {
     if (l2pf <= 0) return;
@@ -53,56 +96,19 @@ static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2
     for (size_t off = 0; off < len; off += 16384)
         l2_prefetch(p + off, (uint32_t)(len - off < 16384 ? len - off : 16384));
 }
-/* 16-byte global -> shared copy; src_bytes 0 writes zeros (nothing is read) */
-static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes = 16) {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-static __device__ __forceinline__ void cp_wait_stages() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(ST_NSA - 2) : "memory");
-}
-static __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-static __device__ __forceinline__ void ldsm_x4(uint32_t a[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(addr));
-}
-static __device__ __forceinline__ uint32_t lop3_and_or_s(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; /* (a & b) | c */
-    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-static __device__ __forceinline__ uint32_t hsub2_s(uint32_t a, uint32_t b) {
-    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
-    return *(uint32_t *)&r;
-}
-template <bool BF>
-static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    if (BF)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                     "{%8,%9}, {%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                     "{%8,%9}, {%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* ------------------------------------------------------------------ prologue: the input rows */
 /* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16), zero beyond K; with a.xf, the
  * RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends synchronised. */
 template <bool F16>
 static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
-                               float (*wsum)[ST_NW], float *inv) {
+                               float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (a.xf) {
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             float ss = 0.f;
-            for (int k = tid * 4; k < K; k += ST_THREADS * 4) {
+            for (int k = tid * 4; k < K; k += 1024) {
                 const float4 v = *(const float4 *)(xr + k);
                 ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             }
@@ -113,14 +119,14 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
         if (tid < nb) {
             float t = 0.f;
 #pragma unroll
-            for (int w = 0; w < ST_NW; w++) t += wsum[tid][w];
+            for (int w = 0; w < 8; w++) t += wsum[tid][w];
             inv[tid] = rsqrtf(t / (float)K + a.eps);
         }
         __syncthreads();
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             const float iv = inv[n];
-            for (int k = tid * 4; k < K; k += ST_THREADS * 4) {
+            for (int k = tid * 4; k < K; k += 1024) {
                 const float4 v = *(const float4 *)(xr + k);
                 const float4 g = *(const float4 *)(a.nw + k);
                 const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
@@ -139,7 +145,7 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
     } else {
         for (int n = 0; n < nb; n++) {
             const bf16 *xr = (const bf16 *)a.x + (size_t)n * a.ldx;
-            for (int k = tid * 8; k < K; k += ST_THREADS * 8) {
+            for (int k = tid * 8; k < K; k += 2048) {
                 const uint4 v = *(const uint4 *)(xr + k);
                 if (F16) {
                     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -152,13 +158,9 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
             }
         }
     }
-    for (int n = 0; n < nb; n++) /* zero padding up to Kp */
-        for (int k = K + tid; k < Kp; k += ST_THREADS) {
-            if (F16)
-                ((half *)xs)[(size_t)n * Kp + k] = __float2half(0.f);
-            else
-                ((bf16 *)xs)[(size_t)n * Kp + k] = __float2bfloat16(0.f);
-        }
+    if (F16)
+        for (int n = 0; n < nb; n++)
+            for (int k = K + tid; k < Kp; k += blockDim.x) ((half *)xs)[(size_t)n * Kp + k] = __float2half(0.f);
     __syncthreads();
 }
 
@@ -226,23 +228,197 @@ static __device__ __forceinline__ void epi_pair(const frk_gemv_args &a, int row,
         rope_pair(a.rope, n, row, v0, v1);
 }
 
-/* ------------------------------------------------------------------ geometry */
+static __device__ __forceinline__ float dot8s(const uint4 w, const uint4 x, float acc) {
+    acc = fmaf(bf_lo(w.x), bf_lo(x.x), acc);
+    acc = fmaf(bf_hi(w.x), bf_hi(x.x), acc);
+    acc = fmaf(bf_lo(w.y), bf_lo(x.y), acc);
+    acc = fmaf(bf_hi(w.y), bf_hi(x.y), acc);
+    acc = fmaf(bf_lo(w.z), bf_lo(x.z), acc);
+    acc = fmaf(bf_hi(w.z), bf_hi(x.z), acc);
+    acc = fmaf(bf_lo(w.w), bf_lo(x.w), acc);
+    acc = fmaf(bf_hi(w.w), bf_hi(x.w), acc);
+    return acc;
+}
+
+/* ------------------------------------------------------------------ loaders */
+/* Two ways to fill the stages, chosen per process (frk_set_stream_loader):
+ *   TMA (0): thread 0 issues cp.async.bulk copies completing on one mbarrier per stage; up to
+ *            ST_NS_MAX stages; a slot is refilled after the __syncthreads that ends its use.
+ *   cp.async (1): every thread copies 16-byte pieces (cp.async.cg, LDGSTS) of each stage,
+ *            ST_NSA stages, one commit group per stage; cp.async.wait_group + __syncthreads
+ *            make a stage visible, and the slot consumed in the previous iteration is refilled. */
+#define ST_NSA 8
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void cp_wait_nsa() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(ST_NSA - 2) : "memory");
+}
+
+/* ------------------------------------------------------------------ bf16 */
+/* Output of row group rg (8 rows) from red (per row, per input). */
+template <int NB>
+static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const float (*red)[NB], int rg) {
+    const int tid = threadIdx.x;
+    if (!pair_mode(a.mode)) {
+        if (tid < 8 * NB) {
+            const int r = tid % 8, n = tid / 8, row = rg * 8 + r;
+            if (row < a.M) epi_one(a, row, n, red[r][n]);
+        }
+    } else if (tid < 4 * NB) {
+        const int j = tid % 4, n = tid / 4, row = rg * 8 + 2 * j;
+        if (row + 1 < a.M) epi_pair(a, row, n, red[2 * j][n], red[2 * j + 1][n]);
+    }
+}
+
+template <int NB, bool ASYNC>
+__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
+    extern __shared__ __align__(128) unsigned char dsm[];
+    __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
+    __shared__ float red[2][8][NB];
+    __shared__ float wsum[8][8], inv[8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int M = a.M, K = a.K;
+    const int NRG = (M + 7) / 8, NKT = (K + ST_KC - 1) / ST_KC;
+    const int rg0 = (int)((long)blockIdx.x * NRG / gridDim.x);
+    const int rg1 = (int)((long)(blockIdx.x + 1) * NRG / gridDim.x);
+    const int nst = (rg1 - rg0) * NKT;
+    if (ASYNC) ns = ST_NSA;
+    unsigned char *stg = dsm;
+    bf16 *xs = (bf16 *)(dsm + (size_t)ns * ST_BYTES);
+    const bf16 *W = (const bf16 *)a.W;
+    uint64_t pol = 0;
+    auto issue = [&](int s) { /* TMA: thread 0 */
+        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
+        const int kc = min(ST_KC, K - kt * ST_KC), nr = min(8, M - rg * 8);
+        const uint32_t b = sptr(&bar[slot]);
+        mbar_expect_tx(b, (uint32_t)(nr * kc * 2));
+        for (int r = 0; r < nr; r++)
+            bulk_g2s(sptr(stg + slot * ST_BYTES + r * ST_KC * 2),
+                     W + (size_t)(rg * 8 + r) * K + (size_t)kt * ST_KC, (uint32_t)(kc * 2), b, pol);
+    };
+    auto load_async = [&](int s) { /* cp.async: every thread, one commit group per stage */
+        if (s < nst) {
+            const int slot = s % ST_NSA, rg = rg0 + s / NKT, kt = s % NKT;
+            const int kc = min(ST_KC, K - kt * ST_KC);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = tid + 256 * i, r = c >> 7, v = c & 127, row = rg * 8 + r;
+                if (row < M && v * 8 < kc)
+                    cp_async16(sptr(stg + slot * ST_BYTES + r * ST_KC * 2 + v * 16),
+                               W + (size_t)row * K + (size_t)kt * ST_KC + v * 8);
+            }
+        }
+        cp_commit();
+    };
+    if (ASYNC) {
+        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
+    } else {
+        if (tid == 0) {
+            for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
+            fence_mbar_init();
+            fence_proxy_async();
+            pol = policy_evict_first();
+            for (int s = 0; s < ns && s < nst; s++) issue(s);
+        }
+    }
+    if (tid == 0)
+        prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
+                       (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
+    const int trig = nst > ns ? nst - ns : 0;
+    if (trig == 0) pdl_trigger();
+    pdl_wait();
+    stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
+    float acc[NB];
+#pragma unroll
+    for (int n = 0; n < NB; n++) acc[n] = 0.f;
+    int pend = -1; /* cp.async: row group whose epilogue waits for the next __syncthreads */
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
+        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
+        const int kc = min(ST_KC, K - kt * ST_KC);
+        if (ASYNC) {
+            cp_wait_nsa();
+            __syncthreads();
+            if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
+            pend = -1;
+            load_async(s + ST_NSA - 1);
+        } else {
+            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+        }
+        if (rg * 8 + warp < M) {
+            const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
+            const uint4 *xk = (const uint4 *)(xs + (size_t)kt * ST_KC);
+#pragma unroll
+            for (int i = 0; i < ST_KC / 256; i++) {
+                const int v = lane + 32 * i;
+                if (v * 8 < kc) {
+                    const uint4 wv = wr[v];
+#pragma unroll
+                    for (int n = 0; n < NB; n++) acc[n] = dot8s(wv, xk[(size_t)n * (K / 8) + v], acc[n]);
+                }
+            }
+        }
+        const bool last = kt == NKT - 1;
+        const int buf = (rg - rg0) & 1;
+        if (last) {
+#pragma unroll
+            for (int n = 0; n < NB; n++) {
+                const float v = warp_sum(acc[n]);
+                if (lane == 0) red[buf][warp][n] = v;
+                acc[n] = 0.f;
+            }
+        }
+        if (ASYNC) {
+            if (last) pend = rg;
+        } else {
+            __syncthreads();
+            if (tid == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue(s + ns);
+            }
+            if (last) epi_bf16<NB>(a, red[buf], rg);
+        }
+    }
+    if (ASYNC) {
+        __syncthreads();
+        if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
+    }
+}
+
+/* ------------------------------------------------------------------ INT8 / INT4 */
+static __device__ __forceinline__ uint32_t lop3_and_or_s(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r; /* (a & b) | c */
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+static __device__ __forceinline__ uint32_t hsub2_s(uint32_t a, uint32_t b) {
+    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
+    return *(uint32_t *)&r;
+}
+static __device__ __forceinline__ void mma_f16_s(float c[4], const uint32_t a[4], uint32_t b0,
+                                                 uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 template <int BITS>
-struct sgeom {
-    static constexpr bool BF = BITS == 16;
-    static constexpr int CPG = BITS == 4 ? 2 : 4;             /* INT: 512-byte chunks per (tile, group) */
-    static constexpr int KPC = 8 / CPG;                       /* INT: k-steps per 16-byte lane chunk */
-    static constexpr int GBYTES = CPG * 512;                  /* INT: bytes per (tile, group) */
-    static constexpr int GPS = BF ? 1 : 16384 / GBYTES;       /* INT: groups per stage */
-    static constexpr int SZB = BF ? 0 : GPS * 64;             /* INT: scale bytes per stage */
-    static constexpr int WB = BF ? 16 * ST_ROWB16 : 16384;    /* weight bytes per stage in shared memory */
-    static constexpr int STAGE = WB + SZB;
+struct qgeom {
+    static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
+    static constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
+    static constexpr int GBYTES = CPG * 512;      /* bytes per (tile, group) */
+    static constexpr int GPS = ST_BYTES / GBYTES; /* groups per stage */
+    static constexpr int GPW = GPS / 8;           /* groups per warp per stage */
+    static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
 };
 
-/* Output of row tile rt (16 rows) from the warps' fragment partials red[w][lane][e]. */
-static __device__ void epi_tile(const frk_gemv_args &a, const float (*red)[32][4], int rt) {
+/* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]. */
+static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt) {
     const bool pm = pair_mode(a.mode);
-    for (int i = threadIdx.x; i < 16 * a.nb; i += ST_THREADS) {
+    for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
         const int r = i % 16, n = i / 16, row = rt * 16 + r;
         if (pm && (r & 1)) continue;
         if (row >= a.M || (pm && row + 1 >= a.M)) continue;
@@ -250,12 +426,12 @@ static __device__ void epi_tile(const frk_gemv_args &a, const float (*red)[32][4
         {
             const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < ST_NW; w++) v0 += red[w][ln][e];
+            for (int w = 0; w < 8; w++) v0 += red[w][ln][e];
         }
         if (pm) {
             const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < ST_NW; w++) v1 += red[w][ln][e];
+            for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
             epi_pair(a, row, n, v0, v1);
         } else {
             epi_one(a, row, n, v0);
@@ -263,161 +439,172 @@ static __device__ void epi_tile(const frk_gemv_args &a, const float (*red)[32][4
     }
 }
 
-/* ------------------------------------------------------------------ the kernel */
-template <int BITS>
-__global__ void __launch_bounds__(ST_THREADS, 1) k_stream(const frk_gemv_args a, int l2pf) {
-    typedef sgeom<BITS> S;
+template <int BITS, bool ASYNC>
+__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
+    typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
-    __shared__ __align__(16) float red[2][ST_NW][32][4];
-    __shared__ float wsum[8][ST_NW], inv[8];
+    __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
+    __shared__ __align__(16) float red[2][8][32][4];
+    __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
-    const int M = a.M, K = a.K, nb = a.nb;
-    /* k-extent: bf16 tiles of 512 columns; INT groups of 128 */
-    const int NG = S::BF ? (K + ST_KT16 - 1) / ST_KT16 : (K + FRK_GROUP - 1) / FRK_GROUP;
-    const int Kp = S::BF ? (K + 15) / 16 * 16 : NG * FRK_GROUP;
-    const int NRT = (M + 15) / 16, NST = S::BF ? NG : (NG + S::GPS - 1) / S::GPS;
+    const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
+    const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS;
     const int rt0 = (int)((long)blockIdx.x * NRT / gridDim.x);
     const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
     const int nst = (rt1 - rt0) * NST;
+    if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
-    void *xs = dsm + (size_t)ST_NSA * S::STAGE;
-    const unsigned char *Wb = (const unsigned char *)a.W;
-    auto load = [&](int s) { /* every thread: its 16-byte pieces of stage s, one commit group */
+    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
+    half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
+    const unsigned char *Wp = (const unsigned char *)a.W;
+    uint64_t pol = 0;
+    auto issue = [&](int s) {
+        const int slot = s % ns, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
+        const int ng = min(Q::GPS, NG - g0);
+        const uint32_t b = sptr(&bar[slot]);
+        mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
+        bulk_g2s(sptr(stg + slot * ST_BYTES), Wp + ((size_t)rt * NG + g0) * Q::GBYTES,
+                 (uint32_t)(ng * Q::GBYTES), b, pol);
+        bulk_g2s(sptr(ssz + slot * (Q::SZB / 4)), a.sz + ((size_t)rt * NG + g0) * 16,
+                 (uint32_t)(ng * 64), b, pol);
+    };
+    auto load_async = [&](int s) {
         if (s < nst) {
-            const int slot = s % ST_NSA, rt = rt0 + s / NST, j = s % NST;
-            unsigned char *dst = stg + (size_t)slot * S::STAGE;
-            if (S::BF) {
-                const int kc = min(ST_KT16, K - j * ST_KT16);
+            const int slot = s % ST_NSA, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
+            const int ng = min(Q::GPS, NG - g0);
+            const unsigned char *src = Wp + ((size_t)rt * NG + g0) * Q::GBYTES;
 #pragma unroll
-                for (int i = 0; i < 1024 / ST_THREADS; i++) {
-                    const int c = tid + ST_THREADS * i, r = c >> 6, v = c & 63, row = rt * 16 + r;
-                    const bool ok = row < M && v * 8 < kc;
-                    cp_async16(sptr(dst + r * ST_ROWB16 + v * 16),
-                               ok ? Wb + ((size_t)row * K + (size_t)j * ST_KT16 + v * 8) * 2 : Wb, ok ? 16 : 0);
-                }
-            } else {
-                const int g0 = j * S::GPS, ng = min(S::GPS, NG - g0);
-                const unsigned char *src = Wb + ((size_t)rt * NG + g0) * S::GBYTES;
-#pragma unroll
-                for (int i = 0; i < 1024 / ST_THREADS; i++) {
-                    const int c = tid + ST_THREADS * i;
-                    if (c * 16 < ng * S::GBYTES) cp_async16(sptr(dst + c * 16), src + c * 16);
-                }
-                if (tid < ng * 4)
-                    cp_async16(sptr(dst + S::WB + tid * 16), a.sz + ((size_t)rt * NG + g0) * 16 + tid * 4);
+            for (int i = 0; i < 4; i++) {
+                const int c = tid + 256 * i;
+                if (c * 16 < ng * Q::GBYTES) cp_async16(sptr(stg + slot * ST_BYTES + c * 16), src + c * 16);
             }
+            if (tid < ng * 4)
+                cp_async16(sptr(ssz + slot * (Q::SZB / 4) + tid * 4),
+                           a.sz + ((size_t)rt * NG + g0) * 16 + tid * 4);
         }
         cp_commit();
     };
-    for (int s = 0; s < ST_NSA - 1; s++) load(s);
-    if (tid == 0) {
-        const size_t tile_bytes = S::BF ? (size_t)16 * K * 2 : (size_t)NG * S::GBYTES;
-        prefetch_range(Wb + (size_t)rt0 * tile_bytes, (size_t)(rt1 - rt0) * tile_bytes, l2pf);
+    if (ASYNC) {
+        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
+    } else if (tid == 0) {
+        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
+        fence_mbar_init();
+        fence_proxy_async();
+        pol = policy_evict_first();
+        for (int s = 0; s < ns && s < nst; s++) issue(s);
     }
-    const int trig = nst > ST_NSA ? nst - ST_NSA : 0;
+    if (tid == 0)
+        prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
+    const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     pdl_wait();
-    stage_x<!S::BF>(a, nb, Kp, xs, wsum, inv);
-    /* B fragments: column n = gq of the batch (zero for gq >= nb) */
+    stage_x<true>(a, nb, Kp, xs, wsum, inv);
+    const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
-    const uint16_t *xn = (const uint16_t *)xs + (size_t)(bcol ? gq : 0) * Kp;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    int pend = -1; /* row tile whose epilogue waits for the next __syncthreads */
+    int pend = -1;
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
-        const int slot = s % ST_NSA, rt = rt0 + s / NST, j = s % NST;
-        cp_wait_stages();
-        __syncthreads();
-        if (pend >= 0) epi_tile(a, red[(pend - rt0) & 1], pend);
-        pend = -1;
-        load(s + ST_NSA - 1);
-        const unsigned char *st8 = stg + (size_t)slot * S::STAGE;
-        if (S::BF) {
-            const int kc = min(ST_KT16, K - j * ST_KT16);
-#pragma unroll
-            for (int q = 0; q < 2; q++) {
-                const int kk = (warp * 2 + q) * 16; /* column within the stage */
-                if (kk >= kc) break;
-                uint32_t A[4];
-                const int m = lane >> 3, r = (m & 1) * 8 + (lane & 7), col = kk + (m >> 1) * 8;
-                ldsm_x4(A, sptr(st8 + r * ST_ROWB16 + col * 2));
-                const int k = j * ST_KT16 + kk + 2 * tq;
-                const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
-                const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                mma16816<true>(acc, A, b0, b1);
-            }
+        const int slot = s % ns, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
+        const int ng = min(Q::GPS, NG - g0);
+        if (ASYNC) {
+            cp_wait_nsa();
+            __syncthreads();
+            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
+            pend = -1;
+            load_async(s + ST_NSA - 1);
         } else {
-            const int g0 = j * S::GPS, ng = min(S::GPS, NG - g0);
-            const int c0 = warp * 2, gl = c0 / S::CPG, G = g0 + gl; /* two chunks of one group */
-            if (gl < ng) {
-                const uint32_t *ssz = (const uint32_t *)(st8 + S::WB);
-                const uint32_t s0 = ssz[gl * 16 + gq], s1 = ssz[gl * 16 + gq + 8];
-                const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
-                const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
-                const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
-                float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    const int ci = (c0 + q) % S::CPG;
-                    const uint4 ch = *(const uint4 *)(st8 + (gl * S::CPG + ci) * 512 + lane * 16);
-                    const uint32_t wd[4] = {ch.x, ch.y, ch.z, ch.w};
-#pragma unroll
-                    for (int jj = 0; jj < S::KPC; jj++) {
-                        uint32_t A[4];
-                        if (BITS == 4) {
-                            const uint32_t w = wd[jj];
-                            A[0] = lop3_and_or_s(w, 0x000F000Fu, 0x64006400u);
-                            A[1] = lop3_and_or_s(w >> 4, 0x000F000Fu, 0x64006400u);
-                            A[2] = lop3_and_or_s(w >> 8, 0x000F000Fu, 0x64006400u);
-                            A[3] = lop3_and_or_s(w >> 12, 0x000F000Fu, 0x64006400u);
-                        } else {
-                            const uint32_t w0 = wd[2 * jj], w1 = wd[2 * jj + 1];
-                            A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
-                            A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
-                            A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
-                            A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
-                        }
-                        A[0] = hsub2_s(A[0], zz0);
-                        A[1] = hsub2_s(A[1], zz1);
-                        A[2] = hsub2_s(A[2], zz0);
-                        A[3] = hsub2_s(A[3], zz1);
-                        const int k = (G * 8 + ci * S::KPC + jj) * 16 + 2 * tq;
-                        const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
-                        const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                        mma16816<false>(c, A, b0, b1);
-                    }
-                }
-                acc[0] = fmaf(sc0, c[0], acc[0]);
-                acc[1] = fmaf(sc0, c[1], acc[1]);
-                acc[2] = fmaf(sc1, c[2], acc[2]);
-                acc[3] = fmaf(sc1, c[3], acc[3]);
-            }
+            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
         }
-        if (j == NST - 1) { /* the tile's last stage: partials out, epilogue after the next barrier */
-            *(float4 *)red[(rt - rt0) & 1][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+        for (int gi = 0; gi < Q::GPW; gi++) {
+            const int gl = warp * Q::GPW + gi, G = g0 + gl;
+            if (gl >= ng) break;
+            const uint32_t s0 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq];
+            const uint32_t s1 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8];
+            const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
+            const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
+            const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int ci = 0; ci < Q::CPG; ci++) {
+                const uint4 ch = *(const uint4 *)(stg + slot * ST_BYTES + (gl * Q::CPG + ci) * 512 + lane * 16);
+                const uint32_t wd[4] = {ch.x, ch.y, ch.z, ch.w};
+#pragma unroll
+                for (int jj = 0; jj < Q::KPC; jj++) {
+                    uint32_t A[4];
+                    if (BITS == 4) {
+                        const uint32_t w = wd[jj];
+                        A[0] = lop3_and_or_s(w, 0x000F000Fu, 0x64006400u);
+                        A[1] = lop3_and_or_s(w >> 4, 0x000F000Fu, 0x64006400u);
+                        A[2] = lop3_and_or_s(w >> 8, 0x000F000Fu, 0x64006400u);
+                        A[3] = lop3_and_or_s(w >> 12, 0x000F000Fu, 0x64006400u);
+                    } else {
+                        const uint32_t w0 = wd[2 * jj], w1 = wd[2 * jj + 1];
+                        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
+                        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
+                        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
+                        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
+                    }
+                    A[0] = hsub2_s(A[0], zz0);
+                    A[1] = hsub2_s(A[1], zz1);
+                    A[2] = hsub2_s(A[2], zz0);
+                    A[3] = hsub2_s(A[3], zz1);
+                    const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
+                    const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
+                    const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
+                    mma_f16_s(c, A, b0, b1);
+                }
+            }
+            acc[0] = fmaf(sc0, c[0], acc[0]);
+            acc[1] = fmaf(sc0, c[1], acc[1]);
+            acc[2] = fmaf(sc1, c[2], acc[2]);
+            acc[3] = fmaf(sc1, c[3], acc[3]);
+        }
+        const bool last = j == NST - 1;
+        const int buf = (rt - rt0) & 1;
+        if (last) {
+            *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-            pend = rt;
+        }
+        if (ASYNC) {
+            if (last) pend = rt;
+        } else {
+            __syncthreads();
+            if (tid == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue(s + ns);
+            }
+            if (last) epi_q(a, red[buf], rt);
         }
     }
-    cp_wait_all();
-    __syncthreads();
-    if (pend >= 0) epi_tile(a, red[(pend - rt0) & 1], pend);
+    if (ASYNC) {
+        __syncthreads();
+        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
+    }
 }
 
 /* ------------------------------------------------------------------ host */
 static size_t stage_bytes(int bits) {
-    return bits == 16 ? sgeom<16>::STAGE : bits == 8 ? sgeom<8>::STAGE : sgeom<4>::STAGE;
+    return bits == 16 ? ST_BYTES : ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
 static size_t x_bytes(int K, int bits, int nb) {
-    const size_t kp = bits == 16 ? (size_t)(K + 15) / 16 * 16 : (size_t)fr_cdiv(K, FRK_GROUP) * FRK_GROUP;
-    return (size_t)nb * kp * 2;
+    return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
 }
-static size_t smem_bytes(int K, int bits, int nb) { return ST_NSA * stage_bytes(bits) + x_bytes(K, bits, nb); }
+/* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
+ * ST_NSA (0 when they do not fit). */
+static int n_stages(int K, int bits, int nb) {
+    const size_t xb = x_bytes(K, bits, nb);
+    if (xb >= ST_DYN_MAX) return 0;
+    const size_t n = (ST_DYN_MAX - xb) / stage_bytes(bits);
+    if (loader == 1) return n >= ST_NSA ? ST_NSA : 0;
+    return n > ST_NS_MAX ? ST_NS_MAX : (int)n;
+}
 
 extern "C" int frk_gemv_stream_supported(int M, int K, int bits, int nb) {
-    if (M < 1 || K < 8 || K % 8 || nb < 1 || nb > 8) return 0;
-    if (bits != 16 && bits != 8 && bits != 4) return 0;
-    return smem_bytes(K, bits, nb) <= ST_DYN_MAX;
+    if (M < 1 || K < 8 || K % 8 || nb < 1) return 0;
+    if (bits == 16 ? nb > 4 : (bits == 8 || bits == 4) ? nb > 8 : 1) return 0;
+    return n_stages(K, bits, nb) >= ST_NS_MIN;
 }
 
 static int sm_count(void) {
@@ -429,16 +616,16 @@ static int sm_count(void) {
     return n[dev];
 }
 
-template <int BITS>
-static void launch_stream(const frk_gemv_args *a, cudaStream_t st) {
-    static bool attr_set;
-    if (!attr_set) {
-        FR_CK(cudaFuncSetAttribute(k_stream<BITS>, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
-        attr_set = true;
+template <typename... KArgs>
+static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, int ns,
+                          const frk_gemv_args *a, cudaStream_t st) {
+    if (!*attr_set) {
+        FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
+        *attr_set = true;
     }
-    const int units = fr_cdiv(a->M, 16);
     const int grid = units < sm_count() ? units : sm_count();
-    frk_launch(k_stream<BITS>, dim3(grid), dim3(ST_THREADS), smem_bytes(a->K, BITS, a->nb), st, *a, l2pf_bytes);
+    const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
+    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
@@ -450,10 +637,35 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
                   (a->rope.cos_tab && a->rope.sin_tab && a->rope.pos && a->rope.D % 2 == 0 &&
                    a->M == (a->rope.H + 2 * a->rope.Hkv) * a->rope.D &&
                    (a->rope.kc ? (a->rope.vc && a->rope.block_tables && a->rope.tok_seq) : a->rope.kvnew != nullptr)));
-    if (a->bits == 16)
-        launch_stream<16>(a, st);
-    else if (a->bits == 8)
-        launch_stream<8>(a, st);
-    else
-        launch_stream<4>(a, st);
+    int ns = n_stages(a->K, a->bits, a->nb);
+    if (!loader && stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
+    if (a->bits == 16) {
+        static bool set[2][4];
+        const int units = fr_cdiv(a->M, 8);
+        if (loader) {
+            switch (a->nb) {
+            case 1: launch_stream(k_stream_bf16<1, true>, &set[1][0], units, ns, a, st); break;
+            case 2: launch_stream(k_stream_bf16<2, true>, &set[1][1], units, ns, a, st); break;
+            case 3: launch_stream(k_stream_bf16<3, true>, &set[1][2], units, ns, a, st); break;
+            default: launch_stream(k_stream_bf16<4, true>, &set[1][3], units, ns, a, st); break;
+            }
+        } else {
+            switch (a->nb) {
+            case 1: launch_stream(k_stream_bf16<1, false>, &set[0][0], units, ns, a, st); break;
+            case 2: launch_stream(k_stream_bf16<2, false>, &set[0][1], units, ns, a, st); break;
+            case 3: launch_stream(k_stream_bf16<3, false>, &set[0][2], units, ns, a, st); break;
+            default: launch_stream(k_stream_bf16<4, false>, &set[0][3], units, ns, a, st); break;
+            }
+        }
+    } else {
+        static bool set[2][2];
+        const int units = fr_cdiv(a->M, 16);
+        if (a->bits == 4) {
+            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st);
+            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st);
+        } else {
+            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st);
+            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st);
+        }
+    }
 }

@@ -140,15 +140,16 @@ void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bit
                    cudaStream_t st);
 
 /* ---- streamed matrix-vector products (k_stream.cu) ----
- * The decode-step linear layer for a few rows (nb <= 8, as shared memory allows), on the tensor
- * cores for every weight format, with the work that surrounds it fused in:
+ * The decode-step linear layer for a few rows (bf16: nb <= 4; INT8/INT4: nb <= 8), with the
+ * work that surrounds it fused in:
  *   input   bf16 rows x [nb][ldx], or (xf != NULL) RMSNorm of residual rows xf[rows ? rows[n] : n]
  *           ([.][K] f32) with weight nw: each block normalises the rows itself into shared memory,
  *           rounding to bf16 exactly where frk_rmsnorm does;
- *   weights streamed HBM -> shared memory (cp.async), 8 stages of 16 KiB in flight per block,
- *           one block of 16 warps per SM over a contiguous range of 16-row tiles; the first
- *           stages are issued before the dependency wait (programmatic dependent launch),
- *           optionally with the first l2pf bytes of the block's range prefetched into L2;
+ *   weights streamed HBM -> shared memory by the bulk-copy engine (cp.async.bulk, mbarrier
+ *           completion), up to 12 stages of 16 KiB in flight per block, one block per SM over a
+ *           contiguous range of rows; the first stages are issued before the dependency wait
+ *           (programmatic dependent launch), optionally with the first l2pf bytes of the
+ *           block's range prefetched into L2;
  *   output  STORE / ACC / SWIGLU as frk_gemv_bf16, or ROPE: the fused qkv projection with rows in
  *           pair order (each rotation pair of a q/k head in adjacent rows 2i, 2i+1; v rows as
  *           is): bias, rotary embedding and the K/V store (bf16 cache or int8 staging) of
@@ -174,6 +175,12 @@ void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
  * 0). Process-wide; the engine re-captures its graphs on change. */
 void frk_set_stream_l2pf(int bytes);
 int frk_get_stream_l2pf(void);
+/* Cap on the stages in flight per block (default 8; 0 = as many as fit, up to 12; below 4 = 0). */
+void frk_set_stream_stages(int n);
+int frk_get_stream_stages(void);
+/* How stages are filled: 0 (default) bulk copies (TMA); 1 cp.async by every thread, 8 stages. */
+void frk_set_stream_loader(int l);
+int frk_get_stream_loader(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
