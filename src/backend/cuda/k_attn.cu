@@ -79,11 +79,10 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
     }
 }
 
-template <int D, int GM, bool I8>
+template <int D, int GM, bool I8, int CH>
 __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     constexpr int TPK = D / 8;                          /* threads per key */
     constexpr int KPP = 128 / TPK;                      /* keys per pass */
-    constexpr int CH = FRK_CHUNK;
     constexpr int NP = CH / KPP > 0 ? CH / KPP : 1;     /* passes per chunk */
     __shared__ float qs[GM][D];
     __shared__ float sc[GM][CH];
@@ -284,13 +283,20 @@ __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H
     }
 }
 
+/* Keys per work chunk: 64 (4 cache blocks) in general; 16 when a few tokens are split over many
+ * blocks (batch-1..4 decode), so each block's serial chain (loads, three phases, one warp per
+ * scheduler) is 4x shorter and 4x more blocks share the context. */
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
     dim3 grid(a->n_split, a->Hkv, a->T);
-    if (a->kv_int8)
-        frk_launch(k_attn<D, GM, true>, grid, dim3(128), 0, st, *a, G);
-    else
-        frk_launch(k_attn<D, GM, false>, grid, dim3(128), 0, st, *a, G);
+    const bool small = a->T <= 4 && a->n_split > 1;
+    if (a->kv_int8) {
+        if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G);
+        else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
+    } else {
+        if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G);
+        else frk_launch(k_attn<D, GM, false, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
+    }
 }
 template <int D>
 static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {

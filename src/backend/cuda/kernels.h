@@ -28,7 +28,7 @@ extern "C" {
 /* Programmatic dependent launch for the decode-chain kernels (default on; process-wide). */
 void frk_set_pdl(int on);
 int frk_get_pdl(void);
-#define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks) */
+#define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks; 16 for split decode of <= 4 tokens) */
 #define FRK_GROUP 128  /* weight-only quantisation group along K */
 
 /* x[t][:] = f32(table[tokens[t]][:]); table bf16 [V][E]. */
