@@ -197,28 +197,28 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
-    /* {fuse, loader, stages (TMA), attention merge, pdl} */
-    const int cfgs[7][5] = {{1, 0, 8, 0, 1}, {1, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {1, 0, 8, 1, 1},
-                            {1, 0, 8, 0, 0}, {0, 0, 8, 0, 1}, {0, 0, 8, 1, 1}};
+    /* {fuse, loader, stages (TMA), blocks per SM, pdl} */
+    const int cfgs[7][5] = {{1, 0, 8, 1, 1}, {1, 0, 4, 2, 1}, {1, 0, 6, 2, 1}, {1, 1, 0, 1, 1},
+                            {1, 0, 4, 2, 0}, {0, 0, 8, 1, 1}, {0, 0, 8, 1, 0}};
     for (int i = 0; i < 7; i++) {
+        frk_set_stream_bps(cfgs[i][3]);
         frk_set_stream_loader(cfgs[i][1]);
         frk_set_stream_stages(cfgs[i][2]);
-        fr_cuda_set_attn_merge(c, cfgs[i][3]);
         fr_cuda_set_pdl(c, cfgs[i][4]);
         fr_cuda_set_fuse(c, cfgs[i][0]);
         decode(c, s1, 1, 2, NULL);
         const double tv = decode(c, s1, 1, 32, NULL);
         if (cfgs[i][0])
-            LOG("decode batch 1 (%s, graphs) fused, %s, stages %d, attention merge %d, pdl %d: %.1f tok/s, %.3f ms/token\n",
+            LOG("decode batch 1 (%s, graphs) fused, %s, stages %d, %d block(s)/SM, pdl %d: %.1f tok/s, %.3f ms/token\n",
                 what, cfgs[i][1] ? "cp.async" : "TMA", cfgs[i][1] ? 8 : cfgs[i][2] ? cfgs[i][2] : 12, cfgs[i][3],
                 cfgs[i][4], 32 / tv, 1e3 * tv / 32);
         else
-            LOG("decode batch 1 (%s, graphs) unfused, attention merge %d, pdl %d: %.1f tok/s, %.3f ms/token\n",
-                what, cfgs[i][3], cfgs[i][4], 32 / tv, 1e3 * tv / 32);
+            LOG("decode batch 1 (%s, graphs) unfused, pdl %d: %.1f tok/s, %.3f ms/token\n",
+                what, cfgs[i][4], 32 / tv, 1e3 * tv / 32);
     }
+    frk_set_stream_bps(1);
     frk_set_stream_stages(stg);
     frk_set_stream_loader(ld);
-    fr_cuda_set_attn_merge(c, 0);
     fr_cuda_set_pdl(c, 1);
     fr_cuda_set_l2pf(c, l2);
     fr_cuda_set_fuse(c, -1);
@@ -476,12 +476,14 @@ static void gemv_chain(int bits) {
     const int nvar = bits == 16 ? 4 : 1;
     /* variants: the GEMV kernels (bf16 shapes 0..3, or the INT kernel), then the streamed kernel
      * (k_stream.cu) without and with 256 KiB of L2 prefetch per block */
-    for (int v = 0; v < nvar + 2; v++)
+    for (int v = 0; v < nvar + 3; v++)
         for (int pdl = 1; pdl >= 0; pdl--) {
             const bool stream = v >= nvar;
             frk_set_pdl(pdl);
             frk_set_gemv_variant(stream ? 1 : v);
             frk_set_stream_loader(v == nvar ? 1 : 0);
+            frk_set_stream_bps(v == nvar + 2 ? 2 : 1);
+            frk_set_stream_stages(v == nvar + 2 ? 4 : 8);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -520,7 +522,9 @@ static void gemv_chain(int bits) {
             }
             const double ms = median(t, 7);
             char vn[48];
-            if (stream) snprintf(vn, sizeof vn, "streamed %s", frk_get_stream_loader() ? "cp.async" : "TMA");
+            if (stream)
+                snprintf(vn, sizeof vn, "streamed %s%s", frk_get_stream_loader() ? "cp.async" : "TMA",
+                         frk_get_stream_bps() == 2 ? " 2 blocks/SM" : "");
             else snprintf(vn, sizeof vn, "variant %d", v);
             LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
                 bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
@@ -532,6 +536,8 @@ static void gemv_chain(int bits) {
     frk_set_pdl(1);
     frk_set_gemv_variant(1);
     frk_set_stream_loader(0);
+    frk_set_stream_bps(1);
+    frk_set_stream_stages(8);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));

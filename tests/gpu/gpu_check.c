@@ -1158,6 +1158,9 @@ int main(int argc, char **argv) {
         check_stream(40, 256, 8, 5, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         check_stream_rope(4, 4, 2, 16, 256, 1, true, false, true, false);
+        frk_set_stream_bps(2); /* two blocks per SM, fewer stages each */
+        check_stream(40, 256, 8, 5, false);
+        frk_set_stream_bps(1);
         frk_set_stream_loader(1); /* the cp.async loader too */
         check_stream(66, 1544, 16, 3, true);
         check_stream(34, 200, 4, 1, true);
@@ -1217,6 +1220,12 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, false, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, true, false);
         check_stream_rope(4, 8, 2, 64, 384, 8, true, true, false, false);
+        frk_set_stream_bps(2); /* two blocks per SM, fewer stages each */
+        check_stream(4096, 14336, 4, 1, false);
+        check_stream(1000, 4096, 8, 4, true);
+        check_stream(4098, 4096, 16, 1, true);
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_bps(1);
         frk_set_stream_loader(1); /* the cp.async loader too */
         check_stream(4098, 4096, 16, 2, true);
         check_stream(1000, 14336, 16, 1, false);

@@ -43,6 +43,9 @@ static int loader = 0;     /* 0: TMA bulk copies (default, measured best), 1: cp
 extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
 extern "C" int frk_get_stream_loader(void) { return loader; }
 extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
+static int blocks_per_sm = 1;
+extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n == 2 ? 2 : 1; }
+extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
 
 /* ------------------------------------------------------------------ PTX helpers */
@@ -594,9 +597,11 @@ static size_t x_bytes(int K, int bits, int nb) {
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
 static int n_stages(int K, int bits, int nb) {
+    /* two blocks per SM: each gets half of the 227 KiB less its static part */
+    const size_t avail = blocks_per_sm == 2 ? (size_t)104 * 1024 : (size_t)ST_DYN_MAX;
     const size_t xb = x_bytes(K, bits, nb);
-    if (xb >= ST_DYN_MAX) return 0;
-    const size_t n = (ST_DYN_MAX - xb) / stage_bytes(bits);
+    if (xb >= avail) return 0;
+    const size_t n = (avail - xb) / stage_bytes(bits);
     if (loader == 1) return n >= ST_NSA ? ST_NSA : 0;
     return n > ST_NS_MAX ? ST_NS_MAX : (int)n;
 }
@@ -623,7 +628,7 @@ static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, i
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
         *attr_set = true;
     }
-    const int grid = units < sm_count() ? units : sm_count();
+    const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
     frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }

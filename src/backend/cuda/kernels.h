@@ -181,6 +181,9 @@ int frk_get_stream_stages(void);
 /* How stages are filled: 0 (default) bulk copies (TMA); 1 cp.async by every thread, 8 stages. */
 void frk_set_stream_loader(int l);
 int frk_get_stream_loader(void);
+/* Blocks per SM (1 default, or 2 with half the shared memory each: more warps, fewer stages). */
+void frk_set_stream_bps(int n);
+int frk_get_stream_bps(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
