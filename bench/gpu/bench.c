@@ -198,8 +198,8 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
     /* {fuse, loader, stages (TMA), blocks per SM, pdl} */
-    const int cfgs[7][5] = {{1, 0, 8, 1, 1}, {1, 0, 4, 2, 1}, {1, 0, 6, 2, 1}, {1, 1, 0, 1, 1},
-                            {1, 0, 4, 2, 0}, {0, 0, 8, 1, 1}, {0, 0, 8, 1, 0}};
+    const int cfgs[7][5] = {{1, 0, 4, 2, 1}, {1, 0, 8, 1, 1}, {1, 0, 3, 3, 1}, {1, 0, 2, 3, 1},
+                            {1, 0, 4, 2, 0}, {0, 0, 4, 2, 1}, {0, 0, 4, 2, 0}};
     for (int i = 0; i < 7; i++) {
         frk_set_stream_bps(cfgs[i][3]);
         frk_set_stream_loader(cfgs[i][1]);
@@ -216,7 +216,7 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
             LOG("decode batch 1 (%s, graphs) unfused, pdl %d: %.1f tok/s, %.3f ms/token\n",
                 what, cfgs[i][4], 32 / tv, 1e3 * tv / 32);
     }
-    frk_set_stream_bps(1);
+    frk_set_stream_bps(2);
     frk_set_stream_stages(stg);
     frk_set_stream_loader(ld);
     fr_cuda_set_pdl(c, 1);
@@ -484,6 +484,7 @@ static void gemv_chain(int bits) {
             frk_set_stream_loader(v == nvar ? 1 : 0);
             frk_set_stream_bps(v == nvar + 2 ? 2 : 1);
             frk_set_stream_stages(v == nvar + 2 ? 4 : 8);
+            if (v < nvar) frk_set_stream_bps(2), frk_set_stream_stages(4);
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -536,8 +537,8 @@ static void gemv_chain(int bits) {
     frk_set_pdl(1);
     frk_set_gemv_variant(1);
     frk_set_stream_loader(0);
-    frk_set_stream_bps(1);
-    frk_set_stream_stages(8);
+    frk_set_stream_bps(2);
+    frk_set_stream_stages(4);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));
@@ -563,9 +564,11 @@ static void profile_once(void) {
     gemv_bench("profile: gemv int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
     g_stream_kernel = true;
     frk_set_stream_loader(1);
+    frk_set_stream_bps(1);
     gemv_bench("profile: stream cp.async bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
     gemv_bench("profile: stream cp.async int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
     frk_set_stream_loader(0);
+    frk_set_stream_bps(2);
     gemv_bench("profile: stream TMA bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
     g_stream_kernel = false;
     attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
@@ -589,6 +592,7 @@ static void kernel_breakdown(void) {
         double layer = 0, head = 0;
         g_stream_kernel = bi >= 3;
         frk_set_stream_loader(bi < 6 ? 1 : 0);
+        frk_set_stream_bps(bi < 6 ? 1 : 2); /* cp.async needs its 8 stages in one block */
         for (int i = 0; i < 5; i++) {
             char name[96];
             double us = 0;
@@ -604,6 +608,7 @@ static void kernel_breakdown(void) {
     }
     g_stream_kernel = false;
     frk_set_stream_loader(0);
+    frk_set_stream_bps(2);
     gemv_bench("cuBLAS bf16 b=1 gate_up 28672x4096", 28672, 4096, 16, 1, FRK_OUT_STORE, true, cub, NULL);
     gemv_bench("gemv bf16 b=4 gate_up 28672x4096", 28672, 4096, 16, 4, FRK_OUT_SWIGLU, false, cub, NULL);
     gemv_bench("cuBLAS bf16 b=8 gate_up 28672x4096", 28672, 4096, 16, 8, FRK_OUT_STORE, true, cub, NULL);

@@ -1158,14 +1158,18 @@ int main(int argc, char **argv) {
         check_stream(40, 256, 8, 5, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         check_stream_rope(4, 4, 2, 16, 256, 1, true, false, true, false);
-        frk_set_stream_bps(2); /* two blocks per SM, fewer stages each */
+        frk_set_stream_bps(1); /* one and three blocks per SM too (default two) */
         check_stream(40, 256, 8, 5, false);
+        frk_set_stream_bps(3);
+        check_stream(34, 200, 4, 2, true);
+        frk_set_stream_bps(2);
+        frk_set_stream_loader(1); /* the cp.async loader too (8 stages: one block per SM) */
         frk_set_stream_bps(1);
-        frk_set_stream_loader(1); /* the cp.async loader too */
         check_stream(66, 1544, 16, 3, true);
         check_stream(34, 200, 4, 1, true);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_loader(0);
+        frk_set_stream_bps(2);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -1220,19 +1224,28 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, false, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, true, false);
         check_stream_rope(4, 8, 2, 64, 384, 8, true, true, false, false);
-        frk_set_stream_bps(2); /* two blocks per SM, fewer stages each */
+        frk_set_stream_bps(1); /* one and three blocks per SM too (default two) */
+        frk_set_stream_stages(8);
         check_stream(4096, 14336, 4, 1, false);
         check_stream(1000, 4096, 8, 4, true);
         check_stream(4098, 4096, 16, 1, true);
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_bps(3);
+        frk_set_stream_stages(0);
+        check_stream(4096, 14336, 8, 1, false);
+        check_stream(4098, 4096, 16, 2, true);
+        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_bps(2);
+        frk_set_stream_stages(4);
+        frk_set_stream_loader(1); /* the cp.async loader too (8 stages: one block per SM) */
         frk_set_stream_bps(1);
-        frk_set_stream_loader(1); /* the cp.async loader too */
         check_stream(4098, 4096, 16, 2, true);
         check_stream(1000, 14336, 16, 1, false);
         check_stream(1000, 4096, 4, 3, true);
         check_stream(66, 4160, 8, 2, false);
         check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
         frk_set_stream_loader(0);
+        frk_set_stream_bps(2);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

@@ -38,10 +38,10 @@ typedef struct fr_cuda_config {
     int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported */
     int rope_freq_bf16;    /* round rotary frequencies to bf16 (see fr_decoder_opts) */
     int fuse;              /* decode steps of few rows through the streamed, fused linear layers
-                            * (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside): -1
-                            * (default) for INT8/INT4 weights only, where they measured faster on
-                            * an H200 (bench/GPU-NOTES.md); 1 always; 0 never (one kernel per
-                            * operation). Env FRUGAL_CUDA_FUSE overrides at creation. */
+                            * (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside): 1
+                            * (default; measured faster for every weight format on an H200,
+                            * bench/GPU-NOTES.md); 0 never (one kernel per operation); -1 for
+                            * INT8/INT4 weights only. Env FRUGAL_CUDA_FUSE overrides at creation. */
     int attn_merge;        /* 1: split attention merges in its last block (no combine kernel);
                             * 0 (default, measured faster at batch 1). Env FRUGAL_CUDA_ATTN_MERGE. */
 } fr_cuda_config;

@@ -141,7 +141,7 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.max_ctx = 0;
     c.use_graphs = 1;
     c.prefill_mma = 1;
-    c.fuse = -1;
+    c.fuse = 1;
     c.attn_merge = 0;
     return c;
 }

@@ -31,20 +31,20 @@
 
 #define ST_BYTES 16384 /* bytes of weights per stage */
 #define ST_NS_MAX 12   /* stages in flight at most (as many as shared memory holds) */
-#define ST_NS_MIN 4
+#define ST_NS_MIN 2
 #define ST_KC 1024     /* bf16: columns per stage row */
 #define ST_DYN_MAX (216 * 1024) /* + the static 8.5 KiB stays under the 227 KiB per block */
 
 static int l2pf_bytes = 0;
 extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
 extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
-static int stages_cap = 8; /* 0: as many as fit (8 measured best on an H200, bench/GPU-NOTES.md) */
+static int stages_cap = 4; /* per block; 0: as many as fit (4 x 2 blocks measured best on an H200) */
 static int loader = 0;     /* 0: TMA bulk copies (default, measured best), 1: cp.async */
 extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
 extern "C" int frk_get_stream_loader(void) { return loader; }
 extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
-static int blocks_per_sm = 1;
-extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n == 2 ? 2 : 1; }
+static int blocks_per_sm = 2; /* measured best on an H200 (bench/GPU-NOTES.md) */
+extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n >= 1 && n <= 3 ? n : 2; }
 extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
 
@@ -597,8 +597,9 @@ static size_t x_bytes(int K, int bits, int nb) {
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
 static int n_stages(int K, int bits, int nb) {
-    /* two blocks per SM: each gets half of the 227 KiB less its static part */
-    const size_t avail = blocks_per_sm == 2 ? (size_t)104 * 1024 : (size_t)ST_DYN_MAX;
+    /* n blocks per SM: each gets 1/n of the 227 KiB less its static part (<= 9 KiB) */
+    const size_t avail = blocks_per_sm > 1 ? (size_t)(227 - 9 * blocks_per_sm) / blocks_per_sm * 1024
+                                           : (size_t)ST_DYN_MAX;
     const size_t xb = x_bytes(K, bits, nb);
     if (xb >= avail) return 0;
     const size_t n = (avail - xb) / stage_bytes(bits);

@@ -175,13 +175,14 @@ void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
  * 0). Process-wide; the engine re-captures its graphs on change. */
 void frk_set_stream_l2pf(int bytes);
 int frk_get_stream_l2pf(void);
-/* Cap on the stages in flight per block (default 8; 0 = as many as fit, up to 12; below 4 = 0). */
+/* Cap on the stages in flight per block (default 4; 0 = as many as fit, up to 12; below 2 = 0). */
 void frk_set_stream_stages(int n);
 int frk_get_stream_stages(void);
 /* How stages are filled: 0 (default) bulk copies (TMA); 1 cp.async by every thread, 8 stages. */
 void frk_set_stream_loader(int l);
 int frk_get_stream_loader(void);
-/* Blocks per SM (1 default, or 2 with half the shared memory each: more warps, fewer stages). */
+/* Blocks per SM: 1, 2 (default) or 3, each with 1/n of the shared memory (more warps, fewer
+ * stages per block). */
 void frk_set_stream_bps(int n);
 int frk_get_stream_bps(void);
 
