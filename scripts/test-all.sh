@@ -1,7 +1,8 @@
 #!/bin/sh
 # The whole test suite, as CI runs it on a clean Debian 12 machine:
 #   1. install what is missing (Debian packages),
-#   2. build with warnings as errors and run every test,
+#   2. build with warnings as errors (and, where nvcc is installed, the CUDA backend: it must
+#      compile and link without a GPU) and run every test,
 #   3. build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test again.
 # Ends with one line "N passed, N failed" summing both runs; exit status 0 only if all passed.
 set -u
@@ -14,6 +15,16 @@ run_suite() { # $1 = label, rest = make variables
     echo "=== $label"
     if ! make -j"$jobs" WERROR=1 "$@" tests >"/tmp/frugal-build-$$.log" 2>&1; then
         cat "/tmp/frugal-build-$$.log"; echo "FAIL build ($label)"; total_f=$((total_f + 1)); return
+    fi
+    # the CUDA backend compiles and links wherever nvcc is (no GPU needed); test_backend then runs
+    # build-cuda/gpu-check, which must report that no GPU is present (or pass on a GPU host)
+    if [ $# -eq 0 ] && { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }; then
+        if make -j"$jobs" WERROR=1 cuda >"/tmp/frugal-build-$$.log" 2>&1; then
+            echo "ok   CUDA build (make cuda: gpu-check, gpu-bench, gpu-e2e, frugal-cuda)"
+            total_p=$((total_p + 1))
+        else
+            cat "/tmp/frugal-build-$$.log"; echo "FAIL build (make cuda)"; total_f=$((total_f + 1))
+        fi
     fi
     out=$(make --no-print-directory WERROR=1 "$@" test 2>&1); printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
