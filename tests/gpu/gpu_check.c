@@ -339,6 +339,58 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
     free(W), free(Wd), free(y), free(got), free(init), free(ea);
 }
 
+/* RoPE references shared by the rope and fused-qkv checks: rows [T][W] (model order, biases not
+ * yet added) -> q/k/v after bias and rotation, rounded to bf16 as the GPU stores them. */
+static void rope_reference(float *rows, int T, int H, int Hkv, int D, const float *b,
+                           const int32_t *pos, const double *inv, bool interleaved, float *rq,
+                           float *rk, float *rv) {
+    const int nq = H * D, nk = Hkv * D, W = nq + 2 * nk;
+    for (int t = 0; t < T; t++) {
+        float *row = rows + (size_t)t * W;
+        for (int i = 0; i < W; i++) row[i] += b ? b[i] : 0.f;
+        memcpy(rq + (size_t)t * nq, row, (size_t)nq * 4);
+        memcpy(rk + (size_t)t * nk, row + nq, (size_t)nk * 4);
+        memcpy(rv + (size_t)t * nk, row + nq + nk, (size_t)nk * 4);
+        ref_rope(rq + (size_t)t * nq, H, D, pos[t], inv, interleaved);
+        ref_rope(rk + (size_t)t * nk, Hkv, D, pos[t], inv, interleaved);
+    }
+    for (int i = 0; i < T * nq; i++) rq[i] = ref_bf16(rq[i]);
+    for (int i = 0; i < T * nk; i++) rk[i] = ref_bf16(rk[i]), rv[i] = ref_bf16(rv[i]);
+}
+/* What the GPU wrote: roped q, and each token's K/V from the staging rows or the paged cache
+ * (pool elements per K/V pool; cache layout [block][L][Hkv][16][D]). */
+static void rope_readback(const void *dq, const void *dk, const void *dv, const void *dnew,
+                          bool staging, int T, int H, int Hkv, int D, int L, int layer,
+                          const int32_t *bt, int bts, const int32_t *pos, size_t pool, float *gq,
+                          float *gk, float *gv) {
+    const int nq = H * D, nk = Hkv * D;
+    uint16_t *hq = malloc((size_t)T * nq * 2);
+    download(hq, dq, (size_t)T * nq * 2);
+    bf16_to_f32(hq, gq, (size_t)T * nq);
+    free(hq);
+    if (staging) {
+        uint16_t *hn = malloc((size_t)T * 2 * nk * 2);
+        download(hn, dnew, (size_t)T * 2 * nk * 2);
+        for (int t = 0; t < T; t++) {
+            bf16_to_f32(hn + (size_t)t * 2 * nk, gk + (size_t)t * nk, (size_t)nk);
+            bf16_to_f32(hn + (size_t)t * 2 * nk + nk, gv + (size_t)t * nk, (size_t)nk);
+        }
+        free(hn);
+        return;
+    }
+    uint16_t *hk = malloc(pool * 2), *hv = malloc(pool * 2);
+    download(hk, dk, pool * 2);
+    download(hv, dv, pool * 2);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hkv; h++) {
+            const int blk = bt[t * bts + pos[t] / 16];
+            const size_t off = (((size_t)blk * L + layer) * Hkv + h) * 16 * D + (size_t)(pos[t] % 16) * D;
+            bf16_to_f32(hk + off, gk + (size_t)t * nk + h * D, (size_t)D);
+            bf16_to_f32(hv + off, gv + (size_t)t * nk + h * D, (size_t)D);
+        }
+    free(hk), free(hv);
+}
+
 /* The fused qkv projection: rows in pair order, epilogue bias + RoPE + K/V store, against the
  * model-order product rotated by the reference. */
 static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bool interleaved,
@@ -395,43 +447,12 @@ static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bo
     frk_gemv_stream(&a, st);
     /* reference: back to model order, bias, rotate, round */
     float *rq = malloc((size_t)nb * nq * 4), *rk = malloc((size_t)nb * nk * 4), *rv = malloc((size_t)nb * nk * 4);
-    float *row = malloc((size_t)M * 4);
-    for (int t = 0; t < nb; t++) {
-        for (int rr = 0; rr < M; rr++) row[src_of[rr]] = yp[(size_t)t * M + rr];
-        for (int i = 0; i < M; i++) row[i] += bias ? b[i] : 0.f;
-        memcpy(rq + (size_t)t * nq, row, (size_t)nq * 4);
-        memcpy(rk + (size_t)t * nk, row + nq, (size_t)nk * 4);
-        memcpy(rv + (size_t)t * nk, row + nq + nk, (size_t)nk * 4);
-        ref_rope(rq + (size_t)t * nq, H, D, pos[t], inv, interleaved);
-        ref_rope(rk + (size_t)t * nk, Hkv, D, pos[t], inv, interleaved);
-    }
-    for (int i = 0; i < nb * nq; i++) rq[i] = ref_bf16(rq[i]);
-    for (int i = 0; i < nb * nk; i++) rk[i] = ref_bf16(rk[i]), rv[i] = ref_bf16(rv[i]);
-    uint16_t *hq = malloc((size_t)nb * nq * 2);
+    float *rows = malloc((size_t)nb * M * 4);
+    for (int t = 0; t < nb; t++)
+        for (int rr = 0; rr < M; rr++) rows[(size_t)t * M + src_of[rr]] = yp[(size_t)t * M + rr];
+    rope_reference(rows, nb, H, Hkv, D, bias ? b : NULL, pos, inv, interleaved, rq, rk, rv);
     float *gq = malloc((size_t)nb * nq * 4), *gk = malloc((size_t)nb * nk * 4), *gv = malloc((size_t)nb * nk * 4);
-    download(hq, dq, (size_t)nb * nq * 2);
-    bf16_to_f32(hq, gq, (size_t)nb * nq);
-    if (staging) {
-        uint16_t *hn = malloc((size_t)nb * 2 * nk * 2);
-        download(hn, dnew, (size_t)nb * 2 * nk * 2);
-        for (int t = 0; t < nb; t++) {
-            bf16_to_f32(hn + (size_t)t * 2 * nk, gk + (size_t)t * nk, (size_t)nk);
-            bf16_to_f32(hn + (size_t)t * 2 * nk + nk, gv + (size_t)t * nk, (size_t)nk);
-        }
-        free(hn);
-    } else {
-        uint16_t *hk = malloc(pool * 2), *hv = malloc(pool * 2);
-        download(hk, dk, pool * 2);
-        download(hv, dv, pool * 2);
-        for (int t = 0; t < nb; t++)
-            for (int h = 0; h < Hkv; h++) {
-                const int blk = bt[t * bts + pos[t] / 16];
-                const size_t off = (((size_t)blk * L + layer) * Hkv + h) * 16 * D + (size_t)(pos[t] % 16) * D;
-                bf16_to_f32(hk + off, gk + (size_t)t * nk + h * D, (size_t)D);
-                bf16_to_f32(hv + off, gv + (size_t)t * nk + h * D, (size_t)D);
-            }
-        free(hk), free(hv);
-    }
+    rope_readback(dq, dk, dv, dnew, staging, nb, H, Hkv, D, L, layer, bt, bts, pos, pool, gq, gk, gv);
     char name[200];
     snprintf(name, sizeof name, "gemv_stream%s %s qkv+rope H=%d/%d D=%d K=%d nb=%d %s%s%s -> %s: q", ldr(),
              bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", H, Hkv, D, K, nb,
@@ -445,7 +466,7 @@ static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bo
     cudaFree(dct), cudaFree(dstb), cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dnew);
     stream_in_free(&si);
     free(Wm), free(Wp), free(Wd), free(src_of), free(yp), free(b), free(inv), free(ct), free(stb);
-    free(rq), free(rk), free(rv), free(row), free(hq), free(gq), free(gk), free(gv);
+    free(rq), free(rk), free(rv), free(rows), free(gq), free(gk), free(gv);
 }
 
 /* ---------------------------------------------------------------- RMSNorm, SwiGLU */
@@ -536,42 +557,9 @@ static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool 
     frk_rope_kv(&a, st);
     /* reference */
     float *rq = malloc((size_t)T * nq * 4), *rk = malloc((size_t)T * nk * 4), *rv = malloc((size_t)T * nk * 4);
-    for (int t = 0; t < T; t++) {
-        float *row = qkv + (size_t)t * W;
-        for (int i = 0; i < W; i++) row[i] += bias ? b[i] : 0.f;
-        memcpy(rq + (size_t)t * nq, row, (size_t)nq * 4);
-        memcpy(rk + (size_t)t * nk, row + nq, (size_t)nk * 4);
-        memcpy(rv + (size_t)t * nk, row + nq + nk, (size_t)nk * 4);
-        ref_rope(rq + (size_t)t * nq, H, D, pos[t], inv, interleaved);
-        ref_rope(rk + (size_t)t * nk, Hkv, D, pos[t], inv, interleaved);
-    }
-    for (int i = 0; i < T * nq; i++) rq[i] = ref_bf16(rq[i]);
-    for (int i = 0; i < T * nk; i++) rk[i] = ref_bf16(rk[i]), rv[i] = ref_bf16(rv[i]);
-    uint16_t *hq = malloc((size_t)T * nq * 2);
+    rope_reference(qkv, T, H, Hkv, D, bias ? b : NULL, pos, inv, interleaved, rq, rk, rv);
     float *gq = malloc((size_t)T * nq * 4), *gk = malloc((size_t)T * nk * 4), *gv = malloc((size_t)T * nk * 4);
-    download(hq, dq, (size_t)T * nq * 2);
-    bf16_to_f32(hq, gq, (size_t)T * nq);
-    if (staging) {
-        uint16_t *hn = malloc((size_t)T * 2 * nk * 2);
-        download(hn, dnew, (size_t)T * 2 * nk * 2);
-        for (int t = 0; t < T; t++) {
-            bf16_to_f32(hn + (size_t)t * 2 * nk, gk + (size_t)t * nk, (size_t)nk);
-            bf16_to_f32(hn + (size_t)t * 2 * nk + nk, gv + (size_t)t * nk, (size_t)nk);
-        }
-        free(hn);
-    } else {
-        uint16_t *hk = malloc(pool * 2), *hv = malloc(pool * 2);
-        download(hk, dk, pool * 2);
-        download(hv, dv, pool * 2);
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < Hkv; h++) {
-                const int blk = bt[t * bts + pos[t] / 16];
-                const size_t off = (((size_t)blk * L + layer) * Hkv + h) * 16 * D + (size_t)(pos[t] % 16) * D;
-                bf16_to_f32(hk + off, gk + (size_t)t * nk + h * D, (size_t)D);
-                bf16_to_f32(hv + off, gv + (size_t)t * nk + h * D, (size_t)D);
-            }
-        free(hk), free(hv);
-    }
+    rope_readback(dq, dk, dv, dnew, staging, T, H, Hkv, D, L, layer, bt, bts, pos, pool, gq, gk, gv);
     char name[128];
     snprintf(name, sizeof name, "rope H=%d Hkv=%d D=%d %s%s%s -> %s: q", H, Hkv, D,
              interleaved ? "interleaved" : "halves", bias ? "+bias" : "", table ? " (table)" : "",
@@ -583,7 +571,7 @@ static void check_rope(int H, int Hkv, int D, bool interleaved, bool bias, bool 
     cudaFree(dqkv), cudaFree(db), cudaFree(dpos), cudaFree(dseq), cudaFree(dbt), cudaFree(dinv);
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dnew), cudaFree(dct), cudaFree(dst);
     free(ct), free(stb);
-    free(qkv), free(b), free(inv), free(rq), free(rk), free(rv), free(hq), free(gq), free(gk), free(gv);
+    free(qkv), free(b), free(inv), free(rq), free(rk), free(rv), free(gq), free(gk), free(gv);
 }
 
 /* ---------------------------------------------------------------- INT8 KV store */

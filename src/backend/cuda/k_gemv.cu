@@ -26,6 +26,7 @@
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_frag.cuh"
 
 #include <math.h>
 #include <string.h>
@@ -175,25 +176,9 @@ extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 GEMV (mma) */
-static __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; /* (a & b) | c */
-    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-static __device__ __forceinline__ uint32_t hsub2_u(uint32_t a, uint32_t b) {
-    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
-    return *(uint32_t *)&r;
-}
 static __device__ __forceinline__ uint32_t bf2_to_h2(uint32_t u) {
     half2 h = __floats2half2_rn(bf_lo(u), bf_hi(u));
     return *(uint32_t *)&h;
-}
-static __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 template <int BITS, int NT, int MODE>
@@ -271,23 +256,7 @@ __global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
 #pragma unroll
                 for (int j = 0; j < KPC; j++) {
                     uint32_t A[4];
-                    if (BITS == 4) {
-                        const uint32_t w = wd[j];
-                        A[0] = lop3_and_or(w, 0x000F000Fu, 0x64006400u);
-                        A[1] = lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
-                        A[2] = lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
-                        A[3] = lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
-                    } else {
-                        const uint32_t w0 = wd[2 * j], w1 = wd[2 * j + 1];
-                        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
-                        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
-                        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
-                        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
-                    }
-                    A[0] = hsub2_u(A[0], zz0);
-                    A[1] = hsub2_u(A[1], zz1);
-                    A[2] = hsub2_u(A[2], zz0);
-                    A[3] = hsub2_u(A[3], zz1);
+                    qf_frag<BITS>(wd, j, zz0, zz1, A);
                     const int k = (G * 8 + ci * KPC + j) * 16 + 2 * tq;
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
@@ -298,7 +267,7 @@ __global__ void __launch_bounds__(256) k_gemv_q(const uint4 *__restrict__ Wp,
                             if (k < K) b0 = bf2_to_h2(__ldg((const unsigned int *)(xr + k)));
                             if (k + 8 < K) b1 = bf2_to_h2(__ldg((const unsigned int *)(xr + k + 8)));
                         }
-                        mma_f16(c[nt], A, b0, b1);
+                        qf_mma(c[nt], A, b0, b1);
                     }
                 }
             }

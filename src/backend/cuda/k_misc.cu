@@ -10,6 +10,7 @@
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/rope_kv.cuh"
 
 int frk_pdl_on = 1;
 extern "C" void frk_set_pdl(int on) { frk_pdl_on = on ? 1 : 0; }
@@ -123,19 +124,7 @@ __global__ void k_rope_kv(frk_rope_args a) {
     /* destination of K/V for this token */
     bf16 *kdst = nullptr, *vdst = nullptr;
     size_t head_stride = 0;
-    if (a.kc) {
-        const int s = a.tok_seq[t];
-        const int blk = a.block_tables[(size_t)s * a.bt_stride + p / FRK_BLOCK];
-        const size_t base = (((size_t)blk * a.n_layer + a.layer) * a.Hkv) * FRK_BLOCK * D +
-                            (size_t)(p % FRK_BLOCK) * D;
-        kdst = (bf16 *)a.kc + base;
-        vdst = (bf16 *)a.vc + base;
-        head_stride = (size_t)FRK_BLOCK * D;
-    } else {
-        kdst = (bf16 *)a.kvnew + (size_t)t * 2 * NK;
-        vdst = kdst + NK;
-        head_stride = D;
-    }
+    rope_kv_dest(a, t, p, &kdst, &vdst, &head_stride);
     /* rotate q and k: pairs */
     const int npairs = (a.H + a.Hkv) * half;
     for (int idx = threadIdx.x; idx < npairs; idx += blockDim.x) {

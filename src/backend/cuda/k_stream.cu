@@ -28,6 +28,8 @@
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_frag.cuh"
+#include "backend/cuda/rope_kv.cuh"
 
 #define ST_BYTES 16384 /* bytes of weights per stage */
 #define ST_NS_MAX 12   /* stages in flight at most (as many as shared memory holds) */
@@ -91,6 +93,14 @@ static __device__ __forceinline__ void fence_proxy_async() {
 }
 static __device__ __forceinline__ void fence_mbar_init() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/* Thread 0, before the first bulk copy: one mbarrier per stage (one arrival each), made visible
+ * to the copy engine; returns the L2 evict-first policy for the weight stream. */
+static __device__ __forceinline__ uint64_t tma_begin(uint64_t *bar, int ns) {
+    for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
+    fence_mbar_init();
+    fence_proxy_async();
+    return policy_evict_first();
 }
 static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2pf) {
     if (l2pf <= 0) return;
@@ -177,18 +187,7 @@ static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v
     const int p = r.pos[n];
     bf16 *kdst, *vdst;
     size_t hs;
-    if (r.kc) {
-        const int blk = r.block_tables[(size_t)r.tok_seq[n] * r.bt_stride + p / FRK_BLOCK];
-        const size_t base = (((size_t)blk * r.n_layer + r.layer) * r.Hkv) * FRK_BLOCK * D +
-                            (size_t)(p % FRK_BLOCK) * D;
-        kdst = (bf16 *)r.kc + base;
-        vdst = (bf16 *)r.vc + base;
-        hs = (size_t)FRK_BLOCK * D;
-    } else {
-        kdst = (bf16 *)r.kvnew + (size_t)n * 2 * NK;
-        vdst = kdst + NK;
-        hs = D;
-    }
+    rope_kv_dest(r, n, p, &kdst, &vdst, &hs);
     if (row < NQ + NK) {
         const int h = row / D, rr = row % D, i = rr / 2, off = h * D;
         const int i0 = r.interleaved ? rr : i, i1 = r.interleaved ? rr + 1 : i + half_d;
@@ -317,14 +316,9 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     };
     if (ASYNC) {
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
-    } else {
-        if (tid == 0) {
-            for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
-            fence_mbar_init();
-            fence_proxy_async();
-            pol = policy_evict_first();
-            for (int s = 0; s < ns && s < nst; s++) issue(s);
-        }
+    } else if (tid == 0) {
+        pol = tma_begin(bar, ns);
+        for (int s = 0; s < ns && s < nst; s++) issue(s);
     }
     if (tid == 0)
         prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
@@ -391,23 +385,6 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
-static __device__ __forceinline__ uint32_t lop3_and_or_s(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t r; /* (a & b) | c */
-    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
-static __device__ __forceinline__ uint32_t hsub2_s(uint32_t a, uint32_t b) {
-    half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
-    return *(uint32_t *)&r;
-}
-static __device__ __forceinline__ void mma_f16_s(float c[4], const uint32_t a[4], uint32_t b0,
-                                                 uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 template <int BITS>
 struct qgeom {
     static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
@@ -490,10 +467,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     if (ASYNC) {
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == 0) {
-        for (int i = 0; i < ns; i++) mbar_init(sptr(&bar[i]), 1);
-        fence_mbar_init();
-        fence_proxy_async();
-        pol = policy_evict_first();
+        pol = tma_begin(bar, ns);
         for (int s = 0; s < ns && s < nst; s++) issue(s);
     }
     if (tid == 0)
@@ -536,27 +510,11 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
 #pragma unroll
                 for (int jj = 0; jj < Q::KPC; jj++) {
                     uint32_t A[4];
-                    if (BITS == 4) {
-                        const uint32_t w = wd[jj];
-                        A[0] = lop3_and_or_s(w, 0x000F000Fu, 0x64006400u);
-                        A[1] = lop3_and_or_s(w >> 4, 0x000F000Fu, 0x64006400u);
-                        A[2] = lop3_and_or_s(w >> 8, 0x000F000Fu, 0x64006400u);
-                        A[3] = lop3_and_or_s(w >> 12, 0x000F000Fu, 0x64006400u);
-                    } else {
-                        const uint32_t w0 = wd[2 * jj], w1 = wd[2 * jj + 1];
-                        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
-                        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
-                        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
-                        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
-                    }
-                    A[0] = hsub2_s(A[0], zz0);
-                    A[1] = hsub2_s(A[1], zz1);
-                    A[2] = hsub2_s(A[2], zz0);
-                    A[3] = hsub2_s(A[3], zz1);
+                    qf_frag<BITS>(wd, jj, zz0, zz1, A);
                     const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
                     const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
                     const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                    mma_f16_s(c, A, b0, b1);
+                    qf_mma(c, A, b0, b1);
                 }
             }
             acc[0] = fmaf(sc0, c[0], acc[0]);
