@@ -32,17 +32,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ bf16 GEMV */
-static __device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float acc) {
-    acc = fmaf(bf_lo(w.x), bf_lo(x.x), acc);
-    acc = fmaf(bf_hi(w.x), bf_hi(x.x), acc);
-    acc = fmaf(bf_lo(w.y), bf_lo(x.y), acc);
-    acc = fmaf(bf_hi(w.y), bf_hi(x.y), acc);
-    acc = fmaf(bf_lo(w.z), bf_lo(x.z), acc);
-    acc = fmaf(bf_hi(w.z), bf_hi(x.z), acc);
-    acc = fmaf(bf_lo(w.w), bf_lo(x.w), acc);
-    acc = fmaf(bf_hi(w.w), bf_hi(x.w), acc);
-    return acc;
-}
 
 static __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 
@@ -95,7 +84,7 @@ __global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const bf16 *__restrict_
                 for (int n = 0; n < NB; n++) {
                     const uint4 xv = __ldg((const uint4 *)(x + (size_t)n * ldx) + i);
 #pragma unroll
-                    for (int r = 0; r < R; r++) acc[r][n] = dot8(a[r][u], xv, acc[r][n]);
+                    for (int r = 0; r < R; r++) acc[r][n] = fr_dot8(a[r][u], xv, acc[r][n]);
                 }
             }
         }

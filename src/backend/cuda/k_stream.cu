@@ -230,17 +230,6 @@ static __device__ __forceinline__ void epi_pair(const frk_gemv_args &a, int row,
         rope_pair(a.rope, n, row, v0, v1);
 }
 
-static __device__ __forceinline__ float dot8s(const uint4 w, const uint4 x, float acc) {
-    acc = fmaf(bf_lo(w.x), bf_lo(x.x), acc);
-    acc = fmaf(bf_hi(w.x), bf_hi(x.x), acc);
-    acc = fmaf(bf_lo(w.y), bf_lo(x.y), acc);
-    acc = fmaf(bf_hi(w.y), bf_hi(x.y), acc);
-    acc = fmaf(bf_lo(w.z), bf_lo(x.z), acc);
-    acc = fmaf(bf_hi(w.z), bf_hi(x.z), acc);
-    acc = fmaf(bf_lo(w.w), bf_lo(x.w), acc);
-    acc = fmaf(bf_hi(w.w), bf_hi(x.w), acc);
-    return acc;
-}
 
 /* ------------------------------------------------------------------ loaders */
 /* Two ways to fill the stages, chosen per process (frk_set_stream_loader):
@@ -353,7 +342,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
                 if (v * 8 < kc) {
                     const uint4 wv = wr[v];
 #pragma unroll
-                    for (int n = 0; n < NB; n++) acc[n] = dot8s(wv, xk[(size_t)n * (K / 8) + v], acc[n]);
+                    for (int n = 0; n < NB; n++) acc[n] = fr_dot8(wv, xk[(size_t)n * (K / 8) + v], acc[n]);
                 }
             }
         }
