@@ -216,6 +216,18 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
             LOG("decode batch 1 (%s, graphs) unfused, pdl %d: %.1f tok/s, %.3f ms/token\n",
                 what, cfgs[i][4], 32 / tv, 1e3 * tv / 32);
     }
+    for (int cap = 16; cap <= 32; cap *= 2) { /* attention splits at batch 1 (default 64) */
+        frk_set_stream_bps(2);
+        frk_set_stream_stages(4);
+        fr_cuda_set_pdl(c, 1);
+        fr_cuda_set_fuse(c, 1);
+        fr_cuda_set_split_cap(c, cap);
+        decode(c, s1, 1, 2, NULL);
+        const double tv = decode(c, s1, 1, 32, NULL);
+        LOG("decode batch 1 (%s, graphs) fused, attention splits <= %d: %.1f tok/s, %.3f ms/token\n", what, cap,
+            32 / tv, 1e3 * tv / 32);
+    }
+    fr_cuda_set_split_cap(c, 64);
     frk_set_stream_bps(2);
     frk_set_stream_stages(stg);
     frk_set_stream_loader(ld);

@@ -90,6 +90,8 @@ void fr_cuda_set_gemv_variant(fr_cuda *c, int v);
  * in bytes (kernels.h frk_set_stream_l2pf; env FRUGAL_CUDA_L2PF at creation); drop graphs. */
 void fr_cuda_set_fuse(fr_cuda *c, int on);
 void fr_cuda_set_attn_merge(fr_cuda *c, int on);
+/* Most splits of a decode token's keys over blocks (1..64, default 64; env FRUGAL_CUDA_SPLIT). */
+void fr_cuda_set_split_cap(fr_cuda *c, int n);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 
 /* Statistics since creation. */

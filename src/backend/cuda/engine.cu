@@ -69,7 +69,7 @@ struct fr_cuda {
     int n_blocks;
     size_t kv_block_bytes;
     /* sizes */
-    int MT, MS, bt_stride, max_split, nq, nk;
+    int MT, MS, bt_stride, max_split, split_cap, nq, nk;
     size_t weight_bytes, scratch_bytes, kv_bytes;
     /* scratch (device) */
     float *x;        /* [MT][E] residual stream */
@@ -235,7 +235,12 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     c->MT = cfg.max_tokens;
     c->MS = cfg.max_seqs;
     c->bt_stride = (cfg.max_ctx + FRK_BLOCK - 1) / FRK_BLOCK;
-    c->max_split = 64;
+    c->max_split = 64; /* partials allocated for this many */
+    c->split_cap = 64;
+    {
+        const char *e = getenv("FRUGAL_CUDA_SPLIT");
+        if (e && atoi(e) >= 1 && atoi(e) <= 64) c->split_cap = atoi(e);
+    }
     c->nq = hp->n_head * D;
     c->nk = hp->n_head_kv * D;
     /* buckets 1, 2, 4, ... and max_seqs */
@@ -745,7 +750,7 @@ static int split_for(const fr_cuda *c, int T) {
     if (T > c->MS) return 1;
     int s = (4 * c->n_sm + c->hp.n_head_kv * T - 1) / (c->hp.n_head_kv * T);
     if (s < 1) s = 1;
-    if (s > c->max_split) s = c->max_split;
+    if (s > c->split_cap) s = c->split_cap;
     return s;
 }
 
@@ -1143,6 +1148,10 @@ extern "C" void fr_cuda_set_gemv_variant(fr_cuda *c, int v) {
 extern "C" void fr_cuda_set_fuse(fr_cuda *c, int on) {
     drop_graphs(c);
     c->cfg.fuse = on < 0 ? -1 : on ? 1 : 0;
+}
+extern "C" void fr_cuda_set_split_cap(fr_cuda *c, int n) {
+    drop_graphs(c);
+    c->split_cap = n < 1 ? 1 : n > c->max_split ? c->max_split : n;
 }
 extern "C" void fr_cuda_set_attn_merge(fr_cuda *c, int on) {
     drop_graphs(c);
