@@ -139,19 +139,38 @@ static void host_quant_dequant(const float *W, int M, int K, int bits, float *ou
     free(q), free(s), free(z);
 }
 
-static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
+/* Device weights for a host matrix W [M][K]: bf16 (bits 16) or packed INT8/INT4; Wd gets the
+ * values the GPU multiplies by (bf16-rounded or dequantised). Shared by the GEMV checks. */
+static void stream_weights(const float *W, int M, int K, int bits, void **dW, void **dsz, float *Wd) {
+    *dsz = NULL;
+    if (bits == 16) {
+        uint16_t *h = malloc((size_t)M * K * 2);
+        for (size_t i = 0; i < (size_t)M * K; i++) {
+            h[i] = fr_f32_to_bf16(W[i]);
+            Wd[i] = fr_bf16_to_f32(h[i]);
+        }
+        *dW = dupload(h, (size_t)M * K * 2);
+        free(h);
+        return;
+    }
     const int NG = (K + 127) / 128;
-    float *Wf = malloc((size_t)M * K * 4), *Wd = malloc((size_t)M * K * 4);
-    for (size_t i = 0; i < (size_t)M * K; i++) Wf[i] = 0.05f * frand() + (i % 7 == 0 ? 0.02f : 0.f);
     uint8_t *q = malloc((size_t)M * NG * 128), *z = malloc((size_t)M * NG);
     uint16_t *s = malloc((size_t)M * NG * 2);
-    frk_quant_rows(Wf, M, K, bits, q, s, z);
+    frk_quant_rows(W, M, K, bits, q, s, z);
     ref_dequant(q, s, z, M, K, Wd);
     void *pk = malloc(frk_quant_bytes(M, K, bits));
     uint32_t *sz = malloc(frk_quant_sz_count(M, K) * 4);
     frk_quant_pack(q, s, z, M, K, bits, pk, sz);
-    void *dpk = dupload(pk, frk_quant_bytes(M, K, bits));
-    void *dsz = dupload(sz, frk_quant_sz_count(M, K) * 4);
+    *dW = dupload(pk, frk_quant_bytes(M, K, bits));
+    *dsz = dupload(sz, frk_quant_sz_count(M, K) * 4);
+    free(q), free(z), free(s), free(pk), free(sz);
+}
+
+static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
+    float *Wf = malloc((size_t)M * K * 4), *Wd = malloc((size_t)M * K * 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) Wf[i] = 0.05f * frand() + (i % 7 == 0 ? 0.02f : 0.f);
+    void *dpk, *dsz;
+    stream_weights(Wf, M, K, bits, &dpk, &dsz, Wd);
     char name[128];
     /* quantisation error itself (information only: pass if below a loose bound) */
     snprintf(name, sizeof name, "quantise int%d group 128 M=%d K=%d (weight error)", bits, M, K);
@@ -208,37 +227,10 @@ static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
         free(xf), free(x16), free(xh), free(y), free(got), free(init), free(ea);
     }
     cudaFree(dpk), cudaFree(dsz);
-    free(Wf), free(Wd), free(q), free(z), free(s), free(pk), free(sz);
+    free(Wf), free(Wd);
 }
 
 /* ---------------------------------------------------------------- streamed GEMV */
-/* Device weights for a host matrix W [M][K]: bf16 (bits 16) or packed INT8/INT4; Wd gets the
- * values the GPU multiplies by (bf16-rounded or dequantised). */
-static void stream_weights(const float *W, int M, int K, int bits, void **dW, void **dsz, float *Wd) {
-    *dsz = NULL;
-    if (bits == 16) {
-        uint16_t *h = malloc((size_t)M * K * 2);
-        for (size_t i = 0; i < (size_t)M * K; i++) {
-            h[i] = fr_f32_to_bf16(W[i]);
-            Wd[i] = fr_bf16_to_f32(h[i]);
-        }
-        *dW = dupload(h, (size_t)M * K * 2);
-        free(h);
-        return;
-    }
-    const int NG = (K + 127) / 128;
-    uint8_t *q = malloc((size_t)M * NG * 128), *z = malloc((size_t)M * NG);
-    uint16_t *s = malloc((size_t)M * NG * 2);
-    frk_quant_rows(W, M, K, bits, q, s, z);
-    ref_dequant(q, s, z, M, K, Wd);
-    void *pk = malloc(frk_quant_bytes(M, K, bits));
-    uint32_t *sz = malloc(frk_quant_sz_count(M, K) * 4);
-    frk_quant_pack(q, s, z, M, K, bits, pk, sz);
-    *dW = dupload(pk, frk_quant_bytes(M, K, bits));
-    *dsz = dupload(sz, frk_quant_sz_count(M, K) * 4);
-    free(q), free(z), free(s), free(pk), free(sz);
-}
-
 /* Input rows for the streamed GEMV: bf16 rows (norm = false), or residual rows res [nb + 2][K]
  * gathered through rows[] and RMS-normalised with weight nw; xin gets the values the GPU uses
  * (bf16-rounded; f16 on top for INT weights). */
