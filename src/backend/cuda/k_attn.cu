@@ -98,10 +98,11 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
     const int kg = tid / TPK, part = tid % TPK;
     const int nchunks = (ctx + CH - 1) / CH;
-    /* merged in-kernel: only the first min(nsplit, nchunks) splits of this token have keys; the
-     * rest leave at once and the merge waits for (and reads) only those */
+    /* only the first min(nsplit, nchunks) splits of this token have keys; the rest leave at once
+     * (split 0 always waits, so this grid's completion still implies its predecessor's) and the
+     * merge (in-kernel or k_attn_combine) reads only those */
     const int ns_eff = nsplit < nchunks ? nsplit : nchunks;
-    if (a.counters && nsplit > 1 && split >= ns_eff) return;
+    if (nsplit > 1 && split >= ns_eff) return;
     /* every K and V row of a chunk this thread needs, all loads in flight at once; the first
      * chunk's loads are issued before q is staged */
     uint4 kr[NP], vr[NP];
@@ -251,34 +252,35 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     }
 }
 
-/* The separate merge (unfused path): one block of min(D, 256) threads per (head, token), so each
- * thread sums one column over the splits. */
-__global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H, int D,
-                               bf16 *__restrict__ out) {
+/* The separate merge: one block of min(D, 256) threads per (head, token), so each thread sums
+ * one column over the splits that had keys (the first min(nsplit, ceil(ctx / ch))). */
+__global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__restrict__ pos, int ch,
+                               int nsplit, int H, int D, bf16 *__restrict__ out) {
     __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
     __shared__ float inv_l;
     pdl_trigger();
     pdl_wait();
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const int nchunks = (pos[t] + ch) / ch, ns = nsplit < nchunks ? nsplit : nchunks;
     const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
     if (tid < 32) { /* all (m, l) pairs at once, one warp */
         float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
-        if (tid < nsplit) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
-        if (tid + 32 < nsplit) m1 = pp[(tid + 32) * (D + 2) + D], l1 = pp[(tid + 32) * (D + 2) + D + 1];
+        if (tid < ns) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
+        if (tid + 32 < ns) m1 = pp[(tid + 32) * (D + 2) + D], l1 = pp[(tid + 32) * (D + 2) + D + 1];
         if (!(l0 > 0.f)) m0 = -INFINITY;
         if (!(l1 > 0.f)) m1 = -INFINITY;
         const float M = warp_max(fmaxf(m0, m1));
         const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
         const float L = warp_sum(w0 * l0 + w1 * l1);
-        if (tid < nsplit) wsp[tid] = w0;
-        if (tid + 32 < nsplit) wsp[tid + 32] = w1;
+        if (tid < ns) wsp[tid] = w0;
+        if (tid + 32 < ns) wsp[tid + 32] = w1;
         if (tid == 0) inv_l = L > 0.f ? 1.f / L : 0.f;
     }
     __syncthreads();
     for (int d = tid; d < D; d += blockDim.x) {
         float acc = 0.f;
 #pragma unroll 8
-        for (int sp = 0; sp < nsplit; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
+        for (int sp = 0; sp < ns; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
         out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
     }
 }
@@ -286,10 +288,11 @@ __global__ void k_attn_combine(const float *__restrict__ part, int nsplit, int H
 /* Keys per work chunk: 64 (4 cache blocks) in general; 16 when a few tokens are split over many
  * blocks (batch-1..4 decode), so each block's serial chain (loads, three phases, one warp per
  * scheduler) is 4x shorter and 4x more blocks share the context. */
+static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
     dim3 grid(a->n_split, a->Hkv, a->T);
-    const bool small = a->T <= 4 && a->n_split > 1;
+    const bool small = attn_small(a);
     if (a->kv_int8) {
         if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G);
         else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
@@ -324,7 +327,8 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     if (a->n_split > 1 && !a->counters) {
         dim3 grid(a->H, a->T);
         frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
-                   (const float *)a->part, a->n_split, a->H, a->D, (bf16 *)a->out);
+                   (const float *)a->part, a->pos, attn_small(a) ? 16 : FRK_CHUNK, a->n_split, a->H,
+                   a->D, (bf16 *)a->out);
     }
 }
 
