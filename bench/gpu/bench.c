@@ -228,36 +228,23 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
             32 / tv, 1e3 * tv / 32);
     }
     fr_cuda_set_split_cap(c, 64);
-    /* L2 prefetch of later products: {next, attn, attn2 (bytes per block), issued at start} */
-    const int K = 1024, pcf[10][4] = {{0, 0, 0, 0},           {32 * K, 0, 0, 0},      {64 * K, 0, 0, 0},
-                                      {128 * K, 0, 0, 0},     {0, 128 * K, 0, 0},     {64 * K, 128 * K, 0, 0},
-                                      {64 * K, 128 * K, 0, 1}, {64 * K, 128 * K, 64 * K, 0},
-                                      {128 * K, 256 * K, 0, 0}, {64 * K, 64 * K, 0, 0}};
+    /* the attention kernel: old K/V rows loaded before the dependency wait (bf16 cache), and the
+     * output projection prefetched into L2 by its threads */
     frk_set_stream_bps(2);
     frk_set_stream_stages(4);
     fr_cuda_set_pdl(c, 1);
     fr_cuda_set_fuse(c, 1);
-    fr_cuda_config d = fr_cuda_config_default();
-    for (int i = 0; i < 10; i++) {
-        fr_cuda_set_prefetch(c, pcf[i][0], pcf[i][1], pcf[i][2]);
-        frk_set_stream_pf_at(pcf[i][3]);
+    const int apf = fr_cuda_config_default().attn_prefetch;
+    for (int i = 0; i < 4; i++) {
+        frk_set_attn_prewait(i & 1);
+        fr_cuda_set_attn_prefetch(c, i >> 1);
         decode(c, s1, 1, 2, NULL);
         const double tv = decode(c, s1, 1, 32, NULL);
-        LOG("decode batch 1 (%s, graphs) fused, L2 prefetch next %d KiB, attn %d KiB, attn2 %d KiB, at %s: %.1f tok/s, %.3f ms/token\n",
-            what, pcf[i][0] / K, pcf[i][1] / K, pcf[i][2] / K, pcf[i][3] ? "start" : "trigger", 32 / tv, 1e3 * tv / 32);
+        LOG("decode batch 1 (%s, graphs) fused, attention: early K/V loads %s, o-proj L2 prefetch %s: %.1f tok/s, %.3f ms/token\n",
+            what, i & 1 ? "on" : "off", i >> 1 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
     }
-    frk_set_stream_pf_at(0);
-    if (strcmp(what, "bf16")) /* INT: the exact (q - z) consumer against the folded default */
-        for (int f = 0; f <= 1; f++) {
-            frk_set_stream_qfold(f);
-            fr_cuda_set_prefetch(c, d.l2_next, d.l2_attn, d.l2_attn2);
-            decode(c, s1, 1, 2, NULL);
-            const double tv = decode(c, s1, 1, 32, NULL);
-            LOG("decode batch 1 (%s, graphs) fused, default prefetch, %s consumer: %.1f tok/s, %.3f ms/token\n",
-                what, f ? "folded zero point" : "exact (q - z)", 32 / tv, 1e3 * tv / 32);
-        }
-    frk_set_stream_qfold(1);
-    fr_cuda_set_prefetch(c, d.l2_next, d.l2_attn, d.l2_attn2);
+    frk_set_attn_prewait(1);
+    fr_cuda_set_attn_prefetch(c, apf);
     frk_set_stream_bps(2);
     frk_set_stream_stages(stg);
     frk_set_stream_loader(ld);

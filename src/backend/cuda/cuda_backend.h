@@ -44,14 +44,10 @@ typedef struct fr_cuda_config {
                             * INT8/INT4 weights only. Env FRUGAL_CUDA_FUSE overrides at creation. */
     int attn_merge;        /* 1: split attention merges in its last block (no combine kernel);
                             * 0 (default, measured faster at batch 1). Env FRUGAL_CUDA_ATTN_MERGE. */
-    int l2_next;           /* fused path: bytes of each block's range of the next product that the
-                            * current one prefetches into L2 as its last stages are in flight, so
-                            * HBM keeps streaming across the kernel boundary (0: off) */
-    int l2_attn;           /* the same from the qkv product to the output projection, across the
-                            * attention kernels (bytes per block; a bf16 8B o-proj block range is
-                            * 127 KiB) */
-    int l2_attn2;          /* and from the qkv product to the start of the gate/up product */
-                           /* env FRUGAL_CUDA_PF="next,attn,attn2" overrides the three */
+    int attn_prefetch;     /* 1: the decode attention kernel's threads prefetch the output
+                            * projection's weights into L2 while they wait for the qkv product
+                            * (HBM would otherwise idle through the attention); 0 off.
+                            * Env FRUGAL_CUDA_ATTN_PF. */
 } fr_cuda_config;
 
 typedef struct fr_cuda_mem {
@@ -101,8 +97,7 @@ void fr_cuda_set_attn_merge(fr_cuda *c, int on);
 /* Most splits of a decode token's keys over blocks (1..64, default 64; env FRUGAL_CUDA_SPLIT). */
 void fr_cuda_set_split_cap(fr_cuda *c, int n);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
-/* The L2 prefetches of later products (fr_cuda_config l2_next, l2_attn, l2_attn2); drop graphs. */
-void fr_cuda_set_prefetch(fr_cuda *c, int next, int attn, int attn2);
+void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
 
 /* Statistics since creation. */
 typedef struct fr_cuda_stats {

@@ -143,9 +143,7 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.prefill_mma = 1;
     c.fuse = 1;
     c.attn_merge = 0;
-    c.l2_next = 64 * 1024;
-    c.l2_attn = 128 * 1024;
-    c.l2_attn2 = 0;
+    c.attn_prefetch = 1;
     return c;
 }
 
@@ -231,19 +229,8 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_stream_l2pf(atoi(e));
         e = getenv("FRUGAL_CUDA_STAGES");
         if (e) frk_set_stream_stages(atoi(e));
-        e = getenv("FRUGAL_CUDA_PF");
-        if (e) {
-            int v[3] = {c->cfg.l2_next, c->cfg.l2_attn, c->cfg.l2_attn2};
-            if (sscanf(e, "%d,%d,%d", &v[0], &v[1], &v[2]) >= 1) {
-                c->cfg.l2_next = v[0];
-                c->cfg.l2_attn = v[1];
-                c->cfg.l2_attn2 = v[2];
-            }
-        }
-        e = getenv("FRUGAL_CUDA_QFOLD");
-        if (e) frk_set_stream_qfold(atoi(e));
-        e = getenv("FRUGAL_CUDA_PF_AT");
-        if (e) frk_set_stream_pf_at(atoi(e));
+        e = getenv("FRUGAL_CUDA_ATTN_PF");
+        if (e) c->cfg.attn_prefetch = atoi(e) ? 1 : 0;
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
@@ -774,13 +761,9 @@ static int split_for(const fr_cuda *c, int T) {
  * bf16 rows `in`, or the RMSNorm (weight nw) of residual rows xf (rows: optional gather); output
  * as linear(), or mode ROPE with *ra. Returns 0 when it did not apply (the caller runs the
  * separate kernels). */
-typedef struct pf_req {
-    const dmat *m; /* later product to prefetch from, or NULL */
-    int off, bytes; /* per block of it */
-} pf_req;
 static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const float *xf,
                          const float *nw, const int32_t *rows, int T, void *out, int mode,
-                         const frk_rope_args *ra, pf_req p0, pf_req p1) {
+                         const frk_rope_args *ra) {
     const int fuse = c->cfg.fuse < 0 ? c->wbits != 16 : c->cfg.fuse;
     if (!fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
     frk_gemv_args g;
@@ -801,11 +784,6 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
     g.mode = mode;
     if (ra) g.rope = *ra;
-    const pf_req pr[FRK_L2_NEXT] = {p0, p1};
-    for (int i = 0; i < FRK_L2_NEXT; i++)
-        if (pr[i].m && pr[i].bytes > 0)
-            frk_gemv_stream_next(pr[i].m->w, pr[i].m->sz, pr[i].m->M, pr[i].m->K, c->wbits, pr[i].off,
-                                 pr[i].bytes, &g.next[i]);
     frk_gemv_stream(&g, c->st);
     return 1;
 }
@@ -849,12 +827,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             ra.vc = (uint16_t *)c->vc;
         }
         /* norm -> qkv -> rope + KV store */
-        const pf_req none = {NULL, 0, 0};
-        const dmat *after = l + 1 < hp->n_layer ? &c->L[l + 1].qkv : &c->out;
-        const pf_req to_o = {&L->o, 0, c->cfg.l2_attn}, to_gu = {&L->gu, 0, c->cfg.l2_attn2};
-        const pf_req gu_rest = {&L->gu, c->cfg.l2_attn2, c->cfg.l2_next};
-        const pf_req to_down = {&L->down, 0, c->cfg.l2_next}, to_after = {after, 0, c->cfg.l2_next};
-        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, to_o, to_gu)) {
+        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra)) {
             frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
             frk_rope_kv(&ra, st);
@@ -885,23 +858,27 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         aa.part = c->part;
         aa.out = c->attn;
         aa.counters = c->cfg.attn_merge ? c->attn_cnt : NULL;
+        if (c->cfg.attn_prefetch && !pl->prefill) { /* the output projection's weights, into L2 */
+            aa.pf = L->o.w;
+            aa.pf_bytes = c->wbits == 16 ? (long long)L->o.M * L->o.K * 2
+                                         : (long long)frk_quant_bytes(L->o.M, L->o.K, c->wbits);
+            aa.pf2 = L->o.sz;
+            aa.pf2_bytes = L->o.sz ? (long long)frk_quant_sz_count(L->o.M, L->o.K) * 4 : 0;
+        }
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
             frk_attention(&aa, st);
-        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, gu_rest, none))
+        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
             linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
-        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL, to_down, none)) {
+        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL)) {
             frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
         }
-        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, to_after, none))
+        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
             linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
-    /* the LM head prefetches the first layer's qkv for the next step */
-    const pf_req next_step = {&c->L[0].qkv, 0, c->cfg.l2_next}, none = {NULL, 0, 0};
-    if (!stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL,
-                       next_step, none)) {
+    if (!stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
         frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
         linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
     }
@@ -1194,11 +1171,9 @@ extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
     drop_graphs(c);
     frk_set_stream_l2pf(bytes);
 }
-extern "C" void fr_cuda_set_prefetch(fr_cuda *c, int next, int attn, int attn2) {
+extern "C" void fr_cuda_set_attn_prefetch(fr_cuda *c, int on) {
     drop_graphs(c);
-    c->cfg.l2_next = next;
-    c->cfg.l2_attn = attn;
-    c->cfg.l2_attn2 = attn2;
+    c->cfg.attn_prefetch = on ? 1 : 0;
 }
 
 extern "C" void fr_cuda_mem_info(const fr_cuda *c, fr_cuda_mem *o) {

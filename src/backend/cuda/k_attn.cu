@@ -20,6 +20,8 @@
  * with fp32 accumulation; V's B fragments come from ldmatrix.trans; P is re-packed from the S
  * accumulators into A fragments without touching shared memory. Causal mask per row position.
  */
+#include <climits>
+
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -80,7 +82,7 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
 }
 
 template <int D, int GM, bool I8, int CH>
-__global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
+__global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewait) {
     constexpr int TPK = D / 8;                          /* threads per key */
     constexpr int KPP = 128 / TPK;                      /* keys per pass */
     constexpr int NP = CH / KPP > 0 ? CH / KPP : 1;     /* passes per chunk */
@@ -90,9 +92,14 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
     __shared__ float red[4][GM][D];
 
     pdl_trigger();
-    pdl_wait();
     const int t = blockIdx.z, g = blockIdx.y, split = blockIdx.x, nsplit = gridDim.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (a.pf) { /* while waiting: the next weights (the output projection) into L2, by every thread */
+        const long long nt = (long long)gridDim.x * gridDim.y * gridDim.z * 128;
+        const long long me = (((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 128 + tid;
+        for (long long o = me * 128; o < a.pf_bytes; o += nt * 128) l2_prefetch_line((const char *)a.pf + o);
+        for (long long o = me * 128; o < a.pf2_bytes; o += nt * 128) l2_prefetch_line((const char *)a.pf2 + o);
+    }
     const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
     const int ctx = a.pos[t] + 1;
     const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
@@ -103,19 +110,24 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
      * merge (in-kernel or k_attn_combine) reads only those */
     const int ns_eff = nsplit < nchunks ? nsplit : nchunks;
     if (nsplit > 1 && split >= ns_eff) return;
-    /* every K and V row of a chunk this thread needs, all loads in flight at once; the first
-     * chunk's loads are issued before q is staged */
+    /* every K and V row of a chunk this thread needs, all loads in flight at once. Rows below
+     * `old` were stored by earlier steps (a token's batch holds at most T new positions of its
+     * sequence, the last at pos[t]), so with the bf16 cache the first chunk's old rows are
+     * loaded before the dependency wait and only the rows this step writes after it (the int8
+     * store may requantise old rows of a block that gets a new token: all after the wait). */
     uint4 kr[NP], vr[NP];
     float ks[NP], vs[NP];
-    auto load_chunk = [&](int c) {
+    const int old = I8 || !prewait ? 0 : ctx - a.T;
+    auto load_chunk = [&](int c, int from, int to) { /* rows kp of chunk c with from <= kp < to */
         const int k0 = c * CH, nk = min(CH, ctx - k0);
 #pragma unroll
         for (int p = 0; p < NP; p++) {
             const int j = p * KPP + kg;
+            const int kp = k0 + j;
+            if (kp < from || kp >= to) continue;
             kr[p] = vr[p] = make_uint4(0, 0, 0, 0);
             ks[p] = vs[p] = 0.f;
             if (j < nk) {
-                const int kp = k0 + j;
                 const size_t hb = ((size_t)bt[kp / FRK_BLOCK] * L + layer) * Hkv + g;
                 const size_t off = hb * FRK_BLOCK * D + (size_t)(kp % FRK_BLOCK) * D + part * 8;
                 kv_load<I8>(a.kc, off, kr[p]);
@@ -127,7 +139,9 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
             }
         }
     };
-    if (split < nchunks) load_chunk(split);
+    if (split < nchunks) load_chunk(split, INT_MIN, old);
+    pdl_wait();
+    if (split < nchunks) load_chunk(split, old, INT_MAX);
     const float qscale = rsqrtf((float)D) * LOG2E;
     const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
     for (int i = tid; i < GM * D; i += 128) {
@@ -147,7 +161,7 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G) {
 
     for (int c = split; c < nchunks; c += nsplit) {
         const int nk = min(CH, ctx - c * CH);
-        if (c != split) load_chunk(c);
+        if (c != split) load_chunk(c, INT_MIN, INT_MAX);
         /* phase 1: scores (every lane runs every pass, so the shuffles are converged) */
 #pragma unroll
         for (int p = 0; p < NP; p++) {
@@ -288,17 +302,19 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
 /* Keys per work chunk: 64 (4 cache blocks) in general; 16 when a few tokens are split over many
  * blocks (batch-1..4 decode), so each block's serial chain (loads, three phases, one warp per
  * scheduler) is 4x shorter and 4x more blocks share the context. */
+static int attn_prewait = 1;
+extern "C" void frk_set_attn_prewait(int on) { attn_prewait = on ? 1 : 0; }
 static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
     dim3 grid(a->n_split, a->Hkv, a->T);
     const bool small = attn_small(a);
     if (a->kv_int8) {
-        if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G);
-        else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
+        if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
     } else {
-        if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G);
-        else frk_launch(k_attn<D, GM, false, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
+        if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        else frk_launch(k_attn<D, GM, false, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
     }
 }
 template <int D>

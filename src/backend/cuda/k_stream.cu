@@ -49,12 +49,6 @@ static int blocks_per_sm = 2; /* measured best on an H200 (bench/GPU-NOTES.md) *
 extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n >= 1 && n <= 3 ? n : 2; }
 extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
-static int pf_at = 0; /* 0: prefetch later products when the last stages are in flight; 1: at start */
-extern "C" void frk_set_stream_pf_at(int at) { pf_at = at ? 1 : 0; }
-extern "C" int frk_get_stream_pf_at(void) { return pf_at; }
-static int qfold = 1; /* INT consumer: zero point folded out of the inner loop */
-extern "C" void frk_set_stream_qfold(int on) { qfold = on ? 1 : 0; }
-extern "C" int frk_get_stream_qfold(void) { return qfold; }
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ uint32_t sptr(const void *p) {
@@ -116,44 +110,12 @@ static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2
         l2_prefetch(p + off, (uint32_t)(len - off < 16384 ? len - off : 16384));
 }
 
-/* Thread 0: the L2 prefetches of later products (frk_l2_next) owed by this block: block b covers
- * the later kernel's blocks b, b + grid, ... */
-static __device__ __forceinline__ void next_prefetch(const frk_gemv_args &a) {
-#pragma unroll 1
-    for (int i = 0; i < FRK_L2_NEXT; i++) {
-        const frk_l2_next &p = a.next[i];
-        if (!p.w || p.bytes <= 0) continue;
-#pragma unroll 1
-        for (int j = blockIdx.x; j < p.grid; j += gridDim.x) {
-            const int u0 = (int)((long long)j * p.units / p.grid), u1 = (int)((long long)(j + 1) * p.units / p.grid);
-            const long long r1 = min(u1 * p.unit_bytes, p.total), b0 = u0 * p.unit_bytes + p.off;
-            const int len = (int)min((long long)p.bytes, r1 - b0);
-            const unsigned char *w = (const unsigned char *)p.w + b0;
-#pragma unroll 1
-            for (int o = 0; o < len; o += 32768) l2_prefetch(w + o, (uint32_t)min(32768, len - o) & ~15u);
-            if (p.sz && len > 0) { /* the matching scale words (1/16 or 1/32 of the bytes) */
-                const long long s0 = (u0 * p.sz_unit_bytes + (long long)p.off * p.sz_unit_bytes / p.unit_bytes) & ~15ll;
-                const int sl = (int)min((long long)len * p.sz_unit_bytes / p.unit_bytes + 16, p.sz_total - s0);
-                if (sl >= 16) l2_prefetch((const unsigned char *)p.sz + s0, (uint32_t)sl & ~15u);
-            }
-        }
-    }
-}
-
 /* ------------------------------------------------------------------ prologue: the input rows */
-/* Position of element k of an f16 row in the folded INT consumer's order: inside each 16-wide
- * k-step, lane tq's B fragment (k = 2tq, 2tq + 1, 2tq + 8, 2tq + 9) lies at 4tq .. 4tq + 3. */
-static __device__ __forceinline__ int xperm(int k) {
-    return (k & ~15) | (((k >> 1) & 3) << 2) | (((k >> 3) & 1) << 1) | (k & 1);
-}
-
-/* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16; PERM: in xperm order), zero beyond
- * K; with a.xf, the RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it.
- * PERM also fills xsum[n][g] = the sum of the f16 values of group g (128 columns) of row n.
- * Ends synchronised. */
-template <bool F16, bool PERM = false>
+/* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16), zero beyond K; with a.xf, the
+ * RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends synchronised. */
+template <bool F16>
 static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
-                               float (*wsum)[8], float *inv, float *xsum = nullptr) {
+                               float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (a.xf) {
         for (int n = 0; n < nb; n++) {
@@ -183,9 +145,9 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                 const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
                 const bf162 p1 = __floats2bfloat162_rn(v.z * iv * g.z, v.w * iv * g.w);
                 if (F16) {
-                    half *row = (half *)xs + (size_t)n * Kp;
-                    *(half2 *)(row + (PERM ? xperm(k) : k)) = __floats2half2_rn(__low2float(p0), __high2float(p0));
-                    *(half2 *)(row + (PERM ? xperm(k + 2) : k + 2)) = __floats2half2_rn(__low2float(p1), __high2float(p1));
+                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
+                    d[0] = __floats2half2_rn(__low2float(p0), __high2float(p0));
+                    d[1] = __floats2half2_rn(__low2float(p1), __high2float(p1));
                 } else {
                     bf162 *d = (bf162 *)((bf16 *)xs + (size_t)n * Kp + k);
                     d[0] = p0;
@@ -200,10 +162,9 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                 const uint4 v = *(const uint4 *)(xr + k);
                 if (F16) {
                     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                    half *row = (half *)xs + (size_t)n * Kp;
+                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        *(half2 *)(row + (PERM ? xperm(k + 2 * e) : k + 2 * e)) = __floats2half2_rn(bf_lo(w[e]), bf_hi(w[e]));
+                    for (int e = 0; e < 4; e++) d[e] = __floats2half2_rn(bf_lo(w[e]), bf_hi(w[e]));
                 } else {
                     *(uint4 *)((bf16 *)xs + (size_t)n * Kp + k) = v;
                 }
@@ -212,20 +173,8 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
     }
     if (F16)
         for (int n = 0; n < nb; n++)
-            for (int k = K + tid; k < Kp; k += blockDim.x)
-                ((half *)xs)[(size_t)n * Kp + (PERM ? xperm(k) : k)] = __float2half(0.f);
+            for (int k = K + tid; k < Kp; k += blockDim.x) ((half *)xs)[(size_t)n * Kp + k] = __float2half(0.f);
     __syncthreads();
-    if (PERM) {
-        const int NG = Kp / FRK_GROUP;
-        for (int i = warp; i < nb * NG; i += blockDim.x / 32) {
-            const int n = i / NG, g = i % NG;
-            const half2 *p = (const half2 *)((const half *)xs + (size_t)n * Kp + (size_t)g * FRK_GROUP) + 2 * lane;
-            const float2 f0 = __half22float2(p[0]), f1 = __half22float2(p[1]);
-            const float t = warp_sum((f0.x + f0.y) + (f1.x + f1.y));
-            if (lane == 0) xsum[i] = t;
-        }
-        __syncthreads();
-    }
 }
 
 /* ------------------------------------------------------------------ epilogues */
@@ -315,7 +264,7 @@ static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const fl
 }
 
 template <int NB, bool ASYNC>
-__global__ void __maxnreg__(88) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns, int pfat) {
+__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ float red[2][8][NB];
@@ -365,14 +314,14 @@ __global__ void __maxnreg__(88) k_stream_bf16(const frk_gemv_args a, int l2pf, i
                        (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
-    if (tid == 0 && (pfat || trig == 0)) next_prefetch(a);
     pdl_wait();
     stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
     float acc[NB];
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
     int pend = -1; /* cp.async: row group whose epilogue waits for the next __syncthreads */
-    auto step = [&](int s) {
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
         const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC);
         if (ASYNC) {
@@ -417,15 +366,7 @@ __global__ void __maxnreg__(88) k_stream_bf16(const frk_gemv_args a, int l2pf, i
             }
             if (last) epi_bf16<NB>(a, red[buf], rg);
         }
-    };
-    /* the loop in two halves around the trigger point, so the trigger-time work stays out of the
-     * hot loop's registers */
-    for (int s = 0; s < trig; s++) step(s);
-    if (trig > 0) {
-        pdl_trigger();
-        if (tid == 0 && !pfat) next_prefetch(a);
     }
-    for (int s = trig; s < nst; s++) step(s);
     if (ASYNC) {
         __syncthreads();
         if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
@@ -467,8 +408,8 @@ static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], 
     }
 }
 
-template <int BITS, bool ASYNC, bool FOLD>
-__global__ void __maxnreg__(88) k_stream_q(const frk_gemv_args a, int l2pf, int ns, int pfat) {
+template <int BITS, bool ASYNC>
+__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -484,7 +425,6 @@ __global__ void __maxnreg__(88) k_stream_q(const frk_gemv_args a, int l2pf, int 
     unsigned char *stg = dsm;
     uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
     half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
-    float *xsum = (float *)(xs + (size_t)nb * Kp); /* FOLD: [nb][NG] */
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     auto issue = [&](int s) {
@@ -523,15 +463,14 @@ __global__ void __maxnreg__(88) k_stream_q(const frk_gemv_args a, int l2pf, int 
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
-    if (tid == 0 && (pfat || trig == 0)) next_prefetch(a);
     pdl_wait();
-    stage_x<true, FOLD>(a, nb, Kp, xs, wsum, inv, xsum);
+    stage_x<true>(a, nb, Kp, xs, wsum, inv);
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
-    const int n0 = 2 * tq, n1 = 2 * tq + 1; /* the output columns (inputs) of this lane */
     const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     int pend = -1;
-    auto step = [&](int s) {
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
         const int slot = s % ns, rt = rt0 + s / NST, j = s % NST, g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
         if (ASYNC) {
@@ -560,28 +499,12 @@ __global__ void __maxnreg__(88) k_stream_q(const frk_gemv_args a, int l2pf, int 
 #pragma unroll
                 for (int jj = 0; jj < Q::KPC; jj++) {
                     uint32_t A[4];
-                    if (FOLD) {
-                        qf_frag_raw<BITS>(wd, jj, A);
-                        const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 4 * tq;
-                        const uint2 b = bcol ? *(const uint2 *)(xn + k) : make_uint2(0u, 0u);
-                        qf_mma(c, A, b.x, b.y);
-                    } else {
-                        qf_frag<BITS>(wd, jj, zz0, zz1, A);
-                        const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
-                        const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
-                        const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                        qf_mma(c, A, b0, b1);
-                    }
+                    qf_frag<BITS>(wd, jj, zz0, zz1, A);
+                    const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
+                    const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
+                    const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
+                    qf_mma(c, A, b0, b1);
                 }
-            }
-            if (FOLD) { /* sum (1024 + q) x - (1024 + z) sum x = sum (q - z) x */
-                const float z0 = __half2float(__ushort_as_half((unsigned short)(s0 >> 16)));
-                const float z1 = __half2float(__ushort_as_half((unsigned short)(s1 >> 16)));
-                const float xa = n0 < nb ? xsum[n0 * NG + G] : 0.f, xb = n1 < nb ? xsum[n1 * NG + G] : 0.f;
-                c[0] = fmaf(-z0, xa, c[0]);
-                c[1] = fmaf(-z0, xb, c[1]);
-                c[2] = fmaf(-z1, xa, c[2]);
-                c[3] = fmaf(-z1, xb, c[3]);
             }
             acc[0] = fmaf(sc0, c[0], acc[0]);
             acc[1] = fmaf(sc0, c[1], acc[1]);
@@ -604,15 +527,7 @@ __global__ void __maxnreg__(88) k_stream_q(const frk_gemv_args a, int l2pf, int 
             }
             if (last) epi_q(a, red[buf], rt);
         }
-    };
-    /* the loop in two halves around the trigger point, so the trigger-time work stays out of the
-     * hot loop's registers */
-    for (int s = 0; s < trig; s++) step(s);
-    if (trig > 0) {
-        pdl_trigger();
-        if (tid == 0 && !pfat) next_prefetch(a);
     }
-    for (int s = trig; s < nst; s++) step(s);
     if (ASYNC) {
         __syncthreads();
         if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
@@ -624,8 +539,7 @@ static size_t stage_bytes(int bits) {
     return bits == 16 ? ST_BYTES : ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
 static size_t x_bytes(int K, int bits, int nb) {
-    /* INT: f16 rows padded to whole groups, then the folded consumer's group sums */
-    return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * (FRK_GROUP * 2 + 4);
+    return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
 }
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
@@ -664,35 +578,7 @@ static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, i
     }
     const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
-    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns, pf_at);
-}
-
-static int stream_grid(int M, int bits) {
-    const int units = bits == 16 ? fr_cdiv(M, 8) : fr_cdiv(M, 16);
-    return units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
-}
-
-extern "C" void frk_gemv_stream_next(const void *W, const uint32_t *sz, int M, int K, int bits, int off,
-                                     int bytes, frk_l2_next *o) {
-    memset(o, 0, sizeof *o);
-    if (!W || bytes <= 0 || M <= 0 || K <= 0) return;
-    o->w = W;
-    o->off = off < 0 ? 0 : off & ~15;
-    o->bytes = bytes & ~15;
-    o->grid = stream_grid(M, bits);
-    if (bits == 16) {
-        o->units = fr_cdiv(M, 8);
-        o->unit_bytes = 8ll * K * 2;
-        o->total = (long long)M * K * 2;
-    } else {
-        const int NG = fr_cdiv(K, FRK_GROUP);
-        o->units = fr_cdiv(M, 16);
-        o->unit_bytes = (long long)NG * (bits == 4 ? qgeom<4>::GBYTES : qgeom<8>::GBYTES);
-        o->total = (long long)frk_quant_bytes(M, K, bits);
-        o->sz = sz;
-        o->sz_unit_bytes = (long long)NG * 64;
-        o->sz_total = (long long)frk_quant_sz_count(M, K) * 4;
-    }
+    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
@@ -725,24 +611,14 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
             }
         }
     } else {
-        static bool set[2][2][2];
+        static bool set[2][2];
         const int units = fr_cdiv(a->M, 16);
         if (a->bits == 4) {
-            if (qfold) {
-                if (loader) launch_stream(k_stream_q<4, true, true>, &set[1][0][1], units, ns, a, st);
-                else launch_stream(k_stream_q<4, false, true>, &set[0][0][1], units, ns, a, st);
-            } else {
-                if (loader) launch_stream(k_stream_q<4, true, false>, &set[1][0][0], units, ns, a, st);
-                else launch_stream(k_stream_q<4, false, false>, &set[0][0][0], units, ns, a, st);
-            }
+            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st);
+            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st);
         } else {
-            if (qfold) {
-                if (loader) launch_stream(k_stream_q<8, true, true>, &set[1][1][1], units, ns, a, st);
-                else launch_stream(k_stream_q<8, false, true>, &set[0][1][1], units, ns, a, st);
-            } else {
-                if (loader) launch_stream(k_stream_q<8, true, false>, &set[1][1][0], units, ns, a, st);
-                else launch_stream(k_stream_q<8, false, false>, &set[0][1][0], units, ns, a, st);
-            }
+            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st);
+            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st);
         }
     }
 }

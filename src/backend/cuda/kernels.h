@@ -91,8 +91,13 @@ typedef struct frk_attn_args {
     int *counters; /* n_split > 1: int [T][Hkv], zero; when set, the last split block of each
                     * (token, KV head) merges the partials itself (no combine kernel) and resets
                     * its counter to zero */
+    const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
+    long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
+/* Decode attention with the bf16 cache: 1 (default) loads the first chunk's K/V rows that earlier
+ * steps stored before the dependency wait (programmatic dependent launch), 0 after it. */
+void frk_set_attn_prewait(int on);
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
  * pos0 .. pos0+T-1, the cache holding 0 .. pos0+T-1): tensor-core tiles (mma.sync bf16),
  * D in {64, 128}, bf16 KV only. Same output as frk_attention. */
@@ -155,22 +160,6 @@ void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bit
  *           is): bias, rotary embedding and the K/V store (bf16 cache or int8 staging) of
  *           frk_rope_kv (rope fields; rope.qkv unused) happen in the epilogue.
  * bits = 16 (bf16 row-major [M][K]) or 8 / 4 (packed as frk_quant_pack). */
-/* An L2 prefetch of part of the weight stream of a later streamed product (a hint: results never
- * depend on it). Each block of the later kernel owns a contiguous range of `units` units of
- * unit_bytes (bf16: 8 rows; INT: one 16-row tile) and of sz_unit_bytes of scale words; the
- * prefetch covers bytes [off, off + bytes) of every such range (clamped to the range). Filled by
- * frk_gemv_stream_next; issued by the current kernel's blocks when their own last stages are in
- * flight, so HBM keeps streaming across the kernel boundary (and across the attention between
- * the qkv and output projections). */
-typedef struct frk_l2_next {
-    const void *w;  /* NULL: none */
-    const void *sz; /* INT scale words, or NULL */
-    long long unit_bytes, sz_unit_bytes, total, sz_total;
-    int units, grid; /* the later kernel's units and grid */
-    int off, bytes;  /* per block of the later kernel */
-} frk_l2_next;
-#define FRK_L2_NEXT 2
-
 typedef struct frk_gemv_args {
     const void *W;
     const uint32_t *sz;
@@ -184,23 +173,9 @@ typedef struct frk_gemv_args {
     void *out;
     int ldo, mode;
     frk_rope_args rope;
-    frk_l2_next next[FRK_L2_NEXT]; /* L2 prefetches of later products (zeroed: none) */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
-/* Describe bytes [off, off + bytes) of each block's range of a later streamed product W (M x K,
- * bits) as launched now (grid from the current blocks-per-SM setting). bytes <= 0: none. */
-void frk_gemv_stream_next(const void *W, const uint32_t *sz, int M, int K, int bits, int off,
-                          int bytes, frk_l2_next *out);
-/* Where the L2 prefetches of later products are issued: 0 (default) once the block's own last
- * stages are in flight; 1 at the block's start, before the dependency wait. */
-void frk_set_stream_pf_at(int at);
-int frk_get_stream_pf_at(void);
-/* INT8/INT4 consumer: 1 (default) the zero point folded out of the inner loop (the MMA sums
- * (1024 + q) x, the group's (1024 + z) sum(x) is subtracted once per group; the activations'
- * k-order permuted so each B fragment is one 8-byte shared load); 0 exact per-element (q - z). */
-void frk_set_stream_qfold(int on);
-int frk_get_stream_qfold(void);
 /* Bytes of each block's weight range prefetched into L2 before the dependency wait (default
  * 0). Process-wide; the engine re-captures its graphs on change. */
 void frk_set_stream_l2pf(int bytes);

@@ -19,11 +19,11 @@ static __device__ __forceinline__ uint32_t qf_hsub2(uint32_t a, uint32_t b) {
     half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
     return *(uint32_t *)&r;
 }
-/* A fragment of k-step j of a chunk wd[4] (int4: 4 k-steps per chunk, int8: 2) as f16
- * (1024 + q), zero point not removed: qf_frag removes it; the folded consumer of k_stream.cu
- * subtracts (1024 + z) sum(x) once per group instead. */
+/* A fragment of k-step j of a chunk wd[4] (int4: 4 k-steps per chunk, int8: 2); zz0 / zz1 are
+ * the zero-point words of rows gq and gq + 8. */
 template <int BITS>
-static __device__ __forceinline__ void qf_frag_raw(const uint32_t wd[4], int j, uint32_t A[4]) {
+static __device__ __forceinline__ void qf_frag(const uint32_t wd[4], int j, uint32_t zz0,
+                                               uint32_t zz1, uint32_t A[4]) {
     if (BITS == 4) {
         const uint32_t w = wd[j];
         A[0] = qf_lop3_and_or(w, 0x000F000Fu, 0x64006400u);
@@ -37,12 +37,6 @@ static __device__ __forceinline__ void qf_frag_raw(const uint32_t wd[4], int j, 
         A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
         A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
     }
-}
-/* The same, exactly (q - z): zz0 / zz1 are the zero-point words of rows gq and gq + 8. */
-template <int BITS>
-static __device__ __forceinline__ void qf_frag(const uint32_t wd[4], int j, uint32_t zz0,
-                                               uint32_t zz1, uint32_t A[4]) {
-    qf_frag_raw<BITS>(wd, j, A);
     A[0] = qf_hsub2(A[0], zz0);
     A[1] = qf_hsub2(A[1], zz1);
     A[2] = qf_hsub2(A[2], zz0);
