@@ -193,6 +193,15 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
     return t;
 }
 
+/* One sweep point: the batch-1 sequence rewound to position 512 (its cache rows stay valid), 2
+ * warm-up steps (graph capture), then 32 timed steps at contexts 515..546, so every point sees
+ * the same context. Returns seconds per 32 tokens. */
+static double b1_point(fr_cuda *c, seqset *s1) {
+    s1->s[0].n_pos = 512;
+    decode(c, s1, 1, 2, NULL);
+    return decode(c, s1, 1, 32, NULL);
+}
+
 /* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
@@ -206,8 +215,7 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
         frk_set_stream_stages(cfgs[i][2]);
         fr_cuda_set_pdl(c, cfgs[i][4]);
         fr_cuda_set_fuse(c, cfgs[i][0]);
-        decode(c, s1, 1, 2, NULL);
-        const double tv = decode(c, s1, 1, 32, NULL);
+        const double tv = b1_point(c, s1);
         if (cfgs[i][0])
             LOG("decode batch 1 (%s, graphs) fused, %s, stages %d, %d block(s)/SM, pdl %d: %.1f tok/s, %.3f ms/token\n",
                 what, cfgs[i][1] ? "cp.async" : "TMA", cfgs[i][1] ? 8 : cfgs[i][2] ? cfgs[i][2] : 12, cfgs[i][3],
@@ -222,8 +230,7 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
         fr_cuda_set_pdl(c, 1);
         fr_cuda_set_fuse(c, 1);
         fr_cuda_set_split_cap(c, cap);
-        decode(c, s1, 1, 2, NULL);
-        const double tv = decode(c, s1, 1, 32, NULL);
+        const double tv = b1_point(c, s1);
         LOG("decode batch 1 (%s, graphs) fused, attention splits <= %d: %.1f tok/s, %.3f ms/token\n", what, cap,
             32 / tv, 1e3 * tv / 32);
     }
@@ -234,17 +241,40 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     frk_set_stream_stages(4);
     fr_cuda_set_pdl(c, 1);
     fr_cuda_set_fuse(c, 1);
-    const int apf = fr_cuda_config_default().attn_prefetch;
-    for (int i = 0; i < 4; i++) {
-        frk_set_attn_prewait(i & 1);
-        fr_cuda_set_attn_prefetch(c, i >> 1);
-        decode(c, s1, 1, 2, NULL);
-        const double tv = decode(c, s1, 1, 32, NULL);
-        LOG("decode batch 1 (%s, graphs) fused, attention: early K/V loads %s, o-proj L2 prefetch %s: %.1f tok/s, %.3f ms/token\n",
-            what, i & 1 ? "on" : "off", i >> 1 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
-    }
+    const fr_cuda_config dc = fr_cuda_config_default();
+    /* {early K/V loads, o-proj prefetch, in-kernel merge}, twice, interleaved */
+    const int acf[5][3] = {{1, 0, 0}, {0, 0, 0}, {1, 1, 0}, {1, 0, 1}, {0, 0, 1}};
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < 5; i++) {
+            frk_set_attn_prewait(acf[i][0]);
+            fr_cuda_set_attn_prefetch(c, acf[i][1]);
+            fr_cuda_set_attn_merge(c, acf[i][2]);
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, attention: early K/V loads %s, o-proj L2 prefetch %s, %s merge: %.1f tok/s, %.3f ms/token\n",
+                what, acf[i][0] ? "on" : "off", acf[i][1] ? "on" : "off", acf[i][2] ? "in-kernel" : "combine-kernel",
+                32 / tv, 1e3 * tv / 32);
+        }
     frk_set_attn_prewait(1);
-    fr_cuda_set_attn_prefetch(c, apf);
+    fr_cuda_set_attn_prefetch(c, dc.attn_prefetch);
+    fr_cuda_set_attn_merge(c, dc.attn_merge);
+    if (strcmp(what, "bf16")) /* INT: split-K of the tiles (the qkv product) off and on, twice */
+        for (int i = 0; i < 4; i++) {
+            frk_set_stream_ksplit(i & 1);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, split-K %s: %.1f tok/s, %.3f ms/token\n", what,
+                i & 1 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
+        }
+    frk_set_stream_ksplit(1);
+    for (int i = 0; i < 4; i++) { /* the LM head streamed (default) or norm + GEMV; stages 4 / 6 */
+        fr_cuda_set_head_gemv(c, i == 1);
+        frk_set_stream_stages(i == 2 ? 5 : i == 3 ? 6 : 4);
+        const double tv = b1_point(c, s1);
+        LOG("decode batch 1 (%s, graphs) fused, LM head %s, stages <= %d: %.1f tok/s, %.3f ms/token\n", what,
+            i == 1 ? "norm + GEMV" : "streamed", frk_get_stream_stages(), 32 / tv, 1e3 * tv / 32);
+    }
+    fr_cuda_set_head_gemv(c, 0);
+    frk_set_stream_stages(4);
     frk_set_stream_bps(2);
     frk_set_stream_stages(stg);
     frk_set_stream_loader(ld);
@@ -447,11 +477,20 @@ static void run_rms(void *p, int copy) {
 }
 
 
-/* One streamed GEMV (k_stream.cu) of one bf16 input row. */
+/* One streamed GEMV (k_stream.cu) of one bf16 input row (with split-K scratch as the engine's). */
 static void stream_call(void *w, uint32_t *sz, int M, int K, int bits, const uint16_t *x, void *o,
                         int ldo, int mode, cudaStream_t st) {
+    static float *kpart;
+    static int *kcnt;
+    enum { KROWS = 131072 };
+    if (!kpart) {
+        CK(cudaMalloc((void **)&kpart, (size_t)2 * KROWS * 8 * 4));
+        CK(cudaMalloc((void **)&kcnt, KROWS / 16 * sizeof(int)));
+        CK(cudaMemset(kcnt, 0, KROWS / 16 * sizeof(int)));
+    }
     frk_gemv_args a;
     memset(&a, 0, sizeof a);
+    a.kpart = kpart, a.kcnt = kcnt, a.kpart_rows = KROWS;
     a.W = w, a.sz = sz, a.M = M, a.K = K, a.bits = bits, a.x = x, a.ldx = K, a.nb = 1;
     a.out = o, a.ldo = ldo, a.mode = mode;
     frk_gemv_stream(&a, st);

@@ -45,8 +45,8 @@ typedef struct fr_cuda_config {
     int attn_merge;        /* 1: split attention merges in its last block (no combine kernel);
                             * 0 (default, measured faster at batch 1). Env FRUGAL_CUDA_ATTN_MERGE. */
     int attn_prefetch;     /* 1: the decode attention kernel's threads prefetch the output
-                            * projection's weights into L2 while they wait for the qkv product
-                            * (HBM would otherwise idle through the attention); 0 off.
+                            * projection's weights into L2 while they wait for the qkv product;
+                            * 0 (default: measured 1-3 % slower at batch 1 on an H200).
                             * Env FRUGAL_CUDA_ATTN_PF. */
 } fr_cuda_config;
 
@@ -98,6 +98,9 @@ void fr_cuda_set_attn_merge(fr_cuda *c, int on);
 void fr_cuda_set_split_cap(fr_cuda *c, int n);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
+/* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env
+ * FRUGAL_CUDA_HEAD_GEMV); drops graphs. */
+void fr_cuda_set_head_gemv(fr_cuda *c, int on);
 
 /* Statistics since creation. */
 typedef struct fr_cuda_stats {

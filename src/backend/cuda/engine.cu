@@ -84,6 +84,10 @@ struct fr_cuda {
     float *part;     /* [MS][H][max_split][D + 2] */
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
     int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
+    float *kpart;    /* [2][kpart_rows][8] split-K partials of the streamed INT products */
+    int *kcnt;       /* [kpart_rows / 16] their tile tickets (zero between uses) */
+    int kpart_rows;
+    int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
     frk_sample_params *sp_d; /* [MT] */
@@ -143,7 +147,7 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.prefill_mma = 1;
     c.fuse = 1;
     c.attn_merge = 0;
-    c.attn_prefetch = 1;
+    c.attn_prefetch = 0;
     return c;
 }
 
@@ -229,6 +233,8 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_stream_l2pf(atoi(e));
         e = getenv("FRUGAL_CUDA_STAGES");
         if (e) frk_set_stream_stages(atoi(e));
+        e = getenv("FRUGAL_CUDA_HEAD_GEMV");
+        if (e) c->head_gemv = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_ATTN_PF");
         if (e) c->cfg.attn_prefetch = atoi(e) ? 1 : 0;
     }
@@ -330,6 +336,13 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     DALLOC(c->part, (size_t)c->MS * hp->n_head * c->max_split * (hp->head_dim + 2) * 4, a);
     DALLOC(c->attn_cnt, MT * hp->n_head_kv * sizeof(int), a);
     FR_CK(cudaMemset(c->attn_cnt, 0, MT * hp->n_head_kv * sizeof(int)));
+    {
+        int mr = FR_MAX(FR_MAX(c->nq + 2 * c->nk, 2 * hp->n_ff), FR_MAX(hp->n_embd, hp->n_vocab));
+        c->kpart_rows = (mr + 15) / 16 * 16;
+        DALLOC(c->kpart, (size_t)2 * c->kpart_rows * 8 * 4, a);
+        DALLOC(c->kcnt, (size_t)c->kpart_rows / 16 * sizeof(int), a);
+        FR_CK(cudaMemset(c->kcnt, 0, (size_t)c->kpart_rows / 16 * sizeof(int)));
+    }
     if (c->wbits != 16) {
         c->wdq_elems = FR_MAX(FR_MAX(W * E, (size_t)E * c->nq), FR_MAX(2 * F * E, E * F));
         DALLOC(c->wdq, c->wdq_elems * 2, a);
@@ -784,6 +797,9 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
     g.mode = mode;
     if (ra) g.rope = *ra;
+    g.kpart = c->kpart;
+    g.kcnt = c->kcnt;
+    g.kpart_rows = c->kpart_rows;
     frk_gemv_stream(&g, c->st);
     return 1;
 }
@@ -878,7 +894,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
             linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
-    if (!stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
+    if (c->head_gemv || !stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
         frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
         linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
     }
@@ -1170,6 +1186,10 @@ extern "C" void fr_cuda_set_attn_merge(fr_cuda *c, int on) {
 extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
     drop_graphs(c);
     frk_set_stream_l2pf(bytes);
+}
+extern "C" void fr_cuda_set_head_gemv(fr_cuda *c, int on) {
+    drop_graphs(c);
+    c->head_gemv = on ? 1 : 0;
 }
 extern "C" void fr_cuda_set_attn_prefetch(fr_cuda *c, int on) {
     drop_graphs(c);

@@ -73,6 +73,7 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
     const float inv_l = L > 0.f ? 1.f / L : 0.f;
     for (int d = lane; d < D; d += 32) {
         float acc = 0.f;
+#pragma unroll 8 /* eight independent L2 loads in flight, not one round trip per split */
         for (int sp = 0; sp < ns; sp++) {
             const float w = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
             acc = fmaf(w, __ldcg(pp + sp * (D + 2) + d), acc);
