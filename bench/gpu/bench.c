@@ -257,15 +257,6 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     frk_set_attn_prewait(1);
     fr_cuda_set_attn_prefetch(c, dc.attn_prefetch);
     fr_cuda_set_attn_merge(c, dc.attn_merge);
-    if (strcmp(what, "bf16")) /* INT: split-K of the tiles (the qkv product) off and on, twice */
-        for (int i = 0; i < 4; i++) {
-            frk_set_stream_ksplit(i & 1);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, split-K %s: %.1f tok/s, %.3f ms/token\n", what,
-                i & 1 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
-        }
-    frk_set_stream_ksplit(1);
     for (int i = 0; i < 4; i++) { /* the LM head streamed (default) or norm + GEMV; stages 4 / 6 */
         fr_cuda_set_head_gemv(c, i == 1);
         frk_set_stream_stages(i == 2 ? 5 : i == 3 ? 6 : 4);
@@ -477,20 +468,11 @@ static void run_rms(void *p, int copy) {
 }
 
 
-/* One streamed GEMV (k_stream.cu) of one bf16 input row (with split-K scratch as the engine's). */
+/* One streamed GEMV (k_stream.cu) of one bf16 input row. */
 static void stream_call(void *w, uint32_t *sz, int M, int K, int bits, const uint16_t *x, void *o,
                         int ldo, int mode, cudaStream_t st) {
-    static float *kpart;
-    static int *kcnt;
-    enum { KROWS = 131072 };
-    if (!kpart) {
-        CK(cudaMalloc((void **)&kpart, (size_t)2 * KROWS * 8 * 4));
-        CK(cudaMalloc((void **)&kcnt, KROWS / 16 * sizeof(int)));
-        CK(cudaMemset(kcnt, 0, KROWS / 16 * sizeof(int)));
-    }
     frk_gemv_args a;
     memset(&a, 0, sizeof a);
-    a.kpart = kpart, a.kcnt = kcnt, a.kpart_rows = KROWS;
     a.W = w, a.sz = sz, a.M = M, a.K = K, a.bits = bits, a.x = x, a.ldx = K, a.nb = 1;
     a.out = o, a.ldo = ldo, a.mode = mode;
     frk_gemv_stream(&a, st);

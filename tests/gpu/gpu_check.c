@@ -270,37 +270,15 @@ static void stream_in_free(stream_in *si) {
     cudaFree(si->dx), cudaFree(si->dres), cudaFree(si->dnw), cudaFree(si->drows);
     free(si->xin);
 }
-/* Split-K scratch as the engine provides it (tickets must be left zero by every launch). */
-static float *g_kpart;
-static int *g_kcnt;
-enum { KPART_ROWS = 131072 };
 static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int bits, int nb,
                         const stream_in *si) {
-    if (!g_kpart) {
-        CK(cudaMalloc((void **)&g_kpart, (size_t)2 * KPART_ROWS * 8 * 4));
-        CK(cudaMalloc((void **)&g_kcnt, KPART_ROWS / 16 * sizeof(int)));
-        CK(cudaMemset(g_kcnt, 0, KPART_ROWS / 16 * sizeof(int)));
-    }
     memset(a, 0, sizeof *a);
-    a->kpart = g_kpart, a->kcnt = g_kcnt, a->kpart_rows = KPART_ROWS;
     a->W = dW, a->sz = dsz, a->M = M, a->K = K, a->bits = bits, a->nb = nb, a->eps = 1e-5f;
     if (si->dres) a->xf = si->dres, a->nw = si->dnw, a->rows = si->drows;
     else a->x = si->dx, a->ldx = K;
 }
 
-static const char *ldr(void) {
-    return frk_get_stream_loader() ? (frk_get_stream_ksplit() ? "(cp.async)" : "(cp.async,no-split)")
-                                   : (frk_get_stream_ksplit() ? "" : "(no-split)");
-}
-/* After split launches every ticket must be back to zero (the next launch relies on it). */
-static void check_tickets_zero(void) {
-    int *h = malloc(KPART_ROWS / 16 * sizeof(int));
-    CK(cudaMemcpy(h, g_kcnt, KPART_ROWS / 16 * sizeof(int), cudaMemcpyDeviceToHost));
-    int bad = 0;
-    for (int i = 0; i < KPART_ROWS / 16; i++) bad += h[i] != 0;
-    free(h);
-    report_bool("gemv_stream split-K tickets left zero", bad == 0, "a tile ticket was left non-zero");
-}
+static const char *ldr(void) { return frk_get_stream_loader() ? "(cp.async)" : ""; }
 static void check_stream(int M, int K, int bits, int nb, bool norm) {
     if (!frk_gemv_stream_supported(M, K, bits, nb)) {
         char nm[128];
@@ -1172,12 +1150,6 @@ int main(int argc, char **argv) {
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_loader(0);
         frk_set_stream_bps(2);
-        check_stream(40, 4096, 8, 2, true); /* few tiles, even stages: split-K */
-        check_stream(34, 4096, 4, 1, false);
-        frk_set_stream_ksplit(0);
-        check_stream(40, 4096, 8, 2, true);
-        frk_set_stream_ksplit(1);
-        check_tickets_zero();
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -1252,15 +1224,8 @@ int main(int argc, char **argv) {
         check_stream(1000, 4096, 4, 3, true);
         check_stream(66, 4160, 8, 2, false);
         check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
-        check_stream_rope(8, 32, 8, 128, 4096, 3, false, true, false, true); /* split-K (cp.async) */
         frk_set_stream_loader(0);
         frk_set_stream_bps(2);
-        frk_set_stream_ksplit(0); /* tiles whole (the 8B qkv shape splits by default) */
-        check_stream(1000, 4096, 8, 1, true);
-        check_stream(1000, 4096, 4, 3, false);
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_ksplit(1);
-        check_tickets_zero();
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

@@ -84,9 +84,6 @@ struct fr_cuda {
     float *part;     /* [MS][H][max_split][D + 2] */
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
     int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
-    float *kpart;    /* [2][kpart_rows][8] split-K partials of the streamed INT products */
-    int *kcnt;       /* [kpart_rows / 16] their tile tickets (zero between uses) */
-    int kpart_rows;
     int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
@@ -336,13 +333,6 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     DALLOC(c->part, (size_t)c->MS * hp->n_head * c->max_split * (hp->head_dim + 2) * 4, a);
     DALLOC(c->attn_cnt, MT * hp->n_head_kv * sizeof(int), a);
     FR_CK(cudaMemset(c->attn_cnt, 0, MT * hp->n_head_kv * sizeof(int)));
-    {
-        int mr = FR_MAX(FR_MAX(c->nq + 2 * c->nk, 2 * hp->n_ff), FR_MAX(hp->n_embd, hp->n_vocab));
-        c->kpart_rows = (mr + 15) / 16 * 16;
-        DALLOC(c->kpart, (size_t)2 * c->kpart_rows * 8 * 4, a);
-        DALLOC(c->kcnt, (size_t)c->kpart_rows / 16 * sizeof(int), a);
-        FR_CK(cudaMemset(c->kcnt, 0, (size_t)c->kpart_rows / 16 * sizeof(int)));
-    }
     if (c->wbits != 16) {
         c->wdq_elems = FR_MAX(FR_MAX(W * E, (size_t)E * c->nq), FR_MAX(2 * F * E, E * F));
         DALLOC(c->wdq, c->wdq_elems * 2, a);
@@ -797,9 +787,6 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
     g.mode = mode;
     if (ra) g.rope = *ra;
-    g.kpart = c->kpart;
-    g.kcnt = c->kcnt;
-    g.kpart_rows = c->kpart_rows;
     frk_gemv_stream(&g, c->st);
     return 1;
 }

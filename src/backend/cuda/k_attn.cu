@@ -268,7 +268,9 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewai
 }
 
 /* The separate merge: one block of min(D, 256) threads per (head, token), so each thread sums
- * one column over the splits that had keys (the first min(nsplit, ceil(ctx / ch))). */
+ * one column over the splits that had keys (the first min(nsplit, ceil(ctx / ch))). All of a
+ * thread's partials are loaded at once, with warp 0's (m, l) loads, so the merge costs one L2
+ * round trip rather than one per split or per group of splits. */
 __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__restrict__ pos, int ch,
                                int nsplit, int H, int D, bf16 *__restrict__ out) {
     __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
@@ -278,6 +280,10 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
     const int nchunks = (pos[t] + ch) / ch, ns = nsplit < nchunks ? nsplit : nchunks;
     const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
+    float ov[64];
+    const int d = tid; /* blockDim.x >= D (D <= 256) */
+#pragma unroll
+    for (int sp = 0; sp < 64; sp++) ov[sp] = sp < ns && d < D ? pp[sp * (D + 2) + d] : 0.f;
     if (tid < 32) { /* all (m, l) pairs at once, one warp */
         float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
         if (tid < ns) m0 = pp[tid * (D + 2) + D], l0 = pp[tid * (D + 2) + D + 1];
@@ -287,22 +293,19 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
         const float M = warp_max(fmaxf(m0, m1));
         const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
         const float L = warp_sum(w0 * l0 + w1 * l1);
-        if (tid < ns) wsp[tid] = w0;
-        if (tid + 32 < ns) wsp[tid + 32] = w1;
+        wsp[tid] = tid < ns ? w0 : 0.f;
+        wsp[tid + 32] = tid + 32 < ns ? w1 : 0.f;
         if (tid == 0) inv_l = L > 0.f ? 1.f / L : 0.f;
     }
     __syncthreads();
-    for (int d = tid; d < D; d += blockDim.x) {
+    if (d < D) {
         float acc = 0.f;
-#pragma unroll 8
-        for (int sp = 0; sp < ns; sp++) acc = fmaf(wsp[sp], pp[sp * (D + 2) + d], acc);
+#pragma unroll
+        for (int sp = 0; sp < 64; sp++) acc = fmaf(wsp[sp], ov[sp], acc);
         out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
     }
 }
 
-/* Keys per work chunk: 64 (4 cache blocks) in general; 16 when a few tokens are split over many
- * blocks (batch-1..4 decode), so each block's serial chain (loads, three phases, one warp per
- * scheduler) is 4x shorter and 4x more blocks share the context. */
 static int attn_prewait = 1;
 extern "C" void frk_set_attn_prewait(int on) { attn_prewait = on ? 1 : 0; }
 static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }

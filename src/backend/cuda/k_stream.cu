@@ -49,9 +49,6 @@ static int blocks_per_sm = 2; /* measured best on an H200 (bench/GPU-NOTES.md) *
 extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n >= 1 && n <= 3 ? n : 2; }
 extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
-static int ksplit = 1; /* INT: split tiles along K over two blocks when that balances better */
-extern "C" void frk_set_stream_ksplit(int on) { ksplit = on ? 1 : 0; }
-extern "C" int frk_get_stream_ksplit(void) { return ksplit; }
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ uint32_t sptr(const void *p) {
@@ -283,14 +280,18 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
     bf16 *xs = (bf16 *)(dsm + (size_t)ns * ST_BYTES);
     const bf16 *W = (const bf16 *)a.W;
     uint64_t pol = 0;
-    auto issue = [&](int s) { /* TMA: thread 0 */
-        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
-        const int kc = min(ST_KC, K - kt * ST_KC), nr = min(8, M - rg * 8);
-        const uint32_t b = sptr(&bar[slot]);
+    /* stage indices advance incrementally (no division per stage): the issuer's (thread 0) and
+     * the consumers' */
+    int i_slot = 0, i_rg = rg0, i_kt = 0;
+    auto issue = [&]() { /* TMA: thread 0, stages in order */
+        const int kc = min(ST_KC, K - i_kt * ST_KC), nr = min(8, M - i_rg * 8);
+        const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(nr * kc * 2));
         for (int r = 0; r < nr; r++)
-            bulk_g2s(sptr(stg + slot * ST_BYTES + r * ST_KC * 2),
-                     W + (size_t)(rg * 8 + r) * K + (size_t)kt * ST_KC, (uint32_t)(kc * 2), b, pol);
+            bulk_g2s(sptr(stg + i_slot * ST_BYTES + r * ST_KC * 2),
+                     W + (size_t)(i_rg * 8 + r) * K + (size_t)i_kt * ST_KC, (uint32_t)(kc * 2), b, pol);
+        if (++i_slot == ns) i_slot = 0;
+        if (++i_kt == NKT) i_kt = 0, i_rg++;
     };
     auto load_async = [&](int s) { /* cp.async: every thread, one commit group per stage */
         if (s < nst) {
@@ -310,7 +311,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == 0) {
         pol = tma_begin(bar, ns);
-        for (int s = 0; s < ns && s < nst; s++) issue(s);
+        for (int s = 0; s < ns && s < nst; s++) issue();
     }
     if (tid == 0)
         prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
@@ -323,9 +324,10 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
     int pend = -1; /* cp.async: row group whose epilogue waits for the next __syncthreads */
+    int slot = 0, rg = rg0, kt = 0;
+    uint32_t par = 0; /* (s / ns) & 1 */
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
-        const int slot = s % ns, rg = rg0 + s / NKT, kt = s % NKT;
         const int kc = min(ST_KC, K - kt * ST_KC);
         if (ASYNC) {
             cp_wait_nsa();
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
             pend = -1;
             load_async(s + ST_NSA - 1);
         } else {
-            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+            mbar_wait(sptr(&bar[slot]), par);
         }
         if (rg * 8 + warp < M) {
             const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
@@ -365,10 +367,12 @@ __global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, i
             __syncthreads();
             if (tid == 0 && s + ns < nst) {
                 fence_proxy_async();
-                issue(s + ns);
+                issue();
             }
             if (last) epi_bf16<NB>(a, red[buf], rg);
         }
+        if (++slot == ns) slot = 0, par ^= 1u;
+        if (++kt == NKT) kt = 0, rg++;
     }
     if (ASYNC) {
         __syncthreads();
@@ -411,50 +415,8 @@ static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], 
     }
 }
 
-/* Split-K epilogue of unit kp (0 or 1: the first or second half of the tile's K range) of tile
- * rt: the block's tile partial goes to a.kpart; the second block to finish the tile (an atomic
- * ticket per tile, reset for the next launch) adds both halves and writes the output. The sum
- * a + b is the same whichever block is last, so the result is deterministic. */
-static __device__ void epi_q_split(const frk_gemv_args &a, const float (*red)[32][4], int rt, int kp) {
-    __shared__ int s_last;
-    const bool pm = pair_mode(a.mode);
-    float *mine = a.kpart + ((size_t)kp * a.kpart_rows + (size_t)rt * 16) * 8;
-    const float *other = a.kpart + ((size_t)(1 - kp) * a.kpart_rows + (size_t)rt * 16) * 8;
-    for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
-        const int r = i % 16, n = i / 16, ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
-        float v = 0.f;
-#pragma unroll
-        for (int w = 0; w < 8; w++) v += red[w][ln][e];
-        mine[r * 8 + n] = v;
-    }
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(&a.kcnt[rt], 1) == 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
-        const int r = i % 16, n = i / 16, row = rt * 16 + r;
-        if (pm && (r & 1)) continue;
-        if (row >= a.M || (pm && row + 1 >= a.M)) continue;
-        const float v0 = __ldcg(mine + r * 8 + n) + __ldcg(other + r * 8 + n);
-        if (pm)
-            epi_pair(a, row, n, v0, __ldcg(mine + (r + 1) * 8 + n) + __ldcg(other + (r + 1) * 8 + n));
-        else
-            epi_one(a, row, n, v0);
-    }
-    if (threadIdx.x == 0) a.kcnt[rt] = 0;
-}
-/* The output of unit u (tile u / ks, K part u % ks). */
-static __device__ __forceinline__ void epi_unit(const frk_gemv_args &a, const float (*red)[32][4], int u, int ks) {
-    if (ks == 1)
-        epi_q(a, red, u);
-    else
-        epi_q_split(a, red, u / 2, u % 2);
-}
-
 template <int BITS, bool ASYNC>
-__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns, int ks) {
+__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -462,35 +424,31 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
     const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
-    /* units: tiles (ks = 1), or tile halves along K (ks = 2: NST even) */
-    const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS, NSU = NST / ks, NU = NRT * ks;
-    const int u0 = (int)((long)blockIdx.x * NU / gridDim.x);
-    const int u1 = (int)((long)(blockIdx.x + 1) * NU / gridDim.x);
-    const int rt0 = u0 / ks, rt1 = (u1 + ks - 1) / ks;
-    const int nst = (u1 - u0) * NSU;
-    /* stage s -> tile, first group */
-#define ST_UNIT(s) const int u_ = u0 + (s) / NSU, rt = u_ / ks, g0 = ((u_ % ks) * NSU + (s) % NSU) * Q::GPS
+    const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS;
+    const int rt0 = (int)((long)blockIdx.x * NRT / gridDim.x);
+    const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
+    const int nst = (rt1 - rt0) * NST;
     if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
     uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
     half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
-    auto issue = [&](int s) {
-        const int slot = s % ns;
-        ST_UNIT(s);
-        const int ng = min(Q::GPS, NG - g0);
-        const uint32_t b = sptr(&bar[slot]);
+    int i_slot = 0, i_rt = rt0, i_j = 0; /* the issuer's stage indices (incremental) */
+    auto issue = [&]() {
+        const int g0 = i_j * Q::GPS, ng = min(Q::GPS, NG - g0);
+        const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
-        bulk_g2s(sptr(stg + slot * ST_BYTES), Wp + ((size_t)rt * NG + g0) * Q::GBYTES,
+        bulk_g2s(sptr(stg + i_slot * ST_BYTES), Wp + ((size_t)i_rt * NG + g0) * Q::GBYTES,
                  (uint32_t)(ng * Q::GBYTES), b, pol);
-        bulk_g2s(sptr(ssz + slot * (Q::SZB / 4)), a.sz + ((size_t)rt * NG + g0) * 16,
+        bulk_g2s(sptr(ssz + i_slot * (Q::SZB / 4)), a.sz + ((size_t)i_rt * NG + g0) * 16,
                  (uint32_t)(ng * 64), b, pol);
+        if (++i_slot == ns) i_slot = 0;
+        if (++i_j == NST) i_j = 0, i_rt++;
     };
     auto load_async = [&](int s) {
         if (s < nst) {
-            const int slot = s % ST_NSA;
-            ST_UNIT(s);
+            const int slot = s % ST_NSA, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
             const int ng = min(Q::GPS, NG - g0);
             const unsigned char *src = Wp + ((size_t)rt * NG + g0) * Q::GBYTES;
 #pragma unroll
@@ -508,7 +466,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == 0) {
         pol = tma_begin(bar, ns);
-        for (int s = 0; s < ns && s < nst; s++) issue(s);
+        for (int s = 0; s < ns && s < nst; s++) issue();
     }
     if (tid == 0)
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
@@ -520,20 +478,20 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     int pend = -1;
+    int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
+    uint32_t par = 0;              /* (s / ns) & 1 */
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
-        const int slot = s % ns, j = s % NSU, u = u0 + s / NSU;
-        ST_UNIT(s);
-        (void)rt;
+        const int g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
         if (ASYNC) {
             cp_wait_nsa();
             __syncthreads();
-            if (pend >= 0) epi_unit(a, red[(pend - u0) & 1], pend, ks);
+            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
             pend = -1;
             load_async(s + ST_NSA - 1);
         } else {
-            mbar_wait(sptr(&bar[slot]), (uint32_t)((s / ns) & 1));
+            mbar_wait(sptr(&bar[slot]), par);
         }
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
@@ -564,30 +522,30 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
             acc[2] = fmaf(sc1, c[2], acc[2]);
             acc[3] = fmaf(sc1, c[3], acc[3]);
         }
-        const bool last = j == NSU - 1;
-        const int buf = (u - u0) & 1;
+        const bool last = j == NST - 1;
+        const int buf = (rt - rt0) & 1;
         if (last) {
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
         }
         if (ASYNC) {
-            if (last) pend = u;
+            if (last) pend = rt;
         } else {
             __syncthreads();
             if (tid == 0 && s + ns < nst) {
                 fence_proxy_async();
-                issue(s + ns);
+                issue();
             }
-            if (last) epi_unit(a, red[buf], u, ks);
+            if (last) epi_q(a, red[buf], rt);
         }
+        if (++slot == ns) slot = 0, par ^= 1u;
+        if (++j == NST) j = 0, rt++;
     }
     if (ASYNC) {
         __syncthreads();
-        if (pend >= 0) epi_unit(a, red[(pend - u0) & 1], pend, ks);
+        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
     }
 }
-
-#undef ST_UNIT
 
 /* ------------------------------------------------------------------ host */
 static size_t stage_bytes(int bits) {
@@ -624,29 +582,16 @@ static int sm_count(void) {
     return n[dev];
 }
 
-template <typename... KArgs, typename... Extra>
+template <typename... KArgs>
 static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, int ns,
-                          const frk_gemv_args *a, cudaStream_t st, Extra... extra) {
+                          const frk_gemv_args *a, cudaStream_t st) {
     if (!*attr_set) {
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
         *attr_set = true;
     }
     const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
-    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns, extra...);
-}
-
-/* INT: 2 when splitting each tile's K range over two blocks shortens the busiest block's share by
- * more than 10 % (few tiles for the grid, e.g. 384 qkv tiles over 264 blocks: 2 tiles -> 1.5),
- * the stages per tile are even and the scratch is there; else 1. */
-static int ksplit_for(const frk_gemv_args *a, int tiles) {
-    if (!ksplit || !a->kpart || !a->kcnt || a->kpart_rows < tiles * 16) return 1;
-    const int gps = a->bits == 4 ? qgeom<4>::GPS : qgeom<8>::GPS;
-    const int nst = fr_cdiv(fr_cdiv(a->K, FRK_GROUP), gps);
-    if (nst % 2) return 1;
-    const int g = blocks_per_sm * sm_count();
-    const double t1 = fr_cdiv(tiles, tiles < g ? tiles : g), t2 = fr_cdiv(2 * tiles, 2 * tiles < g ? 2 * tiles : g) / 2.0;
-    return t2 < 0.9 * t1 ? 2 : 1;
+    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
@@ -680,13 +625,13 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
         }
     } else {
         static bool set[2][2];
-        const int tiles = fr_cdiv(a->M, 16), ks = ksplit_for(a, tiles), units = tiles * ks;
+        const int units = fr_cdiv(a->M, 16);
         if (a->bits == 4) {
-            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st, ks);
-            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st, ks);
+            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st);
+            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st);
         } else {
-            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st, ks);
-            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st, ks);
+            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st);
+            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st);
         }
     }
 }

@@ -173,9 +173,6 @@ typedef struct frk_gemv_args {
     void *out;
     int ldo, mode;
     frk_rope_args rope;
-    float *kpart;   /* optional INT split-K scratch: f32 [2][kpart_rows][8] */
-    int *kcnt;      /* and int [kpart_rows / 16], zero (left zero after each launch) */
-    int kpart_rows; /* rows of kpart (>= M rounded up to 16 for a split launch) */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
@@ -192,11 +189,6 @@ int frk_get_stream_loader(void);
 /* Blocks per SM: 1, 2 (default) or 3, each with 1/n of the shared memory (more warps, fewer
  * stages per block). */
 void frk_set_stream_bps(int n);
-/* INT split-K (default 1): with kpart/kcnt given, a product with few 16-row tiles for the grid
- * (the 8B qkv: 384 tiles over 264 blocks) splits each tile's K range over two blocks, the second
- * to finish adding both halves (frk_gemv_args.kpart); 0 never. */
-void frk_set_stream_ksplit(int on);
-int frk_get_stream_ksplit(void);
 int frk_get_stream_bps(void);
 
 /* ---- fills ---- */
