@@ -392,7 +392,9 @@ struct qgeom {
 };
 
 /* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]. */
-static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt) {
+/* ACC mode: `pre` is this thread's residual value, loaded when the tile started (each row
+ * belongs to one block, so it cannot change meanwhile) to keep the read off the epilogue. */
+static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre) {
     const bool pm = pair_mode(a.mode);
     for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
         const int r = i % 16, n = i / 16, row = rt * 16 + r;
@@ -409,10 +411,18 @@ static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], 
 #pragma unroll
             for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
             epi_pair(a, row, n, v0, v1);
+        } else if (a.mode == FRK_OUT_ACC && i == (int)threadIdx.x) {
+            ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
         } else {
             epi_one(a, row, n, v0);
         }
     }
+}
+/* Thread tid's residual value of tile rt for epi_q (ACC mode, tid < 16 nb). */
+static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) {
+    const int i = threadIdx.x, r = i % 16, n = i / 16, row = rt * 16 + r;
+    if (a.mode != FRK_OUT_ACC || i >= 16 * a.nb || row >= a.M) return 0.f;
+    return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
 template <int BITS, bool ASYNC>
@@ -480,6 +490,7 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
     int pend = -1;
     int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
+    float pre = 0.f;               /* ACC: this thread's residual of the current tile */
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
         const int g0 = j * Q::GPS;
@@ -487,40 +498,61 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
         if (ASYNC) {
             cp_wait_nsa();
             __syncthreads();
-            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
+            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
             pend = -1;
             load_async(s + ST_NSA - 1);
         } else {
             mbar_wait(sptr(&bar[slot]), par);
         }
+        if (j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
+        /* The warp's GPW groups side by side, each with two accumulator chains (even / odd
+         * k-steps), so four (int4) or two (int8) independent MMA chains are in flight rather
+         * than one chain of 16 / 8 dependent MMAs. A group past the stage's end (partial last
+         * stage) runs on column 0 with scale 0 and zero point 1024, adding exactly 0. */
+        uint32_t zz[Q::GPW][2];
+        float sc[Q::GPW][2], c[Q::GPW][2][4];
+        int Gk[Q::GPW];
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
-            const int gl = warp * Q::GPW + gi, G = g0 + gl;
-            if (gl >= ng) break;
-            const uint32_t s0 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq];
-            const uint32_t s1 = ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8];
-            const uint32_t zz0 = __byte_perm(s0, s0, 0x3232), zz1 = __byte_perm(s1, s1, 0x3232);
-            const float sc0 = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
-            const float sc1 = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            const int gl = warp * Q::GPW + gi;
+            const bool ok = gl < ng;
+            const uint32_t s0 = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
+            const uint32_t s1 = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
+            zz[gi][0] = __byte_perm(s0, s0, 0x3232);
+            zz[gi][1] = __byte_perm(s1, s1, 0x3232);
+            sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
+            sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
+            Gk[gi] = ok ? g0 + gl : 0;
 #pragma unroll
-            for (int ci = 0; ci < Q::CPG; ci++) {
-                const uint4 ch = *(const uint4 *)(stg + slot * ST_BYTES + (gl * Q::CPG + ci) * 512 + lane * 16);
-                const uint32_t wd[4] = {ch.x, ch.y, ch.z, ch.w};
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-                for (int jj = 0; jj < Q::KPC; jj++) {
+                for (int e = 0; e < 4; e++) c[gi][h][e] = 0.f;
+        }
+#pragma unroll
+        for (int ci = 0; ci < Q::CPG; ci++) {
+            uint4 ch[Q::GPW];
+#pragma unroll
+            for (int gi = 0; gi < Q::GPW; gi++)
+                ch[gi] = *(const uint4 *)(stg + slot * ST_BYTES + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+#pragma unroll
+            for (int jj = 0; jj < Q::KPC; jj++)
+#pragma unroll
+                for (int gi = 0; gi < Q::GPW; gi++) {
+                    const uint32_t wd[4] = {ch[gi].x, ch[gi].y, ch[gi].z, ch[gi].w};
                     uint32_t A[4];
-                    qf_frag<BITS>(wd, jj, zz0, zz1, A);
-                    const int k = (G * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
+                    qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
+                    const int k = (Gk[gi] * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
                     const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
                     const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                    qf_mma(c, A, b0, b1);
+                    qf_mma(c[gi][(ci * Q::KPC + jj) & 1], A, b0, b1);
                 }
-            }
-            acc[0] = fmaf(sc0, c[0], acc[0]);
-            acc[1] = fmaf(sc0, c[1], acc[1]);
-            acc[2] = fmaf(sc1, c[2], acc[2]);
-            acc[3] = fmaf(sc1, c[3], acc[3]);
+        }
+#pragma unroll
+        for (int gi = 0; gi < Q::GPW; gi++) {
+            acc[0] = fmaf(sc[gi][0], c[gi][0][0] + c[gi][1][0], acc[0]);
+            acc[1] = fmaf(sc[gi][0], c[gi][0][1] + c[gi][1][1], acc[1]);
+            acc[2] = fmaf(sc[gi][1], c[gi][0][2] + c[gi][1][2], acc[2]);
+            acc[3] = fmaf(sc[gi][1], c[gi][0][3] + c[gi][1][3], acc[3]);
         }
         const bool last = j == NST - 1;
         const int buf = (rt - rt0) & 1;
@@ -536,14 +568,14 @@ __global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int 
                 fence_proxy_async();
                 issue();
             }
-            if (last) epi_q(a, red[buf], rt);
+            if (last) epi_q(a, red[buf], rt, pre);
         }
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
     if (ASYNC) {
         __syncthreads();
-        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend);
+        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
     }
 }
 
