@@ -257,6 +257,21 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     frk_set_attn_prewait(1);
     fr_cuda_set_attn_prefetch(c, dc.attn_prefetch);
     fr_cuda_set_attn_merge(c, dc.attn_merge);
+    /* register budget for a third resident block: {min blocks, stages, blocks per SM}, twice */
+    const int mcf[5][3] = {{1, 4, 2}, {3, 4, 2}, {3, 3, 2}, {3, 3, 3}, {3, 2, 3}};
+    for (int rep = 0; rep < 2; rep++)
+        for (int i = 0; i < 5; i++) {
+            frk_set_stream_minb(mcf[i][0]);
+            frk_set_stream_stages(mcf[i][1]);
+            frk_set_stream_bps(mcf[i][2]);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, <= %d registers, stages <= %d, %d blocks/SM: %.1f tok/s, %.3f ms/token\n",
+                what, mcf[i][0] == 3 ? 80 : 255, mcf[i][1], mcf[i][2], 32 / tv, 1e3 * tv / 32);
+        }
+    frk_set_stream_minb(1);
+    frk_set_stream_stages(4);
+    frk_set_stream_bps(2);
     for (int i = 0; i < 4; i++) { /* the LM head streamed (default) or norm + GEMV; stages 4 / 6 */
         fr_cuda_set_head_gemv(c, i == 1);
         frk_set_stream_stages(i == 2 ? 5 : i == 3 ? 6 : 4);
@@ -526,14 +541,16 @@ static void gemv_chain(int bits) {
     const int nvar = bits == 16 ? 4 : 1;
     /* variants: the GEMV kernels (bf16 shapes 0..3, or the INT kernel), then the streamed kernel
      * (k_stream.cu) without and with 256 KiB of L2 prefetch per block */
-    for (int v = 0; v < nvar + 3; v++)
+    for (int v = 0; v < nvar + 5; v++)
         for (int pdl = 1; pdl >= 0; pdl--) {
             const bool stream = v >= nvar;
+            if (v >= nvar + 3 && !pdl) continue; /* <= 80 registers (3rd block): stages 4 and 3, PDL on */
             frk_set_pdl(pdl);
             frk_set_gemv_variant(stream ? 1 : v);
             frk_set_stream_loader(v == nvar ? 1 : 0);
-            frk_set_stream_bps(v == nvar + 2 ? 2 : 1);
-            frk_set_stream_stages(v == nvar + 2 ? 4 : 8);
+            frk_set_stream_bps(v >= nvar + 2 ? 2 : 1);
+            frk_set_stream_stages(v == nvar + 4 ? 3 : v >= nvar + 2 ? 4 : 8);
+            frk_set_stream_minb(v >= nvar + 3 ? 3 : 1);
             if (v < nvar) frk_set_stream_bps(2), frk_set_stream_stages(4);
             cudaGraph_t g;
             cudaGraphExec_t ge;
@@ -572,10 +589,12 @@ static void gemv_chain(int bits) {
                 if (r >= 2) t[r - 2] = ms;
             }
             const double ms = median(t, 7);
-            char vn[48];
+            char vn[96];
             if (stream)
-                snprintf(vn, sizeof vn, "streamed %s%s", frk_get_stream_loader() ? "cp.async" : "TMA",
-                         frk_get_stream_bps() == 2 ? " 2 blocks/SM" : "");
+                snprintf(vn, sizeof vn, "streamed %s%s%s", frk_get_stream_loader() ? "cp.async" : "TMA",
+                         frk_get_stream_bps() == 2 ? " 2 blocks/SM" : "",
+                         frk_get_stream_minb() == 3 ? (frk_get_stream_stages() == 3 ? " <=80 regs 3 stages" : " <=80 regs")
+                                                    : "");
             else snprintf(vn, sizeof vn, "variant %d", v);
             LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
                 bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
@@ -589,6 +608,7 @@ static void gemv_chain(int bits) {
     frk_set_stream_loader(0);
     frk_set_stream_bps(2);
     frk_set_stream_stages(4);
+    frk_set_stream_minb(1);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             CK(cudaFree(w[l][i]));

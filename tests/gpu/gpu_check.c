@@ -1150,6 +1150,12 @@ int main(int argc, char **argv) {
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_loader(0);
         frk_set_stream_bps(2);
+        frk_set_stream_minb(3); /* the <= 80-register kernels too */
+        check_stream(130, 64, 16, 1, false);
+        check_stream(40, 256, 8, 5, true);
+        check_stream(34, 200, 4, 2, false);
+        check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
+        frk_set_stream_minb(1);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -1226,6 +1232,16 @@ int main(int argc, char **argv) {
         check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
         frk_set_stream_loader(0);
         frk_set_stream_bps(2);
+        frk_set_stream_minb(3); /* the <= 80-register kernels too (3 stages: a third block fits) */
+        frk_set_stream_stages(3);
+        check_stream(4098, 4096, 16, 1, true);
+        check_stream(4096, 14336, 16, 2, false);
+        check_stream(1000, 4096, 8, 3, true);
+        check_stream(4096, 14336, 4, 1, false);
+        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
+        check_stream_rope(4, 32, 8, 128, 4096, 2, false, true, false, true);
+        frk_set_stream_stages(4);
+        frk_set_stream_minb(1);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

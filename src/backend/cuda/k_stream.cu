@@ -49,6 +49,12 @@ static int blocks_per_sm = 2; /* measured best on an H200 (bench/GPU-NOTES.md) *
 extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n >= 1 && n <= 3 ? n : 2; }
 extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
 extern "C" int frk_get_stream_stages(void) { return stages_cap; }
+/* Register budget of the TMA kernels: 1 (default) as the compiler likes (81-96 registers: two
+ * blocks per SM), 3 at most 80 registers (no spills), so a third block (the next kernel's, under
+ * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
+static int min_blocks = 1;
+extern "C" void frk_set_stream_minb(int n) { min_blocks = n == 3 ? 3 : 1; }
+extern "C" int frk_get_stream_minb(void) { return min_blocks; }
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ uint32_t sptr(const void *p) {
@@ -263,8 +269,8 @@ static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const fl
     }
 }
 
-template <int NB, bool ASYNC>
-__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
+template <int NB, bool ASYNC, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ float red[2][8][NB];
@@ -425,8 +431,8 @@ static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) 
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
-template <int BITS, bool ASYNC>
-__global__ void __launch_bounds__(256, 1) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
+template <int BITS, bool ASYNC, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -626,6 +632,22 @@ static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, i
     frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
 }
 
+/* The kernel for the loader and register budget in force. */
+template <int NB>
+static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static bool set[3];
+    if (loader) launch_stream(k_stream_bf16<NB, true>, &set[0], units, ns, a, st);
+    else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
+    else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
+}
+template <int BITS>
+static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static bool set[3];
+    if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
+    else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[1], units, ns, a, st);
+    else launch_stream(k_stream_q<BITS, false>, &set[2], units, ns, a, st);
+}
+
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
     if (a->nb <= 0 || a->M <= 0) return;
     FR_DEV_ASSERT(frk_gemv_stream_supported(a->M, a->K, a->bits, a->nb));
@@ -638,32 +660,16 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
     int ns = n_stages(a->K, a->bits, a->nb);
     if (!loader && stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
     if (a->bits == 16) {
-        static bool set[2][4];
         const int units = fr_cdiv(a->M, 8);
-        if (loader) {
-            switch (a->nb) {
-            case 1: launch_stream(k_stream_bf16<1, true>, &set[1][0], units, ns, a, st); break;
-            case 2: launch_stream(k_stream_bf16<2, true>, &set[1][1], units, ns, a, st); break;
-            case 3: launch_stream(k_stream_bf16<3, true>, &set[1][2], units, ns, a, st); break;
-            default: launch_stream(k_stream_bf16<4, true>, &set[1][3], units, ns, a, st); break;
-            }
-        } else {
-            switch (a->nb) {
-            case 1: launch_stream(k_stream_bf16<1, false>, &set[0][0], units, ns, a, st); break;
-            case 2: launch_stream(k_stream_bf16<2, false>, &set[0][1], units, ns, a, st); break;
-            case 3: launch_stream(k_stream_bf16<3, false>, &set[0][2], units, ns, a, st); break;
-            default: launch_stream(k_stream_bf16<4, false>, &set[0][3], units, ns, a, st); break;
-            }
+        switch (a->nb) {
+        case 1: launch_bf16<1>(units, ns, a, st); break;
+        case 2: launch_bf16<2>(units, ns, a, st); break;
+        case 3: launch_bf16<3>(units, ns, a, st); break;
+        default: launch_bf16<4>(units, ns, a, st); break;
         }
     } else {
-        static bool set[2][2];
         const int units = fr_cdiv(a->M, 16);
-        if (a->bits == 4) {
-            if (loader) launch_stream(k_stream_q<4, true>, &set[1][0], units, ns, a, st);
-            else launch_stream(k_stream_q<4, false>, &set[0][0], units, ns, a, st);
-        } else {
-            if (loader) launch_stream(k_stream_q<8, true>, &set[1][1], units, ns, a, st);
-            else launch_stream(k_stream_q<8, false>, &set[0][1], units, ns, a, st);
-        }
+        if (a->bits == 4) launch_q<4>(units, ns, a, st);
+        else launch_q<8>(units, ns, a, st);
     }
 }

@@ -190,6 +190,10 @@ int frk_get_stream_loader(void);
  * stages per block). */
 void frk_set_stream_bps(int n);
 int frk_get_stream_bps(void);
+/* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
+ * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
+void frk_set_stream_minb(int n);
+int frk_get_stream_minb(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
