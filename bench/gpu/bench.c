@@ -272,6 +272,16 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     frk_set_stream_minb(1);
     frk_set_stream_stages(4);
     frk_set_stream_bps(2);
+    if (strcmp(what, "bf16")) /* INT: 16 KiB (default) or 32 KiB stages, twice */
+        for (int i = 0; i < 4; i++) {
+            frk_set_stream_qstage(i & 1 ? 32768 : 16384);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, %d KiB stages: %.1f tok/s, %.3f ms/token\n", what,
+                frk_get_stream_qstage() / 1024, 32 / tv, 1e3 * tv / 32);
+        }
+    frk_set_stream_qstage(16384);
+    fr_cuda_set_fuse(c, 1);
     for (int i = 0; i < 4; i++) { /* the LM head streamed (default) or norm + GEMV; stages 4 / 6 */
         fr_cuda_set_head_gemv(c, i == 1);
         frk_set_stream_stages(i == 2 ? 5 : i == 3 ? 6 : 4);

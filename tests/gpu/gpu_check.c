@@ -278,7 +278,9 @@ static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int
     else a->x = si->dx, a->ldx = K;
 }
 
-static const char *ldr(void) { return frk_get_stream_loader() ? "(cp.async)" : ""; }
+static const char *ldr(void) {
+    return frk_get_stream_loader() ? "(cp.async)" : frk_get_stream_qstage() == 32768 ? "(32K)" : "";
+}
 static void check_stream(int M, int K, int bits, int nb, bool norm) {
     if (!frk_gemv_stream_supported(M, K, bits, nb)) {
         char nm[128];
@@ -1150,6 +1152,10 @@ int main(int argc, char **argv) {
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_loader(0);
         frk_set_stream_bps(2);
+        frk_set_stream_qstage(32768); /* INT with 32 KiB stages */
+        check_stream(40, 4096, 8, 2, true);
+        check_stream(34, 4160, 4, 1, false);
+        frk_set_stream_qstage(16384);
         frk_set_stream_minb(3); /* the <= 80-register kernels too */
         check_stream(130, 64, 16, 1, false);
         check_stream(40, 256, 8, 5, true);
@@ -1242,6 +1248,16 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 2, false, true, false, true);
         frk_set_stream_stages(4);
         frk_set_stream_minb(1);
+        frk_set_stream_qstage(32768); /* INT with 32 KiB stages */
+        for (int bits = 4; bits <= 8; bits += 4) {
+            check_stream(1000, 4096, bits, 1, true);
+            check_stream(4096, 14336, bits, 1, false);
+            check_stream(66, 4160, bits, 3, true);
+            check_stream(128256 / 8, 4096, bits, 1, false);
+        }
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
+        frk_set_stream_qstage(16384);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};

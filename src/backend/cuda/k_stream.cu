@@ -387,14 +387,15 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
-template <int BITS>
+template <int BITS, int SB = ST_BYTES>
 struct qgeom {
     static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
     static constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
     static constexpr int GBYTES = CPG * 512;      /* bytes per (tile, group) */
-    static constexpr int GPS = ST_BYTES / GBYTES; /* groups per stage */
+    static constexpr int GPS = SB / GBYTES;       /* groups per stage */
     static constexpr int GPW = GPS / 8;           /* groups per warp per stage */
     static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
+    static constexpr int NACC = GPW >= 4 ? 1 : 2; /* accumulator chains per group */
 };
 
 /* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]. */
@@ -431,9 +432,10 @@ static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) 
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
-template <int BITS, bool ASYNC, int MINB = 1>
+template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES>
 __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
-    typedef qgeom<BITS> Q;
+    static_assert(!ASYNC || SB == ST_BYTES, "the cp.async loader fills 16 KiB stages");
+    typedef qgeom<BITS, SB> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ __align__(16) float red[2][8][32][4];
@@ -446,8 +448,8 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
     const int nst = (rt1 - rt0) * NST;
     if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
-    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
-    half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
+    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * SB);
+    half *xs = (half *)(dsm + (size_t)ns * (SB + Q::SZB));
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     int i_slot = 0, i_rt = rt0, i_j = 0; /* the issuer's stage indices (incremental) */
@@ -455,7 +457,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         const int g0 = i_j * Q::GPS, ng = min(Q::GPS, NG - g0);
         const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
-        bulk_g2s(sptr(stg + i_slot * ST_BYTES), Wp + ((size_t)i_rt * NG + g0) * Q::GBYTES,
+        bulk_g2s(sptr(stg + i_slot * SB), Wp + ((size_t)i_rt * NG + g0) * Q::GBYTES,
                  (uint32_t)(ng * Q::GBYTES), b, pol);
         bulk_g2s(sptr(ssz + i_slot * (Q::SZB / 4)), a.sz + ((size_t)i_rt * NG + g0) * 16,
                  (uint32_t)(ng * 64), b, pol);
@@ -516,7 +518,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
          * than one chain of 16 / 8 dependent MMAs. A group past the stage's end (partial last
          * stage) runs on column 0 with scale 0 and zero point 1024, adding exactly 0. */
         uint32_t zz[Q::GPW][2];
-        float sc[Q::GPW][2], c[Q::GPW][2][4];
+        float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
         int Gk[Q::GPW];
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
@@ -530,7 +532,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
             sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
             Gk[gi] = ok ? g0 + gl : 0;
 #pragma unroll
-            for (int h = 0; h < 2; h++)
+            for (int h = 0; h < Q::NACC; h++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) c[gi][h][e] = 0.f;
         }
@@ -539,7 +541,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
             uint4 ch[Q::GPW];
 #pragma unroll
             for (int gi = 0; gi < Q::GPW; gi++)
-                ch[gi] = *(const uint4 *)(stg + slot * ST_BYTES + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+                ch[gi] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
 #pragma unroll
             for (int jj = 0; jj < Q::KPC; jj++)
 #pragma unroll
@@ -550,15 +552,19 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
                     const int k = (Gk[gi] * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
                     const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
                     const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                    qf_mma(c[gi][(ci * Q::KPC + jj) & 1], A, b0, b1);
+                    qf_mma(c[gi][(ci * Q::KPC + jj) % Q::NACC], A, b0, b1);
                 }
         }
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
-            acc[0] = fmaf(sc[gi][0], c[gi][0][0] + c[gi][1][0], acc[0]);
-            acc[1] = fmaf(sc[gi][0], c[gi][0][1] + c[gi][1][1], acc[1]);
-            acc[2] = fmaf(sc[gi][1], c[gi][0][2] + c[gi][1][2], acc[2]);
-            acc[3] = fmaf(sc[gi][1], c[gi][0][3] + c[gi][1][3], acc[3]);
+            float t[4] = {c[gi][0][0], c[gi][0][1], c[gi][0][2], c[gi][0][3]};
+            if (Q::NACC == 2)
+#pragma unroll
+                for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
+            acc[0] = fmaf(sc[gi][0], t[0], acc[0]);
+            acc[1] = fmaf(sc[gi][0], t[1], acc[1]);
+            acc[2] = fmaf(sc[gi][1], t[2], acc[2]);
+            acc[3] = fmaf(sc[gi][1], t[3], acc[3]);
         }
         const bool last = j == NST - 1;
         const int buf = (rt - rt0) & 1;
@@ -586,8 +592,14 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
 }
 
 /* ------------------------------------------------------------------ host */
+static int qstage = ST_BYTES; /* INT stage bytes with the bulk-copy loader: 16 KiB (default) or 32 KiB */
+extern "C" void frk_set_stream_qstage(int bytes) { qstage = bytes == 32768 ? 32768 : ST_BYTES; }
+extern "C" int frk_get_stream_qstage(void) { return qstage; }
+static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 static size_t stage_bytes(int bits) {
-    return bits == 16 ? ST_BYTES : ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
+    if (bits == 16) return ST_BYTES;
+    if (q_sb() == 32768) return 32768 + (size_t)(bits == 4 ? qgeom<4, 32768>::SZB : qgeom<8, 32768>::SZB);
+    return ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
 static size_t x_bytes(int K, int bits, int nb) {
     return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
@@ -642,8 +654,9 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
 }
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[3];
+    static bool set[4];
     if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
+    else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[3], units, ns, a, st);
     else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[1], units, ns, a, st);
     else launch_stream(k_stream_q<BITS, false>, &set[2], units, ns, a, st);
 }

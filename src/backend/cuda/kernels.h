@@ -194,6 +194,9 @@ int frk_get_stream_bps(void);
  * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
 void frk_set_stream_minb(int n);
 int frk_get_stream_minb(void);
+/* INT stage size with the bulk-copy loader: 16384 (default) or 32768 bytes of weights. */
+void frk_set_stream_qstage(int bytes);
+int frk_get_stream_qstage(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
