@@ -860,6 +860,20 @@ int main(int argc, char **argv) {
         nvml_clocks(clk, sizeof clk);
         LOG("decode batch 1 (bf16, graphs): %d tokens in %.3f s -> %.1f tok/s, %.3f ms/token, "
             "%.2f J/token (%s)\n", G, t, G / t, 1e3 * t / G, r.dec1_j, clk);
+        {
+            /* NVML's counter moves in ~0.1 s steps, too coarse for one 0.54 s pass: the energy
+             * figure is taken over 4 more passes of the same G steps (context rewound to P + 4) */
+            double jt = 0, tt = 0;
+            for (int rep = 0; rep < 4; rep++) {
+                double jj = 0;
+                s1.s[0].n_pos = P + 4;
+                tt += decode(c, &s1, 1, G, &jj);
+                jt += jj;
+            }
+            r.dec1_j = jt / (4.0 * G);
+            LOG("decode batch 1 (bf16, graphs) energy: %d tokens in %.3f s (%.1f tok/s), %.1f J -> %.3f J/token\n",
+                4 * G, tt, 4 * G / tt, jt, r.dec1_j);
+        }
         fr_cuda_set_graphs(c, 0);
         const double te = decode(c, &s1, 1, G / 2, NULL);
         r.dec1_eager_tps = (G / 2) / te;
@@ -894,6 +908,19 @@ int main(int argc, char **argv) {
         nvml_clocks(clk, sizeof clk);
         LOG("decode batch %d (bf16): %d steps in %.3f s -> %.0f tok/s aggregate, %.2f ms/step, "
             "%.3f J/token (%s)\n", B, G, t32, r.dec32_tps, 1e3 * t32 / G, r.dec32_j, clk);
+        {
+            /* energy over 3 more passes of the same G steps (every sequence rewound) */
+            double jt = 0, tt = 0;
+            for (int rep = 0; rep < 3; rep++) {
+                double jj = 0;
+                for (int i = 0; i < B; i++) s32.s[i].n_pos = P + 2;
+                tt += decode(c, &s32, B, G, &jj);
+                jt += jj;
+            }
+            r.dec32_j = jt / (3.0 * B * G);
+            LOG("decode batch %d (bf16) energy: %d tokens in %.3f s, %.1f J -> %.4f J/token\n", B, 3 * B * G, tt,
+                jt, r.dec32_j);
+        }
         fr_cuda_stats stt;
         fr_cuda_get_stats(c, &stt);
         LOG("engine stats: %ld forwards, %ld graph replays, %ld captures, %ld tokens\n", stt.forwards,
