@@ -630,6 +630,34 @@ static void gemv_chain(int bits) {
     CK(cudaStreamDestroy(st));
 }
 
+/* --timeline: a few batch-1 decode steps (graphs) per weight format on the 8B shape after a
+ * 512-token prompt, for a system profiler's kernel timeline (nsys profile --cuda-graph-trace=node).
+ * Each format's steps are bracketed by a 50 ms idle gap so they can be told apart. */
+static void timeline(void) {
+    fr_hparams hq = llama8b();
+    fr_err err;
+    for (int wi = 0; wi < 3; wi++) {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.weights = wi == 0 ? FR_CUDA_W_BF16 : wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 4;
+        cfg.max_ctx = 2048;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
+        if (!c) die("timeline engine", &err);
+        seqset s1;
+        ss_init(&s1, 1);
+        prefill(c, &s1, 0, 512);
+        decode(c, &s1, 1, 4, NULL);
+        fr_cuda_sync(c);
+        const double t0 = fr_time_s();
+        while (fr_time_s() - t0 < 0.05) {}
+        const double t = decode(c, &s1, 1, 4, NULL);
+        printf("timeline %s: 4 steps, %.3f ms/token\n", wi == 0 ? "bf16" : wi == 1 ? "int8" : "int4", 1e3 * t / 4);
+        ss_free(&s1);
+        fr_cuda_free(c);
+    }
+}
+
 /* One launch of each kernel worth profiling (for ncu -k regex:... gpu-bench --profile). */
 static void profile_once(void) {
     cublasHandle_t cub = NULL;
@@ -794,6 +822,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--profile")) {
             g_profile = true;
             profile_once();
+            return 0;
+        } else if (!strcmp(argv[i], "--timeline")) {
+            timeline();
             return 0;
         }
     }
