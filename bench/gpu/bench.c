@@ -652,7 +652,55 @@ static void timeline(void) {
         const double t0 = fr_time_s();
         while (fr_time_s() - t0 < 0.05) {}
         const double t = decode(c, &s1, 1, 4, NULL);
-        printf("timeline %s: 4 steps, %.3f ms/token\n", wi == 0 ? "bf16" : wi == 1 ? "int8" : "int4", 1e3 * t / 4);
+        const char *fmt = wi == 0 ? "bf16" : wi == 1 ? "int8" : "int4";
+        printf("timeline %s: 4 steps, %.3f ms/token (untraced)\n", fmt, 1e3 * t / 4);
+        /* the probes: one traced step after a traced warm-up step (graph capture) */
+        const int L = hq.n_layer, ns = fr_cuda_set_trace(c, 1);
+        if (ns > 0) {
+            decode(c, &s1, 1, 2, NULL);
+            const double tt = decode(c, &s1, 1, 1, NULL);
+            unsigned long long *w = malloc((size_t)ns * 3 * 8);
+            fr_cuda_trace_read(c, w, ns * 3);
+            const unsigned long long g0 = w[0];
+            /* per slot: entry, past wait, end (ns after the first qkv entry); ~0 = did not run */
+            double sum[7][4] = {{0}};
+            int cnt[7] = {0};
+            static const char *kn[7] = {"qkv", "attention", "combine", "o", "gate/up", "down", "head"};
+            for (int k = 0; k < ns; k++) {
+                const unsigned long long *e = w + 3 * k;
+                if (e[0] == ~0ull || e[2] == ~0ull) continue;
+                const double en = (double)(e[0] - g0) / 1e3, wt = (double)(e[1] - g0) / 1e3,
+                             ex = (double)(~e[2] - g0) / 1e3;
+                const int ty = k == 6 * L ? 6 : k % 6;
+                /* the previous slot that ran: its end, for the hand-off gap */
+                double pe = -1;
+                for (int q = k - 1; q >= 0; q--)
+                    if (w[3 * q] != ~0ull && w[3 * q + 2] != ~0ull) {
+                        pe = (double)(~w[3 * q + 2] - g0) / 1e3;
+                        break;
+                    }
+                if (k / 6 == L / 2 || k == 6 * L)
+                    printf("  %s layer %2d %-9s entry %9.2f  past wait %9.2f  end %9.2f us  (busy %6.2f, "
+                           "from previous end %6.2f)\n", fmt, k / 6, kn[ty], en, wt, ex, ex - wt, pe >= 0 ? wt - pe : 0);
+                if ((k / 6 >= 1 && k / 6 < L - 1) || k == 6 * L) {
+                    sum[ty][0] += ex - wt;
+                    sum[ty][1] += pe >= 0 ? wt - pe : 0;
+                    sum[ty][2] += pe >= 0 ? pe - en : 0;
+                    sum[ty][3] += ex - (pe >= 0 ? pe : wt);
+                    cnt[ty]++;
+                }
+            }
+            for (int ty = 0; ty < 7; ty++)
+                if (cnt[ty])
+                    printf("  %s mean %-9s past-wait..end %7.2f us, previous end..past wait %6.2f us, entered %6.2f us "
+                           "before the previous end, previous end..end %7.2f us (%d)\n",
+                           fmt, kn[ty], sum[ty][0] / cnt[ty], sum[ty][1] / cnt[ty], sum[ty][2] / cnt[ty],
+                           sum[ty][3] / cnt[ty], cnt[ty]);
+            printf("  %s traced step: %.3f ms wall; first qkv entry .. head end %.3f ms\n", fmt, 1e3 * tt,
+                   w[3 * 6 * L + 2] != ~0ull ? (double)(~w[3 * 6 * L + 2] - g0) / 1e6 : -1.0);
+            free(w);
+            fr_cuda_set_trace(c, 0);
+        }
         ss_free(&s1);
         fr_cuda_free(c);
     }

@@ -101,6 +101,13 @@ void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
 /* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env
  * FRUGAL_CUDA_HEAD_GEMV); drops graphs. */
 void fr_cuda_set_head_gemv(fr_cuda *c, int on);
+/* Timeline probes of the fused decode path (measurement): on, each forward records per launch
+ * slot (per layer: qkv, attention, combine, o, gate/up, down; then the LM head) the %globaltimer
+ * of the first block's entry, of the first block past its dependency wait, and the complement of
+ * the last block's end (~0 where a slot did not run). Returns the slot count (on), 0 (off) or -1;
+ * drops graphs. fr_cuda_trace_read copies up to max_words words (3 per slot) after a forward. */
+int fr_cuda_set_trace(fr_cuda *c, int on);
+int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words);
 
 /* Statistics since creation. */
 typedef struct fr_cuda_stats {

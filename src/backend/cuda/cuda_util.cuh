@@ -97,6 +97,21 @@ static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
  * memory is visible). GEMVs issue their first weight loads before the wait: weights never depend
  * on the previous kernel, so the next matrix starts streaming during the previous kernel's tail.
  * Both instructions are no-ops for kernels launched without the attribute. */
+/* Timeline probes (--timeline): t[0] = first block's entry, t[1] = first block past its
+ * dependency wait, t[2] = ~(last block's end); every field kept with atomicMin (the end as the
+ * complement), all set to ~0 before the step. One thread per block; no-ops when t is NULL. */
+static __device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long v;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+    return v;
+}
+static __device__ __forceinline__ void tl_mark(unsigned long long *t, int field) {
+    if (t && threadIdx.x == 0) {
+        const unsigned long long v = gtimer();
+        atomicMin(t + field, field == 2 ? ~v : v);
+    }
+}
+
 /* One 128-byte line into L2 (a hint; never faults on a valid address). */
 static __device__ __forceinline__ void l2_prefetch_line(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));

@@ -85,6 +85,8 @@ struct fr_cuda {
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
     int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
     int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
+    unsigned long long *trace; /* timeline probes: 3 words per launch slot (fr_cuda_set_trace) */
+    int trace_slot;            /* next slot while run_layers records a step */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
     frk_sample_params *sp_d; /* [MT] */
@@ -418,6 +420,7 @@ extern "C" void fr_cuda_free(fr_cuda *c) {
     for (int i = 0; i < NBUCKETS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     for (int i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
+    if (c->trace) cudaFree(c->trace);
     if (c->in_h) cudaFreeHost(c->in_h);
     if (c->logits_h) cudaFreeHost(c->logits_h);
     if (c->ids_h) cudaFreeHost(c->ids_h);
@@ -787,6 +790,7 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
     g.mode = mode;
     if (ra) g.rope = *ra;
+    if (c->trace) g.trace = c->trace + 3 * c->trace_slot;
     frk_gemv_stream(&g, c->st);
     return 1;
 }
@@ -801,6 +805,9 @@ static void run_layers(fr_cuda *c, const plan *pl) {
     const int32_t *d_rows = c->in_d + c->off_rows;
     const int32_t *d_bt = c->in_d + c->off_bt;
     frk_embed(c->tok_embd, d_tok, T, E, c->x, st);
+    /* timeline slots (fused path): per layer qkv, attention, combine, o, gate/up, down; then the
+     * LM head. A product that does not stream leaves its slot untouched. */
+    c->trace_slot = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         const dlayer *L = &c->L[l];
         frk_rope_args ra;
@@ -830,6 +837,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             ra.vc = (uint16_t *)c->vc;
         }
         /* norm -> qkv -> rope + KV store */
+        c->trace_slot = 6 * l;
         if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra)) {
             frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
@@ -868,19 +876,24 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             aa.pf2 = L->o.sz;
             aa.pf2_bytes = L->o.sz ? (long long)frk_quant_sz_count(L->o.M, L->o.K) * 4 : 0;
         }
+        aa.trace = c->trace ? c->trace + 3 * (6 * l + 1) : NULL;
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
             frk_attention(&aa, st);
+        c->trace_slot = 6 * l + 3;
         if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
             linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
+        c->trace_slot = 6 * l + 4;
         if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL)) {
             frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
         }
+        c->trace_slot = 6 * l + 5;
         if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
             linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
+    c->trace_slot = 6 * hp->n_layer;
     if (c->head_gemv || !stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
         frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
         linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
@@ -1099,6 +1112,8 @@ extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sa
     int nw = 0;
     if (prepare(c, b, &pl, &nw, err)) return -1;
     upload_inputs(c, &pl);
+    if (c->trace)
+        FR_CK(cudaMemsetAsync(c->trace, 0xFF, (size_t)3 * (6 * c->hp.n_layer + 1) * 8, c->st));
     execute(c, &pl);
     /* sample over the computed rows (all bucket rows, or the compacted wanted rows) */
     const int R = pl.n_out;
@@ -1173,6 +1188,26 @@ extern "C" void fr_cuda_set_attn_merge(fr_cuda *c, int on) {
 extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
     drop_graphs(c);
     frk_set_stream_l2pf(bytes);
+}
+extern "C" int fr_cuda_set_trace(fr_cuda *c, int on) {
+    drop_graphs(c);
+    if (!on) {
+        if (c->trace) FR_CK(cudaFree(c->trace));
+        c->trace = NULL;
+        return 0;
+    }
+    if (!c->trace && cudaMalloc((void **)&c->trace, (size_t)3 * (6 * c->hp.n_layer + 1) * 8) != cudaSuccess) {
+        c->trace = NULL;
+        return -1;
+    }
+    return 6 * c->hp.n_layer + 1;
+}
+extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words) {
+    if (!c->trace) return 0;
+    const int n = FR_MIN(max_words, 3 * (6 * c->hp.n_layer + 1));
+    FR_CK(cudaStreamSynchronize(c->st));
+    FR_CK(cudaMemcpy(out, c->trace, (size_t)n * 8, cudaMemcpyDeviceToHost));
+    return n;
 }
 extern "C" void fr_cuda_set_head_gemv(fr_cuda *c, int on) {
     drop_graphs(c);

@@ -141,7 +141,9 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewai
         }
     };
     if (split < nchunks) load_chunk(split, INT_MIN, old);
+    tl_mark(a.trace, 0);
     pdl_wait();
+    tl_mark(a.trace, 1);
     if (split < nchunks) load_chunk(split, old, INT_MAX);
     const float qscale = rsqrtf((float)D) * LOG2E;
     const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
@@ -254,6 +256,7 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewai
             }
         }
     }
+    tl_mark(a.trace, 2); /* (the in-kernel merge, when on, comes after) */
     if (nsplit > 1 && a.counters) { /* the last split block of (t, g) merges the partials */
         __shared__ int s_last;
         __threadfence();
@@ -272,11 +275,14 @@ __global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewai
  * thread's partials are loaded at once, with warp 0's (m, l) loads, so the merge costs one L2
  * round trip rather than one per split or per group of splits. */
 __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__restrict__ pos, int ch,
-                               int nsplit, int H, int D, bf16 *__restrict__ out) {
+                               int nsplit, int H, int D, bf16 *__restrict__ out,
+                               unsigned long long *trace) {
     __shared__ float wsp[64]; /* weight of each split: exp2(m_s - M) */
     __shared__ float inv_l;
     pdl_trigger();
+    tl_mark(trace, 0);
     pdl_wait();
+    tl_mark(trace, 1);
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
     const int nchunks = (pos[t] + ch) / ch, ns = nsplit < nchunks ? nsplit : nchunks;
     const float *pp = part + ((size_t)t * H + h) * nsplit * (D + 2);
@@ -304,6 +310,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
         for (int sp = 0; sp < 64; sp++) acc = fmaf(wsp[sp], ov[sp], acc);
         out[(size_t)t * H * D + (size_t)h * D + d] = __float2bfloat16(acc * inv_l);
     }
+    tl_mark(trace, 2);
 }
 
 static int attn_prewait = 1;
@@ -348,7 +355,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
         dim3 grid(a->H, a->T);
         frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
                    (const float *)a->part, a->pos, attn_small(a) ? 16 : FRK_CHUNK, a->n_split, a->H,
-                   a->D, (bf16 *)a->out);
+                   a->D, (bf16 *)a->out, a->trace ? a->trace + 3 : (unsigned long long *)nullptr);
     }
 }
 

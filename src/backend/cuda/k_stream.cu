@@ -269,7 +269,7 @@ static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const fl
     }
 }
 
-template <int NB, bool ASYNC, int MINB = 1>
+template <int NB, bool ASYNC, int MINB = 1, bool TR = false>
 __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -324,7 +324,9 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
                        (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
+    tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
+    tl_mark(TR ? a.trace : nullptr, 1);
     stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
     float acc[NB];
 #pragma unroll
@@ -384,6 +386,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
         __syncthreads();
         if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
     }
+    tl_mark(TR ? a.trace : nullptr, 2);
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
@@ -432,7 +435,7 @@ static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) 
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
-template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES>
+template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false>
 __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || SB == ST_BYTES, "the cp.async loader fills 16 KiB stages");
     typedef qgeom<BITS, SB> Q;
@@ -490,7 +493,9 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
+    tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
+    tl_mark(TR ? a.trace : nullptr, 1);
     stage_x<true>(a, nb, Kp, xs, wsum, inv);
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
@@ -589,6 +594,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         __syncthreads();
         if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
     }
+    tl_mark(TR ? a.trace : nullptr, 2);
 }
 
 /* ------------------------------------------------------------------ host */
@@ -647,15 +653,17 @@ static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, i
 /* The kernel for the loader and register budget in force. */
 template <int NB>
 static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[3];
+    static bool set[4];
     if (loader) launch_stream(k_stream_bf16<NB, true>, &set[0], units, ns, a, st);
+    else if (a->trace) launch_stream(k_stream_bf16<NB, false, 1, true>, &set[3], units, ns, a, st);
     else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
     else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
 }
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[4];
+    static bool set[5];
     if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
+    else if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true>, &set[4], units, ns, a, st);
     else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[3], units, ns, a, st);
     else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[1], units, ns, a, st);
     else launch_stream(k_stream_q<BITS, false>, &set[2], units, ns, a, st);

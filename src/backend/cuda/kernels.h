@@ -93,6 +93,7 @@ typedef struct frk_attn_args {
                     * its counter to zero */
     const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
     long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
+    unsigned long long *trace;     /* optional timeline probes: [0..2] attention, [3..5] combine */
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
 /* Decode attention with the bf16 cache: 1 (default) loads the first chunk's K/V rows that earlier
@@ -173,6 +174,7 @@ typedef struct frk_gemv_args {
     void *out;
     int ldo, mode;
     frk_rope_args rope;
+    unsigned long long *trace; /* optional timeline probes [3] (cuda_util.cuh tl_mark) */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
