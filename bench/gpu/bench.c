@@ -726,6 +726,8 @@ static void profile_once(void) {
     frk_set_stream_loader(0);
     frk_set_stream_bps(2);
     gemv_bench("profile: stream TMA bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream TMA int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream TMA int8 gate_up", 28672, 4096, 8, 1, FRK_OUT_SWIGLU, false, cub, &us);
     g_stream_kernel = false;
     attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
     attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, &us);
