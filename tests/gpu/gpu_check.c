@@ -950,6 +950,8 @@ static void quant_cb(const float *W, int M, int K, int bits, float *out) {
 }
 
 static int dec_fuse = 1; /* fr_cuda_config.fuse of the decoder checks */
+static int dec_probe = 0; /* 1: the attention's L2 prefetch of the o weights and the timeline
+                           * probes (their kernel instantiations) on, the combine kernel merging */
 static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, int graphs, int mma) {
     fr_model *m = tiny_model(sh);
     const int V = sh->V;
@@ -974,13 +976,15 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     cfg.max_seqs = 8;
     cfg.kv_bytes = (size_t)64 << 20;
     cfg.fuse = dec_fuse;
-    cfg.attn_merge = dec_fuse; /* the fused checks merge attention splits in-kernel too */
+    cfg.attn_merge = dec_fuse && !dec_probe; /* the fused checks merge attention splits in-kernel too */
+    cfg.attn_prefetch = dec_probe;
     fr_err err = {{0}};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
+    if (c && dec_probe) fr_cuda_set_trace(c, 1);
     char name[200];
-    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d", sh->name,
+    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s", sh->name,
              wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
-             dec_fuse);
+             dec_fuse, dec_probe ? " o-prefetch+probes" : "");
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -1177,6 +1181,10 @@ int main(int argc, char **argv) {
         dec_fuse = 0;
         check_decoder(&q, FR_CUDA_W_BF16, 1, 1, 1);
         dec_fuse = 1;
+        dec_probe = 1;
+        check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
+        check_decoder(&q, FR_CUDA_W_INT4, 0, 1, 1);
+        dec_probe = 0;
     } else {
         check_gemv_bf16(4098, 4096);
         check_gemv_bf16(1000, 14336);
@@ -1296,6 +1304,10 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[0], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT8, 1, 1, 1);
         dec_fuse = 1;
+        dec_probe = 1; /* the opt-in o-projection prefetch and the probed kernels */
+        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
+        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        dec_probe = 0;
     }
     CK(cudaDeviceSynchronize());
     printf("gpu-check: %.1f s\n", fr_time_s() - t0);
