@@ -4,12 +4,13 @@
  * and the step is fast only if HBM never waits: not inside a kernel (enough bytes in flight),
  * not between kernels (ramp and tail), not during the small operations around the products.
  *
- *   - One block of 8 warps per SM owns a contiguous range of rows. Its weights arrive through the
- *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
- *     mbarrier per stage), up to 12 stages of 16 KiB in flight per SM (as many as shared memory
- *     holds beside the input rows; HBM under full load needs ~100+ KiB in flight per SM), no
+ *   - Blocks of 8 warps (two per SM by default: frk_set_stream_bps) each own a contiguous range
+ *     of rows. Weights arrive through the bulk-copy engine (cp.async.bulk global -> shared,
+ *     completion counted in bytes on an mbarrier per stage), 4 stages of 16 KiB in flight per
+ *     block by default (up to 12, as many as shared memory holds beside the input rows), no
  *     registers held by loads. Warps compute from shared memory; one __syncthreads per stage
- *     releases a slot, and thread 0 refills it.
+ *     releases a slot, and thread 0 refills it. Slot, row group / tile, k-tile and mbarrier
+ *     parity advance by increments: a few divisions per stage cost 5-6 % (GPU-NOTES v14).
  *   - A block signals its dependents (griddepcontrol.launch_dependents) when its last stages
  *     are in flight; the first stages are issued before griddepcontrol.wait (weights never
  *     depend on the previous kernel), and with l2pf more of the block's range is prefetched
@@ -21,10 +22,14 @@
  * BF16 weights (nb <= 4): a stage is 8 rows x 1024 columns (one row per warp); each lane does
  * 16-byte shared loads and fp32 FMAs, one warp reduction per row at the row's last stage.
  * INT8 / INT4 (nb <= 8): a stage is 8 / 16 groups of one 16-row tile in the packed fragment
- * layout of k_gemv.cu (plus their scale words); each warp takes 1 / 2 groups, dequantises with
- * lop3 / prmt + hsub2 and multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as
- * the N dimension) against the activations held in shared memory as f16; the 8 warps' tile
- * partials meet in shared memory at the tile's last stage.
+ * layout of k_gemv.cu (plus their scale words); each warp takes 1 / 2 groups side by side, two
+ * accumulator chains each, dequantises with lop3 / prmt + hsub2 and multiplies on the tensor
+ * cores (mma.sync m16n8k16 f16, the batch as the N dimension) against the activations held in
+ * shared memory as f16; the 8 warps' tile partials meet in shared memory at the tile's last
+ * stage (an ACC epilogue's residual is read when the tile starts).
+ * Opt-in variants, measured slower on an H200 and kept checked: the cp.async loader, at most 80
+ * registers (frk_set_stream_minb), 32 KiB INT stages (frk_set_stream_qstage); the timeline
+ * probes (frk_gemv_args.trace) live in a separate instantiation.
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
