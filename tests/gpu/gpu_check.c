@@ -279,7 +279,11 @@ static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int
 }
 
 static const char *ldr(void) {
-    return frk_get_stream_loader() ? "(cp.async)" : frk_get_stream_qstage() == 32768 ? "(32K)" : "";
+    static char qv[16];
+    const int v = frk_get_stream_qvar();
+    if (v < 0) qv[0] = 0;
+    else snprintf(qv, sizeof qv, "(v%d)", v);
+    return frk_get_stream_loader() ? "(cp.async)" : frk_get_stream_qstage() == 32768 ? "(32K)" : qv;
 }
 static void check_stream(int M, int K, int bits, int nb, bool norm) {
     if (!frk_gemv_stream_supported(M, K, bits, nb)) {
@@ -982,9 +986,9 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     if (c && dec_probe) fr_cuda_set_trace(c, 1);
     char name[200];
-    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s", sh->name,
+    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s%s", sh->name,
              wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
-             dec_fuse, dec_probe ? " o-prefetch+probes" : "");
+             dec_fuse, dec_probe ? " o-prefetch+probes" : "", wq < 16 ? ldr() : "");
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -1166,6 +1170,14 @@ int main(int argc, char **argv) {
         check_stream(34, 200, 4, 2, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_minb(1);
+        static const int qvq[4] = {0, 3, 9, 11}; /* INT consumer variants (default per format) */
+        for (int i = 0; i < 4; i++) {
+            frk_set_stream_qvar(qvq[i]);
+            check_stream(66, 4160, 4, 3, true);
+            check_stream(40, 256, 8, 5, false);
+            check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
+        }
+        frk_set_stream_qvar(-1);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
@@ -1266,6 +1278,19 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
         frk_set_stream_qstage(16384);
+        static const int qvs[11] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11}; /* INT consumer variants */
+        for (int i = 0; i < 11; i++) {
+            const int v = qvs[i];
+            frk_set_stream_qvar(v);
+            for (int bits = 4; bits <= 8; bits += 4) {
+                check_stream(1000, 4096, bits, 1, v & 1);
+                check_stream(4096, 14336, bits, 1, false);
+                check_stream(66, 4160, bits, 3, !(v & 1));
+                check_stream(66, 200, bits, 8, false);
+            }
+            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        }
+        frk_set_stream_qvar(-1);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};
@@ -1307,7 +1332,14 @@ int main(int argc, char **argv) {
         dec_probe = 1; /* the opt-in o-projection prefetch and the probed kernels */
         check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
+        for (int v = 0; v <= 11; v += 11) { /* the v15 and the folded-zero-point INT consumers */
+            frk_set_stream_qvar(v);
+            check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+            check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        }
+        frk_set_stream_qvar(-1);
     }
     CK(cudaDeviceSynchronize());
     printf("gpu-check: %.1f s\n", fr_time_s() - t0);

@@ -122,9 +122,16 @@ static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2
 }
 
 /* ------------------------------------------------------------------ prologue: the input rows */
-/* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16), zero beyond K; with a.xf, the
- * RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends synchronised. */
-template <bool F16>
+/* The f16 activations in the INT kernels' B-fragment order (PX): within each 32 columns (two
+ * k-steps), lane tq's four words b0, b1 of k-step 0 and b0, b1 of k-step 1 (columns 2tq + {0, 1},
+ * 8 + 2tq + {0, 1}, then + 16) are 16 contiguous bytes, one shared load for two MMAs. */
+static __device__ __forceinline__ int xperm(int k) {
+    return (k & ~31) | ((k & 7) >> 1) << 3 | (k >> 4 & 1) << 2 | (k >> 3 & 1) << 1 | (k & 1);
+}
+/* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16; in xperm order when PX), zero beyond
+ * K; with a.xf, the RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends
+ * synchronised. */
+template <bool F16, bool PX = false>
 static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                                float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -156,9 +163,9 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                 const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
                 const bf162 p1 = __floats2bfloat162_rn(v.z * iv * g.z, v.w * iv * g.w);
                 if (F16) {
-                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
-                    d[0] = __floats2half2_rn(__low2float(p0), __high2float(p0));
-                    d[1] = __floats2half2_rn(__low2float(p1), __high2float(p1));
+                    half *xr16 = (half *)xs + (size_t)n * Kp;
+                    *(half2 *)(xr16 + (PX ? xperm(k) : k)) = __floats2half2_rn(__low2float(p0), __high2float(p0));
+                    *(half2 *)(xr16 + (PX ? xperm(k + 2) : k + 2)) = __floats2half2_rn(__low2float(p1), __high2float(p1));
                 } else {
                     bf162 *d = (bf162 *)((bf16 *)xs + (size_t)n * Kp + k);
                     d[0] = p0;
@@ -173,9 +180,10 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                 const uint4 v = *(const uint4 *)(xr + k);
                 if (F16) {
                     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-                    half2 *d = (half2 *)((half *)xs + (size_t)n * Kp + k);
+                    half *xr16 = (half *)xs + (size_t)n * Kp;
 #pragma unroll
-                    for (int e = 0; e < 4; e++) d[e] = __floats2half2_rn(bf_lo(w[e]), bf_hi(w[e]));
+                    for (int e = 0; e < 4; e++)
+                        *(half2 *)(xr16 + (PX ? xperm(k + 2 * e) : k + 2 * e)) = __floats2half2_rn(bf_lo(w[e]), bf_hi(w[e]));
                 } else {
                     *(uint4 *)((bf16 *)xs + (size_t)n * Kp + k) = v;
                 }
@@ -184,7 +192,67 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
     }
     if (F16)
         for (int n = 0; n < nb; n++)
-            for (int k = K + tid; k < Kp; k += blockDim.x) ((half *)xs)[(size_t)n * Kp + k] = __float2half(0.f);
+            for (int k = K + tid; k < Kp; k += blockDim.x) ((half *)xs)[(size_t)n * Kp + (PX ? xperm(k) : k)] = __float2half(0.f);
+    __syncthreads();
+}
+
+/* The INT kernels' activations with their group sums (ZF): as stage_x<true, PX>, and gsum[g][n]
+ * = the sum over group g (128 columns) of row n's f16 values (n < nb; 0 for nb <= n < 8), in fp32.
+ * Each warp converts whole groups, 4 columns a lane, so one warp reduction per group. */
+template <bool PX>
+static __device__ void stage_x_zf(const frk_gemv_args &a, int nb, int Kp, half *xs, float *gsum,
+                                  float (*wsum)[8], float *inv) {
+    const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, NG = Kp / FRK_GROUP;
+    if (a.xf) {
+        for (int n = 0; n < nb; n++) {
+            const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
+            float ss = 0.f;
+            for (int k = tid * 4; k < K; k += 1024) {
+                const float4 v = *(const float4 *)(xr + k);
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+            ss = warp_sum(ss);
+            if (lane == 0) wsum[n][warp] = ss;
+        }
+        __syncthreads();
+        if (tid < nb) {
+            float t = 0.f;
+#pragma unroll
+            for (int w = 0; w < 8; w++) t += wsum[tid][w];
+            inv[tid] = rsqrtf(t / (float)K + a.eps);
+        }
+        __syncthreads();
+    }
+    for (int n = 0; n < nb; n++) {
+        half *xr16 = xs + (size_t)n * Kp;
+        for (int kb = warp * FRK_GROUP; kb < Kp; kb += 8 * FRK_GROUP) {
+            const int k = kb + lane * 4;
+            half2 h0 = __floats2half2_rn(0.f, 0.f), h1 = h0;
+            if (k < K) {
+                if (a.xf) {
+                    const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
+                    const float iv = inv[n];
+                    const float4 v = *(const float4 *)(xr + k);
+                    const float4 g = *(const float4 *)(a.nw + k);
+                    const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
+                    const bf162 p1 = __floats2bfloat162_rn(v.z * iv * g.z, v.w * iv * g.w);
+                    h0 = __floats2half2_rn(__low2float(p0), __high2float(p0));
+                    h1 = __floats2half2_rn(__low2float(p1), __high2float(p1));
+                } else {
+                    const uint2 v = *(const uint2 *)((const bf16 *)a.x + (size_t)n * a.ldx + k);
+                    h0 = __floats2half2_rn(bf_lo(v.x), bf_hi(v.x));
+                    h1 = __floats2half2_rn(bf_lo(v.y), bf_hi(v.y));
+                }
+            }
+            *(half2 *)(xr16 + (PX ? xperm(k) : k)) = h0;
+            *(half2 *)(xr16 + (PX ? xperm(k + 2) : k + 2)) = h1;
+            float sg = __low2float(h0) + __high2float(h0) + __low2float(h1) + __high2float(h1);
+            sg = warp_sum(sg);
+            if (lane == 0) gsum[(kb / FRK_GROUP) * 8 + n] = sg;
+        }
+    }
+    for (int i = tid; i < NG * 8; i += blockDim.x)
+        if (i % 8 >= nb) gsum[i] = 0.f;
     __syncthreads();
 }
 
@@ -440,9 +508,17 @@ static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) 
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
-template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false>
+/* V (bits) selects the consumer variant: 1 early release (a stage's fragments and scale words
+ * go to registers first, then the block barrier, the slot's refill and the previous tile's
+ * epilogue, then the MMAs: a slot is held for its load, not for its arithmetic); 2 the
+ * activations in xperm order (one 16-byte shared load per two k-steps, no per-load select: the
+ * batch columns past nb repeat column 0 and are never stored); 4 the INT4 dequantisation with one
+ * shift (qf_frag4s). 0 is the v15 consumer. */
+template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
 __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
-    static_assert(!ASYNC || SB == ST_BYTES, "the cp.async loader fills 16 KiB stages");
+    static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
+    constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0;
+    constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
     typedef qgeom<BITS, SB> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
@@ -501,7 +577,9 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
     tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
-    stage_x<true>(a, nb, Kp, xs, wsum, inv);
+    float *gsum = (float *)(xs + (size_t)nb * Kp); /* ZF: [NG][8] group sums of the activations */
+    if (ZF) stage_x_zf<PX>(a, nb, Kp, xs, gsum, wsum, inv);
+    else stage_x<true, PX>(a, nb, Kp, xs, wsum, inv);
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -522,25 +600,46 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         } else {
             mbar_wait(sptr(&bar[slot]), par);
         }
-        if (j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
         /* The warp's GPW groups side by side, each with two accumulator chains (even / odd
          * k-steps), so four (int4) or two (int8) independent MMA chains are in flight rather
          * than one chain of 16 / 8 dependent MMAs. A group past the stage's end (partial last
          * stage) runs on column 0 with scale 0 and zero point 1024, adding exactly 0. */
-        uint32_t zz[Q::GPW][2];
+        uint32_t sw[Q::GPW][2];
+        uint4 ch[Q::GPW][Q::CPG];
+#pragma unroll
+        for (int gi = 0; gi < Q::GPW; gi++) {
+            const int gl = warp * Q::GPW + gi;
+            const bool ok = gl < ng;
+            sw[gi][0] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
+            sw[gi][1] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
+        }
+        if (ER) {
+#pragma unroll
+            for (int gi = 0; gi < Q::GPW; gi++)
+#pragma unroll
+                for (int ci = 0; ci < Q::CPG; ci++)
+                    ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+            __syncthreads(); /* the slot is free: refill it before the arithmetic */
+            if (tid == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue();
+            }
+            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+            pend = -1;
+        }
+        if (j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
+        uint32_t zz[Q::GPW][2], nz[Q::GPW];
         float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
         int Gk[Q::GPW];
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
             const int gl = warp * Q::GPW + gi;
-            const bool ok = gl < ng;
-            const uint32_t s0 = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
-            const uint32_t s1 = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
-            zz[gi][0] = __byte_perm(s0, s0, 0x3232);
-            zz[gi][1] = __byte_perm(s1, s1, 0x3232);
-            sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(s0 & 0xffffu)));
-            sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(s1 & 0xffffu)));
-            Gk[gi] = ok ? g0 + gl : 0;
+            zz[gi][0] = __byte_perm(sw[gi][0], sw[gi][0], 0x3232);
+            zz[gi][1] = __byte_perm(sw[gi][1], sw[gi][1], 0x3232);
+            if (D4S) nz[gi] = qf_hsub2(0x63806380u, zz[gi][1]); /* f16 960 - (1024 + z) */
+            sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] & 0xffffu)));
+            sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] & 0xffffu)));
+            Gk[gi] = gl < ng ? g0 + gl : 0;
 #pragma unroll
             for (int h = 0; h < Q::NACC; h++)
 #pragma unroll
@@ -548,21 +647,32 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         }
 #pragma unroll
         for (int ci = 0; ci < Q::CPG; ci++) {
-            uint4 ch[Q::GPW];
+            if (!ER)
 #pragma unroll
-            for (int gi = 0; gi < Q::GPW; gi++)
-                ch[gi] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+                for (int gi = 0; gi < Q::GPW; gi++)
+                    ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+            uint4 bx[Q::GPW];
 #pragma unroll
             for (int jj = 0; jj < Q::KPC; jj++)
 #pragma unroll
                 for (int gi = 0; gi < Q::GPW; gi++) {
-                    const uint32_t wd[4] = {ch[gi].x, ch[gi].y, ch[gi].z, ch[gi].w};
+                    const uint32_t wd[4] = {ch[gi][ci].x, ch[gi][ci].y, ch[gi][ci].z, ch[gi][ci].w};
                     uint32_t A[4];
-                    qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
-                    const int k = (Gk[gi] * 8 + ci * Q::KPC + jj) * 16 + 2 * tq;
-                    const uint32_t b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
-                    const uint32_t b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                    qf_mma(c[gi][(ci * Q::KPC + jj) % Q::NACC], A, b0, b1);
+                    if (ZF) qf_frag_raw<BITS>(wd, jj, A);
+                    else if (D4S) qf_frag4s(wd[jj], zz[gi][0], nz[gi], A);
+                    else qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
+                    const int kst = ci * Q::KPC + jj; /* k-step in the group */
+                    uint32_t b0, b1;
+                    if (PX) {
+                        if (!(kst & 1)) bx[gi] = *(const uint4 *)(xn + Gk[gi] * FRK_GROUP + (kst >> 1) * 32 + tq * 8);
+                        b0 = kst & 1 ? bx[gi].z : bx[gi].x;
+                        b1 = kst & 1 ? bx[gi].w : bx[gi].y;
+                    } else {
+                        const int k = (Gk[gi] * 8 + kst) * 16 + 2 * tq;
+                        b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
+                        b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
+                    }
+                    qf_mma(c[gi][kst % Q::NACC], A, b0, b1);
                 }
         }
 #pragma unroll
@@ -571,6 +681,20 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
             if (Q::NACC == 2)
 #pragma unroll
                 for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
+            if (ZF) { /* the MMA summed (1024 + q) x (int4 rows gq + 8: (1024 + 16 q) x) */
+                const float2 S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
+                const float z0 = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] >> 16)));
+                const float z1 = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] >> 16)));
+                t[0] = fmaf(-z0, S.x, t[0]);
+                t[1] = fmaf(-z0, S.y, t[1]);
+                if (BITS == 4) {
+                    t[2] = fmaf(-(z1 - 960.f), S.x, t[2] * 0.0625f);
+                    t[3] = fmaf(-(z1 - 960.f), S.y, t[3] * 0.0625f);
+                } else {
+                    t[2] = fmaf(-z1, S.x, t[2]);
+                    t[3] = fmaf(-z1, S.y, t[3]);
+                }
+            }
             acc[0] = fmaf(sc[gi][0], t[0], acc[0]);
             acc[1] = fmaf(sc[gi][0], t[1], acc[1]);
             acc[2] = fmaf(sc[gi][1], t[2], acc[2]);
@@ -582,7 +706,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
         }
-        if (ASYNC) {
+        if (ASYNC || ER) {
             if (last) pend = rt;
         } else {
             __syncthreads();
@@ -595,7 +719,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
-    if (ASYNC) {
+    if (ASYNC || ER) {
         __syncthreads();
         if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
     }
@@ -607,13 +731,22 @@ static int qstage = ST_BYTES; /* INT stage bytes with the bulk-copy loader: 16 K
 extern "C" void frk_set_stream_qstage(int bytes) { qstage = bytes == 32768 ? 32768 : ST_BYTES; }
 extern "C" int frk_get_stream_qstage(void) { return qstage; }
 static int q_sb(void) { return loader ? ST_BYTES : qstage; }
+/* The INT consumer variant of the default kernels (bits of V in k_stream_q; 0 the v15 one; -1
+ * the best measured per format). */
+#define QVAR_INT4 7
+#define QVAR_INT8 1
+static int qvar = -1;
+static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11; }
+extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
+extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
     if (bits == 16) return ST_BYTES;
     if (q_sb() == 32768) return 32768 + (size_t)(bits == 4 ? qgeom<4, 32768>::SZB : qgeom<8, 32768>::SZB);
     return ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
-static size_t x_bytes(int K, int bits, int nb) {
-    return bits == 16 ? (size_t)nb * K * 2 : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2;
+static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group sums [NG][8] */
+    return bits == 16 ? (size_t)nb * K * 2
+                      : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2 + (size_t)fr_cdiv(K, FRK_GROUP) * 32;
 }
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
@@ -664,14 +797,31 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
     else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
     else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
 }
+template <int BITS, int V>
+static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static bool set[2];
+    if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V>, &set[1], units, ns, a, st);
+    else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V>, &set[0], units, ns, a, st);
+}
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[5];
+    static bool set[3];
     if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
-    else if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true>, &set[4], units, ns, a, st);
-    else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[3], units, ns, a, st);
-    else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[1], units, ns, a, st);
-    else launch_stream(k_stream_q<BITS, false>, &set[2], units, ns, a, st);
+    else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
+    else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
+    else switch (qvar >= 0 ? qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8) {
+        case 0: launch_qv<BITS, 0>(units, ns, a, st); break;
+        case 1: launch_qv<BITS, 1>(units, ns, a, st); break;
+        case 2: launch_qv<BITS, 2>(units, ns, a, st); break;
+        case 3: launch_qv<BITS, 3>(units, ns, a, st); break;
+        case 4: launch_qv<BITS, 4>(units, ns, a, st); break;
+        case 5: launch_qv<BITS, 5>(units, ns, a, st); break;
+        case 6: launch_qv<BITS, 6>(units, ns, a, st); break;
+        case 7: launch_qv<BITS, 7>(units, ns, a, st); break;
+        case 9: launch_qv<BITS, 9>(units, ns, a, st); break;
+        case 10: launch_qv<BITS, 10>(units, ns, a, st); break;
+        default: launch_qv<BITS, 11>(units, ns, a, st); break;
+        }
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {

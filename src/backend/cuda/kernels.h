@@ -199,6 +199,12 @@ int frk_get_stream_minb(void);
 /* INT stage size with the bulk-copy loader: 16384 (default) or 32768 bytes of weights. */
 void frk_set_stream_qstage(int bytes);
 int frk_get_stream_qstage(void);
+/* INT consumer variant of the default (bulk-copy, 16 KiB, two blocks) kernels, a bit set: 1 early
+ * slot release, 2 activations in B-fragment order, 4 INT4 dequantisation with one shift, 8 zero
+ * point folded out (group sums of the activations); 0-7, 9-11. 0 is the earlier consumer (kept
+ * checked); -1 (default) the best measured per format. */
+void frk_set_stream_qvar(int v);
+int frk_get_stream_qvar(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */
