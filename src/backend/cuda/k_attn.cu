@@ -26,6 +26,7 @@
 #include "backend/cuda/kernels.h"
 
 #define LOG2E 1.4426950408889634f
+#define ATTN_MINB_DEFAULT 8
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
 /* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
@@ -82,8 +83,11 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
     }
 }
 
-template <int D, int GM, bool I8, int CH>
-__global__ void __launch_bounds__(128) k_attn(frk_attn_args a, int G, int prewait) {
+/* MINB 8 caps the registers at 64, so two blocks fit an SM beside two streamed-GEMV blocks (96
+ * registers x 256 threads each) while those still run: the decode attention's blocks are resident,
+ * with their early K/V loads issued, before the qkv product ends (frk_set_attn_minb). */
+template <int D, int GM, bool I8, int CH, int MINB = 1>
+__global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int prewait) {
     constexpr int TPK = D / 8;                          /* threads per key */
     constexpr int KPP = 128 / TPK;                      /* keys per pass */
     constexpr int NP = CH / KPP > 0 ? CH / KPP : 1;     /* passes per chunk */
@@ -315,16 +319,23 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
 
 static int attn_prewait = 1;
 extern "C" void frk_set_attn_prewait(int on) { attn_prewait = on ? 1 : 0; }
+static int attn_minb = ATTN_MINB_DEFAULT;
+extern "C" void frk_set_attn_minb(int n) { attn_minb = n == 8 ? 8 : 1; }
+extern "C" int frk_get_attn_minb(void) { return attn_minb; }
 static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
     dim3 grid(a->n_split, a->Hkv, a->T);
     const bool small = attn_small(a);
     if (a->kv_int8) {
-        if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        if (small && attn_minb == 8 && D <= 128 && GM <= 4)
+            frk_launch(k_attn<D, GM, true, 16, (D <= 128 && GM <= 4 ? 8 : 1)>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        else if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
         else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
     } else {
-        if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        if (small && attn_minb == 8 && D <= 128 && GM <= 4)
+            frk_launch(k_attn<D, GM, false, 16, (D <= 128 && GM <= 4 ? 8 : 1)>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+        else if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
         else frk_launch(k_attn<D, GM, false, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
     }
 }

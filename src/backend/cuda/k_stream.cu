@@ -196,63 +196,33 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
     __syncthreads();
 }
 
-/* The INT kernels' activations with their group sums (ZF): as stage_x<true, PX>, and gsum[g][n]
- * = the sum over group g (128 columns) of row n's f16 values (n < nb; 0 for nb <= n < 8), in fp32.
- * Each warp converts whole groups, 4 columns a lane, so one warp reduction per group. */
+/* The INT kernels' activations with their group sums (ZF): stage_x<true, PX>, then gsum[g][n] =
+ * the sum over group g (128 columns) of row n's f16 values (n < nb; 0 for nb <= n < 8), in fp32:
+ * one thread per (row, group) reads the group's 256 contiguous bytes (in either layout) with a
+ * rotated start, so the 16-byte loads of a warp spread over the banks. */
 template <bool PX>
 static __device__ void stage_x_zf(const frk_gemv_args &a, int nb, int Kp, half *xs, float *gsum,
                                   float (*wsum)[8], float *inv) {
-    const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, NG = Kp / FRK_GROUP;
-    if (a.xf) {
-        for (int n = 0; n < nb; n++) {
-            const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
-            float ss = 0.f;
-            for (int k = tid * 4; k < K; k += 1024) {
-                const float4 v = *(const float4 *)(xr + k);
-                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            }
-            ss = warp_sum(ss);
-            if (lane == 0) wsum[n][warp] = ss;
-        }
-        __syncthreads();
-        if (tid < nb) {
-            float t = 0.f;
+    stage_x<true, PX>(a, nb, Kp, xs, wsum, inv);
+    const int NG = Kp / FRK_GROUP;
+    for (int i = threadIdx.x; i < NG * nb; i += blockDim.x) {
+        const int n = i / NG, g = i - n * NG;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+        const uint4 *p = (const uint4 *)(xs + (size_t)n * Kp + (size_t)g * FRK_GROUP);
 #pragma unroll
-            for (int w = 0; w < 8; w++) t += wsum[tid][w];
-            inv[tid] = rsqrtf(t / (float)K + a.eps);
+        for (int c = 0; c < 16; c++) {
+            const uint4 v = p[(c + i) & 15];
+            const float2 f0 = __half22float2(*(const half2 *)&v.x), f1 = __half22float2(*(const half2 *)&v.y);
+            const float2 f2 = __half22float2(*(const half2 *)&v.z), f3 = __half22float2(*(const half2 *)&v.w);
+            s0 += f0.x + f0.y;
+            s1 += f1.x + f1.y;
+            s2 += f2.x + f2.y;
+            s3 += f3.x + f3.y;
         }
-        __syncthreads();
+        gsum[g * 8 + n] = (s0 + s1) + (s2 + s3);
     }
-    for (int n = 0; n < nb; n++) {
-        half *xr16 = xs + (size_t)n * Kp;
-        for (int kb = warp * FRK_GROUP; kb < Kp; kb += 8 * FRK_GROUP) {
-            const int k = kb + lane * 4;
-            half2 h0 = __floats2half2_rn(0.f, 0.f), h1 = h0;
-            if (k < K) {
-                if (a.xf) {
-                    const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
-                    const float iv = inv[n];
-                    const float4 v = *(const float4 *)(xr + k);
-                    const float4 g = *(const float4 *)(a.nw + k);
-                    const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
-                    const bf162 p1 = __floats2bfloat162_rn(v.z * iv * g.z, v.w * iv * g.w);
-                    h0 = __floats2half2_rn(__low2float(p0), __high2float(p0));
-                    h1 = __floats2half2_rn(__low2float(p1), __high2float(p1));
-                } else {
-                    const uint2 v = *(const uint2 *)((const bf16 *)a.x + (size_t)n * a.ldx + k);
-                    h0 = __floats2half2_rn(bf_lo(v.x), bf_hi(v.x));
-                    h1 = __floats2half2_rn(bf_lo(v.y), bf_hi(v.y));
-                }
-            }
-            *(half2 *)(xr16 + (PX ? xperm(k) : k)) = h0;
-            *(half2 *)(xr16 + (PX ? xperm(k + 2) : k + 2)) = h1;
-            float sg = __low2float(h0) + __high2float(h0) + __low2float(h1) + __high2float(h1);
-            sg = warp_sum(sg);
-            if (lane == 0) gsum[(kb / FRK_GROUP) * 8 + n] = sg;
-        }
-    }
-    for (int i = tid; i < NG * 8; i += blockDim.x)
-        if (i % 8 >= nb) gsum[i] = 0.f;
+    for (int i = threadIdx.x; i < NG * 8; i += blockDim.x)
+        if ((i & 7) >= nb) gsum[i] = 0.f;
     __syncthreads();
 }
 

@@ -99,6 +99,10 @@ void frk_attention(const frk_attn_args *a, cudaStream_t st);
 /* Decode attention with the bf16 cache: 1 (default) loads the first chunk's K/V rows that earlier
  * steps stored before the dependency wait (programmatic dependent launch), 0 after it. */
 void frk_set_attn_prewait(int on);
+/* Decode attention (T <= 4, split; head_dim <= 128, <= 4 query heads per KV head) at most 64
+ * registers (8, default) so two blocks fit beside the streamed products, or unconstrained (1). */
+void frk_set_attn_minb(int n);
+int frk_get_attn_minb(void);
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
  * pos0 .. pos0+T-1, the cache holding 0 .. pos0+T-1): tensor-core tiles (mma.sync bf16),
  * D in {64, 128}, bf16 KV only. Same output as frk_attention. */
