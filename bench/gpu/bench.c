@@ -274,14 +274,15 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
                 32 / tv, 1e3 * tv / 32);
         }
     frk_set_attn_prewait(1);
-    for (int i = 0; i < 4; i++) { /* decode attention at <= 64 registers (default) or unconstrained, twice */
-        frk_set_attn_minb(i & 1 ? 1 : 8);
+    fr_cuda_set_attn_merge(c, dc.attn_merge);
+    for (int i = 0; i < 4; i++) { /* decode attention unconstrained (default) or at <= 64 registers, twice */
+        frk_set_attn_minb(i & 1 ? 8 : 1);
         fr_cuda_set_fuse(c, 1); /* drops the graphs */
         const double tv = b1_point(c, s1);
         LOG("decode batch 1 (%s, graphs) fused, attention %s registers: %.1f tok/s, %.3f ms/token\n", what,
             i & 1 ? "unconstrained" : "<= 64", 32 / tv, 1e3 * tv / 32);
     }
-    frk_set_attn_minb(8);
+    frk_set_attn_minb(1);
     fr_cuda_set_attn_prefetch(c, dc.attn_prefetch);
     fr_cuda_set_attn_merge(c, dc.attn_merge);
     /* register budget for a third resident block: {min blocks, stages, blocks per SM}, twice */

@@ -26,7 +26,7 @@
 #include "backend/cuda/kernels.h"
 
 #define LOG2E 1.4426950408889634f
-#define ATTN_MINB_DEFAULT 8
+#define ATTN_MINB_DEFAULT 1
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
 /* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
@@ -84,8 +84,8 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
 }
 
 /* MINB 8 caps the registers at 64, so two blocks fit an SM beside two streamed-GEMV blocks (96
- * registers x 256 threads each) while those still run: the decode attention's blocks are resident,
- * with their early K/V loads issued, before the qkv product ends (frk_set_attn_minb). */
+ * registers x 256 threads each) while those still run (frk_set_attn_minb(8)); measured slower on
+ * an H200 (bench/GPU-NOTES.md v21: spills, and the attention's own time grows), so opt-in. */
 template <int D, int GM, bool I8, int CH, int MINB = 1>
 __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int prewait) {
     constexpr int TPK = D / 8;                          /* threads per key */

@@ -100,7 +100,7 @@ void frk_attention(const frk_attn_args *a, cudaStream_t st);
  * steps stored before the dependency wait (programmatic dependent launch), 0 after it. */
 void frk_set_attn_prewait(int on);
 /* Decode attention (T <= 4, split; head_dim <= 128, <= 4 query heads per KV head) at most 64
- * registers (8, default) so two blocks fit beside the streamed products, or unconstrained (1). */
+ * registers (8) so two blocks fit beside the streamed products, or unconstrained (1, default). */
 void frk_set_attn_minb(int n);
 int frk_get_attn_minb(void);
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
