@@ -207,9 +207,9 @@ static double b1_point(fr_cuda *c, seqset *s1) {
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
     if (strcmp(what, "bf16")) { /* INT consumer variants (k_stream_q's V bits), twice, interleaved */
-        const int qv0 = frk_get_stream_qvar(), vs[7] = {-1, 0, 1, 7, 9, 10, 11};
+        const int qv0 = frk_get_stream_qvar(), vs[8] = {-1, 1, 7, 11, 17, 23, 27, 0};
         for (int rep = 0; rep < 2; rep++)
-            for (int i = 0; i < 7; i++) {
+            for (int i = 0; i < 8; i++) {
                 frk_set_stream_qvar(vs[i]);
                 fr_cuda_set_fuse(c, 1); /* drops the graphs */
                 const double tv = b1_point(c, s1);
@@ -218,9 +218,9 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
                         32 / tv, 1e3 * tv / 32);
                 else
                     LOG("decode batch 1 (%s, graphs) fused, INT consumer v%d (early release %s, B-order x %s, "
-                        "one-shift int4 %s, folded zero point %s): %.1f tok/s, %.3f ms/token\n", what, vs[i],
-                        vs[i] & 1 ? "on" : "off", vs[i] & 2 ? "on" : "off", vs[i] & 4 ? "on" : "off",
-                        vs[i] & 8 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
+                        "one-shift int4 %s, folded zero point %s, producer warp %s): %.1f tok/s, %.3f ms/token\n",
+                        what, vs[i], vs[i] & 1 ? "on" : "off", vs[i] & 2 ? "on" : "off", vs[i] & 4 ? "on" : "off",
+                        vs[i] & 8 ? "on" : "off", vs[i] & 16 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
             }
         frk_set_stream_qvar(qv0);
         fr_cuda_set_fuse(c, -1);

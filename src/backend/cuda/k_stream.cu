@@ -135,16 +135,17 @@ template <bool F16, bool PX = false>
 static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                                float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kend = tid < 256 ? K : 0; /* the 256 worker threads (a producer warp beyond them idles) */
     if (a.xf) {
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             float ss = 0.f;
-            for (int k = tid * 4; k < K; k += 1024) {
+            for (int k = tid * 4; k < kend; k += 1024) {
                 const float4 v = *(const float4 *)(xr + k);
                 ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             }
             ss = warp_sum(ss);
-            if (lane == 0) wsum[n][warp] = ss;
+            if (lane == 0 && warp < 8) wsum[n][warp] = ss;
         }
         __syncthreads();
         if (tid < nb) {
@@ -157,7 +158,7 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             const float iv = inv[n];
-            for (int k = tid * 4; k < K; k += 1024) {
+            for (int k = tid * 4; k < kend; k += 1024) {
                 const float4 v = *(const float4 *)(xr + k);
                 const float4 g = *(const float4 *)(a.nw + k);
                 const bf162 p0 = __floats2bfloat162_rn(v.x * iv * g.x, v.y * iv * g.y);
@@ -176,7 +177,7 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
     } else {
         for (int n = 0; n < nb; n++) {
             const bf16 *xr = (const bf16 *)a.x + (size_t)n * a.ldx;
-            for (int k = tid * 8; k < K; k += 2048) {
+            for (int k = tid * 8; k < kend; k += 2048) {
                 const uint4 v = *(const uint4 *)(xr + k);
                 if (F16) {
                     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
@@ -471,6 +472,36 @@ static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], 
         }
     }
 }
+/* epi_q by the 32 lanes of one warp (the producer warp): output i = lane, lane + 32, ... */
+static __device__ void epi_q_lanes(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre, int lane) {
+    const bool pm = pair_mode(a.mode);
+    for (int i = lane; i < 16 * a.nb; i += 32) {
+        const int r = i % 16, n = i / 16, row = rt * 16 + r;
+        if (pm && (r & 1)) continue;
+        if (row >= a.M || (pm && row + 1 >= a.M)) continue;
+        float v0 = 0.f, v1 = 0.f;
+        {
+            const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
+#pragma unroll
+            for (int w = 0; w < 8; w++) v0 += red[w][ln][e];
+        }
+        if (pm) {
+            const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
+#pragma unroll
+            for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
+            epi_pair(a, row, n, v0, v1);
+        } else if (a.mode == FRK_OUT_ACC && i == lane) {
+            ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
+        } else {
+            epi_one(a, row, n, v0);
+        }
+    }
+}
+static __device__ __forceinline__ float acc_pre_lane(const frk_gemv_args &a, int rt, int lane) {
+    const int i = lane, r = i % 16, n = i / 16, row = rt * 16 + r;
+    if (a.mode != FRK_OUT_ACC || i >= 16 * a.nb || row >= a.M) return 0.f;
+    return ((const float *)a.out)[(size_t)n * a.ldo + row];
+}
 /* Thread tid's residual value of tile rt for epi_q (ACC mode, tid < 16 nb). */
 static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) {
     const int i = threadIdx.x, r = i % 16, n = i / 16, row = rt * 16 + r;
@@ -484,10 +515,17 @@ static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) 
  * activations in xperm order (one 16-byte shared load per two k-steps, no per-load select: the
  * batch columns past nb repeat column 0 and are never stored); 4 the INT4 dequantisation with one
  * shift (qf_frag4s). 0 is the v15 consumer. */
+/* Bit 16 (with 1) adds a ninth, producer warp: it joins each stage's block barrier, then refills
+ * the slot (its lane 0) and runs the previous tile's epilogue while the eight consumer warps do the
+ * MMAs, so neither the bulk-copy issue nor the epilogue sits on a consumer warp's path to the
+ * next barrier (ncu: a third of the INT4 consumers' stall cycles were at that barrier). */
+template <int V> struct qthreads { static constexpr int n = (V & 16) ? 288 : 256; };
 template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
-__global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
+__global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
-    constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0;
+    static_assert(!(V & 16) || (V & 1), "the producer warp needs early release");
+    constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0, PW = (V & 16) != 0;
+    constexpr int ITID = PW ? 256 : 0; /* the thread that issues the bulk copies */
     constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
     typedef qgeom<BITS, SB> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
@@ -536,11 +574,11 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
     };
     if (ASYNC) {
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
-    } else if (tid == 0) {
+    } else if (tid == ITID) {
         pol = tma_begin(bar, ns);
         for (int s = 0; s < ns && s < nst; s++) issue();
     }
-    if (tid == 0)
+    if (tid == ITID)
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
@@ -557,6 +595,24 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
     int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
     float pre = 0.f;               /* ACC: this thread's residual of the current tile */
+    if (PW && warp == 8) { /* the producer warp: one barrier per stage, as the consumers */
+        for (int s = 0; s < nst; s++) {
+            if (s == trig && s > 0) pdl_trigger();
+            __syncthreads(); /* every consumer holds stage s in registers: the slot is free */
+            if (lane == 0 && s + ns < nst) {
+                fence_proxy_async();
+                issue();
+            }
+            if (pend >= 0) epi_q_lanes(a, red[(pend - rt0) & 1], pend, pre, lane);
+            pend = -1;
+            if (j == 0) pre = acc_pre_lane(a, rt, lane);
+            if (j == NST - 1) pend = rt;
+            if (++j == NST) j = 0, rt++;
+        }
+        __syncthreads();
+        if (pend >= 0) epi_q_lanes(a, red[(pend - rt0) & 1], pend, pre, lane);
+        return;
+    }
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
         const int g0 = j * Q::GPS;
@@ -590,14 +646,16 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
                 for (int ci = 0; ci < Q::CPG; ci++)
                     ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
             __syncthreads(); /* the slot is free: refill it before the arithmetic */
-            if (tid == 0 && s + ns < nst) {
-                fence_proxy_async();
-                issue();
+            if (!PW) {
+                if (tid == 0 && s + ns < nst) {
+                    fence_proxy_async();
+                    issue();
+                }
+                if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+                pend = -1;
             }
-            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
-            pend = -1;
         }
-        if (j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
+        if (!PW && j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
         uint32_t zz[Q::GPW][2], nz[Q::GPW];
         float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
         int Gk[Q::GPW];
@@ -676,8 +734,9 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
         }
-        if (ASYNC || ER) {
+        if (ASYNC || (ER && !PW)) {
             if (last) pend = rt;
+        } else if (PW) {
         } else {
             __syncthreads();
             if (tid == 0 && s + ns < nst) {
@@ -691,7 +750,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_q(const frk_gemv_args a, i
     }
     if (ASYNC || ER) {
         __syncthreads();
-        if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+        if (!PW && pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
     }
     tl_mark(TR ? a.trace : nullptr, 2);
 }
@@ -706,7 +765,7 @@ static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 #define QVAR_INT4 11
 #define QVAR_INT8 1
 static int qvar = -1;
-static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11; }
+static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11 || v == 17 || v == 23 || v == 27; }
 extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
 extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
@@ -748,14 +807,14 @@ static int sm_count(void) {
 
 template <typename... KArgs>
 static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, int ns,
-                          const frk_gemv_args *a, cudaStream_t st) {
+                          const frk_gemv_args *a, cudaStream_t st, int nthreads = 256) {
     if (!*attr_set) {
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
         *attr_set = true;
     }
     const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
-    frk_launch(kernel, dim3(grid), dim3(256), smem, st, *a, l2pf_bytes, ns);
+    frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, *a, l2pf_bytes, ns);
 }
 
 /* The kernel for the loader and register budget in force. */
@@ -770,8 +829,8 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
 template <int BITS, int V>
 static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
     static bool set[2];
-    if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V>, &set[1], units, ns, a, st);
-    else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V>, &set[0], units, ns, a, st);
+    if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
+    else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
 }
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
@@ -790,6 +849,9 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         case 7: launch_qv<BITS, 7>(units, ns, a, st); break;
         case 9: launch_qv<BITS, 9>(units, ns, a, st); break;
         case 10: launch_qv<BITS, 10>(units, ns, a, st); break;
+        case 17: launch_qv<BITS, 17>(units, ns, a, st); break;
+        case 23: launch_qv<BITS, 23>(units, ns, a, st); break;
+        case 27: launch_qv<BITS, 27>(units, ns, a, st); break;
         default: launch_qv<BITS, 11>(units, ns, a, st); break;
         }
 }

@@ -205,8 +205,9 @@ void frk_set_stream_qstage(int bytes);
 int frk_get_stream_qstage(void);
 /* INT consumer variant of the default (bulk-copy, 16 KiB, two blocks) kernels, a bit set: 1 early
  * slot release, 2 activations in B-fragment order, 4 INT4 dequantisation with one shift, 8 zero
- * point folded out (group sums of the activations); 0-7, 9-11. 0 is the earlier consumer (kept
- * checked); -1 (default) the best measured per format. */
+ * point folded out (group sums of the activations), 16 a producer warp (refills and epilogues off
+ * the consumer warps); 0-7, 9-11, 17, 23, 27. 0 is the earlier consumer (kept checked); -1
+ * (default) the best measured per format. */
 void frk_set_stream_qvar(int v);
 int frk_get_stream_qvar(void);
 
