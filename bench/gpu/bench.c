@@ -207,7 +207,7 @@ static double b1_point(fr_cuda *c, seqset *s1) {
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
     if (strcmp(what, "bf16")) { /* INT consumer variants (k_stream_q's V bits), twice, interleaved */
-        const int qv0 = frk_get_stream_qvar(), vs[8] = {-1, 1, 7, 11, 17, 23, 27, 0};
+        const int qv0 = frk_get_stream_qvar(), vs[8] = {-1, 1, 7, 11, 23, 27, 55, 0};
         for (int rep = 0; rep < 2; rep++)
             for (int i = 0; i < 8; i++) {
                 frk_set_stream_qvar(vs[i]);
@@ -218,9 +218,11 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
                         32 / tv, 1e3 * tv / 32);
                 else
                     LOG("decode batch 1 (%s, graphs) fused, INT consumer v%d (early release %s, B-order x %s, "
-                        "one-shift int4 %s, folded zero point %s, producer warp %s): %.1f tok/s, %.3f ms/token\n",
+                        "one-shift int4 %s, folded zero point %s, producer warp %s, free-running %s): %.1f tok/s, "
+                        "%.3f ms/token\n",
                         what, vs[i], vs[i] & 1 ? "on" : "off", vs[i] & 2 ? "on" : "off", vs[i] & 4 ? "on" : "off",
-                        vs[i] & 8 ? "on" : "off", vs[i] & 16 ? "on" : "off", 32 / tv, 1e3 * tv / 32);
+                        vs[i] & 8 ? "on" : "off", vs[i] & 16 ? "on" : "off", vs[i] & 32 ? "on" : "off", 32 / tv,
+                        1e3 * tv / 32);
             }
         frk_set_stream_qvar(qv0);
         fr_cuda_set_fuse(c, -1);
@@ -275,8 +277,8 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
         }
     frk_set_attn_prewait(1);
     fr_cuda_set_attn_merge(c, dc.attn_merge);
-    for (int i = 0; i < 4; i++) { /* decode attention unconstrained (default) or at <= 64 registers, twice */
-        frk_set_attn_minb(i & 1 ? 8 : 1);
+    for (int i = 0; i < 4; i++) { /* decode attention at <= 64 registers or unconstrained (default), twice */
+        frk_set_attn_minb(i & 1 ? 1 : 8);
         fr_cuda_set_fuse(c, 1); /* drops the graphs */
         const double tv = b1_point(c, s1);
         LOG("decode batch 1 (%s, graphs) fused, attention %s registers: %.1f tok/s, %.3f ms/token\n", what,

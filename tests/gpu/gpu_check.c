@@ -1170,8 +1170,8 @@ int main(int argc, char **argv) {
         check_stream(34, 200, 4, 2, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_minb(1);
-        static const int qvq[6] = {0, 3, 9, 11, 17, 27}; /* INT consumer variants (default per format) */
-        for (int i = 0; i < 6; i++) {
+        static const int qvq[7] = {0, 3, 9, 11, 17, 27, 55}; /* INT consumer variants (default per format) */
+        for (int i = 0; i < 7; i++) {
             frk_set_stream_qvar(qvq[i]);
             check_stream(66, 4160, 4, 3, true);
             check_stream(40, 256, 8, 5, false);
@@ -1278,8 +1278,8 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
         frk_set_stream_qstage(16384);
-        static const int qvs[14] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27}; /* INT consumer variants */
-        for (int i = 0; i < 14; i++) {
+        static const int qvs[15] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55}; /* INT consumer variants */
+        for (int i = 0; i < 15; i++) {
             const int v = qvs[i];
             frk_set_stream_qvar(v);
             for (int bits = 4; bits <= 8; bits += 4) {
@@ -1339,8 +1339,8 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
-        static const int qvd[3] = {0, 11, 27}; /* the v15, folded-zero-point and producer-warp consumers */
-        for (int i = 0; i < 3; i++) {
+        static const int qvd[4] = {0, 11, 27, 55}; /* the v15, folded-zero-point, producer-warp, free-running consumers */
+        for (int i = 0; i < 4; i++) {
             frk_set_stream_qvar(qvd[i]);
             check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
             check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);

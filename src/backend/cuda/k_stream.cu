@@ -72,6 +72,9 @@ static __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t byt
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) { /* release, CTA scope */
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
     uint32_t done;
     do {
@@ -524,12 +527,17 @@ template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false
 __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
     static_assert(!(V & 16) || (V & 1), "the producer warp needs early release");
+    static_assert(!(V & 32) || (V & 16), "free-running consumers need the producer warp");
     constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0, PW = (V & 16) != 0;
+    constexpr bool FR = (V & 32) != 0; /* no block barrier per stage: per-slot "empty" mbarriers */
     constexpr int ITID = PW ? 256 : 0; /* the thread that issues the bulk copies */
     constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
     typedef qgeom<BITS, SB> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
+    /* FR: empty[slot] (8 consumer warps released it), tbar[b] (8 warps wrote tile partials b),
+     * rfree[b] (the producer's epilogue has read them) */
+    __shared__ __align__(8) uint64_t empty[FR ? ST_NS_MAX : 1], tbar[2], rfree[2];
     __shared__ __align__(16) float red[2][8][32][4];
     __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
@@ -575,7 +583,11 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     if (ASYNC) {
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == ITID) {
-        pol = tma_begin(bar, ns);
+        if (FR) {
+            for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), 8);
+            for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), 8), mbar_init(sptr(&rfree[b]), 1);
+        }
+        pol = tma_begin(bar, ns); /* (its fence publishes the inits above too) */
         for (int s = 0; s < ns && s < nst; s++) issue();
     }
     if (tid == ITID)
@@ -595,6 +607,31 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
     float pre = 0.f;               /* ACC: this thread's residual of the current tile */
+    if (FR && warp == 8) { /* the producer warp, free-running consumers */
+        uint32_t epar = 0;
+        int esl = 0, t = 0; /* slot of stage s, local tile index */
+        for (int s = 0; s < nst; s++) {
+            if (s == trig && s > 0) pdl_trigger();
+            if (s + ns < nst) {
+                mbar_wait(sptr(&empty[esl]), epar); /* all eight consumer warps hold stage s */
+                if (lane == 0) {
+                    fence_proxy_async();
+                    issue();
+                }
+            }
+            if (j == 0) pre = acc_pre_lane(a, rt, lane);
+            if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
+                mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
+                epi_q_lanes(a, red[t & 1], rt, pre, lane);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
+                t++;
+            }
+            if (++esl == ns) esl = 0, epar ^= 1u;
+            if (++j == NST) j = 0, rt++;
+        }
+        return;
+    }
     if (PW && warp == 8) { /* the producer warp: one barrier per stage, as the consumers */
         for (int s = 0; s < nst; s++) {
             if (s == trig && s > 0) pdl_trigger();
@@ -645,7 +682,12 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
 #pragma unroll
                 for (int ci = 0; ci < Q::CPG; ci++)
                     ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
-            __syncthreads(); /* the slot is free: refill it before the arithmetic */
+            if (FR) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(sptr(&empty[slot])); /* this warp is done with the slot */
+            } else {
+                __syncthreads(); /* the slot is free: refill it before the arithmetic */
+            }
             if (!PW) {
                 if (tid == 0 && s + ns < nst) {
                     fence_proxy_async();
@@ -731,8 +773,14 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         const bool last = j == NST - 1;
         const int buf = (rt - rt0) & 1;
         if (last) {
+            const int tl = rt - rt0; /* local tile index */
+            if (FR && tl >= 2) mbar_wait(sptr(&rfree[buf]), ((tl >> 1) + 1) & 1); /* tile tl - 2 read */
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+            if (FR) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(sptr(&tbar[buf]));
+            }
         }
         if (ASYNC || (ER && !PW)) {
             if (last) pend = rt;
@@ -748,7 +796,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
-    if (ASYNC || ER) {
+    if (ASYNC || (ER && !FR)) {
         __syncthreads();
         if (!PW && pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
     }
@@ -762,10 +810,10 @@ extern "C" int frk_get_stream_qstage(void) { return qstage; }
 static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 /* The INT consumer variant of the default kernels (bits of V in k_stream_q; 0 the v15 one; -1
  * the best measured per format). */
-#define QVAR_INT4 11
-#define QVAR_INT8 1
+#define QVAR_INT4 23
+#define QVAR_INT8 23
 static int qvar = -1;
-static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11 || v == 17 || v == 23 || v == 27; }
+static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11 || v == 17 || v == 23 || v == 27 || v == 55; }
 extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
 extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
@@ -852,6 +900,7 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         case 17: launch_qv<BITS, 17>(units, ns, a, st); break;
         case 23: launch_qv<BITS, 23>(units, ns, a, st); break;
         case 27: launch_qv<BITS, 27>(units, ns, a, st); break;
+        case 55: launch_qv<BITS, 55>(units, ns, a, st); break;
         default: launch_qv<BITS, 11>(units, ns, a, st); break;
         }
 }
