@@ -810,8 +810,8 @@ extern "C" int frk_get_stream_qstage(void) { return qstage; }
 static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 /* The INT consumer variant of the default kernels (bits of V in k_stream_q; 0 the v15 one; -1
  * the best measured per format). */
-#define QVAR_INT4 23
-#define QVAR_INT8 23
+#define QVAR_INT4 55
+#define QVAR_INT8 55
 static int qvar = -1;
 static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11 || v == 17 || v == 23 || v == 27 || v == 55; }
 extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
