@@ -4,12 +4,13 @@
  * and the step is fast only if HBM never waits: not inside a kernel (enough bytes in flight),
  * not between kernels (ramp and tail), not during the small operations around the products.
  *
- *   - Blocks of 8 warps (two per SM by default: frk_set_stream_bps) each own a contiguous range
- *     of rows. Weights arrive through the bulk-copy engine (cp.async.bulk global -> shared,
- *     completion counted in bytes on an mbarrier per stage), 4 stages of 16 KiB in flight per
- *     block by default (up to 12, as many as shared memory holds beside the input rows), no
- *     registers held by loads. Warps compute from shared memory; one __syncthreads per stage
- *     releases a slot, and thread 0 refills it. Slot, row group / tile, k-tile and mbarrier
+ *   - Blocks of 8 warps (INT: + a producer warp; two blocks per SM by default:
+ *     frk_set_stream_bps) each own a contiguous range of rows. Weights arrive through the
+ *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
+ *     mbarrier per stage), 4 stages of 16 KiB in flight per block by default (up to 12, as many
+ *     as shared memory holds beside the input rows), no registers held by loads. bf16: warps
+ *     compute from shared memory; one __syncthreads per stage releases a slot, and thread 0
+ *     refills it (INT: see below). Slot, row group / tile, k-tile and mbarrier
  *     parity advance by increments: a few divisions per stage cost 5-6 % (GPU-NOTES v14).
  *   - A block signals its dependents (griddepcontrol.launch_dependents) when its last stages
  *     are in flight; the first stages are issued before griddepcontrol.wait (weights never
@@ -22,11 +23,17 @@
  * BF16 weights (nb <= 4): a stage is 8 rows x 1024 columns (one row per warp); each lane does
  * 16-byte shared loads and fp32 FMAs, one warp reduction per row at the row's last stage.
  * INT8 / INT4 (nb <= 8): a stage is 8 / 16 groups of one 16-row tile in the packed fragment
- * layout of k_gemv.cu (plus their scale words); each warp takes 1 / 2 groups side by side, two
- * accumulator chains each, dequantises with lop3 / prmt + hsub2 and multiplies on the tensor
- * cores (mma.sync m16n8k16 f16, the batch as the N dimension) against the activations held in
- * shared memory as f16; the 8 warps' tile partials meet in shared memory at the tile's last
- * stage (an ACC epilogue's residual is read when the tile starts).
+ * layout of k_gemv.cu (plus their scale words); each of 8 consumer warps takes 1 / 2 groups side
+ * by side, two accumulator chains each, dequantises with prmt / lop3 (+ hsub2 / hfma2) and
+ * multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as the N dimension) against
+ * the activations held in shared memory as f16; the 8 warps' tile partials meet in shared memory
+ * at the tile's last stage. The default consumer (variant 55, bits in k_stream_q) has a ninth,
+ * producer warp that issues the bulk copies and runs the tile epilogues; consumer warps load a
+ * stage's fragments into registers, arrive on the slot's "empty" mbarrier (no block barrier per
+ * stage) and then compute; INT4 keeps odd nibbles 4 bits up (one shift per word) and the
+ * activations are stored in B-fragment order (one 16-byte load per two MMAs). The earlier
+ * consumers (one block barrier per stage, thread 0 refilling; folded zero point) stay selectable
+ * with frk_set_stream_qvar and checked (GPU-NOTES v20-v23).
  * Opt-in variants, measured slower on an H200 and kept checked: the cp.async loader, at most 80
  * registers (frk_set_stream_minb), 32 KiB INT stages (frk_set_stream_qstage); the timeline
  * probes (frk_gemv_args.trace) live in a separate instantiation.
@@ -448,12 +455,15 @@ struct qgeom {
     static constexpr int NACC = GPW >= 4 ? 1 : 2; /* accumulator chains per group */
 };
 
-/* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]. */
-/* ACC mode: `pre` is this thread's residual value, loaded when the tile started (each row
- * belongs to one block, so it cannot change meanwhile) to keep the read off the epilogue. */
-static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre) {
+/* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]; output i
+ * (row i % 16, batch column i / 16) by the thread with i0 + k * step = i (the block: threadIdx.x,
+ * blockDim.x; the producer warp: its lane, 32). ACC mode: `pre` is the caller's residual value of
+ * its first output, loaded when the tile started (each row belongs to one block, so it cannot
+ * change meanwhile) to keep the read off the epilogue. */
+static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre,
+                                  int i0, int step) {
     const bool pm = pair_mode(a.mode);
-    for (int i = threadIdx.x; i < 16 * a.nb; i += blockDim.x) {
+    for (int i = i0; i < 16 * a.nb; i += step) {
         const int r = i % 16, n = i / 16, row = rt * 16 + r;
         if (pm && (r & 1)) continue;
         if (row >= a.M || (pm && row + 1 >= a.M)) continue;
@@ -468,46 +478,19 @@ static __device__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], 
 #pragma unroll
             for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
             epi_pair(a, row, n, v0, v1);
-        } else if (a.mode == FRK_OUT_ACC && i == (int)threadIdx.x) {
+        } else if (a.mode == FRK_OUT_ACC && i == i0) {
             ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
         } else {
             epi_one(a, row, n, v0);
         }
     }
 }
-/* epi_q by the 32 lanes of one warp (the producer warp): output i = lane, lane + 32, ... */
-static __device__ void epi_q_lanes(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre, int lane) {
-    const bool pm = pair_mode(a.mode);
-    for (int i = lane; i < 16 * a.nb; i += 32) {
-        const int r = i % 16, n = i / 16, row = rt * 16 + r;
-        if (pm && (r & 1)) continue;
-        if (row >= a.M || (pm && row + 1 >= a.M)) continue;
-        float v0 = 0.f, v1 = 0.f;
-        {
-            const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
-#pragma unroll
-            for (int w = 0; w < 8; w++) v0 += red[w][ln][e];
-        }
-        if (pm) {
-            const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
-#pragma unroll
-            for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
-            epi_pair(a, row, n, v0, v1);
-        } else if (a.mode == FRK_OUT_ACC && i == lane) {
-            ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
-        } else {
-            epi_one(a, row, n, v0);
-        }
-    }
+static __device__ __forceinline__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre) {
+    epi_q_from(a, red, rt, pre, threadIdx.x, blockDim.x);
 }
-static __device__ __forceinline__ float acc_pre_lane(const frk_gemv_args &a, int rt, int lane) {
-    const int i = lane, r = i % 16, n = i / 16, row = rt * 16 + r;
-    if (a.mode != FRK_OUT_ACC || i >= 16 * a.nb || row >= a.M) return 0.f;
-    return ((const float *)a.out)[(size_t)n * a.ldo + row];
-}
-/* Thread tid's residual value of tile rt for epi_q (ACC mode, tid < 16 nb). */
-static __device__ __forceinline__ float acc_pre(const frk_gemv_args &a, int rt) {
-    const int i = threadIdx.x, r = i % 16, n = i / 16, row = rt * 16 + r;
+/* The residual value of output i of tile rt for epi_q_from (ACC mode, i < 16 nb; else 0). */
+static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int rt, int i) {
+    const int r = i % 16, n = i / 16, row = rt * 16 + r;
     if (a.mode != FRK_OUT_ACC || i >= 16 * a.nb || row >= a.M) return 0.f;
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
@@ -619,10 +602,10 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                     issue();
                 }
             }
-            if (j == 0) pre = acc_pre_lane(a, rt, lane);
+            if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
                 mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
-                epi_q_lanes(a, red[t & 1], rt, pre, lane);
+                epi_q_from(a, red[t & 1], rt, pre, lane, 32);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
                 t++;
@@ -640,14 +623,14 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                 fence_proxy_async();
                 issue();
             }
-            if (pend >= 0) epi_q_lanes(a, red[(pend - rt0) & 1], pend, pre, lane);
+            if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
             pend = -1;
-            if (j == 0) pre = acc_pre_lane(a, rt, lane);
+            if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) pend = rt;
             if (++j == NST) j = 0, rt++;
         }
         __syncthreads();
-        if (pend >= 0) epi_q_lanes(a, red[(pend - rt0) & 1], pend, pre, lane);
+        if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
         return;
     }
     for (int s = 0; s < nst; s++) {
@@ -697,7 +680,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                 pend = -1;
             }
         }
-        if (!PW && j == 0) pre = acc_pre(a, rt); /* after the deferred epilogue that used the last one */
+        if (!PW && j == 0) pre = acc_pre_at(a, rt, threadIdx.x); /* after the deferred epilogue that used the last one */
         uint32_t zz[Q::GPW][2], nz[Q::GPW];
         float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
         int Gk[Q::GPW];
@@ -729,7 +712,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                     const uint32_t wd[4] = {ch[gi][ci].x, ch[gi][ci].y, ch[gi][ci].z, ch[gi][ci].w};
                     uint32_t A[4];
                     if (ZF) qf_frag_raw<BITS>(wd, jj, A);
-                    else if (D4S) qf_frag4s(wd[jj], zz[gi][0], nz[gi], A);
+                    else if (D4S) qf_frag4s(wd, jj, zz[gi][0], nz[gi], A);
                     else qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
                     const int kst = ci * Q::KPC + jj; /* k-step in the group */
                     uint32_t b0, b1;

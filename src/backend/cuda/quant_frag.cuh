@@ -19,43 +19,6 @@ static __device__ __forceinline__ uint32_t qf_hsub2(uint32_t a, uint32_t b) {
     half2 r = __hsub2(*(const half2 *)&a, *(const half2 *)&b);
     return *(uint32_t *)&r;
 }
-/* A fragment of k-step j of a chunk wd[4] (int4: 4 k-steps per chunk, int8: 2); zz0 / zz1 are
- * the zero-point words of rows gq and gq + 8. */
-template <int BITS>
-static __device__ __forceinline__ void qf_frag(const uint32_t wd[4], int j, uint32_t zz0,
-                                               uint32_t zz1, uint32_t A[4]) {
-    if (BITS == 4) {
-        const uint32_t w = wd[j];
-        A[0] = qf_lop3_and_or(w, 0x000F000Fu, 0x64006400u);
-        A[1] = qf_lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
-        A[2] = qf_lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
-        A[3] = qf_lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
-    } else {
-        const uint32_t w0 = wd[2 * j], w1 = wd[2 * j + 1];
-        A[0] = __byte_perm(w0, 0x64646464u, 0x4140);
-        A[1] = __byte_perm(w0, 0x64646464u, 0x4342);
-        A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
-        A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
-    }
-    A[0] = qf_hsub2(A[0], zz0);
-    A[1] = qf_hsub2(A[1], zz1);
-    A[2] = qf_hsub2(A[2], zz0);
-    A[3] = qf_hsub2(A[3], zz1);
-}
-/* INT4 with one shift instead of three: the odd nibbles stay 4 bits up, f16 (1024 + 16 q), and
- * one hfma2 by 1/16 with nz1 = f16(-(64 + z)) gives (q - z) exactly (the scaling is a power of
- * two and the result a small integer). Rows gq + 8 (A[1], A[3]) hold the odd nibbles. */
-static __device__ __forceinline__ uint32_t qf_hfma2(uint32_t a, uint32_t b, uint32_t c) {
-    half2 r = __hfma2(*(const half2 *)&a, *(const half2 *)&b, *(const half2 *)&c);
-    return *(uint32_t *)&r;
-}
-static __device__ __forceinline__ void qf_frag4s(uint32_t w, uint32_t zz0, uint32_t nz1, uint32_t A[4]) {
-    const uint32_t w8 = w >> 8;
-    A[0] = qf_hsub2(qf_lop3_and_or(w, 0x000F000Fu, 0x64006400u), zz0);
-    A[1] = qf_hfma2(qf_lop3_and_or(w, 0x00F000F0u, 0x64006400u), 0x2C002C00u, nz1);
-    A[2] = qf_hsub2(qf_lop3_and_or(w8, 0x000F000Fu, 0x64006400u), zz0);
-    A[3] = qf_hfma2(qf_lop3_and_or(w8, 0x00F000F0u, 0x64006400u), 0x2C002C00u, nz1);
-}
 /* The raw A fragment for a folded zero point: int4 f16 (1024 + q) in rows gq and (1024 + 16 q) in
  * rows gq + 8 (one shift, no subtraction), int8 (1024 + q); the caller removes the offsets and the
  * zero point with the group sums of the activations. */
@@ -74,6 +37,40 @@ static __device__ __forceinline__ void qf_frag_raw(const uint32_t wd[4], int j, 
         A[2] = __byte_perm(w1, 0x64646464u, 0x4140);
         A[3] = __byte_perm(w1, 0x64646464u, 0x4342);
     }
+}
+/* A fragment of k-step j of a chunk wd[4] (int4: 4 k-steps per chunk, int8: 2); zz0 / zz1 are
+ * the zero-point words of rows gq and gq + 8. */
+template <int BITS>
+static __device__ __forceinline__ void qf_frag(const uint32_t wd[4], int j, uint32_t zz0,
+                                               uint32_t zz1, uint32_t A[4]) {
+    if (BITS == 4) {
+        const uint32_t w = wd[j];
+        A[0] = qf_lop3_and_or(w, 0x000F000Fu, 0x64006400u);
+        A[1] = qf_lop3_and_or(w >> 4, 0x000F000Fu, 0x64006400u);
+        A[2] = qf_lop3_and_or(w >> 8, 0x000F000Fu, 0x64006400u);
+        A[3] = qf_lop3_and_or(w >> 12, 0x000F000Fu, 0x64006400u);
+    } else {
+        qf_frag_raw<8>(wd, j, A);
+    }
+    A[0] = qf_hsub2(A[0], zz0);
+    A[1] = qf_hsub2(A[1], zz1);
+    A[2] = qf_hsub2(A[2], zz0);
+    A[3] = qf_hsub2(A[3], zz1);
+}
+/* INT4 with one shift instead of three: the odd nibbles stay 4 bits up, f16 (1024 + 16 q), and
+ * one hfma2 by 1/16 with nz1 = f16(-(64 + z)) gives (q - z) exactly (the scaling is a power of
+ * two and the result a small integer). Rows gq + 8 (A[1], A[3]) hold the odd nibbles. */
+static __device__ __forceinline__ uint32_t qf_hfma2(uint32_t a, uint32_t b, uint32_t c) {
+    half2 r = __hfma2(*(const half2 *)&a, *(const half2 *)&b, *(const half2 *)&c);
+    return *(uint32_t *)&r;
+}
+static __device__ __forceinline__ void qf_frag4s(const uint32_t wd[4], int j, uint32_t zz0, uint32_t nz1,
+                                                 uint32_t A[4]) {
+    qf_frag_raw<4>(wd, j, A);
+    A[0] = qf_hsub2(A[0], zz0);
+    A[1] = qf_hfma2(A[1], 0x2C002C00u, nz1);
+    A[2] = qf_hsub2(A[2], zz0);
+    A[3] = qf_hfma2(A[3], 0x2C002C00u, nz1);
 }
 static __device__ __forceinline__ void qf_mma(float c[4], const uint32_t a[4], uint32_t b0,
                                               uint32_t b1) {
