@@ -500,11 +500,14 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
  * epilogue, then the MMAs: a slot is held for its load, not for its arithmetic); 2 the
  * activations in xperm order (one 16-byte shared load per two k-steps, no per-load select: the
  * batch columns past nb repeat column 0 and are never stored); 4 the INT4 dequantisation with one
- * shift (qf_frag4s). 0 is the v15 consumer. */
-/* Bit 16 (with 1) adds a ninth, producer warp: it joins each stage's block barrier, then refills
- * the slot (its lane 0) and runs the previous tile's epilogue while the eight consumer warps do the
- * MMAs, so neither the bulk-copy issue nor the epilogue sits on a consumer warp's path to the
- * next barrier (ncu: a third of the INT4 consumers' stall cycles were at that barrier). */
+ * shift (qf_frag4s); 8 the zero point folded out (the MMA sums raw (1024 + q) x, stage_x_zf's
+ * group sums remove the offsets once per group); 16 (with 1) a ninth, producer warp: it joins
+ * each stage's block barrier, then refills the slot (its lane 0) and runs the previous tile's
+ * epilogue while the eight consumer warps do the MMAs, so neither the bulk-copy issue nor the
+ * epilogue sits on a consumer warp's path to the next barrier (ncu: a third of the INT4
+ * consumers' stall cycles were at that barrier); 32 (with 16) no block barrier per stage at all:
+ * consumers arrive on per-slot "empty" mbarriers, tile partials go to the producer through
+ * mbarriers. 0 is the v15 consumer; 55 (1+2+4+16+32) the default (GPU-NOTES v20-v23). */
 template <int V> struct qthreads { static constexpr int n = (V & 16) ? 288 : 256; };
 template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
 __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
