@@ -323,21 +323,20 @@ static int attn_minb = ATTN_MINB_DEFAULT;
 extern "C" void frk_set_attn_minb(int n) { attn_minb = n == 8 ? 8 : 1; }
 extern "C" int frk_get_attn_minb(void) { return attn_minb; }
 static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }
+template <int D, int GM, bool I8>
+static void launch_attn_kv(const frk_attn_args *a, int G, cudaStream_t st) {
+    constexpr bool cap_ok = D <= 128 && GM <= 4; /* the 64-register kernel only where it fits */
+    const dim3 grid(a->n_split, a->Hkv, a->T);
+    const bool small = attn_small(a);
+    if (small && cap_ok && attn_minb == 8)
+        frk_launch(k_attn<D, GM, I8, 16, cap_ok ? 8 : 1>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+    else if (small) frk_launch(k_attn<D, GM, I8, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+    else frk_launch(k_attn<D, GM, I8, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+}
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
-    dim3 grid(a->n_split, a->Hkv, a->T);
-    const bool small = attn_small(a);
-    if (a->kv_int8) {
-        if (small && attn_minb == 8 && D <= 128 && GM <= 4)
-            frk_launch(k_attn<D, GM, true, 16, (D <= 128 && GM <= 4 ? 8 : 1)>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-        else if (small) frk_launch(k_attn<D, GM, true, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-        else frk_launch(k_attn<D, GM, true, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-    } else {
-        if (small && attn_minb == 8 && D <= 128 && GM <= 4)
-            frk_launch(k_attn<D, GM, false, 16, (D <= 128 && GM <= 4 ? 8 : 1)>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-        else if (small) frk_launch(k_attn<D, GM, false, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-        else frk_launch(k_attn<D, GM, false, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-    }
+    if (a->kv_int8) launch_attn_kv<D, GM, true>(a, G, st);
+    else launch_attn_kv<D, GM, false>(a, G, st);
 }
 template <int D>
 static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {

@@ -769,9 +769,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             }
         }
         if (ASYNC || (ER && !PW)) {
-            if (last) pend = rt;
-        } else if (PW) {
-        } else {
+            if (last) pend = rt; /* (with the producer warp, the producer does the epilogue) */
+        } else if (!ER) {
             __syncthreads();
             if (tid == 0 && s + ns < nst) {
                 fence_proxy_async();
@@ -799,7 +798,12 @@ static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 #define QVAR_INT4 55
 #define QVAR_INT8 55
 static int qvar = -1;
-static bool qvar_ok(int v) { return (v >= 0 && v <= 7) || v == 9 || v == 10 || v == 11 || v == 17 || v == 23 || v == 27 || v == 55; }
+static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55}; /* instantiated in launch_q */
+static bool qvar_ok(int v) {
+    for (int q : qvars)
+        if (q == v) return true;
+    return false;
+}
 extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
 extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
