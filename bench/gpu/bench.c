@@ -206,10 +206,22 @@ static double b1_point(fr_cuda *c, seqset *s1) {
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
+    { /* decode attention: the cluster kernel (16, 8) or the per-split kernels + combine (0), 3 x interleaved */
+        const int cl0 = frk_get_attn_cluster(), cls[3] = {16, 8, 0};
+        for (int i = 0; i < 9; i++) {
+            frk_set_attn_cluster(cls[i % 3]);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, attention cluster %d: %.1f tok/s, %.3f ms/token\n", what,
+                cls[i % 3], 32 / tv, 1e3 * tv / 32);
+        }
+        frk_set_attn_cluster(cl0);
+        fr_cuda_set_fuse(c, -1);
+    }
     if (strcmp(what, "bf16")) { /* INT consumer variants (k_stream_q's V bits), twice, interleaved */
-        const int qv0 = frk_get_stream_qvar(), vs[8] = {-1, 1, 7, 11, 23, 27, 55, 0};
+        const int qv0 = frk_get_stream_qvar(), vs[3] = {-1, 23, 0};
         for (int rep = 0; rep < 2; rep++)
-            for (int i = 0; i < 8; i++) {
+            for (int i = 0; i < 3; i++) {
                 frk_set_stream_qvar(vs[i]);
                 fr_cuda_set_fuse(c, 1); /* drops the graphs */
                 const double tv = b1_point(c, s1);
@@ -822,6 +834,13 @@ static void kernel_breakdown(void) {
         }
     }
     double us;
+    const int cl0 = frk_get_attn_cluster();
+    frk_set_attn_cluster(16);
+    attn_bench("attention decode b=1 ctx=640 cluster 16", 1, 640, 33, 0, 0, &us);
+    attn_bench("attention decode b=4 ctx=640 cluster 16", 4, 640, 16, 0, 0, &us);
+    frk_set_attn_cluster(8);
+    attn_bench("attention decode b=1 ctx=640 cluster 8", 1, 640, 33, 0, 0, &us);
+    frk_set_attn_cluster(0); /* the per-split kernels below */
     attn_bench("attention decode b=1 ctx=640 split=33", 1, 640, 33, 0, 0, &us);
     attn_bench("attention decode b=1 ctx=640 split=1", 1, 640, 1, 0, 0, &us);
     g_attn_merged = true;
@@ -833,6 +852,7 @@ static void kernel_breakdown(void) {
     attn_bench("attention decode b=32 ctx=640 int8 KV split=2", 32, 640, 2, 0, 1, &us);
     attn_bench("attention prefill T=512 mma", 512, 512, 1, 1, 0, &us);
     attn_bench("attention prefill T=512 scalar kernel", 512, 512, 1, 2, 0, &us);
+    frk_set_attn_cluster(cl0);
     {
         misc_ctx m;
         m.n = 1, m.E = 4096;

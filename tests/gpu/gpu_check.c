@@ -655,6 +655,7 @@ static void check_kv_i8(void) {
 
 /* ---------------------------------------------------------------- attention */
 static bool attn_merged; /* split attention merges in-kernel (counters) instead of a combine kernel */
+static int attn_want_cluster = -1; /* >= 0: check that the cluster kernel (does not) apply */
 typedef struct attn_case {
     int H, Hkv, D, kv_int8;
 } attn_case;
@@ -715,10 +716,21 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
         CK(cudaMemset(dcnt, 0, (size_t)T * Hkv * sizeof(int)));
         a.counters = dcnt;
     }
+    const int cl_path = n_split > 0 ? frk_attention_cluster_size(&a) : 0;
+    if (attn_want_cluster >= 0) {
+        char what[96];
+        snprintf(what, sizeof what, "attention H=%d Hkv=%d D=%d seqs=%d: the cluster kernel %s", H, Hkv, D, n_seq,
+                 attn_want_cluster ? "applies" : "does not apply");
+        report_bool(what, (cl_path > 0) == (attn_want_cluster == 1), "");
+    }
     if (n_split == 0)
         frk_attention_prefill(&a, pos0, st);
     else
         frk_attention(&a, st);
+    if (cl_path) { /* again, on a poisoned output: a graph replays it; nothing may depend on a previous launch */
+        CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
+        frk_attention(&a, st);
+    }
     if (merged) { /* twice: the tickets must be back at zero for the next launch (graph replay) */
         CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
         frk_attention(&a, st);
@@ -766,14 +778,47 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
         snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d run T=%d pos0=%d split=%d",
                  ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, T, pos0, n_split);
     else
-        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d%s%s",
+        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d%s%s%s",
                  ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, n_seq, maxctx, n_split,
-                 merged ? " merged in-kernel" : "", frk_get_attn_minb() == 8 ? " (<= 64 registers)" : "");
+                 merged ? " merged in-kernel" : "", frk_get_attn_minb() == 8 ? " (<= 64 registers)" : "",
+                 cl_path == 16 ? " cluster 16" : cl_path == 8 ? " cluster 8" : "");
     report(name, ref_rel_l2(got, ref, (size_t)T * H * D), 1e-2);
     cudaFree(dk), cudaFree(dv), cudaFree(dks), cudaFree(dvs), cudaFree(dbt), cudaFree(dpos);
     cudaFree(dseq), cudaFree(dq), cudaFree(dout), cudaFree(dpart);
     free(hk), free(hv), free(ks), free(vs), free(bt), free(pos), free(seq), free(qf), free(qh);
     free(ref), free(got), free(Kc), free(Vc), free(oh);
+}
+
+/* The cluster decode kernel (cluster 8 and 16): contexts shorter than the cluster (empty
+ * ranges), one key, ranges over several 64-key chunks, 1-16 query heads per KV head, D 64 / 128,
+ * 1-4 tokens; and the cases it must leave to the per-split kernels. */
+static void check_attention_cluster(void) { /* (fewer cases with --quick) */
+    const int cl_def = frk_get_attn_cluster();
+    const int a1[] = {546}, a2[] = {64, 65}, a3[] = {1000, 3, 300}, a4[] = {1, 17, 700, 2049};
+    const int b2[] = {17, 1000}, b3[] = {5, 129, 2}, b4[] = {33, 2049, 16, 1};
+    for (int cl = 8; cl <= 16; cl += 8) {
+        frk_set_attn_cluster(cl);
+        attn_want_cluster = 1;
+        check_attention((attn_case){32, 8, 128, 0}, a4, 4, 16, 0, 0);
+        check_attention((attn_case){28, 4, 64, 0}, a3, 3, 3, 0, 0);
+        if (quick) continue;
+        check_attention((attn_case){32, 8, 128, 0}, a1, 1, 64, 0, 0);
+        check_attention((attn_case){32, 8, 128, 0}, a2, 2, 32, 0, 0);
+        check_attention((attn_case){32, 8, 128, 0}, a3, 3, 21, 0, 0);
+        check_attention((attn_case){28, 4, 64, 0}, a4, 4, 16, 0, 0);
+        check_attention((attn_case){8, 1, 128, 0}, b2, 2, 32, 0, 0);  /* 8 heads a KV head */
+        check_attention((attn_case){16, 1, 64, 0}, b3, 3, 21, 0, 0);  /* 16 */
+        check_attention((attn_case){8, 8, 128, 0}, b4, 4, 16, 0, 0);  /* 1 */
+        check_attention((attn_case){6, 3, 64, 0}, b4, 4, 16, 0, 0);   /* 2 */
+        attn_want_cluster = 0; /* int8 cache, D 256, 5 tokens, one split: the per-split kernels */
+        check_attention((attn_case){32, 8, 128, 1}, a4, 4, 16, 0, 0);
+        check_attention((attn_case){8, 1, 256, 0}, a3, 3, 21, 0, 0);
+        const int c5[] = {3, 40, 300, 17, 9};
+        check_attention((attn_case){32, 8, 128, 0}, c5, 5, 13, 0, 0);
+        check_attention((attn_case){32, 8, 128, 0}, a3, 3, 1, 0, 0);
+    }
+    attn_want_cluster = -1;
+    frk_set_attn_cluster(cl_def);
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -1186,6 +1231,7 @@ int main(int argc, char **argv) {
         check_attention((attn_case){8, 2, 16, 1}, c1, 3, 4, 0, 0);
         attn_merged = false;
         check_attention((attn_case){8, 2, 128, 0}, NULL, 0, 0, 20, 5);
+        check_attention_cluster();
         check_sampling();
         const tiny_shape q = {"tiny-qwen2(E64,H4/2,D16)", 64, 4, 2, 16, 96, 300, 2, true, true, false, false};
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
@@ -1294,6 +1340,8 @@ int main(int argc, char **argv) {
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};
+        const int cl_def = frk_get_attn_cluster();
+        frk_set_attn_cluster(0); /* the per-split kernels (and their combine) first */
         check_attention((attn_case){32, 8, 128, 0}, c1, 6, 1, 0, 0);
         check_attention((attn_case){32, 8, 128, 0}, c1, 6, 16, 0, 0);
         check_attention((attn_case){32, 8, 128, 1}, c2, 4, 8, 0, 0);
@@ -1318,6 +1366,8 @@ int main(int argc, char **argv) {
         check_attention((attn_case){16, 2, 64, 0}, NULL, 0, 0, 70, 0);
         check_attention((attn_case){8, 8, 128, 0}, NULL, 0, 0, 130, 5);
         check_attention((attn_case){28, 4, 128, 0}, NULL, 0, 0, 45, 200);
+        frk_set_attn_cluster(cl_def);
+        check_attention_cluster();
         check_sampling();
         const tiny_shape shapes[] = {
             {"tiny-llama(E256,H8/2,D32,ff)", 256, 8, 2, 32, 512, 1000, 2, false, false, true, true},

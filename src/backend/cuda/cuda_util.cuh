@@ -105,11 +105,14 @@ static __device__ __forceinline__ unsigned long long gtimer() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
     return v;
 }
-static __device__ __forceinline__ void tl_mark(unsigned long long *t, int field) {
-    if (t && threadIdx.x == 0) {
+static __device__ __forceinline__ void tl_mark_by(unsigned long long *t, int field, bool me) {
+    if (t && me) {
         const unsigned long long v = gtimer();
         atomicMin(t + field, field == 2 ? ~v : v);
     }
+}
+static __device__ __forceinline__ void tl_mark(unsigned long long *t, int field) {
+    tl_mark_by(t, field, threadIdx.x == 0);
 }
 
 /* One 128-byte line into L2 (a hint; never faults on a valid address). */

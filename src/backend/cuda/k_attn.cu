@@ -27,6 +27,7 @@
 
 #define LOG2E 1.4426950408889634f
 #define ATTN_MINB_DEFAULT 1
+#define ATTN_CLUSTER_DEFAULT 16
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
 /* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
@@ -317,6 +318,257 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
     tl_mark(trace, 2);
 }
 
+/* ------------------------------------------------------------------ cluster decode kernel */
+/* k_attn_cl (few tokens, bf16 cache, D in {64, 128}, G <= 16): the context of each (token, KV
+ * head) is cut into CL contiguous ranges, one per block of a thread-block cluster of CL blocks,
+ * and the CL partial results are merged through distributed shared memory, so neither the
+ * partials nor a second kernel go through global memory (k_attn + k_attn_combine take two
+ * launches and ~10 µs a layer at batch 1 on an H200, most of it latency). Inside a block
+ * (4 warps) everything runs on the tensor cores, as in the prefill kernel: the G query heads are
+ * the rows of one 16-row A operand (rows >= G are zero and ignored), K and V rows of a 64-key
+ * chunk sit in shared memory (padded rows: conflict-free ldmatrix), each warp computes the scores
+ * of 16 keys (S = Q K^T, 16 MMAs), the chunk's softmax is made block-wide through a 4-entry
+ * exchange, and each warp then accumulates O = P V for a quarter of the head dimension over the
+ * whole chunk (16 MMAs). The rows this step's qkv kernel did not write are copied (cp.async)
+ * before the dependency wait. A block whose range is empty still takes part in the merge with
+ * l = 0. */
+static __device__ __forceinline__ void cpa16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+static __device__ __forceinline__ void ldsm_x4(const void *p, uint32_t r[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+static __device__ __forceinline__ void ldsm_x4t(const void *p, uint32_t r[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* A float of the same shared variable in block `rank` of the cluster (distributed shared memory). */
+static __device__ __forceinline__ float ld_cluster(const float *p, int rank) {
+    uint32_t r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                 : "=r"(r)
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+
+#define CL_KT 64 /* keys per chunk */
+template <int D>
+struct cl_geom {
+    static constexpr int LDS = D + 8;                          /* K, V, Q row stride (bf16) */
+    static constexpr int LDP = CL_KT + 8;                      /* P row stride (bf16) */
+    static constexpr int Q_OFF = 0;
+    static constexpr int K_OFF = Q_OFF + 16 * LDS * 2;
+    static constexpr int V_OFF = K_OFF + CL_KT * LDS * 2;
+    static constexpr int P_OFF = V_OFF + CL_KT * LDS * 2;
+    static constexpr int X_OFF = P_OFF + 16 * LDP * 2;         /* [4][16] row max, [4][16] row sum */
+    static constexpr int M_OFF = X_OFF + 2 * 4 * 16 * 4;       /* [16] m, [16] l of the block */
+    static constexpr int BYTES = M_OFF + 2 * 16 * 4;
+    static_assert(16 * D * 4 <= CL_KT * LDS * 2, "the partial O fits where K was");
+};
+
+template <int D, int CL>
+__global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int prewait) {
+    typedef cl_geom<D> Gm;
+    constexpr int LDS = Gm::LDS, LDP = Gm::LDP, NKS = D / 16, PCS = D / 8; /* 16-byte pieces a row */
+    constexpr int NDT = D / 32;                                            /* PV n-tiles per warp */
+    __shared__ __align__(128) unsigned char sm[Gm::BYTES];
+    bf16 *Qs = (bf16 *)(sm + Gm::Q_OFF), *Ks = (bf16 *)(sm + Gm::K_OFF), *Vs = (bf16 *)(sm + Gm::V_OFF);
+    bf16 *Ps = (bf16 *)(sm + Gm::P_OFF);
+    float *xmax = (float *)(sm + Gm::X_OFF), *xsum = xmax + 64;
+    float *bm = (float *)(sm + Gm::M_OFF), *bl = bm + 16;
+    float *po = (float *)(sm + Gm::K_OFF); /* [16][D] after the last chunk */
+
+    pdl_trigger();
+    const int t = blockIdx.z, g = blockIdx.y, rank = blockIdx.x; /* cluster (CL, 1, 1) = grid.x */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
+    const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
+    const int ctx = a.pos[t] + 1;
+    const int per = (ctx + CL - 1) / CL;
+    const int k_lo = min(ctx, rank * per), k_hi = min(ctx, k_lo + per);
+    const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
+    const bf16 *kc = (const bf16 *)a.kc, *vc = (const bf16 *)a.vc;
+    /* rows kp of the chunk at c0 (nk keys) with from <= kp < to */
+    auto load_rows = [&](int c0, int nk, int from, int to) {
+        for (int i = tid; i < nk * PCS; i += 128) {
+            const int j = i / PCS, pc = i % PCS, kp = c0 + j;
+            if (kp < from || kp >= to) continue;
+            const size_t off = (((size_t)bt[kp / FRK_BLOCK] * L + layer) * Hkv + g) * FRK_BLOCK * D +
+                               (size_t)(kp % FRK_BLOCK) * D + pc * 8;
+            cpa16(Ks + j * LDS + pc * 8, kc + off);
+            cpa16(Vs + j * LDS + pc * 8, vc + off);
+        }
+    };
+    const int old = prewait ? ctx - a.T : 0;
+    if (k_lo < k_hi) load_rows(k_lo, min(CL_KT, k_hi - k_lo), INT_MIN, old);
+    if (k_lo < k_hi)
+        for (int i = tid; i < (16 - G) * PCS; i += 128) /* query rows past G: zero */
+        *(uint4 *)(Qs + (G + i / PCS) * LDS + (i % PCS) * 8) = make_uint4(0, 0, 0, 0);
+    tl_mark(a.trace, 0);
+    pdl_wait();
+    tl_mark(a.trace, 1);
+    if (k_lo < k_hi) {
+        const bf16 *q = (const bf16 *)a.q + ((size_t)t * H + (size_t)g * G) * D;
+        for (int i = tid; i < G * PCS; i += 128) cpa16(Qs + (i / PCS) * LDS + (i % PCS) * 8, q + (size_t)i * 8);
+    }
+    const float qscale = rsqrtf((float)D) * LOG2E;
+    float o[NDT][4];
+#pragma unroll
+    for (int i = 0; i < NDT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f}; /* rows gq, gq + 8 */
+    for (int c0 = k_lo; c0 < k_hi; c0 += CL_KT) {
+        const int nk = min(CL_KT, k_hi - c0);
+        if (c0 != k_lo) {
+            __syncthreads(); /* every warp is done with the previous chunk's K, V and P */
+            load_rows(c0, nk, INT_MIN, INT_MAX);
+        } else {
+            load_rows(c0, nk, old, INT_MAX);
+        }
+        for (int i = tid; i < (CL_KT - nk) * PCS; i += 128) /* V rows past the chunk: zero (P is 0 there) */
+            *(uint4 *)(Vs + (nk + i / PCS) * LDS + (i % PCS) * 8) = make_uint4(0, 0, 0, 0);
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads();
+        /* S = Q K^T for this warp's 16 keys */
+        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        const int kw = warp * 16;
+        if (kw < nk) {
+#pragma unroll
+            for (int ks = 0; ks < NKS; ks++) {
+                uint32_t qa[4], kb[4];
+                ldsm_x4(Qs + (lane & 15) * LDS + ks * 16 + (lane >> 4) * 8, qa);
+                ldsm_x4(Ks + (kw + (lane >> 4) * 8 + (lane & 7)) * LDS + ks * 16 + ((lane >> 3) & 1) * 8, kb);
+                mma16816(s[0], qa, kb[0], kb[1]);
+                mma16816(s[1], qa, kb[2], kb[3]);
+            }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int j = kw + nt * 8 + 2 * tq + (e & 1);
+                const float v = j < nk ? s[nt][e] * qscale : -INFINITY;
+                s[nt][e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+        }
+        if (tq == 0) xmax[warp * 16 + gq] = mx[0], xmax[warp * 16 + gq + 8] = mx[1];
+        __syncthreads();
+        float al[2], mn[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = gq + 8 * hr;
+            const float cm = fmaxf(fmaxf(xmax[row], xmax[16 + row]), fmaxf(xmax[32 + row], xmax[48 + row]));
+            mn[hr] = fmaxf(m_r[hr], cm); /* finite: the chunk has a key */
+            al[hr] = exp2f(m_r[hr] - mn[hr]);
+            m_r[hr] = mn[hr];
+        }
+        float ps[2] = {0.f, 0.f};
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            const float p0 = exp2f(s[nt][0] - mn[0]), p1 = exp2f(s[nt][1] - mn[0]);
+            const float p2 = exp2f(s[nt][2] - mn[1]), p3 = exp2f(s[nt][3] - mn[1]);
+            ps[0] += p0 + p1;
+            ps[1] += p2 + p3;
+            const int col = kw + nt * 8 + 2 * tq;
+            *(bf162 *)(Ps + gq * LDP + col) = __floats2bfloat162_rn(p0, p1);
+            *(bf162 *)(Ps + (gq + 8) * LDP + col) = __floats2bfloat162_rn(p2, p3);
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            ps[hr] += __shfl_xor_sync(0xffffffffu, ps[hr], 1);
+            ps[hr] += __shfl_xor_sync(0xffffffffu, ps[hr], 2);
+        }
+        if (tq == 0) xsum[warp * 16 + gq] = ps[0], xsum[warp * 16 + gq + 8] = ps[1];
+        __syncthreads();
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = gq + 8 * hr;
+            l_r[hr] = l_r[hr] * al[hr] + ((xsum[row] + xsum[16 + row]) + (xsum[32 + row] + xsum[48 + row]));
+        }
+#pragma unroll
+        for (int dt = 0; dt < NDT; dt++) {
+            o[dt][0] *= al[0];
+            o[dt][1] *= al[0];
+            o[dt][2] *= al[1];
+            o[dt][3] *= al[1];
+        }
+        /* O += P V over the chunk, this warp's D / 4 columns */
+#pragma unroll
+        for (int kk = 0; kk < CL_KT / 16; kk++) {
+            if (kk * 16 >= nk) break;
+            uint32_t pa[4];
+            ldsm_x4(Ps + (lane & 15) * LDP + kk * 16 + (lane >> 4) * 8, pa);
+#pragma unroll
+            for (int dt = 0; dt < NDT; dt += 2) {
+                uint32_t vb[4];
+                ldsm_x4t(Vs + (kk * 16 + (lane & 15)) * LDS + warp * (D / 4) + (dt + (lane >> 4)) * 8, vb);
+                mma16816(o[dt], pa, vb[0], vb[1]);
+                if (dt + 1 < NDT) mma16816(o[dt + 1], pa, vb[2], vb[3]);
+            }
+        }
+    }
+    /* this block's partial: O (unnormalised), m, l per row, where K was (every warp has passed
+     * the last chunk's second barrier, so nobody reads K any more; PV reads only V and P) */
+#pragma unroll
+    for (int dt = 0; dt < NDT; dt++) {
+        const int col = warp * (D / 4) + dt * 8 + 2 * tq;
+        if (gq < G) po[gq * D + col] = o[dt][0], po[gq * D + col + 1] = o[dt][1];
+        if (gq + 8 < G) po[(gq + 8) * D + col] = o[dt][2], po[(gq + 8) * D + col + 1] = o[dt][3];
+    }
+    if (warp == 0 && tq == 0) {
+        bm[gq] = m_r[0], bl[gq] = l_r[0];
+        bm[gq + 8] = m_r[1], bl[gq + 8] = l_r[1];
+    }
+    cluster_sync_all(); /* every block's partial is in its shared memory */
+    const int nout = G * D, share = (nout + CL - 1) / CL;
+    for (int i = tid; i < share; i += 128) {
+        const int idx = rank * share + i;
+        if (idx >= nout) break;
+        const int h = idx / D, d = idx % D;
+        float mr[CL], lr[CL], orr[CL];
+#pragma unroll
+        for (int r = 0; r < CL; r++) {
+            mr[r] = ld_cluster(bm + h, r);
+            lr[r] = ld_cluster(bl + h, r);
+            orr[r] = ld_cluster(po + h * D + d, r);
+        }
+        float M = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < CL; r++)
+            if (lr[r] > 0.f) M = fmaxf(M, mr[r]);
+        float W = 0.f, acc = 0.f;
+#pragma unroll
+        for (int r = 0; r < CL; r++) {
+            const float w = lr[r] > 0.f ? exp2f(mr[r] - M) : 0.f;
+            W = fmaf(w, lr[r], W);
+            acc = fmaf(w, orr[r], acc);
+        }
+        ((bf16 *)a.out)[((size_t)t * H + (size_t)g * G + h) * D + d] = __float2bfloat16(W > 0.f ? acc / W : 0.f);
+    }
+    tl_mark(a.trace, 2);
+    cluster_sync_all(); /* no block leaves while a peer may still read its shared memory */
+}
+
 static int attn_prewait = 1;
 extern "C" void frk_set_attn_prewait(int on) { attn_prewait = on ? 1 : 0; }
 static int attn_minb = ATTN_MINB_DEFAULT;
@@ -346,10 +598,68 @@ static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
         launch_attn<D, 8>(a, G, st);
 }
 
+/* The cluster kernel: size 0 (off), 8 or 16 (16 needs the non-portable cluster attribute and is
+ * taken only where the device can schedule such a cluster of this kernel; else 8). */
+static int attn_cluster = ATTN_CLUSTER_DEFAULT;
+extern "C" void frk_set_attn_cluster(int n) { attn_cluster = n == 8 || n == 16 ? n : 0; }
+extern "C" int frk_get_attn_cluster(void) { return attn_cluster; }
+template <int D, int CL>
+static bool cl_schedulable(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        if (CL > 8) FR_CK(cudaFuncSetAttribute(k_attn_cl<D, CL>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(CL, 1, 1);
+        cfg.blockDim = dim3(128);
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int n = 0;
+        ok = cudaOccupancyMaxActiveClusters(&n, k_attn_cl<D, CL>, &cfg) == cudaSuccess && n > 0;
+        (void)cudaGetLastError();
+    }
+    return ok == 1;
+}
+template <int D, int CL>
+static void launch_cl(const frk_attn_args *a, int G, cudaStream_t st) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(CL, a->Hkv, a->T);
+    cfg.blockDim = dim3(128);
+    cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = frk_pdl_on;
+    at[1].id = cudaLaunchAttributeClusterDimension;
+    at[1].val.clusterDim.x = CL, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 2;
+    FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
+}
+template <int D>
+static int cl_size(void) {
+    if (attn_cluster == 16 && cl_schedulable<D, 16>()) return 16;
+    return attn_cluster && cl_schedulable<D, 8>() ? 8 : 0;
+}
+extern "C" int frk_attention_cluster_size(const frk_attn_args *a) {
+    if (!(attn_cluster && attn_small(a) && !a->kv_int8 && (a->D == 64 || a->D == 128) && a->Hkv > 0 &&
+          a->H % a->Hkv == 0 && a->H / a->Hkv <= 16))
+        return 0;
+    return a->D == 64 ? cl_size<64>() : cl_size<128>();
+}
+
 extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     if (a->T <= 0) return;
     FR_DEV_ASSERT(a->Hkv > 0 && a->H % a->Hkv == 0);
     const int G = a->H / a->Hkv;
+    switch (frk_attention_cluster_size(a) * 1000 + a->D) {
+    case 8064: launch_cl<64, 8>(a, G, st); return;
+    case 8128: launch_cl<128, 8>(a, G, st); return;
+    case 16064: launch_cl<64, 16>(a, G, st); return;
+    case 16128: launch_cl<128, 16>(a, G, st); return;
+    default: break;
+    }
     FR_DEV_ASSERT(G >= 1 && G <= 8);
     FR_DEV_ASSERT(a->n_split >= 1 && a->n_split <= 64 && (a->n_split == 1 || a->part));
     switch (a->D) {

@@ -616,6 +616,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             if (++esl == ns) esl = 0, epar ^= 1u;
             if (++j == NST) j = 0, rt++;
         }
+        tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0); /* the block's last epilogue ends here */
         return;
     }
     if (PW && warp == 8) { /* the producer warp: one barrier per stage, as the consumers */
@@ -634,6 +635,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         }
         __syncthreads();
         if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+        tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0);
         return;
     }
     for (int s = 0; s < nst; s++) {

@@ -103,6 +103,12 @@ void frk_set_attn_prewait(int on);
  * registers (8) so two blocks fit beside the streamed products, or unconstrained (1, default). */
 void frk_set_attn_minb(int n);
 int frk_get_attn_minb(void);
+/* Decode attention (T <= 4, split, bf16 cache, D in {64, 128}, H / Hkv <= 16) as one kernel of
+ * thread-block clusters that merge their ranges in distributed shared memory: cluster size 16
+ * (default; 8 where 16 cannot be scheduled), 8, or 0 (off: k_attn and k_attn_combine). */
+void frk_set_attn_cluster(int n);
+int frk_get_attn_cluster(void);
+int frk_attention_cluster_size(const frk_attn_args *a); /* the cluster size it takes, or 0 */
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
  * pos0 .. pos0+T-1, the cache holding 0 .. pos0+T-1): tensor-core tiles (mma.sync bf16),
  * D in {64, 128}, bf16 KV only. Same output as frk_attention. */
