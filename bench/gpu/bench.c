@@ -206,16 +206,19 @@ static double b1_point(fr_cuda *c, seqset *s1) {
  * engine's settings are restored to fused, PDL on, l2pf as found. */
 static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
     const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
-    { /* decode attention: the cluster kernel (16, 8) or the per-split kernels + combine (0), 3 x interleaved */
-        const int cl0 = frk_get_attn_cluster(), cls[3] = {16, 8, 0};
-        for (int i = 0; i < 9; i++) {
+    { /* decode attention: the cluster kernel (16, 8) or the per-split kernels + combine (0), with the
+       * streamed kernels' carveout at all shared memory or the driver's choice; twice, interleaved */
+        const int cl0 = frk_get_attn_cluster(), cv0 = frk_get_stream_carveout(), cls[3] = {16, 8, 0};
+        for (int i = 0; i < 12; i++) {
             frk_set_attn_cluster(cls[i % 3]);
+            frk_set_stream_carveout((i / 3) % 2 == 0);
             fr_cuda_set_fuse(c, 1); /* drops the graphs */
             const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, attention cluster %d: %.1f tok/s, %.3f ms/token\n", what,
-                cls[i % 3], 32 / tv, 1e3 * tv / 32);
+            LOG("decode batch 1 (%s, graphs) fused, attention cluster %d, carveout %s: %.1f tok/s, %.3f ms/token\n",
+                what, cls[i % 3], (i / 3) % 2 == 0 ? "max shared" : "driver", 32 / tv, 1e3 * tv / 32);
         }
         frk_set_attn_cluster(cl0);
+        frk_set_stream_carveout(cv0);
         fr_cuda_set_fuse(c, -1);
     }
     if (strcmp(what, "bf16")) { /* INT consumer variants (k_stream_q's V bits), twice, interleaved */

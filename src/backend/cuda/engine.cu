@@ -877,6 +877,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             aa.pf2_bytes = L->o.sz ? (long long)frk_quant_sz_count(L->o.M, L->o.K) * 4 : 0;
         }
         aa.trace = c->trace ? c->trace + 3 * (6 * l + 1) : NULL;
+        aa.cluster = c->wbits == 8 ? 16 : 8; /* measured best per format (GPU-NOTES v24-v25) */
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else

@@ -27,7 +27,7 @@
 
 #define LOG2E 1.4426950408889634f
 #define ATTN_MINB_DEFAULT 1
-#define ATTN_CLUSTER_DEFAULT 16
+#define ATTN_CLUSTER_DEFAULT -1 /* per call: frk_attn_args.cluster */
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
 /* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
@@ -599,9 +599,10 @@ static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
 }
 
 /* The cluster kernel: size 0 (off), 8 or 16 (16 needs the non-portable cluster attribute and is
- * taken only where the device can schedule such a cluster of this kernel; else 8). */
+ * taken only where the device can schedule such a cluster of this kernel; else 8); -1: the
+ * caller's choice (frk_attn_args.cluster). */
 static int attn_cluster = ATTN_CLUSTER_DEFAULT;
-extern "C" void frk_set_attn_cluster(int n) { attn_cluster = n == 8 || n == 16 ? n : 0; }
+extern "C" void frk_set_attn_cluster(int n) { attn_cluster = n == 8 || n == 16 || n == 0 ? n : -1; }
 extern "C" int frk_get_attn_cluster(void) { return attn_cluster; }
 template <int D, int CL>
 static bool cl_schedulable(void) {
@@ -638,15 +639,16 @@ static void launch_cl(const frk_attn_args *a, int G, cudaStream_t st) {
     FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
 }
 template <int D>
-static int cl_size(void) {
-    if (attn_cluster == 16 && cl_schedulable<D, 16>()) return 16;
-    return attn_cluster && cl_schedulable<D, 8>() ? 8 : 0;
+static int cl_size(int want) {
+    if (want == 16 && cl_schedulable<D, 16>()) return 16;
+    return want && cl_schedulable<D, 8>() ? 8 : 0;
 }
 extern "C" int frk_attention_cluster_size(const frk_attn_args *a) {
-    if (!(attn_cluster && attn_small(a) && !a->kv_int8 && (a->D == 64 || a->D == 128) && a->Hkv > 0 &&
-          a->H % a->Hkv == 0 && a->H / a->Hkv <= 16))
+    const int want = attn_cluster >= 0 ? attn_cluster : a->cluster;
+    if (!((want == 8 || want == 16) && attn_small(a) && !a->kv_int8 && (a->D == 64 || a->D == 128) &&
+          a->Hkv > 0 && a->H % a->Hkv == 0 && a->H / a->Hkv <= 16))
         return 0;
-    return a->D == 64 ? cl_size<64>() : cl_size<128>();
+    return a->D == 64 ? cl_size<64>(want) : cl_size<128>(want);
 }
 
 extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {

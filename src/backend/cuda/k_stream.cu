@@ -52,6 +52,9 @@
 static int l2pf_bytes = 0;
 extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
 extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
+static int carve_max = 1; /* kernels' preferred carveout: all shared memory (1) or the driver's choice (0) */
+extern "C" void frk_set_stream_carveout(int on) { carve_max = on ? 1 : 0; }
+extern "C" int frk_get_stream_carveout(void) { return carve_max; }
 static int stages_cap = 4; /* per block; 0: as many as fit (4 x 2 blocks measured best on an H200) */
 static int loader = 0;     /* 0: TMA bulk copies (default, measured best), 1: cp.async */
 extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
@@ -846,11 +849,16 @@ static int sm_count(void) {
 }
 
 template <typename... KArgs>
-static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, int ns,
+static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, int ns,
                           const frk_gemv_args *a, cudaStream_t st, int nthreads = 256) {
-    if (!*attr_set) {
+    if (*attr_set != 1 + carve_max) {
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
-        *attr_set = true;
+        /* the whole unified L1 as shared memory (frk_set_stream_carveout): an SM set up for just
+         * two of these blocks has no room left for the next kernel's blocks, which then start
+         * only as these leave */
+        FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   carve_max ? (int)cudaSharedmemCarveoutMaxShared : (int)cudaSharedmemCarveoutDefault));
+        *attr_set = 1 + carve_max;
     }
     const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
@@ -860,7 +868,7 @@ static void launch_stream(void (*kernel)(KArgs...), bool *attr_set, int units, i
 /* The kernel for the loader and register budget in force. */
 template <int NB>
 static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[4];
+    static int set[4];
     if (loader) launch_stream(k_stream_bf16<NB, true>, &set[0], units, ns, a, st);
     else if (a->trace) launch_stream(k_stream_bf16<NB, false, 1, true>, &set[3], units, ns, a, st);
     else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
@@ -868,13 +876,13 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
 }
 template <int BITS, int V>
 static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[2];
+    static int set[2];
     if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
     else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
 }
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static bool set[3];
+    static int set[3];
     if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
     else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
     else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);

@@ -94,6 +94,7 @@ typedef struct frk_attn_args {
     const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
     long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
     unsigned long long *trace;     /* optional timeline probes: [0..2] attention, [3..5] combine */
+    int cluster; /* the cluster kernel's size (0 off, 8, 16) unless frk_set_attn_cluster overrides it */
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
 /* Decode attention with the bf16 cache: 1 (default) loads the first chunk's K/V rows that earlier
@@ -105,7 +106,8 @@ void frk_set_attn_minb(int n);
 int frk_get_attn_minb(void);
 /* Decode attention (T <= 4, split, bf16 cache, D in {64, 128}, H / Hkv <= 16) as one kernel of
  * thread-block clusters that merge their ranges in distributed shared memory: cluster size 16
- * (default; 8 where 16 cannot be scheduled), 8, or 0 (off: k_attn and k_attn_combine). */
+ * (8 where 16 cannot be scheduled), 8, or 0 (off: k_attn and k_attn_combine) for every call;
+ * -1 (default): each call's frk_attn_args.cluster. */
 void frk_set_attn_cluster(int n);
 int frk_get_attn_cluster(void);
 int frk_attention_cluster_size(const frk_attn_args *a); /* the cluster size it takes, or 0 */
@@ -214,6 +216,10 @@ int frk_get_stream_qstage(void);
  * point folded out (group sums of the activations), 16 a producer warp (refills and epilogues off
  * the consumer warps); 0-7, 9-11, 17, 23, 27. 0 is the earlier consumer (kept checked); -1
  * (default) the best measured per format. */
+/* Streamed kernels ask for all of the unified L1 as shared memory (1, default) so the next
+ * kernel's blocks fit beside two of theirs, or leave the carveout to the driver (0). */
+void frk_set_stream_carveout(int on);
+int frk_get_stream_carveout(void);
 void frk_set_stream_qvar(int v);
 int frk_get_stream_qvar(void);
 
