@@ -236,6 +236,10 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) c->head_gemv = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_ATTN_PF");
         if (e) c->cfg.attn_prefetch = atoi(e) ? 1 : 0;
+        e = getenv("FRUGAL_CUDA_ATTN_CLUSTER");
+        if (e) frk_set_attn_cluster(atoi(e));
+        e = getenv("FRUGAL_CUDA_CARVEOUT");
+        if (e) frk_set_stream_carveout(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));

@@ -13,6 +13,10 @@
  * still fills the GPU: by k_attn_combine, or, with counters, by the last block of each (token, KV
  * head) to finish (an atomic ticket), which saves a launch per layer.
  *
+ * k_attn_cl (decode with <= 4 tokens, bf16 cache; the default there): one kernel of thread-block
+ * clusters, the context cut into one range per block, S and PV on the tensor cores, the ranges
+ * merged through distributed shared memory (see its comment below).
+ *
  * frk_attention_prefill (a run of consecutive tokens of one sequence, bf16 cache): FlashAttention-2
  * style on the tensor cores. A block (4 warps) takes 64 query rows = QT tokens x G heads of one KV
  * head (row r -> token r / G, head r % G), so each K/V tile in shared memory serves all heads of
