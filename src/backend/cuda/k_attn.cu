@@ -351,7 +351,21 @@ static __device__ __forceinline__ void ldsm_x4t(const void *p, uint32_t r[4]) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"((uint32_t)__cvta_generic_to_shared(p)));
 }
-static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+/* MMA accumulators of rows gq (elements 0, 1) and gq + 8 (2, 3) times al[0] / al[1] (the online
+ * softmax's rescaling of O) */
+template <int N>
+static __device__ __forceinline__ void scale_rows(float (&o)[N][4], const float al[2]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        o[i][0] *= al[0];
+        o[i][1] *= al[0];
+        o[i][2] *= al[1];
+        o[i][3] *= al[1];
+    }
+}
+/* D += A B, m16n8k16, bf16 in, fp32 accumulate (the cluster decode and the prefill kernels) */
+static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0,
+                                                uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -456,8 +470,8 @@ __global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int 
                 uint32_t qa[4], kb[4];
                 ldsm_x4(Qs + (lane & 15) * LDS + ks * 16 + (lane >> 4) * 8, qa);
                 ldsm_x4(Ks + (kw + (lane >> 4) * 8 + (lane & 7)) * LDS + ks * 16 + ((lane >> 3) & 1) * 8, kb);
-                mma16816(s[0], qa, kb[0], kb[1]);
-                mma16816(s[1], qa, kb[2], kb[3]);
+                mma_bf16(s[0], qa, kb[0], kb[1]);
+                mma_bf16(s[1], qa, kb[2], kb[3]);
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
@@ -509,13 +523,7 @@ __global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int 
             const int row = gq + 8 * hr;
             l_r[hr] = l_r[hr] * al[hr] + ((xsum[row] + xsum[16 + row]) + (xsum[32 + row] + xsum[48 + row]));
         }
-#pragma unroll
-        for (int dt = 0; dt < NDT; dt++) {
-            o[dt][0] *= al[0];
-            o[dt][1] *= al[0];
-            o[dt][2] *= al[1];
-            o[dt][3] *= al[1];
-        }
+        scale_rows(o, al);
         /* O += P V over the chunk, this warp's D / 4 columns */
 #pragma unroll
         for (int kk = 0; kk < CL_KT / 16; kk++) {
@@ -526,8 +534,8 @@ __global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int 
             for (int dt = 0; dt < NDT; dt += 2) {
                 uint32_t vb[4];
                 ldsm_x4t(Vs + (kk * 16 + (lane & 15)) * LDS + warp * (D / 4) + (dt + (lane >> 4)) * 8, vb);
-                mma16816(o[dt], pa, vb[0], vb[1]);
-                if (dt + 1 < NDT) mma16816(o[dt + 1], pa, vb[2], vb[3]);
+                mma_bf16(o[dt], pa, vb[0], vb[1]);
+                if (dt + 1 < NDT) mma_bf16(o[dt + 1], pa, vb[2], vb[3]);
             }
         }
     }
@@ -686,13 +694,6 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
 }
 
 /* ------------------------------------------------------------------ tensor-core prefill */
-static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0,
-                                                uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     bf162 v = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&v;
@@ -814,13 +815,7 @@ __global__ void __launch_bounds__(128) k_attn_prefill(frk_attn_args a, int G, in
                 s[nt][e] = p;
                 l_r[hr] += p;
             }
-#pragma unroll
-        for (int dt = 0; dt < NDT; dt++) {
-            o[dt][0] *= al[0];
-            o[dt][1] *= al[0];
-            o[dt][2] *= al[1];
-            o[dt][3] *= al[1];
-        }
+        scale_rows(o, al);
         /* O += P V : P from the S accumulators, V via ldmatrix.trans */
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
