@@ -115,6 +115,16 @@ static __device__ __forceinline__ void tl_mark(unsigned long long *t, int field)
     tl_mark_by(t, field, threadIdx.x == 0);
 }
 
+/* Shared-memory address of a generic pointer into shared memory. */
+static __device__ __forceinline__ uint32_t sptr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* 16 bytes global -> shared without registers (cp.async.cg: past L1; completes at the next
+ * cp.async.wait_group / wait_all of this thread). */
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
 /* One 128-byte line into L2 (a hint; never faults on a valid address). */
 static __device__ __forceinline__ void l2_prefetch_line(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));

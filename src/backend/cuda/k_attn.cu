@@ -336,20 +336,15 @@ __global__ void k_attn_combine(const float *__restrict__ part, const int32_t *__
  * whole chunk (16 MMAs). The rows this step's qkv kernel did not write are copied (cp.async)
  * before the dependency wait. A block whose range is empty still takes part in the merge with
  * l = 0. */
-static __device__ __forceinline__ void cpa16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src)
-                 : "memory");
-}
 static __device__ __forceinline__ void ldsm_x4(const void *p, uint32_t r[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+                 : "r"(sptr(p)));
 }
 static __device__ __forceinline__ void ldsm_x4t(const void *p, uint32_t r[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+                 : "r"(sptr(p)));
 }
 /* MMA accumulators of rows gq (elements 0, 1) and gq + 8 (2, 3) times al[0] / al[1] (the online
  * softmax's rescaling of O) */
@@ -380,7 +375,7 @@ static __device__ __forceinline__ float ld_cluster(const float *p, int rank) {
     float v;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                  : "=r"(r)
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(rank));
+                 : "r"(sptr(p)), "r"(rank));
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
     return v;
 }
@@ -428,8 +423,8 @@ __global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int 
             if (kp < from || kp >= to) continue;
             const size_t off = (((size_t)bt[kp / FRK_BLOCK] * L + layer) * Hkv + g) * FRK_BLOCK * D +
                                (size_t)(kp % FRK_BLOCK) * D + pc * 8;
-            cpa16(Ks + j * LDS + pc * 8, kc + off);
-            cpa16(Vs + j * LDS + pc * 8, vc + off);
+            cp_async16(sptr(Ks + j * LDS + pc * 8), kc + off);
+            cp_async16(sptr(Vs + j * LDS + pc * 8), vc + off);
         }
     };
     const int old = prewait ? ctx - a.T : 0;
@@ -442,7 +437,7 @@ __global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int 
     tl_mark(a.trace, 1);
     if (k_lo < k_hi) {
         const bf16 *q = (const bf16 *)a.q + ((size_t)t * H + (size_t)g * G) * D;
-        for (int i = tid; i < G * PCS; i += 128) cpa16(Qs + (i / PCS) * LDS + (i % PCS) * 8, q + (size_t)i * 8);
+        for (int i = tid; i < G * PCS; i += 128) cp_async16(sptr(Qs + (i / PCS) * LDS + (i % PCS) * 8), q + (size_t)i * 8);
     }
     const float qscale = rsqrtf((float)D) * LOG2E;
     float o[NDT][4];
@@ -616,19 +611,29 @@ static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
 static int attn_cluster = ATTN_CLUSTER_DEFAULT;
 extern "C" void frk_set_attn_cluster(int n) { attn_cluster = n == 8 || n == 16 || n == 0 ? n : -1; }
 extern "C" int frk_get_attn_cluster(void) { return attn_cluster; }
+/* The launch of a CL-block cluster kernel: the cluster shape first, then programmatic dependent
+ * launch (at[1]; numAttrs 2). */
+static void cl_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute at[2], int cl, dim3 grid, cudaStream_t st) {
+    *cfg = cudaLaunchConfig_t{};
+    cfg->gridDim = grid;
+    cfg->blockDim = dim3(128);
+    cfg->stream = st;
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = frk_pdl_on;
+    cfg->attrs = at;
+    cfg->numAttrs = 2;
+}
 template <int D, int CL>
 static bool cl_schedulable(void) {
     static int ok = -1;
     if (ok < 0) {
         if (CL > 8) FR_CK(cudaFuncSetAttribute(k_attn_cl<D, CL>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(CL, 1, 1);
-        cfg.blockDim = dim3(128);
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at[2];
+        cl_config(&cfg, at, CL, dim3(CL, 1, 1), 0);
+        cfg.numAttrs = 1; /* the cluster shape alone */
         int n = 0;
         ok = cudaOccupancyMaxActiveClusters(&n, k_attn_cl<D, CL>, &cfg) == cudaSuccess && n > 0;
         (void)cudaGetLastError();
@@ -637,17 +642,9 @@ static bool cl_schedulable(void) {
 }
 template <int D, int CL>
 static void launch_cl(const frk_attn_args *a, int G, cudaStream_t st) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(CL, a->Hkv, a->T);
-    cfg.blockDim = dim3(128);
-    cfg.stream = st;
+    cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = frk_pdl_on;
-    at[1].id = cudaLaunchAttributeClusterDimension;
-    at[1].val.clusterDim.x = CL, at[1].val.clusterDim.y = 1, at[1].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 2;
+    cl_config(&cfg, at, CL, dim3(CL, a->Hkv, a->T), st);
     FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
 }
 template <int D>
@@ -828,7 +825,7 @@ __global__ void __launch_bounds__(128) k_attn_prefill(frk_attn_args a, int G, in
             for (int dt = 0; dt < NDT; dt++) {
                 uint32_t b0, b1;
                 const bf16 *rowp = &Vs[kk * 16 + (lane & 15)][dt * 8];
-                const uint32_t addr = (uint32_t)__cvta_generic_to_shared(rowp);
+                const uint32_t addr = sptr(rowp);
                 asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
                              : "=r"(b0), "=r"(b1)
                              : "r"(addr));

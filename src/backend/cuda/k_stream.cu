@@ -72,9 +72,6 @@ extern "C" void frk_set_stream_minb(int n) { min_blocks = n == 3 ? 3 : 1; }
 extern "C" int frk_get_stream_minb(void) { return min_blocks; }
 
 /* ------------------------------------------------------------------ PTX helpers */
-static __device__ __forceinline__ uint32_t sptr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -302,9 +299,6 @@ static __device__ __forceinline__ void epi_pair(const frk_gemv_args &a, int row,
  *            ST_NSA stages, one commit group per stage; cp.async.wait_group + __syncthreads
  *            make a stage visible, and the slot consumed in the previous iteration is refilled. */
 #define ST_NSA 8
-static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
 static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 static __device__ __forceinline__ void cp_wait_nsa() {
     asm volatile("cp.async.wait_group %0;" ::"n"(ST_NSA - 2) : "memory");
