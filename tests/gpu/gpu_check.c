@@ -817,6 +817,14 @@ static void check_attention_cluster(void) { /* (fewer cases with --quick) */
         check_attention((attn_case){32, 8, 128, 0}, c5, 5, 13, 0, 0);
         check_attention((attn_case){32, 8, 128, 0}, a3, 3, 1, 0, 0);
     }
+    frk_set_attn_minb(8); /* the 64-register cluster kernels */
+    attn_want_cluster = 1;
+    for (int cl = 8; cl <= 16; cl += 8) {
+        frk_set_attn_cluster(cl);
+        check_attention((attn_case){32, 8, 128, 0}, a4, 4, 16, 0, 0);
+        check_attention((attn_case){28, 4, 64, 0}, a3, 3, 3, 0, 0);
+    }
+    frk_set_attn_minb(1);
     attn_want_cluster = -1;
     frk_set_attn_cluster(cl_def);
 }

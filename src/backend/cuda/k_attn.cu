@@ -395,8 +395,10 @@ struct cl_geom {
     static_assert(16 * D * 4 <= CL_KT * LDS * 2, "the partial O fits where K was");
 };
 
-template <int D, int CL>
-__global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G, int prewait) {
+/* MINB 7 holds it at 72 registers (one block fits beside two streamed INT4 blocks of 88 x 288);
+ * 8 at 64 (frk_set_attn_minb(8), the slack for 96-register neighbours). */
+template <int D, int CL, int MINB = 7>
+__global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, int prewait) {
     typedef cl_geom<D> Gm;
     constexpr int LDS = Gm::LDS, LDP = Gm::LDP, NKS = D / 16, PCS = D / 8; /* 16-byte pieces a row */
     constexpr int NDT = D / 32;                                            /* PV n-tiles per warp */
@@ -645,7 +647,15 @@ static void launch_cl(const frk_attn_args *a, int G, cudaStream_t st) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
     cl_config(&cfg, at, CL, dim3(CL, a->Hkv, a->T), st);
-    FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
+    if (attn_minb == 8) {
+        static bool set;
+        if (CL > 8 && !set)
+            FR_CK(cudaFuncSetAttribute(k_attn_cl<D, CL, 8>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        set = true;
+        FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL, 8>, *a, G, attn_prewait));
+    } else {
+        FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
+    }
 }
 template <int D>
 static int cl_size(int want) {

@@ -101,7 +101,8 @@ void frk_attention(const frk_attn_args *a, cudaStream_t st);
  * steps stored before the dependency wait (programmatic dependent launch), 0 after it. */
 void frk_set_attn_prewait(int on);
 /* Decode attention (T <= 4, split; head_dim <= 128, <= 4 query heads per KV head) at most 64
- * registers (8) so two blocks fit beside the streamed products, or unconstrained (1, default). */
+ * registers (8) so two blocks fit beside the streamed products, or unconstrained (1, default);
+ * the cluster kernel at 64 (8) or 72 registers (1). */
 void frk_set_attn_minb(int n);
 int frk_get_attn_minb(void);
 /* Decode attention (T <= 4, split, bf16 cache, D in {64, 128}, H / Hkv <= 16) as one kernel of
