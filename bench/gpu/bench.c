@@ -193,6 +193,39 @@ static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
     return t;
 }
 
+/* As decode(), pipelined: step s + 1 is submitted before step s's ids are collected, its tokens
+ * fed on the device (fr_cuda_submit / fr_cuda_collect). */
+static double decode_pipe(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
+    int32_t tok[64], pos[64], ids[64];
+    fr_seq *sp[64];
+    uint8_t want[64];
+    fr_sampling g;
+    memset(&g, 0, sizeof g);
+    fr_err err;
+    for (int i = 0; i < B; i++) {
+        ss_reserve(ss, i, ss->s[i].n_pos + steps + 1);
+        ids[i] = 1;
+    }
+    fr_cuda_sync(c);
+    const double j0 = nvml_joules(), t0 = fr_time_s();
+    for (int s = 0; s <= steps; s++) {
+        if (s < steps) {
+            for (int i = 0; i < B; i++) {
+                tok[i] = s ? 0 : ids[i];
+                pos[i] = ss->s[i].n_pos;
+                sp[i] = &ss->s[i];
+                want[i] = 1;
+            }
+            fr_batch b = {B, tok, pos, sp, want};
+            if (fr_cuda_submit(c, &b, &g, 1, NULL, s > 0, &err)) die("pipelined decode", &err);
+        }
+        if (s > 0 && fr_cuda_collect(c, ids, &err) != B) die("pipelined collect", &err);
+    }
+    const double t = fr_time_s() - t0;
+    if (joules) *joules = nvml_joules() - j0;
+    return t;
+}
+
 /* One sweep point: the batch-1 sequence rewound to position 512 (its cache rows stay valid), 2
  * warm-up steps (graph capture), then 32 timed steps at contexts 515..546, so every point sees
  * the same context. Returns seconds per 32 tokens. */
@@ -200,6 +233,102 @@ static double b1_point(fr_cuda *c, seqset *s1) {
     s1->s[0].n_pos = 512;
     decode(c, s1, 1, 2, NULL);
     return decode(c, s1, 1, 32, NULL);
+}
+static double b1_point_pipe(fr_cuda *c, seqset *s1) {
+    s1->s[0].n_pos = 512;
+    decode(c, s1, 1, 2, NULL);
+    return decode_pipe(c, s1, 1, 32, NULL);
+}
+
+/* The synchronous and the pipelined decode loop at batch 1, three times interleaved. */
+static void sweep_pipe(fr_cuda *c, seqset *s1, const char *what) {
+    for (int i = 0; i < 6; i++) {
+        const double tv = i & 1 ? b1_point_pipe(c, s1) : b1_point(c, s1);
+        LOG("decode batch 1 (%s, graphs) fused, %s loop: %.1f tok/s, %.3f ms/token\n", what,
+            i & 1 ? "pipelined" : "synchronous", 32 / tv, 1e3 * tv / 32);
+    }
+}
+
+/* Later weights moved into L2 by the decode attention (fr_cuda_config.l2_ahead*): {bytes of the
+ * next qkv, bytes of this layer's gate/up, evict_last}, three times interleaved; restored to
+ * the defaults. */
+static void sweep_ahead(fr_cuda *c, seqset *s1, const char *what) {
+    const long long MB = 1 << 20;
+    const long long cf[6][3] = {{0, 0, 0}, {64 * MB, 0, 0}, {64 * MB, 0, 1}, {16 * MB, 0, 0},
+                                {64 * MB, 16 * MB, 0}, {32 * MB, 0, 1}};
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 6; i++) {
+            fr_cuda_set_l2_ahead(c, cf[i][0], cf[i][1], (int)cf[i][2]);
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, L2 ahead: next qkv %lld MiB, gate/up %lld MiB, %s: %.1f tok/s, "
+                "%.3f ms/token\n", what, cf[i][0] / MB, cf[i][1] / MB, cf[i][2] ? "evict_last" : "normal", 32 / tv,
+                1e3 * tv / 32);
+        }
+    const fr_cuda_config d = fr_cuda_config_default();
+    fr_cuda_set_l2_ahead(c, d.l2_ahead, d.l2_ahead_gu, d.l2_ahead_last);
+}
+
+static fr_hparams llama8b(void);
+/* INT consumers (k_stream_q's V bits; -1 the default) x 16 / 32 KiB stages, three times
+ * interleaved; restored to the defaults. */
+static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
+    const int qv0 = frk_get_stream_qvar(), vs[3] = {-1, 59, 123};
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 6; i++) {
+            frk_set_stream_qvar(vs[i % 3]);
+            frk_set_stream_qstage(i < 3 ? 16384 : 32768);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, INT consumer %s%d (folded zero point %s, sums %s), %d KiB stages: "
+                "%.1f tok/s, %.3f ms/token\n", what, vs[i % 3] < 0 ? "default " : "v", vs[i % 3] < 0 ? 55 : vs[i % 3],
+                vs[i % 3] < 0 ? "off" : "on", vs[i % 3] == 123 ? "by the MMA" : vs[i % 3] == 59 ? "in the prologue" : "-",
+                i < 3 ? 16 : 32, 32 / tv, 1e3 * tv / 32);
+        }
+    frk_set_stream_qvar(qv0);
+    frk_set_stream_qstage(16384);
+    fr_cuda_set_fuse(c, 1);
+}
+
+/* Tile-to-block map of the streamed products (frk_set_stream_tmap), three times interleaved. */
+static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
+    const int m0 = frk_get_stream_tmap();
+    for (int i = 0; i < 6; i++) {
+        frk_set_stream_tmap(i & 1);
+        fr_cuda_set_fuse(c, 1); /* drops the graphs */
+        const double tv = b1_point(c, s1);
+        LOG("decode batch 1 (%s, graphs) fused, tiles %s: %.1f tok/s, %.3f ms/token\n", what,
+            i & 1 ? "longer blocks first" : "spread evenly", 32 / tv, 1e3 * tv / 32);
+    }
+    frk_set_stream_tmap(m0);
+    fr_cuda_set_fuse(c, 1);
+}
+
+/* Experiments only (gpu-bench --sweep NAME...): per weight format an engine at position 512, then
+ * the named sweeps (ahead, qcons, tmap). */
+static void sweeps(char **names, int n) {
+    fr_hparams hq = llama8b();
+    fr_err err;
+    for (int wi = 0; wi < 3; wi++) {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.weights = wi == 0 ? FR_CUDA_W_BF16 : wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 4;
+        cfg.max_ctx = 2048;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
+        if (!c) die("sweep engine", &err);
+        seqset s1;
+        ss_init(&s1, 1);
+        prefill(c, &s1, 0, 512);
+        const char *what = wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4";
+        for (int i = 0; i < n; i++) {
+            if (!strcmp(names[i], "ahead")) sweep_ahead(c, &s1, what);
+            else if (!strcmp(names[i], "qcons") && wi) sweep_qcons(c, &s1, what);
+            else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
+            else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
+        }
+        ss_free(&s1);
+        fr_cuda_free(c);
+    }
 }
 
 /* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
@@ -879,6 +1008,7 @@ typedef struct res {
     double copy_tbs, gemm_tflops;
     double prefill_tps, prefill_ms;
     double dec1_tps[3], dec1_eager_tps, dec1_j;
+    double dec1p_tps[3]; /* pipelined loop (fr_cuda_submit) */
     double dec32_tps, dec32_j, dec32_i8kv_tps;
     double w_bytes[3];
     long kv_seqs_bf16, kv_seqs_i8;
@@ -928,6 +1058,13 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--timeline")) {
             timeline();
+            return 0;
+        } else if (!strcmp(argv[i], "--sweep")) {
+            if (fr_cuda_device_count() <= 0) {
+                printf("gpu-bench: no CUDA device: skipped\n");
+                return 0;
+            }
+            sweeps(argv + i + 1, argc - i - 1);
             return 0;
         }
     }
@@ -994,6 +1131,11 @@ int main(int argc, char **argv) {
         nvml_clocks(clk, sizeof clk);
         LOG("decode batch 1 (bf16, graphs): %d tokens in %.3f s -> %.1f tok/s, %.3f ms/token, "
             "%.2f J/token (%s)\n", G, t, G / t, 1e3 * t / G, r.dec1_j, clk);
+        s1.s[0].n_pos = P + 4;
+        const double tp1 = decode_pipe(c, &s1, 1, G, NULL);
+        r.dec1p_tps[0] = G / tp1;
+        LOG("decode batch 1 (bf16, graphs, pipelined): %d tokens in %.3f s -> %.1f tok/s, %.3f ms/token\n", G, tp1,
+            G / tp1, 1e3 * tp1 / G);
         {
             /* NVML's counter moves in ~0.1 s steps, too coarse for one 0.54 s pass: the energy
              * figure is taken over 4 more passes of the same G steps (context rewound to P + 4) */
@@ -1110,6 +1252,12 @@ int main(int argc, char **argv) {
         LOG("%s weights (%.2f GiB): prefill %d in %.1f ms (first call); decode batch 1: %.1f tok/s, "
             "%.3f ms/token\n", wi == 1 ? "INT8" : "INT4", mi.weights / 1073741824.0, P, tp * 1e3,
             G / t, 1e3 * t / G);
+        s1.s[0].n_pos = P + 4;
+        const double tp1 = decode_pipe(c, &s1, 1, G, NULL);
+        r.dec1p_tps[wi] = G / tp1;
+        LOG("%s weights: decode batch 1 pipelined: %.1f tok/s, %.3f ms/token\n", wi == 1 ? "INT8" : "INT4",
+            G / tp1, 1e3 * tp1 / G);
+        sweep_pipe(c, &s1, wi == 1 ? "INT8" : "INT4");
         sweep_b1(c, &s1, wi == 1 ? "INT8" : "INT4");
         seqset s32;
         ss_init(&s32, B);
@@ -1139,12 +1287,17 @@ int main(int argc, char **argv) {
         100 * r.dec1_tps[0] * rd1 / bw);
     LOG("%-38s %12.1f %10s %10s  same bytes, eager launches (no CUDA graph)\n", "decode b=1 BF16 eager (tok/s)",
         r.dec1_eager_tps, "-", "-");
+    LOG("%-38s %12.1f %10s %10s  same bytes, next step queued before the token is read\n",
+        "decode b=1 BF16 pipelined (tok/s)", r.dec1p_tps[0], "-", "-");
     for (int wi = 1; wi <= 2; wi++) {
         const double rd = r.w_bytes[wi] - emb + (P + G / 2) * kv_tok;
         LOG("%-38s %12.1f %10s %10s  %.2f GB/token -> %.0f tok/s ceiling -> %.0f%%\n",
             wi == 1 ? "decode b=1 INT8 weights (tok/s)" : "decode b=1 INT4 weights (tok/s)", r.dec1_tps[wi],
             wi == 1 ? ">=380" : ">=600", wi == 1 ? "184" : "217", rd / 1e9, bw / rd,
             100 * r.dec1_tps[wi] * rd / bw);
+        LOG("%-38s %12.1f %10s %10s  same bytes, next step queued before the token is read -> %.0f%%\n",
+            wi == 1 ? "decode b=1 INT8 pipelined (tok/s)" : "decode b=1 INT4 pipelined (tok/s)", r.dec1p_tps[wi],
+            "-", "-", 100 * r.dec1p_tps[wi] * rd / bw);
     }
     const double rd32 = r.w_bytes[0] - emb + 32 * (P + G / 2) * kv_tok;
     LOG("%-38s %12.0f %10s %10s  %.2f GB/step -> %.0f tok/s bandwidth ceiling\n", "decode b=32 BF16 aggregate (tok/s)",

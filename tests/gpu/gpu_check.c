@@ -1007,8 +1007,99 @@ static void quant_cb(const float *W, int M, int K, int bits, float *out) {
 }
 
 static int dec_fuse = 1; /* fr_cuda_config.fuse of the decoder checks */
-static int dec_probe = 0; /* 1: the attention's L2 prefetch of the o weights and the timeline
-                           * probes (their kernel instantiations) on, the combine kernel merging */
+static int dec_probe = 0; /* 1: the attention's L2 prefetches (the o weights; the next layer's
+                           * weights, l2_ahead*) and the timeline probes (their kernel
+                           * instantiations) on, the combine kernel merging */
+/* Pipelined decode (fr_cuda_submit / fr_cuda_collect, tokens fed on the device) against the
+ * synchronous greedy loop from the same prefix: the same ids, step for step, for B sequences;
+ * and the misuses it must refuse. */
+static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int graphs) {
+    fr_model *m = tiny_model(sh);
+    const int V = sh->V, P = 9, N = quick ? 6 : 12;
+    fr_cuda_config cfg = fr_cuda_config_default();
+    cfg.weights = wt;
+    cfg.use_graphs = graphs;
+    cfg.max_tokens = 64;
+    cfg.max_seqs = 8;
+    cfg.kv_bytes = (size_t)64 << 20;
+    fr_err err = {{0}};
+    fr_cuda *c = fr_cuda_new(m, &cfg, &err);
+    char name[160];
+    snprintf(name, sizeof name, "pipelined decode %s w=%s B=%d graphs=%d: same ids as the synchronous loop",
+             sh->name, wt == FR_CUDA_W_INT4 ? "int4" : wt == FR_CUDA_W_INT8 ? "int8" : "bf16", B, graphs);
+    if (!c) {
+        report_bool(name, false, err.msg);
+        tiny_free(m, sh);
+        return;
+    }
+    fr_seq seqs[4];
+    memset(seqs, 0, sizeof seqs);
+    next_block = 1;
+    int32_t tok[64], pos[64], ids[4], want_ids[4][32], got_ids[4][32];
+    fr_seq *sp[64];
+    uint8_t want[64];
+    fr_sampling g;
+    memset(&g, 0, sizeof g);
+    int rc = 0;
+    for (int s = 0; s < B; s++) { /* prefill P tokens each, the last one sampled */
+        seq_grow(&seqs[s], P + N + 2);
+        for (int i = 0; i < P; i++) tok[i] = irand(V), pos[i] = i, sp[i] = &seqs[s], want[i] = i == P - 1;
+        fr_batch b = {P, tok, pos, sp, want};
+        rc |= fr_cuda_forward_sample(c, &b, &g, 1, NULL, &ids[s], NULL, &err);
+    }
+    int32_t first[4];
+    memcpy(first, ids, sizeof first);
+    for (int step = 0; step < N; step++) { /* the synchronous loop */
+        for (int s = 0; s < B; s++) tok[s] = ids[s], pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
+        fr_batch b = {B, tok, pos, sp, want};
+        rc |= fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err);
+        for (int s = 0; s < B; s++) want_ids[s][step] = ids[s];
+    }
+    for (int s = 0; s < B; s++) seqs[s].n_pos = P; /* rewind: the same cache rows are rewritten */
+    for (int step = 0; step <= N; step++) { /* pipelined: submit step, then collect step - 1 */
+        if (step < N) {
+            for (int s = 0; s < B; s++) tok[s] = step ? 0 : first[s], pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
+            fr_batch b = {B, tok, pos, sp, want};
+            if (fr_cuda_submit(c, &b, &g, 1, NULL, step > 0, &err)) rc |= 4;
+        }
+        if (step > 0 && fr_cuda_collect(c, ids, &err) != B) rc |= 8;
+        if (step > 0)
+            for (int s = 0; s < B; s++) got_ids[s][step - 1] = ids[s];
+    }
+    int same = 1;
+    for (int s = 0; s < B; s++)
+        for (int i = 0; i < N; i++) same &= got_ids[s][i] == want_ids[s][i];
+    char det[700];
+    snprintf(det, sizeof det, "rc %d; seq 0 ids %d %d %d vs %d %d %d; %s", rc, got_ids[0][0], got_ids[0][1],
+             got_ids[0][N - 1], want_ids[0][0], want_ids[0][1], want_ids[0][N - 1], err.msg);
+    report_bool(name, rc == 0 && same, det);
+    /* misuses: collect with nothing in flight, a fed step of another row count, a third step in
+     * flight, a synchronous forward while steps are in flight */
+    int refused = 0;
+    err.msg[0] = 0;
+    refused += fr_cuda_collect(c, ids, &err) < 0;
+    for (int s = 0; s < B; s++) tok[s] = 0, pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
+    fr_batch b1 = {B, tok, pos, sp, want};
+    { /* B - 1 rows fed (B = 1: a fed step of 2 rows) */
+        fr_batch bs = {B > 1 ? B - 1 : 2, tok, pos, sp, want};
+        if (B == 1) tok[1] = 0, pos[1] = seqs[1].n_pos, sp[1] = &seqs[1], want[1] = 1;
+        refused += fr_cuda_submit(c, &bs, &g, 1, NULL, 1, &err) != 0;
+    }
+    const int ok1 = fr_cuda_submit(c, &b1, &g, 1, NULL, 1, &err) == 0;
+    for (int s = 0; s < B; s++) pos[s] = seqs[s].n_pos;
+    const int ok2 = fr_cuda_submit(c, &b1, &g, 1, NULL, 1, &err) == 0;
+    for (int s = 0; s < B; s++) pos[s] = seqs[s].n_pos;
+    refused += fr_cuda_submit(c, &b1, &g, 1, NULL, 1, &err) != 0;
+    refused += fr_cuda_forward_sample(c, &b1, &g, 1, NULL, ids, NULL, &err) != 0;
+    const int col = (fr_cuda_collect(c, ids, &err) == B) + (fr_cuda_collect(c, ids, &err) == B);
+    snprintf(name, sizeof name, "pipelined decode %s B=%d: misuses refused, the engine still serves", sh->name, B);
+    snprintf(det, sizeof det, "refused %d of 4, submitted %d %d, collected %d", refused, ok1, ok2, col);
+    report_bool(name, refused == 4 && ok1 && ok2 && col == 2, det);
+    for (int s = 0; s < 4; s++) free(seqs[s].blocks);
+    fr_cuda_free(c);
+    tiny_free(m, sh);
+}
+
 static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, int graphs, int mma) {
     fr_model *m = tiny_model(sh);
     const int V = sh->V;
@@ -1035,13 +1126,18 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     cfg.fuse = dec_fuse;
     cfg.attn_merge = dec_fuse && !dec_probe; /* the fused checks merge attention splits in-kernel too */
     cfg.attn_prefetch = dec_probe;
+    if (dec_probe) { /* later weights into L2 from the attention kernels, all of them */
+        cfg.l2_ahead = 1ll << 30;
+        cfg.l2_ahead_gu = 1ll << 30;
+        cfg.l2_ahead_last = 1;
+    }
     fr_err err = {{0}};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     if (c && dec_probe) fr_cuda_set_trace(c, 1);
     char name[200];
     snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s%s", sh->name,
              wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
-             dec_fuse, dec_probe ? " o-prefetch+probes" : "", wq < 16 ? ldr() : "");
+             dec_fuse, dec_probe ? " o-prefetch+L2-ahead+probes" : "", wq < 16 ? ldr() : "");
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -1223,8 +1319,8 @@ int main(int argc, char **argv) {
         check_stream(34, 200, 4, 2, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_minb(1);
-        static const int qvq[7] = {0, 3, 9, 11, 17, 27, 55}; /* INT consumer variants (default per format) */
-        for (int i = 0; i < 7; i++) {
+        static const int qvq[8] = {0, 3, 9, 11, 17, 27, 55, 123}; /* INT consumer variants (default per format) */
+        for (int i = 0; i < 8; i++) {
             frk_set_stream_qvar(qvq[i]);
             check_stream(66, 4160, 4, 3, true);
             check_stream(40, 256, 8, 5, false);
@@ -1247,6 +1343,7 @@ int main(int argc, char **argv) {
         dec_fuse = 0;
         check_decoder(&q, FR_CUDA_W_BF16, 1, 1, 1);
         dec_fuse = 1;
+        check_pipelined(&q, FR_CUDA_W_INT4, 2, 1);
         dec_probe = 1;
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&q, FR_CUDA_W_INT4, 0, 1, 1);
@@ -1322,18 +1419,31 @@ int main(int argc, char **argv) {
         check_stream_rope(4, 32, 8, 128, 4096, 2, false, true, false, true);
         frk_set_stream_stages(4);
         frk_set_stream_minb(1);
-        frk_set_stream_qstage(32768); /* INT with 32 KiB stages */
-        for (int bits = 4; bits <= 8; bits += 4) {
-            check_stream(1000, 4096, bits, 1, true);
-            check_stream(4096, 14336, bits, 1, false);
-            check_stream(66, 4160, bits, 3, true);
-            check_stream(128256 / 8, 4096, bits, 1, false);
+        frk_set_stream_qstage(32768); /* INT with 32 KiB stages: the v15, default and MMA-summed consumers */
+        static const int qv32[3] = {0, -1, 123};
+        for (int i = 0; i < 3; i++) {
+            frk_set_stream_qvar(qv32[i]);
+            for (int bits = 4; bits <= 8; bits += 4) {
+                check_stream(1000, 4096, bits, 1, true);
+                check_stream(4096, 14336, bits, 1, false);
+                check_stream(66, 4160, bits, 3, true);
+                check_stream(128256 / 8, 4096, bits, 1, false);
+            }
+            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+            check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
+        }
+        frk_set_stream_qvar(-1);
+        frk_set_stream_qstage(16384);
+        frk_set_stream_tmap(!frk_get_stream_tmap()); /* the other tile-to-block map */
+        for (int bits = 4; bits <= 16; bits *= 2) {
+            check_stream(6144, 4096, bits, 1, true);
+            check_stream(1000, 4096, bits, 3, false);
+            check_stream(4096, 14336, bits, 2, false);
         }
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
-        frk_set_stream_qstage(16384);
-        static const int qvs[15] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55}; /* INT consumer variants */
-        for (int i = 0; i < 15; i++) {
+        frk_set_stream_tmap(!frk_get_stream_tmap());
+        static const int qvs[17] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123}; /* INT consumer variants */
+        for (int i = 0; i < 17; i++) {
             const int v = qvs[i];
             frk_set_stream_qvar(v);
             for (int bits = 4; bits <= 8; bits += 4) {
@@ -1392,13 +1502,16 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[0], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT8, 1, 1, 1);
         dec_fuse = 1;
+        check_pipelined(&shapes[1], FR_CUDA_W_INT4, 1, 1);
+        check_pipelined(&shapes[0], FR_CUDA_W_BF16, 3, 1);
+        check_pipelined(&shapes[1], FR_CUDA_W_INT8, 2, 0);
         dec_probe = 1; /* the opt-in o-projection prefetch and the probed kernels */
         check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
-        static const int qvd[4] = {0, 11, 27, 55}; /* the v15, folded-zero-point, producer-warp, free-running consumers */
-        for (int i = 0; i < 4; i++) {
+        static const int qvd[5] = {0, 11, 27, 55, 123}; /* the v15, folded-zero-point, producer-warp, free-running, MMA-summed consumers */
+        for (int i = 0; i < 5; i++) {
             frk_set_stream_qvar(qvd[i]);
             check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
             check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);

@@ -48,6 +48,14 @@ typedef struct fr_cuda_config {
                             * projection's weights into L2 while they wait for the qkv product;
                             * 0 (default: measured 1-3 % slower at batch 1 on an H200).
                             * Env FRUGAL_CUDA_ATTN_PF. */
+    long long l2_ahead;    /* decode steps of <= 4 rows: bytes of the next layer's qkv weights
+                            * (after the last layer, of the LM head) that the attention kernel
+                            * moves into L2 after its dependency wait, their scales first; 0 off.
+                            * Env FRUGAL_CUDA_L2_AHEAD (bytes). */
+    long long l2_ahead_gu; /* likewise, bytes of this layer's gate/up weights; 0 off.
+                            * Env FRUGAL_CUDA_L2_AHEAD_GU. */
+    int l2_ahead_last;     /* 1: those prefetches carry the L2 evict_last hint.
+                            * Env FRUGAL_CUDA_L2_AHEAD_LAST. */
 } fr_cuda_config;
 
 typedef struct fr_cuda_mem {
@@ -82,6 +90,18 @@ int fr_cuda_forward(fr_cuda *c, const fr_batch *b, float *logits_out, fr_err *er
 int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_sp,
                            const uint64_t *counters, int32_t *ids_out, float *logits_out,
                            fr_err *err);
+/* Pipelined decode, one step ahead of the host: fr_cuda_submit queues a forward with sampling on
+ * the device (every row sampled, as fr_cuda_forward_sample with logits_out NULL) and returns
+ * without waiting; the sequences advance at once, so the next step can be submitted before
+ * this one's ids are read. feed = 1 takes each row's token from the previous submitted step's
+ * sampled id of the same row, on the device (same row count; b->tokens must still hold valid
+ * ids, e.g. 0, and are ignored). fr_cuda_collect waits for the oldest submitted step and writes
+ * its ids (returns how many, or -1). At most two steps are in flight; the synchronous calls
+ * refuse to run while any is. A caller that stops a sequence on a collected id must account for
+ * the one step already queued after it (its position was advanced). */
+int fr_cuda_submit(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_sp,
+                   const uint64_t *counters, int feed, fr_err *err);
+int fr_cuda_collect(fr_cuda *c, int32_t *ids_out, fr_err *err);
 /* Wait for all work (for timing). */
 void fr_cuda_sync(fr_cuda *c);
 /* Switch decode-graph replay on or off (benchmarks compare the two). */
@@ -98,6 +118,8 @@ void fr_cuda_set_attn_merge(fr_cuda *c, int on);
 void fr_cuda_set_split_cap(fr_cuda *c, int n);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
+/* fr_cuda_config.l2_ahead, l2_ahead_gu, l2_ahead_last (measurement); drops graphs. */
+void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last);
 /* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env
  * FRUGAL_CUDA_HEAD_GEMV); drops graphs. */
 void fr_cuda_set_head_gemv(fr_cuda *c, int on);

@@ -129,6 +129,28 @@ static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
 static __device__ __forceinline__ void l2_prefetch_line(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
+/* Bulk prefetch of [p, p + bytes) into L2 (16-byte aligned, bytes % 16 == 0), evict_last when last. */
+static __device__ __forceinline__ void l2_prefetch_bulk(const void *p, uint32_t bytes, bool last) {
+    if (last) {
+        uint64_t pol;
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p), "r"(bytes), "l"(pol)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+    }
+}
+/* Block blk of nblk's share of [p, p + bytes) into L2, in pieces of 32 KiB (the caller: one thread). */
+static __device__ __forceinline__ void l2_prefetch_share(const void *p, long long bytes, long long blk,
+                                                         long long nblk, bool last) {
+    if (!p || bytes <= 0) return;
+    const long long per = ((bytes + nblk - 1) / nblk + 15) & ~15LL;
+    const long long lo = blk * per;
+    long long hi = lo + per < bytes ? lo + per : bytes;
+    hi &= ~15LL;
+    for (long long o = lo; o < hi; o += 32768)
+        l2_prefetch_bulk((const char *)p + o, (uint32_t)(hi - o < 32768 ? hi - o : 32768), last);
+}
 static __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 static __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 

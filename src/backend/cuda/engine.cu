@@ -99,6 +99,17 @@ struct fr_cuda {
     int logits_h_rows;
     int32_t *ids_h;
     frk_sample_params *sp_h;
+    /* two sets of the pinned buffers above (in_h, ids_h, sp_h point into the current one), so a
+     * step can be prepared while the previous one's copies are still queued (fr_cuda_submit);
+     * per set the step it carries: its event, its wanted rows */
+    int32_t *in_hb[2], *ids_hb[2];
+    frk_sample_params *sp_hb[2];
+    cudaEvent_t ev[2];
+    int *wrows[2];
+    int n_want[2];
+    int n_flight, flight0; /* steps submitted and not collected; the set of the oldest */
+    int fed_rows;          /* rows a fed step may have: the last step's sampled rows, in in_d */
+    int cur;               /* the set the next step uses */
     /* host batch analysis */
     fr_seq **seq_list;
     int *seq_cnt;
@@ -172,6 +183,10 @@ static int alloc_dmat(fr_cuda *c, dmat *d, int M, int K, fr_err *err) {
     return 0;
 }
 
+static long long dmat_bytes(const fr_cuda *c, const dmat *d) { /* the packed or bf16 weights */
+    return c->wbits == 16 ? (long long)d->M * d->K * 2 : (long long)frk_quant_bytes(d->M, d->K, c->wbits);
+}
+
 /* ------------------------------------------------------------------ creation */
 static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in, fr_err *err) {
     fr_cuda_config cfg = cfg_in ? *cfg_in : fr_cuda_config_default();
@@ -236,10 +251,20 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) c->head_gemv = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_ATTN_PF");
         if (e) c->cfg.attn_prefetch = atoi(e) ? 1 : 0;
+        e = getenv("FRUGAL_CUDA_L2_AHEAD");
+        if (e) c->cfg.l2_ahead = atoll(e) > 0 ? atoll(e) : 0;
+        e = getenv("FRUGAL_CUDA_L2_AHEAD_GU");
+        if (e) c->cfg.l2_ahead_gu = atoll(e) > 0 ? atoll(e) : 0;
+        e = getenv("FRUGAL_CUDA_L2_AHEAD_LAST");
+        if (e) c->cfg.l2_ahead_last = atoi(e) ? 1 : 0;
         e = getenv("FRUGAL_CUDA_ATTN_CLUSTER");
         if (e) frk_set_attn_cluster(atoi(e));
         e = getenv("FRUGAL_CUDA_CARVEOUT");
         if (e) frk_set_stream_carveout(atoi(e));
+        e = getenv("FRUGAL_CUDA_QVAR");
+        if (e) frk_set_stream_qvar(atoi(e));
+        e = getenv("FRUGAL_CUDA_TMAP");
+        if (e) frk_set_stream_tmap(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
@@ -365,13 +390,21 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     FR_CK(cudaMemset(c->xn, 0, MT * FR_MAX(E, F) * 2));
     FR_CK(cudaMemset(c->attn, 0, MT * c->nq * 2));
     FR_CK(cudaMemset(c->act, 0, MT * F * 2));
-    if (cudaMallocHost((void **)&c->in_h, c->in_words * 4) != cudaSuccess) goto host_oom;
-    memset(c->in_h, 0, c->in_words * 4);
+    for (int i = 0; i < 2; i++) {
+        if (cudaMallocHost((void **)&c->in_hb[i], c->in_words * 4) != cudaSuccess) goto host_oom;
+        memset(c->in_hb[i], 0, c->in_words * 4);
+        if (cudaMallocHost((void **)&c->ids_hb[i], MT * 4) != cudaSuccess) goto host_oom;
+        if (cudaMallocHost((void **)&c->sp_hb[i], MT * sizeof(frk_sample_params)) != cudaSuccess) goto host_oom;
+        c->wrows[i] = (int *)calloc(MT, sizeof(int));
+        if (!c->wrows[i]) goto host_oom;
+        FR_CK(cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming));
+    }
+    c->in_h = c->in_hb[0];
+    c->ids_h = c->ids_hb[0];
+    c->sp_h = c->sp_hb[0];
     c->logits_h_rows = (int)FR_MIN((size_t)c->MS, (size_t)FR_MAX(1, (int)((64u << 20) / (V * 4))));
     if (c->logits_h_rows < 1) c->logits_h_rows = 1;
     if (cudaMallocHost((void **)&c->logits_h, (size_t)c->logits_h_rows * V * 4) != cudaSuccess) goto host_oom;
-    if (cudaMallocHost((void **)&c->ids_h, MT * 4) != cudaSuccess) goto host_oom;
-    if (cudaMallocHost((void **)&c->sp_h, MT * sizeof(frk_sample_params)) != cudaSuccess) goto host_oom;
     c->seq_list = (fr_seq **)calloc(MT + (size_t)c->MS, sizeof(fr_seq *));
     c->seq_cnt = (int *)calloc(MT + (size_t)c->MS, sizeof(int));
     if (!c->seq_list || !c->seq_cnt) goto host_oom;
@@ -425,10 +458,14 @@ extern "C" void fr_cuda_free(fr_cuda *c) {
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     for (int i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
     if (c->trace) cudaFree(c->trace);
-    if (c->in_h) cudaFreeHost(c->in_h);
+    for (int i = 0; i < 2; i++) {
+        if (c->in_hb[i]) cudaFreeHost(c->in_hb[i]);
+        if (c->ids_hb[i]) cudaFreeHost(c->ids_hb[i]);
+        if (c->sp_hb[i]) cudaFreeHost(c->sp_hb[i]);
+        if (c->ev[i]) cudaEventDestroy(c->ev[i]);
+        free(c->wrows[i]);
+    }
     if (c->logits_h) cudaFreeHost(c->logits_h);
-    if (c->ids_h) cudaFreeHost(c->ids_h);
-    if (c->sp_h) cudaFreeHost(c->sp_h);
     if (c->cub) cublasDestroy(c->cub);
     if (c->st) cudaStreamDestroy(c->st);
     free(c->L);
@@ -875,10 +912,23 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         aa.counters = c->cfg.attn_merge ? c->attn_cnt : NULL;
         if (c->cfg.attn_prefetch && !pl->prefill) { /* the output projection's weights, into L2 */
             aa.pf = L->o.w;
-            aa.pf_bytes = c->wbits == 16 ? (long long)L->o.M * L->o.K * 2
-                                         : (long long)frk_quant_bytes(L->o.M, L->o.K, c->wbits);
+            aa.pf_bytes = dmat_bytes(c, &L->o);
             aa.pf2 = L->o.sz;
             aa.pf2_bytes = L->o.sz ? (long long)frk_quant_sz_count(L->o.M, L->o.K) * 4 : 0;
+        }
+        if (!pl->prefill && T <= 4) { /* later weights into L2 while attention leaves HBM idle */
+            const dmat *nx = l + 1 < hp->n_layer ? &c->L[l + 1].qkv : &c->out;
+            if (c->cfg.l2_ahead > 0) {
+                aa.ahead[0] = nx->sz;
+                aa.ahead_bytes[0] = nx->sz ? (long long)frk_quant_sz_count(nx->M, nx->K) * 4 : 0;
+                aa.ahead[1] = nx->w;
+                aa.ahead_bytes[1] = FR_MIN(c->cfg.l2_ahead, dmat_bytes(c, nx));
+            }
+            if (c->cfg.l2_ahead_gu > 0) {
+                aa.ahead[2] = L->gu.w;
+                aa.ahead_bytes[2] = FR_MIN(c->cfg.l2_ahead_gu, dmat_bytes(c, &L->gu));
+            }
+            aa.ahead_last = c->cfg.l2_ahead_last;
         }
         aa.trace = c->trace ? c->trace + 3 * (6 * l + 1) : NULL;
         aa.cluster = c->wbits == 8 ? 16 : 8; /* measured best per format (GPU-NOTES v24-v25) */
@@ -1101,6 +1151,11 @@ static void copy_logits(fr_cuda *c, const fr_batch *b, const plan *pl, int nw, f
 extern "C" int fr_cuda_forward(fr_cuda *c, const fr_batch *b, float *logits_out, fr_err *err) {
     plan pl;
     int nw = 0;
+    if (c->n_flight) {
+        fr_err_set(err, "cuda: steps in flight (collect them first)");
+        return -1;
+    }
+    c->fed_rows = 0;
     if (prepare(c, b, &pl, &nw, err)) return -1;
     upload_inputs(c, &pl);
     execute(c, &pl);
@@ -1110,13 +1165,36 @@ extern "C" int fr_cuda_forward(fr_cuda *c, const fr_batch *b, float *logits_out,
     return 0;
 }
 
-extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sampling *sp,
-                                      int n_sp, const uint64_t *counters, int32_t *ids_out,
-                                      float *logits_out, fr_err *err) {
-    plan pl;
+/* Queue one step (see fr_cuda_submit): inputs from the current pinned set, the forward, the
+ * sampling, the ids back into the set's pinned ids; *plp and *nwp describe the step. */
+static int submit_step(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_sp,
+                       const uint64_t *counters, int feed, int pipelined, plan *plp, int *nwp, fr_err *err) {
+    plan &pl = *plp;
     int nw = 0;
+    if (c->n_flight >= 2) {
+        fr_err_set(err, "cuda: two steps already in flight (collect one first)");
+        return -1;
+    }
+    const int set = c->cur;
+    c->in_h = c->in_hb[set];
+    c->ids_h = c->ids_hb[set];
+    c->sp_h = c->sp_hb[set];
+    if (feed && b->n_tokens != c->fed_rows) {
+        fr_err_set(err, "cuda: fed step of %d rows after a step that sampled %d rows for it", b->n_tokens,
+                   c->fed_rows);
+        return -1;
+    }
     if (prepare(c, b, &pl, &nw, err)) return -1;
-    upload_inputs(c, &pl);
+    if (feed && nw != b->n_tokens) {
+        fr_err_set(err, "cuda: a fed step samples every row");
+        return -1;
+    }
+    if (feed) { /* the tokens come from the previous step's ids, already in the device inputs */
+        const size_t words = (size_t)c->off_bt + (size_t)pl.S * c->bt_stride - c->off_pos;
+        FR_CK(cudaMemcpyAsync(c->in_d + c->off_pos, c->in_h + c->off_pos, words * 4, cudaMemcpyHostToDevice, c->st));
+    } else {
+        upload_inputs(c, &pl);
+    }
     if (c->trace)
         FR_CK(cudaMemsetAsync(c->trace, 0xFF, (size_t)3 * (6 * c->hp.n_layer + 1) * 8, c->st));
     execute(c, &pl);
@@ -1151,12 +1229,57 @@ extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sa
                               cudaMemcpyHostToDevice, c->st));
         frk_sample(c->logits, R, c->hp.n_vocab, c->sp_d, c->ids, c->st);
     }
+    /* fr_cuda_submit: a next step may be fed from these ids (row i's token = row i's id; every
+     * row sampled, so the first n_tokens computed rows are the batch's rows in order) */
+    c->fed_rows = 0;
+    if (pipelined && nw == b->n_tokens) {
+        FR_CK(cudaMemcpyAsync(c->in_d + c->off_tok, c->ids, (size_t)nw * 4, cudaMemcpyDeviceToDevice, c->st));
+        c->fed_rows = nw;
+    }
     FR_CK(cudaMemcpyAsync(c->ids_h, c->ids, (size_t)R * 4, cudaMemcpyDeviceToHost, c->st));
-    if (logits_out && nw) copy_logits(c, b, &pl, nw, logits_out);
-    FR_CK(cudaStreamSynchronize(c->st));
-    for (int k = 0; k < nw; k++) ids_out[k] = c->ids_h[wanted_row(c, b, &pl, k)];
+    FR_CK(cudaEventRecord(c->ev[set], c->st));
+    for (int k = 0; k < nw; k++) c->wrows[set][k] = wanted_row(c, b, &pl, k);
+    c->n_want[set] = nw;
+    if (c->n_flight == 0) c->flight0 = set;
+    c->n_flight++;
+    c->cur = set ^ 1;
     finish(c, b);
+    *nwp = nw;
     return 0;
+}
+
+extern "C" int fr_cuda_submit(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_sp,
+                              const uint64_t *counters, int feed, fr_err *err) {
+    plan pl;
+    int nw = 0;
+    return submit_step(c, b, sp, n_sp, counters, feed, 1, &pl, &nw, err);
+}
+
+extern "C" int fr_cuda_collect(fr_cuda *c, int32_t *ids_out, fr_err *err) {
+    if (c->n_flight == 0) {
+        fr_err_set(err, "cuda: no step in flight");
+        return -1;
+    }
+    const int set = c->flight0;
+    FR_CK(cudaEventSynchronize(c->ev[set]));
+    for (int k = 0; k < c->n_want[set]; k++) ids_out[k] = c->ids_hb[set][c->wrows[set][k]];
+    c->flight0 ^= 1;
+    c->n_flight--;
+    return c->n_want[set];
+}
+
+extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sampling *sp,
+                                      int n_sp, const uint64_t *counters, int32_t *ids_out,
+                                      float *logits_out, fr_err *err) {
+    if (c->n_flight) {
+        fr_err_set(err, "cuda: steps in flight (collect them first)");
+        return -1;
+    }
+    plan pl;
+    int nw = 0;
+    if (submit_step(c, b, sp, n_sp, counters, 0, 0, &pl, &nw, err)) return -1;
+    if (logits_out && nw) copy_logits(c, b, &pl, nw, logits_out);
+    return fr_cuda_collect(c, ids_out, err) < 0 ? -1 : 0;
 }
 
 extern "C" void fr_cuda_sync(fr_cuda *c) { FR_CK(cudaStreamSynchronize(c->st)); }
@@ -1217,6 +1340,12 @@ extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_w
 extern "C" void fr_cuda_set_head_gemv(fr_cuda *c, int on) {
     drop_graphs(c);
     c->head_gemv = on ? 1 : 0;
+}
+extern "C" void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last) {
+    drop_graphs(c);
+    c->cfg.l2_ahead = qkv_bytes > 0 ? qkv_bytes : 0;
+    c->cfg.l2_ahead_gu = gu_bytes > 0 ? gu_bytes : 0;
+    c->cfg.l2_ahead_last = evict_last ? 1 : 0;
 }
 extern "C" void fr_cuda_set_attn_prefetch(fr_cuda *c, int on) {
     drop_graphs(c);

@@ -88,6 +88,15 @@ static __device__ void combine_warp(const float *part, int t, int hq, int nsplit
     }
 }
 
+/* The ranges of later weights (frk_attn_args.ahead) into L2: this block's share, by thread 0. */
+static __device__ __forceinline__ void attn_ahead(const frk_attn_args &a) {
+    if (threadIdx.x != 0 || !a.ahead_bytes[0] && !a.ahead_bytes[1] && !a.ahead_bytes[2]) return;
+    const long long nblk = (long long)gridDim.x * gridDim.y * gridDim.z;
+    const long long blk = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+#pragma unroll
+    for (int r = 0; r < 3; r++) l2_prefetch_share(a.ahead[r], a.ahead_bytes[r], blk, nblk, a.ahead_last != 0);
+}
+
 /* MINB 8 caps the registers at 64, so two blocks fit an SM beside two streamed-GEMV blocks (96
  * registers x 256 threads each) while those still run (frk_set_attn_minb(8)); measured slower on
  * an H200 (bench/GPU-NOTES.md v21: spills, and the attention's own time grows), so opt-in. */
@@ -153,6 +162,7 @@ __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int 
     tl_mark(a.trace, 0);
     pdl_wait();
     tl_mark(a.trace, 1);
+    attn_ahead(a);
     if (split < nchunks) load_chunk(split, old, INT_MAX);
     const float qscale = rsqrtf((float)D) * LOG2E;
     const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
@@ -437,6 +447,7 @@ __global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, i
     tl_mark(a.trace, 0);
     pdl_wait();
     tl_mark(a.trace, 1);
+    attn_ahead(a);
     if (k_lo < k_hi) {
         const bf16 *q = (const bf16 *)a.q + ((size_t)t * H + (size_t)g * G) * D;
         for (int i = tid; i < G * PCS; i += 128) cp_async16(sptr(Qs + (i / PCS) * LDS + (i % PCS) * 8), q + (size_t)i * 8);

@@ -68,6 +68,16 @@ extern "C" int frk_get_stream_stages(void) { return stages_cap; }
  * blocks per SM), 3 at most 80 registers (no spills), so a third block (the next kernel's, under
  * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
 static int min_blocks = 1;
+static int tmap = 0;
+extern "C" void frk_set_stream_tmap(int m) { tmap = m ? 1 : 0; }
+extern "C" int frk_get_stream_tmap(void) { return tmap; }
+/* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
+ * range is [unit_lo(b), unit_lo(b + 1)). */
+static __device__ __forceinline__ int unit_lo(int b, int G, int N, int m) {
+    if (!m) return (int)((long)b * N / G);
+    const int base = N / G, extra = N - base * G;
+    return b < extra ? b * (base + 1) : extra * (base + 1) + (b - extra) * base;
+}
 extern "C" void frk_set_stream_minb(int n) { min_blocks = n == 3 ? 3 : 1; }
 extern "C" int frk_get_stream_minb(void) { return min_blocks; }
 
@@ -329,8 +339,8 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int M = a.M, K = a.K;
     const int NRG = (M + 7) / 8, NKT = (K + ST_KC - 1) / ST_KC;
-    const int rg0 = (int)((long)blockIdx.x * NRG / gridDim.x);
-    const int rg1 = (int)((long)(blockIdx.x + 1) * NRG / gridDim.x);
+    const int rg0 = unit_lo(blockIdx.x, gridDim.x, NRG, a.tmap);
+    const int rg1 = unit_lo(blockIdx.x + 1, gridDim.x, NRG, a.tmap);
     const int nst = (rg1 - rg0) * NKT;
     if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
@@ -504,15 +514,19 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
  * epilogue sits on a consumer warp's path to the next barrier (ncu: a third of the INT4
  * consumers' stall cycles were at that barrier); 32 (with 16) no block barrier per stage at all:
  * consumers arrive on per-slot "empty" mbarriers, tile partials go to the producer through
- * mbarriers. 0 is the v15 consumer; 55 (1+2+4+16+32) the default (GPU-NOTES v20-v23). */
+ * mbarriers; 64 (with 8) the group sums made by the consumers themselves, in the block's first
+ * tile, by one more MMA per k-step with an all-ones A, kept in shared memory for the later tiles
+ * (no prologue pass). 0 is the v15 consumer; 55 (1+2+4+16+32) the default (GPU-NOTES v20-v23). */
 template <int V> struct qthreads { static constexpr int n = (V & 16) ? 288 : 256; };
 template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
 __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
     static_assert(!(V & 16) || (V & 1), "the producer warp needs early release");
     static_assert(!(V & 32) || (V & 16), "free-running consumers need the producer warp");
+    static_assert(!(V & 64) || (V & 8), "MMA-made group sums are for the folded zero point");
     constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0, PW = (V & 16) != 0;
     constexpr bool FR = (V & 32) != 0; /* no block barrier per stage: per-slot "empty" mbarriers */
+    constexpr bool ZS = (V & 64) != 0; /* ZF's group sums made by the consumers' MMA (block's first tile) */
     constexpr int ITID = PW ? 256 : 0; /* the thread that issues the bulk copies */
     constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
     typedef qgeom<BITS, SB> Q;
@@ -526,8 +540,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
     const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
     const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS;
-    const int rt0 = (int)((long)blockIdx.x * NRT / gridDim.x);
-    const int rt1 = (int)((long)(blockIdx.x + 1) * NRT / gridDim.x);
+    const int rt0 = unit_lo(blockIdx.x, gridDim.x, NRT, a.tmap);
+    const int rt1 = unit_lo(blockIdx.x + 1, gridDim.x, NRT, a.tmap);
     const int nst = (rt1 - rt0) * NST;
     if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
@@ -581,7 +595,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
     float *gsum = (float *)(xs + (size_t)nb * Kp); /* ZF: [NG][8] group sums of the activations */
-    if (ZF) stage_x_zf<PX>(a, nb, Kp, xs, gsum, wsum, inv);
+    if (ZF && !ZS) stage_x_zf<PX>(a, nb, Kp, xs, gsum, wsum, inv);
     else stage_x<true, PX>(a, nb, Kp, xs, wsum, inv);
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
@@ -685,6 +699,11 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         if (!PW && j == 0) pre = acc_pre_at(a, rt, threadIdx.x); /* after the deferred epilogue that used the last one */
         uint32_t zz[Q::GPW][2], nz[Q::GPW];
         float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
+        /* ZS: in the block's first tile the sums of each group's activations S (per batch column)
+         * come from one more MMA per k-step with an all-ones A (every row of the result is S),
+         * then live in gsum for the later tiles (the same warp, the same lane reads them back) */
+        const bool zfirst = ZS && rt == rt0;
+        float zsum[ZS ? Q::GPW : 1][4];
         int Gk[Q::GPW];
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
@@ -695,6 +714,9 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] & 0xffffu)));
             sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] & 0xffffu)));
             Gk[gi] = gl < ng ? g0 + gl : 0;
+            if (ZS)
+#pragma unroll
+                for (int e = 0; e < 4; e++) zsum[gi][e] = 0.f;
 #pragma unroll
             for (int h = 0; h < Q::NACC; h++)
 #pragma unroll
@@ -728,6 +750,10 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                         b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
                     }
                     qf_mma(c[gi][kst % Q::NACC], A, b0, b1);
+                    if (ZS && zfirst) {
+                        const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+                        qf_mma(zsum[gi], ones, b0, b1);
+                    }
                 }
         }
 #pragma unroll
@@ -737,7 +763,13 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
 #pragma unroll
                 for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
             if (ZF) { /* the MMA summed (1024 + q) x (int4 rows gq + 8: (1024 + 16 q) x) */
-                const float2 S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
+                float2 S;
+                if (ZS && zfirst) { /* (a group past the stage's end aliases group 0: the same sums) */
+                    S = make_float2(zsum[gi][0], zsum[gi][1]);
+                    *(float2 *)(gsum + Gk[gi] * 8 + 2 * tq) = S;
+                } else {
+                    S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
+                }
                 const float z0 = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] >> 16)));
                 const float z1 = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] >> 16)));
                 t[0] = fmaf(-z0, S.x, t[0]);
@@ -797,7 +829,7 @@ static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 #define QVAR_INT4 55
 #define QVAR_INT8 55
 static int qvar = -1;
-static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55}; /* instantiated in launch_q */
+static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123}; /* instantiated in launch_q */
 static bool qvar_ok(int v) {
     for (int q : qvars)
         if (q == v) return true;
@@ -856,7 +888,9 @@ static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, in
     }
     const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
-    frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, *a, l2pf_bytes, ns);
+    frk_gemv_args g = *a;
+    g.tmap = tmap;
+    frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, g, l2pf_bytes, ns);
 }
 
 /* The kernel for the loader and register budget in force. */
@@ -868,18 +902,23 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
     else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
     else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
 }
-template <int BITS, int V>
+template <int BITS, int V, int SB = ST_BYTES>
 static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
     static int set[2];
-    if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
-    else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
+    constexpr int MB = SB == ST_BYTES ? 1 : 2; /* 32 KiB stages: registers capped for two blocks */
+    if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
+    else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
 }
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
     static int set[3];
     if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
-    else if (q_sb() == 32768) launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
-    else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
+    else if (q_sb() == 32768) { /* the v15, default and MMA-summed consumers with 32 KiB stages */
+        const int v = qvar >= 0 ? qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8;
+        if (v == 123) launch_qv<BITS, 123, 32768>(units, ns, a, st);
+        else if (v == 55) launch_qv<BITS, 55, 32768>(units, ns, a, st);
+        else launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
+    } else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
     else switch (qvar >= 0 ? qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8) {
         case 0: launch_qv<BITS, 0>(units, ns, a, st); break;
         case 1: launch_qv<BITS, 1>(units, ns, a, st); break;
@@ -895,6 +934,8 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         case 23: launch_qv<BITS, 23>(units, ns, a, st); break;
         case 27: launch_qv<BITS, 27>(units, ns, a, st); break;
         case 55: launch_qv<BITS, 55>(units, ns, a, st); break;
+        case 59: launch_qv<BITS, 59>(units, ns, a, st); break;
+        case 123: launch_qv<BITS, 123>(units, ns, a, st); break;
         default: launch_qv<BITS, 11>(units, ns, a, st); break;
         }
 }

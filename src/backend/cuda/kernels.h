@@ -94,6 +94,12 @@ typedef struct frk_attn_args {
     const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
     long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
     unsigned long long *trace;     /* optional timeline probes: [0..2] attention, [3..5] combine */
+    /* optional: ranges of later weights the decode kernel moves into L2 after its dependency wait
+     * (HBM is otherwise idle during attention): bulk prefetches of each block's share, issued by
+     * its thread 0, with the evict_last hint when ahead_last (frk_l2_ahead) */
+    const void *ahead[3];
+    long long ahead_bytes[3];
+    int ahead_last;
     int cluster; /* the cluster kernel's size (0 off, 8, 16) unless frk_set_attn_cluster overrides it */
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
@@ -188,6 +194,7 @@ typedef struct frk_gemv_args {
     int ldo, mode;
     frk_rope_args rope;
     unsigned long long *trace; /* optional timeline probes [3] (cuda_util.cuh tl_mark) */
+    int tmap;                  /* set by frk_gemv_stream (frk_set_stream_tmap) */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
@@ -205,6 +212,11 @@ int frk_get_stream_loader(void);
  * stages per block). */
 void frk_set_stream_bps(int n);
 int frk_get_stream_bps(void);
+/* How a streamed product's row tiles go to blocks: 0 (default) even spread (a block with one
+ * more tile every NRT % grid blocks), 1 the blocks with one more tile first, so that with two
+ * blocks per SM (block b beside b + SMs) no SM holds two of them while another holds none. */
+void frk_set_stream_tmap(int m);
+int frk_get_stream_tmap(void);
 /* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
  * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
 void frk_set_stream_minb(int n);
