@@ -63,7 +63,7 @@ fi
 export LD_LIBRARY_PATH="${libs:+$libs:}${LD_LIBRARY_PATH:-}"
 
 # ---- 3. kernels and decoder vs CPU references
-timeout 130 "$bin/gpu-check" >"$out/check.log" 2>&1
+timeout 240 "$bin/gpu-check" >"$out/check.log" 2>&1
 rc=$?
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/check.log" | tail -n 1)
 note "== gpu-check (kernels + decoder vs CPU references): ${line:-no summary} (exit $rc, $(el) s)"
@@ -84,7 +84,7 @@ fi
 
 # ---- 5. benchmarks
 bstd=${TMPDIR:-/tmp}/gpu-bench.stdout
-timeout 150 "$bin/gpu-bench" --out "$out/bench.log" >"$bstd" 2>&1
+timeout 300 "$bin/gpu-bench" --out "$out/bench.log" >"$bstd" 2>&1
 rc=$?
 [ -s "$out/bench.log" ] || cp "$bstd" "$out/bench.log"
 tail -n 5 "$bstd" | grep -iE 'error|abort|fail' | tee -a "$sum"
@@ -94,7 +94,7 @@ note "== gpu-bench: exit $rc ($(el) s)"
 # ---- 6. compute-sanitizer (after the benchmarks: it is the slowest step)
 cs=$(command -v compute-sanitizer 2>/dev/null || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$cs" ]; then
-    timeout 120 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin/gpu-check" --quick \
+    timeout 300 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin/gpu-check" --quick \
         >"$out/sanitizer.log" 2>&1
     rc=$?
     es=$(grep -E 'ERROR SUMMARY' "$out/sanitizer.log" | tail -n 1)

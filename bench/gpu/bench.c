@@ -269,23 +269,35 @@ static void sweep_ahead(fr_cuda *c, seqset *s1, const char *what) {
 }
 
 static fr_hparams llama8b(void);
-/* INT consumers (k_stream_q's V bits; -1 the default) x 16 / 32 KiB stages, three times
- * interleaved; restored to the defaults. */
+/* INT consumer variants per product (qkv, o, gate/up, down, LM head; k_stream_q's V bits, 0
+ * the format's default), three times interleaved; restored to the defaults. */
 static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
-    const int qv0 = frk_get_stream_qvar(), vs[3] = {-1, 59, 123};
+    static const int c4[6][5] = {{0, 0, 0, 0, 0},       {23, 23, 59, 23, 59},   {279, 23, 59, 23, 59},
+                                 {311, 23, 59, 23, 59}, {279, 279, 59, 23, 59}, {279, 23, 59, 279, 59}};
+    static const int c8[6][5] = {{0, 0, 0, 0, 0},   {151, 0, 0, 0, 0},   {151, 151, 0, 0, 0},
+                                 {151, 0, 0, 0, 0}, {151, 151, 0, 0, 0}, {0, 0, 0, 0, 0}};
+    const int(*cf)[5] = strcmp(what, "INT4") ? c8 : c4;
     for (int rep = 0; rep < 3; rep++)
         for (int i = 0; i < 6; i++) {
-            frk_set_stream_qvar(vs[i % 3]);
-            frk_set_stream_qstage(i < 3 ? 16384 : 32768);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            fr_cuda_set_qvars(c, cf[i]);
             const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, INT consumer %s%d (folded zero point %s, sums %s), %d KiB stages: "
-                "%.1f tok/s, %.3f ms/token\n", what, vs[i % 3] < 0 ? "default " : "v", vs[i % 3] < 0 ? 55 : vs[i % 3],
-                vs[i % 3] < 0 ? "off" : "on", vs[i % 3] == 123 ? "by the MMA" : vs[i % 3] == 59 ? "in the prologue" : "-",
-                i < 3 ? 16 : 32, 32 / tv, 1e3 * tv / 32);
+            LOG("decode batch 1 (%s, graphs) fused, INT consumers qkv/o/gate-up/down/head %d/%d/%d/%d/%d: %.1f tok/s, "
+                "%.3f ms/token\n", what, cf[i][0], cf[i][1], cf[i][2], cf[i][3], cf[i][4], 32 / tv, 1e3 * tv / 32);
         }
-    frk_set_stream_qvar(qv0);
-    frk_set_stream_qstage(16384);
+    fr_cuda_set_qvars(c, NULL);
+}
+
+/* Decode attention cluster size 8 / 16 with the defaults otherwise, three times interleaved. */
+static void sweep_cluster(fr_cuda *c, seqset *s1, const char *what) {
+    const int cl0 = frk_get_attn_cluster();
+    for (int i = 0; i < 6; i++) {
+        frk_set_attn_cluster(i & 1 ? 16 : 8);
+        fr_cuda_set_fuse(c, 1); /* drops the graphs */
+        const double tv = b1_point(c, s1);
+        LOG("decode batch 1 (%s, graphs) fused, attention cluster %d: %.1f tok/s, %.3f ms/token\n", what,
+            i & 1 ? 16 : 8, 32 / tv, 1e3 * tv / 32);
+    }
+    frk_set_attn_cluster(cl0);
     fr_cuda_set_fuse(c, 1);
 }
 
@@ -293,11 +305,11 @@ static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
 static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
     const int m0 = frk_get_stream_tmap();
     for (int i = 0; i < 6; i++) {
-        frk_set_stream_tmap(i & 1);
+        frk_set_stream_tmap(i & 1 ? 2 : 0);
         fr_cuda_set_fuse(c, 1); /* drops the graphs */
         const double tv = b1_point(c, s1);
         LOG("decode batch 1 (%s, graphs) fused, tiles %s: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? "longer blocks first" : "spread evenly", 32 / tv, 1e3 * tv / 32);
+            i & 1 ? "longer blocks first in qkv" : "spread evenly", 32 / tv, 1e3 * tv / 32);
     }
     frk_set_stream_tmap(m0);
     fr_cuda_set_fuse(c, 1);
@@ -325,6 +337,7 @@ static void sweeps(char **names, int n) {
             else if (!strcmp(names[i], "qcons") && wi) sweep_qcons(c, &s1, what);
             else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
             else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
+            else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
         }
         ss_free(&s1);
         fr_cuda_free(c);
@@ -350,26 +363,20 @@ static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
         frk_set_stream_carveout(cv0);
         fr_cuda_set_fuse(c, -1);
     }
-    if (strcmp(what, "bf16")) { /* INT consumer variants (k_stream_q's V bits), twice, interleaved */
-        const int qv0 = frk_get_stream_qvar(), vs[3] = {-1, 23, 0};
+    if (strcmp(what, "bf16")) { /* INT consumer variants per product, twice, interleaved */
+        static const int cf[3][5] = {{-1, -1, -1, -1, -1}, {0, 0, 0, 0, 0}, {23, 23, 23, 23, 23}};
         for (int rep = 0; rep < 2; rep++)
             for (int i = 0; i < 3; i++) {
-                frk_set_stream_qvar(vs[i]);
-                fr_cuda_set_fuse(c, 1); /* drops the graphs */
+                fr_cuda_set_qvars(c, i == 0 ? NULL : cf[i]);
                 const double tv = b1_point(c, s1);
-                if (vs[i] < 0)
-                    LOG("decode batch 1 (%s, graphs) fused, INT consumer default: %.1f tok/s, %.3f ms/token\n", what,
-                        32 / tv, 1e3 * tv / 32);
+                if (i == 0)
+                    LOG("decode batch 1 (%s, graphs) fused, INT consumers per product (default): %.1f tok/s, %.3f ms/token\n",
+                        what, 32 / tv, 1e3 * tv / 32);
                 else
-                    LOG("decode batch 1 (%s, graphs) fused, INT consumer v%d (early release %s, B-order x %s, "
-                        "one-shift int4 %s, folded zero point %s, producer warp %s, free-running %s): %.1f tok/s, "
-                        "%.3f ms/token\n",
-                        what, vs[i], vs[i] & 1 ? "on" : "off", vs[i] & 2 ? "on" : "off", vs[i] & 4 ? "on" : "off",
-                        vs[i] & 8 ? "on" : "off", vs[i] & 16 ? "on" : "off", vs[i] & 32 ? "on" : "off", 32 / tv,
-                        1e3 * tv / 32);
+                    LOG("decode batch 1 (%s, graphs) fused, INT consumer v%d everywhere: %.1f tok/s, %.3f ms/token\n", what,
+                        i == 1 ? 55 : 23, 32 / tv, 1e3 * tv / 32);
             }
-        frk_set_stream_qvar(qv0);
-        fr_cuda_set_fuse(c, -1);
+        fr_cuda_set_qvars(c, NULL);
     }
     /* {fuse, loader, stages (TMA), blocks per SM, pdl} */
     const int cfgs[7][5] = {{1, 0, 4, 2, 1}, {1, 0, 8, 1, 1}, {1, 0, 3, 3, 1}, {1, 0, 2, 3, 1},

@@ -1319,8 +1319,8 @@ int main(int argc, char **argv) {
         check_stream(34, 200, 4, 2, false);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         frk_set_stream_minb(1);
-        static const int qvq[8] = {0, 3, 9, 11, 17, 27, 55, 123}; /* INT consumer variants (default per format) */
-        for (int i = 0; i < 8; i++) {
+        static const int qvq[10] = {0, 3, 9, 11, 17, 27, 55, 123, 151, 279}; /* INT consumer variants (default per format) */
+        for (int i = 0; i < 10; i++) {
             frk_set_stream_qvar(qvq[i]);
             check_stream(66, 4160, 4, 3, true);
             check_stream(40, 256, 8, 5, false);
@@ -1442,8 +1442,8 @@ int main(int argc, char **argv) {
         }
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
         frk_set_stream_tmap(!frk_get_stream_tmap());
-        static const int qvs[17] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123}; /* INT consumer variants */
-        for (int i = 0; i < 17; i++) {
+        static const int qvs[22] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* INT consumer variants */
+        for (int i = 0; i < 22; i++) {
             const int v = qvs[i];
             frk_set_stream_qvar(v);
             for (int bits = 4; bits <= 8; bits += 4) {
@@ -1510,8 +1510,8 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
-        static const int qvd[5] = {0, 11, 27, 55, 123}; /* the v15, folded-zero-point, producer-warp, free-running, MMA-summed consumers */
-        for (int i = 0; i < 5; i++) {
+        static const int qvd[9] = {0, 11, 27, 55, 123, 151, 59, 187, 279}; /* the v15, folded-zero-point, producer-warp, free-running, MMA-summed, three-per-SM, sixteen-warp consumers */
+        for (int i = 0; i < 9; i++) {
             frk_set_stream_qvar(qvd[i]);
             check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
             check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);

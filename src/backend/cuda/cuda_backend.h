@@ -118,6 +118,10 @@ void fr_cuda_set_attn_merge(fr_cuda *c, int on);
 void fr_cuda_set_split_cap(fr_cuda *c, int n);
 void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
 void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
+/* INT weights, measurement: the streamed consumer variant per product (qkv, o, gate/up, down, LM
+ * head; k_stream.cu's V bits, 0 or NULL the format's default; env FRUGAL_CUDA_QVARS=a,b,c,d,e);
+ * a process-wide frk_set_stream_qvar overrides it. Drops graphs. */
+void fr_cuda_set_qvars(fr_cuda *c, const int v[5]);
 /* fr_cuda_config.l2_ahead, l2_ahead_gu, l2_ahead_last (measurement); drops graphs. */
 void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last);
 /* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env

@@ -85,6 +85,7 @@ struct fr_cuda {
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
     int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
     int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
+    int qvars[5];    /* INT consumer variant per product (qkv, o, gate/up, down, head); 0 default */
     unsigned long long *trace; /* timeline probes: 3 words per launch slot (fr_cuda_set_trace) */
     int trace_slot;            /* next slot while run_layers records a step */
     size_t wdq_elems;
@@ -118,6 +119,8 @@ struct fr_cuda {
     int n_buckets;
     fr_cuda_stats stats;
 };
+
+static void qvars_default(fr_cuda *c);
 
 /* ------------------------------------------------------------------ small helpers */
 static int dalloc(fr_cuda *c, void **p, size_t bytes, size_t *acct, fr_err *err) {
@@ -227,6 +230,7 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     if (cfg.kv_fraction <= 0.f || cfg.kv_fraction > 0.98f) cfg.kv_fraction = 0.9f;
     c->cfg = cfg;
     c->wbits = cfg.weights == FR_CUDA_W_INT8 ? 8 : cfg.weights == FR_CUDA_W_INT4 ? 4 : 16;
+    qvars_default(c);
     c->dev = cfg.device;
     FR_CK(cudaSetDevice(c->dev));
     cudaDeviceProp prop;
@@ -261,6 +265,11 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_attn_cluster(atoi(e));
         e = getenv("FRUGAL_CUDA_CARVEOUT");
         if (e) frk_set_stream_carveout(atoi(e));
+        e = getenv("FRUGAL_CUDA_QVARS"); /* five comma-separated variants */
+        if (e) {
+            int v[5] = {0, 0, 0, 0, 0};
+            if (sscanf(e, "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) memcpy(c->qvars, v, sizeof v);
+        }
         e = getenv("FRUGAL_CUDA_QVAR");
         if (e) frk_set_stream_qvar(atoi(e));
         e = getenv("FRUGAL_CUDA_TMAP");
@@ -808,9 +817,19 @@ static int split_for(const fr_cuda *c, int T) {
  * bf16 rows `in`, or the RMSNorm (weight nw) of residual rows xf (rows: optional gather); output
  * as linear(), or mode ROPE with *ra. Returns 0 when it did not apply (the caller runs the
  * separate kernels). */
+/* The streamed products, for the INT consumer variant per product (fr_cuda_set_qvars). */
+enum { P_QKV, P_O, P_GU, P_DOWN, P_HEAD };
+/* The default variant per product and format (k_stream.cu's V bits; 0 the format's default
+ * consumer), measured on an H200 (bench/GPU-NOTES.md v27). */
+static const int qvars_int4[5] = {23, 23, 59, 23, 59};
+static const int qvars_int8[5] = {151, 0, 0, 0, 0};
+static void qvars_default(fr_cuda *c) {
+    memcpy(c->qvars, c->wbits == 4 ? qvars_int4 : qvars_int8, sizeof c->qvars);
+}
+
 static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const float *xf,
                          const float *nw, const int32_t *rows, int T, void *out, int mode,
-                         const frk_rope_args *ra) {
+                         const frk_rope_args *ra, int prod) {
     const int fuse = c->cfg.fuse < 0 ? c->wbits != 16 : c->cfg.fuse;
     if (!fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
     frk_gemv_args g;
@@ -832,6 +851,8 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.mode = mode;
     if (ra) g.rope = *ra;
     if (c->trace) g.trace = c->trace + 3 * c->trace_slot;
+    g.qvar = c->wbits < 16 ? c->qvars[prod] : 0;
+    g.tmap = prod == P_QKV && c->wbits == 4; /* longer blocks first (frk_set_stream_tmap, v27) */
     frk_gemv_stream(&g, c->st);
     return 1;
 }
@@ -879,7 +900,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         }
         /* norm -> qkv -> rope + KV store */
         c->trace_slot = 6 * l;
-        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra)) {
+        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, P_QKV)) {
             frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
             frk_rope_kv(&ra, st);
@@ -931,25 +952,25 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             aa.ahead_last = c->cfg.l2_ahead_last;
         }
         aa.trace = c->trace ? c->trace + 3 * (6 * l + 1) : NULL;
-        aa.cluster = c->wbits == 8 ? 16 : 8; /* measured best per format (GPU-NOTES v24-v25) */
+        aa.cluster = c->wbits == 16 ? 8 : 16; /* measured best per format (GPU-NOTES v24-v25, v27) */
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
             frk_attention(&aa, st);
         c->trace_slot = 6 * l + 3;
-        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
+        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, P_O))
             linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
         c->trace_slot = 6 * l + 4;
-        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL)) {
+        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL, P_GU)) {
             frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
         }
         c->trace_slot = 6 * l + 5;
-        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL))
+        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, P_DOWN))
             linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
     c->trace_slot = 6 * hp->n_layer;
-    if (c->head_gemv || !stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL)) {
+    if (c->head_gemv || !stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL, P_HEAD)) {
         frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
         linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
     }
@@ -1340,6 +1361,11 @@ extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_w
 extern "C" void fr_cuda_set_head_gemv(fr_cuda *c, int on) {
     drop_graphs(c);
     c->head_gemv = on ? 1 : 0;
+}
+extern "C" void fr_cuda_set_qvars(fr_cuda *c, const int v[5]) {
+    drop_graphs(c);
+    if (v) memcpy(c->qvars, v, sizeof c->qvars);
+    else qvars_default(c);
 }
 extern "C" void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last) {
     drop_graphs(c);

@@ -68,8 +68,8 @@ extern "C" int frk_get_stream_stages(void) { return stages_cap; }
  * blocks per SM), 3 at most 80 registers (no spills), so a third block (the next kernel's, under
  * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
 static int min_blocks = 1;
-static int tmap = 0;
-extern "C" void frk_set_stream_tmap(int m) { tmap = m ? 1 : 0; }
+static int tmap = 2;
+extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
 extern "C" int frk_get_stream_tmap(void) { return tmap; }
 /* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
  * range is [unit_lo(b), unit_lo(b + 1)). */
@@ -451,13 +451,13 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
-template <int BITS, int SB = ST_BYTES>
+template <int BITS, int SB = ST_BYTES, int NW = 8>
 struct qgeom {
     static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
     static constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
     static constexpr int GBYTES = CPG * 512;      /* bytes per (tile, group) */
     static constexpr int GPS = SB / GBYTES;       /* groups per stage */
-    static constexpr int GPW = GPS / 8;           /* groups per warp per stage */
+    static constexpr int GPW = GPS / NW;          /* groups per warp per stage (NW consumer warps) */
     static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
     static constexpr int NACC = GPW >= 4 ? 1 : 2; /* accumulator chains per group */
 };
@@ -467,6 +467,7 @@ struct qgeom {
  * blockDim.x; the producer warp: its lane, 32). ACC mode: `pre` is the caller's residual value of
  * its first output, loaded when the tile started (each row belongs to one block, so it cannot
  * change meanwhile) to keep the read off the epilogue. */
+template <int NW = 8>
 static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre,
                                   int i0, int step) {
     const bool pm = pair_mode(a.mode);
@@ -478,12 +479,12 @@ static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32]
         {
             const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < 8; w++) v0 += red[w][ln][e];
+            for (int w = 0; w < NW; w++) v0 += red[w][ln][e];
         }
         if (pm) {
             const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < 8; w++) v1 += red[w][ln][e];
+            for (int w = 0; w < NW; w++) v1 += red[w][ln][e];
             epi_pair(a, row, n, v0, v1);
         } else if (a.mode == FRK_OUT_ACC && i == i0) {
             ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
@@ -492,8 +493,9 @@ static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32]
         }
     }
 }
+template <int NW = 8>
 static __device__ __forceinline__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre) {
-    epi_q_from(a, red, rt, pre, threadIdx.x, blockDim.x);
+    epi_q_from<NW>(a, red, rt, pre, threadIdx.x, blockDim.x);
 }
 /* The residual value of output i of tile rt for epi_q_from (ACC mode, i < 16 nb; else 0). */
 static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int rt, int i) {
@@ -516,8 +518,14 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
  * consumers arrive on per-slot "empty" mbarriers, tile partials go to the producer through
  * mbarriers; 64 (with 8) the group sums made by the consumers themselves, in the block's first
  * tile, by one more MMA per k-step with an all-ones A, kept in shared memory for the later tiles
- * (no prologue pass). 0 is the v15 consumer; 55 (1+2+4+16+32) the default (GPU-NOTES v20-v23). */
-template <int V> struct qthreads { static constexpr int n = (V & 16) ? 288 : 256; };
+ * (no prologue pass); 128 only picks the instantiation for three blocks per SM (at most 72
+ * registers; launch_qv3); 256 (int4, with 16) sixteen consumer warps, one block per SM
+ * (launch_qv16). 0 is the v15 consumer; 55 (1+2+4+16+32) the format's default
+ * (GPU-NOTES v20-v23); the engine picks one per product (engine.cu qvars_int4). */
+template <int V> struct qthreads {
+    static constexpr int nw = (V & 256) ? 16 : 8; /* consumer warps */
+    static constexpr int n = 32 * nw + ((V & 16) ? 32 : 0);
+};
 template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
 __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
@@ -527,15 +535,17 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0, PW = (V & 16) != 0;
     constexpr bool FR = (V & 32) != 0; /* no block barrier per stage: per-slot "empty" mbarriers */
     constexpr bool ZS = (V & 64) != 0; /* ZF's group sums made by the consumers' MMA (block's first tile) */
-    constexpr int ITID = PW ? 256 : 0; /* the thread that issues the bulk copies */
+    constexpr int NW = qthreads<V>::nw; /* consumer warps (256: sixteen, one block per SM) */
+    static_assert(NW == 8 || ((V & 16) && BITS == 4 && SB == ST_BYTES), "sixteen consumer warps: int4, producer warp");
+    constexpr int ITID = PW ? 32 * NW : 0; /* the thread that issues the bulk copies */
     constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
-    typedef qgeom<BITS, SB> Q;
+    typedef qgeom<BITS, SB, NW> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     /* FR: empty[slot] (8 consumer warps released it), tbar[b] (8 warps wrote tile partials b),
      * rfree[b] (the producer's epilogue has read them) */
     __shared__ __align__(8) uint64_t empty[FR ? ST_NS_MAX : 1], tbar[2], rfree[2];
-    __shared__ __align__(16) float red[2][8][32][4];
+    __shared__ __align__(16) float red[2][NW][32][4];
     __shared__ float wsum[8][8], inv[8];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
     const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
@@ -581,8 +591,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == ITID) {
         if (FR) {
-            for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), 8);
-            for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), 8), mbar_init(sptr(&rfree[b]), 1);
+            for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), NW);
+            for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), NW), mbar_init(sptr(&rfree[b]), 1);
         }
         pol = tma_begin(bar, ns); /* (its fence publishes the inits above too) */
         for (int s = 0; s < ns && s < nst; s++) issue();
@@ -604,7 +614,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
     float pre = 0.f;               /* ACC: this thread's residual of the current tile */
-    if (FR && warp == 8) { /* the producer warp, free-running consumers */
+    if (FR && warp == NW) { /* the producer warp, free-running consumers */
         uint32_t epar = 0;
         int esl = 0, t = 0; /* slot of stage s, local tile index */
         for (int s = 0; s < nst; s++) {
@@ -619,7 +629,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
                 mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
-                epi_q_from(a, red[t & 1], rt, pre, lane, 32);
+                epi_q_from<NW>(a, red[t & 1], rt, pre, lane, 32);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
                 t++;
@@ -630,7 +640,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0); /* the block's last epilogue ends here */
         return;
     }
-    if (PW && warp == 8) { /* the producer warp: one barrier per stage, as the consumers */
+    if (PW && warp == NW) { /* the producer warp: one barrier per stage, as the consumers */
         for (int s = 0; s < nst; s++) {
             if (s == trig && s > 0) pdl_trigger();
             __syncthreads(); /* every consumer holds stage s in registers: the slot is free */
@@ -638,14 +648,14 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                 fence_proxy_async();
                 issue();
             }
-            if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+            if (pend >= 0) epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
             pend = -1;
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) pend = rt;
             if (++j == NST) j = 0, rt++;
         }
         __syncthreads();
-        if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+        if (pend >= 0) epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0);
         return;
     }
@@ -656,7 +666,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
         if (ASYNC) {
             cp_wait_nsa();
             __syncthreads();
-            if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+            if (pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
             pend = -1;
             load_async(s + ST_NSA - 1);
         } else {
@@ -692,7 +702,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                     fence_proxy_async();
                     issue();
                 }
-                if (pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+                if (pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
                 pend = -1;
             }
         }
@@ -807,14 +817,14 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                 fence_proxy_async();
                 issue();
             }
-            if (last) epi_q(a, red[buf], rt, pre);
+            if (last) epi_q<NW>(a, red[buf], rt, pre);
         }
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
     if (ASYNC || (ER && !FR)) {
         __syncthreads();
-        if (!PW && pend >= 0) epi_q(a, red[(pend - rt0) & 1], pend, pre);
+        if (!PW && pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
     }
     tl_mark(TR ? a.trace : nullptr, 2);
 }
@@ -829,7 +839,7 @@ static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 #define QVAR_INT4 55
 #define QVAR_INT8 55
 static int qvar = -1;
-static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123}; /* instantiated in launch_q */
+static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* instantiated in launch_q */
 static bool qvar_ok(int v) {
     for (int q : qvars)
         if (q == v) return true;
@@ -848,10 +858,10 @@ static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group su
 }
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
-static int n_stages(int K, int bits, int nb) {
+static int n_stages(int K, int bits, int nb, int bps = 0) {
+    if (bps <= 0) bps = blocks_per_sm;
     /* n blocks per SM: each gets 1/n of the 227 KiB less its static part (<= 9 KiB) */
-    const size_t avail = blocks_per_sm > 1 ? (size_t)(227 - 9 * blocks_per_sm) / blocks_per_sm * 1024
-                                           : (size_t)ST_DYN_MAX;
+    const size_t avail = bps > 1 ? (size_t)(227 - 9 * bps) / bps * 1024 : (size_t)ST_DYN_MAX;
     const size_t xb = x_bytes(K, bits, nb);
     if (xb >= avail) return 0;
     const size_t n = (avail - xb) / stage_bytes(bits);
@@ -876,9 +886,13 @@ static int sm_count(void) {
 
 template <typename... KArgs>
 static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, int ns,
-                          const frk_gemv_args *a, cudaStream_t st, int nthreads = 256) {
+                          const frk_gemv_args *a, cudaStream_t st, int nthreads = 256, int bps = 0) {
+    if (bps <= 0) bps = blocks_per_sm;
     if (*attr_set != 1 + carve_max) {
-        FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ST_DYN_MAX));
+        cudaFuncAttributes fa;
+        FR_CK(cudaFuncGetAttributes(&fa, kernel));
+        const int dyn_max = (int)FR_MIN_SZ((size_t)ST_DYN_MAX, (size_t)227 * 1024 - fa.sharedSizeBytes);
+        FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
         /* the whole unified L1 as shared memory (frk_set_stream_carveout): an SM set up for just
          * two of these blocks has no room left for the next kernel's blocks, which then start
          * only as these leave */
@@ -886,10 +900,10 @@ static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, in
                                    carve_max ? (int)cudaSharedmemCarveoutMaxShared : (int)cudaSharedmemCarveoutDefault));
         *attr_set = 1 + carve_max;
     }
-    const int grid = units < blocks_per_sm * sm_count() ? units : blocks_per_sm * sm_count();
+    const int grid = units < bps * sm_count() ? units : bps * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
     frk_gemv_args g = *a;
-    g.tmap = tmap;
+    g.tmap = tmap == 2 ? (a->tmap ? 1 : 0) : tmap; /* 2: as the call asks */
     frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, g, l2pf_bytes, ns);
 }
 
@@ -909,6 +923,42 @@ static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st
     if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
     else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
 }
+/* Variant V | 128: three blocks per SM (registers capped at 72), as many stages as fit beside
+ * them; for products with fewer row tiles than two blocks per SM can take in one round (the qkv
+ * product: 384 tiles), so that no block streams two. Falls back to V where three do not fit. */
+template <int BITS, int V>
+static void launch_qv3(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static int set[2];
+    int ns3 = n_stages(a->K, BITS, a->nb, 3);
+    if (stages_cap >= ST_NS_MIN && ns3 > stages_cap) ns3 = stages_cap;
+    if (ns3 < ST_NS_MIN) {
+        launch_qv<BITS, V>(units, ns, a, st);
+        return;
+    }
+    if (a->trace) launch_stream(k_stream_q<BITS, false, 3, ST_BYTES, true, V | 128>, &set[1], units, ns3, a, st, qthreads<V>::n, 3);
+    else launch_stream(k_stream_q<BITS, false, 3, ST_BYTES, false, V | 128>, &set[0], units, ns3, a, st, qthreads<V>::n, 3);
+}
+/* Variant V | 256 (int4, with the producer warp): sixteen consumer warps, one block per SM and
+ * up to 8 stages, so a block's tiles go through twice the warps (each one group of a stage) and
+ * an SM holds at most ceil(tiles / SMs) tiles: for products with fewer tiles than two per SM
+ * (the qkv product: 384 tiles, where two blocks per SM leave some SMs four). Falls back to V. */
+template <int BITS, int V>
+static void launch_qv16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    if constexpr (BITS != 4 || !(V & 16)) {
+        launch_qv<BITS, V>(units, ns, a, st);
+    } else {
+        static int set[2];
+        int ns1 = n_stages(a->K, BITS, a->nb, 1);
+        if (ns1 > 8) ns1 = 8; /* + 17 KiB of static shared memory stays under 227 KiB */
+        if (ns1 < ST_NS_MIN) {
+            launch_qv<BITS, V>(units, ns, a, st);
+            return;
+        }
+        constexpr int V16 = V | 256;
+        if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V16>, &set[1], units, ns1, a, st, qthreads<V16>::n, 1);
+        else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V16>, &set[0], units, ns1, a, st, qthreads<V16>::n, 1);
+    }
+}
 template <int BITS>
 static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
     static int set[3];
@@ -919,7 +969,7 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         else if (v == 55) launch_qv<BITS, 55, 32768>(units, ns, a, st);
         else launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
     } else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
-    else switch (qvar >= 0 ? qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8) {
+    else switch (qvar >= 0 ? qvar : a->qvar > 0 && qvar_ok(a->qvar) ? a->qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8) {
         case 0: launch_qv<BITS, 0>(units, ns, a, st); break;
         case 1: launch_qv<BITS, 1>(units, ns, a, st); break;
         case 2: launch_qv<BITS, 2>(units, ns, a, st); break;
@@ -936,6 +986,11 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         case 55: launch_qv<BITS, 55>(units, ns, a, st); break;
         case 59: launch_qv<BITS, 59>(units, ns, a, st); break;
         case 123: launch_qv<BITS, 123>(units, ns, a, st); break;
+        case 151: launch_qv3<BITS, 23>(units, ns, a, st); break;
+        case 183: launch_qv3<BITS, 55>(units, ns, a, st); break;
+        case 187: launch_qv3<BITS, 59>(units, ns, a, st); break;
+        case 279: launch_qv16<BITS, 23>(units, ns, a, st); break;
+        case 311: launch_qv16<BITS, 55>(units, ns, a, st); break;
         default: launch_qv<BITS, 11>(units, ns, a, st); break;
         }
 }

@@ -194,7 +194,10 @@ typedef struct frk_gemv_args {
     int ldo, mode;
     frk_rope_args rope;
     unsigned long long *trace; /* optional timeline probes [3] (cuda_util.cuh tl_mark) */
-    int tmap;                  /* set by frk_gemv_stream (frk_set_stream_tmap) */
+    int tmap;                  /* the call's tile map when frk_set_stream_tmap(2), else ignored */
+    int qvar;                  /* INT: the consumer variant of this call (k_stream.cu's V bits, one
+                                * of the instantiated set), 0 the format's default; a variant set
+                                * with frk_set_stream_qvar overrides it */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
@@ -212,9 +215,11 @@ int frk_get_stream_loader(void);
  * stages per block). */
 void frk_set_stream_bps(int n);
 int frk_get_stream_bps(void);
-/* How a streamed product's row tiles go to blocks: 0 (default) even spread (a block with one
- * more tile every NRT % grid blocks), 1 the blocks with one more tile first, so that with two
- * blocks per SM (block b beside b + SMs) no SM holds two of them while another holds none. */
+/* How a streamed product's row tiles go to blocks: 0 even spread (a block with one more tile
+ * every NRT % grid blocks), 1 the blocks with one more tile first, so that with two blocks per
+ * SM (block b beside b + SMs) no SM holds two of them while another holds none; 2 (default)
+ * each call's frk_gemv_args.tmap (the engine asks 1 for the INT4 qkv product only: measured
+ * +0.8 % there, -2 % for every product, GPU-NOTES v27). */
 void frk_set_stream_tmap(int m);
 int frk_get_stream_tmap(void);
 /* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
