@@ -14,7 +14,7 @@ dir=$(mktemp -d)
 mkdir -p "$dir/lib"
 for b in build-cuda/gpu-check build-cuda/gpu-bench build-cuda/gpu-e2e build-cuda/frugal-cuda build/loadgen; do
     [ -x "$b" ] || continue
-    cp "$b" "$dir/" && strip --strip-debug "$dir/$(basename "$b")"
+    cp "$b" "$dir/" && strip "$dir/$(basename "$b")"
     ldd "$b" | awk '/=> \// { print $3 }' | while read -r lib; do
         case $(basename "$lib") in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libnvidia*|libcublas*|libcudart*) ;;
@@ -22,6 +22,8 @@ for b in build-cuda/gpu-check build-cuda/gpu-bench build-cuda/gpu-e2e build-cuda
         esac
     done
 done
-tar cJf "$out" -C "$dir" .
+# the binaries next to each other (they share most of their device code, which xz then stores
+# once), the libraries after them
+(cd "$dir" && tar cf - $(ls -d gpu-* frugal-cuda loadgen 2>/dev/null) lib) | xz -9 -T0 >"$out"
 rm -rf "$dir"
 ls -la "$out"

@@ -272,8 +272,8 @@ static fr_hparams llama8b(void);
 /* INT consumer variants per product (qkv, o, gate/up, down, LM head; k_stream_q's V bits, 0
  * the format's default), three times interleaved; restored to the defaults. */
 static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
-    static const int c4[6][5] = {{0, 0, 0, 0, 0},       {23, 23, 59, 23, 59},   {279, 23, 59, 23, 59},
-                                 {311, 23, 59, 23, 59}, {279, 279, 59, 23, 59}, {279, 23, 59, 279, 59}};
+    static const int c4[6][5] = {{23, 23, 59, 23, 59}, {23, 23, 27, 23, 59},  {23, 23, 27, 23, 27},
+                                 {23, 23, 59, 23, 27}, {23, 27, 27, 23, 27},  {23, 23, 27, 27, 27}};
     static const int c8[6][5] = {{0, 0, 0, 0, 0},   {151, 0, 0, 0, 0},   {151, 151, 0, 0, 0},
                                  {151, 0, 0, 0, 0}, {151, 151, 0, 0, 0}, {0, 0, 0, 0, 0}};
     const int(*cf)[5] = strcmp(what, "INT4") ? c8 : c4;

@@ -27,7 +27,8 @@
  * by side, two accumulator chains each, dequantises with prmt / lop3 (+ hsub2 / hfma2) and
  * multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as the N dimension) against
  * the activations held in shared memory as f16; the 8 warps' tile partials meet in shared memory
- * at the tile's last stage. The default consumer (variant 55, bits in k_stream_q) has a ninth,
+ * at the tile's last stage. The format's default consumer (variant 55, bits in k_stream_q; the
+ * engine picks one per product, frk_gemv_args.qvar, GPU-NOTES v27) has a ninth,
  * producer warp that issues the bulk copies and runs the tile epilogues; consumer warps load a
  * stage's fragments into registers, arrive on the slot's "empty" mbarrier (no block barrier per
  * stage) and then compute; INT4 keeps odd nibbles 4 bits up (one shift per word) and the

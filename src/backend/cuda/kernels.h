@@ -229,11 +229,13 @@ int frk_get_stream_minb(void);
 /* INT stage size with the bulk-copy loader: 16384 (default) or 32768 bytes of weights. */
 void frk_set_stream_qstage(int bytes);
 int frk_get_stream_qstage(void);
-/* INT consumer variant of the default (bulk-copy, 16 KiB, two blocks) kernels, a bit set: 1 early
- * slot release, 2 activations in B-fragment order, 4 INT4 dequantisation with one shift, 8 zero
- * point folded out (group sums of the activations), 16 a producer warp (refills and epilogues off
- * the consumer warps); 0-7, 9-11, 17, 23, 27. 0 is the earlier consumer (kept checked); -1
- * (default) the best measured per format. */
+/* INT consumer variant of the bulk-copy, 16 KiB kernels for every call, a bit set: 1 early slot
+ * release, 2 activations in B-fragment order, 4 INT4 dequantisation with one shift, 8 zero point
+ * folded out (group sums of the activations), 16 a producer warp (refills and epilogues off the
+ * consumer warps), 32 no block barrier per stage, 64 group sums made by the MMA, 128 three blocks
+ * per SM, 256 sixteen consumer warps (int4); instantiated: 0-7, 9-11, 17, 23, 27, 55, 59, 123,
+ * 151, 183, 187, 279, 311. It overrides each call's frk_gemv_args.qvar; -1 (default) leaves the
+ * choice to the call (the engine's per-product table, else 55). */
 /* Streamed kernels ask for all of the unified L1 as shared memory (1, default) so the next
  * kernel's blocks fit beside two of theirs, or leave the carveout to the driver (0). */
 void frk_set_stream_carveout(int on);
