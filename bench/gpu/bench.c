@@ -269,6 +269,22 @@ static void sweep_ahead(fr_cuda *c, seqset *s1, const char *what) {
 }
 
 static fr_hparams llama8b(void);
+/* An engine of the 8B shape with weight format wi (0 bf16, 1 INT8, 2 INT4) and room for a few
+ * batch-1 steps, and s1's one sequence prefilled with 512 tokens (sweeps, timeline). */
+static fr_cuda *engine_b1(int wi, seqset *s1) {
+    fr_hparams hq = llama8b();
+    fr_err err;
+    fr_cuda_config cfg = fr_cuda_config_default();
+    cfg.weights = wi == 0 ? FR_CUDA_W_BF16 : wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
+    cfg.max_tokens = 512;
+    cfg.max_seqs = 4;
+    cfg.max_ctx = 2048;
+    fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
+    if (!c) die("batch-1 engine", &err);
+    ss_init(s1, 1);
+    prefill(c, s1, 0, 512);
+    return c;
+}
 /* INT consumer variants per product (qkv, o, gate/up, down, LM head; k_stream_q's V bits, 0
  * the format's default), three times interleaved; restored to the defaults. */
 static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
@@ -285,6 +301,21 @@ static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
                 "%.3f ms/token\n", what, cf[i][0], cf[i][1], cf[i][2], cf[i][3], cf[i][4], 32 / tv, 1e3 * tv / 32);
         }
     fr_cuda_set_qvars(c, NULL);
+}
+
+/* The one-row RMSNorm prologue with the row kept in registers (default) or read twice, three
+ * times interleaved. */
+static void sweep_xkeep(fr_cuda *c, seqset *s1, const char *what) {
+    const int x0 = frk_get_stream_xkeep();
+    for (int i = 0; i < 6; i++) {
+        frk_set_stream_xkeep(!(i & 1));
+        fr_cuda_set_fuse(c, 1); /* drops the graphs */
+        const double tv = b1_point(c, s1);
+        LOG("decode batch 1 (%s, graphs) fused, norm row %s: %.1f tok/s, %.3f ms/token\n", what,
+            i & 1 ? "read twice" : "kept in registers", 32 / tv, 1e3 * tv / 32);
+    }
+    frk_set_stream_xkeep(x0);
+    fr_cuda_set_fuse(c, 1);
 }
 
 /* Decode attention cluster size 8 / 16 with the defaults otherwise, three times interleaved. */
@@ -316,21 +347,11 @@ static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
 }
 
 /* Experiments only (gpu-bench --sweep NAME...): per weight format an engine at position 512, then
- * the named sweeps (ahead, qcons, tmap). */
+ * the named sweeps (ahead, qcons, tmap, pipe, cluster, xkeep). */
 static void sweeps(char **names, int n) {
-    fr_hparams hq = llama8b();
-    fr_err err;
     for (int wi = 0; wi < 3; wi++) {
-        fr_cuda_config cfg = fr_cuda_config_default();
-        cfg.weights = wi == 0 ? FR_CUDA_W_BF16 : wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
-        cfg.max_tokens = 512;
-        cfg.max_seqs = 4;
-        cfg.max_ctx = 2048;
-        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
-        if (!c) die("sweep engine", &err);
         seqset s1;
-        ss_init(&s1, 1);
-        prefill(c, &s1, 0, 512);
+        fr_cuda *c = engine_b1(wi, &s1);
         const char *what = wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4";
         for (int i = 0; i < n; i++) {
             if (!strcmp(names[i], "ahead")) sweep_ahead(c, &s1, what);
@@ -338,6 +359,7 @@ static void sweeps(char **names, int n) {
             else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
             else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
             else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
+            else if (!strcmp(names[i], "xkeep")) sweep_xkeep(c, &s1, what);
         }
         ss_free(&s1);
         fr_cuda_free(c);
@@ -815,19 +837,10 @@ static void gemv_chain(int bits) {
  * 512-token prompt, for a system profiler's kernel timeline (nsys profile --cuda-graph-trace=node).
  * Each format's steps are bracketed by a 50 ms idle gap so they can be told apart. */
 static void timeline(void) {
-    fr_hparams hq = llama8b();
-    fr_err err;
+    const fr_hparams hq = llama8b();
     for (int wi = 0; wi < 3; wi++) {
-        fr_cuda_config cfg = fr_cuda_config_default();
-        cfg.weights = wi == 0 ? FR_CUDA_W_BF16 : wi == 1 ? FR_CUDA_W_INT8 : FR_CUDA_W_INT4;
-        cfg.max_tokens = 512;
-        cfg.max_seqs = 4;
-        cfg.max_ctx = 2048;
-        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
-        if (!c) die("timeline engine", &err);
         seqset s1;
-        ss_init(&s1, 1);
-        prefill(c, &s1, 0, 512);
+        fr_cuda *c = engine_b1(wi, &s1);
         decode(c, &s1, 1, 4, NULL);
         fr_cuda_sync(c);
         const double t0 = fr_time_s();

@@ -1434,14 +1434,19 @@ int main(int argc, char **argv) {
         }
         frk_set_stream_qvar(-1);
         frk_set_stream_qstage(16384);
-        frk_set_stream_tmap(!frk_get_stream_tmap()); /* the other tile-to-block map */
+        frk_set_stream_xkeep(0); /* the norm prologue reading its row twice */
+        for (int bits = 4; bits <= 16; bits *= 2) check_stream(1000, 4096, bits, 1, true);
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_xkeep(1);
+        const int tm0 = frk_get_stream_tmap();
+        frk_set_stream_tmap(1); /* longer blocks first for every call (the default: per call) */
         for (int bits = 4; bits <= 16; bits *= 2) {
             check_stream(6144, 4096, bits, 1, true);
             check_stream(1000, 4096, bits, 3, false);
             check_stream(4096, 14336, bits, 2, false);
         }
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_tmap(!frk_get_stream_tmap());
+        frk_set_stream_tmap(tm0);
         static const int qvs[22] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* INT consumer variants */
         for (int i = 0; i < 22; i++) {
             const int v = qvs[i];
