@@ -303,21 +303,6 @@ static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
     fr_cuda_set_qvars(c, NULL);
 }
 
-/* The one-row RMSNorm prologue with the row kept in registers (default) or read twice, three
- * times interleaved. */
-static void sweep_xkeep(fr_cuda *c, seqset *s1, const char *what) {
-    const int x0 = frk_get_stream_xkeep();
-    for (int i = 0; i < 6; i++) {
-        frk_set_stream_xkeep(!(i & 1));
-        fr_cuda_set_fuse(c, 1); /* drops the graphs */
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, norm row %s: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? "read twice" : "kept in registers", 32 / tv, 1e3 * tv / 32);
-    }
-    frk_set_stream_xkeep(x0);
-    fr_cuda_set_fuse(c, 1);
-}
-
 /* Decode attention cluster size 8 / 16 with the defaults otherwise, three times interleaved. */
 static void sweep_cluster(fr_cuda *c, seqset *s1, const char *what) {
     const int cl0 = frk_get_attn_cluster();
@@ -347,7 +332,7 @@ static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
 }
 
 /* Experiments only (gpu-bench --sweep NAME...): per weight format an engine at position 512, then
- * the named sweeps (ahead, qcons, tmap, pipe, cluster, xkeep). */
+ * the named sweeps (ahead, qcons, tmap, pipe, cluster). */
 static void sweeps(char **names, int n) {
     for (int wi = 0; wi < 3; wi++) {
         seqset s1;
@@ -359,7 +344,6 @@ static void sweeps(char **names, int n) {
             else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
             else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
             else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
-            else if (!strcmp(names[i], "xkeep")) sweep_xkeep(c, &s1, what);
         }
         ss_free(&s1);
         fr_cuda_free(c);

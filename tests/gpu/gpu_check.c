@@ -1434,10 +1434,6 @@ int main(int argc, char **argv) {
         }
         frk_set_stream_qvar(-1);
         frk_set_stream_qstage(16384);
-        frk_set_stream_xkeep(0); /* the norm prologue reading its row twice */
-        for (int bits = 4; bits <= 16; bits *= 2) check_stream(1000, 4096, bits, 1, true);
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_xkeep(1);
         const int tm0 = frk_get_stream_tmap();
         frk_set_stream_tmap(1); /* longer blocks first for every call (the default: per call) */
         for (int bits = 4; bits <= 16; bits *= 2) {

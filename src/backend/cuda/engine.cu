@@ -274,8 +274,6 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_stream_qvar(atoi(e));
         e = getenv("FRUGAL_CUDA_TMAP");
         if (e) frk_set_stream_tmap(atoi(e));
-        e = getenv("FRUGAL_CUDA_XKEEP");
-        if (e) frk_set_stream_xkeep(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));

@@ -70,9 +70,6 @@ extern "C" int frk_get_stream_stages(void) { return stages_cap; }
  * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
 static int min_blocks = 1;
 static int tmap = 2;
-static int xkeep = 1; /* stage_x: one row's norm inputs kept in registers (frk_set_stream_xkeep) */
-extern "C" void frk_set_stream_xkeep(int on) { xkeep = on ? 1 : 0; }
-extern "C" int frk_get_stream_xkeep(void) { return xkeep; }
 extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
 extern "C" int frk_get_stream_tmap(void) { return tmap; }
 /* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
@@ -160,53 +157,7 @@ static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
                                float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kend = tid < 256 ? K : 0; /* the 256 worker threads (a producer warp beyond them idles) */
-    if (a.xf && a.xkeep && nb == 1 && K <= 4096) {
-        /* one row: its values and the norm weights stay in registers between the sum of squares
-         * and the scaling (one trip to L2 instead of two; the same arithmetic in the same order) */
-        const float *xr = a.xf + (size_t)(a.rows ? a.rows[0] : 0) * K;
-        float4 v[4], g[4];
-        float ss = 0.f;
-#pragma unroll
-        for (int it = 0; it < 4; it++) {
-            const int k = tid * 4 + it * 1024;
-            v[it] = g[it] = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (k < kend) {
-                v[it] = *(const float4 *)(xr + k);
-                g[it] = *(const float4 *)(a.nw + k);
-            }
-        }
-#pragma unroll
-        for (int it = 0; it < 4; it++)
-            if (tid * 4 + it * 1024 < kend)
-                ss += v[it].x * v[it].x + v[it].y * v[it].y + v[it].z * v[it].z + v[it].w * v[it].w;
-        ss = warp_sum(ss);
-        if (lane == 0 && warp < 8) wsum[0][warp] = ss;
-        __syncthreads();
-        if (tid == 0) {
-            float t = 0.f;
-#pragma unroll
-            for (int w = 0; w < 8; w++) t += wsum[0][w];
-            inv[0] = rsqrtf(t / (float)K + a.eps);
-        }
-        __syncthreads();
-        const float iv = inv[0];
-#pragma unroll
-        for (int it = 0; it < 4; it++) {
-            const int k = tid * 4 + it * 1024;
-            if (k >= kend) continue;
-            const bf162 p0 = __floats2bfloat162_rn(v[it].x * iv * g[it].x, v[it].y * iv * g[it].y);
-            const bf162 p1 = __floats2bfloat162_rn(v[it].z * iv * g[it].z, v[it].w * iv * g[it].w);
-            if (F16) {
-                half *xr16 = (half *)xs;
-                *(half2 *)(xr16 + (PX ? xperm(k) : k)) = __floats2half2_rn(__low2float(p0), __high2float(p0));
-                *(half2 *)(xr16 + (PX ? xperm(k + 2) : k + 2)) = __floats2half2_rn(__low2float(p1), __high2float(p1));
-            } else {
-                bf162 *d = (bf162 *)((bf16 *)xs + k);
-                d[0] = p0;
-                d[1] = p1;
-            }
-        }
-    } else if (a.xf) {
+    if (a.xf) {
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             float ss = 0.f;
@@ -954,7 +905,6 @@ static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, in
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
     frk_gemv_args g = *a;
     g.tmap = tmap == 2 ? (a->tmap ? 1 : 0) : tmap; /* 2: as the call asks */
-    g.xkeep = xkeep;
     frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, g, l2pf_bytes, ns);
 }
 

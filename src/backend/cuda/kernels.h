@@ -195,7 +195,6 @@ typedef struct frk_gemv_args {
     frk_rope_args rope;
     unsigned long long *trace; /* optional timeline probes [3] (cuda_util.cuh tl_mark) */
     int tmap;                  /* the call's tile map when frk_set_stream_tmap(2), else ignored */
-    int xkeep;                 /* set by frk_gemv_stream (frk_set_stream_xkeep) */
     int qvar;                  /* INT: the consumer variant of this call (k_stream.cu's V bits, one
                                 * of the instantiated set), 0 the format's default; a variant set
                                 * with frk_set_stream_qvar overrides it */
@@ -222,11 +221,6 @@ int frk_get_stream_bps(void);
  * each call's frk_gemv_args.tmap (the engine asks 1 for the INT4 qkv product only: measured
  * +0.8 % there, -2 % for every product, GPU-NOTES v27). */
 void frk_set_stream_tmap(int m);
-/* The RMSNorm prologue of a one-row call (K <= 4096): 1 (default) keeps the row and the norm
- * weights in registers between the sum of squares and the scaling, 0 reads them twice. Same
- * results bit for bit. */
-void frk_set_stream_xkeep(int on);
-int frk_get_stream_xkeep(void);
 int frk_get_stream_tmap(void);
 /* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
  * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
