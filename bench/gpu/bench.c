@@ -163,39 +163,9 @@ static double prefill(fr_cuda *c, seqset *ss, int i, int n) {
 }
 
 /* decode `steps` tokens for sequences [0, B) together; greedy on the device. Returns seconds and
- * fills *joules. */
-static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
-    int32_t tok[64], pos[64], ids[64];
-    fr_seq *sp[64];
-    uint8_t want[64];
-    fr_sampling g;
-    memset(&g, 0, sizeof g);
-    g.temperature = 0;
-    fr_err err;
-    for (int i = 0; i < B; i++) {
-        ss_reserve(ss, i, ss->s[i].n_pos + steps + 1);
-        ids[i] = 1;
-    }
-    fr_cuda_sync(c);
-    const double j0 = nvml_joules(), t0 = fr_time_s();
-    for (int s = 0; s < steps; s++) {
-        for (int i = 0; i < B; i++) {
-            tok[i] = ids[i];
-            pos[i] = ss->s[i].n_pos;
-            sp[i] = &ss->s[i];
-            want[i] = 1;
-        }
-        fr_batch b = {B, tok, pos, sp, want};
-        if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err)) die("decode", &err);
-    }
-    const double t = fr_time_s() - t0;
-    if (joules) *joules = nvml_joules() - j0;
-    return t;
-}
-
-/* As decode(), pipelined: step s + 1 is submitted before step s's ids are collected, its tokens
- * fed on the device (fr_cuda_submit / fr_cuda_collect). */
-static double decode_pipe(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
+ * fills *joules. pipe: step s + 1 is submitted before step s's ids are collected, its tokens fed
+ * on the device (fr_cuda_submit / fr_cuda_collect); else one synchronous call a step. */
+static double decode_loop(fr_cuda *c, seqset *ss, int B, int steps, double *joules, bool pipe) {
     int32_t tok[64], pos[64], ids[64];
     fr_seq *sp[64];
     uint8_t want[64];
@@ -211,19 +181,29 @@ static double decode_pipe(fr_cuda *c, seqset *ss, int B, int steps, double *joul
     for (int s = 0; s <= steps; s++) {
         if (s < steps) {
             for (int i = 0; i < B; i++) {
-                tok[i] = s ? 0 : ids[i];
+                tok[i] = pipe && s ? 0 : ids[i];
                 pos[i] = ss->s[i].n_pos;
                 sp[i] = &ss->s[i];
                 want[i] = 1;
             }
             fr_batch b = {B, tok, pos, sp, want};
-            if (fr_cuda_submit(c, &b, &g, 1, NULL, s > 0, &err)) die("pipelined decode", &err);
+            if (!pipe) {
+                if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err)) die("decode", &err);
+            } else if (fr_cuda_submit(c, &b, &g, 1, NULL, s > 0, &err)) {
+                die("pipelined decode", &err);
+            }
         }
-        if (s > 0 && fr_cuda_collect(c, ids, &err) != B) die("pipelined collect", &err);
+        if (pipe && s > 0 && fr_cuda_collect(c, ids, &err) != B) die("pipelined collect", &err);
     }
     const double t = fr_time_s() - t0;
     if (joules) *joules = nvml_joules() - j0;
     return t;
+}
+static double decode(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
+    return decode_loop(c, ss, B, steps, joules, false);
+}
+static double decode_pipe(fr_cuda *c, seqset *ss, int B, int steps, double *joules) {
+    return decode_loop(c, ss, B, steps, joules, true);
 }
 
 /* One sweep point: the batch-1 sequence rewound to position 512 (its cache rows stay valid), 2
