@@ -1104,9 +1104,10 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
     return 0;
 }
 
-static void upload_inputs(fr_cuda *c, const plan *pl) {
-    const size_t words = (size_t)c->off_bt + (size_t)pl->S * c->bt_stride;
-    FR_CK(cudaMemcpyAsync(c->in_d, c->in_h, words * 4, cudaMemcpyHostToDevice, c->st));
+/* The pinned inputs from word `from` on (0: all; off_pos: all but the tokens) to the device. */
+static void upload_inputs(fr_cuda *c, const plan *pl, int from = 0) {
+    const size_t words = (size_t)c->off_bt + (size_t)pl->S * c->bt_stride - from;
+    FR_CK(cudaMemcpyAsync(c->in_d + from, c->in_h + from, words * 4, cudaMemcpyHostToDevice, c->st));
 }
 
 static void execute(fr_cuda *c, const plan *pl) {
@@ -1210,12 +1211,8 @@ static int submit_step(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int
         fr_err_set(err, "cuda: a fed step samples every row");
         return -1;
     }
-    if (feed) { /* the tokens come from the previous step's ids, already in the device inputs */
-        const size_t words = (size_t)c->off_bt + (size_t)pl.S * c->bt_stride - c->off_pos;
-        FR_CK(cudaMemcpyAsync(c->in_d + c->off_pos, c->in_h + c->off_pos, words * 4, cudaMemcpyHostToDevice, c->st));
-    } else {
-        upload_inputs(c, &pl);
-    }
+    /* fed: the tokens come from the previous step's ids, already in the device inputs */
+    upload_inputs(c, &pl, feed ? c->off_pos : 0);
     if (c->trace)
         FR_CK(cudaMemsetAsync(c->trace, 0xFF, (size_t)3 * (6 * c->hp.n_layer + 1) * 8, c->st));
     execute(c, &pl);

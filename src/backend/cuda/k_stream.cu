@@ -520,8 +520,8 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
  * mbarriers; 64 (with 8) the group sums made by the consumers themselves, in the block's first
  * tile, by one more MMA per k-step with an all-ones A, kept in shared memory for the later tiles
  * (no prologue pass); 128 only picks the instantiation for three blocks per SM (at most 72
- * registers; launch_qv3); 256 (int4, with 16) sixteen consumer warps, one block per SM
- * (launch_qv16). 0 is the v15 consumer; 55 (1+2+4+16+32) the format's default
+ * registers; launch_qv_bps); 256 (int4, with 16) sixteen consumer warps, one block per SM
+ * (launch_qv_bps). 0 is the v15 consumer; 55 (1+2+4+16+32) the format's default
  * (GPU-NOTES v20-v23); the engine picks one per product (engine.cu qvars_int4). */
 template <int V> struct qthreads {
     static constexpr int nw = (V & 256) ? 16 : 8; /* consumer warps */
@@ -924,40 +924,30 @@ static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st
     if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
     else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
 }
-/* Variant V | 128: three blocks per SM (registers capped at 72), as many stages as fit beside
- * them; for products with fewer row tiles than two blocks per SM can take in one round (the qkv
- * product: 384 tiles), so that no block streams two. Falls back to V where three do not fit. */
-template <int BITS, int V>
-static void launch_qv3(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static int set[2];
-    int ns3 = n_stages(a->K, BITS, a->nb, 3);
-    if (stages_cap >= ST_NS_MIN && ns3 > stages_cap) ns3 = stages_cap;
-    if (ns3 < ST_NS_MIN) {
-        launch_qv<BITS, V>(units, ns, a, st);
-        return;
-    }
-    if (a->trace) launch_stream(k_stream_q<BITS, false, 3, ST_BYTES, true, V | 128>, &set[1], units, ns3, a, st, qthreads<V>::n, 3);
-    else launch_stream(k_stream_q<BITS, false, 3, ST_BYTES, false, V | 128>, &set[0], units, ns3, a, st, qthreads<V>::n, 3);
-}
-/* Variant V | 256 (int4, with the producer warp): sixteen consumer warps, one block per SM and
- * up to 8 stages, so a block's tiles go through twice the warps (each one group of a stage) and
- * an SM holds at most ceil(tiles / SMs) tiles: for products with fewer tiles than two per SM
- * (the qkv product: 384 tiles, where two blocks per SM leave some SMs four). Falls back to V. */
-template <int BITS, int V>
-static void launch_qv16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    if constexpr (BITS != 4 || !(V & 16)) {
+/* Variant V at BPS blocks per SM, fallback V where its stages do not fit:
+ *   BPS 3 = V | 128: registers capped at 72, as many stages as fit beside them; for products with
+ *     fewer row tiles than two blocks per SM take in one round (the qkv product: 384 tiles), so
+ *     that no block streams two.
+ *   BPS 1 = V | 256 (int4, with the producer warp): sixteen consumer warps and up to 8 stages, so a
+ *     block's tiles go through twice the warps (each one group of a stage) and an SM holds at most
+ *     ceil(tiles / SMs) tiles (two blocks per SM leave some SMs four of the qkv's 384). */
+template <int BITS, int V, int BPS>
+static void launch_qv_bps(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static_assert(BPS == 3 || BPS == 1, "three blocks per SM, or one of sixteen consumer warps");
+    constexpr int VB = V | (BPS == 3 ? 128 : 256);
+    if constexpr (BPS == 1 && (BITS != 4 || !(V & 16))) {
         launch_qv<BITS, V>(units, ns, a, st);
     } else {
         static int set[2];
-        int ns1 = n_stages(a->K, BITS, a->nb, 1);
-        if (ns1 > 8) ns1 = 8; /* + 17 KiB of static shared memory stays under 227 KiB */
-        if (ns1 < ST_NS_MIN) {
+        int nsb = n_stages(a->K, BITS, a->nb, BPS);
+        if (BPS == 3 && stages_cap >= ST_NS_MIN && nsb > stages_cap) nsb = stages_cap;
+        if (BPS == 1 && nsb > 8) nsb = 8; /* + 17 KiB of static shared memory stays under 227 KiB */
+        if (nsb < ST_NS_MIN) {
             launch_qv<BITS, V>(units, ns, a, st);
             return;
         }
-        constexpr int V16 = V | 256;
-        if (a->trace) launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, true, V16>, &set[1], units, ns1, a, st, qthreads<V16>::n, 1);
-        else launch_stream(k_stream_q<BITS, false, 1, ST_BYTES, false, V16>, &set[0], units, ns1, a, st, qthreads<V16>::n, 1);
+        if (a->trace) launch_stream(k_stream_q<BITS, false, BPS, ST_BYTES, true, VB>, &set[1], units, nsb, a, st, qthreads<VB>::n, BPS);
+        else launch_stream(k_stream_q<BITS, false, BPS, ST_BYTES, false, VB>, &set[0], units, nsb, a, st, qthreads<VB>::n, BPS);
     }
 }
 template <int BITS>
@@ -987,11 +977,11 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         case 55: launch_qv<BITS, 55>(units, ns, a, st); break;
         case 59: launch_qv<BITS, 59>(units, ns, a, st); break;
         case 123: launch_qv<BITS, 123>(units, ns, a, st); break;
-        case 151: launch_qv3<BITS, 23>(units, ns, a, st); break;
-        case 183: launch_qv3<BITS, 55>(units, ns, a, st); break;
-        case 187: launch_qv3<BITS, 59>(units, ns, a, st); break;
-        case 279: launch_qv16<BITS, 23>(units, ns, a, st); break;
-        case 311: launch_qv16<BITS, 55>(units, ns, a, st); break;
+        case 151: launch_qv_bps<BITS, 23, 3>(units, ns, a, st); break;
+        case 183: launch_qv_bps<BITS, 55, 3>(units, ns, a, st); break;
+        case 187: launch_qv_bps<BITS, 59, 3>(units, ns, a, st); break;
+        case 279: launch_qv_bps<BITS, 23, 1>(units, ns, a, st); break;
+        case 311: launch_qv_bps<BITS, 55, 1>(units, ns, a, st); break;
         default: launch_qv<BITS, 11>(units, ns, a, st); break;
         }
 }
