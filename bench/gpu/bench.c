@@ -283,36 +283,84 @@ static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
     fr_cuda_set_qvars(c, NULL);
 }
 
-/* Decode attention cluster size 8 / 16 with the defaults otherwise, three times interleaved. */
-static void sweep_cluster(fr_cuda *c, seqset *s1, const char *what) {
-    const int cl0 = frk_get_attn_cluster();
-    for (int i = 0; i < 6; i++) {
-        frk_set_attn_cluster(i & 1 ? 16 : 8);
-        fr_cuda_set_fuse(c, 1); /* drops the graphs */
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, attention cluster %d: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? 16 : 8, 32 / tv, 1e3 * tv / 32);
-    }
-    frk_set_attn_cluster(cl0);
+/* One process-wide kernel knob at n settings, three times interleaved at the fixed context; the
+ * knob is restored to v0. */
+static void sweep_knob(fr_cuda *c, seqset *s1, const char *what, const char *label, void (*set)(int), int v0,
+                       const int *vals, const char *const *names, int n) {
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < n; i++) {
+            set(vals[i]);
+            fr_cuda_set_fuse(c, 1); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, %s %s: %.1f tok/s, %.3f ms/token\n", what, label, names[i],
+                32 / tv, 1e3 * tv / 32);
+        }
+    set(v0);
     fr_cuda_set_fuse(c, 1);
 }
-
-/* Tile-to-block map of the streamed products (frk_set_stream_tmap), three times interleaved. */
+/* Decode attention cluster size 8 / 16 with the defaults otherwise. */
+static void sweep_cluster(fr_cuda *c, seqset *s1, const char *what) {
+    static const int v[2] = {8, 16};
+    static const char *const nm[2] = {"8", "16"};
+    sweep_knob(c, s1, what, "attention cluster", frk_set_attn_cluster, frk_get_attn_cluster(), v, nm, 2);
+}
+/* Tile-to-block map of the streamed products (frk_set_stream_tmap). */
 static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
-    const int m0 = frk_get_stream_tmap();
-    for (int i = 0; i < 6; i++) {
-        frk_set_stream_tmap(i & 1 ? 2 : 0);
-        fr_cuda_set_fuse(c, 1); /* drops the graphs */
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, tiles %s: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? "longer blocks first in qkv" : "spread evenly", 32 / tv, 1e3 * tv / 32);
-    }
-    frk_set_stream_tmap(m0);
-    fr_cuda_set_fuse(c, 1);
+    static const int v[2] = {0, 2};
+    static const char *const nm[2] = {"spread evenly", "longer blocks first in qkv"};
+    sweep_knob(c, s1, what, "tiles", frk_set_stream_tmap, frk_get_stream_tmap(), v, nm, 2);
+}
+/* The one-row RMSNorm prologue (frk_set_stream_xkeep). */
+static void sweep_xkeep(fr_cuda *c, seqset *s1, const char *what) {
+    static const int v[3] = {0, 1, 2};
+    static const char *const nm[3] = {"read twice", "in registers", "in registers, weights before the wait"};
+    sweep_knob(c, s1, what, "norm row", frk_set_stream_xkeep, frk_get_stream_xkeep(), v, nm, 3);
+}
+/* The fused qkv's RoPE loads before the dependency wait or in the epilogue (frk_set_stream_ropepre). */
+static void sweep_ropepre(fr_cuda *c, seqset *s1, const char *what) {
+    static const int v[2] = {0, 1};
+    static const char *const nm[2] = {"in the epilogue", "before the wait"};
+    sweep_knob(c, s1, what, "RoPE loads", frk_set_stream_ropepre, frk_get_stream_ropepre(), v, nm, 2);
+}
+/* Room for the next kernel's blocks: stages trimmed to a block's range (frk_set_stream_nstrim)
+ * x the o product at one block per SM (its variant + 512), three times interleaved. */
+static void sweep_occ(fr_cuda *c, seqset *s1, const char *what) {
+    const int t0 = frk_get_stream_nstrim();
+    int qv[5];
+    fr_cuda_get_qvars(c, qv);
+    const int o0 = qv[1];
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 4; i++) {
+            frk_set_stream_nstrim(i & 1);
+            qv[1] = i & 2 ? (o0 ? o0 : 55) | 512 : o0;
+            fr_cuda_set_qvars(c, qv); /* drops the graphs */
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, stages %s, o at %s: %.1f tok/s, %.3f ms/token\n", what,
+                i & 1 ? "trimmed" : "as capped", i & 2 ? "one block per SM" : "the default blocks", 32 / tv,
+                1e3 * tv / 32);
+        }
+    frk_set_stream_nstrim(t0);
+    fr_cuda_set_qvars(c, NULL);
+}
+
+/* INT stages issued before the dependency wait per product (qkv, o, gate/up, down, head; 0 all),
+ * three times interleaved. */
+static void sweep_prewait(fr_cuda *c, seqset *s1, const char *what) {
+    static const int pw[9][5] = {{2, 0, 2, 2, 0}, {0, 0, 0, 0, 0}, {1, 0, 2, 2, 0}, {2, 0, 1, 1, 0}, {2, 0, 3, 3, 0},
+                                 {2, 0, 2, 2, 2}, {2, 1, 2, 2, 0}, {2, 0, 2, 1, 0}, {2, 0, 1, 2, 0}};
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 9; i++) {
+            fr_cuda_set_prewait(c, pw[i]);
+            const double tv = b1_point(c, s1);
+            LOG("decode batch 1 (%s, graphs) fused, stages before the wait qkv/o/gate-up/down/head %d/%d/%d/%d/%d: "
+                "%.1f tok/s, %.3f ms/token\n", what, pw[i][0], pw[i][1], pw[i][2], pw[i][3], pw[i][4], 32 / tv,
+                1e3 * tv / 32);
+        }
+    fr_cuda_set_prewait(c, NULL);
 }
 
 /* Experiments only (gpu-bench --sweep NAME...): per weight format an engine at position 512, then
- * the named sweeps (ahead, qcons, tmap, pipe, cluster). */
+ * the named sweeps (ahead, qcons, tmap, pipe, cluster, xkeep, occ, prewait, ropepre). */
 static void sweeps(char **names, int n) {
     for (int wi = 0; wi < 3; wi++) {
         seqset s1;
@@ -324,6 +372,10 @@ static void sweeps(char **names, int n) {
             else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
             else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
             else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
+            else if (!strcmp(names[i], "xkeep")) sweep_xkeep(c, &s1, what);
+            else if (!strcmp(names[i], "occ") && wi) sweep_occ(c, &s1, what);
+            else if (!strcmp(names[i], "prewait") && wi) sweep_prewait(c, &s1, what);
+            else if (!strcmp(names[i], "ropepre") && wi) sweep_ropepre(c, &s1, what);
         }
         ss_free(&s1);
         fr_cuda_free(c);
@@ -817,24 +869,28 @@ static void timeline(void) {
         if (ns > 0) {
             decode(c, &s1, 1, 2, NULL);
             const double tt = decode(c, &s1, 1, 1, NULL);
-            unsigned long long *w = malloc((size_t)ns * 3 * 8);
-            fr_cuda_trace_read(c, w, ns * 3);
+            const int TW = FR_CUDA_TRACE_W;
+            unsigned long long *w = malloc((size_t)ns * TW * 8);
+            fr_cuda_trace_read(c, w, ns * TW);
             const unsigned long long g0 = w[0];
-            /* per slot: entry, past wait, end (ns after the first qkv entry); ~0 = did not run */
-            double sum[7][4] = {{0}};
-            int cnt[7] = {0};
+            /* per slot (fields of fr_cuda_set_trace, ns after the first qkv entry); ~0 = did not
+             * run or not marked; latest marks are stored as complements */
+            double sum[7][4] = {{0}}, sx[7][6] = {{0}};
+            int cnt[7] = {0}, cx[7][6] = {{0}};
             static const char *kn[7] = {"qkv", "attention", "combine", "o", "gate/up", "down", "head"};
             for (int k = 0; k < ns; k++) {
-                const unsigned long long *e = w + 3 * k;
+                const unsigned long long *e = w + (size_t)TW * k;
                 if (e[0] == ~0ull || e[2] == ~0ull) continue;
-                const double en = (double)(e[0] - g0) / 1e3, wt = (double)(e[1] - g0) / 1e3,
-                             ex = (double)(~e[2] - g0) / 1e3;
+#define TL_AT(f, late) (e[f] == ~0ull ? -1e9 : (double)(((late) ? ~e[f] : e[f]) - g0) / 1e3)
+                const double en = TL_AT(0, 0), wt = TL_AT(1, 0), ex = TL_AT(2, 1);
+                const double pro = TL_AT(3, 1), arr = TL_AT(4, 1), fe = TL_AT(5, 0), lw = TL_AT(6, 1), le = TL_AT(7, 1);
+#undef TL_AT
                 const int ty = k == 6 * L ? 6 : k % 6;
                 /* the previous slot that ran: its end, for the hand-off gap */
                 double pe = -1;
                 for (int q = k - 1; q >= 0; q--)
-                    if (w[3 * q] != ~0ull && w[3 * q + 2] != ~0ull) {
-                        pe = (double)(~w[3 * q + 2] - g0) / 1e3;
+                    if (w[(size_t)TW * q] != ~0ull && w[(size_t)TW * q + 2] != ~0ull) {
+                        pe = (double)(~w[(size_t)TW * q + 2] - g0) / 1e3;
                         break;
                     }
                 if (k / 6 == L / 2 || k == 6 * L)
@@ -846,16 +902,26 @@ static void timeline(void) {
                     sum[ty][2] += pe >= 0 ? pe - en : 0;
                     sum[ty][3] += ex - (pe >= 0 ? pe : wt);
                     cnt[ty]++;
+                    /* the extra marks, relative to the first block past its wait */
+                    const double xv[6] = {pe >= 0 && le > -1e8 ? le - pe : -1e9, lw - wt, pro - wt, arr - wt, fe - wt, arr > -1e8 ? ex - arr : -1e9};
+                    for (int f = 0; f < 6; f++)
+                        if (xv[f] > -1e8) sx[ty][f] += xv[f], cx[ty][f]++;
                 }
             }
             for (int ty = 0; ty < 7; ty++)
-                if (cnt[ty])
+                if (cnt[ty]) {
                     printf("  %s mean %-9s past-wait..end %7.2f us, previous end..past wait %6.2f us, entered %6.2f us "
                            "before the previous end, previous end..end %7.2f us (%d)\n",
                            fmt, kn[ty], sum[ty][0] / cnt[ty], sum[ty][1] / cnt[ty], sum[ty][2] / cnt[ty],
                            sum[ty][3] / cnt[ty], cnt[ty]);
+                    double m[6];
+                    for (int f = 0; f < 6; f++) m[f] = cx[ty][f] ? sx[ty][f] / cx[ty][f] : NAN;
+                    printf("  %s  more %-9s last block in %6.2f us after the previous end; after the first past wait: "
+                           "last past wait %6.2f, last prologue end %6.2f, last stage in %6.2f, first end %6.2f; "
+                           "last stage in..end %6.2f us\n", fmt, kn[ty], m[0], m[1], m[2], m[3], m[4], m[5]);
+                }
             printf("  %s traced step: %.3f ms wall; first qkv entry .. head end %.3f ms\n", fmt, 1e3 * tt,
-                   w[3 * 6 * L + 2] != ~0ull ? (double)(~w[3 * 6 * L + 2] - g0) / 1e6 : -1.0);
+                   w[(size_t)TW * 6 * L + 2] != ~0ull ? (double)(~w[(size_t)TW * 6 * L + 2] - g0) / 1e6 : -1.0);
             free(w);
             fr_cuda_set_trace(c, 0);
         }

@@ -42,6 +42,30 @@ static void report(const char *name, double err, double tol) {
     fflush(stdout);
     if (ok) n_pass++; else n_fail++;
 }
+/* After a failed row-wise check: where the error sits (rows off by more than 1e-3 relative, their
+ * first and last index, the worst rows with got / expected). */
+static void diag_rows(const float *got, const float *want, int nb, int M) {
+    int nbad = 0, lo = -1, hi = -1, worst[4] = {-1, -1, -1, -1};
+    double we[4] = {0, 0, 0, 0};
+    for (int i = 0; i < nb * M; i++) {
+        const double d = fabs((double)got[i] - want[i]), e = d / (fabs((double)want[i]) + 1e-3);
+        if (!(e <= 1e-3)) {
+            nbad++;
+            if (lo < 0) lo = i;
+            hi = i;
+        }
+        for (int j = 0; j < 4; j++)
+            if (!(e <= we[j])) {
+                for (int q = 3; q > j; q--) we[q] = we[q - 1], worst[q] = worst[q - 1];
+                we[j] = e, worst[j] = i;
+                break;
+            }
+    }
+    printf("     rows off by > 1e-3: %d of %d (first %d, last %d); worst:", nbad, nb * M, lo, hi);
+    for (int j = 0; j < 4 && worst[j] >= 0; j++)
+        printf(" [%d] %.6g/%.6g", worst[j], got[worst[j]], want[worst[j]]);
+    printf("\n");
+}
 static void report_bool(const char *name, bool ok, const char *detail) {
     printf("%-4s %-62s %s\n", ok ? "ok" : "FAIL", name, detail);
     fflush(stdout);
@@ -270,9 +294,11 @@ static void stream_in_free(stream_in *si) {
     cudaFree(si->dx), cudaFree(si->dres), cudaFree(si->dnw), cudaFree(si->drows);
     free(si->xin);
 }
+static int stream_prewait; /* frk_gemv_args.prewait of the streamed checks */
 static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int bits, int nb,
                         const stream_in *si) {
     memset(a, 0, sizeof *a);
+    a->prewait = stream_prewait;
     a->W = dW, a->sz = dsz, a->M = M, a->K = K, a->bits = bits, a->nb = nb, a->eps = 1e-5f;
     if (si->dres) a->xf = si->dres, a->nw = si->dnw, a->rows = si->drows;
     else a->x = si->dx, a->ldx = K;
@@ -312,12 +338,14 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
     download(got, dy, (size_t)nb * M * 4);
     snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %sstore", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
     report(name, ref_rel_l2(got, y, (size_t)nb * M), tol);
+    if (!(ref_rel_l2(got, y, (size_t)nb * M) <= tol)) diag_rows(got, y, nb, M);
     CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
     a.mode = FRK_OUT_ACC;
     frk_gemv_stream(&a, st);
     download(got, dy, (size_t)nb * M * 4);
     snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %saccumulate", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
     report(name, ref_rel_l2(got, ea, (size_t)nb * M), tol);
+    if (!(ref_rel_l2(got, ea, (size_t)nb * M) <= tol)) diag_rows(got, ea, nb, M);
     if (M % 2 == 0) {
         float *act = malloc((size_t)nb * (M / 2) * 4), *ga = malloc((size_t)nb * (M / 2) * 4);
         uint16_t *gh = malloc((size_t)nb * (M / 2) * 2);
@@ -1134,10 +1162,15 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     fr_err err = {{0}};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     if (c && dec_probe) fr_cuda_set_trace(c, 1);
+    if (c && stream_prewait) {
+        const int pw[5] = {stream_prewait, stream_prewait, stream_prewait, stream_prewait, stream_prewait};
+        fr_cuda_set_prewait(c, pw);
+    }
     char name[200];
     snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s%s", sh->name,
              wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
              dec_fuse, dec_probe ? " o-prefetch+L2-ahead+probes" : "", wq < 16 ? ldr() : "");
+    if (stream_prewait) snprintf(name + strlen(name), sizeof name - strlen(name), " prewait=%d", stream_prewait);
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -1434,6 +1467,20 @@ int main(int argc, char **argv) {
         }
         frk_set_stream_qvar(-1);
         frk_set_stream_qstage(16384);
+        const int xk0 = frk_get_stream_xkeep();
+        for (int xk = 0; xk <= 1; xk++) { /* the one-row norm prologue: read twice, row in registers */
+            frk_set_stream_xkeep(xk);
+            for (int bits = 4; bits <= 16; bits *= 2) {
+                check_stream(1000, 4096, bits, 1, true);
+                check_stream(6144, 4096, bits, 1, true);
+            }
+            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+            const int tm = frk_get_stream_tmap();
+            frk_set_stream_tmap(1); /* (run 51 failed bf16 6144 x 4096 with the row in registers and these tiles) */
+            for (int bits = 4; bits <= 16; bits *= 2) check_stream(6144, 4096, bits, 1, true);
+            frk_set_stream_tmap(tm);
+        }
+        frk_set_stream_xkeep(xk0);
         const int tm0 = frk_get_stream_tmap();
         frk_set_stream_tmap(1); /* longer blocks first for every call (the default: per call) */
         for (int bits = 4; bits <= 16; bits *= 2) {
@@ -1451,6 +1498,43 @@ int main(int argc, char **argv) {
                 check_stream(1000, 4096, bits, 1, v & 1);
                 check_stream(4096, 14336, bits, 1, false);
                 check_stream(66, 4160, bits, 3, !(v & 1));
+                check_stream(66, 200, bits, 8, false);
+            }
+            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        }
+        frk_set_stream_qvar(-1);
+        frk_set_stream_nstrim(1); /* stages trimmed to each block's range */
+        for (int bits = 4; bits <= 16; bits *= 2) {
+            check_stream(4096, 4096, bits, 1, false);
+            check_stream(6144, 4096, bits, 1, true);
+            check_stream(66, 200, bits, 3, true);
+        }
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_nstrim(0);
+        frk_set_stream_ropepre(0); /* the RoPE epilogue's loads in the epilogue */
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
+        frk_set_stream_qvar(23);
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        frk_set_stream_qvar(-1);
+        frk_set_stream_ropepre(1);
+        for (stream_prewait = 1; stream_prewait <= 3; stream_prewait++) { /* stages held back past the wait */
+            frk_set_stream_qvar(stream_prewait == 2 ? 59 : stream_prewait == 3 ? 0 : -1);
+            for (int bits = 4; bits <= 8; bits += 4) {
+                check_stream(6144, 4096, bits, 1, true);
+                check_stream(4096, 14336, bits, 1, false);
+                check_stream(66, 4160, bits, 3, true);
+            }
+            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        }
+        stream_prewait = 0;
+        frk_set_stream_qvar(-1);
+        static const int qv1[3] = {23 | 512, 55 | 512, 59 | 512}; /* one block per SM */
+        for (int i = 0; i < 3; i++) {
+            frk_set_stream_qvar(qv1[i]);
+            for (int bits = 4; bits <= 8; bits += 4) {
+                check_stream(4096, 4096, bits, 1, false);
+                check_stream(1000, 4096, bits, 3, true);
                 check_stream(66, 200, bits, 8, false);
             }
             check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
@@ -1518,6 +1602,24 @@ int main(int argc, char **argv) {
             check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         }
         frk_set_stream_qvar(-1);
+        /* the norm row in registers with its weights before the wait, trimmed stages, and a
+         * consumer at one block per SM, through the decoder */
+        const int xk1 = frk_get_stream_xkeep(), nt1 = frk_get_stream_nstrim();
+        frk_set_stream_xkeep(2);
+        frk_set_stream_nstrim(1);
+        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
+        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        frk_set_stream_qvar(23 | 512);
+        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        frk_set_stream_qvar(-1);
+        stream_prewait = 1; /* every product's stages but the first issued after the prologue */
+        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        stream_prewait = 0;
+        frk_set_stream_xkeep(xk1);
+        frk_set_stream_nstrim(nt1);
     }
     CK(cudaDeviceSynchronize());
     printf("gpu-check: %.1f s\n", fr_time_s() - t0);

@@ -122,16 +122,24 @@ void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
  * head; k_stream.cu's V bits, 0 or NULL the format's default; env FRUGAL_CUDA_QVARS=a,b,c,d,e);
  * a process-wide frk_set_stream_qvar overrides it. Drops graphs. */
 void fr_cuda_set_qvars(fr_cuda *c, const int v[5]);
+void fr_cuda_get_qvars(const fr_cuda *c, int v[5]);
+/* INT weights, measurement: per product the stages each block issues before its dependency wait
+ * (the rest after its prologue's reads; 0 or NULL all in flight; env FRUGAL_CUDA_PREWAITS). Drops
+ * graphs. */
+void fr_cuda_set_prewait(fr_cuda *c, const int v[5]);
 /* fr_cuda_config.l2_ahead, l2_ahead_gu, l2_ahead_last (measurement); drops graphs. */
 void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last);
 /* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env
  * FRUGAL_CUDA_HEAD_GEMV); drops graphs. */
 void fr_cuda_set_head_gemv(fr_cuda *c, int on);
 /* Timeline probes of the fused decode path (measurement): on, each forward records per launch
- * slot (per layer: qkv, attention, combine, o, gate/up, down; then the LM head) the %globaltimer
- * of the first block's entry, of the first block past its dependency wait, and the complement of
- * the last block's end (~0 where a slot did not run). Returns the slot count (on), 0 (off) or -1;
- * drops graphs. fr_cuda_trace_read copies up to max_words words (3 per slot) after a forward. */
+ * slot (per layer: qkv, attention, combine, o, gate/up, down; then the LM head) %globaltimer
+ * marks: the first and last block's entry, past its dependency wait and end, the last block's
+ * prologue end and last stage's arrival (latest marks as complements; ~0 where a slot did not
+ * run). Returns the slot count (on), 0 (off) or -1;
+ * drops graphs. fr_cuda_trace_read copies up to max_words words (FR_CUDA_TRACE_W per slot: the
+ * fields of cuda_util.cuh tl_mark_by) after a forward. */
+#define FR_CUDA_TRACE_W 8
 int fr_cuda_set_trace(fr_cuda *c, int on);
 int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words);
 

@@ -97,18 +97,23 @@ static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
  * memory is visible). GEMVs issue their first weight loads before the wait: weights never depend
  * on the previous kernel, so the next matrix starts streaming during the previous kernel's tail.
  * Both instructions are no-ops for kernels launched without the attribute. */
-/* Timeline probes (--timeline): t[0] = first block's entry, t[1] = first block past its
- * dependency wait, t[2] = ~(last block's end); every field kept with atomicMin (the end as the
- * complement), all set to ~0 before the step. One thread per block; no-ops when t is NULL. */
+/* Timeline probes (--timeline): FRK_TL_W words per launch (kernels.h), every field kept with
+ * atomicMin (a latest time as its complement), all set to ~0 before the step: t[0] = first
+ * block's entry, t[1] = first block past its dependency wait, t[2] = ~(last block's end),
+ * t[3] = ~(last block's prologue end), t[4] = ~(last block's last stage arrived), t[5] = first
+ * block's end, t[6] = ~(last block past its wait), t[7] = ~(last block's entry). Marking 0, 1
+ * or 2 also marks its mirror (7, 6, 5). One thread per block; no-ops when t is NULL. */
 static __device__ __forceinline__ unsigned long long gtimer() {
     unsigned long long v;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
     return v;
 }
+static __device__ __forceinline__ bool tl_latest(int field) { return (0xDCu >> field) & 1u; }
 static __device__ __forceinline__ void tl_mark_by(unsigned long long *t, int field, bool me) {
     if (t && me) {
         const unsigned long long v = gtimer();
-        atomicMin(t + field, field == 2 ? ~v : v);
+        atomicMin(t + field, tl_latest(field) ? ~v : v);
+        if (field <= 2) atomicMin(t + 7 - field, tl_latest(7 - field) ? ~v : v);
     }
 }
 static __device__ __forceinline__ void tl_mark(unsigned long long *t, int field) {

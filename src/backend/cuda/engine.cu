@@ -33,6 +33,8 @@
 #include <math.h>
 #include <string.h>
 
+static_assert(FRK_TL_W == FR_CUDA_TRACE_W, "one timeline record size");
+
 #define NBUCKETS 12
 #define MAX_ALLOCS 512
 
@@ -86,7 +88,8 @@ struct fr_cuda {
     int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
     int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
     int qvars[5];    /* INT consumer variant per product (qkv, o, gate/up, down, head); 0 default */
-    unsigned long long *trace; /* timeline probes: 3 words per launch slot (fr_cuda_set_trace) */
+    int prewait[5];  /* INT stages issued before the dependency wait per product; 0 all */
+    unsigned long long *trace; /* timeline probes: FRK_TL_W words per launch slot (fr_cuda_set_trace) */
     int trace_slot;            /* next slot while run_layers records a step */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
@@ -121,6 +124,7 @@ struct fr_cuda {
 };
 
 static void qvars_default(fr_cuda *c);
+static void prewait_default(fr_cuda *c);
 
 /* ------------------------------------------------------------------ small helpers */
 static int dalloc(fr_cuda *c, void **p, size_t bytes, size_t *acct, fr_err *err) {
@@ -231,6 +235,7 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     c->cfg = cfg;
     c->wbits = cfg.weights == FR_CUDA_W_INT8 ? 8 : cfg.weights == FR_CUDA_W_INT4 ? 4 : 16;
     qvars_default(c);
+    prewait_default(c);
     c->dev = cfg.device;
     FR_CK(cudaSetDevice(c->dev));
     cudaDeviceProp prop;
@@ -270,10 +275,21 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
             int v[5] = {0, 0, 0, 0, 0};
             if (sscanf(e, "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) memcpy(c->qvars, v, sizeof v);
         }
+        e = getenv("FRUGAL_CUDA_PREWAITS"); /* five comma-separated stage counts */
+        if (e) {
+            int v[5] = {0, 0, 0, 0, 0};
+            if (sscanf(e, "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) memcpy(c->prewait, v, sizeof v);
+        }
         e = getenv("FRUGAL_CUDA_QVAR");
         if (e) frk_set_stream_qvar(atoi(e));
         e = getenv("FRUGAL_CUDA_TMAP");
         if (e) frk_set_stream_tmap(atoi(e));
+        e = getenv("FRUGAL_CUDA_XKEEP");
+        if (e) frk_set_stream_xkeep(atoi(e));
+        e = getenv("FRUGAL_CUDA_NSTRIM");
+        if (e) frk_set_stream_nstrim(atoi(e));
+        e = getenv("FRUGAL_CUDA_ROPEPRE");
+        if (e) frk_set_stream_ropepre(atoi(e));
     }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
@@ -823,6 +839,10 @@ enum { P_QKV, P_O, P_GU, P_DOWN, P_HEAD };
  * consumer), measured on an H200 (bench/GPU-NOTES.md v27). */
 static const int qvars_int4[5] = {23, 23, 59, 23, 59};
 static const int qvars_int8[5] = {151, 0, 0, 0, 0};
+/* Stages issued before the dependency wait (fr_cuda_set_prewait): two for the products whose
+ * prologue reads the previous kernel's output while their weights stream (GPU-NOTES v28) */
+static const int prewait_int[5] = {2, 0, 2, 2, 0};
+static void prewait_default(fr_cuda *c) { memcpy(c->prewait, prewait_int, sizeof c->prewait); }
 static void qvars_default(fr_cuda *c) {
     memcpy(c->qvars, c->wbits == 4 ? qvars_int4 : qvars_int8, sizeof c->qvars);
 }
@@ -850,8 +870,9 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.ldo = mode == FRK_OUT_SWIGLU ? W->M / 2 : W->M;
     g.mode = mode;
     if (ra) g.rope = *ra;
-    if (c->trace) g.trace = c->trace + 3 * c->trace_slot;
+    if (c->trace) g.trace = c->trace + FRK_TL_W * c->trace_slot;
     g.qvar = c->wbits < 16 ? c->qvars[prod] : 0;
+    g.prewait = c->prewait[prod];
     g.tmap = prod == P_QKV && c->wbits == 4; /* longer blocks first (frk_set_stream_tmap, v27) */
     frk_gemv_stream(&g, c->st);
     return 1;
@@ -951,7 +972,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
             }
             aa.ahead_last = c->cfg.l2_ahead_last;
         }
-        aa.trace = c->trace ? c->trace + 3 * (6 * l + 1) : NULL;
+        aa.trace = c->trace ? c->trace + FRK_TL_W * (6 * l + 1) : NULL;
         aa.cluster = c->wbits == 16 ? 8 : 16; /* measured best per format (GPU-NOTES v24-v25, v27) */
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
@@ -1214,7 +1235,7 @@ static int submit_step(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int
     /* fed: the tokens come from the previous step's ids, already in the device inputs */
     upload_inputs(c, &pl, feed ? c->off_pos : 0);
     if (c->trace)
-        FR_CK(cudaMemsetAsync(c->trace, 0xFF, (size_t)3 * (6 * c->hp.n_layer + 1) * 8, c->st));
+        FR_CK(cudaMemsetAsync(c->trace, 0xFF, (size_t)FRK_TL_W * (6 * c->hp.n_layer + 1) * 8, c->st));
     execute(c, &pl);
     /* sample over the computed rows (all bucket rows, or the compacted wanted rows) */
     const int R = pl.n_out;
@@ -1342,7 +1363,7 @@ extern "C" int fr_cuda_set_trace(fr_cuda *c, int on) {
         c->trace = NULL;
         return 0;
     }
-    if (!c->trace && cudaMalloc((void **)&c->trace, (size_t)3 * (6 * c->hp.n_layer + 1) * 8) != cudaSuccess) {
+    if (!c->trace && cudaMalloc((void **)&c->trace, (size_t)FRK_TL_W * (6 * c->hp.n_layer + 1) * 8) != cudaSuccess) {
         c->trace = NULL;
         return -1;
     }
@@ -1350,7 +1371,7 @@ extern "C" int fr_cuda_set_trace(fr_cuda *c, int on) {
 }
 extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words) {
     if (!c->trace) return 0;
-    const int n = FR_MIN(max_words, 3 * (6 * c->hp.n_layer + 1));
+    const int n = FR_MIN(max_words, FRK_TL_W * (6 * c->hp.n_layer + 1));
     FR_CK(cudaStreamSynchronize(c->st));
     FR_CK(cudaMemcpy(out, c->trace, (size_t)n * 8, cudaMemcpyDeviceToHost));
     return n;
@@ -1363,6 +1384,12 @@ extern "C" void fr_cuda_set_qvars(fr_cuda *c, const int v[5]) {
     drop_graphs(c);
     if (v) memcpy(c->qvars, v, sizeof c->qvars);
     else qvars_default(c);
+}
+extern "C" void fr_cuda_get_qvars(const fr_cuda *c, int v[5]) { memcpy(v, c->qvars, sizeof c->qvars); }
+extern "C" void fr_cuda_set_prewait(fr_cuda *c, const int v[5]) {
+    drop_graphs(c);
+    if (v) memcpy(c->prewait, v, sizeof c->prewait);
+    else prewait_default(c);
 }
 extern "C" void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last) {
     drop_graphs(c);

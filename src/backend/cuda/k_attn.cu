@@ -707,7 +707,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
         dim3 grid(a->H, a->T);
         frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
                    (const float *)a->part, a->pos, attn_small(a) ? 16 : FRK_CHUNK, a->n_split, a->H,
-                   a->D, (bf16 *)a->out, a->trace ? a->trace + 3 : (unsigned long long *)nullptr);
+                   a->D, (bf16 *)a->out, a->trace ? a->trace + FRK_TL_W : (unsigned long long *)nullptr);
     }
 }
 

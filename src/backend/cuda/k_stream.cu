@@ -70,6 +70,16 @@ extern "C" int frk_get_stream_stages(void) { return stages_cap; }
  * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
 static int min_blocks = 1;
 static int tmap = 2;
+/* stage_x's one-row RMSNorm (K <= 4096): 0 reads the row twice, 1 keeps the row and the norm
+ * weights in registers (one trip to L2; frk_set_stream_xkeep) */
+static int xkeep = 1;
+extern "C" void frk_set_stream_xkeep(int m) { xkeep = m ? 1 : 0; }
+/* The producer warp's RoPE epilogue loads done before the dependency wait (1) or in the epilogue
+ * (0) (frk_set_stream_ropepre) */
+static int ropepre = 0; /* measured slower (GPU-NOTES v28) */
+extern "C" void frk_set_stream_ropepre(int on) { ropepre = on ? 1 : 0; }
+extern "C" int frk_get_stream_ropepre(void) { return ropepre; }
+extern "C" int frk_get_stream_xkeep(void) { return xkeep; }
 extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
 extern "C" int frk_get_stream_tmap(void) { return tmap; }
 /* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
@@ -149,15 +159,74 @@ static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2
 static __device__ __forceinline__ int xperm(int k) {
     return (k & ~31) | ((k & 7) >> 1) << 3 | (k >> 4 & 1) << 2 | (k >> 3 & 1) << 1 | (k & 1);
 }
+/* One row normalised with its values and norm weights in registers (xkeep): thread tid's
+ * k = 4 tid + 1024 it, it < 4. */
+static __device__ __forceinline__ bool xkeep_row(const frk_gemv_args &a, int nb) {
+    return a.xf && a.xkeep && nb == 1 && a.K <= 4096;
+}
+/* stage_x for one row with xkeep: its values and the norm weights stay in registers between the
+ * sum of squares and the scaling (one trip to L2 instead of two; the same arithmetic in the same
+ * order). Not inlined: its 32 live values would otherwise raise the whole kernel's register
+ * count (and with it what fits beside the kernel on an SM). */
+template <bool F16, bool PX>
+static __device__ __noinline__ void stage_x_row(const float *xr, const float *nw, int K, float eps, void *xs,
+                                                float (*wsum)[8], float *inv) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kend = tid < 256 ? K : 0;
+    float4 v[4], g[4];
+#pragma unroll
+    for (int it = 0; it < 4; it++) {
+        const int k = tid * 4 + it * 1024;
+        v[it] = g[it] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (k < kend) {
+            v[it] = *(const float4 *)(xr + k);
+            g[it] = *(const float4 *)(nw + k);
+        }
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int it = 0; it < 4; it++)
+        if (tid * 4 + it * 1024 < kend)
+            ss += v[it].x * v[it].x + v[it].y * v[it].y + v[it].z * v[it].z + v[it].w * v[it].w;
+    ss = warp_sum(ss);
+    if (lane == 0 && warp < 8) wsum[0][warp] = ss;
+    __syncthreads();
+    if (tid == 0) {
+        float t = 0.f;
+#pragma unroll
+        for (int w = 0; w < 8; w++) t += wsum[0][w];
+        inv[0] = rsqrtf(t / (float)K + eps);
+    }
+    __syncthreads();
+    const float iv = inv[0];
+#pragma unroll
+    for (int it = 0; it < 4; it++) {
+        const int k = tid * 4 + it * 1024;
+        if (k >= kend) continue;
+        const bf162 p0 = __floats2bfloat162_rn(v[it].x * iv * g[it].x, v[it].y * iv * g[it].y);
+        const bf162 p1 = __floats2bfloat162_rn(v[it].z * iv * g[it].z, v[it].w * iv * g[it].w);
+        if (F16) {
+            half *xr16 = (half *)xs;
+            *(half2 *)(xr16 + (PX ? xperm(k) : k)) = __floats2half2_rn(__low2float(p0), __high2float(p0));
+            *(half2 *)(xr16 + (PX ? xperm(k + 2) : k + 2)) = __floats2half2_rn(__low2float(p1), __high2float(p1));
+        } else {
+            bf162 *d = (bf162 *)((bf16 *)xs + k);
+            d[0] = p0;
+            d[1] = p1;
+        }
+    }
+}
 /* xs[n][0..Kp) = the n-th input row (bf16, or f16 when F16; in xperm order when PX), zero beyond
  * K; with a.xf, the RMSNorm of residual row rows[n] rounded to bf16 as k_rmsnorm rounds it. Ends
  * synchronised. */
 template <bool F16, bool PX = false>
-static __device__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
-                               float (*wsum)[8], float *inv) {
+static __device__ __forceinline__ void stage_x(const frk_gemv_args &a, int nb, int Kp, void *xs,
+                                               float (*wsum)[8], float *inv) {
     const int K = a.K, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kend = tid < 256 ? K : 0; /* the 256 worker threads (a producer warp beyond them idles) */
-    if (a.xf) {
+    if (xkeep_row(a, nb)) {
+        stage_x_row<F16, PX>(a.xf + (size_t)(a.rows ? a.rows[0] : 0) * K, a.nw, K, a.eps, xs, wsum, inv);
+    } else if (a.xf) {
         for (int n = 0; n < nb; n++) {
             const float *xr = a.xf + (size_t)(a.rows ? a.rows[n] : n) * K;
             float ss = 0.f;
@@ -251,9 +320,18 @@ static __device__ void stage_x_zf(const frk_gemv_args &a, int nb, int Kp, half *
 /* ------------------------------------------------------------------ epilogues */
 static __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
 
-/* Rows (row, row + 1) of the pair-ordered qkv output for token n: bias, rotation, store (the
- * arithmetic of k_rope_kv). */
-static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v0, float v1) {
+/* Rows (row, row + 1) of the pair-ordered qkv output for token n, in two halves: rope_prep does
+ * every load (position, block table, cos / sin, bias) and needs only inputs and constants, so it
+ * may run before the dependency wait; rope_apply adds the bias, rotates and stores (the arithmetic
+ * of k_rope_kv). A V pair is stored unrotated. */
+struct rope_pre {
+    bf16 *d;         /* y0 -> d[j0], y1 -> d[j1] */
+    float c, s, b0, b1;
+    int j0, j1, v;   /* v: a V pair (no rotation) */
+};
+#define RP_T 2  /* tiles of a block whose RoPE pairs are prepared before the wait */
+#define RP_N 16 /* pairs per tile: 8 per token, nb <= 2 */
+static __device__ __forceinline__ void rope_prep(const frk_rope_args &r, int n, int row, rope_pre &o) {
     const int D = r.D, half_d = D / 2, NQ = r.H * D, NK = r.Hkv * D;
     const int p = r.pos[n];
     bf16 *kdst, *vdst;
@@ -261,27 +339,48 @@ static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v
     rope_kv_dest(r, n, p, &kdst, &vdst, &hs);
     if (row < NQ + NK) {
         const int h = row / D, rr = row % D, i = rr / 2, off = h * D;
-        const int i0 = r.interleaved ? rr : i, i1 = r.interleaved ? rr + 1 : i + half_d;
-        float x0 = v0, x1 = v1;
-        if (r.bias) {
-            x0 += r.bias[off + i0];
-            x1 += r.bias[off + i1];
-        }
-        const float c = r.cos_tab[(size_t)p * half_d + i], s = r.sin_tab[(size_t)p * half_d + i];
-        const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
-        bf16 *d = h < r.H ? (bf16 *)r.qout + (size_t)n * NQ + off : kdst + (size_t)(h - r.H) * hs;
-        d[i0] = __float2bfloat16(y0);
-        d[i1] = __float2bfloat16(y1);
+        o.j0 = r.interleaved ? rr : i;
+        o.j1 = r.interleaved ? rr + 1 : i + half_d;
+        o.b0 = r.bias ? r.bias[off + o.j0] : 0.f;
+        o.b1 = r.bias ? r.bias[off + o.j1] : 0.f;
+        o.c = r.cos_tab[(size_t)p * half_d + i];
+        o.s = r.sin_tab[(size_t)p * half_d + i];
+        o.d = h < r.H ? (bf16 *)r.qout + (size_t)n * NQ + off : kdst + (size_t)(h - r.H) * hs;
+        o.v = 0;
     } else {
-        const int idx = row - NQ - NK, hv = idx / D, d = idx % D;
-        float x0 = v0, x1 = v1;
-        if (r.bias) {
-            x0 += r.bias[NQ + NK + idx];
-            x1 += r.bias[NQ + NK + idx + 1];
-        }
-        vdst[(size_t)hv * hs + d] = __float2bfloat16(x0);
-        vdst[(size_t)hv * hs + d + 1] = __float2bfloat16(x1);
+        const int idx = row - NQ - NK, hv = idx / D, dd = idx % D;
+        o.b0 = r.bias ? r.bias[NQ + NK + idx] : 0.f;
+        o.b1 = r.bias ? r.bias[NQ + NK + idx + 1] : 0.f;
+        o.c = 1.f, o.s = 0.f;
+        o.d = vdst + (size_t)hv * hs + dd;
+        o.j0 = 0, o.j1 = 1, o.v = 1;
     }
+}
+static __device__ __forceinline__ void rope_apply(const rope_pre &o, float v0, float v1) {
+    const float x0 = v0 + o.b0, x1 = v1 + o.b1;
+    if (o.v) {
+        o.d[0] = __float2bfloat16(x0);
+        o.d[1] = __float2bfloat16(x1);
+    } else {
+        o.d[o.j0] = __float2bfloat16(x0 * o.c - x1 * o.s);
+        o.d[o.j1] = __float2bfloat16(x0 * o.s + x1 * o.c);
+    }
+}
+/* The pairs of a block's first RP_T tiles (rows rt0 * 16 ..) that lane `lane` of the producer
+ * warp stores (nb <= 2: output i = lane of each tile), into rps[t * RP_N + n * 8 + r / 2]. Not
+ * inlined: it runs before the dependency wait, beside the block's own set-up, and inlined it
+ * raised the kernel's register count by eight. */
+static __device__ __noinline__ void rope_prep_block(const frk_rope_args *ra, int nb, int rt0, int rt1, int M,
+                                                    int lane, rope_pre *rps) {
+    const int r = lane & 15, n = lane >> 4;
+    if (n >= nb || (r & 1)) return;
+    for (int t = 0; t < RP_T && rt0 + t < rt1; t++)
+        if ((rt0 + t) * 16 + r + 1 < M) rope_prep(*ra, n, (rt0 + t) * 16 + r, rps[t * RP_N + n * 8 + r / 2]);
+}
+static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v0, float v1) {
+    rope_pre o;
+    rope_prep(r, n, row, o);
+    rope_apply(o, v0, v1);
 }
 static __device__ __forceinline__ bool pair_mode(int mode) {
     return mode == FRK_OUT_SWIGLU || mode == FRK_OUT_ROPE;
@@ -390,6 +489,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
     stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
+    tl_mark(TR ? a.trace : nullptr, 3);
     float acc[NB];
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
@@ -407,6 +507,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
             load_async(s + ST_NSA - 1);
         } else {
             mbar_wait(sptr(&bar[slot]), par);
+            if (TR && s == nst - 1) tl_mark(a.trace, 4);
         }
         if (rg * 8 + warp < M) {
             const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
@@ -469,8 +570,8 @@ struct qgeom {
  * its first output, loaded when the tile started (each row belongs to one block, so it cannot
  * change meanwhile) to keep the read off the epilogue. */
 template <int NW = 8>
-static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre,
-                                  int i0, int step) {
+static __device__ __forceinline__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32][4], int rt,
+                                                  float pre, int i0, int step, const rope_pre *rp = nullptr) {
     const bool pm = pair_mode(a.mode);
     for (int i = i0; i < 16 * a.nb; i += step) {
         const int r = i % 16, n = i / 16, row = rt * 16 + r;
@@ -486,7 +587,8 @@ static __device__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32]
             const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
 #pragma unroll
             for (int w = 0; w < NW; w++) v1 += red[w][ln][e];
-            epi_pair(a, row, n, v0, v1);
+            if (rp) rope_apply(rp[n * 8 + r / 2], v0, v1); /* prepared before the wait (RP_N) */
+            else epi_pair(a, row, n, v0, v1);
         } else if (a.mode == FRK_OUT_ACC && i == i0) {
             ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
         } else {
@@ -528,7 +630,7 @@ template <int V> struct qthreads {
     static constexpr int n = 32 * nw + ((V & 16) ? 32 : 0);
 };
 template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
-__global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gemv_args a, int l2pf, int ns) {
+__global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_constant__ frk_gemv_args a, int l2pf, int ns) {
     static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
     static_assert(!(V & 16) || (V & 1), "the producer warp needs early release");
     static_assert(!(V & 32) || (V & 16), "free-running consumers need the producer warp");
@@ -558,6 +660,13 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     unsigned char *stg = dsm;
     uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * SB);
     half *xs = (half *)(dsm + (size_t)ns * (SB + Q::SZB));
+    /* The producer warp's RoPE epilogue (nb <= 2: one output per lane and tile): the loads of its
+     * pairs (position, block table, cos / sin, bias) for the block's first RP_T tiles, into shared
+     * memory before the wait */
+    float *gsum = (float *)(xs + (size_t)nb * Kp); /* ZF: [NG][8] group sums of the activations */
+    rope_pre *rps = (rope_pre *)(gsum + (size_t)NG * 8); /* [RP_T][RP_N] */
+    const bool rprep = PW && a.mode == FRK_OUT_ROPE && nb <= 2 && a.ropepre;
+    if (rprep && warp == NW) rope_prep_block(&a.rope, nb, rt0, rt1, M, lane, rps);
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     int i_slot = 0, i_rt = rt0, i_j = 0; /* the issuer's stage indices (incremental) */
@@ -596,7 +705,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), NW), mbar_init(sptr(&rfree[b]), 1);
         }
         pol = tma_begin(bar, ns); /* (its fence publishes the inits above too) */
-        for (int s = 0; s < ns && s < nst; s++) issue();
+        const int npre = a.prewait > 0 && a.prewait < ns ? a.prewait : ns; /* the rest after the prologue */
+        for (int s = 0; s < npre && s < nst; s++) issue();
     }
     if (tid == ITID)
         prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
@@ -605,9 +715,11 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
     tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
-    float *gsum = (float *)(xs + (size_t)nb * Kp); /* ZF: [NG][8] group sums of the activations */
     if (ZF && !ZS) stage_x_zf<PX>(a, nb, Kp, xs, gsum, wsum, inv);
     else stage_x<true, PX>(a, nb, Kp, xs, wsum, inv);
+    tl_mark(TR ? a.trace : nullptr, 3);
+    if (!ASYNC && a.prewait > 0 && a.prewait < ns && tid == ITID) /* the stages held back until now */
+        for (int s = a.prewait; s < ns && s < nst; s++) issue();
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -630,7 +742,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
                 mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
-                epi_q_from<NW>(a, red[t & 1], rt, pre, lane, 32);
+                epi_q_from<NW>(a, red[t & 1], rt, pre, lane, 32, rprep && t < RP_T ? rps + t * RP_N : nullptr);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
                 t++;
@@ -649,14 +761,18 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const frk_gem
                 fence_proxy_async();
                 issue();
             }
-            if (pend >= 0) epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+            if (pend >= 0)
+                epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32,
+                               rprep && pend - rt0 < RP_T ? rps + (pend - rt0) * RP_N : nullptr);
             pend = -1;
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) pend = rt;
             if (++j == NST) j = 0, rt++;
         }
         __syncthreads();
-        if (pend >= 0) epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+        if (pend >= 0)
+            epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32,
+                           rprep && pend - rt0 < RP_T ? rps + (pend - rt0) * RP_N : nullptr);
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0);
         return;
     }
@@ -841,11 +957,18 @@ static int q_sb(void) { return loader ? ST_BYTES : qstage; }
 #define QVAR_INT8 55
 static int qvar = -1;
 static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* instantiated in launch_q */
-static bool qvar_ok(int v) {
+static bool qvar_ok(int v) { /* (+ 512: the same consumer at one block per SM) */
+    if (v >= 0 && (v & 512)) v &= ~512;
     for (int q : qvars)
         if (q == v) return true;
     return false;
 }
+/* Stages a block allocates: 0 as many as the cap allows, 1 no more than its longest range
+ * streams (frk_set_stream_nstrim: the o product's one tile a block then leaves shared memory
+ * for the next kernel's blocks). */
+static int nstrim = 0;
+extern "C" void frk_set_stream_nstrim(int on) { nstrim = on ? 1 : 0; }
+extern "C" int frk_get_stream_nstrim(void) { return nstrim; }
 extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
 extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
@@ -853,9 +976,10 @@ static size_t stage_bytes(int bits) {
     if (q_sb() == 32768) return 32768 + (size_t)(bits == 4 ? qgeom<4, 32768>::SZB : qgeom<8, 32768>::SZB);
     return ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
-static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group sums [NG][8] */
+static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group sums [NG][8] + RoPE pairs */
     return bits == 16 ? (size_t)nb * K * 2
-                      : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2 + (size_t)fr_cdiv(K, FRK_GROUP) * 32;
+                      : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2 + (size_t)fr_cdiv(K, FRK_GROUP) * 32 +
+                            RP_T * RP_N * sizeof(rope_pre);
 }
 /* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
  * ST_NSA (0 when they do not fit). */
@@ -902,9 +1026,17 @@ static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, in
         *attr_set = 1 + carve_max;
     }
     const int grid = units < bps * sm_count() ? units : bps * sm_count();
+    if (nstrim && !loader) { /* the stages of the longest range (either tile map) */
+        const int spu = a->bits == 16 ? fr_cdiv(a->K, ST_KC)
+                                      : fr_cdiv(fr_cdiv(a->K, FRK_GROUP), q_sb() / (a->bits == 4 ? 1024 : 2048));
+        const int need = fr_cdiv(units, grid) * spu;
+        if (ns > need) ns = need < ST_NS_MIN ? ST_NS_MIN : need;
+    }
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
     frk_gemv_args g = *a;
     g.tmap = tmap == 2 ? (a->tmap ? 1 : 0) : tmap; /* 2: as the call asks */
+    g.xkeep = xkeep;
+    g.ropepre = ropepre;
     frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, g, l2pf_bytes, ns);
 }
 
@@ -918,11 +1050,11 @@ static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t 
     else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
 }
 template <int BITS, int V, int SB = ST_BYTES>
-static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st, int bps = 0) {
     static int set[2];
     constexpr int MB = SB == ST_BYTES ? 1 : 2; /* 32 KiB stages: registers capped for two blocks */
-    if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n);
-    else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n);
+    if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n, bps);
+    else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n, bps);
 }
 /* Variant V at BPS blocks per SM, fallback V where its stages do not fit:
  *   BPS 3 = V | 128: registers capped at 72, as many stages as fit beside them; for products with
@@ -960,30 +1092,34 @@ static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st)
         else if (v == 55) launch_qv<BITS, 55, 32768>(units, ns, a, st);
         else launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
     } else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
-    else switch (qvar >= 0 ? qvar : a->qvar > 0 && qvar_ok(a->qvar) ? a->qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8) {
-        case 0: launch_qv<BITS, 0>(units, ns, a, st); break;
-        case 1: launch_qv<BITS, 1>(units, ns, a, st); break;
-        case 2: launch_qv<BITS, 2>(units, ns, a, st); break;
-        case 3: launch_qv<BITS, 3>(units, ns, a, st); break;
-        case 4: launch_qv<BITS, 4>(units, ns, a, st); break;
-        case 5: launch_qv<BITS, 5>(units, ns, a, st); break;
-        case 6: launch_qv<BITS, 6>(units, ns, a, st); break;
-        case 7: launch_qv<BITS, 7>(units, ns, a, st); break;
-        case 9: launch_qv<BITS, 9>(units, ns, a, st); break;
-        case 10: launch_qv<BITS, 10>(units, ns, a, st); break;
-        case 17: launch_qv<BITS, 17>(units, ns, a, st); break;
-        case 23: launch_qv<BITS, 23>(units, ns, a, st); break;
-        case 27: launch_qv<BITS, 27>(units, ns, a, st); break;
-        case 55: launch_qv<BITS, 55>(units, ns, a, st); break;
-        case 59: launch_qv<BITS, 59>(units, ns, a, st); break;
-        case 123: launch_qv<BITS, 123>(units, ns, a, st); break;
+    else {
+        const int vsel = qvar >= 0 ? qvar : a->qvar > 0 && qvar_ok(a->qvar) ? a->qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8;
+        const int b1 = (vsel & 512) ? 1 : 0; /* one block per SM (the plain launchers) */
+        switch (vsel & ~512) {
+        case 0: launch_qv<BITS, 0>(units, ns, a, st, b1); break;
+        case 1: launch_qv<BITS, 1>(units, ns, a, st, b1); break;
+        case 2: launch_qv<BITS, 2>(units, ns, a, st, b1); break;
+        case 3: launch_qv<BITS, 3>(units, ns, a, st, b1); break;
+        case 4: launch_qv<BITS, 4>(units, ns, a, st, b1); break;
+        case 5: launch_qv<BITS, 5>(units, ns, a, st, b1); break;
+        case 6: launch_qv<BITS, 6>(units, ns, a, st, b1); break;
+        case 7: launch_qv<BITS, 7>(units, ns, a, st, b1); break;
+        case 9: launch_qv<BITS, 9>(units, ns, a, st, b1); break;
+        case 10: launch_qv<BITS, 10>(units, ns, a, st, b1); break;
+        case 17: launch_qv<BITS, 17>(units, ns, a, st, b1); break;
+        case 23: launch_qv<BITS, 23>(units, ns, a, st, b1); break;
+        case 27: launch_qv<BITS, 27>(units, ns, a, st, b1); break;
+        case 55: launch_qv<BITS, 55>(units, ns, a, st, b1); break;
+        case 59: launch_qv<BITS, 59>(units, ns, a, st, b1); break;
+        case 123: launch_qv<BITS, 123>(units, ns, a, st, b1); break;
         case 151: launch_qv_bps<BITS, 23, 3>(units, ns, a, st); break;
         case 183: launch_qv_bps<BITS, 55, 3>(units, ns, a, st); break;
         case 187: launch_qv_bps<BITS, 59, 3>(units, ns, a, st); break;
         case 279: launch_qv_bps<BITS, 23, 1>(units, ns, a, st); break;
         case 311: launch_qv_bps<BITS, 55, 1>(units, ns, a, st); break;
-        default: launch_qv<BITS, 11>(units, ns, a, st); break;
+        default: launch_qv<BITS, 11>(units, ns, a, st, b1); break;
         }
+    }
 }
 
 extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {

@@ -30,6 +30,7 @@ void frk_set_pdl(int on);
 int frk_get_pdl(void);
 #define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks; 16 for split decode of <= 4 tokens) */
 #define FRK_GROUP 128  /* weight-only quantisation group along K */
+#define FRK_TL_W 8     /* timeline probe words per launch (cuda_util.cuh tl_mark_by) */
 
 /* x[t][:] = f32(table[tokens[t]][:]); table bf16 [V][E]. */
 void frk_embed(const uint16_t *table, const int32_t *tokens, int T, int E, float *x, cudaStream_t st);
@@ -93,7 +94,7 @@ typedef struct frk_attn_args {
                     * its counter to zero */
     const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
     long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
-    unsigned long long *trace;     /* optional timeline probes: [0..2] attention, [3..5] combine */
+    unsigned long long *trace;     /* optional timeline probes: FRK_TL_W words attention, then combine */
     /* optional: ranges of later weights the decode kernel moves into L2 after its dependency wait
      * (HBM is otherwise idle during attention): bulk prefetches of each block's share, issued by
      * its thread 0, with the evict_last hint when ahead_last (frk_l2_ahead) */
@@ -193,8 +194,12 @@ typedef struct frk_gemv_args {
     void *out;
     int ldo, mode;
     frk_rope_args rope;
-    unsigned long long *trace; /* optional timeline probes [3] (cuda_util.cuh tl_mark) */
+    unsigned long long *trace; /* optional timeline probes [FRK_TL_W] (cuda_util.cuh tl_mark) */
     int tmap;                  /* the call's tile map when frk_set_stream_tmap(2), else ignored */
+    int xkeep;                 /* set by frk_gemv_stream (frk_set_stream_xkeep) */
+    int ropepre;               /* set by frk_gemv_stream (frk_set_stream_ropepre) */
+    int prewait;               /* INT: stages issued before the dependency wait (the rest after the
+                                * prologue's reads); 0 all that are in flight */
     int qvar;                  /* INT: the consumer variant of this call (k_stream.cu's V bits, one
                                 * of the instantiated set), 0 the format's default; a variant set
                                 * with frk_set_stream_qvar overrides it */
@@ -222,6 +227,20 @@ int frk_get_stream_bps(void);
  * +0.8 % there, -2 % for every product, GPU-NOTES v27). */
 void frk_set_stream_tmap(int m);
 int frk_get_stream_tmap(void);
+/* The RMSNorm prologue of a one-row call (K <= 4096): 1 (default) keeps the row and the norm
+ * weights in registers between the sum of squares and the scaling, 0 reads them twice. Same
+ * arithmetic in the same order. */
+void frk_set_stream_xkeep(int m);
+int frk_get_stream_xkeep(void);
+/* Stages a streamed block allocates: 0 (default) as many as the stage cap allows, 1 no more than
+ * its longest range streams (a one-tile block then leaves shared memory to the next kernel). */
+void frk_set_stream_nstrim(int on);
+int frk_get_stream_nstrim(void);
+/* The fused qkv's RoPE epilogue (INT, producer-warp consumers, nb <= 2): 1 its loads (position,
+ * block table, cos / sin, bias) for a block's first two tiles are done before the dependency
+ * wait, into shared memory; 0 (default; 1 measured slower) in the epilogue. */
+void frk_set_stream_ropepre(int on);
+int frk_get_stream_ropepre(void);
 /* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
  * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
 void frk_set_stream_minb(int n);
@@ -234,7 +253,8 @@ int frk_get_stream_qstage(void);
  * folded out (group sums of the activations), 16 a producer warp (refills and epilogues off the
  * consumer warps), 32 no block barrier per stage, 64 group sums made by the MMA, 128 three blocks
  * per SM, 256 sixteen consumer warps (int4); instantiated: 0-7, 9-11, 17, 23, 27, 55, 59, 123,
- * 151, 183, 187, 279, 311. It overrides each call's frk_gemv_args.qvar; -1 (default) leaves the
+ * 151, 183, 187, 279, 311; + 512 runs one of those below 128 at one block per SM (the same
+ * kernel, half the grid). It overrides each call's frk_gemv_args.qvar; -1 (default) leaves the
  * choice to the call (the engine's per-product table, else 55). */
 /* Streamed kernels ask for all of the unified L1 as shared memory (1, default) so the next
  * kernel's blocks fit beside two of theirs, or leave the carveout to the driver (0). */
