@@ -839,10 +839,14 @@ enum { P_QKV, P_O, P_GU, P_DOWN, P_HEAD };
  * consumer), measured on an H200 (bench/GPU-NOTES.md v27). */
 static const int qvars_int4[5] = {23, 23, 59, 23, 59};
 static const int qvars_int8[5] = {151, 0, 0, 0, 0};
-/* Stages issued before the dependency wait (fr_cuda_set_prewait): two for the products whose
- * prologue reads the previous kernel's output while their weights stream (GPU-NOTES v28) */
-static const int prewait_int[5] = {2, 0, 2, 2, 0};
-static void prewait_default(fr_cuda *c) { memcpy(c->prewait, prewait_int, sizeof c->prewait); }
+/* Stages issued before the dependency wait per product (fr_cuda_set_prewait; 0 all in flight):
+ * fewer, so that the prologue's reads of the previous kernel's output do not queue behind the
+ * whole weight prefetch (measured best per format, GPU-NOTES v28) */
+static const int prewait_int4[5] = {2, 1, 2, 2, 0};
+static const int prewait_int8[5] = {2, 0, 3, 3, 0};
+static void prewait_default(fr_cuda *c) {
+    memcpy(c->prewait, c->wbits == 4 ? prewait_int4 : prewait_int8, sizeof c->prewait);
+}
 static void qvars_default(fr_cuda *c) {
     memcpy(c->qvars, c->wbits == 4 ? qvars_int4 : qvars_int8, sizeof c->qvars);
 }
