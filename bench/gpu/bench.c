@@ -312,9 +312,9 @@ static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
 }
 /* The one-row RMSNorm prologue (frk_set_stream_xkeep). */
 static void sweep_xkeep(fr_cuda *c, seqset *s1, const char *what) {
-    static const int v[3] = {0, 1, 2};
-    static const char *const nm[3] = {"read twice", "in registers", "in registers, weights before the wait"};
-    sweep_knob(c, s1, what, "norm row", frk_set_stream_xkeep, frk_get_stream_xkeep(), v, nm, 3);
+    static const int v[2] = {0, 1};
+    static const char *const nm[2] = {"read twice", "in registers"};
+    sweep_knob(c, s1, what, "norm row", frk_set_stream_xkeep, frk_get_stream_xkeep(), v, nm, 2);
 }
 /* The fused qkv's RoPE loads before the dependency wait or in the epilogue (frk_set_stream_ropepre). */
 static void sweep_ropepre(fr_cuda *c, seqset *s1, const char *what) {
