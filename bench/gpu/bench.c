@@ -346,8 +346,11 @@ static void sweep_occ(fr_cuda *c, seqset *s1, const char *what) {
 /* INT stages issued before the dependency wait per product (qkv, o, gate/up, down, head; 0 all),
  * three times interleaved. */
 static void sweep_prewait(fr_cuda *c, seqset *s1, const char *what) {
-    static const int pw[9][5] = {{2, 0, 2, 2, 0}, {0, 0, 0, 0, 0}, {1, 0, 2, 2, 0}, {2, 0, 1, 1, 0}, {2, 0, 3, 3, 0},
+    static const int pq[9][5] = {{2, 0, 2, 2, 0}, {0, 0, 0, 0, 0}, {1, 0, 2, 2, 0}, {2, 0, 1, 1, 0}, {2, 0, 3, 3, 0},
                                  {2, 0, 2, 2, 2}, {2, 1, 2, 2, 0}, {2, 0, 2, 1, 0}, {2, 0, 1, 2, 0}};
+    static const int pb[9][5] = {{0, 0, 0, 0, 0}, {1, 0, 1, 1, 0}, {2, 0, 2, 2, 0}, {3, 0, 3, 3, 0}, {2, 0, 3, 3, 0},
+                                 {2, 1, 2, 2, 0}, {2, 0, 2, 2, 2}, {1, 0, 2, 2, 0}, {3, 0, 2, 2, 0}};
+    const int(*pw)[5] = strcmp(what, "bf16") ? pq : pb;
     for (int rep = 0; rep < 3; rep++)
         for (int i = 0; i < 9; i++) {
             fr_cuda_set_prewait(c, pw[i]);
@@ -363,6 +366,8 @@ static void sweep_prewait(fr_cuda *c, seqset *s1, const char *what) {
  * the named sweeps (ahead, qcons, tmap, pipe, cluster, xkeep, occ, prewait, ropepre). */
 static void sweeps(char **names, int n) {
     for (int wi = 0; wi < 3; wi++) {
+        const char *only = getenv("FRUGAL_BENCH_FORMAT"); /* bf16, INT8 or INT4: that format alone */
+        if (only && strcmp(only, wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4")) continue;
         seqset s1;
         fr_cuda *c = engine_b1(wi, &s1);
         const char *what = wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4";
@@ -374,7 +379,7 @@ static void sweeps(char **names, int n) {
             else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
             else if (!strcmp(names[i], "xkeep")) sweep_xkeep(c, &s1, what);
             else if (!strcmp(names[i], "occ") && wi) sweep_occ(c, &s1, what);
-            else if (!strcmp(names[i], "prewait") && wi) sweep_prewait(c, &s1, what);
+            else if (!strcmp(names[i], "prewait")) sweep_prewait(c, &s1, what);
             else if (!strcmp(names[i], "ropepre") && wi) sweep_ropepre(c, &s1, what);
         }
         ss_free(&s1);

@@ -1520,7 +1520,7 @@ int main(int argc, char **argv) {
         frk_set_stream_ropepre(1);
         for (stream_prewait = 1; stream_prewait <= 3; stream_prewait++) { /* stages held back past the wait */
             frk_set_stream_qvar(stream_prewait == 2 ? 59 : stream_prewait == 3 ? 0 : -1);
-            for (int bits = 4; bits <= 8; bits += 4) {
+            for (int bits = 4; bits <= 16; bits *= 2) {
                 check_stream(6144, 4096, bits, 1, true);
                 check_stream(4096, 14336, bits, 1, false);
                 check_stream(66, 4160, bits, 3, true);
@@ -1615,6 +1615,7 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         frk_set_stream_qvar(-1);
         stream_prewait = 1; /* every product's stages but the first issued after the prologue */
+        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         stream_prewait = 0;

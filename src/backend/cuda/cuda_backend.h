@@ -123,7 +123,7 @@ void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
  * a process-wide frk_set_stream_qvar overrides it. Drops graphs. */
 void fr_cuda_set_qvars(fr_cuda *c, const int v[5]);
 void fr_cuda_get_qvars(const fr_cuda *c, int v[5]);
-/* INT weights, measurement: per product the stages each block issues before its dependency wait
+/* Measurement: per product the stages each streamed block issues before its dependency wait
  * (the rest after its prologue's reads; 0 or NULL all in flight; env FRUGAL_CUDA_PREWAITS). Drops
  * graphs. */
 void fr_cuda_set_prewait(fr_cuda *c, const int v[5]);

@@ -844,8 +844,9 @@ static const int qvars_int8[5] = {151, 0, 0, 0, 0};
  * whole weight prefetch (measured best per format, GPU-NOTES v28) */
 static const int prewait_int4[5] = {2, 1, 2, 2, 0};
 static const int prewait_int8[5] = {2, 0, 3, 3, 0};
+static const int prewait_bf16[5] = {2, 0, 2, 2, 0};
 static void prewait_default(fr_cuda *c) {
-    memcpy(c->prewait, c->wbits == 4 ? prewait_int4 : prewait_int8, sizeof c->prewait);
+    memcpy(c->prewait, c->wbits == 4 ? prewait_int4 : c->wbits == 8 ? prewait_int8 : prewait_bf16, sizeof c->prewait);
 }
 static void qvars_default(fr_cuda *c) {
     memcpy(c->qvars, c->wbits == 4 ? qvars_int4 : qvars_int8, sizeof c->qvars);

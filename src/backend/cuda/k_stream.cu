@@ -478,7 +478,8 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == 0) {
         pol = tma_begin(bar, ns);
-        for (int s = 0; s < ns && s < nst; s++) issue();
+        const int npre = a.prewait > 0 && a.prewait < ns ? a.prewait : ns; /* the rest after the prologue */
+        for (int s = 0; s < npre && s < nst; s++) issue();
     }
     if (tid == 0)
         prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
@@ -490,6 +491,8 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     tl_mark(TR ? a.trace : nullptr, 1);
     stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
     tl_mark(TR ? a.trace : nullptr, 3);
+    if (!ASYNC && a.prewait > 0 && a.prewait < ns && tid == 0) /* the stages held back until now */
+        for (int s = a.prewait; s < ns && s < nst; s++) issue();
     float acc[NB];
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;

@@ -198,7 +198,7 @@ typedef struct frk_gemv_args {
     int tmap;                  /* the call's tile map when frk_set_stream_tmap(2), else ignored */
     int xkeep;                 /* set by frk_gemv_stream (frk_set_stream_xkeep) */
     int ropepre;               /* set by frk_gemv_stream (frk_set_stream_ropepre) */
-    int prewait;               /* INT: stages issued before the dependency wait (the rest after the
+    int prewait;               /* stages issued before the dependency wait (the rest after the
                                 * prologue's reads); 0 all that are in flight */
     int qvar;                  /* INT: the consumer variant of this call (k_stream.cu's V bits, one
                                 * of the instantiated set), 0 the format's default; a variant set
