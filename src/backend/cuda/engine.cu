@@ -124,6 +124,13 @@ struct fr_cuda {
 };
 
 static void qvars_default(fr_cuda *c);
+/* Five comma-separated integers (qkv, o, gate/up, down, LM head) from the environment into v;
+ * v unchanged when unset or malformed. */
+static void env_per_product(const char *name, int v[5]) {
+    const char *e = getenv(name);
+    int t[5];
+    if (e && sscanf(e, "%d,%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5) memcpy(v, t, sizeof t);
+}
 static void prewait_default(fr_cuda *c);
 
 /* ------------------------------------------------------------------ small helpers */
@@ -270,16 +277,8 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
         if (e) frk_set_attn_cluster(atoi(e));
         e = getenv("FRUGAL_CUDA_CARVEOUT");
         if (e) frk_set_stream_carveout(atoi(e));
-        e = getenv("FRUGAL_CUDA_QVARS"); /* five comma-separated variants */
-        if (e) {
-            int v[5] = {0, 0, 0, 0, 0};
-            if (sscanf(e, "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) memcpy(c->qvars, v, sizeof v);
-        }
-        e = getenv("FRUGAL_CUDA_PREWAITS"); /* five comma-separated stage counts */
-        if (e) {
-            int v[5] = {0, 0, 0, 0, 0};
-            if (sscanf(e, "%d,%d,%d,%d,%d", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5) memcpy(c->prewait, v, sizeof v);
-        }
+        env_per_product("FRUGAL_CUDA_QVARS", c->qvars);     /* the INT consumer variants */
+        env_per_product("FRUGAL_CUDA_PREWAITS", c->prewait); /* stages before the wait */
         e = getenv("FRUGAL_CUDA_QVAR");
         if (e) frk_set_stream_qvar(atoi(e));
         e = getenv("FRUGAL_CUDA_TMAP");

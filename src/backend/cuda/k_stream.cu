@@ -70,24 +70,29 @@ extern "C" int frk_get_stream_stages(void) { return stages_cap; }
  * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
 static int min_blocks = 1;
 static int tmap = 2;
+extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
+extern "C" int frk_get_stream_tmap(void) { return tmap; }
 /* stage_x's one-row RMSNorm (K <= 4096): 0 reads the row twice, 1 keeps the row and the norm
  * weights in registers (one trip to L2; frk_set_stream_xkeep) */
 static int xkeep = 1;
 extern "C" void frk_set_stream_xkeep(int m) { xkeep = m ? 1 : 0; }
+extern "C" int frk_get_stream_xkeep(void) { return xkeep; }
 /* The producer warp's RoPE epilogue loads done before the dependency wait (1) or in the epilogue
  * (0) (frk_set_stream_ropepre) */
 static int ropepre = 0; /* measured slower (GPU-NOTES v28) */
 extern "C" void frk_set_stream_ropepre(int on) { ropepre = on ? 1 : 0; }
 extern "C" int frk_get_stream_ropepre(void) { return ropepre; }
-extern "C" int frk_get_stream_xkeep(void) { return xkeep; }
-extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
-extern "C" int frk_get_stream_tmap(void) { return tmap; }
 /* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
  * range is [unit_lo(b), unit_lo(b + 1)). */
 static __device__ __forceinline__ int unit_lo(int b, int G, int N, int m) {
     if (!m) return (int)((long)b * N / G);
     const int base = N / G, extra = N - base * G;
     return b < extra ? b * (base + 1) : extra * (base + 1) + (b - extra) * base;
+}
+/* Stages a block issues before its dependency wait (frk_gemv_args.prewait; the rest right after
+ * its prologue). */
+static __device__ __forceinline__ int n_prewait(const frk_gemv_args &a, int ns) {
+    return a.prewait > 0 && a.prewait < ns ? a.prewait : ns;
 }
 extern "C" void frk_set_stream_minb(int n) { min_blocks = n == 3 ? 3 : 1; }
 extern "C" int frk_get_stream_minb(void) { return min_blocks; }
@@ -478,7 +483,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
         for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
     } else if (tid == 0) {
         pol = tma_begin(bar, ns);
-        const int npre = a.prewait > 0 && a.prewait < ns ? a.prewait : ns; /* the rest after the prologue */
+        const int npre = n_prewait(a, ns); /* the rest after the prologue */
         for (int s = 0; s < npre && s < nst; s++) issue();
     }
     if (tid == 0)
@@ -708,7 +713,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
             for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), NW), mbar_init(sptr(&rfree[b]), 1);
         }
         pol = tma_begin(bar, ns); /* (its fence publishes the inits above too) */
-        const int npre = a.prewait > 0 && a.prewait < ns ? a.prewait : ns; /* the rest after the prologue */
+        const int npre = n_prewait(a, ns); /* the rest after the prologue */
         for (int s = 0; s < npre && s < nst; s++) issue();
     }
     if (tid == ITID)
