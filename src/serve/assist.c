@@ -727,19 +727,47 @@ static void add_conf(cJSON *o, const char *k, double v) {
     cJSON_AddNumberToObject(o, k, round(v * 1e4) / 1e4);
 }
 
-int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist_call *call,
-                     char **json) {
-    fr_api_error ebuf, *e = &ebuf;
-    double t_start = fr_time_s();
-    if (a->setup_error[0]) {
-        fr_api_error_set(e, 503, "server_error", "assist_unavailable", NULL,
-                         "The assist endpoint is not available: %s", a->setup_error);
-        return error_out(e, json);
-    }
+/* Per-request state shared by the handler's steps. */
+typedef struct areq_state {
+    areq q;                         /* the parsed request */
+    int tier;                       /* P0..P2 after door / body / default */
+    run_state rs;                   /* per-stage timings and meter steps */
+    fr_route_input ri;              /* what the route was told */
+    fr_route_plan plan;             /* what it decided */
+    void *img, *aud;                /* decoded media (media stage handles), or NULL */
+    char *transcript;               /* ASR output (malloc'd), or NULL */
+    fr_assist_ocr ocr;              /* OCR output */
+    fr_buf question;                /* text + transcript, card/account numbers masked */
+    size_t tr_off;                  /* offset of the transcript in question */
+    const char *nlu_src;            /* what NLU ran on: "text", "transcript", "ocr", ... */
+    fr_intent_pred preds[MAX_TOP_K];/* intents, best first */
+    int n_pred;
+    fr_slot slots[MAX_SLOTS];       /* slots found */
+    int n_slots;
+    fr_buf reply;                   /* the reply text */
+    const char *reply_src;          /* "template" | "llm" */
+    fr_budget_result br;            /* the LLM prompt (budget path) */
+    int llm_prompt_tokens;          /* prompt tokens sent to the LLM (-1: none) */
+} areq_state;
+
+static void areq_state_free(const fr_assist *a, areq_state *x) {
+    const fr_assist_media *md = &a->media;
+    if (x->img) md->image_free(md->ctx, x->img);
+    if (x->aud) md->audio_free(md->ctx, x->aud);
+    free(x->transcript);
+    fr_assist_ocr_free(&x->ocr);
+    fr_buf_free(&x->question);
+    fr_buf_free(&x->reply);
+    fr_budget_result_free(&x->br);
+    areq_free(&x->q);
+}
+
+/* Step 1: body hardening before and around the JSON parse. The parsed object, or NULL with *e. */
+static cJSON *parse_body(const fr_assist *a, const char *body, size_t len, fr_api_error *e) {
     if (!fr_utf8_valid(body, len)) {
         fr_api_error_set(e, 400, "invalid_request_error", "invalid_utf8", NULL,
                          "The request body is not valid UTF-8.");
-        return error_out(e, json);
+        return NULL;
     }
     char top[48];
     int depth = fr_assist_json_depth(body, len, a->cfg.max_depth, top, sizeof top);
@@ -749,298 +777,366 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
                          "JSON nested deeper than %d levels%s%s%s; flatten the %s.",
                          a->cfg.max_depth, top[0] ? " (in \"" : "", top, top[0] ? "\")" : "",
                          !strcmp(top, "ticket") ? "ticket" : "request");
-        return error_out(e, json);
+        return NULL;
     }
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) {
         fr_api_error_set(e, 400, "invalid_request_error", "invalid_json", NULL,
                          "The request body is not valid JSON.");
-        return error_out(e, json);
+        return NULL;
     }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         fr_api_error_set(e, 400, "invalid_request_error", NULL, NULL,
                          "The request body must be a JSON object.");
+        return NULL;
+    }
+    return root;
+}
+
+/* The tier: the door's (X-Priority), else the body's, else the door's default, else P1. */
+static int pick_tier(const fr_assist_call *call, const areq *q) {
+    int tier = call && call->tier >= 0 ? call->tier
+               : q->tier >= 0          ? q->tier
+               : call                  ? call->default_tier
+                                       : FR_TIER_P1;
+    return tier < 0 || tier >= FR_N_TIERS ? FR_TIER_P1 : tier;
+}
+
+/* Step 2: the route's first pass (what to decode) from the request and stage availability. */
+static void plan_route(const fr_assist *a, areq_state *x) {
+    const fr_assist_media *md = &a->media;
+    fr_route_input *ri = &x->ri;
+    fr_route_input_init(ri);
+    ri->has_text = x->q.text != NULL;
+    ri->has_image = x->q.image.data != NULL;
+    ri->has_audio = x->q.audio.data != NULL;
+    ri->has_ticket = x->q.ticket != NULL;
+    ri->threshold = a->cfg.density_threshold;
+    ri->llm = a->engine != NULL;
+    ri->available[FR_STAGE_DECODE_IMAGE] = md->image_decode && md->image_free;
+    ri->available[FR_STAGE_DENSITY] = md->image_density != NULL;
+    ri->available[FR_STAGE_OCR] = md->ocr != NULL;
+    ri->available[FR_STAGE_DECODE_AUDIO] = md->audio_decode && md->audio_free;
+    ri->available[FR_STAGE_ASR] = md->asr != NULL;
+    ri->available[FR_STAGE_NLU] = a->intent != NULL;
+    ri->unavailable_reason[FR_STAGE_DECODE_IMAGE] = md->why_image;
+    ri->unavailable_reason[FR_STAGE_DENSITY] = md->why_image;
+    ri->unavailable_reason[FR_STAGE_OCR] = md->why_ocr;
+    ri->unavailable_reason[FR_STAGE_DECODE_AUDIO] = md->why_audio;
+    ri->unavailable_reason[FR_STAGE_ASR] = md->why_asr;
+    fr_route_plan_make(ri, &x->plan);
+}
+
+/* Step 3a: decode the image, measure its density, re-plan (OCR vs vision). 0, or -1 with *e. */
+static int run_image(const fr_assist *a, areq_state *x, fr_api_error *e) {
+    const fr_assist_media *md = &a->media;
+    if (!x->plan.run[FR_STAGE_DECODE_IMAGE]) return 0;
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    stage_begin(&x->rs, FR_STAGE_DECODE_IMAGE);
+    x->img = md->image_decode(md->ctx, x->q.image.data, x->q.image.n,
+                              x->q.image.mime[0] ? x->q.image.mime : NULL, &me);
+    stage_end(&x->rs, FR_STAGE_DECODE_IMAGE);
+    if (!x->img) {
+        media_error(&me, "image", "invalid_image", e);
+        return -1;
+    }
+    if (x->plan.run[FR_STAGE_DENSITY]) {
+        stage_begin(&x->rs, FR_STAGE_DENSITY);
+        x->ri.density = md->image_density(md->ctx, x->img);
+        stage_end(&x->rs, FR_STAGE_DENSITY);
+        x->ri.image_decoded = isfinite(x->ri.density);
+    }
+    fr_route_plan_make(&x->ri, &x->plan); /* second pass: the density decides OCR vs vision */
+    return 0;
+}
+
+/* Step 3b: decode the audio and transcribe it. 0, or -1 with *e. */
+static int run_audio(const fr_assist *a, areq_state *x, fr_api_error *e) {
+    const fr_assist_media *md = &a->media;
+    if (!x->plan.run[FR_STAGE_DECODE_AUDIO]) return 0;
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    stage_begin(&x->rs, FR_STAGE_DECODE_AUDIO);
+    x->aud = md->audio_decode(md->ctx, x->q.audio.data, x->q.audio.n,
+                              x->q.audio.mime[0] ? x->q.audio.mime : NULL, &me);
+    stage_end(&x->rs, FR_STAGE_DECODE_AUDIO);
+    if (!x->aud) {
+        media_error(&me, "audio", "invalid_audio", e);
+        return -1;
+    }
+    if (!x->plan.run[FR_STAGE_ASR]) return 0;
+    memset(&me, 0, sizeof me);
+    stage_begin(&x->rs, FR_STAGE_ASR);
+    x->transcript = md->asr(md->ctx, x->aud, &me);
+    stage_end(&x->rs, FR_STAGE_ASR);
+    if (!x->transcript) {
+        media_error(&me, "audio", "asr_failed", e);
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 3c: OCR of a decoded text-like image. 0, or -1 with *e. Vision is never faked: the plan
+ * reports it unavailable. */
+static int run_ocr(const fr_assist *a, areq_state *x, fr_api_error *e) {
+    const fr_assist_media *md = &a->media;
+    if (!x->plan.run[FR_STAGE_OCR]) return 0;
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    stage_begin(&x->rs, FR_STAGE_OCR);
+    int orc = md->ocr(md->ctx, x->img, &x->ocr, &me);
+    stage_end(&x->rs, FR_STAGE_OCR);
+    if (orc) {
+        media_error(&me, "image", "ocr_failed", e);
+        return -1;
+    }
+    return 0;
+}
+
+/* Step 4: NLU (intent top-k + slots) on the question (text + transcript), else on the OCR
+ * text; card / account numbers masked in the question we echo. 0, or -1 with *e. */
+static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
+    if (x->q.text) fr_buf_puts(&x->question, x->q.text);
+    if (x->transcript && x->transcript[0]) {
+        if (x->question.len) fr_buf_puts(&x->question, "\n");
+        x->tr_off = x->question.len;
+        fr_buf_puts(&x->question, x->transcript);
+    }
+    const char *nlu_text = x->question.data;
+    size_t nlu_len = x->question.len;
+    x->nlu_src = x->q.text ? (x->transcript && x->transcript[0] ? "text+transcript" : "text")
+                           : "transcript";
+    if (!nlu_len && x->ocr.text && x->ocr.text[0]) {
+        nlu_text = x->ocr.text;
+        nlu_len = FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES);
+        x->nlu_src = "ocr";
+    }
+    if (x->plan.run[FR_STAGE_NLU] && !nlu_len) {
+        x->plan.run[FR_STAGE_NLU] = false;
+        x->plan.reason[FR_STAGE_NLU] = "no text: the transcript / OCR text is empty";
+    }
+    if (!x->plan.run[FR_STAGE_NLU]) return 0;
+    fr_err ferr = {{0}};
+    stage_begin(&x->rs, FR_STAGE_NLU);
+    x->n_pred = fr_intent_classify(a->intent, nlu_text, nlu_len, x->preds, x->q.top_k, &ferr);
+    if (x->n_pred >= 0)
+        x->n_slots = fr_slots_extract(nlu_text, nlu_len, NULL, x->slots, MAX_SLOTS, &ferr);
+    stage_end(&x->rs, FR_STAGE_NLU);
+    if (x->n_pred < 0 || x->n_slots < 0) {
+        fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s", ferr.msg);
+        return -1;
+    }
+    /* card / account numbers never leave in clear: mask them in the question we echo */
+    if (nlu_text == x->question.data)
+        for (int i = 0; i < x->n_slots; i++) {
+            const fr_slot *s = &x->slots[i];
+            if (s->kind != FR_SLOT_CARD_NUMBER && s->kind != FR_SLOT_ACCOUNT_NUMBER) continue;
+            char tmp[FR_SLOT_TEXT_MAX * 4];
+            size_t sl = s->end - s->start;
+            if (sl >= sizeof tmp) continue;
+            size_t mlen = fr_slot_mask(x->question.data + s->start, sl, tmp, sizeof tmp);
+            if (mlen == sl) memcpy(x->question.data + s->start, tmp, sl);
+        }
+    return 0;
+}
+
+/* Step 5a: the LLM reply: budget assembler, then the engine. 0, or -1 with *e. */
+static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_arrival,
+                     fr_api_error *e) {
+    fr_err ferr = {{0}};
+    stage_begin(&x->rs, FR_STAGE_BUDGET);
+    fr_budget_input bi = {.question = x->question.len ? x->question.data : NULL,
+                          .ocr_text = x->ocr.text,
+                          .ticket = x->q.ticket,
+                          .history = x->q.hist,
+                          .n_history = x->q.n_hist,
+                          .budget_tokens = x->q.budget_tokens,
+                          .count = a->model && a->model->tok ? count_tokens : NULL,
+                          .count_ctx = (void *)a->model};
+    int brc = fr_budget_assemble(&bi, &x->br, &ferr);
+    stage_end(&x->rs, FR_STAGE_BUDGET);
+    if (brc) {
+        fr_api_error_set(e, 400, "invalid_request_error", NULL, "budget_tokens", "%s", ferr.msg);
+        return -1;
+    }
+    stage_begin(&x->rs, FR_STAGE_LLM);
+    int lrc = llm_reply(a, x->br.text, intent, x->tier, t_arrival, &x->reply,
+                        &x->llm_prompt_tokens, e);
+    stage_end(&x->rs, FR_STAGE_LLM);
+    if (lrc) return -1;
+    x->reply_src = "llm";
+    return 0;
+}
+
+/* Step 5b: the template reply for the intent (or "_no_intent" / "_default"). */
+static void reply_template(const fr_assist *a, areq_state *x, const char *intent) {
+    stage_begin(&x->rs, FR_STAGE_TEMPLATE);
+    const cJSON *t = NULL;
+    if (a->templates) {
+        t = intent ? cJSON_GetObjectItemCaseSensitive(a->templates, intent)
+                   : cJSON_GetObjectItemCaseSensitive(a->templates, "_no_intent");
+        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_default");
+    }
+    const char *tt = cJSON_IsString(t) ? t->valuestring
+                     : intent ? "Thanks for reaching out about {intent}. An agent will "
+                                "look into it and get back to you shortly."
+                              : "Thanks for your message. An agent will look into it "
+                                "and get back to you shortly.";
+    render_template(tt, intent ? intent : "", x->slots, x->n_slots, &x->reply);
+    stage_end(&x->rs, FR_STAGE_TEMPLATE);
+    x->reply_src = "template";
+}
+
+/* Step 5: the reply, by the plan. 0, or -1 with *e. */
+static int make_reply(fr_assist *a, areq_state *x, double t_arrival, fr_api_error *e) {
+    const char *intent = x->n_pred > 0 ? x->preds[0].name : NULL;
+    if (x->plan.run[FR_STAGE_LLM]) return reply_llm(a, x, intent, t_arrival, e);
+    reply_template(a, x, intent);
+    return 0;
+}
+
+/* Step 6 helpers: the response's parts. */
+static void add_route(cJSON *out, const areq_state *x) {
+    cJSON *route = cJSON_AddObjectToObject(out, "route");
+    cJSON *mods = cJSON_AddArrayToObject(route, "modalities");
+    if (x->q.text) cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
+    if (x->q.audio.data) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
+    if (x->q.image.data) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
+    if (x->q.ticket) cJSON_AddItemToArray(mods, cJSON_CreateString("ticket"));
+    if (x->q.n_hist) cJSON_AddItemToArray(mods, cJSON_CreateString("history"));
+    cJSON *run = cJSON_AddArrayToObject(route, "stages_run");
+    cJSON *skip = cJSON_AddArrayToObject(route, "stages_skipped");
+    for (int s = 0; s < FR_STAGE_COUNT; s++) {
+        if (x->rs.ran[s]) {
+            cJSON_AddItemToArray(run, cJSON_CreateString(fr_stage_name((fr_stage)s)));
+        } else {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "stage", fr_stage_name((fr_stage)s));
+            cJSON_AddStringToObject(o, "reason",
+                                    x->plan.reason[s] ? x->plan.reason[s] : "not needed");
+            cJSON_AddItemToArray(skip, o);
+        }
+    }
+    if (x->ri.image_decoded) {
+        add_conf(route, "density", x->ri.density);
+        cJSON_AddStringToObject(route, "image_is", x->plan.image_is_text ? "text" : "picture");
+    }
+    cJSON_AddNumberToObject(route, "threshold", x->ri.threshold);
+    cJSON_AddStringToObject(route, "tier", fr_tier_name(x->tier));
+}
+
+static void add_ocr(cJSON *out, const areq_state *x) {
+    if (!x->rs.ran[FR_STAGE_OCR]) {
+        cJSON_AddNullToObject(out, "ocr");
+        return;
+    }
+    cJSON *oc = cJSON_AddObjectToObject(out, "ocr");
+    cJSON_AddStringToObject(oc, "text", x->ocr.text ? x->ocr.text : "");
+    cJSON *lines = cJSON_AddArrayToObject(oc, "lines");
+    for (int i = 0; i < x->ocr.n_lines; i++) {
+        cJSON *l = cJSON_CreateObject();
+        cJSON_AddStringToObject(l, "text", x->ocr.lines[i].text ? x->ocr.lines[i].text : "");
+        add_conf(l, "confidence", x->ocr.lines[i].confidence);
+        cJSON_AddItemToArray(lines, l);
+    }
+}
+
+static void add_nlu(cJSON *out, const areq_state *x) {
+    if (x->n_pred > 0) {
+        cJSON *in = cJSON_AddObjectToObject(out, "intent");
+        cJSON_AddStringToObject(in, "name", x->preds[0].name);
+        add_conf(in, "confidence", x->preds[0].confidence);
+        cJSON_AddStringToObject(in, "input", x->nlu_src);
+    } else {
+        cJSON_AddNullToObject(out, "intent");
+    }
+    cJSON *alts = cJSON_AddArrayToObject(out, "alternatives");
+    for (int i = 1; i < x->n_pred; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", x->preds[i].name);
+        add_conf(o, "confidence", x->preds[i].confidence);
+        cJSON_AddItemToArray(alts, o);
+    }
+    cJSON *sa = cJSON_AddArrayToObject(out, "slots");
+    for (int i = 0; i < x->n_slots; i++) {
+        const fr_slot *s = &x->slots[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", s->name);
+        cJSON_AddStringToObject(o, "text", s->text);
+        cJSON_AddStringToObject(o, "value", s->value);
+        cJSON_AddNumberToObject(o, "start", (double)s->start);
+        cJSON_AddNumberToObject(o, "end", (double)s->end);
+        cJSON_AddItemToArray(sa, o);
+    }
+}
+
+/* Step 6: the response JSON (docs/ASSIST.md). */
+static cJSON *build_response(const areq_state *x, double t_start) {
+    cJSON *out = cJSON_CreateObject();
+    char id[48];
+    fr_api_new_id(id, sizeof id, "assist-");
+    cJSON_AddStringToObject(out, "id", id);
+    add_route(out, x);
+    if (x->question.len) cJSON_AddStringToObject(out, "question", x->question.data);
+    else cJSON_AddNullToObject(out, "question");
+    if (x->transcript) cJSON_AddStringToObject(out, "transcript", x->question.data + x->tr_off);
+    else cJSON_AddNullToObject(out, "transcript");
+    add_ocr(out, x);
+    add_nlu(out, x);
+    cJSON_AddStringToObject(out, "response", x->reply.data ? x->reply.data : "");
+    cJSON_AddStringToObject(out, "response_source", x->reply_src);
+    if (x->rs.ran[FR_STAGE_BUDGET]) {
+        cJSON *b = cJSON_AddObjectToObject(out, "budget");
+        cJSON_AddNumberToObject(b, "budget_tokens", x->q.budget_tokens);
+        cJSON_AddNumberToObject(b, "tokens", x->br.tokens);
+        cJSON_AddNumberToObject(b, "key_fields_kept", x->br.key_fields_kept);
+        cJSON_AddNumberToObject(b, "key_fields_total", x->br.key_fields_total);
+        cJSON_AddNumberToObject(b, "turns_kept", x->br.turns_kept);
+        cJSON_AddNumberToObject(b, "prompt_tokens", x->llm_prompt_tokens);
+    }
+    cJSON *tm = cJSON_AddObjectToObject(out, "timings_ms");
+    for (int s = 0; s < FR_STAGE_COUNT; s++)
+        if (x->rs.ran[s])
+            cJSON_AddNumberToObject(tm, fr_stage_name((fr_stage)s), round(x->rs.ms[s] * 1000) / 1000);
+    cJSON_AddNumberToObject(tm, "total", round((fr_time_s() - t_start) * 1e6) / 1000);
+    return out;
+}
+
+/* The handler: a list of named steps; the first that fails writes *e and ends the request. */
+int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist_call *call,
+                     char **json) {
+    fr_api_error ebuf, *e = &ebuf;
+    double t_start = fr_time_s();
+    if (a->setup_error[0]) {
+        fr_api_error_set(e, 503, "server_error", "assist_unavailable", NULL,
+                         "The assist endpoint is not available: %s", a->setup_error);
         return error_out(e, json);
     }
-    areq q;
-    memset(&q, 0, sizeof q);
+    cJSON *root = parse_body(a, body, len, e);
+    if (!root) return error_out(e, json);
+    areq_state *x = fr_xcalloc(1, sizeof *x);
+    x->rs.a = a;
+    x->rs.call = call;
+    x->reply_src = "template";
+    x->llm_prompt_tokens = -1;
+    double t_arrival = call && call->t_arrival > 0 ? call->t_arrival : t_start;
     int status = 200;
-    run_state rs = {.a = a, .call = call};
-    fr_assist_ocr ocr = {0};
-    void *img = NULL, *aud = NULL;
-    char *transcript = NULL;
-    fr_buf question = {0}, reply = {0};
-    fr_budget_result br = {0};
     cJSON *out = NULL;
-    const char *reply_src = "template";
-    int llm_prompt_tokens = -1;
-    if (parse_request(a, root, &q, e)) goto fail;
-    if (!q.text && !q.image.data && !q.audio.data && !q.ticket && !q.n_hist) {
+    if (parse_request(a, root, &x->q, e)) goto fail;
+    if (!x->q.text && !x->q.image.data && !x->q.audio.data && !x->q.ticket && !x->q.n_hist) {
         fr_api_error_set(e, 400, "invalid_request_error", "empty_request", NULL,
                          "The request carries nothing to work on: give text, image, audio, "
                          "ticket or history.");
         goto fail;
     }
-    int tier = call && call->tier >= 0 ? call->tier
-               : q.tier >= 0              ? q.tier
-               : call                     ? call->default_tier
-                                          : FR_TIER_P1;
-    if (tier < 0 || tier >= FR_N_TIERS) tier = FR_TIER_P1;
-
-    /* route, first pass: what to decode */
-    const fr_assist_media *md = &a->media;
-    fr_route_input ri;
-    fr_route_input_init(&ri);
-    ri.has_text = q.text != NULL;
-    ri.has_image = q.image.data != NULL;
-    ri.has_audio = q.audio.data != NULL;
-    ri.has_ticket = q.ticket != NULL;
-    ri.threshold = a->cfg.density_threshold;
-    ri.llm = a->engine != NULL;
-    ri.available[FR_STAGE_DECODE_IMAGE] = md->image_decode && md->image_free;
-    ri.available[FR_STAGE_DENSITY] = md->image_density != NULL;
-    ri.available[FR_STAGE_OCR] = md->ocr != NULL;
-    ri.available[FR_STAGE_DECODE_AUDIO] = md->audio_decode && md->audio_free;
-    ri.available[FR_STAGE_ASR] = md->asr != NULL;
-    ri.available[FR_STAGE_NLU] = a->intent != NULL;
-    ri.unavailable_reason[FR_STAGE_DECODE_IMAGE] = md->why_image;
-    ri.unavailable_reason[FR_STAGE_DENSITY] = md->why_image;
-    ri.unavailable_reason[FR_STAGE_OCR] = md->why_ocr;
-    ri.unavailable_reason[FR_STAGE_DECODE_AUDIO] = md->why_audio;
-    ri.unavailable_reason[FR_STAGE_ASR] = md->why_asr;
-    fr_route_plan plan;
-    fr_route_plan_make(&ri, &plan);
-
-    fr_assist_media_err me;
-    if (plan.run[FR_STAGE_DECODE_IMAGE]) {
-        memset(&me, 0, sizeof me);
-        stage_begin(&rs, FR_STAGE_DECODE_IMAGE);
-        img = md->image_decode(md->ctx, q.image.data, q.image.n, q.image.mime[0] ? q.image.mime : NULL, &me);
-        stage_end(&rs, FR_STAGE_DECODE_IMAGE);
-        if (!img) {
-            media_error(&me, "image", "invalid_image", e);
-            goto fail;
-        }
-        if (plan.run[FR_STAGE_DENSITY]) {
-            stage_begin(&rs, FR_STAGE_DENSITY);
-            ri.density = md->image_density(md->ctx, img);
-            stage_end(&rs, FR_STAGE_DENSITY);
-            ri.image_decoded = isfinite(ri.density);
-        }
-        fr_route_plan_make(&ri, &plan); /* second pass: the density decides OCR vs vision */
-    }
-    if (plan.run[FR_STAGE_DECODE_AUDIO]) {
-        memset(&me, 0, sizeof me);
-        stage_begin(&rs, FR_STAGE_DECODE_AUDIO);
-        aud = md->audio_decode(md->ctx, q.audio.data, q.audio.n, q.audio.mime[0] ? q.audio.mime : NULL, &me);
-        stage_end(&rs, FR_STAGE_DECODE_AUDIO);
-        if (!aud) {
-            media_error(&me, "audio", "invalid_audio", e);
-            goto fail;
-        }
-        if (plan.run[FR_STAGE_ASR]) {
-            memset(&me, 0, sizeof me);
-            stage_begin(&rs, FR_STAGE_ASR);
-            transcript = md->asr(md->ctx, aud, &me);
-            stage_end(&rs, FR_STAGE_ASR);
-            if (!transcript) {
-                media_error(&me, "audio", "asr_failed", e);
-                goto fail;
-            }
-        }
-    }
-    if (plan.run[FR_STAGE_OCR]) {
-        memset(&me, 0, sizeof me);
-        stage_begin(&rs, FR_STAGE_OCR);
-        int orc = md->ocr(md->ctx, img, &ocr, &me);
-        stage_end(&rs, FR_STAGE_OCR);
-        if (orc) {
-            media_error(&me, "image", "ocr_failed", e);
-            goto fail;
-        }
-    }
-    /* vision: never faked; the plan reports it unavailable */
-
-    /* NLU on the question (text + transcript), else on the OCR text */
-    if (q.text) fr_buf_puts(&question, q.text);
-    size_t tr_off = 0;
-    if (transcript && transcript[0]) {
-        if (question.len) fr_buf_puts(&question, "\n");
-        tr_off = question.len;
-        fr_buf_puts(&question, transcript);
-    }
-    const char *nlu_text = question.data;
-    size_t nlu_len = question.len;
-    const char *nlu_src = q.text ? (transcript && transcript[0] ? "text+transcript" : "text")
-                                 : "transcript";
-    if (!nlu_len && ocr.text && ocr.text[0]) {
-        nlu_text = ocr.text;
-        nlu_len = FR_MIN(strlen(ocr.text), (size_t)NLU_MAX_BYTES);
-        nlu_src = "ocr";
-    }
-    if (plan.run[FR_STAGE_NLU] && !nlu_len) {
-        plan.run[FR_STAGE_NLU] = false;
-        plan.reason[FR_STAGE_NLU] = "no text: the transcript / OCR text is empty";
-    }
-    fr_intent_pred preds[MAX_TOP_K];
-    int n_pred = 0;
-    fr_slot slots[MAX_SLOTS];
-    int n_slots = 0;
-    if (plan.run[FR_STAGE_NLU]) {
-        fr_err ferr = {{0}};
-        stage_begin(&rs, FR_STAGE_NLU);
-        n_pred = fr_intent_classify(a->intent, nlu_text, nlu_len, preds, q.top_k, &ferr);
-        if (n_pred >= 0) n_slots = fr_slots_extract(nlu_text, nlu_len, NULL, slots, MAX_SLOTS, &ferr);
-        stage_end(&rs, FR_STAGE_NLU);
-        if (n_pred < 0 || n_slots < 0) {
-            fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s",
-                             ferr.msg);
-            goto fail;
-        }
-        /* card / account numbers never leave in clear: mask them in the question we echo */
-        if (nlu_text == question.data)
-            for (int i = 0; i < n_slots; i++)
-                if (slots[i].kind == FR_SLOT_CARD_NUMBER || slots[i].kind == FR_SLOT_ACCOUNT_NUMBER) {
-                    char tmp[FR_SLOT_TEXT_MAX * 4];
-                    size_t sl = slots[i].end - slots[i].start;
-                    if (sl >= sizeof tmp) continue;
-                    size_t mlen = fr_slot_mask(question.data + slots[i].start, sl, tmp, sizeof tmp);
-                    if (mlen == sl) memcpy(question.data + slots[i].start, tmp, sl);
-                }
-    }
-    const char *intent_name = n_pred > 0 ? preds[0].name : NULL;
-
-    /* reply */
-    if (plan.run[FR_STAGE_LLM]) {
-        fr_err ferr = {{0}};
-        stage_begin(&rs, FR_STAGE_BUDGET);
-        fr_budget_input bi = {.question = question.len ? question.data : NULL,
-                              .ocr_text = ocr.text,
-                              .ticket = q.ticket,
-                              .history = q.hist,
-                              .n_history = q.n_hist,
-                              .budget_tokens = q.budget_tokens,
-                              .count = a->model && a->model->tok ? count_tokens : NULL,
-                              .count_ctx = (void *)a->model};
-        int brc = fr_budget_assemble(&bi, &br, &ferr);
-        stage_end(&rs, FR_STAGE_BUDGET);
-        if (brc) {
-            fr_api_error_set(e, 400, "invalid_request_error", NULL, "budget_tokens", "%s", ferr.msg);
-            goto fail;
-        }
-        stage_begin(&rs, FR_STAGE_LLM);
-        int lrc = llm_reply(a, br.text, intent_name, tier, call && call->t_arrival > 0 ? call->t_arrival : t_start,
-                            &reply, &llm_prompt_tokens, e);
-        stage_end(&rs, FR_STAGE_LLM);
-        if (lrc) goto fail;
-        reply_src = "llm";
-    } else {
-        stage_begin(&rs, FR_STAGE_TEMPLATE);
-        const cJSON *t = NULL;
-        if (a->templates) {
-            t = intent_name ? cJSON_GetObjectItemCaseSensitive(a->templates, intent_name) : NULL;
-            if (!intent_name) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_no_intent");
-            if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_default");
-        }
-        const char *tt = cJSON_IsString(t) ? t->valuestring
-                         : intent_name ? "Thanks for reaching out about {intent}. An agent will "
-                                         "look into it and get back to you shortly."
-                                       : "Thanks for your message. An agent will look into it "
-                                         "and get back to you shortly.";
-        render_template(tt, intent_name ? intent_name : "", slots, n_slots, &reply);
-        stage_end(&rs, FR_STAGE_TEMPLATE);
-    }
-
-    /* the response */
-    out = cJSON_CreateObject();
-    {
-        char id[48];
-        fr_api_new_id(id, sizeof id, "assist-");
-        cJSON_AddStringToObject(out, "id", id);
-        cJSON *route = cJSON_AddObjectToObject(out, "route");
-        cJSON *mods = cJSON_AddArrayToObject(route, "modalities");
-        if (q.text) cJSON_AddItemToArray(mods, cJSON_CreateString("text"));
-        if (q.audio.data) cJSON_AddItemToArray(mods, cJSON_CreateString("audio"));
-        if (q.image.data) cJSON_AddItemToArray(mods, cJSON_CreateString("image"));
-        if (q.ticket) cJSON_AddItemToArray(mods, cJSON_CreateString("ticket"));
-        if (q.n_hist) cJSON_AddItemToArray(mods, cJSON_CreateString("history"));
-        cJSON *run = cJSON_AddArrayToObject(route, "stages_run");
-        cJSON *skip = cJSON_AddArrayToObject(route, "stages_skipped");
-        for (int s = 0; s < FR_STAGE_COUNT; s++) {
-            if (rs.ran[s]) {
-                cJSON_AddItemToArray(run, cJSON_CreateString(fr_stage_name((fr_stage)s)));
-            } else {
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "stage", fr_stage_name((fr_stage)s));
-                cJSON_AddStringToObject(o, "reason", plan.reason[s] ? plan.reason[s] : "not needed");
-                cJSON_AddItemToArray(skip, o);
-            }
-        }
-        if (ri.image_decoded) {
-            add_conf(route, "density", ri.density);
-            cJSON_AddStringToObject(route, "image_is", plan.image_is_text ? "text" : "picture");
-        }
-        cJSON_AddNumberToObject(route, "threshold", ri.threshold);
-        cJSON_AddStringToObject(route, "tier", fr_tier_name(tier));
-        if (question.len) cJSON_AddStringToObject(out, "question", question.data);
-        else cJSON_AddNullToObject(out, "question");
-        if (transcript) cJSON_AddStringToObject(out, "transcript", question.data + tr_off);
-        else cJSON_AddNullToObject(out, "transcript");
-        if (rs.ran[FR_STAGE_OCR]) {
-            cJSON *oc = cJSON_AddObjectToObject(out, "ocr");
-            cJSON_AddStringToObject(oc, "text", ocr.text ? ocr.text : "");
-            cJSON *lines = cJSON_AddArrayToObject(oc, "lines");
-            for (int i = 0; i < ocr.n_lines; i++) {
-                cJSON *l = cJSON_CreateObject();
-                cJSON_AddStringToObject(l, "text", ocr.lines[i].text ? ocr.lines[i].text : "");
-                add_conf(l, "confidence", ocr.lines[i].confidence);
-                cJSON_AddItemToArray(lines, l);
-            }
-        } else {
-            cJSON_AddNullToObject(out, "ocr");
-        }
-        if (n_pred > 0) {
-            cJSON *in = cJSON_AddObjectToObject(out, "intent");
-            cJSON_AddStringToObject(in, "name", preds[0].name);
-            add_conf(in, "confidence", preds[0].confidence);
-            cJSON_AddStringToObject(in, "input", nlu_src);
-        } else {
-            cJSON_AddNullToObject(out, "intent");
-        }
-        cJSON *alts = cJSON_AddArrayToObject(out, "alternatives");
-        for (int i = 1; i < n_pred; i++) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", preds[i].name);
-            add_conf(o, "confidence", preds[i].confidence);
-            cJSON_AddItemToArray(alts, o);
-        }
-        cJSON *sa = cJSON_AddArrayToObject(out, "slots");
-        for (int i = 0; i < n_slots; i++) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", slots[i].name);
-            cJSON_AddStringToObject(o, "text", slots[i].text);
-            cJSON_AddStringToObject(o, "value", slots[i].value);
-            cJSON_AddNumberToObject(o, "start", (double)slots[i].start);
-            cJSON_AddNumberToObject(o, "end", (double)slots[i].end);
-            cJSON_AddItemToArray(sa, o);
-        }
-        cJSON_AddStringToObject(out, "response", fr_buf_cstr(&reply));
-        cJSON_AddStringToObject(out, "response_source", reply_src);
-        if (rs.ran[FR_STAGE_BUDGET]) {
-            cJSON *b = cJSON_AddObjectToObject(out, "budget");
-            cJSON_AddNumberToObject(b, "budget_tokens", q.budget_tokens);
-            cJSON_AddNumberToObject(b, "tokens", br.tokens);
-            cJSON_AddNumberToObject(b, "key_fields_kept", br.key_fields_kept);
-            cJSON_AddNumberToObject(b, "key_fields_total", br.key_fields_total);
-            cJSON_AddNumberToObject(b, "turns_kept", br.turns_kept);
-            cJSON_AddNumberToObject(b, "prompt_tokens", llm_prompt_tokens);
-        }
-        cJSON *tm = cJSON_AddObjectToObject(out, "timings_ms");
-        for (int s = 0; s < FR_STAGE_COUNT; s++)
-            if (rs.ran[s]) cJSON_AddNumberToObject(tm, fr_stage_name((fr_stage)s), round(rs.ms[s] * 1000) / 1000);
-        cJSON_AddNumberToObject(tm, "total", round((fr_time_s() - t_start) * 1e6) / 1000);
-    }
+    x->tier = pick_tier(call, &x->q);
+    plan_route(a, x);
+    if (run_image(a, x, e) || run_audio(a, x, e) || run_ocr(a, x, e) || run_nlu(a, x, e) ||
+        make_reply(a, x, t_arrival, e))
+        goto fail;
+    out = build_response(x, t_start);
     *json = cJSON_PrintUnformatted(out);
     if (!*json) {
         fr_api_error_set(e, 500, "server_error", NULL, NULL, "cannot serialise the response");
@@ -1051,14 +1147,8 @@ fail:
     status = error_out(e, json);
 done:
     cJSON_Delete(out);
-    if (img) md->image_free(md->ctx, img);
-    if (aud) md->audio_free(md->ctx, aud);
-    free(transcript);
-    fr_assist_ocr_free(&ocr);
-    fr_buf_free(&question);
-    fr_buf_free(&reply);
-    fr_budget_result_free(&br);
-    areq_free(&q);
+    areq_state_free(a, x);
+    free(x);
     cJSON_Delete(root);
     return status;
 }
