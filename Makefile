@@ -4,6 +4,10 @@
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan (objects in build-san/)
 #   make WERROR=1     warnings are errors (CI sets this)
 #   make cuda         also compile src/backend/cuda with nvcc (never needed for the CPU build)
+#   make install      build/frugal → $(DESTDIR)$(PREFIX)/bin; models, templates, data, dashboards
+#                     and the bundled tiny model → $(PREFIX)/share/frugal (the data root the
+#                     binary finds by itself); docs → $(PREFIX)/share/doc/frugal. PREFIX defaults
+#                     to /usr/local. `make uninstall` removes exactly those.
 
 CC       ?= cc
 BUILD    ?= build
@@ -57,7 +61,28 @@ test: tests
 clean:
 	rm -rf build build-san
 
-.PHONY: all tests test clean
+# ---- install (PREFIX, DESTDIR): the binary finds <prefix>/share/frugal from /proc/self/exe ----
+PREFIX   ?= /usr/local
+BINDIR   := $(PREFIX)/bin
+DATADIR  := $(PREFIX)/share/frugal
+DOCDIR   := $(PREFIX)/share/doc/frugal
+DATA_TREES := models data dashboards
+INSTALL_BIN ?= $(BUILD)/frugal
+install: $(INSTALL_BIN)
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(DATADIR)/models" "$(DESTDIR)$(DOCDIR)"
+	install -m 0755 $(INSTALL_BIN) "$(DESTDIR)$(BINDIR)/frugal"
+	find $(DATA_TREES) -type f | while IFS= read -r f; do \
+	    install -D -m 0644 "$$f" "$(DESTDIR)$(DATADIR)/$$f" || exit 1; done
+	find tests/fixtures/qwen2-tiny -type f | while IFS= read -r f; do \
+	    install -D -m 0644 "$$f" "$(DESTDIR)$(DATADIR)/models/qwen2-tiny/$${f##*/}" || exit 1; done
+	install -m 0644 README.md docs/*.md docs/*.conf "$(DESTDIR)$(DOCDIR)/"
+	@echo "installed $(DESTDIR)$(BINDIR)/frugal (data root $(DATADIR))"
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/frugal"
+	rm -rf "$(DESTDIR)$(DATADIR)" "$(DESTDIR)$(DOCDIR)"
+
+.PHONY: all tests test clean install uninstall
 .SECONDARY:
 -include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
 

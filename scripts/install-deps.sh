@@ -1,5 +1,8 @@
 #!/bin/sh
-# Installs the Debian 12 packages frugal needs to build and test. Idempotent; needs root (or sudo).
+# Installs the Debian 12 packages frugal needs to build and test. Idempotent. Run it plainly
+# (`sh scripts/install-deps.sh`): as root it calls apt-get itself; as another user it goes
+# through sudo; as a user without sudo it says what to do and exits 1. Nothing to install: no
+# root needed at all.
 set -e
 PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libopenblas-dev libpcre2-dev libutf8proc-dev libcjson-dev
@@ -12,14 +15,24 @@ missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    echo "installing:$missing"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
-fi
 # Node.js (for the official `openai` client in the serving tests): the machine's own if present.
-if ! command -v node >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+command -v node >/dev/null 2>&1 || missing="$missing nodejs npm"
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
 fi
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=sudo
+else
+    echo "install-deps: missing:$missing" >&2
+    echo "install-deps: installing them needs root, and this user has no sudo. Either run" >&2
+    echo "  su -c 'sh scripts/install-deps.sh'" >&2
+    echo "or ask an administrator to run, as root:" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends$missing" >&2
+    exit 1
+fi
+echo "installing:$missing"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing

@@ -77,6 +77,43 @@ bool fr_path_exists(const char *path);
 /* path join into a malloc'd string */
 char *fr_path_join(const char *dir, const char *name);
 
+/* mkdir -p: creates path and every missing parent (mode for the new ones, e.g. 0755). 0 when
+ * the folder exists afterwards, -1 with err naming the part that could not be made. */
+int fr_mkdir_p(const char *path, unsigned mode, fr_err *err);
+/* mkdir -p of the folder a file path lives in ("a/b/c.bin" → "a/b"; no folder part: nothing). */
+int fr_mkdir_parent(const char *file, unsigned mode, fr_err *err);
+
+/* Shipped data files (models/, reply templates, dashboards, docs, data/) are found relative to
+ * the data root, never the working directory. The root is, first match wins:
+ *   1. $FRUGAL_DATA_DIR (taken as is);
+ *   2. <prefix>/share/frugal when the executable is <prefix>/bin/<name> (`make install`);
+ *   3. the source tree the executable was built in: the nearest of its folder's parent and
+ *      grandparent that holds models/ (build/frugal → the repo root; build/tests/t → the same);
+ *   4. otherwise <exe folder>/../share/frugal, so errors name a real place to put the files.
+ * The executable is read from /proc/self/exe once; the result is cached (thread-safe). */
+const char *fr_data_dir(void);
+/* fr_data_dir()/rel as a malloc'd string; an absolute rel is returned as a copy. */
+char *fr_data_path(const char *rel);
+
+/* A cancel check that long stages (OCR, ASR) call between units of work. fn returns
+ * FR_CANCEL_NONE to go on, or the reason to stop; it must be cheap and thread-safe. */
+typedef enum fr_cancel_reason {
+    FR_CANCEL_NONE = 0,
+    FR_CANCEL_CLIENT_GONE, /* the client hung up */
+    FR_CANCEL_SHUTDOWN,    /* the server is shutting down */
+    FR_CANCEL_DEADLINE,    /* the request's own deadline (X-Deadline-Ms) passed */
+    FR_CANCEL_TIMEOUT,     /* the stage's time limit passed (set by the stage itself) */
+} fr_cancel_reason;
+typedef struct fr_cancel {
+    fr_cancel_reason (*fn)(void *ctx); /* NULL = never cancelled */
+    void *ctx;                         /* passed to fn */
+} fr_cancel;
+static inline fr_cancel_reason fr_cancel_check(const fr_cancel *c) {
+    return c && c->fn ? c->fn(c->ctx) : FR_CANCEL_NONE;
+}
+/* "client_gone", "shutting_down", "deadline_exceeded", "timeout" ("" for NONE). */
+const char *fr_cancel_reason_name(fr_cancel_reason r);
+
 /* Number of online CPU cores (>= 1). */
 int fr_n_cores(void);
 

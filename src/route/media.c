@@ -165,8 +165,9 @@ static void setup(void) {
         memset(&ac, 0, sizeof ac);
         /* the project's domain LM when built (`frugal build-lm`), else the generic one */
         const char *lm = getenv("FRUGAL_ASR_LM");
-        ac.lm_kind = (lm && *lm) || fr_path_exists(FR_ASR_DOMAIN_LM) ? FR_ASR_LM_DOMAIN
-                                                                    : FR_ASR_LM_GENERIC;
+        char *domain = fr_data_path(FR_ASR_DOMAIN_LM);
+        ac.lm_kind = (lm && *lm) || fr_path_exists(domain) ? FR_ASR_LM_DOMAIN : FR_ASR_LM_GENERIC;
+        free(domain);
         g.asr = fr_asr_pool_new(&ac, 0);
     }
 }

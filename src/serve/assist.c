@@ -43,8 +43,8 @@ struct fr_assist {
 
 void fr_assist_config_init(fr_assist_config *c) {
     memset(c, 0, sizeof *c);
-    c->intent_model = fr_xstrdup("models/intent-banking77.bin");
-    c->templates = fr_xstrdup("models/reply-templates.json");
+    c->intent_model = fr_data_path("models/intent-banking77.bin"); /* under the data root */
+    c->templates = fr_data_path("models/reply-templates.json");
     c->density_threshold = FR_ROUTE_DEFAULT_DENSITY_THRESHOLD;
     c->max_image_bytes = 20u * 1000u * 1000u;
     c->max_audio_bytes = (size_t)32 << 20;

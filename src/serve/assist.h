@@ -40,8 +40,9 @@ struct fr_meter_req;
 
 /* Settings; fr_assist_config_init fills the defaults shown. */
 typedef struct fr_assist_config {
-    char *intent_model;        /* intent model file ("models/intent-banking77.bin") */
-    char *templates;           /* reply templates JSON ("models/reply-templates.json"; a missing
+    char *intent_model;        /* intent model file (<data root>/models/intent-banking77.bin,
+                                  base.h fr_data_dir) */
+    char *templates;           /* reply templates JSON (<data root>/models/reply-templates.json; a missing
                                   file falls back to the built-in generic reply) */
     double density_threshold;  /* image text density >= this → OCR, else vision (0.35) */
     size_t max_image_bytes;    /* decoded image bytes (20 MB) */

@@ -38,6 +38,19 @@ const char *const fr_serve_usage =
     "                           $XDG_STATE_HOME/frugal/ledger.db or ~/.local/state/frugal/\n"
     "                           ledger.db; \"\" = none)\n";
 
+const char *const fr_serve_env_usage =
+    "environment:\n"
+    "  FRUGAL_DATA_DIR          data root: models/ (intent model, reply templates, speech LM),\n"
+    "                           data/, dashboards/ (default: <prefix>/share/frugal beside\n"
+    "                           <prefix>/bin/frugal, or the source tree of a build/ binary)\n"
+    "  FRUGAL_ASSIST_CONFIG     JSON settings of /v1/assist (docs/ASSIST.md): limits, OCR and\n"
+    "                           ASR time limits, the OCR pixel budget\n"
+    "  FRUGAL_API_KEYS          KEY[:TIER],... (as --api-keys)\n"
+    "  FRUGAL_ASR_LM            speech LM file (default <data root>/models/asr/banking.lm.bin)\n"
+    "  FRUGAL_OCR_LANG          tesseract languages (default eng); TESSDATA_PREFIX their folder\n"
+    "  FRUGAL_LOG               debug|info|warn|error\n"
+    "  OMP_THREAD_LIMIT=1       one core per OCR engine (throughput under load)\n";
+
 void fr_serve_config_init(fr_serve_config *c) {
     memset(c, 0, sizeof *c);
     c->host = fr_xstrdup("127.0.0.1");
@@ -359,6 +372,8 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(fr_serve_usage, stdout);
+            fputs(fr_serve_env_usage, stdout);
+            printf("  (data root now: %s)\n", fr_data_dir());
             return -1;
         }
         if (strcmp(argv[i], "--config")) continue;

@@ -84,5 +84,6 @@ bool fr_ct_equal(const char *given, size_t given_len, const char *key, size_t ke
 const fr_api_key *fr_serve_find_key(const fr_serve_config *c, const char *token, size_t len);
 
 extern const char *const fr_serve_usage;
+extern const char *const fr_serve_env_usage; /* the environment variables, after the usage */
 
 #endif

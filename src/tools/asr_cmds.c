@@ -386,7 +386,7 @@ static void ev_run(ev_job *j, int workers) {
 }
 
 int fr_cmd_eval_asr(int argc, char **argv) {
-    const char *csv = "data/banking77/train.csv", *lm = NULL, *keep = NULL;
+    const char *csv = NULL, *lm = NULL, *keep = NULL;
     int n = 150, workers = fr_n_cores(), verbose = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -413,7 +413,10 @@ int fr_cmd_eval_asr(int argc, char **argv) {
     if (workers > 64) workers = 64;
     fr_err err = {{0}};
     rows r;
-    if (read_csv(csv, &r, &err)) return fprintf(stderr, "frugal eval-asr: %s\n", err.msg), 1;
+    char *csv_default = csv ? NULL : fr_data_path("data/banking77/train.csv");
+    int crc = read_csv(csv ? csv : csv_default, &r, &err);
+    free(csv_default);
+    if (crc) return fprintf(stderr, "frugal eval-asr: %s\n", err.msg), 1;
     char tmpl[] = "/tmp/frugal-eval-asr-XXXXXX";
     const char *dir = keep;
     if (!dir) {

@@ -656,6 +656,10 @@ static int write_gguf(const opts *o, const plan *p, const vocab *v, fr_err *err)
     while (h.len % 32) fr_buf_append(&h, "", 1);
 
     writer w = {.path = o->out, .total = p->total, .last_pct = -1, .tty = isatty(2)};
+    if (fr_mkdir_parent(o->out, 0755, err)) {
+        fr_buf_free(&h);
+        return -1;
+    }
     w.f = fopen(o->out, "wb");
     if (!w.f) {
         fr_err_set(err, "%s: cannot create: %s", o->out, strerror(errno));
@@ -694,10 +698,7 @@ static int write_text_file(const char *dir, const char *name, const char *text, 
 
 static int write_hf(const opts *o, const plan *p, const vocab *v, const char *tok_json,
                     fr_err *err) {
-    if (mkdir(o->out, 0755) != 0 && errno != EEXIST) {
-        fr_err_set(err, "%s: cannot create folder: %s", o->out, strerror(errno));
-        return -1;
-    }
+    if (fr_mkdir_p(o->out, 0755, err)) return -1;
     bool qwen = !strcmp(o->arch, "qwen2");
     cJSON *c = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(c, "architectures");

@@ -131,8 +131,9 @@ int fr_cmd_gen_docs(int argc, char **argv) {
         fprintf(stderr, "usage: frugal gen-docs --out DIR [--n N] [--lang eng|chi_sim|both]\n");
         return 2;
     }
-    if (!fr_path_is_dir(dir)) {
-        fprintf(stderr, "gen-docs: '%s' is not a directory\n", dir);
+    fr_err derr = {{0}};
+    if (fr_mkdir_p(dir, 0755, &derr)) {
+        fprintf(stderr, "gen-docs: %s\n", derr.msg);
         return 1;
     }
     for (int l = 0; l < 2; l++) {

@@ -29,12 +29,18 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
     const char *lm = cfg->lm;
     if (!lm && cfg->lm_kind == FR_ASR_LM_GENERIC) lm = FR_ASR_MODEL_DIR "/en-us.lm.bin";
     if (!lm) lm = getenv("FRUGAL_ASR_LM");
-    if (!lm) lm = FR_ASR_DOMAIN_LM;
+    char *domain_lm = lm ? NULL : fr_data_path(FR_ASR_DOMAIN_LM);
+    if (!lm) lm = domain_lm;
     const char *paths[3] = {hmm, dict, lm};
     for (int i = 0; i < 3; i++)
         if (!fr_path_exists(paths[i])) {
-            fr_err_set(err, "asr: %s not found (install pocketsphinx-en-us; build the domain LM "
-                            "with `frugal build-lm`)", paths[i]);
+            fr_err_set(err, "asr: %s not found (%s)", paths[i],
+                       i < 2 ? "install pocketsphinx-en-us"
+                       : lm == domain_lm
+                           ? "the domain LM ships under the data root: set FRUGAL_DATA_DIR, "
+                             "run `make install`, or build it with `frugal build-lm`"
+                           : "check FRUGAL_ASR_LM / --lm");
+            free(domain_lm);
             return NULL;
         }
     pthread_mutex_lock(&g_init_lock);
@@ -50,8 +56,10 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
         if (c) cmd_ln_free_r(c);
         fr_err_set(err, "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm,
                    dict, lm);
+        free(domain_lm);
         return NULL;
     }
+    free(domain_lm); /* cmd_ln_init copied the strings */
     fr_asr *a = fr_xcalloc(1, sizeof *a);
     a->ps = ps;
     a->cfg = c;

@@ -9,7 +9,7 @@
  * by a process-wide mutex; decoding runs in parallel.
  *
  * Language model: FR_ASR_LM_DOMAIN (default) is the project's banking trigram built by
- * `frugal build-lm` (models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
+ * `frugal build-lm` (<data root>/models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
  * Debian package's general US English model. cfg->lm overrides both with any ARPA / DMP file.
  */
 #ifndef FRUGAL_ASR_H
@@ -23,7 +23,7 @@
 
 #define FR_ASR_RATE 16000 /* the acoustic model's sample rate */
 #define FR_ASR_MODEL_DIR "/usr/share/pocketsphinx/model/en-us"
-#define FR_ASR_DOMAIN_LM "models/asr/banking.lm.bin"
+#define FR_ASR_DOMAIN_LM "models/asr/banking.lm.bin" /* under the data root (fr_data_path) */
 
 typedef enum fr_asr_lm_kind {
     FR_ASR_LM_DOMAIN = 0,  /* project-built banking LM (default) */
