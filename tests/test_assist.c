@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "serve/assist.h"
+#include "stages/image/image.h"
+#include "stages/ocr/docgen.h"
 #include "t.h"
 
 /* fake media stages: "density" comes from the image's 9th byte (0..255 → 0..1) */
@@ -277,6 +279,115 @@ TEST(banking77_queries_get_expected_intents_and_masked_slots) {
     CHECK(strstr(js, "\"name\":\"card_number\"") != NULL);
     CHECK(strstr(js, "25.00 EUR") != NULL);
     free(js);
+    cJSON_Delete(o);
+    fr_assist_free(a);
+}
+
+static char *b64(const uint8_t *d, size_t n) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc(n / 3 * 4 + 8);
+    size_t j = 0, i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
+        o[j++] = tbl[v >> 18 & 63]; o[j++] = tbl[v >> 12 & 63];
+        o[j++] = tbl[v >> 6 & 63]; o[j++] = tbl[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0);
+        o[j++] = tbl[v >> 18 & 63]; o[j++] = tbl[v >> 12 & 63];
+        o[j++] = i + 1 < n ? tbl[v >> 6 & 63] : '=';
+        o[j++] = '=';
+    }
+    o[j] = 0;
+    return o;
+}
+
+/* the slot of that name from that source, or NULL */
+static const cJSON *slot_of(const cJSON *o, const char *name, const char *source) {
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(o, "slots")) {
+        const cJSON *n = cJSON_GetObjectItem(s, "name"), *src = cJSON_GetObjectItem(s, "source");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name) && cJSON_IsString(src) &&
+            !strcmp(src->valuestring, source))
+            return s;
+    }
+    return NULL;
+}
+
+/* A generated invoice (docgen, real OCR through the default media stages) with a question that
+ * refers to it: the document's fields are slots from the image, the reply uses the amount. */
+TEST(fusion_invoice_image_and_question) {
+    fr_assist_config c;
+    fr_assist_config_init(&c);
+    fr_err err = {{0}};
+    fr_assist *a = fr_assist_new(&c, &err);
+    fr_assist_config_free(&c);
+    CHECK(a != NULL);
+    if (!a) return;
+    fr_doc_opts o;
+    fr_doc_opts_clean(&o, 4242);
+    fr_image img = {0};
+    fr_doc_truth truth;
+    CHECK(fr_doc_render(&o, &img, &truth, &err) == 0);
+    fr_buf png = {0};
+    CHECK(fr_img_encode(&img, FR_IMG_PNG, 0, &png, &err) == 0);
+    char *b = b64((const uint8_t *)png.data, png.len);
+    size_t bl = strlen(b) + 256;
+    char *body = malloc(bl);
+    snprintf(body, bl, "{\"text\":\"Can you check the amount on this invoice?\","
+             "\"image\":\"data:image/png;base64,%s\"}", b);
+    int st;
+    cJSON *r = call(a, body, &st);
+    CHECK_EQ_INT(st, 200);
+    char stg[256];
+    stages(r, stg, sizeof stg);
+    CHECK(strstr(stg, "ocr,nlu") != NULL);
+    const cJSON *amt = slot_of(r, "amount", "image"), *cur = slot_of(r, "currency", "image");
+    CHECK(amt != NULL);
+    CHECK(cur != NULL);
+    char want[64];
+    snprintf(want, sizeof want, "%s %s", truth.amount, truth.currency);
+    if (amt) CHECK_STR(cJSON_GetObjectItem(amt, "value")->valuestring, want);
+    if (cur) CHECK_STR(cJSON_GetObjectItem(cur, "value")->valuestring, truth.currency);
+    CHECK(slot_of(r, "invoice_number", "image") != NULL);
+    CHECK(slot_of(r, "date", "image") != NULL);
+    const cJSON *resp = cJSON_GetObjectItem(r, "response");
+    CHECK(cJSON_IsString(resp) && strstr(resp->valuestring, truth.amount) != NULL);
+    const cJSON *in = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "intent"), "input");
+    CHECK(cJSON_IsString(in) && !strcmp(in->valuestring, "text+image"));
+    if (!cJSON_IsString(resp) || !strstr(resp->valuestring, truth.amount)) {
+        char *js = cJSON_PrintUnformatted(r);
+        fprintf(stderr, "  truth %s %s; response %.3000s\n", truth.amount, truth.currency, js);
+        free(js);
+    }
+    cJSON_Delete(r);
+    /* the same image with a question of its own that does not mention it: fields are still
+     * slots from the image, but the intent is the question's */
+    snprintf(body, bl, "{\"text\":\"How do I change my PIN?\",\"image\":\"%s\"}", b);
+    r = call(a, body, &st);
+    CHECK_EQ_INT(st, 200);
+    CHECK(slot_of(r, "amount", "image") != NULL);
+    in = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "intent"), "input");
+    CHECK(cJSON_IsString(in) && !strcmp(in->valuestring, "text"));
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "intent"), "name")->valuestring, "change_pin");
+    cJSON_Delete(r);
+    free(body);
+    free(b);
+    fr_buf_free(&png);
+    fr_image_free(&img);
+    fr_assist_free(a);
+}
+
+/* slot sources: typed text "text", transcript "audio" */
+TEST(slot_sources_text_and_audio) {
+    fr_assist *a = mk();
+    if (!a) return;
+    int st;
+    cJSON *o = call(a, "{\"text\":\"I paid 20 EUR\",\"audio\":\"UklGRgAAAABXQVZFZm10IA==\"}", &st);
+    CHECK_EQ_INT(st, 200);
+    const cJSON *s = slot_of(o, "amount", "text");
+    CHECK(s != NULL);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "input")->valuestring, "text+audio");
     cJSON_Delete(o);
     fr_assist_free(a);
 }

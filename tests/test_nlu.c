@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/nlu/attach.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/intent_train.h"
 #include "stages/nlu/slots.h"
 #include "stages/nlu/textfeat.h"
+#include "stages/ocr/fields.h"
 #include "t.h"
 
 #define MODEL "models/intent-banking77.bin"
@@ -537,6 +539,64 @@ TEST(slots_on_hostile_input) {
     fr_slot many[16];
     CHECK_EQ_INT(fr_slots_extract(b, big, &REF, many, 16, &err), 16);
     free(b);
+}
+
+/* the currency field of OCR text: symbols, codes, words, Chinese; ¥ with a yen mention is JPY */
+TEST(ocr_currency_field) {
+    static const char *const cases[][2] = {
+        {"INVOICE\nTotal Due: $6,399.71", "USD"},
+        {"Receipt\nTOTAL: 12.00 EUR", "EUR"},
+        {"Rechnung\nTotal: \xe2\x82\xac 1.234,50", "EUR"},
+        {"Invoice No: 7\nAmount Due: \xc2\xa3" "250.00", "GBP"},
+        {"\xe5\x8f\x91\xe7\xa5\xa8\n\xe4\xbb\xb7\xe7\xa8\x8e\xe5\x90\x88\xe8\xae\xa1\xef\xbc\x9a\xc2\xa5 1,130.00", "CNY"},
+        {"\xe5\x90\x88\xe8\xae\xa1 88.00 \xe5\x85\x83", "CNY"},
+        {"Total: RMB 300", "CNY"},
+        {"Total: 300 CNY", "CNY"},
+        {"Currency: JPY\nTotal: \xc2\xa5 3000", "JPY"},
+        {"Total: 40\nCurrency: GBP", "GBP"},
+        {"Grand total 99 dollars", "USD"},
+        {"Total: 1,000 yen", "JPY"},
+        {"Total: US$ 5", "USD"},
+        {"Total: 5.00", ""},
+        {"TRY AGAIN LATER\nTotal: 5", ""}, /* codes count on a line with a number */
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
+        fr_fields f;
+        fr_fields_extract(cases[i][0], &f);
+        if (strcmp(f.currency, cases[i][1]))
+            fprintf(stderr, "  case %zu: got '%s' want '%s'\n", i, f.currency, cases[i][1]);
+        CHECK_STR(f.currency, cases[i][1]);
+    }
+    size_t at = 99;
+    CHECK_STR(fr_fields_currency_in("pay 5 euros", 11, &at), "EUR");
+    CHECK_EQ_INT((int)at, 6);
+    CHECK_STR(fr_fields_currency_in("Usd", 3, NULL), ""); /* codes are upper-case words */
+    CHECK_STR(fr_fields_currency_in("TRUSDX", 6, NULL), "");
+}
+
+/* the attachment rule: deictic + media noun, attaching / looking verbs, prepositions, Chinese */
+TEST(refers_to_attachment_rule) {
+    static const char *const yes[] = {
+        "Can you check the amount on this invoice?", "see picture", "please listen",
+        "What does the attached statement mean?", "here's the receipt you asked for",
+        "I've attached a screenshot", "is these bills correct", "look at the photo",
+        "What is this one?", "Why was I charged what is in the image", "enclosed please find",
+        "\xe8\xbf\x99\xe5\xbc\xa0\xe5\x8f\x91\xe7\xa5\xa8\xe5\xaf\xb9\xe5\x90\x97", /* 这张发票对吗 */
+    };
+    static const char *const no[] = {
+        "How do I change my PIN?", "my card has not arrived", "what is the exchange rate",
+        "I was charged twice for this", "Can I get a refund?", "hello", "",
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(yes); i++) {
+        bool r = fr_nlu_refers_to_attachment(yes[i], strlen(yes[i]));
+        if (!r) fprintf(stderr, "  should refer: '%s'\n", yes[i]);
+        CHECK(r);
+    }
+    for (size_t i = 0; i < FR_ARRAY_LEN(no); i++) {
+        bool r = fr_nlu_refers_to_attachment(no[i], strlen(no[i]));
+        if (r) fprintf(stderr, "  should not refer: '%s'\n", no[i]);
+        CHECK(!r);
+    }
 }
 
 int main(void) {

@@ -20,8 +20,10 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "stages/budget/budget.h"
+#include "stages/nlu/attach.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/slots.h"
+#include "stages/ocr/fields.h"
 
 #define MAX_TOP_K 20
 #define MAX_SLOTS 32
@@ -574,18 +576,46 @@ static void media_error(const fr_assist_media_err *me, const char *param, const 
                      me->err.msg[0] ? me->err.msg : "media stage failed");
 }
 
-/* Template text with {amount}, {date}, {card_number}, {invoice_number}, {company_name},
- * {account_number}, {time}, {intent} filled from the slots (or neutral words). */
+/* The value a template placeholder takes from the slots: the first slot of the kind (or, for
+ * {currency} and {payee}, of the name); NULL when none. */
+static const char *slot_value(const char *key, size_t kl, const fr_slot *sl, int ns) {
+    static const struct { const char *key; int kind; } ph[] = {
+        {"amount", FR_SLOT_AMOUNT},
+        {"date", FR_SLOT_DATE},
+        {"time", FR_SLOT_TIME},
+        {"card_number", FR_SLOT_CARD_NUMBER},
+        {"account_number", FR_SLOT_ACCOUNT_NUMBER},
+        {"invoice_number", FR_SLOT_INVOICE_NUMBER},
+        {"company_name", FR_SLOT_COMPANY_NAME},
+        {"payee", FR_SLOT_COMPANY_NAME},
+        {"currency", -1},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(ph); i++) {
+        if (strlen(ph[i].key) != kl || strncmp(key, ph[i].key, kl)) continue;
+        for (int j = 0; j < ns; j++) {
+            bool match = ph[i].kind >= 0 ? (int)sl[j].kind == ph[i].kind
+                                         : !strcmp(sl[j].name, ph[i].key);
+            if (match) return sl[j].value[0] ? sl[j].value : sl[j].text;
+        }
+        if (ph[i].kind < 0) /* {currency}: the amount's own */
+            for (int j = 0; j < ns; j++)
+                if (sl[j].kind == FR_SLOT_AMOUNT && sl[j].currency[0]) return sl[j].currency;
+        return NULL;
+    }
+    return NULL;
+}
+
+/* Template text with {amount}, {currency}, {date}, {time}, {card_number}, {account_number},
+ * {invoice_number}, {company_name}, {payee}, {intent} and {document} filled from the slots (or
+ * neutral words); {document} is `document` (the attachment's fields, or "" when none). */
 static void render_template(const char *t, const char *intent, const fr_slot *sl, int ns,
-                            fr_buf *o) {
-    static const struct { const char *key; int kind; const char *dflt; } ph[] = {
-        {"amount", FR_SLOT_AMOUNT, "the amount"},
-        {"date", FR_SLOT_DATE, "that date"},
-        {"time", FR_SLOT_TIME, "that time"},
-        {"card_number", FR_SLOT_CARD_NUMBER, "your card"},
-        {"account_number", FR_SLOT_ACCOUNT_NUMBER, "your account"},
-        {"invoice_number", FR_SLOT_INVOICE_NUMBER, "the invoice"},
-        {"company_name", FR_SLOT_COMPANY_NAME, "the merchant"},
+                            const char *document, fr_buf *o) {
+    static const struct { const char *key; const char *dflt; } dflt[] = {
+        {"amount", "the amount"},       {"currency", "the currency"},
+        {"date", "that date"},          {"time", "that time"},
+        {"card_number", "your card"},   {"account_number", "your account"},
+        {"invoice_number", "the invoice"}, {"company_name", "the merchant"},
+        {"payee", "the payee"},
     };
     while (*t) {
         const char *b = strchr(t, '{');
@@ -604,16 +634,14 @@ static void render_template(const char *t, const char *intent, const fr_slot *sl
         if (kl == 6 && !strncmp(b + 1, "intent", 6)) {
             for (const char *p = intent; *p; p++) fr_buf_append(o, *p == '_' ? " " : p, 1);
             done = true;
+        } else if (kl == 8 && !strncmp(b + 1, "document", 8)) {
+            fr_buf_puts(o, document ? document : "");
+            done = true;
         }
-        for (size_t i = 0; !done && i < FR_ARRAY_LEN(ph); i++) {
-            if (strlen(ph[i].key) != kl || strncmp(b + 1, ph[i].key, kl)) continue;
-            const char *v = ph[i].dflt;
-            for (int j = 0; j < ns; j++)
-                if ((int)sl[j].kind == ph[i].kind) {
-                    v = sl[j].value[0] ? sl[j].value : sl[j].text;
-                    break;
-                }
-            fr_buf_puts(o, v);
+        for (size_t i = 0; !done && i < FR_ARRAY_LEN(dflt); i++) {
+            if (strlen(dflt[i].key) != kl || strncmp(b + 1, dflt[i].key, kl)) continue;
+            const char *v = slot_value(b + 1, kl, sl, ns);
+            fr_buf_puts(o, v ? v : dflt[i].dflt);
             done = true;
         }
         if (!done) fr_buf_append(o, b, kl + 2);
@@ -742,8 +770,13 @@ typedef struct areq_state {
     const char *nlu_src;            /* what NLU ran on: "text", "transcript", "ocr", ... */
     fr_intent_pred preds[MAX_TOP_K];/* intents, best first */
     int n_pred;
-    fr_slot slots[MAX_SLOTS];       /* slots found */
+    fr_slot slots[MAX_SLOTS];       /* slots found: the question's, then the document's */
+    const char *slot_src[MAX_SLOTS];/* input of each slot: "text", "audio" or "image" */
+    bool slot_has_span[MAX_SLOTS];  /* start/end are offsets into question */
     int n_slots;
+    fr_fields fields;               /* key fields of the OCR text */
+    bool have_fields;               /* any field found */
+    bool fused;                     /* the OCR text joined the question for the intent */
     fr_buf reply;                   /* the reply text */
     const char *reply_src;          /* "template" | "llm" */
     fr_budget_result br;            /* the LLM prompt (budget path) */
@@ -895,8 +928,60 @@ static int run_ocr(const fr_assist *a, areq_state *x, fr_api_error *e) {
     return 0;
 }
 
-/* Step 4: NLU (intent top-k + slots) on the question (text + transcript), else on the OCR
- * text; card / account numbers masked in the question we echo. 0, or -1 with *e. */
+/* Step 4 helpers. */
+
+/* Which input a byte range of the question came from. */
+static const char *question_source(const areq_state *x, size_t start) {
+    if (x->transcript && x->transcript[0] && start >= x->tr_off) return "audio";
+    return "text";
+}
+
+/* Appends a slot taken from the attachment's OCR fields (no offsets: it is not in question). */
+static void add_field_slot(areq_state *x, fr_slot_kind kind, const char *name, const char *value) {
+    if (!value[0] || x->n_slots >= MAX_SLOTS) return;
+    fr_slot *s = &x->slots[x->n_slots];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->name = name;
+    snprintf(s->text, sizeof s->text, "%s", value);
+    snprintf(s->value, sizeof s->value, "%s", value);
+    x->slot_src[x->n_slots] = "image";
+    x->slot_has_span[x->n_slots] = false;
+    x->n_slots++;
+}
+
+/* The OCR fields (amount, currency, date, invoice number, payee) as slots from the image. */
+static void add_ocr_fields(areq_state *x) {
+    fr_fields_extract(x->ocr.text, &x->fields);
+    const fr_fields *f = &x->fields;
+    x->have_fields = f->amount[0] || f->currency[0] || f->date[0] || f->invoice_no[0] || f->payee[0];
+    if (f->amount[0]) {
+        char v[64];
+        snprintf(v, sizeof v, "%s%s%s", f->amount, f->currency[0] ? " " : "", f->currency);
+        add_field_slot(x, FR_SLOT_AMOUNT, "amount", v);
+        if (x->n_slots) {
+            fr_slot *s = &x->slots[x->n_slots - 1];
+            s->amount = strtod(f->amount, NULL);
+            snprintf(s->currency, sizeof s->currency, "%s", f->currency);
+        }
+    }
+    add_field_slot(x, FR_SLOT_N_KINDS, "currency", f->currency);
+    add_field_slot(x, FR_SLOT_DATE, "date", f->date);
+    add_field_slot(x, FR_SLOT_INVOICE_NUMBER, "invoice_number", f->invoice_no);
+    add_field_slot(x, FR_SLOT_COMPANY_NAME, "payee", f->payee);
+}
+
+/* Intent top-k of one text into x->preds. 0, or -1 with *ferr. */
+static int classify(const fr_assist *a, areq_state *x, const char *t, size_t n, fr_err *ferr) {
+    x->n_pred = fr_intent_classify(a->intent, t, n, x->preds, x->q.top_k, ferr);
+    return x->n_pred < 0 ? -1 : 0;
+}
+
+/* Step 4: NLU. The question is the typed text + the transcript; its slots come from it (source
+ * "text" or "audio"). When OCR ran, the document's fields become slots (source "image"), and the
+ * OCR text joins the question for the intent when the question refers to the attachment, has no
+ * intent of its own, or is absent. Card / account numbers are masked in the question we echo.
+ * 0, or -1 with *e. */
 static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
     if (x->q.text) fr_buf_puts(&x->question, x->q.text);
     if (x->transcript && x->transcript[0]) {
@@ -904,41 +989,62 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
         x->tr_off = x->question.len;
         fr_buf_puts(&x->question, x->transcript);
     }
-    const char *nlu_text = x->question.data;
-    size_t nlu_len = x->question.len;
-    x->nlu_src = x->q.text ? (x->transcript && x->transcript[0] ? "text+transcript" : "text")
-                           : "transcript";
-    if (!nlu_len && x->ocr.text && x->ocr.text[0]) {
-        nlu_text = x->ocr.text;
-        nlu_len = FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES);
-        x->nlu_src = "ocr";
-    }
-    if (x->plan.run[FR_STAGE_NLU] && !nlu_len) {
+    bool has_ocr = x->ocr.text && x->ocr.text[0];
+    if (x->plan.run[FR_STAGE_NLU] && !x->question.len && !has_ocr) {
         x->plan.run[FR_STAGE_NLU] = false;
         x->plan.reason[FR_STAGE_NLU] = "no text: the transcript / OCR text is empty";
     }
     if (!x->plan.run[FR_STAGE_NLU]) return 0;
     fr_err ferr = {{0}};
     stage_begin(&x->rs, FR_STAGE_NLU);
-    x->n_pred = fr_intent_classify(a->intent, nlu_text, nlu_len, x->preds, x->q.top_k, &ferr);
-    if (x->n_pred >= 0)
-        x->n_slots = fr_slots_extract(nlu_text, nlu_len, NULL, x->slots, MAX_SLOTS, &ferr);
+    int rc = 0;
+    bool typed = x->q.text != NULL, spoken = x->transcript && x->transcript[0];
+    x->nlu_src = typed && spoken ? "text+audio" : typed ? "text" : "audio";
+    if (x->question.len) {
+        rc = classify(a, x, x->question.data, x->question.len, &ferr);
+        int ns = rc ? -1 : fr_slots_extract(x->question.data, x->question.len, NULL, x->slots,
+                                            MAX_SLOTS, &ferr);
+        if (ns < 0) rc = -1;
+        for (int i = 0; i < ns; i++) {
+            x->slot_src[i] = question_source(x, x->slots[i].start);
+            x->slot_has_span[i] = true;
+        }
+        x->n_slots = ns < 0 ? 0 : ns;
+    }
+    if (!rc && has_ocr) {
+        add_ocr_fields(x);
+        x->fused = !x->question.len ||
+                   fr_nlu_refers_to_attachment(x->question.data, x->question.len);
+        if (x->fused) {
+            /* the intent of the question together with the document */
+            fr_buf t = {0};
+            if (x->question.len) fr_buf_append(&t, x->question.data, x->question.len),
+                                 fr_buf_puts(&t, "\n");
+            fr_buf_append(&t, x->ocr.text, FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES));
+            rc = classify(a, x, t.data, t.len, &ferr);
+            fr_buf_free(&t);
+            x->nlu_src = typed && spoken ? "text+audio+image"
+                         : typed         ? "text+image"
+                         : spoken        ? "audio+image"
+                                         : "image";
+        }
+    }
     stage_end(&x->rs, FR_STAGE_NLU);
-    if (x->n_pred < 0 || x->n_slots < 0) {
+    if (rc) {
         fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s", ferr.msg);
         return -1;
     }
     /* card / account numbers never leave in clear: mask them in the question we echo */
-    if (nlu_text == x->question.data)
-        for (int i = 0; i < x->n_slots; i++) {
-            const fr_slot *s = &x->slots[i];
-            if (s->kind != FR_SLOT_CARD_NUMBER && s->kind != FR_SLOT_ACCOUNT_NUMBER) continue;
-            char tmp[FR_SLOT_TEXT_MAX * 4];
-            size_t sl = s->end - s->start;
-            if (sl >= sizeof tmp) continue;
-            size_t mlen = fr_slot_mask(x->question.data + s->start, sl, tmp, sizeof tmp);
-            if (mlen == sl) memcpy(x->question.data + s->start, tmp, sl);
-        }
+    for (int i = 0; i < x->n_slots; i++) {
+        const fr_slot *s = &x->slots[i];
+        if (!x->slot_has_span[i]) continue;
+        if (s->kind != FR_SLOT_CARD_NUMBER && s->kind != FR_SLOT_ACCOUNT_NUMBER) continue;
+        char tmp[FR_SLOT_TEXT_MAX * 4];
+        size_t sl = s->end - s->start;
+        if (sl >= sizeof tmp) continue;
+        size_t mlen = fr_slot_mask(x->question.data + s->start, sl, tmp, sizeof tmp);
+        if (mlen == sl) memcpy(x->question.data + s->start, tmp, sl);
+    }
     return 0;
 }
 
@@ -970,21 +1076,46 @@ static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_a
     return 0;
 }
 
-/* Step 5b: the template reply for the intent (or "_no_intent" / "_default"). */
+/* "amount 1210.00 USD, date 2024-03-15, invoice number INV-7, payee Acme Ltd" from the slots
+ * that came from the image ("" when none). */
+static void document_summary(const areq_state *x, fr_buf *o) {
+    for (int i = 0; i < x->n_slots; i++) {
+        if (strcmp(x->slot_src[i], "image")) continue;
+        const fr_slot *s = &x->slots[i];
+        if (!strcmp(s->name, "currency") && x->fields.amount[0]) continue; /* in the amount */
+        if (o->len) fr_buf_puts(o, ", ");
+        for (const char *p = s->name; *p; p++) fr_buf_append(o, *p == '_' ? " " : p, 1);
+        fr_buf_puts(o, " ");
+        fr_buf_puts(o, s->value);
+    }
+}
+
+/* A template by key, or NULL. */
+static const char *template_of(const fr_assist *a, const char *key) {
+    const cJSON *t = a->templates ? cJSON_GetObjectItemCaseSensitive(a->templates, key) : NULL;
+    return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
+/* Step 5b: the template reply for the intent (or "_no_intent" / "_default"), followed, when the
+ * attachment joined NLU and its fields were read, by "_attachment" naming them. */
 static void reply_template(const fr_assist *a, areq_state *x, const char *intent) {
     stage_begin(&x->rs, FR_STAGE_TEMPLATE);
-    const cJSON *t = NULL;
-    if (a->templates) {
-        t = intent ? cJSON_GetObjectItemCaseSensitive(a->templates, intent)
-                   : cJSON_GetObjectItemCaseSensitive(a->templates, "_no_intent");
-        if (!cJSON_IsString(t)) t = cJSON_GetObjectItemCaseSensitive(a->templates, "_default");
+    const char *tt = intent ? template_of(a, intent) : template_of(a, "_no_intent");
+    if (!tt) tt = template_of(a, "_default");
+    if (!tt) tt = intent ? "Thanks for reaching out about {intent}. An agent will look into it "
+                           "and get back to you shortly."
+                         : "Thanks for your message. An agent will look into it and get back to "
+                           "you shortly.";
+    fr_buf doc = {0};
+    document_summary(x, &doc);
+    render_template(tt, intent ? intent : "", x->slots, x->n_slots, doc.data, &x->reply);
+    if (x->fused && doc.len) {
+        const char *at = template_of(a, "_attachment");
+        fr_buf_puts(&x->reply, " ");
+        render_template(at ? at : "On the document I read: {document}.", intent ? intent : "",
+                        x->slots, x->n_slots, doc.data, &x->reply);
     }
-    const char *tt = cJSON_IsString(t) ? t->valuestring
-                     : intent ? "Thanks for reaching out about {intent}. An agent will "
-                                "look into it and get back to you shortly."
-                              : "Thanks for your message. An agent will look into it "
-                                "and get back to you shortly.";
-    render_template(tt, intent ? intent : "", x->slots, x->n_slots, &x->reply);
+    fr_buf_free(&doc);
     stage_end(&x->rs, FR_STAGE_TEMPLATE);
     x->reply_src = "template";
 }
@@ -1066,8 +1197,11 @@ static void add_nlu(cJSON *out, const areq_state *x) {
         cJSON_AddStringToObject(o, "name", s->name);
         cJSON_AddStringToObject(o, "text", s->text);
         cJSON_AddStringToObject(o, "value", s->value);
-        cJSON_AddNumberToObject(o, "start", (double)s->start);
-        cJSON_AddNumberToObject(o, "end", (double)s->end);
+        cJSON_AddStringToObject(o, "source", x->slot_src[i]);
+        if (x->slot_has_span[i]) {
+            cJSON_AddNumberToObject(o, "start", (double)s->start);
+            cJSON_AddNumberToObject(o, "end", (double)s->end);
+        }
         cJSON_AddItemToArray(sa, o);
     }
 }

@@ -5,10 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/base.h"
 
 #define LINE_MAX_BYTES 512
+
+static void fields_currency(const char *text, const char *amount_line, size_t amount_len,
+                            char *out, size_t cap);
 
 /* A line squeezed (whitespace removed, ASCII lowered) with a map back to the original bytes. */
 typedef struct sq_line {
@@ -232,6 +236,8 @@ void fr_fields_extract(const char *text, fr_fields *out) {
         "\xe5\x95\x86\xe6\x88\xb7",                                 /* 商户 */
     };
     size_t best_amt = FR_ARRAY_LEN(L_AMT);
+    const char *amt_line = NULL; /* the line the amount came from */
+    int amt_len = 0;
     char first_line[128] = "";
     char any_date[16] = "";
     sq_line q;
@@ -261,6 +267,8 @@ void fr_fields_extract(const char *text, fr_fields *out) {
                 if (fr_fields_norm_amount(orig_from(&q, k), a, sizeof a)) {
                     snprintf(out->amount, sizeof out->amount, "%s", a);
                     best_amt = w;
+                    amt_line = q.orig;
+                    amt_len = q.orig_len;
                 }
             }
             if (!out->date[0] && find_label(&q, L_DATE, FR_ARRAY_LEN(L_DATE), &w) >= 0) {
@@ -292,4 +300,127 @@ void fr_fields_extract(const char *text, fr_fields *out) {
     }
     if (!out->date[0]) memcpy(out->date, any_date, sizeof any_date);
     if (!out->payee[0]) memcpy(out->payee, first_line, sizeof first_line);
+    fields_currency(text, amt_line, (size_t)amt_len, out->currency, sizeof out->currency);
+}
+
+/* ---- currency ---------------------------------------------------------------------------------- */
+
+/* Symbols and CJK words: matched anywhere (longest first where one is a prefix of another). */
+static const struct { const char *k; const char *code; } CUR_SYM[] = {
+    {"US$", "USD"}, {"A$", "AUD"}, {"AU$", "AUD"}, {"C$", "CAD"}, {"CA$", "CAD"},
+    {"HK$", "HKD"}, {"S$", "SGD"}, {"NZ$", "NZD"}, {"R$", "BRL"}, {"$", "USD"},
+    {"\xc2\xa3", "GBP"},         /* £ */
+    {"\xe2\x82\xac", "EUR"},     /* € */
+    {"\xc2\xa5", "CNY"},         /* ¥ (JPY when the document names the yen) */
+    {"\xef\xbf\xa5", "CNY"},     /* ￥ fullwidth */
+    {"\xe2\x82\xb9", "INR"},     /* ₹ */
+    {"\xe2\x82\xa9", "KRW"},     /* ₩ */
+    {"\xe2\x82\xbd", "RUB"},     /* ₽ */
+    {"\xe2\x82\xba", "TRY"},     /* ₺ */
+    {"\xe2\x82\xaa", "ILS"},     /* ₪ */
+    {"\xe0\xb8\xbf", "THB"},     /* ฿ */
+    {"\xe4\xba\xba\xe6\xb0\x91\xe5\xb8\x81", "CNY"}, /* 人民币 */
+    {"\xe7\xbe\x8e\xe5\x85\x83", "USD"},             /* 美元 */
+    {"\xe7\xbe\x8e\xe9\x87\x91", "USD"},             /* 美金 */
+    {"\xe6\xac\xa7\xe5\x85\x83", "EUR"},             /* 欧元 */
+    {"\xe8\x8b\xb1\xe9\x95\x91", "GBP"},             /* 英镑 */
+    {"\xe6\x97\xa5\xe5\x85\x83", "JPY"},             /* 日元 */
+    {"\xe6\xb8\xaf\xe5\xb8\x81", "HKD"},             /* 港币 */
+    {"\xe5\x85\x83", "CNY"},                         /* 元 (after the longer words) */
+    {"\xe5\x86\x86", "JPY"},                         /* 円 */
+};
+
+/* ISO codes (and RMB), whole upper-case words only. */
+static const char CUR_CODES[][4] = {"USD", "EUR", "GBP", "JPY", "CNY", "RMB", "CHF", "AUD", "CAD",
+                                    "HKD", "SGD", "INR", "KRW", "SEK", "NOK", "DKK", "PLN", "CZK",
+                                    "HUF", "RUB", "TRY", "ZAR", "BRL", "MXN", "NZD", "AED", "SAR",
+                                    "THB", "TWD", "ILS"};
+
+/* Words, case-insensitive, whole words (a plural 's' allowed). */
+static const struct { const char *k; const char *code; } CUR_WORDS[] = {
+    {"dollar", "USD"}, {"euro", "EUR"},    {"pound", "GBP"},    {"sterling", "GBP"},
+    {"yuan", "CNY"},   {"renminbi", "CNY"}, {"yen", "JPY"},     {"rupee", "INR"},
+    {"franc", "CHF"},  {"ruble", "RUB"},    {"rouble", "RUB"},  {"zloty", "PLN"},
+    {"peso", "MXN"},   {"krona", "SEK"},    {"kronor", "SEK"},  {"krone", "NOK"},
+    {"kroner", "NOK"},
+    /* not "won", "real", "rand": common English words */
+};
+
+static bool ascii_alpha(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
+
+const char *fr_fields_currency_in(const char *s, size_t n, size_t *at) {
+    for (size_t i = 0; i < n; i++) {
+        bool wstart = i == 0 || !ascii_alpha((unsigned char)s[i - 1]);
+        for (size_t k = 0; k < FR_ARRAY_LEN(CUR_SYM); k++) {
+            size_t l = strlen(CUR_SYM[k].k);
+            /* "US$" and the like need a word start; "$" alone does not */
+            if (l <= n - i && !memcmp(s + i, CUR_SYM[k].k, l) &&
+                (!ascii_alpha((unsigned char)s[i]) || wstart)) {
+                if (at) *at = i;
+                return CUR_SYM[k].code;
+            }
+        }
+        if (!wstart || !ascii_alpha((unsigned char)s[i])) continue;
+        size_t e = i;
+        while (e < n && ascii_alpha((unsigned char)s[e])) e++;
+        size_t wl = e - i;
+        if (wl == 3) {
+            for (size_t k = 0; k < FR_ARRAY_LEN(CUR_CODES); k++)
+                if (!memcmp(s + i, CUR_CODES[k], 3)) {
+                    if (at) *at = i;
+                    return strcmp(CUR_CODES[k], "RMB") ? CUR_CODES[k] : "CNY";
+                }
+        }
+        for (size_t k = 0; k < FR_ARRAY_LEN(CUR_WORDS); k++) {
+            size_t l = strlen(CUR_WORDS[k].k);
+            if ((wl == l || (wl == l + 1 && (s[e - 1] | 32) == 's')) &&
+                !strncasecmp(s + i, CUR_WORDS[k].k, l)) {
+                if (at) *at = i;
+                return CUR_WORDS[k].code;
+            }
+        }
+        i = e - 1;
+    }
+    return "";
+}
+
+/* The document's currency: the amount line's, else a "currency" line's, else the first one on
+ * a line with a number; ¥ becomes JPY when the document names the yen. */
+static void fields_currency(const char *text, const char *amount_line, size_t amount_len,
+                            char *out, size_t cap) {
+    const char *code = amount_line ? fr_fields_currency_in(amount_line, amount_len, NULL) : "";
+    size_t tl = strlen(text);
+    const char *p = text;
+    while (!code[0] && *p) {
+        const char *e = strchr(p, '\n');
+        if (!e) e = p + strlen(p);
+        sq_line q;
+        squeeze(p, (int)FR_MIN(e - p, LINE_MAX_BYTES - 1), &q);
+        if (strstr(q.s, "currency") || strstr(q.s, "\xe5\xb8\x81\xe7\xa7\x8d")) /* 币种 */
+            code = fr_fields_currency_in(p, (size_t)(e - p), NULL);
+        p = *e ? e + 1 : e;
+    }
+    /* else the first one on a line that holds a number (a money line, not "TRY AGAIN") */
+    for (p = text; !code[0] && *p;) {
+        const char *e = strchr(p, '\n');
+        if (!e) e = p + strlen(p);
+        bool digit = false;
+        for (const char *c = p; c < e && !digit; c++) digit = isdigit((unsigned char)*c) != 0;
+        if (digit) code = fr_fields_currency_in(p, (size_t)(e - p), NULL);
+        p = *e ? e + 1 : e;
+    }
+    if (!strcmp(code, "CNY")) {
+        /* a ¥ on a document that names the yen is the yen */
+        for (size_t i = 0; i < tl;) {
+            size_t at = 0;
+            const char *c = fr_fields_currency_in(text + i, tl - i, &at);
+            if (!c[0]) break;
+            if (!strcmp(c, "JPY")) {
+                code = "JPY";
+                break;
+            }
+            i += at + 1;
+        }
+    }
+    snprintf(out, cap, "%s", code);
 }
