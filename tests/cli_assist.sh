@@ -40,8 +40,10 @@ st=$(post '{"text":"I am still waiting on my card"}')
 [ "$st" = 200 ] && ok "http: 200" || bad "http: status $st"
 has "http: same intent as stdin" "$TMP/body" '"name":"card_arrival"'
 has "http: timings" "$TMP/body" '"timings_ms":{"nlu"'
-# same code path: the two doors agree once id and timings are removed
-norm() { sed -e 's/"id":"[^"]*"//' -e 's/"timings_ms":{[^}]*}//' "$1" | tr -d '\n'; }
+# same code path: the two doors agree once id, timings and the metered figures are removed (the
+# HTTP door meters its requests and says what they cost in "frugal"; stdin has no meter)
+has "http: frugal figure" "$TMP/body" '"frugal":{"joules":'
+norm() { sed -e 's/"id":"[^"]*"//' -e 's/"timings_ms":{[^}]*}//' -e 's/,"frugal":{[^}]*}//' "$1" | tr -d '\n'; }
 norm "$TMP/body" >"$TMP/a"; norm "$TMP/l1" >"$TMP/b"
 cmp -s "$TMP/a" "$TMP/b" && ok "http and stdin give the same response" || { bad "doors differ"; diff "$TMP/a" "$TMP/b"; }
 # the bad-input list

@@ -586,7 +586,7 @@ TEST(config_errors_name_the_line) {
 }
 
 TEST(cost_model_components) {
-    fr_cost_model c = {0.10, 1.5, 0, 300000, 5, 30000, 3000, 0.5};
+    fr_cost_model c = {0.10, 1.5, 0, 300000, 5, 30000, 3000, 0.5, 0, 0, 0, 0};
     double parts[FR_COST_N];
     const double year = 365.25 * 86400;
     double total = fr_cost_price(&c, 3.6e6, 3600, parts); /* 1 kWh, one host-hour */
@@ -599,6 +599,33 @@ TEST(cost_model_components) {
     fr_cost_price(&c, 0, 3600, parts);
     CHECK_NEAR(parts[FR_COST_DEPRECIATION], 1.25, 1e-12);
     CHECK_STR(fr_cost_component_name(FR_COST_LABOUR), "labour");
+}
+
+/* Without a rental rate or a purchase price the host's devices are priced at the default list
+ * prices: a GPU host by the GPU-hour, a CPU-only host by the vCPU-hour; never $0. */
+TEST(default_cost_model_prices_the_host) {
+    fr_meter_config d;
+    fr_meter_config_default(&d);
+    fr_cost_model c = d.cost;
+    CHECK(c.hw_usd_per_hour == 0 && c.hw_purchase_usd == 0);
+    CHECK(c.gpu_usd_per_hour > 1 && c.cpu_usd_per_hour > 0.01 && c.usd_per_kwh > 0.05);
+    fr_cost_resolve_host(&c, 0);
+    CHECK(c.gpus == 0 && c.cpus >= 1);
+    double parts[FR_COST_N];
+    fr_cost_price(&c, 0, 3600, parts);
+    CHECK_NEAR(parts[FR_COST_DEPRECIATION], c.cpus * c.cpu_usd_per_hour, 1e-12);
+    char basis[96];
+    fr_cost_hw_basis(&c, basis, sizeof basis);
+    CHECK(strstr(basis, "vCPU") != NULL);
+    c = d.cost;
+    fr_cost_resolve_host(&c, 8);
+    fr_cost_price(&c, 0, 3600, parts);
+    CHECK_NEAR(parts[FR_COST_DEPRECIATION], 8 * 4.916, 1e-9);
+    fr_cost_hw_basis(&c, basis, sizeof basis);
+    CHECK_STR(basis, "8 GPUs x $4.9160/h list price");
+    c.gpus = 2; /* a configured count wins over the one found */
+    fr_cost_resolve_host(&c, 8);
+    CHECK(c.gpus == 2);
 }
 
 TEST(ab_assignment_is_sticky_and_weighted) {

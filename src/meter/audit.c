@@ -333,6 +333,14 @@ int fr_audit_load(fr_audit *a, const char *ledger, const fr_audit_opts *o, fr_er
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
+    /* the default hardware rate is per device: a ledger records the host's counts; without them,
+     * the GPUs its energy rows name, else the CPUs of this machine (said in the report) */
+    if (a->cfg.cost.gpus <= 0 && a->cfg.cost.cpus <= 0) {
+        int g = 0;
+        for (int d = 0; d < a->n_dev; d++) g += !strncmp(a->dev[d], "gpu", 3);
+        fr_cost_resolve_host(&a->cfg.cost, g);
+        a->host_counted_here = true;
+    }
     return 0;
 }
 
@@ -632,9 +640,12 @@ void fr_audit_print(const fr_audit *a, const fr_audit_report *r, FILE *f) {
             r->usd_total, r->usd_part[0], r->usd_part[1], r->usd_part[2], r->usd_part[3]);
     fprintf(f, "                 + $%.6f unamortised idle energy, $%.6f idle host time\n", r->usd_idle_energy,
             r->usd_idle_capacity);
-    fprintf(f, "    cost model   %s: $%.4f/kWh, PUE %.2f, hardware $%.4f/h, labour $%.2f/month, host share %.2f\n",
+    char basis[96];
+    fr_cost_hw_basis(&a->cfg.cost, basis, sizeof basis);
+    fprintf(f, "    cost model   %s: $%.4f/kWh, PUE %.2f, hardware $%.4f/h (%s%s), labour $%.2f/month, host share %.2f\n",
             a->cfg_from_ledger ? "as recorded in the ledger" : "given", a->cfg.cost.usd_per_kwh, a->cfg.cost.pue,
             fr_cost_hw_usd_per_s(&a->cfg.cost) * 3600 / (a->cfg.cost.host_share > 0 ? a->cfg.cost.host_share : 1),
+            basis, a->host_counted_here ? "; host counts not recorded: this machine's" : "",
             a->cfg.cost.labour_usd_per_month, a->cfg.cost.host_share);
     if (a->n_traces || a->n_spans)
         fprintf(f, "    traces       %ld traces, %ld spans; %ld of %d ledger rows have a trace\n", a->n_traces,
@@ -1046,6 +1057,21 @@ int fr_audit_ab(const fr_audit *a, const char *const *arms, int n_arms, fr_ab_re
 
 static const char *sig(const double ci[2]) { return ci[0] > 0 || ci[1] < 0 ? " *" : ""; }
 
+/* "v [lo, hi]" with `dec` decimals (signed when `plus`), "n/a" for a value that is not a number
+ * and "[n/a]" for an interval that is not (one sample, no SLO). */
+static void ci_cell(char *o, size_t n, double v, const double ci[2], int dec, bool plus, bool mark) {
+    if (!isfinite(v)) {
+        snprintf(o, n, "n/a");
+        return;
+    }
+    if (!isfinite(ci[0]) || !isfinite(ci[1])) {
+        snprintf(o, n, plus ? "%+.*f [n/a]" : "%.*f [n/a]", dec, v);
+        return;
+    }
+    snprintf(o, n, plus ? "%+.*f [%+.*f, %+.*f]%s" : "%.*f [%.*f, %.*f]%s", dec, v, dec, ci[0], dec, ci[1],
+             mark ? sig(ci) : "");
+}
+
 void fr_audit_ab_print(const fr_ab_report *r, FILE *f) {
     fprintf(f, "A/B comparison (95 %% intervals: t for means, bootstrap x%d for percentiles, Wilson for SLO)%s\n\n",
             r->boot, r->estimated ? "\n[energy includes estimated values]" : "");
@@ -1054,22 +1080,22 @@ void fr_audit_ab_print(const fr_ab_report *r, FILE *f) {
     for (int k = 0; k < r->n_arms; k++) {
         const fr_ab_arm *x = &r->arm[k];
         char c1[64], c2[64], c3[64], c4[64], c5[64];
-        snprintf(c1, sizeof c1, "%.4f [%.4f, %.4f]", x->usd_1k, x->usd_1k_ci[0], x->usd_1k_ci[1]);
-        snprintf(c2, sizeof c2, "%.2f [%.2f, %.2f]", x->j_req, x->j_req_ci[0], x->j_req_ci[1]);
-        snprintf(c3, sizeof c3, "%.3f [%.3f, %.3f]", x->p50, x->p50_ci[0], x->p50_ci[1]);
-        snprintf(c4, sizeof c4, "%.3f [%.3f, %.3f]", x->p99, x->p99_ci[0], x->p99_ci[1]);
-        snprintf(c5, sizeof c5, "%.3f [%.3f, %.3f]", x->slo, x->slo_ci[0], x->slo_ci[1]);
+        ci_cell(c1, sizeof c1, x->usd_1k, x->usd_1k_ci, 4, false, false);
+        ci_cell(c2, sizeof c2, x->j_req, x->j_req_ci, 2, false, false);
+        ci_cell(c3, sizeof c3, x->p50, x->p50_ci, 3, false, false);
+        ci_cell(c4, sizeof c4, x->p99, x->p99_ci, 3, false, false);
+        ci_cell(c5, sizeof c5, x->slo, x->slo_ci, 3, false, false);
         fprintf(f, "%-16s %7ld %26s %26s %24s %24s %22s\n", x->name, x->n, c1, c2, c3, c4, c5);
     }
     fprintf(f, "\ndifference to %s (* = the interval excludes 0)\n", r->arm[0].name);
     for (int k = 1; k < r->n_arms; k++) {
         const fr_ab_diff *d = &r->diff[k];
         char c1[64], c2[64], c3[64], c4[64], c5[64];
-        snprintf(c1, sizeof c1, "%+.4f [%+.4f, %+.4f]%s", d->usd_1k, d->usd_1k_ci[0], d->usd_1k_ci[1], sig(d->usd_1k_ci));
-        snprintf(c2, sizeof c2, "%+.2f [%+.2f, %+.2f]%s", d->j_req, d->j_req_ci[0], d->j_req_ci[1], sig(d->j_req_ci));
-        snprintf(c3, sizeof c3, "%+.3f [%+.3f, %+.3f]%s", d->p50, d->p50_ci[0], d->p50_ci[1], sig(d->p50_ci));
-        snprintf(c4, sizeof c4, "%+.3f [%+.3f, %+.3f]%s", d->p99, d->p99_ci[0], d->p99_ci[1], sig(d->p99_ci));
-        snprintf(c5, sizeof c5, "%+.3f [%+.3f, %+.3f]%s", d->slo, d->slo_ci[0], d->slo_ci[1], sig(d->slo_ci));
+        ci_cell(c1, sizeof c1, d->usd_1k, d->usd_1k_ci, 4, true, true);
+        ci_cell(c2, sizeof c2, d->j_req, d->j_req_ci, 2, true, true);
+        ci_cell(c3, sizeof c3, d->p50, d->p50_ci, 3, true, true);
+        ci_cell(c4, sizeof c4, d->p99, d->p99_ci, 3, true, true);
+        ci_cell(c5, sizeof c5, d->slo, d->slo_ci, 3, true, true);
         fprintf(f, "%-16s %7s %26s %26s %24s %24s %22s\n", r->arm[k].name, "", c1, c2, c3, c4, c5);
     }
 }
@@ -1109,6 +1135,7 @@ int fr_roi_measure(const fr_audit *a, const char *arm, const char *label, fr_roi
     double e = (j_arm + fmax(0, measured - j_all) * s->frac) / s->frac;
     s->qps = (double)n / (window * s->frac);
     s->sla = slo_n ? (double)slo_k / (double)slo_n : NAN;
+    s->n_slo = slo_n;
     s->power_w = e / window;
     s->j_req = e / (s->qps * window);
     const fr_cost_model *c = &a->cfg.cost;
@@ -1121,11 +1148,17 @@ int fr_roi_measure(const fr_audit *a, const char *arm, const char *label, fr_roi
     return 0;
 }
 
+/* A number, or "n/a" when it is not one (no request had an SLO, an empty arm): never "nan". */
+static void num_or_na(char *o, size_t n, const char *fmt, int dec, double v) {
+    if (isfinite(v)) snprintf(o, n, fmt, dec, v);
+    else snprintf(o, n, "n/a");
+}
+
 static void roi_row(FILE *f, const char *name, double a, double b, int dec) {
     char x[48], y[48], d[48], p[24];
-    snprintf(x, sizeof x, "%.*f", dec, a);
-    snprintf(y, sizeof y, "%.*f", dec, b);
-    snprintf(d, sizeof d, "%+.*f", dec, b - a);
+    num_or_na(x, sizeof x, "%.*f", dec, a);
+    num_or_na(y, sizeof y, "%.*f", dec, b);
+    num_or_na(d, sizeof d, "%+.*f", dec, b - a);
     if (a != 0 && isfinite(a) && isfinite(b)) snprintf(p, sizeof p, "%+.1f %%", 100 * (b - a) / fabs(a));
     else snprintf(p, sizeof p, "-");
     fprintf(f, "%-28s %18s %18s %18s %10s\n", name, x, y, d, p);
@@ -1138,7 +1171,9 @@ void fr_roi_print(const fr_roi_side *a, const fr_roi_side *b, FILE *f) {
     roi_row(f, "window (s)", a->window_s, b->window_s, 0);
     roi_row(f, "requests", (double)a->n, (double)b->n, 0);
     roi_row(f, "QPS", a->qps, b->qps, 4);
-    roi_row(f, "SLA attainment", a->sla, b->sla, 4);
+    char sla[64];
+    snprintf(sla, sizeof sla, "SLA attainment (%ld/%ld SLO)", a->n_slo, b->n_slo);
+    roi_row(f, sla, a->sla, b->sla, 4);
     roi_row(f, "energy / request (J)", a->j_req, b->j_req, 2);
     roi_row(f, "average IT power (W)", a->power_w, b->power_w, 2);
     roi_row(f, "TCO/yr depreciation ($)", a->dep_yr, b->dep_yr, 2);

@@ -45,6 +45,7 @@ typedef struct fr_audit {
     char path[512];                /* ledger file */
     fr_meter_config cfg;           /* cost model and thresholds in use */
     bool cfg_from_ledger;          /* cfg came from meta('config') */
+    bool host_counted_here;        /* cost.gpus / cost.cpus were not recorded: counted at load */
     int n;                         /* requests */
     fr_audit_req *r;               /* requests, by id */
     bool has_energy;               /* the energy table had rows in the window */
@@ -143,7 +144,8 @@ typedef struct fr_roi_side {
     long n;                /* requests (of the arm) */
     double frac;           /* the arm's share of the ledger's requests (1 without an arm) */
     double qps;            /* requests per second the configuration served (whole host) */
-    double sla;            /* SLO attainment */
+    double sla;            /* SLO attainment (NaN when no request had an SLO: printed "n/a") */
+    long n_slo;            /* requests with an SLO verdict */
     double j_req;          /* joules per request (incl. idle share) */
     double power_w;        /* average IT power of the configuration */
     double dep_yr, elec_yr, cool_yr, labour_yr, tco_yr; /* TCO per year, $ */

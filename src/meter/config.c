@@ -38,6 +38,15 @@ void fr_meter_config_default(fr_meter_config *c) {
     c->cost.hw_purchase_usd = 0;
     c->cost.hw_depreciation_years = 5; /* IRS Pub. 946: computers are 5-year property */
     c->cost.hw_residual_usd = 0;
+    /* One H100 GPU-hour: Amazon EC2 Capacity Blocks for ML, p5.48xlarge (8 x H100) at $39.33/h
+     * in US East (N. Virginia), i.e. $4.916 per accelerator-hour (AWS's published rate card for
+     * reservations, valid until 2025-01-01). */
+    c->cost.gpu_usd_per_hour = 4.916;
+    /* One vCPU-hour: Amazon EC2 On-Demand c5.large (2 vCPU), Linux, US East (N. Virginia),
+     * $0.085/h, i.e. $0.0425 per vCPU-hour (AWS EC2 On-Demand price list). */
+    c->cost.cpu_usd_per_hour = 0.0425;
+    c->cost.gpus = 0; /* the GPUs the meter finds */
+    c->cost.cpus = 0; /* the online CPUs at meter start */
     c->cost.labour_usd_per_month = 0;
     c->cost.host_share = 1;
     c->ledger_queue = 4096;
@@ -81,6 +90,10 @@ static const key_def keys[] = {
     {"cost.hw_purchase_usd", T_NUM, OFF(cost.hw_purchase_usd), 0, 1e10, 0},
     {"cost.hw_depreciation_years", T_NUM, OFF(cost.hw_depreciation_years), 0.01, 100, 0},
     {"cost.hw_residual_usd", T_NUM, OFF(cost.hw_residual_usd), 0, 1e10, 0},
+    {"cost.gpu_usd_per_hour", T_NUM, OFF(cost.gpu_usd_per_hour), 0, 1e5, 0},
+    {"cost.cpu_usd_per_hour", T_NUM, OFF(cost.cpu_usd_per_hour), 0, 1e4, 0},
+    {"cost.gpus", T_NUM, OFF(cost.gpus), 0, 4096, 0},
+    {"cost.cpus", T_NUM, OFF(cost.cpus), 0, 1 << 20, 0},
     {"cost.labour_usd_per_month", T_NUM, OFF(cost.labour_usd_per_month), 0, 1e9, 0},
     {"cost.host_share", T_NUM, OFF(cost.host_share), 1e-6, 1, 0},
     STR("ledger.path", ledger_path),

@@ -66,6 +66,12 @@ const char *fr_meter_source_name(fr_meter_source s) {
     return (unsigned)s < FR_ARRAY_LEN(n) ? n[s] : "none";
 }
 
+const char *fr_meter_modality_name(unsigned inputs) {
+    static const char *n[8] = {"text",       "text",        "image",       "image+text",
+                               "audio",      "audio+text",  "audio+image", "audio+image+text"};
+    return n[inputs & 7];
+}
+
 const char *fr_meter_status_name(fr_meter_status s) {
     static const char *n[] = {"ok", "rejected", "cancelled", "failed"};
     return (unsigned)s < 4 ? n[s] : "failed";
@@ -141,10 +147,21 @@ typedef struct mdev {
     bool warned_reset;        /* counter reset logged */
 } mdev;
 
+/* The figures of a closed request once they are final (fr_meter_request_final). */
+typedef struct fin_entry {
+    char id[64];              /* request id ("" = free slot) */
+    fr_meter_req_summary sum; /* its final figures */
+} fin_entry;
+#define FIN_RING 1024
+
 struct fr_meter {
     fr_meter_config cfg;      /* configuration (env overrides applied) */
     pthread_mutex_t mu;       /* accounting state */
     pthread_mutex_t sample_mu;/* serialises sampling */
+    pthread_mutex_t cpu_mu;   /* serialises reads of the CPU source (sampler, settle_cpu) */
+    pthread_cond_t fin_cv;    /* a request's figures became final (under mu) */
+    fin_entry *fin;           /* (FIN_RING) the last closed requests' final figures */
+    long fin_n;               /* entries ever written */
     pthread_cond_t cv;        /* sampler sleep / stop */
     pthread_t thr;            /* sampler */
     bool thr_on, stop;        /* thread running / stop requested */
@@ -575,7 +592,12 @@ static void read_all(fr_meter *m, reading *rd) {
         mdev *d = &m->dev[i];
         double t0 = fr_meter_now(m);
         if (d->nvml_idx < 0) {
+            pthread_mutex_lock(&m->cpu_mu);
+            t0 = fr_meter_now(m);
             rd[i].ok = fr_cpu_energy_read(m->cpu, &rd[i].j) == 0;
+            rd[i].t = (t0 + fr_meter_now(m)) / 2;
+            pthread_mutex_unlock(&m->cpu_mu);
+            continue;
         } else if (d->src != FR_MSRC_LOST && d->src != FR_MSRC_NONE) {
             fr_nvml_read(m->nvml, d->nvml_idx, &rd[i].nv);
         }
@@ -674,10 +696,13 @@ fr_meter *fr_meter_open(const fr_meter_config *cfg, fr_err *err) {
     pthread_mutex_init(&m->mu, NULL);
     pthread_mutex_init(&m->sample_mu, NULL);
     pthread_mutex_init(&m->fin_mu, NULL);
+    pthread_mutex_init(&m->cpu_mu, NULL);
+    m->fin = fr_xcalloc(FIN_RING, sizeof *m->fin);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&m->cv, &ca);
+    pthread_cond_init(&m->fin_cv, &ca);
     pthread_condattr_destroy(&ca);
     m->prom = fr_xcalloc(1, sizeof *m->prom);
     uint64_t seed = 0;
@@ -722,6 +747,7 @@ fr_meter *fr_meter_open(const fr_meter_config *cfg, fr_err *err) {
         d->power_w = d->util = d->mem_used = d->sm_hz = d->temp_c = NAN;
     }
     if (m->n_dev == 1) c->capacity = true;
+    fr_cost_resolve_host(&m->cfg.cost, m->n_dev - 1); /* the counts the default hardware rate uses */
     for (int i = 0; i < m->n_dev; i++) m->n_cap += m->dev[i].capacity;
     double period = m->cfg.sample_ms > 0 ? m->cfg.sample_ms / 1000.0 : 0.1;
     m->stall_s = fmax(10.0, fmax(20 * period, 5 * m->cfg.max_stale_ms / 1000.0));
@@ -844,7 +870,10 @@ void fr_meter_close(fr_meter *m) {
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->sample_mu);
     pthread_mutex_destroy(&m->fin_mu);
+    pthread_mutex_destroy(&m->cpu_mu);
     pthread_cond_destroy(&m->cv);
+    pthread_cond_destroy(&m->fin_cv);
+    free(m->fin);
     free(m);
 }
 
@@ -910,6 +939,18 @@ void fr_meter_request_set_route(fr_meter *m, fr_meter_req *r, const char *route)
     pthread_mutex_unlock(&m->mu);
 }
 
+void fr_meter_request_set_modality(fr_meter *m, fr_meter_req *r, const char *modality) {
+    pthread_mutex_lock(&m->mu);
+    copy_str(r->modality, sizeof r->modality, modality);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void fr_meter_request_set_tier(fr_meter *m, fr_meter_req *r, const char *tier) {
+    pthread_mutex_lock(&m->mu);
+    copy_str(r->tier, sizeof r->tier, tier);
+    pthread_mutex_unlock(&m->mu);
+}
+
 void fr_meter_request_set_feature(fr_meter *m, fr_meter_req *r, const char *key, double v) {
     if (!key || !isfinite(v)) return;
     char k[64];
@@ -954,9 +995,84 @@ static double req_occupancy(const fr_meter *m, const fr_meter_req *r, int stage)
     return m->n_cap ? o / m->n_cap : 0;
 }
 
+/* Reads the CPU source now and settles the CPU's accounting up to that knot (under mu; takes
+ * cpu_mu first, released before mu is taken). Steps that ended on the CPU before the call are
+ * fully attributed afterwards, so their requests' CPU figures are final. */
+static void settle_cpu_locked(fr_meter *m) {
+    mdev *d = &m->dev[0];
+    if (!m->cpu || (d->src != FR_MSRC_RAPL && d->src != FR_MSRC_ESTIMATED)) return;
+    pthread_mutex_unlock(&m->mu);
+    double e = 0;
+    pthread_mutex_lock(&m->cpu_mu);
+    double t0 = fr_meter_now(m);
+    bool ok = fr_cpu_energy_read(m->cpu, &e) == 0;
+    double t = (t0 + fr_meter_now(m)) / 2;
+    pthread_mutex_unlock(&m->cpu_mu);
+    pthread_mutex_lock(&m->mu);
+    if (ok) push_knot(d, t, e); /* ignored when the sampler has pushed a later knot meanwhile */
+    account_device(m, 0);
+}
+
+/* The request's figures now (under mu): accounted energy + the unaccounted part of its steps at
+ * the devices' current power, split between the steps running there. Final when every step of
+ * the request is accounted and no idle remains to be amortised onto it. */
+static void summarise(fr_meter *m, const fr_meter_req *r, fr_meter_req_summary *sum) {
+    double j = req_joules(r), occ = req_occupancy(m, r, -1);
+    bool est = false, inc = r->incomplete;
+    for (int di = 0; di < m->n_dev; di++) {
+        mdev *d = &m->dev[di];
+        if (!(r->dev_used >> di & 1)) continue;
+        est |= d->src == FR_MSRC_ESTIMATED;
+        inc |= d->src == FR_MSRC_LOST || d->src == FR_MSRC_NONE;
+        double w = slope(d), now = r->ended ? r->t_end : fr_meter_now(m);
+        for (fr_meter_step *s = d->steps; s; s = s->next) {
+            double end = s->ended ? s->t1 : now, from = s->t0 > d->frontier ? s->t0 : d->frontier;
+            if (end <= from || s->total_share <= 0) continue;
+            /* steps that ran at the same time as this one share the device's power (the
+             * settled attribution splits the same way); sequential steps do not */
+            double mid = 0.5 * (from + end);
+            int running = 0;
+            for (fr_meter_step *t = d->steps; t; t = t->next) {
+                double t_end = t->ended ? t->t1 : now;
+                running += t->t0 <= mid && t_end >= mid;
+            }
+            if (running < 1) running = 1;
+            for (int q = 0; q < s->n; q++)
+                if (s->sh[q].req == r) {
+                    double f = s->sh[q].share / s->total_share / running;
+                    j += w * (end - from) * f;
+                    if (d->capacity && m->n_cap) occ += (end - from) * f / m->n_cap;
+                }
+        }
+    }
+    double parts[FR_COST_N];
+    sum->joules = j;
+    sum->usd = fr_cost_price(&m->cfg.cost, j, occ, parts);
+    sum->estimated = est;
+    sum->incomplete = inc;
+    sum->final = r->pending == 0 && m->cfg.idle_policy == FR_IDLE_REPORT;
+}
+
+/* Records a closed request's final figures for fr_meter_request_final (under mu). */
+static void fin_put(fr_meter *m, const char *id, const fr_meter_req_summary *sum) {
+    fin_entry *f = &m->fin[m->fin_n++ % FIN_RING];
+    snprintf(f->id, sizeof f->id, "%s", id);
+    f->sum = *sum;
+    f->sum.final = true;
+    pthread_cond_broadcast(&m->fin_cv);
+}
+
+void fr_meter_request_peek(fr_meter *m, fr_meter_req *r, fr_meter_req_summary *sum) {
+    pthread_mutex_lock(&m->mu);
+    settle_cpu_locked(m);
+    summarise(m, r, sum);
+    pthread_mutex_unlock(&m->mu);
+}
+
 void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_result *res,
                           fr_meter_req_summary *sum) {
     pthread_mutex_lock(&m->mu);
+    if (sum) settle_cpu_locked(m); /* before `ended`: the pass cannot finalise r under us */
     r->t_end = fr_meter_now(m);
     r->ended = true;
     if (res) r->res = *res;
@@ -964,44 +1080,38 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
     copy_str(r->error, sizeof r->error, res ? res->error : NULL);
     r->res.error = r->error;
     if (sum) {
-        /* provisional: accounted energy + the unaccounted part of this request's steps at the
-         * devices' current power, split between the steps running there */
-        double j = req_joules(r), occ = req_occupancy(m, r, -1);
-        bool est = false, inc = r->incomplete;
-        for (int di = 0; di < m->n_dev; di++) {
-            mdev *d = &m->dev[di];
-            if (!(r->dev_used >> di & 1)) continue;
-            est |= d->src == FR_MSRC_ESTIMATED;
-            inc |= d->src == FR_MSRC_LOST || d->src == FR_MSRC_NONE;
-            double w = slope(d);
-            for (fr_meter_step *s = d->steps; s; s = s->next) {
-                double end = s->ended ? s->t1 : r->t_end, from = s->t0 > d->frontier ? s->t0 : d->frontier;
-                if (end <= from || s->total_share <= 0) continue;
-                /* steps that ran at the same time as this one share the device's power (the
-                 * settled attribution splits the same way); sequential steps do not */
-                double mid = 0.5 * (from + end);
-                int running = 0;
-                for (fr_meter_step *t = d->steps; t; t = t->next) {
-                    double t_end = t->ended ? t->t1 : r->t_end;
-                    running += t->t0 <= mid && t_end >= mid;
-                }
-                if (running < 1) running = 1;
-                for (int q = 0; q < s->n; q++)
-                    if (s->sh[q].req == r) {
-                        double f = s->sh[q].share / s->total_share / running;
-                        j += w * (end - from) * f;
-                        if (d->capacity && m->n_cap) occ += (end - from) * f / m->n_cap;
-                    }
-            }
-        }
-        double parts[FR_COST_N];
-        sum->joules = j;
-        sum->usd = fr_cost_price(&m->cfg.cost, j, occ, parts);
-        sum->estimated = est;
-        sum->incomplete = inc;
+        summarise(m, r, sum);
+        if (sum->final) fin_put(m, r->id, sum);
     }
     if (r->pending == 0) req_ready(m, r);
     pthread_mutex_unlock(&m->mu);
+}
+
+double fr_meter_final_wait_s(const fr_meter *m) {
+    return 2 * (m->cfg.sample_ms > 0 ? m->cfg.sample_ms : 100) / 1000.0 + 0.1;
+}
+
+bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *sum) {
+    if (!id || !id[0]) return false;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    double w = fr_meter_final_wait_s(m);
+    long ns = dl.tv_nsec + (long)((w - floor(w)) * 1e9);
+    dl.tv_sec += (time_t)floor(w) + ns / 1000000000L;
+    dl.tv_nsec = ns % 1000000000L;
+    bool found = false;
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        long lo = m->fin_n > FIN_RING ? m->fin_n - FIN_RING : 0;
+        for (long i = m->fin_n - 1; i >= lo && !found; i--)
+            if (!strcmp(m->fin[i % FIN_RING].id, id)) {
+                *sum = m->fin[i % FIN_RING].sum;
+                found = true;
+            }
+        if (found || pthread_cond_timedwait(&m->fin_cv, &m->mu, &dl)) break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return found;
 }
 
 /* ---- steps ----------------------------------------------------------------------------------- */
@@ -1214,6 +1324,9 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     row.occupancy_s = req_occupancy(m, r, -1) + r->idle_s;
     row.usd_total = fr_cost_price(&m->cfg.cost, row.joules + row.joules_idle, row.occupancy_s, row.usd);
 
+    fr_meter_req_summary fsum = {.joules = row.joules + row.joules_idle, .usd = row.usd_total,
+                                 .estimated = row.estimated, .incomplete = row.incomplete};
+
     if (m->cfg.on_row) m->cfg.on_row(m->cfg.on_row_ctx, &row);
     if (m->ledger) fr_ledger_put(m->ledger, &row);
     if (m->otlp) {
@@ -1224,6 +1337,7 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     }
 
     pthread_mutex_lock(&m->mu);
+    fin_put(m, r->id, &fsum);
     fr_meter_prom *p = m->prom;
     fr_prom_route *pr = &p->routes[prom_route(p, r->route)];
     for (int c = 0; c < FR_COST_N; c++) pr->usd[c] += row.usd[c];
@@ -1233,6 +1347,11 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     while (bi < FR_PROM_NBUCKETS - 1 && jt > fr_prom_buckets[bi]) bi++;
     pr->bucket[bi]++;
     pr->n_status[r->res.status & 3]++;
+    for (int st = 0; st < FR_MSTAGE_COUNT; st++) {
+        if (!r->st_steps[st]) continue;
+        p->stage_n[st]++;
+        for (int slot = 0; slot <= m->n_dev; slot++) p->stage_s[st] += r->wall[slot][st];
+    }
     if (row.slo_met >= 0) {
         fr_prom_tier *pt = &p->tiers[prom_tier(p, r->tier)];
         if (row.slo_met) pt->met++;

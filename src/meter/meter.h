@@ -84,12 +84,17 @@ const char *fr_meter_source_name(fr_meter_source s); /* "nvml-energy", …, "est
 typedef struct fr_cost_model {
     double usd_per_kwh;           /* electricity price */
     double pue;                   /* power usage effectiveness: facility / IT energy */
-    double hw_usd_per_hour;       /* hardware as a rental rate; 0: use the purchase fields */
-    double hw_purchase_usd;       /* purchase price of the host */
+    double hw_usd_per_hour;       /* hardware as a rental rate for the host; 0: the next fields */
+    double hw_purchase_usd;       /* purchase price of the host; 0: the per-device prices below */
     double hw_depreciation_years; /* straight-line depreciation period */
     double hw_residual_usd;       /* value left at the end of the period */
     double labour_usd_per_month;  /* operations labour for the host */
     double host_share;            /* share of the host this replica uses, (0, 1] */
+    /* without a rental rate or a purchase price, the host's devices at list prices: */
+    double gpu_usd_per_hour;      /* list price of one GPU-hour (a host with GPUs) */
+    double cpu_usd_per_hour;      /* list price of one vCPU-hour (a host without GPUs) */
+    double gpus;                  /* GPUs of the host; 0: the GPUs the meter found */
+    double cpus;                  /* vCPUs of the host; 0: the online CPUs at meter start */
 } fr_cost_model;
 
 /* One SLO target: requests of `tier` meet it when latency <= latency_s. */
@@ -180,8 +185,14 @@ typedef enum fr_cost_component {
 } fr_cost_component;
 const char *fr_cost_component_name(fr_cost_component c);
 
-/* Hardware and labour cost of the replica's share of the host per second. */
+/* Hardware and labour cost of the replica's share of the host per second. The hardware rate is
+ * the first that applies: hw_usd_per_hour; (hw_purchase_usd − residual) over the depreciation
+ * period; gpus × gpu_usd_per_hour when the host has GPUs; cpus × cpu_usd_per_hour. */
 double fr_cost_hw_usd_per_s(const fr_cost_model *c);
+/* Which of those applies, in words ("8 GPUs x $4.916/h list price", …), into out. */
+void fr_cost_hw_basis(const fr_cost_model *c, char *out, size_t n);
+/* Fills gpus / cpus left at 0 with the counts of this host (n_gpus found by the meter). */
+void fr_cost_resolve_host(fr_cost_model *c, int n_gpus);
 double fr_cost_labour_usd_per_s(const fr_cost_model *c);
 /* Price `joules` of IT energy and `occupancy_s` host-seconds. out[FR_COST_N]; returns the total. */
 double fr_cost_price(const fr_cost_model *c, double joules, double occupancy_s, double *out);
@@ -237,20 +248,42 @@ typedef struct fr_meter_req_result {
     int slo_met;            /* 1 / 0, or -1: decide from the tier's configured latency target */
 } fr_meter_req_result;
 
-/* What the caller can put into its response (provisional: the last step's energy is
- * extrapolated at the current rate; the ledger gets the final numbers). */
+/* What the caller can put into its response. The CPU's energy is read at the moment the summary
+ * is taken, so a request that ran only on the CPU gets its final figure at once (final = true:
+ * the ledger row will say the same joules and dollars). Energy on a GPU since its last counter
+ * knot is extrapolated at the device's current power (final = false); fr_meter_request_final
+ * waits (bounded) for the settled figure. */
 typedef struct fr_meter_req_summary {
-    double joules;        /* attributed energy so far (+ amortised idle when the policy says) */
-    double usd;           /* total cost so far */
+    double joules;        /* attributed energy (+ amortised idle once settled, policy "amortise") */
+    double usd;           /* total cost */
     bool estimated;       /* some energy came from an estimate */
     bool incomplete;      /* a device had no reading for part of the request */
+    bool final;           /* equal to the ledger row's joules + joules_idle and usd_total */
 } fr_meter_req_summary;
+
+/* The request's set of inputs, as a bit set, and its name in the ledger, traces and audit. The
+ * names list the inputs in a fixed (alphabetical) order joined by '+': "text", "image", "audio",
+ * "image+text", "audio+text", "audio+image", "audio+image+text"; 0 is "text" (a request with no
+ * input at all is refused before it runs anything). */
+enum {
+    FR_MODALITY_TEXT = 1u << 0,  /* text (prompt, messages, question, ticket, history) */
+    FR_MODALITY_IMAGE = 1u << 1, /* an image (image_url part, assist "image") */
+    FR_MODALITY_AUDIO = 1u << 2, /* audio (input_audio part, assist "audio") */
+};
+const char *fr_meter_modality_name(unsigned inputs);
 
 /* Opens a request's account; never NULL. The handle stays valid until fr_meter_request_end. */
 fr_meter_req *fr_meter_request_begin(fr_meter *m, const fr_meter_req_info *info);
 /* Later facts: route after NLU, a numeric feature for the audit ("ocr_text_density", 0.8). */
 void fr_meter_request_set_route(fr_meter *m, fr_meter_req *r, const char *route);
 void fr_meter_request_set_feature(fr_meter *m, fr_meter_req *r, const char *key, double value);
+/* The modality once the body is parsed (the account is opened before; fr_meter_modality_name),
+ * and the tier once the body has named it. */
+void fr_meter_request_set_modality(fr_meter *m, fr_meter_req *r, const char *modality);
+void fr_meter_request_set_tier(fr_meter *m, fr_meter_req *r, const char *tier);
+/* The figures of an account still open, for a response built before fr_meter_request_end (the
+ * assist door): the CPU is read now, so the steps already ended on it are settled. */
+void fr_meter_request_peek(fr_meter *m, fr_meter_req *r, fr_meter_req_summary *sum);
 /* The request's arm (assigned at begin) and its options string ("" when none). */
 const char *fr_meter_request_arm(const fr_meter_req *r);
 const char *fr_meter_request_arm_options(const fr_meter *m, const fr_meter_req *r);
@@ -261,6 +294,15 @@ const char *fr_meter_request_id(const fr_meter_req *r);
  * internally). `sum` may be NULL. */
 void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_result *res,
                           fr_meter_req_summary *sum);
+/* The settled figures of the request with id `id` (fr_meter_request_id) once it is closed: at
+ * once when its summary at fr_meter_request_end was final, else as soon as its ledger row is
+ * made (the next counter knot after its last step, <= one sample period plus one counter
+ * period later), waiting at most fr_meter_final_wait_s(m). Returns true with *sum (final =
+ * true), or false when the row was not made in time (or the id is unknown / too old: the last
+ * 1024 closed requests are kept); *sum is left alone then. */
+bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *sum);
+/* The longest fr_meter_request_final waits: 2 sample periods + 100 ms (a counter period). */
+double fr_meter_final_wait_s(const fr_meter *m);
 
 /* ---- steps ----------------------------------------------------------------------------------- */
 

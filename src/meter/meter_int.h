@@ -40,6 +40,8 @@ typedef struct fr_meter_prom {
     double idle_j[FR_METER_MAX_DEV];             /* idle total */
     double stage_j[FR_METER_MAX_DEV][FR_MSTAGE_COUNT]; /* attributed by stage */
     double idle_amortised_j;                     /* idle charged to requests */
+    double stage_s[FR_MSTAGE_COUNT];             /* step wall seconds of closed requests */
+    long stage_n[FR_MSTAGE_COUNT];               /* closed requests that ran the stage */
     int n_routes;                                /* routes used */
     fr_prom_route routes[FR_PROM_MAX_ROUTES];    /* per route */
     int n_tiers;                                 /* tiers used */

@@ -80,6 +80,21 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
             fr_buf_puts(o, "\n");
         }
 
+    head(o, "frugal_stage_seconds_total", "counter",
+         "Wall time of the stages of closed requests (the sum of their steps), by stage.");
+    for (int s = 0; s < FR_MSTAGE_COUNT; s++) {
+        if (p->stage_n[s] == 0) continue;
+        fr_buf_printf(o, "frugal_stage_seconds_total{stage=\"%s\"} ", fr_meter_stage_name((fr_meter_stage)s));
+        num(o, p->stage_s[s]);
+        fr_buf_puts(o, "\n");
+    }
+    head(o, "frugal_stage_requests_total", "counter", "Closed requests that ran the stage, by stage.");
+    for (int s = 0; s < FR_MSTAGE_COUNT; s++) {
+        if (p->stage_n[s] == 0) continue;
+        fr_buf_printf(o, "frugal_stage_requests_total{stage=\"%s\"} %ld\n",
+                      fr_meter_stage_name((fr_meter_stage)s), p->stage_n[s]);
+    }
+
     head(o, "frugal_idle_energy_joules_total", "counter",
          "Energy measured while no step ran on the device (not attributed to any request).");
     for (int d = 0; d < p->n_dev; d++) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "engine/sched.h"
+#include "meter/meter.h"
 #include "serve/media_parts.h"
 
 void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
@@ -55,9 +56,11 @@ static bool is_int(const cJSON *it) {
 }
 
 /* Text of a content value (string or array of parts). 0, or -1 with err. */
-static int content_text(const cJSON *content, int idx, fr_buf *out, fr_api_error *err) {
+static int content_text(const cJSON *content, int idx, const fr_api_limits *lim, unsigned *inputs,
+                        fr_buf *out, fr_api_error *err) {
     char param[96];
     if (cJSON_IsString(content)) {
+        if (content->valuestring[0]) *inputs |= FR_MODALITY_TEXT;
         fr_buf_puts(out, content->valuestring);
         return 0;
     }
@@ -86,11 +89,14 @@ static int content_text(const cJSON *content, int idx, fr_buf *out, fr_api_error
                 return -1;
             }
             if (n_text++) fr_buf_puts(out, "\n");
+            if (txt->valuestring[0]) *inputs |= FR_MODALITY_TEXT;
             fr_buf_puts(out, txt->valuestring);
         } else if (!strcmp(t, "image_url") || !strcmp(t, "input_audio")) {
             /* turned into text by OCR / ASR as the route says (media_parts.h) */
             if (n_text++) fr_buf_puts(out, "\n");
-            if (fr_api_media_part_text(part, t, param, out, err)) return -1;
+            *inputs |= !strcmp(t, "image_url") ? FR_MODALITY_IMAGE : FR_MODALITY_AUDIO;
+            if (fr_api_media_part_text_metered(part, t, param, lim->meter, lim->meter_req, out, err))
+                return -1;
         } else if (!strcmp(t, "file") || !strcmp(t, "image") || !strcmp(t, "audio") ||
                    !strcmp(t, "input_image")) {
             fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
@@ -174,7 +180,7 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
                                  "%s is required", param);
                 goto fail;
             }
-        } else if (content_text(content, i, &text, err)) {
+        } else if (content_text(content, i, lim, &out->inputs, &text, err)) {
             goto fail;
         }
         cJSON *nm = cJSON_CreateObject();
@@ -253,6 +259,7 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
             BAD("prompt", "\"prompt\" must be a string (token arrays and batches of prompts are "
                           "not supported)");
         out->prompt = fr_xstrdup(it->valuestring);
+        out->inputs |= FR_MODALITY_TEXT;
     }
     /* max_completion_tokens (current name) wins over max_tokens (older name) */
     const char *mt_name = field(root, "max_completion_tokens") ? "max_completion_tokens"
@@ -368,7 +375,9 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
     return 0;
 fail:
     cJSON_Delete(root);
+    unsigned inputs = out->inputs;
     fr_api_req_free(out);
+    out->inputs = inputs;
     return -1;
 }
 

@@ -18,6 +18,8 @@
 #include "base/base.h"
 
 struct cJSON;
+struct fr_meter;
+struct fr_meter_req;
 
 typedef enum fr_api_kind { FR_API_CHAT = 0, FR_API_COMPLETIONS = 1 } fr_api_kind;
 
@@ -36,6 +38,10 @@ typedef struct fr_api_limits {
     size_t max_body_bytes;   /* checked by the HTTP layer before parsing; repeated here */
     int max_messages;        /* chat messages */
     int max_tokens;          /* highest max_tokens accepted */
+    /* the request's meter account: decoding, OCR and ASR of media parts are metered on it as
+     * stages (NULL: not metered) */
+    struct fr_meter *meter;
+    struct fr_meter_req *meter_req;
 } fr_api_limits;
 
 #define FR_API_MAX_STOP 4
@@ -57,6 +63,8 @@ typedef struct fr_api_req {
     int priority;            /* body "priority": 0..2, or -1 */
     bool ignore_eos;         /* extension: keep generating through EOS */
     bool return_token_ids;   /* extension: add the generated ids to the (last) choice */
+    unsigned inputs;         /* FR_MODALITY_* bits (meter.h) of the content seen, also when the
+                              * parse fails (a part may have been read before the error) */
 } fr_api_req;
 
 /* Parse and validate. 0, or -1 with *err (status 400 and the field). */

@@ -568,6 +568,27 @@ static void stage_end(run_state *rs, fr_stage s) {
     rs->step = NULL;
 }
 
+/* The request's set of inputs on its meter account (meter.h, fr_meter_modality_name). */
+static void meter_modality(const run_state *rs, bool text, bool image, bool audio) {
+    if (!rs->a->meter || !rs->call || !rs->call->meter) return;
+    unsigned in = (text ? FR_MODALITY_TEXT : 0) | (image ? FR_MODALITY_IMAGE : 0) |
+                  (audio ? FR_MODALITY_AUDIO : 0);
+    fr_meter_request_set_modality(rs->a->meter, rs->call->meter, fr_meter_modality_name(in));
+}
+
+/* {"frugal": {"joules", "usd", "estimated"}}: the energy and cost of the stages run so far, all
+ * ended on the CPU, so the figure is the one the ledger row gets (fr_meter_request_peek). */
+static void add_frugal(const run_state *rs, cJSON *out) {
+    if (!rs->a->meter || !rs->call || !rs->call->meter) return;
+    fr_meter_req_summary sum;
+    fr_meter_request_peek(rs->a->meter, rs->call->meter, &sum);
+    cJSON *f = cJSON_AddObjectToObject(out, "frugal");
+    cJSON_AddNumberToObject(f, "joules", sum.joules);
+    cJSON_AddNumberToObject(f, "usd", sum.usd);
+    cJSON_AddBoolToObject(f, "estimated", sum.estimated);
+    cJSON_AddBoolToObject(f, "final", sum.final);
+}
+
 static void media_error(const fr_assist_media_err *me, const char *param, const char *fallback,
                         fr_api_error *e) {
     int st = me->status >= 400 && me->status < 600 ? me->status : 400;
@@ -1259,6 +1280,8 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
     int status = 200;
     cJSON *out = NULL;
     if (parse_request(a, root, &x->q, e)) goto fail;
+    meter_modality(&x->rs, x->q.text || x->q.ticket || x->q.n_hist, x->q.image.data != NULL,
+                   x->q.audio.data != NULL);
     if (!x->q.text && !x->q.image.data && !x->q.audio.data && !x->q.ticket && !x->q.n_hist) {
         fr_api_error_set(e, 400, "invalid_request_error", "empty_request", NULL,
                          "The request carries nothing to work on: give text, image, audio, "
@@ -1271,6 +1294,7 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
         make_reply(a, x, t_arrival, e))
         goto fail;
     out = build_response(x, t_start);
+    add_frugal(&x->rs, out);
     *json = cJSON_PrintUnformatted(out);
     if (!*json) {
         fr_api_error_set(e, 500, "server_error", NULL, NULL, "cannot serialise the response");

@@ -111,6 +111,7 @@ typedef struct stream {
     int32_t *ids;         /* (max_tokens) ids so far */
     int max_ids;          /* capacity of ids */
     int ids_sent;         /* ids already sent */
+    char mid[64];         /* meter account id ("" = not metered) */
 } stream;
 
 /* ---- small helpers ---- */
@@ -122,6 +123,7 @@ static int classify(const char *url) {
     if (!strcmp(url, "/health")) return FR_EP_HEALTH;
     if (!strcmp(url, "/ready")) return FR_EP_READY;
     if (!strcmp(url, "/metrics")) return FR_EP_METRICS;
+    if (!strcmp(url, "/v1/assist")) return FR_EP_ASSIST;
     return FR_EP_OTHER;
 }
 
@@ -158,7 +160,8 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (c->traceparent[0]) MHD_add_response_header(r, "traceparent", c->traceparent);
     if (status == 405) {
-        const char *allow = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS ? "POST" : "GET";
+        const char *allow =
+            c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || c->ep == FR_EP_ASSIST ? "POST" : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     if (status == 413 || c->close) MHD_add_response_header(r, "Connection", "close");
@@ -191,7 +194,8 @@ static const char *header(conn *c, const char *name) {
 /* ---- metering ---- */
 
 /* Opens the request's account (once): continues an incoming traceparent, records the key's id
- * (never the key), the route and the tier. */
+ * (never the key), the route and the tier known so far. The modality of a completion is text;
+ * a chat request's is set once its body is parsed (meter_set_inputs), "" until then. */
 static void meter_begin(conn *c, const fr_api_key *key, int tier) {
     fr_server *s = c->s;
     if (!s->meter || c->mr) return;
@@ -200,10 +204,32 @@ static void meter_begin(conn *c, const fr_api_key *key, int tier) {
         .api_key_id = key ? key->id : NULL,
         .route = c->ep == FR_EP_CHAT ? "chat" : "completions",
         .tier = fr_tier_name(tier >= 0 && tier < FR_N_TIERS ? tier : s->cfg->default_tier),
-        .modality = "text",
+        .modality = c->ep == FR_EP_COMPLETIONS ? "text" : NULL,
     };
     c->mr = fr_meter_request_begin(s->meter, &in);
     fr_meter_request_traceparent(c->mr, c->traceparent);
+}
+
+/* The facts the body gave: the set of inputs (FR_MODALITY_* bits) and the tier. */
+static void meter_set_inputs(conn *c, unsigned inputs) {
+    if (c->mr) fr_meter_request_set_modality(c->s->meter, c->mr, fr_meter_modality_name(inputs));
+}
+
+static void meter_set_tier(conn *c, int tier) {
+    if (c->mr) fr_meter_request_set_tier(c->s->meter, c->mr, fr_tier_name(tier));
+}
+
+/* Replaces the provisional figures in *info by the settled ones of account `mid` (meter.h,
+ * fr_meter_request_final: at once for work on the CPU, after at most one sample period plus one
+ * counter period for work on a GPU); keeps the provisional ones when they do not come in time. */
+static bool meter_settle(fr_server *s, const char *mid, fr_req_info *info) {
+    fr_meter_req_summary sum;
+    if (!s->meter || !info->metered || !mid[0] || !fr_meter_request_final(s->meter, mid, &sum))
+        return false;
+    info->joules = sum.joules;
+    info->usd = sum.usd;
+    info->energy_estimated = sum.estimated;
+    return true;
 }
 
 /* Closes an account the handler still owns, by the status of the response it queued. */
@@ -219,8 +245,9 @@ static void meter_end_http(conn *c) {
     c->mr = NULL;
 }
 
-/* Adds {"frugal": {"joules", "usd", "estimated"}} to a JSON object (the response extension). */
-static char *with_frugal(char *json, const fr_req_info *info) {
+/* Adds {"frugal": {"joules", "usd", "estimated", "final"}} to a JSON object (the response
+ * extension); final: the figures are the ledger row's (meter_settle). */
+static char *with_frugal(char *json, const fr_req_info *info, bool final) {
     if (!info->metered) return json;
     cJSON *j = cJSON_Parse(json);
     if (!j) return json;
@@ -228,6 +255,7 @@ static char *with_frugal(char *json, const fr_req_info *info) {
     cJSON_AddNumberToObject(f, "joules", info->joules);
     cJSON_AddNumberToObject(f, "usd", info->usd);
     cJSON_AddBoolToObject(f, "estimated", info->energy_estimated);
+    cJSON_AddBoolToObject(f, "final", final);
     char *o = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     if (!o) return json;
@@ -236,10 +264,10 @@ static char *with_frugal(char *json, const fr_req_info *info) {
 }
 
 /* The same for the SSE event "data: {...}\n\n" that starts at out->data + at. */
-static void sse_with_frugal(fr_buf *out, size_t at, const fr_req_info *info) {
+static void sse_with_frugal(fr_buf *out, size_t at, const fr_req_info *info, bool final) {
     if (!info->metered || out->len < at + 8) return;
     char *json = fr_xstrndup(out->data + at + 6, out->len - at - 8);
-    json = with_frugal(json, info);
+    json = with_frugal(json, info, final);
     out->len = at;
     fr_buf_puts(out, "data: ");
     fr_buf_puts(out, json);
@@ -358,7 +386,8 @@ static void stream_append_end(stream *st) {
         if (st->include_usage) {
             size_t at = st->out.len;
             fr_api_stream_usage(&st->out, k, &st->res);
-            sse_with_frugal(&st->out, at, &st->info);
+            bool final = meter_settle(st->s, st->mid, &st->info);
+            sse_with_frugal(&st->out, at, &st->info, final);
         }
         fr_api_stream_done(&st->out);
     } else {
@@ -488,17 +517,25 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         meter_end_http(c);
         return r0;
     }
+    /* the account opens before the body is parsed: decoding, OCR and ASR of media parts are
+     * stages of it */
+    meter_begin(c, key, pre_tier);
     fr_api_limits lim = {.max_body_bytes = cfg->max_body_bytes,
                          .max_messages = cfg->max_messages,
-                         .max_tokens = cfg->max_tokens};
+                         .max_tokens = cfg->max_tokens,
+                         .meter = s->meter,
+                         .meter_req = c->mr};
     fr_api_req q;
     fr_api_error err;
-    if (fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err)) {
-        meter_begin(c, key, pre_tier);
+    int prc = fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err);
+    meter_set_inputs(c, q.inputs);
+    if (prc) {
         enum MHD_Result r0 = send_error(c, &err);
         meter_end_http(c);
         return r0;
     }
+    char mid[64] = "";
+    if (c->mr) snprintf(mid, sizeof mid, "%s", fr_meter_request_id(c->mr));
 
     enum MHD_Result ret;
     char *rendered = NULL;
@@ -519,7 +556,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     }
     if (key && tier < key->highest_tier) tier = key->highest_tier;
     c->tier = tier;
-    meter_begin(c, key, tier);
+    meter_set_tier(c, tier);
     double deadline = 0, deadline_ms = 0;
     const char *xd = header(c, "X-Deadline-Ms");
     if (xd) {
@@ -660,6 +697,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         st->status = 200;
         st->deadline_ms = deadline_ms;
         st->return_ids = q.return_token_ids;
+        snprintf(st->mid, sizeof st->mid, "%s", mid);
         if (st->return_ids) {
             st->max_ids = max_tokens;
             st->ids = fr_xmalloc((size_t)max_tokens * sizeof(int32_t));
@@ -711,9 +749,10 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         res.text_len = out.len;
         res.finish = finish_name(info.end);
         res.completion_tokens = info.n_generated;
+        bool final = meter_settle(s, mid, &info);
         ret = send_json(c, 200, with_frugal(kind == FR_API_CHAT ? fr_api_chat_response(&res)
                                                                 : fr_api_completion_response(&res),
-                                            &info));
+                                            &info, final));
     } else if (info.end == FR_END_CANCELLED) {
         c->status = 499;
         ret = MHD_NO; /* nobody to answer: close */
@@ -751,12 +790,14 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
     int dflt = key ? key->default_tier : s->cfg->default_tier;
     c->tier = forced >= 0 ? forced : dflt;
     if (s->meter && !c->mr) {
+        /* the modality is set by the handler once the body is parsed (serve/assist.c) */
         fr_meter_req_info in = {.traceparent = header(c, "traceparent"),
                                 .api_key_id = key ? key->id : NULL,
                                 .route = "assist",
                                 .tier = fr_tier_name(c->tier),
-                                .modality = "text"};
+                                .modality = NULL};
         c->mr = fr_meter_request_begin(s->meter, &in);
+        fr_meter_request_traceparent(c->mr, c->traceparent);
     }
     fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
                            .meter = c->mr};
@@ -776,7 +817,7 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
     if (c->ep != FR_EP_HEALTH && !check_auth(c, &key, &ret)) return ret;
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST");
-    if (c->ep == FR_EP_OTHER && !strcmp(url, "/v1/assist")) {
+    if (c->ep == FR_EP_ASSIST) {
         if (post) return do_assist(c, key);
         c->close = false;
         fr_api_error e;
@@ -898,7 +939,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     conn *c = *con_cls;
     if (!c) return;
     if (!c->stream_owned) {
-        bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS;
+        bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || c->ep == FR_EP_ASSIST;
         fr_metrics_request(&s->metrics, c->ep, c->tier, c->status ? c->status : 499,
                            gen ? fr_time_s() - c->t_start : -1);
     }

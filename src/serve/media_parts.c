@@ -1,5 +1,7 @@
 /* media_parts.c — see media_parts.h. The stages are reached through the assist handler's media
- * table (route/media.c), so both doors share pools, limits and error mapping. */
+ * table (route/media.c), so both doors share pools, limits and error mapping. Each stage runs as
+ * a CPU step of the request's meter account (base64 + decode + text density: "decode_media";
+ * OCR: "ocr"; ASR: "asr"), as the assist door meters the same stages. */
 #include "serve/media_parts.h"
 
 #include <cjson/cJSON.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "meter/meter.h"
 #include "serve/assist.h"
 
 #define MAX_ENCODED (28u << 20) /* base64 characters of one part (~20 MB of media) */
@@ -18,6 +21,22 @@ static fr_assist_media g_media;      /* the stages of this build, set up once */
 static double g_threshold = 0.35;    /* OCR when density >= this */
 
 static void media_init(void) { fr_assist_media_default(&g_media); }
+
+/* The request's meter account, if any: a stage is a CPU step on it. */
+typedef struct metered {
+    fr_meter *m;       /* NULL: not metered */
+    fr_meter_req *r;   /* the account */
+    fr_meter_step *st; /* the running stage */
+} metered;
+
+static void stage_begin(metered *mt, fr_meter_stage stage) {
+    mt->st = mt->m && mt->r ? fr_meter_stage_begin(mt->m, mt->r, stage, FR_METER_DEV_CPU) : NULL;
+}
+
+static void stage_end(metered *mt) {
+    if (mt->st) fr_meter_step_end(mt->m, mt->st);
+    mt->st = NULL;
+}
 
 void fr_api_media_set_threshold(double t) { g_threshold = t; }
 
@@ -77,7 +96,8 @@ static uint8_t *decode(const char *s, const char *param, char *mime, size_t mime
     return buf;
 }
 
-static int image_part(const cJSON *part, const char *param, fr_buf *out, fr_api_error *err) {
+static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf *out,
+                      fr_api_error *err) {
     const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
     const cJSON *url = cJSON_IsObject(iu) ? cJSON_GetObjectItemCaseSensitive(iu, "url") : iu;
     if (!cJSON_IsString(url)) {
@@ -93,17 +113,23 @@ static int image_part(const cJSON *part, const char *param, fr_buf *out, fr_api_
     }
     char mime[64];
     size_t n = 0;
+    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
     uint8_t *data = decode(url->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) return -1;
+    if (!data) {
+        stage_end(mt);
+        return -1;
+    }
     fr_assist_media_err me;
     memset(&me, 0, sizeof me);
     void *img = g_media.image_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
     free(data);
     if (!img) {
+        stage_end(mt);
         media_fail(err, &me, param);
         return -1;
     }
     double density = g_media.image_density ? g_media.image_density(g_media.ctx, img) : 0.0;
+    stage_end(mt);
     int rc = -1;
     if (density < g_threshold) {
         fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
@@ -116,7 +142,10 @@ static int image_part(const cJSON *part, const char *param, fr_buf *out, fr_api_
     } else {
         fr_assist_ocr o;
         memset(&o, 0, sizeof o);
-        if (g_media.ocr(g_media.ctx, img, &o, &me) == 0) {
+        stage_begin(mt, FR_MSTAGE_OCR);
+        int orc = g_media.ocr(g_media.ctx, img, &o, &me);
+        stage_end(mt);
+        if (orc == 0) {
             fr_buf_printf(out, "[text of the attached image]\n%s", o.text ? o.text : "");
             rc = 0;
         } else {
@@ -128,7 +157,8 @@ static int image_part(const cJSON *part, const char *param, fr_buf *out, fr_api_
     return rc;
 }
 
-static int audio_part(const cJSON *part, const char *param, fr_buf *out, fr_api_error *err) {
+static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf *out,
+                      fr_api_error *err) {
     const cJSON *ia = cJSON_GetObjectItemCaseSensitive(part, "input_audio");
     const cJSON *d = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "data") : NULL;
     const cJSON *f = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "format") : NULL;
@@ -145,18 +175,25 @@ static int audio_part(const cJSON *part, const char *param, fr_buf *out, fr_api_
     }
     char mime[64];
     size_t n = 0;
+    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
     uint8_t *data = decode(d->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) return -1;
+    if (!data) {
+        stage_end(mt);
+        return -1;
+    }
     if (!mime[0] && f) snprintf(mime, sizeof mime, "audio/%.40s", f->valuestring);
     fr_assist_media_err me;
     memset(&me, 0, sizeof me);
     void *au = g_media.audio_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
     free(data);
+    stage_end(mt);
     if (!au) {
         media_fail(err, &me, param);
         return -1;
     }
+    stage_begin(mt, FR_MSTAGE_ASR);
     char *t = g_media.asr(g_media.ctx, au, &me);
+    stage_end(mt);
     g_media.audio_free(g_media.ctx, au);
     if (!t) {
         media_fail(err, &me, param);
@@ -169,9 +206,16 @@ static int audio_part(const cJSON *part, const char *param, fr_buf *out, fr_api_
 
 int fr_api_media_part_text(const cJSON *part, const char *type, const char *param, fr_buf *out,
                            fr_api_error *err) {
+    return fr_api_media_part_text_metered(part, type, param, NULL, NULL, out, err);
+}
+
+int fr_api_media_part_text_metered(const cJSON *part, const char *type, const char *param,
+                                   struct fr_meter *m, struct fr_meter_req *r, fr_buf *out,
+                                   fr_api_error *err) {
     pthread_once(&g_once, media_init);
-    if (!strcmp(type, "image_url")) return image_part(part, param, out, err);
-    if (!strcmp(type, "input_audio")) return audio_part(part, param, out, err);
+    metered mt = {m, r, NULL};
+    if (!strcmp(type, "image_url")) return image_part(part, param, &mt, out, err);
+    if (!strcmp(type, "input_audio")) return audio_part(part, param, &mt, out, err);
     fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
                      "content part type \"%.64s\" (%s) is not supported: text, image_url and "
                      "input_audio parts are", type, param);

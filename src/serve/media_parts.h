@@ -20,6 +20,14 @@ struct cJSON;
 int fr_api_media_part_text(const struct cJSON *part, const char *type, const char *param,
                            fr_buf *out, fr_api_error *err);
 
+/* The same, with the stages metered as CPU steps of account `r` on meter `m` ("decode_media",
+ * "ocr", "asr"); m or r NULL: not metered. */
+struct fr_meter;
+struct fr_meter_req;
+int fr_api_media_part_text_metered(const struct cJSON *part, const char *type, const char *param,
+                                   struct fr_meter *m, struct fr_meter_req *r, fr_buf *out,
+                                   fr_api_error *err);
+
 /* Text-density threshold used for image parts (default 0.35). */
 void fr_api_media_set_threshold(double t);
 

@@ -11,7 +11,7 @@ static const double TPOT_LE[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05,
 const char *fr_endpoint_label(int ep) {
     static const char *names[FR_EP_COUNT] = {"/v1/chat/completions", "/v1/completions",
                                              "/v1/models", "/health", "/ready", "/metrics",
-                                             "other"};
+                                             "/v1/assist", "other"};
     return ep >= 0 && ep < FR_EP_COUNT ? names[ep] : "other";
 }
 

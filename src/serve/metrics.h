@@ -20,6 +20,7 @@ typedef enum fr_endpoint {
     FR_EP_HEALTH,      /* /health */
     FR_EP_READY,       /* /ready */
     FR_EP_METRICS,     /* /metrics */
+    FR_EP_ASSIST,      /* /v1/assist */
     FR_EP_OTHER,       /* anything else */
     FR_EP_COUNT
 } fr_endpoint;
