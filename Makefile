@@ -25,7 +25,7 @@ LDSAN    := -fsanitize=$(SANITIZE)
 endif
 PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib \
             tesseract lept libpng libjpeg libwebp libtiff-4 cairo \
-            pocketsphinx sphinxbase sndfile samplerate
+            pocketsphinx sphinxbase sndfile samplerate vorbisfile
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz) \
@@ -59,7 +59,7 @@ test: tests
 	BUILD=$(BUILD) sh tests/run.sh
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 # ---- install (PREFIX, DESTDIR): the binary finds <prefix>/share/frugal from /proc/self/exe ----
 PREFIX   ?= /usr/local
@@ -132,3 +132,31 @@ cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
 cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
+
+# ---- fuzzing: every libFuzzer harness in tests/fuzz (see tests/fuzz/README.md) ----------------
+#   make fuzz        clang-compiles the library with ASan + UBSan + fuzzer coverage into
+#                    build-fuzz/ and links build-fuzz/fuzz_<name> for each tests/fuzz/fuzz_<name>.c
+#   sh tests/fuzz/run.sh [seconds]   runs each over its seed corpus tests/fuzz/corpus/<name>/
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_CC     ?= clang
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS := $(CSTD) -Wall -Wextra -Wno-unused-parameter -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
+               -pthread -Iinclude -Isrc -I/usr/include/openblas \
+               $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIBS   := $(filter-out $(LDSAN),$(LDLIBS))
+FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_OBJ    := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/libfrugal.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfrugal.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
+
+fuzz: $(FUZZ_BIN)
+.PHONY: fuzz
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:%=$(FUZZ_BUILD)/tests/fuzz/%.d)

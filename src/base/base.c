@@ -1,5 +1,6 @@
 /* base.c — see base.h. */
 #include "base/base.h"
+#include "base/mask.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,6 +70,7 @@ void fr_log(int level, const char *fmt, ...) {
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
+    if (n > 0 && (size_t)n < sizeof line) fr_mask_inplace(line + n); /* no card / IBAN in logs */
     fprintf(stderr, "%s\n", line);
 }
 

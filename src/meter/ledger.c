@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mask.h"
+
 typedef struct item {
     struct item *next;   /* FIFO link */
     int kind;            /* 0 request row, 1 energy row */
@@ -72,37 +74,7 @@ int fr_ledger_schema(sqlite3 *db, fr_err *err) {
     return 0;
 }
 
-int fr_ledger_mask_digits(char *s) {
-    int runs = 0;
-    size_t n = strlen(s);
-    size_t i = 0;
-    while (i < n) {
-        if (!isdigit((unsigned char)s[i])) {
-            i++;
-            continue;
-        }
-        size_t j = i, last = i;
-        int count = 0;
-        while (j < n) {
-            if (isdigit((unsigned char)s[j])) {
-                count++;
-                last = j++;
-            } else if ((s[j] == ' ' || s[j] == '-') && j + 1 < n && isdigit((unsigned char)s[j + 1])) {
-                j++;
-            } else {
-                break;
-            }
-        }
-        if (count >= 12) {
-            int keep = 4, seen = 0;
-            for (size_t k = i; k <= last; k++)
-                if (isdigit((unsigned char)s[k]) && seen++ < count - keep) s[k] = '*';
-            runs++;
-        }
-        i = last + 1;
-    }
-    return runs;
-}
+int fr_ledger_mask_digits(char *s) { return fr_mask_inplace(s); }
 
 static double unix_now(void) {
     struct timespec ts;

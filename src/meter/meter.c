@@ -38,6 +38,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/mask.h"
 #include "meter/ledger.h"
 #include "meter/meter_int.h"
 #include "meter/sources.h"
@@ -213,7 +214,7 @@ static void rnd_bytes(fr_meter *m, uint8_t *b, size_t n) {
 
 static void copy_str(char *dst, size_t n, const char *src) {
     snprintf(dst, n, "%s", src ? src : "");
-    fr_ledger_mask_digits(dst);
+    fr_mask_inplace(dst);
 }
 
 /* ---- curve ----------------------------------------------------------------------------------- */

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mask.h"
+
 /* ---- traceparent ----------------------------------------------------------------------------- */
 
 static int hexval(char c) {
@@ -133,7 +135,9 @@ static void attr_key(fr_buf *b, const char *key) {
 void fr_otlp_attr_str(fr_buf *b, const char *key, const char *v) {
     attr_key(b, key);
     fr_buf_puts(b, "\"stringValue\":");
-    fr_meter_json_str(b, v);
+    char *m = fr_mask_dup(v ? v : "");
+    fr_meter_json_str(b, m);
+    free(m);
     fr_buf_puts(b, "}}");
 }
 
@@ -157,7 +161,9 @@ void fr_otlp_span_end(fr_buf *b, int status, const char *message) {
     fr_buf_printf(b, "],\"status\":{\"code\":%d", status);
     if (message && *message) {
         fr_buf_puts(b, ",\"message\":");
-        fr_meter_json_str(b, message);
+        char *m = fr_mask_dup(message);
+        fr_meter_json_str(b, m);
+        free(m);
     }
     fr_buf_puts(b, "}}");
 }

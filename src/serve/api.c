@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mask.h"
 #include "engine/sched.h"
 #include "meter/meter.h"
 #include "serve/media_parts.h"
@@ -31,6 +32,7 @@ void fr_api_error_set(fr_api_error *e, int status, const char *type, const char 
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    fr_mask_inplace(e->message); /* messages echo model names, paths, part and media types */
 }
 
 #define BAD(param, ...)                                                                     \

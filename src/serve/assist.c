@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/mask.h"
 #include "engine/engine.h"
 #include "engine/sched.h"
 #include "meter/meter.h"
@@ -767,6 +768,14 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
 
 /* ---- the handler ------------------------------------------------------------------------------- */
 
+/* Add a string that came from the client or from a stage: card numbers and IBANs masked
+ * (base/mask.h; same length, so slot offsets into the question stay valid). */
+static void add_masked(cJSON *o, const char *key, const char *text) {
+    char *m = fr_mask_dup(text);
+    cJSON_AddStringToObject(o, key, m);
+    free(m);
+}
+
 static int error_out(const fr_api_error *e, char **json) {
     *json = fr_api_error_json(e);
     return e->status;
@@ -1185,11 +1194,11 @@ static void add_ocr(cJSON *out, const areq_state *x) {
         return;
     }
     cJSON *oc = cJSON_AddObjectToObject(out, "ocr");
-    cJSON_AddStringToObject(oc, "text", x->ocr.text ? x->ocr.text : "");
+    add_masked(oc, "text", x->ocr.text ? x->ocr.text : "");
     cJSON *lines = cJSON_AddArrayToObject(oc, "lines");
     for (int i = 0; i < x->ocr.n_lines; i++) {
         cJSON *l = cJSON_CreateObject();
-        cJSON_AddStringToObject(l, "text", x->ocr.lines[i].text ? x->ocr.lines[i].text : "");
+        add_masked(l, "text", x->ocr.lines[i].text ? x->ocr.lines[i].text : "");
         add_conf(l, "confidence", x->ocr.lines[i].confidence);
         cJSON_AddItemToArray(lines, l);
     }
@@ -1216,8 +1225,8 @@ static void add_nlu(cJSON *out, const areq_state *x) {
         const fr_slot *s = &x->slots[i];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", s->name);
-        cJSON_AddStringToObject(o, "text", s->text);
-        cJSON_AddStringToObject(o, "value", s->value);
+        add_masked(o, "text", s->text);
+        add_masked(o, "value", s->value);
         cJSON_AddStringToObject(o, "source", x->slot_src[i]);
         if (x->slot_has_span[i]) {
             cJSON_AddNumberToObject(o, "start", (double)s->start);
@@ -1234,13 +1243,13 @@ static cJSON *build_response(const areq_state *x, double t_start) {
     fr_api_new_id(id, sizeof id, "assist-");
     cJSON_AddStringToObject(out, "id", id);
     add_route(out, x);
-    if (x->question.len) cJSON_AddStringToObject(out, "question", x->question.data);
+    if (x->question.len) add_masked(out, "question", x->question.data);
     else cJSON_AddNullToObject(out, "question");
-    if (x->transcript) cJSON_AddStringToObject(out, "transcript", x->question.data + x->tr_off);
+    if (x->transcript) add_masked(out, "transcript", x->question.data + x->tr_off);
     else cJSON_AddNullToObject(out, "transcript");
     add_ocr(out, x);
     add_nlu(out, x);
-    cJSON_AddStringToObject(out, "response", x->reply.data ? x->reply.data : "");
+    add_masked(out, "response", x->reply.data ? x->reply.data : "");
     cJSON_AddStringToObject(out, "response_source", x->reply_src);
     if (x->rs.ran[FR_STAGE_BUDGET]) {
         cJSON *b = cJSON_AddObjectToObject(out, "budget");

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/mask.h"
 #include "stages/asr/asr.h"
 #include "stages/asr/lm.h"
 #include "stages/asr/ps_wrap.h"
@@ -172,7 +173,9 @@ int fr_cmd_asr(int argc, char **argv) {
         }
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "file", argv[i]);
-        cJSON_AddStringToObject(o, "transcript", r.text);
+        char *masked = fr_mask_dup(r.text ? r.text : ""); /* no card number printed in clear */
+        cJSON_AddStringToObject(o, "transcript", masked);
+        free(masked);
         cJSON_AddNumberToObject(o, "confidence", r.confidence);
         cJSON_AddNumberToObject(o, "audio_s", r.audio_s);
         cJSON_AddNumberToObject(o, "decode_s", r.decode_s);

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "base/mask.h"
 #include "stages/image/density.h"
 #include "stages/image/image.h"
 #include "stages/ocr/docgen.h"
@@ -83,6 +84,11 @@ int fr_cmd_ocr(int argc, char **argv) {
         fprintf(stderr, "ocr: %s: %s\n", file, err.msg);
         fr_ocr_pool_free(pool);
         return 1;
+    }
+    if (res.ocr_on) { /* card numbers and IBANs never printed in clear (base/mask.h) */
+        if (res.ocr.text) fr_mask_inplace(res.ocr.text);
+        for (size_t i = 0; i < res.ocr.n_lines; i++)
+            if (res.ocr.lines[i].text) fr_mask_inplace(res.ocr.lines[i].text);
     }
     fr_buf b = {0};
     fr_image_stage_json(&res, &b);

@@ -4,7 +4,8 @@
  * Memory is bounded by the limits: samples are decoded in blocks of FR_AUDIO_BLOCK frames,
  * averaged to mono and pushed through one SRC_STATE, so only the output (at the target rate)
  * is held in full. Nothing here is global; each call owns its libsndfile and libsamplerate
- * handles, so concurrent calls from many threads are safe.
+ * handles, so concurrent calls from many threads are safe. Ogg Vorbis does not go through
+ * libsndfile (its Vorbis reader leaks the codec setup on every refused file): see ogg.h.
  */
 #include "stages/audio/audio.h"
 
@@ -13,6 +14,8 @@
 #include <sndfile.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "stages/audio/ogg.h"
 
 #define FR_AUDIO_BLOCK 4096 /* frames decoded per sf_readf_float call */
 
@@ -137,10 +140,60 @@ static int wav_precheck(const uint8_t *b, size_t len, const fr_audio_limits *lim
     return -1;
 }
 
-/* Open the buffer with libsndfile and check the header. On success *sfp is open. */
-static int open_checked(const void *data, size_t len, const fr_audio_limits *lim, vio *v,
-                        SNDFILE **sfp, fr_audio_info *info, fr_err *err) {
-    *sfp = NULL;
+/* An open decoder: libsndfile for WAV and FLAC, libvorbisfile for Ogg Vorbis. */
+typedef struct source {
+    SNDFILE *sf;     /* WAV / FLAC, or NULL */
+    fr_ogg_dec *ogg; /* Ogg Vorbis, or NULL */
+    int channels;    /* channels per frame */
+    vio v;           /* libsndfile's data source */
+} source;
+
+static void source_close(source *s) {
+    if (s->sf) sf_close(s->sf);
+    fr_ogg_close(s->ogg);
+    s->sf = NULL;
+    s->ogg = NULL;
+}
+
+/* Decode up to `frames` interleaved frames: > 0 frames, 0 at the end, -1 with err set. */
+static long source_read(source *s, float *blk, int frames, fr_err *err) {
+    if (s->ogg) return fr_ogg_read(s->ogg, blk, frames, err);
+    return (long)sf_readf_float(s->sf, blk, frames);
+}
+
+/* Open WAV / FLAC with libsndfile; fills channels, rate and frames. */
+static int open_sndfile(const void *data, size_t len, fr_audio_format f, source *s,
+                        fr_audio_info *info, fr_err *err) {
+    s->v.data = data;
+    s->v.len = (sf_count_t)len;
+    s->v.pos = 0;
+    SF_VIRTUAL_IO io = {vio_len, vio_seek, vio_read, vio_write, vio_tell};
+    SF_INFO si;
+    memset(&si, 0, sizeof si);
+    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &si, &s->v);
+    if (!sf) {
+        fr_err_set(err, "audio: corrupt %s file: %s", fr_audio_format_name(f), sf_strerror(NULL));
+        return -1;
+    }
+    int major = si.format & SF_FORMAT_TYPEMASK;
+    int want = f == FR_AUDIO_WAV ? SF_FORMAT_WAV : SF_FORMAT_FLAC;
+    if (major != want) {
+        sf_close(sf);
+        fr_err_set(err, "audio: %s header but the data decodes as another format",
+                   fr_audio_format_name(f));
+        return -1;
+    }
+    s->sf = sf;
+    info->channels = si.channels;
+    info->sample_rate = si.samplerate;
+    info->frames = si.frames == SF_COUNT_MAX ? INT64_MAX : (int64_t)si.frames;
+    return 0;
+}
+
+/* Open the buffer and check the header. On success *s is open (close with source_close). */
+static int open_checked(const void *data, size_t len, const fr_audio_limits *lim, source *s,
+                        fr_audio_info *info, fr_err *err) {
+    memset(s, 0, sizeof *s);
     memset(info, 0, sizeof *info);
     if (!data || len == 0) {
         fr_err_set(err, "audio: empty input (zero bytes)");
@@ -156,55 +209,39 @@ static int open_checked(const void *data, size_t len, const fr_audio_limits *lim
         return -1;
     }
     if (f == FR_AUDIO_WAV && wav_precheck(data, len, lim, err)) return -1;
-    v->data = data;
-    v->len = (sf_count_t)len;
-    v->pos = 0;
-    SF_VIRTUAL_IO io = {vio_len, vio_seek, vio_read, vio_write, vio_tell};
-    SF_INFO si;
-    memset(&si, 0, sizeof si);
-    SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &si, v);
-    if (!sf) {
-        fr_err_set(err, "audio: corrupt %s file: %s", fr_audio_format_name(f), sf_strerror(NULL));
-        return -1;
-    }
-    int major = si.format & SF_FORMAT_TYPEMASK;
-    int want = f == FR_AUDIO_WAV ? SF_FORMAT_WAV : f == FR_AUDIO_FLAC ? SF_FORMAT_FLAC : SF_FORMAT_OGG;
-    if (major != want) {
-        sf_close(sf);
-        fr_err_set(err, "audio: %s header but the data decodes as another format",
-                   fr_audio_format_name(f));
+    if (f == FR_AUDIO_OGG) {
+        s->ogg = fr_ogg_open(data, len, &info->channels, &info->sample_rate, &info->frames, err);
+        if (!s->ogg) return -1;
+    } else if (open_sndfile(data, len, f, s, info, err)) {
         return -1;
     }
     info->format = f;
-    info->channels = si.channels;
-    info->sample_rate = si.samplerate;
-    info->frames = (int64_t)si.frames;
-    if (si.channels < 1 || si.channels > lim->max_channels) {
-        sf_close(sf);
-        fr_err_set(err, "audio: %d channels, the limit is %d", si.channels, lim->max_channels);
+    s->channels = info->channels;
+    if (info->channels < 1 || info->channels > lim->max_channels) {
+        source_close(s);
+        fr_err_set(err, "audio: %d channels, the limit is %d", info->channels, lim->max_channels);
         return -1;
     }
-    if (si.samplerate < lim->min_rate || si.samplerate > lim->max_rate) {
-        sf_close(sf);
-        fr_err_set(err, "audio: sample rate %d Hz outside %d..%d Hz", si.samplerate,
+    if (info->sample_rate < lim->min_rate || info->sample_rate > lim->max_rate) {
+        source_close(s);
+        fr_err_set(err, "audio: sample rate %d Hz outside %d..%d Hz", info->sample_rate,
                    lim->min_rate, lim->max_rate);
         return -1;
     }
-    if (si.frames <= 0 || si.frames == SF_COUNT_MAX) {
-        sf_close(sf);
-        fr_err_set(err, si.frames <= 0 ? "audio: the %s file holds no samples"
-                                       : "audio: the %s file does not state its length",
+    if (info->frames <= 0 || info->frames == INT64_MAX) {
+        source_close(s);
+        fr_err_set(err, info->frames <= 0 ? "audio: the %s file holds no samples"
+                                          : "audio: the %s file does not state its length",
                    fr_audio_format_name(f));
         return -1;
     }
-    info->seconds = (double)si.frames / si.samplerate;
+    info->seconds = (double)info->frames / info->sample_rate;
     if (info->seconds > lim->max_seconds) {
-        sf_close(sf);
+        source_close(s);
         fr_err_set(err, "audio: recording is %.1f s long, the limit is %.0f s", info->seconds,
                    lim->max_seconds);
         return -1;
     }
-    *sfp = sf;
     return 0;
 }
 
@@ -212,11 +249,10 @@ int fr_audio_probe(const void *data, size_t len, const fr_audio_limits *lim, fr_
                    fr_err *err) {
     fr_audio_limits dl;
     if (!lim) fr_audio_limits_default(&dl), lim = &dl;
-    vio v;
-    SNDFILE *sf;
+    source src;
     fr_audio_info tmp;
-    if (open_checked(data, len, lim, &v, &sf, info ? info : &tmp, err)) return -1;
-    sf_close(sf);
+    if (open_checked(data, len, lim, &src, info ? info : &tmp, err)) return -1;
+    source_close(&src);
     return 0;
 }
 
@@ -276,10 +312,9 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
         fr_err_set(err, "audio: output rate %d Hz not supported", out_rate);
         return -1;
     }
-    vio v;
-    SNDFILE *sf;
+    source src;
     fr_audio_info info;
-    if (open_checked(data, len, lim, &v, &sf, &info, err)) return -1;
+    if (open_checked(data, len, lim, &src, &info, err)) return -1;
     int ch = info.channels;
     double ratio = (double)out_rate / info.sample_rate;
     SRC_STATE *st = NULL;
@@ -287,7 +322,7 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
         int e = 0;
         st = src_new(SRC_SINC_FASTEST, 1, &e);
         if (!st) {
-            sf_close(sf);
+            source_close(&src);
             fr_err_set(err, "audio: resampler: %s", src_strerror(e));
             return -1;
         }
@@ -300,8 +335,12 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
     int64_t got = 0;
     int rc = 0;
     for (;;) {
-        sf_count_t r = sf_readf_float(sf, blk, FR_AUDIO_BLOCK);
-        if (r <= 0) break;
+        long r = source_read(&src, blk, FR_AUDIO_BLOCK, err);
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        if (r == 0) break;
         got += r;
         if (got > cap) {
             fr_err_set(err, "audio: corrupt %s file: more samples than the header announces",
@@ -309,7 +348,7 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
             rc = -1;
             break;
         }
-        for (sf_count_t i = 0; i < r; i++) {
+        for (long i = 0; i < r; i++) {
             float s = 0;
             for (int c = 0; c < ch; c++) s += blk[i * ch + c];
             s /= (float)ch;
@@ -336,7 +375,7 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
     if (!rc && push(st, ratio, mono, 0, 1, &o, err)) rc = -1;
     free(blk);
     if (st) src_delete(st);
-    sf_close(sf);
+    source_close(&src);
     if (rc) {
         free(o.p);
         return -1;

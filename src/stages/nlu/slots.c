@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/mask.h"
+
 /* ---------- calendar ---------- */
 
 static long days_from_civil(int y, int m, int d) {
@@ -145,20 +147,7 @@ static double parse_amount_number(const char *s, size_t n) {
 /* ---------- masking ---------- */
 
 size_t fr_slot_mask(const char *s, size_t n, char *out, size_t cap) {
-    if (!cap) return 0;
-    size_t alnum = 0;
-    for (size_t i = 0; i < n; i++) alnum += isalnum((unsigned char)s[i]) != 0;
-    size_t seen = 0, o = 0;
-    for (size_t i = 0; i < n && o + 1 < cap; i++) {
-        char c = s[i];
-        if (isalnum((unsigned char)c)) {
-            seen++;
-            if (alnum - seen >= 4) c = '*';
-        }
-        out[o++] = c;
-    }
-    out[o] = 0;
-    return o;
+    return fr_mask_span(s, n, 4, out, cap);
 }
 
 /* ---------- patterns ---------- */
