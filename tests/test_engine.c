@@ -13,8 +13,14 @@
 
 TEST(tier_names) {
     CHECK_EQ_INT(fr_tier_parse("P0"), 0);
-    CHECK_EQ_INT(fr_tier_parse("p2"), 2);
-    CHECK_EQ_INT(fr_tier_parse("1"), 1);
+    CHECK_EQ_INT(fr_tier_parse("P2"), 2);
+    /* strict: no other spelling is a tier (issue: p0, "P0 " and 0 were accepted) */
+    CHECK_EQ_INT(fr_tier_parse("p2"), -1);
+    CHECK_EQ_INT(fr_tier_parse("1"), -1);
+    CHECK_EQ_INT(fr_tier_parse("P0 "), -1);
+    CHECK_EQ_INT(fr_tier_parse(" P0"), -1);
+    CHECK_EQ_INT(fr_tier_parse("p0"), -1);
+    CHECK_EQ_INT(fr_tier_parse("0"), -1);
     CHECK_EQ_INT(fr_tier_parse("P3"), -1);
     CHECK_EQ_INT(fr_tier_parse("P0x"), -1);
     CHECK_EQ_INT(fr_tier_parse(""), -1);

@@ -6,7 +6,6 @@
  */
 #include "engine/sched.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -16,14 +15,10 @@ const char *fr_tier_name(int tier) {
 }
 
 int fr_tier_parse(const char *s) {
-    if (!s) return -1;
-    while (isspace((unsigned char)*s)) s++;
-    if (*s == 'P' || *s == 'p') s++;
-    if (s[0] < '0' || s[0] > '2') return -1;
-    int t = s[0] - '0';
-    s++;
-    while (isspace((unsigned char)*s)) s++;
-    return *s ? -1 : t;
+    /* exactly "P0", "P1" or "P2": no case folding, no spaces, no bare digits, so that every
+     * door (header, body field, key file, config) reads a tier the same way */
+    if (!s || s[0] != 'P' || s[1] < '0' || s[1] > '2' || s[2]) return -1;
+    return s[1] - '0';
 }
 
 void fr_sched_split(const double weight[FR_N_TIERS], const int64_t demand[FR_N_TIERS], int budget,

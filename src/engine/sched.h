@@ -26,7 +26,7 @@ typedef enum fr_tier { FR_TIER_P0 = 0, FR_TIER_P1 = 1, FR_TIER_P2 = 2 } fr_tier;
 
 /* "P0", "P1", "P2" (or "?" out of range). */
 const char *fr_tier_name(int tier);
-/* Parses "P0".."P2" (case-insensitive) or "0".."2"; -1 otherwise. */
+/* Parses exactly "P0", "P1" or "P2" (no other spelling); -1 otherwise. */
 int fr_tier_parse(const char *s);
 
 /* Weighted split of `budget` tokens across tiers with demand[t] tokens wanted each: water filling

@@ -198,6 +198,56 @@ fail:
     return -1;
 }
 
+cJSON *fr_api_parse_object(const char *body, size_t len, size_t max_body_bytes,
+                           fr_api_error *err) {
+    if (max_body_bytes && len > max_body_bytes) {
+        fr_api_error_set(err, 413, "invalid_request_error", "request_too_large", NULL,
+                         "request body of %zu bytes exceeds the limit of %zu", len,
+                         max_body_bytes);
+        return NULL;
+    }
+    if (len == 0) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                         "request body is empty: expected a JSON object");
+        return NULL;
+    }
+    if (!fr_utf8_valid(body, len)) {
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_utf8", NULL,
+                         "request body is not valid UTF-8");
+        return NULL;
+    }
+    if (memchr(body, 0, len)) {
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                         "request body contains a NUL byte");
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        /* cJSON reports the failing position through `end` (its global error pointer is not
+         * thread-safe) */
+        size_t off = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                         "request body is not valid JSON (error near byte %zu)", off);
+        return NULL;
+    }
+    while (end && end < body + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+        end++;
+    if (end && end < body + len) {
+        cJSON_Delete(root);
+        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
+                         "request body has trailing data after the JSON value");
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
+                         "request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
 int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
                  fr_api_req *out, fr_api_error *err) {
     memset(out, 0, sizeof *out);
@@ -206,43 +256,8 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
     out->temperature = 1;
     out->top_p = 1;
     out->priority = -1;
-    cJSON *root = NULL;
-    if (lim->max_body_bytes && len > lim->max_body_bytes) {
-        fr_api_error_set(err, 413, "invalid_request_error", "request_too_large", NULL,
-                         "request body of %zu bytes exceeds the limit of %zu", len,
-                         lim->max_body_bytes);
-        return -1;
-    }
-    if (len == 0) {
-        fr_api_error_set(err, 400, "invalid_request_error", NULL, NULL,
-                         "request body is empty: expected a JSON object");
-        return -1;
-    }
-    if (!fr_utf8_valid(body, len)) {
-        fr_api_error_set(err, 400, "invalid_request_error", "invalid_utf8", NULL,
-                         "request body is not valid UTF-8");
-        return -1;
-    }
-    if (memchr(body, 0, len)) {
-        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
-                         "request body contains a NUL byte");
-        return -1;
-    }
-    const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (!root) {
-        /* cJSON reports the failing position through `end` (its global error pointer is not
-         * thread-safe) */
-        size_t off = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        fr_api_error_set(err, 400, "invalid_request_error", "invalid_json", NULL,
-                         "request body is not valid JSON (error near byte %zu)", off);
-        return -1;
-    }
-    while (end && end < body + len && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
-        end++;
-    if (end && end < body + len)
-        BAD(NULL, "request body has trailing data after the JSON value");
-    if (!cJSON_IsObject(root)) BAD(NULL, "request body must be a JSON object");
+    cJSON *root = fr_api_parse_object(body, len, lim->max_body_bytes, err);
+    if (!root) return -1;
 
     const cJSON *it;
     if ((it = field(root, "model"))) {

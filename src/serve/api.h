@@ -68,6 +68,12 @@ typedef struct fr_api_req {
 } fr_api_req;
 
 /* Parse and validate. 0, or -1 with *err (status 400 and the field). */
+/* The strict parse every JSON body goes through (chat, completions, assist): over
+ * max_body_bytes (0 = no limit) 413; empty, invalid UTF-8, a NUL byte, not JSON, trailing bytes
+ * after the value (a second object included) or not an object 400. The object (caller frees),
+ * or NULL with *err set. */
+struct cJSON *fr_api_parse_object(const char *body, size_t len, size_t max_body_bytes,
+                                  fr_api_error *err);
 int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
                  fr_api_req *out, fr_api_error *err);
 void fr_api_req_free(fr_api_req *r);

@@ -683,7 +683,8 @@ static size_t count_tokens(void *ctx, const char *s, size_t n) {
 
 /* The LLM reply through the engine's submit path. 0 with text in *o, or -1 with *e. */
 static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int tier,
-                     double t_arrival, fr_buf *o, int *n_prompt, fr_api_error *e) {
+                     double t_arrival, double deadline, fr_buf *o, int *n_prompt,
+                     fr_api_error *e) {
     cJSON *msgs = cJSON_CreateArray();
     cJSON *sys = cJSON_CreateObject();
     cJSON_AddStringToObject(sys, "role", "system");
@@ -742,6 +743,7 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
     p.sampling.temperature = 0;
     p.tier = tier;
     p.t_arrival = t_arrival;
+    p.deadline = deadline;
     fr_admission adm;
     fr_req *r = fr_engine_submit(a->engine, &p, &adm);
     free(ids);
@@ -757,6 +759,12 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
     while (!fr_req_wait(r, o, 0.05, &info)) {
     }
     fr_req_release(r);
+    if (info.end == FR_END_DEADLINE) {
+        fr_api_error_set(e, 504, "timeout_error", "deadline_exceeded", NULL,
+                         "The request's deadline (X-Deadline-Ms) passed before the LLM reply "
+                         "finished; it was cancelled.");
+        return -1;
+    }
     if (info.end != FR_END_STOP && info.end != FR_END_LENGTH) {
         fr_api_error_set(e, info.end == FR_END_SHUTDOWN ? 503 : 500, "server_error",
                          fr_end_name(info.end), NULL, "The LLM reply did not finish (%s)%s%s",
@@ -842,28 +850,28 @@ static cJSON *parse_body(const fr_assist *a, const char *body, size_t len, fr_ap
                          !strcmp(top, "ticket") ? "ticket" : "request");
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) {
-        fr_api_error_set(e, 400, "invalid_request_error", "invalid_json", NULL,
-                         "The request body is not valid JSON.");
-        return NULL;
-    }
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        fr_api_error_set(e, 400, "invalid_request_error", NULL, NULL,
-                         "The request body must be a JSON object.");
-        return NULL;
-    }
-    return root;
+    /* the same strict parse as chat: one object, no trailing bytes, no NUL */
+    return fr_api_parse_object(body, len, 0, e);
 }
 
-/* The tier: the door's (X-Priority), else the body's, else the door's default, else P1. */
+/* The tier: the door's (X-Priority), else the body's, else the door's default, else P1; never
+ * better than the caller's cap (the API key's highest tier). */
 static int pick_tier(const fr_assist_call *call, const areq *q) {
     int tier = call && call->tier >= 0 ? call->tier
                : q->tier >= 0          ? q->tier
                : call                  ? call->default_tier
                                        : FR_TIER_P1;
-    return tier < 0 || tier >= FR_N_TIERS ? FR_TIER_P1 : tier;
+    if (tier < 0 || tier >= FR_N_TIERS) tier = FR_TIER_P1;
+    if (call && tier < call->highest_tier) tier = call->highest_tier;
+    return tier;
+}
+
+/* 0 while the caller's deadline (X-Deadline-Ms) has not passed; else -1 with the 504 in *e. */
+static int check_deadline(const fr_assist_call *call, const char *when, fr_api_error *e) {
+    if (!call || call->deadline <= 0 || fr_time_s() < call->deadline) return 0;
+    fr_api_error_set(e, 504, "timeout_error", "deadline_exceeded", NULL,
+                     "The request's deadline (X-Deadline-Ms) passed %s.", when);
+    return -1;
 }
 
 /* Step 2: the route's first pass (what to decode) from the request and stage availability. */
@@ -1098,7 +1106,8 @@ static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_a
         return -1;
     }
     stage_begin(&x->rs, FR_STAGE_LLM);
-    int lrc = llm_reply(a, x->br.text, intent, x->tier, t_arrival, &x->reply,
+    int lrc = llm_reply(a, x->br.text, intent, x->tier, t_arrival,
+                        x->rs.call ? x->rs.call->deadline : 0, &x->reply,
                         &x->llm_prompt_tokens, e);
     stage_end(&x->rs, FR_STAGE_LLM);
     if (lrc) return -1;
@@ -1298,9 +1307,10 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
         goto fail;
     }
     x->tier = pick_tier(call, &x->q);
+    if (check_deadline(call, "before work began", e)) goto fail;
     plan_route(a, x);
     if (run_image(a, x, e) || run_audio(a, x, e) || run_ocr(a, x, e) || run_nlu(a, x, e) ||
-        make_reply(a, x, t_arrival, e))
+        make_reply(a, x, t_arrival, e) || check_deadline(call, "before it finished", e))
         goto fail;
     out = build_response(x, t_start);
     add_frugal(&x->rs, out);

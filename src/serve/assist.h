@@ -143,6 +143,10 @@ typedef struct fr_assist_call {
     int default_tier;            /* tier when neither the door nor the body names one */
     double t_arrival;            /* fr_time_s() at arrival (0 = now) */
     struct fr_meter_req *meter;  /* the request's meter account, or NULL */
+    int highest_tier;            /* best tier the caller may have (the API key's cap; a better
+                                    one asked for by door or body is lowered to it); 0 = any */
+    double deadline;             /* fr_time_s() by which the answer is due (X-Deadline-Ms),
+                                    0 = none: 504 deadline_exceeded after it */
 } fr_assist_call;
 
 /* Handles one request body. Returns the HTTP status; *json gets the malloc'd response or

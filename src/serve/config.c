@@ -68,6 +68,10 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->max_tokens = 4096;
     c->default_max_tokens = 1024;
     c->max_connections = 256;
+    for (int k = 0; k < 3; k++) c->reserved_connections[k] = -1;
+    c->max_pending_connections = 4096;
+    c->header_timeout_s = 5;
+    c->max_header_bytes = 16384;
     c->idle_timeout_s = 30;
     c->body_timeout_s = 30;
     c->shutdown_grace_s = 10;
@@ -188,6 +192,29 @@ static int apply_tier(fr_serve_config *c, int t, const cJSON *obj, fr_err *err) 
     return 0;
 }
 
+/* "reserved_connections": {"control": N, "P0": N, "P1": N} (any subset). */
+static int apply_reserved(fr_serve_config *c, const cJSON *obj, fr_err *err) {
+    if (!cJSON_IsObject(obj)) {
+        fr_err_set(err, "config: \"limits.reserved_connections\" must be an object");
+        return -1;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        const char *k = it->string;
+        int slot = !strcmp(k, "control") ? 0 : !strcmp(k, "P0") ? 1 : !strcmp(k, "P1") ? 2 : -1;
+        char name[80];
+        snprintf(name, sizeof name, "limits.reserved_connections.%s", k);
+        if (slot < 0) {
+            fr_err_set(err, "config: unknown key \"%s\" (control, P0 or P1)", name);
+            return -1;
+        }
+        long l;
+        if (get_int(it, name, 0, 100000, &l, err)) return -1;
+        c->reserved_connections[slot] = (int)l;
+    }
+    return 0;
+}
+
 static int apply_limits(fr_serve_config *c, const cJSON *obj, fr_err *err) {
     if (!cJSON_IsObject(obj)) {
         fr_err_set(err, "config: \"limits\" must be an object");
@@ -218,6 +245,17 @@ static int apply_limits(fr_serve_config *c, const cJSON *obj, fr_err *err) {
         } else if (!strcmp(k, "max_connections")) {
             if (get_int(it, name, 1, 100000, &l, err)) return -1;
             c->max_connections = (int)l;
+        } else if (!strcmp(k, "reserved_connections")) {
+            if (apply_reserved(c, it, err)) return -1;
+        } else if (!strcmp(k, "max_pending_connections")) {
+            if (get_int(it, name, 1, 1000000, &l, err)) return -1;
+            c->max_pending_connections = (int)l;
+        } else if (!strcmp(k, "header_timeout_s")) {
+            if (get_num(it, name, 0.1, 3600, &v, err)) return -1;
+            c->header_timeout_s = v;
+        } else if (!strcmp(k, "max_header_bytes")) {
+            if (get_int(it, name, 1024, 60000, &l, err)) return -1;
+            c->max_header_bytes = (int)l;
         } else if (!strcmp(k, "idle_timeout_s")) {
             if (get_int(it, name, 1, 86400, &l, err)) return -1;
             c->idle_timeout_s = (int)l;

@@ -41,7 +41,15 @@ typedef struct fr_serve_config {
     int max_prompt_tokens;          /* prompt tokens (0 = the context length) */
     int max_tokens;                 /* most output tokens a request may ask for */
     int default_max_tokens;         /* output tokens when the request names none */
-    int max_connections;            /* concurrent connections served; more get 429 */
+    int max_connections;            /* connections handed to the HTTP layer at once (slots);
+                                       over the limit a new one gets 503 + Retry-After */
+    int reserved_connections[3];    /* slots only this class or a better one may use: [0] the
+                                       control endpoints (/health, /ready, /metrics), [1] P0,
+                                       [2] P1; -1 = derived from max_connections (serve/guard.h) */
+    int max_pending_connections;    /* accepted connections whose request head has not arrived
+                                       yet; over it the oldest one gets 503 */
+    double header_timeout_s;        /* the request head must arrive within this (408 after) */
+    int max_header_bytes;           /* request line + header fields (431 over it) */
     int idle_timeout_s;             /* an idle or stalled connection is closed after this */
     double body_timeout_s;          /* the whole request body must arrive within this */
     double shutdown_grace_s;        /* SIGTERM: in-flight work may finish within this */

@@ -1,6 +1,11 @@
 /* http.c — the HTTP layer of `frugal serve` on libmicrohttpd: routing, auth, limits, the OpenAI
  * endpoints (non-streaming and SSE streaming), client-disconnect detection and graceful shutdown.
  *
+ * Connections: the server owns the listening socket; the connection guard (serve/guard.h) accepts,
+ * checks each first request head (deadline, size, framing), takes a slot of the request's class
+ * (control endpoints, P0, P1, P2) and hands the socket to MHD (MHD_add_connection; MHD has no
+ * listening socket of its own). The slot is released when MHD reports the connection closed.
+ *
  * Threading: MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so handlers may
  * block. A generation request is parsed, rendered and tokenized on its connection thread, then
  * submitted to the engine, which decides admission at once (429 + Retry-After on refusal). A
@@ -34,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +49,7 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "serve/assist.h"
+#include "serve/guard.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
 
@@ -59,7 +66,9 @@ struct fr_server {
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
     long long created;          /* unix time of start (models list) */
-    struct MHD_Daemon *d;       /* listener */
+    struct MHD_Daemon *d;       /* HTTP layer (no listening socket of its own) */
+    fr_guard *guard;            /* accepts, checks heads, hands connections to d (owned) */
+    int lfd;                    /* listening socket until the guard owns it, else -1 */
     int port;                   /* bound port */
     int max_prompt_tokens;      /* effective prompt limit */
     fr_metrics metrics;
@@ -275,37 +284,88 @@ static void sse_with_frugal(fr_buf *out, size_t at, const fr_req_info *info, boo
     free(json);
 }
 
+/* The ledger route of a generation endpoint's path ("chat", "completions", "assist"), or NULL
+ * for any other path. */
+static const char *generation_route(const char *path, size_t len) {
+    static const struct { const char *path, *route; } gen[] = {
+        {"/v1/chat/completions", "chat"}, {"/v1/completions", "completions"},
+        {"/v1/assist", "assist"}};
+    for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
+        if (strlen(gen[i].path) == len && !memcmp(path, gen[i].path, len)) return gen[i].route;
+    return NULL;
+}
+
+/* A ledger row, status rejected, for a generation request refused before a handler opened its
+ * account (docs/METERING.md, "Rejections"): the guard's 4xx/503 answers, 401, 413 from the
+ * body. tp_out (may be NULL) gets the response's traceparent. */
+static void meter_refusal(fr_server *s, const char *route, const fr_api_key *key, int tier,
+                          const char *traceparent, int status, char tp_out[56]) {
+    if (!s->meter || !route) return;
+    fr_meter_req_info in = {.traceparent = traceparent,
+                            .api_key_id = key ? key->id : NULL,
+                            .route = route,
+                            .tier = fr_tier_name(tier),
+                            .modality = "text"};
+    fr_meter_req *mr = fr_meter_request_begin(s->meter, &in);
+    if (tp_out) fr_meter_request_traceparent(mr, tp_out);
+    fr_meter_req_result res = {.http_status = status, .ttft_s = -1, .slo_met = -1,
+                               .status = FR_REQ_REJECTED};
+    fr_meter_request_end(s->meter, mr, &res, NULL);
+}
+
 /* ---- auth ---- */
 
-/* True when no keys are configured or the presented key is one of them (*key set); false after
- * queueing the 401 (its result in *ret). */
-static bool check_auth(conn *c, const fr_api_key **key, enum MHD_Result *ret) {
+typedef enum { AUTH_OK, AUTH_MISSING, AUTH_SCHEME, AUTH_WRONG } auth_result;
+
+/* Finds the key in an Authorization value h[0..len) (NULL = absent). AUTH_OK with *key NULL
+ * when no keys are configured. */
+static auth_result find_key(const fr_serve_config *cfg, const char *h, size_t len,
+                            const fr_api_key **key) {
     *key = NULL;
-    const fr_serve_config *cfg = c->s->cfg;
-    if (cfg->n_keys == 0) return true;
-    const char *h = header(c, "Authorization");
-    if (!h) {
-        *ret = fail(c, 401, "invalid_request_error", "missing_api_key", NULL,
-                    "Missing API key: send \"Authorization: Bearer KEY\".");
-        return false;
-    }
-    while (*h == ' ') h++;
-    if (strncasecmp(h, "Bearer ", 7)) {
-        *ret = fail(c, 401, "invalid_request_error", "invalid_api_key", NULL,
-                    "Authorization must use the Bearer scheme.");
-        return false;
-    }
-    h += 7;
-    while (*h == ' ') h++;
-    size_t len = strlen(h);
+    if (cfg->n_keys == 0) return AUTH_OK;
+    if (!h) return AUTH_MISSING;
+    while (len && *h == ' ') h++, len--;
+    if (len < 7 || strncasecmp(h, "Bearer ", 7)) return AUTH_SCHEME;
+    h += 7, len -= 7;
+    while (len && *h == ' ') h++, len--;
     while (len && h[len - 1] == ' ') len--;
     *key = fr_serve_find_key(cfg, h, len);
-    if (!*key) {
+    return *key ? AUTH_OK : AUTH_WRONG;
+}
+
+/* The tier of a request before its body is read: X-Priority (exact P0/P1/P2; anything else is
+ * the handler's 400 later) > the key's default > the server's; never better than the key's
+ * highest tier. */
+static int head_tier(const fr_serve_config *cfg, const fr_api_key *key, const char *xp) {
+    int t = key ? key->default_tier : cfg->default_tier;
+    int x = xp ? fr_tier_parse(xp) : -1;
+    if (x >= 0) t = x;
+    if (key && t < key->highest_tier) t = key->highest_tier;
+    return t;
+}
+
+/* True when no keys are configured or the presented key is one of them (*key set); false after
+ * queueing the 401 (its result in *ret; a generation request's gets a ledger row). */
+static bool check_auth(conn *c, const char *url, const fr_api_key **key, enum MHD_Result *ret) {
+    const fr_serve_config *cfg = c->s->cfg;
+    const char *h = header(c, "Authorization");
+    auth_result a = find_key(cfg, h, h ? strlen(h) : 0, key);
+    if (a == AUTH_OK) return true;
+    char tp[56] = "";
+    meter_refusal(c->s, generation_route(url, strlen(url)), NULL,
+                  head_tier(cfg, NULL, header(c, "X-Priority")), header(c, "traceparent"), 401,
+                  tp);
+    if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+    if (a == AUTH_MISSING)
+        *ret = fail(c, 401, "invalid_request_error", "missing_api_key", NULL,
+                    "Missing API key: send \"Authorization: Bearer KEY\".");
+    else if (a == AUTH_SCHEME)
+        *ret = fail(c, 401, "invalid_request_error", "invalid_api_key", NULL,
+                    "Authorization must use the Bearer scheme.");
+    else
         *ret = fail(c, 401, "invalid_request_error", "invalid_api_key", NULL,
                     "Incorrect API key provided.");
-        return false;
-    }
-    return true;
+    return false;
 }
 
 /* ---- simple endpoints ---- */
@@ -501,6 +561,26 @@ static enum MHD_Result admission_error(conn *c, const fr_admission *adm) {
     return send_error(c, &e);
 }
 
+/* X-Deadline-Ms: true with *ms and the absolute *deadline (both 0 without the header); false
+ * after queueing the 400 (its result in *ret). */
+static bool deadline_header(conn *c, double *ms, double *deadline, enum MHD_Result *ret) {
+    *ms = *deadline = 0;
+    const char *xd = header(c, "X-Deadline-Ms");
+    if (!xd) return true;
+    char *end;
+    errno = 0;
+    double v = strtod(xd, &end);
+    while (*end == ' ') end++;
+    if (errno || end == xd || *end || !(v >= 1 && v <= 86400000.0)) {
+        *ret = fail(c, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
+                    "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
+        return false;
+    }
+    *ms = v;
+    *deadline = c->t_start + v / 1000.0;
+    return true;
+}
+
 static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
     fr_server *s = c->s;
     const fr_serve_config *cfg = s->cfg;
@@ -558,20 +638,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     c->tier = tier;
     meter_set_tier(c, tier);
     double deadline = 0, deadline_ms = 0;
-    const char *xd = header(c, "X-Deadline-Ms");
-    if (xd) {
-        char *end;
-        errno = 0;
-        double v = strtod(xd, &end);
-        while (*end == ' ') end++;
-        if (errno || end == xd || *end || !(v >= 1 && v <= 86400000.0)) {
-            ret = fail(c, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
-                       "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
-            goto out;
-        }
-        deadline_ms = v;
-        deadline = c->t_start + v / 1000.0;
-    }
+    if (!deadline_header(c, &deadline_ms, &deadline, &ret)) goto out;
     if (q.model && strcmp(q.model, s->model_name)) {
         fr_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
                          "The model '%.200s' does not exist (this server serves '%.200s').",
@@ -787,7 +854,13 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
     if (xp && (forced = fr_tier_parse(xp)) < 0)
         return fail(c, 400, "invalid_request_error", NULL, "X-Priority",
                     "X-Priority must be P0, P1 or P2.");
+    double deadline = 0, deadline_ms = 0;
+    enum MHD_Result dret;
+    if (!deadline_header(c, &deadline_ms, &deadline, &dret)) return dret;
+    int highest = key ? key->highest_tier : 0;
     int dflt = key ? key->default_tier : s->cfg->default_tier;
+    if (forced >= 0 && forced < highest) forced = highest; /* the key's cap, as on chat */
+    if (dflt < highest) dflt = highest;
     c->tier = forced >= 0 ? forced : dflt;
     if (s->meter && !c->mr) {
         /* the modality is set by the handler once the body is parsed (serve/assist.c) */
@@ -800,7 +873,7 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
         fr_meter_request_traceparent(c->mr, c->traceparent);
     }
     fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
-                           .meter = c->mr};
+                           .meter = c->mr, .highest_tier = highest, .deadline = deadline};
     char *json = NULL;
     int st = fr_assist_handle(s->assist, c->body.data ? c->body.data : "", c->body.len, &call,
                               &json);
@@ -809,12 +882,81 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
     return r;
 }
 
+/* ---- connection slots (serve/guard.h) ---- */
+
+/* A handed-over connection's socket context: its guard slot. */
+typedef struct slot {
+    int cls;      /* fr_guard_class the slot is held for, -1 = none */
+    int requests; /* requests seen on the connection */
+} slot;
+
+/* The guard class of a request: the control endpoints, else its head tier. */
+static int request_class(const fr_serve_config *cfg, const char *path, size_t len,
+                         const char *auth, size_t auth_len, const char *xp) {
+    if ((len == 7 && !memcmp(path, "/health", 7)) || (len == 6 && !memcmp(path, "/ready", 6)) ||
+        (len == 8 && !memcmp(path, "/metrics", 8)))
+        return FR_GUARD_CONTROL;
+    const fr_api_key *key = NULL;
+    find_key(cfg, auth, auth_len, &key);
+    return FR_GUARD_P0 + head_tier(cfg, key, xp);
+}
+
+/* The first request was classified by the guard; a later one on the same connection moves the
+ * slot to its own class, or is refused (false) when that class has no room. */
+static bool keepalive_slot_ok(conn *c, const char *url) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    slot *sl = ci ? ci->socket_context : NULL;
+    if (!sl || sl->cls < 0 || ++sl->requests == 1) return true;
+    const char *auth = header(c, "Authorization");
+    const char *xpv = header(c, "X-Priority");
+    int to = request_class(c->s->cfg, url, strlen(url), auth, auth ? strlen(auth) : 0, xpv);
+    if (!fr_guard_slot_move(c->s->guard, sl->cls, to)) return false;
+    sl->cls = to;
+    return true;
+}
+
+static fr_guard_class guard_classify(void *cls, const fr_http_head *h) {
+    fr_server *s = cls;
+    size_t alen = 0, xlen = 0;
+    const char *auth = fr_http_head_get(h, "Authorization", &alen);
+    const char *xpv = fr_http_head_get(h, "X-Priority", &xlen);
+    char xp[8];
+    snprintf(xp, sizeof xp, "%.*s", (int)FR_MIN(xlen, sizeof xp - 1), xpv ? xpv : "");
+    return request_class(s->cfg, h->path, h->path_len, auth, alen,
+                         xpv && xlen < sizeof xp ? xp : NULL);
+}
+
+/* The guard answers a request itself: a generation request gets its ledger row. */
+static void guard_refused(void *cls, const fr_http_head *h, int status, char tp_out[56]) {
+    fr_server *s = cls;
+    if (!h->line_done) return; /* no request line: no endpoint, no request to account */
+    const char *route = generation_route(h->path, h->path_len);
+    if (!route) return;
+    size_t alen = 0, xlen = 0, tlen = 0;
+    const char *auth = fr_http_head_get(h, "Authorization", &alen);
+    const char *xpv = fr_http_head_get(h, "X-Priority", &xlen);
+    const char *tpv = fr_http_head_get(h, "traceparent", &tlen);
+    const fr_api_key *key = NULL;
+    find_key(s->cfg, auth, alen, &key);
+    char xp[8], tp[64];
+    snprintf(xp, sizeof xp, "%.*s", (int)FR_MIN(xlen, sizeof xp - 1), xpv ? xpv : "");
+    snprintf(tp, sizeof tp, "%.*s", (int)FR_MIN(tlen, sizeof tp - 1), tpv ? tpv : "");
+    meter_refusal(s, route, key, head_tier(s->cfg, key, xpv && xlen < sizeof xp ? xp : NULL),
+                  tpv && tlen < sizeof tp ? tp : NULL, status, tp_out);
+}
+
+static bool guard_handoff(void *cls, int fd, const struct sockaddr *addr, socklen_t alen) {
+    fr_server *s = cls;
+    return MHD_add_connection(s->d, fd, addr, alen) == MHD_YES;
+}
+
 /* ---- MHD callbacks ---- */
 
 static enum MHD_Result route(conn *c, const char *url, const char *method) {
     const fr_api_key *key = NULL;
     enum MHD_Result ret;
-    if (c->ep != FR_EP_HEALTH && !check_auth(c, &key, &ret)) return ret;
+    if (c->ep != FR_EP_HEALTH && !check_auth(c, url, &key, &ret)) return ret;
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST");
     if (c->ep == FR_EP_ASSIST) {
@@ -873,34 +1015,21 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->tier = -1;
         c->ep = classify(url);
         *con_cls = c;
-        if (atomic_load(&s->connections) > s->cfg->max_connections) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "Too many concurrent connections (limit %d); retry later.",
-                     s->cfg->max_connections);
+        /* the guard checked this connection's first head (framing, size, Content-Length); a
+         * later request on a kept-alive connection must fit its slot's class */
+        if (!keepalive_slot_ok(c, url)) {
             c->retry_after = 1;
             c->close = true;
-            if (c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS) {
-                /* no body and no key check yet: the header's tier, else the default */
-                const char *xp = header(c, "X-Priority");
-                int t = xp ? fr_tier_parse(xp) : -1;
-                meter_begin(c, NULL, t >= 0 ? t : s->cfg->default_tier);
-            }
-            enum MHD_Result r0 =
-                fail(c, 429, "rate_limit_error", "too_many_connections", NULL, msg);
-            meter_end_http(c);
-            return r0;
-        }
-        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(cl, &end, 10);
-            if (!errno && end != cl && n > s->cfg->max_body_bytes) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "Request body of %llu bytes exceeds the limit of %zu.",
-                         n, s->cfg->max_body_bytes);
-                return fail(c, 413, "invalid_request_error", "request_too_large", NULL, msg);
-            }
+            char tp[56] = "";
+            meter_refusal(s, generation_route(url, strlen(url)), NULL,
+                          head_tier(s->cfg, NULL, header(c, "X-Priority")),
+                          header(c, "traceparent"), 503, tp);
+            if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+            char msg[128];
+            snprintf(msg, sizeof msg,
+                     "Too many concurrent connections for this class (%d in all); retry later.",
+                     s->cfg->max_connections);
+            return fail(c, 503, "server_error", "too_many_connections", NULL, msg);
         }
         return MHD_YES;
     }
@@ -923,6 +1052,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     }
     if (c->responded) return MHD_YES;
     if (c->too_large) {
+        char tp[56] = "";
+        const fr_api_key *key = NULL;
+        const char *auth = header(c, "Authorization");
+        find_key(s->cfg, auth, auth ? strlen(auth) : 0, &key);
+        meter_refusal(s, generation_route(url, strlen(url)), key,
+                      head_tier(s->cfg, key, header(c, "X-Priority")), header(c, "traceparent"),
+                      413, tp);
+        if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+        c->close = true;
         char msg[128];
         snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.",
                  s->cfg->max_body_bytes);
@@ -952,7 +1090,6 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode toe) {
-    (void)socket_ctx;
     fr_server *s = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         atomic_fetch_add(&s->connections, 1);
@@ -962,8 +1099,15 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_ct
             MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         int one = 1;
         if (ci) setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        slot *sl = fr_xcalloc(1, sizeof *sl);
+        sl->cls = ci ? fr_guard_slot_claim(s->guard, ci->connect_fd) : -1;
+        *socket_ctx = sl;
     } else {
         atomic_fetch_sub(&s->connections, 1);
+        slot *sl = *socket_ctx;
+        if (sl) fr_guard_slot_release(s->guard, sl->cls);
+        free(sl);
+        *socket_ctx = NULL;
     }
 }
 
@@ -978,8 +1122,56 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- start / stop ---- */
 
+/* Every connection the guard holds is a descriptor: the soft limit goes up to the hard one. */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            fr_debug("file descriptor limit raised from %llu to %llu", (unsigned long long)was,
+                     (unsigned long long)rl.rlim_max);
+    }
+}
+
+/* A non-blocking listening socket on cfg->host:cfg->port; *port gets the bound port. -1 with
+ * err on failure. */
+static int listen_socket(const fr_serve_config *cfg, int *port, fr_err *err) {
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, ps, &hints, &ai);
+    if (gai || !ai) {
+        fr_err_set(err, "cannot resolve host '%s': %s", cfg->host, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 4096)) {
+        fr_err_set(err, "cannot listen on %s:%d (%s)", cfg->host, cfg->port, strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    *port = cfg->port;
+    if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        *port = sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    return fd;
+}
+
 fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err *err) {
     fr_server *s = fr_xcalloc(1, sizeof *s);
+    s->lfd = -1;
     s->cfg = cfg;
     s->model = m;
     s->model_name = cfg->served_name ? cfg->served_name : m->name ? m->name : "model";
@@ -1030,37 +1222,37 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     s->max_prompt_tokens = cfg->max_prompt_tokens > 0 ? FR_MIN(cfg->max_prompt_tokens, ctx - 1)
                                                       : ctx - 1;
 
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", cfg->port);
-    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (gai || !ai) {
-        fr_err_set(err, "cannot resolve host '%s': %s", cfg->host, gai_strerror(gai));
-        goto fail;
-    }
+    raise_fd_limit();
+    s->lfd = listen_socket(cfg, &s->port, err);
+    if (s->lfd < 0) goto fail;
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                         MHD_USE_NO_LISTEN_SOCKET;
     s->d = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
         s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->idle_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(cfg->max_connections + 64),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        1024u, MHD_OPTION_END);
-    freeaddrinfo(ai);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)FR_MAX(64 * 1024, 2 * cfg->max_header_bytes + 16384), MHD_OPTION_END);
     if (!s->d) {
-        fr_err_set(err, "cannot listen on %s:%d (address in use or not available)", cfg->host,
-                   cfg->port);
+        fr_err_set(err, "cannot start the HTTP layer (libmicrohttpd)");
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : cfg->port;
+    fr_guard_config gc = {.max_connections = cfg->max_connections,
+                          .max_pending = cfg->max_pending_connections,
+                          .head_timeout_s = cfg->header_timeout_s,
+                          .limits = {.max_head_bytes = (size_t)cfg->max_header_bytes,
+                                     .max_fields = 100,
+                                     .max_body_bytes = cfg->max_body_bytes}};
+    for (int k = 0; k < 3; k++) gc.reserved[k] = cfg->reserved_connections[k];
+    gc.reserved[FR_GUARD_P2] = 0;
+    fr_guard_hooks gh = {.cls = s, .classify = guard_classify, .refused = guard_refused,
+                         .handoff = guard_handoff};
+    s->guard = fr_guard_start(s->lfd, &gc, &gh, err);
+    if (!s->guard) goto fail;
+    s->lfd = -1; /* the guard's now */
+    fr_guard_config_reserves(&gc);
     const fr_engine_config *ec = fr_engine_cfg(s->engine);
     fr_info("serving %s on %s:%d (%s): auth %s, KV %d blocks x %d tokens, step %d tokens, "
             "chunk %d, %d running max, context %d, meter %s",
@@ -1068,8 +1260,14 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
             cfg->n_keys ? "on" : "off", ec->kv_blocks,
             ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx,
             s->meter ? (cfg->ledger && cfg->ledger[0] ? cfg->ledger : "on, no ledger") : "off");
+    fr_info("connections: %d slots (reserved: control %d, P0 %d, P1 %d), %d pending, head "
+            "within %.1f s and %d bytes",
+            gc.max_connections, gc.reserved[0], gc.reserved[1], gc.reserved[2], gc.max_pending,
+            gc.head_timeout_s, cfg->max_header_bytes);
     return s;
 fail:
+    if (s->d) MHD_stop_daemon(s->d);
+    if (s->lfd >= 0) close(s->lfd);
     fr_assist_free(s->assist);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
@@ -1083,10 +1281,10 @@ int fr_server_port(const fr_server *s) { return s->port; }
 
 void fr_server_shutdown(fr_server *s, double grace_s) {
     if (s->stopped) return;
+    /* connections are still accepted while draining: /health and /ready answer (503
+     * "draining"), new generation work gets 503 + Retry-After */
     atomic_store(&s->draining, true);
     fr_engine_close(s->engine);
-    MHD_socket fd = MHD_quiesce_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
     double t0 = fr_time_s();
     while (atomic_load(&s->busy) > 0 && fr_time_s() - t0 < grace_s) {
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -1102,8 +1300,11 @@ void fr_server_shutdown(fr_server *s, double grace_s) {
             nanosleep(&ts, NULL);
         }
     }
+    fr_guard_stop(s->guard); /* no new connections; what is pending gets 503 */
     MHD_stop_daemon(s->d);
     s->d = NULL;
+    fr_guard_free(s->guard);
+    s->guard = NULL;
     s->stopped = true;
 }
 

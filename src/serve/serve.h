@@ -21,8 +21,9 @@ typedef struct fr_server fr_server;
 fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err *err);
 /* The port actually bound (useful with port 0). */
 int fr_server_port(const fr_server *s);
-/* Graceful stop: refuse new work and stop accepting connections, let in-flight requests finish
- * for up to grace_s seconds, then cancel what is left (clients get an error) and close. */
+/* Graceful stop: refuse new work (503; /ready 503 "draining", connections still accepted), let
+ * in-flight requests finish for up to grace_s seconds, then cancel what is left (clients get an
+ * error), stop accepting and close. */
 void fr_server_shutdown(fr_server *s, double grace_s);
 /* Frees a server (shut down first, or this does an immediate shutdown). */
 void fr_server_free(fr_server *s);

@@ -4,7 +4,8 @@
 //               /metrics shows; the server keeps serving.
 //   slow:       (server with idle_timeout_s 1, body_timeout_s 1.5) a stalled body, a slow-drip
 //               body and stalled headers are cut off by the timeouts; the server keeps serving.
-//   connlimit:  (server with max_connections 4) connections over the limit get a clear 429.
+//   connlimit:  (server with max_connections 4) connections over their tier's share get a
+//               clear 503 + Retry-After; /health keeps its reserved slot.
 import { BASE, chat, check, done, metric, metrics, post, rawConnect, sleep, stream, waitClose }
   from './lib.mjs';
 
@@ -82,8 +83,9 @@ if (mode === 'disconnect') {
     const s = await rawConnect();
     s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le');
     const r = await waitClose(s, 6000);
-    check('stalled headers: connection closed by the idle timeout', r.closedMs !== null &&
-          r.closedMs < 5000, String(r.closedMs));
+    check('stalled headers: answered 408 and closed by the head timeout (1 s)',
+          r.closedMs !== null && r.closedMs >= 700 && r.closedMs < 5000 &&
+          r.data.startsWith('HTTP/1.1 408'), `${r.closedMs} ms: ${r.data.slice(0, 40)}`);
   })();
   const drip = (async () => {
     // body drips one byte every 150 ms (never idle long enough): cut by the body timeout (1.5 s)
@@ -106,12 +108,22 @@ if (mode === 'disconnect') {
   await Promise.all([stalledBody, stalledHeaders, drip]);
   await healthy('slow clients');
 } else if (mode === 'connlimit') {
+  // (server with max_connections 4: P1 may hold 2 slots, P0 3, the control endpoints 4)
+  // two P1 requests whose bodies never come hold the P1 share; the next P1 request gets a clear
+  // 503 + Retry-After at once (never a silent close); /health still has its reserved slot
   const socks = [];
-  for (let k = 0; k < 5; k++) socks.push(await rawConnect());
+  for (let k = 0; k < 2; k++) {
+    const s = await rawConnect();
+    s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{');
+    socks.push(s);
+  }
   await sleep(100);
   const r = await post('/v1/completions', { prompt: 'Hello', max_tokens: 2 });
-  check('connection limit: 429 too_many_connections', r.status === 429 && r.json &&
-        r.json.error.code === 'too_many_connections' && r.headers.get('retry-after'), r.text);
+  check('connection limit: 503 too_many_connections with Retry-After', r.status === 503 &&
+        r.json && r.json.error.code === 'too_many_connections' && r.headers.get('retry-after'),
+        `${r.status} ${r.text}`);
+  const h = await fetch(BASE + '/health');
+  check('connection limit: /health keeps its reserved slot', h.status === 200, String(h.status));
   for (const s of socks) s.destroy();
   await sleep(300);
   await healthy('connection limit');
