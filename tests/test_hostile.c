@@ -101,6 +101,50 @@ static resp xreq(const char *raw, size_t len, double timeout_s) {
 
 static resp xreq_s(const char *raw) { return xreq(raw, strlen(raw), 3.0); }
 
+/* Reads one response on a kept-alive connection: its head and Content-Length bytes. */
+static int read_one(int fd, double timeout_s) {
+    fr_buf b = {0};
+    double t0 = now_s();
+    int status = -1;
+    for (;;) {
+        const char *s = b.len ? fr_buf_cstr(&b) : "";
+        const char *e = strstr(s, "\r\n\r\n");
+        if (e) {
+            const char *cl = strcasestr(s, "\r\nContent-Length:");
+            size_t want = (size_t)(e + 4 - s) + (cl && cl < e ? (size_t)atol(cl + 17) : 0);
+            if (b.len >= want) {
+                status = atoi(s + 9);
+                break;
+            }
+        }
+        double left = timeout_s - (now_s() - t0);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) <= 0) break;
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) {
+            status = 0;
+            break;
+        }
+        fr_buf_append(&b, buf, (size_t)n);
+    }
+    fr_buf_free(&b);
+    return status;
+}
+
+/* A kept-alive connection: a good first request, then `second`; the status of the second. */
+static int keepalive_second(const char *second) {
+    int fd = xconnect(g_port);
+    const char *first = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    ssize_t w = send(fd, first, strlen(first), MSG_NOSIGNAL);
+    int st1 = read_one(fd, 3);
+    w = send(fd, second, strlen(second), MSG_NOSIGNAL);
+    (void)w;
+    int st2 = read_one(fd, 3);
+    close(fd);
+    return st1 == 200 ? st2 : -100 - st1;
+}
+
 static const char *resp_body(resp *r) {
     const char *s = fr_buf_cstr(&r->raw);
     const char *b = strstr(s, "\r\n\r\n");
@@ -276,6 +320,15 @@ TEST(framing_answered_at_once) {
     r = get("/v1/models", AUTH_GOLD);
     CHECK_EQ_INT(r.status, 200);
     fr_buf_free(&r.raw);
+    /* the same rules for a later request on a kept-alive connection (MHD parsed its head) */
+    CHECK_EQ_INT(keepalive_second("POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                                  "Transfer-Encoding: gzip\r\n\r\n"), 501);
+    CHECK_EQ_INT(keepalive_second("POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                                  "Transfer-Encoding: chunked, chunked\r\n\r\n"), 400);
+    CHECK_EQ_INT(keepalive_second("POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                                  "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}"), 400);
+    CHECK_EQ_INT(keepalive_second("GET /health HTTP/1.1\r\n\r\n"), 400);
+    CHECK_EQ_INT(keepalive_second("GET /health HTTP/1.1\r\nHost: t\r\n\r\n"), 200);
 }
 
 TEST(strict_priority_and_tier_caps) {
@@ -548,11 +601,11 @@ TEST(ready_503_while_draining_and_rejection_rows) {
                        "'rejected' AND route = 'assist'"), 1);
     CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 431 AND status = "
                        "'rejected'"), 1);
-    /* 400s on /v1/completions: 5 framing refusals by the guard (framing_answered_at_once; the
-     * Host-less one was on /health, which has no row), 5 bad X-Priority values and 1 bad body
-     * priority (strict_priority_and_tier_caps) */
+    /* 400s on /v1/completions: 5 framing refusals by the guard and 2 on kept-alive connections
+     * (framing_answered_at_once; the Host-less ones were on /health, which has no row), 5 bad
+     * X-Priority values and 1 bad body priority (strict_priority_and_tier_caps) */
     CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 400 AND status = "
-                       "'rejected' AND route = 'completions'"), 11);
+                       "'rejected' AND route = 'completions'"), 13);
     CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 411 AND status = "
                        "'rejected' AND route = 'completions'"), 1);
 }
@@ -627,6 +680,16 @@ TEST(p2_flood_does_not_starve_p0) {
     CHECK(last.ms < 2500);
     fr_buf_free(&last.raw);
     for (int i = 0; i < 9; i++) close(pend[i]);
+    /* a kept-alive connection waits for its next head no longer than the head deadline */
+    int ka = xconnect(g_port);
+    const char *hreq = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    ssize_t w = send(ka, hreq, strlen(hreq), MSG_NOSIGNAL);
+    (void)w;
+    CHECK_EQ_INT(read_one(ka, 3), 200);
+    t0 = now_s();
+    CHECK_EQ_INT(read_one(ka, 6), 0); /* closed */
+    CHECK(now_s() - t0 < 3.5);
+    close(ka);
     r = get("/health", NULL);
     CHECK_EQ_INT(r.status, 200);
     fr_buf_free(&r.raw);

@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -901,13 +902,80 @@ static int request_class(const fr_serve_config *cfg, const char *path, size_t le
     return FR_GUARD_P0 + head_tier(cfg, key, xp);
 }
 
-/* The first request was classified by the guard; a later one on the same connection moves the
- * slot to its own class, or is refused (false) when that class has no room. */
-static bool keepalive_slot_ok(conn *c, const char *url) {
+/* True for the second and later requests on a kept-alive connection (the guard saw only the
+ * first one's head). Counts the request: call once per request. */
+static bool later_request(conn *c, slot **out) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c->mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     slot *sl = ci ? ci->socket_context : NULL;
-    if (!sl || sl->cls < 0 || ++sl->requests == 1) return true;
+    *out = sl;
+    return sl && ++sl->requests > 1;
+}
+
+/* Framing facts of a request head as MHD parsed it (for later requests on a connection). */
+typedef struct framing {
+    int n_host, n_cl, n_te;
+    bool bad_byte;    /* a NUL or control byte in a value */
+    bool cl_bad;      /* Content-Length not all digits */
+    int te_chunked;   /* `chunked` elements in Transfer-Encoding */
+    bool te_other;    /* another coding */
+} framing;
+
+static enum MHD_Result framing_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     size_t key_size, const char *value, size_t value_size) {
+    (void)kind;
+    (void)key_size;
+    framing *f = cls;
+    for (size_t i = 0; value && i < value_size; i++) {
+        unsigned char ch = (unsigned char)value[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) f->bad_byte = true;
+    }
+    if (!strcasecmp(key, "Host")) f->n_host++;
+    if (!strcasecmp(key, "Content-Length")) {
+        f->n_cl++;
+        if (!value_size || value_size > 19 || strspn(value, "0123456789") != value_size)
+            f->cl_bad = true;
+    }
+    if (!strcasecmp(key, "Transfer-Encoding")) {
+        f->n_te++;
+        const char *v = value ? value : "";
+        while (*v) {
+            while (*v == ' ' || *v == '\t' || *v == ',') v++;
+            size_t n = strcspn(v, ",");
+            size_t m = n;
+            while (m && (v[m - 1] == ' ' || v[m - 1] == '\t')) m--;
+            if (m == 7 && !strncasecmp(v, "chunked", 7)) f->te_chunked++;
+            else if (m) f->te_other = true;
+            v += n;
+        }
+    }
+    return MHD_YES;
+}
+
+/* The guard's framing rules (serve/http_head.h) for a later request on a kept-alive connection,
+ * on the fields as MHD parsed them: 0, or the status to refuse with (*msg set). */
+static int later_framing_status(conn *c, const char *version, const char **msg) {
+    framing f = {0};
+    MHD_get_connection_values_n(c->mc, MHD_HEADER_KIND, framing_field, &f);
+    bool v11 = version && !strcmp(version, "HTTP/1.1");
+    *msg = NULL;
+    if (f.bad_byte) *msg = "A header value holds a NUL or another control byte.";
+    else if (v11 && f.n_host != 1) *msg = "HTTP/1.1 requests must carry exactly one Host header.";
+    else if (f.n_cl > 1 || f.cl_bad) *msg = "Content-Length must be one number, given once.";
+    else if (f.n_te && f.n_cl) *msg = "Transfer-Encoding and Content-Length together are ambiguous.";
+    else if (f.n_te > 1 || f.te_chunked > 1) *msg = "Transfer-Encoding names chunked more than once.";
+    if (*msg) return 400;
+    if (f.te_other) {
+        *msg = "Only the chunked transfer coding is supported.";
+        return 501;
+    }
+    return 0;
+}
+
+/* The first request was classified by the guard; a later one on the same connection moves the
+ * slot to its own class, or is refused (false) when that class has no room. */
+static bool keepalive_slot_ok(conn *c, const char *url, slot *sl) {
+    if (!sl || sl->cls < 0) return true;
     const char *auth = header(c, "Authorization");
     const char *xpv = header(c, "X-Priority");
     int to = request_class(c->s->cfg, url, strlen(url), auth, auth ? strlen(auth) : 0, xpv);
@@ -1004,7 +1072,6 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
-    (void)version;
     fr_server *s = cls;
     conn *c = *con_cls;
     if (!c) {
@@ -1016,8 +1083,27 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         c->ep = classify(url);
         *con_cls = c;
         /* the guard checked this connection's first head (framing, size, Content-Length); a
-         * later request on a kept-alive connection must fit its slot's class */
-        if (!keepalive_slot_ok(c, url)) {
+         * later request on a kept-alive connection gets the same framing rules and must fit
+         * its slot's class */
+        slot *sl = NULL;
+        if (later_request(c, &sl)) {
+            /* back from the short wait for a next head (on_completed) to the idle timeout */
+            MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
+                                      (unsigned int)s->cfg->idle_timeout_s);
+            const char *why = NULL;
+            int fst = later_framing_status(c, version, &why);
+            if (fst) {
+                c->close = true;
+                char tp[56] = "";
+                meter_refusal(s, generation_route(url, strlen(url)), NULL,
+                              head_tier(s->cfg, NULL, header(c, "X-Priority")),
+                              header(c, "traceparent"), fst, tp);
+                if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+                return fail(c, fst, fst == 501 ? "not_supported_error" : "invalid_request_error",
+                            fst == 501 ? "unsupported_transfer_coding" : "bad_framing", NULL, why);
+            }
+        }
+        if (sl && sl->requests > 1 && !keepalive_slot_ok(c, url, sl)) {
             c->retry_after = 1;
             c->close = true;
             char tp[56] = "";
@@ -1071,10 +1157,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)mc;
-    (void)toe;
     fr_server *s = cls;
     conn *c = *con_cls;
+    /* a kept-alive connection waits for its next head no longer than the guard would */
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && mc)
+        MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned int)ceil(s->cfg->header_timeout_s));
     if (!c) return;
     if (!c->stream_owned) {
         bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || c->ep == FR_EP_ASSIST;
