@@ -23,6 +23,37 @@ sed -n 2p "$TMP/out" >"$TMP/l2"; has "stdin: bad json is an error line" "$TMP/l2
 sed -n 3p "$TMP/out" >"$TMP/l3"; has "stdin: invalid base64" "$TMP/l3" 'not valid base64'
 sed -n 4p "$TMP/out" >"$TMP/l4"; has "stdin: keeps answering" "$TMP/l4" '"change_pin"'
 
+# ---- the reply cascade: template when confident, else the LLM when configured, else hand-off ----
+printf '%s\n' '{"text":"hello"}' '{"text":"I am still waiting on my card"}' | "$BIN" assist >"$TMP/c.out" 2>"$TMP/c.err"
+sed -n 1p "$TMP/c.out" >"$TMP/c1"; sed -n 2p "$TMP/c.out" >"$TMP/c2"
+has "cascade: hello is out of scope" "$TMP/c1" '"intent":{"name":"out_of_scope"'
+has "cascade: no LLM → hand-off" "$TMP/c1" '"response_source":"handoff"'
+has "cascade: in scope → template" "$TMP/c2" '"response_source":"template"'
+printf '%s\n' '{"text":"hello"}' '{"text":"I am still waiting on my card"}' | \
+    "$BIN" assist --model tests/fixtures/qwen2-tiny >"$TMP/l.out" 2>"$TMP/l.err"
+sed -n 1p "$TMP/l.out" >"$TMP/ll1"; sed -n 2p "$TMP/l.out" >"$TMP/ll2"
+has "cascade: with an LLM, out of scope → llm" "$TMP/ll1" '"response_source":"llm"'
+has "cascade: with an LLM, out of scope → budget and llm ran" "$TMP/ll1" '"stages_run":\["nlu","budget","llm"\]'
+has "cascade: with an LLM, confident → still a template" "$TMP/ll2" '"response_source":"template"'
+# a missing templates file is an error at start, not a silent fallback
+echo '{"text":"hi"}' | "$BIN" assist --templates "$TMP/none.json" >"$TMP/t.out" 2>"$TMP/t.err"; rc=$?
+[ "$rc" = 1 ] && ok "missing templates: frugal assist exits 1" || bad "missing templates: exit $rc"
+has "missing templates: clear message" "$TMP/t.err" "reply templates file $TMP/none.json not found"
+echo "{\"templates\":\"$TMP/none.json\"}" >"$TMP/acfg.json"
+FRUGAL_ASSIST_CONFIG="$TMP/acfg.json" "$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 >"$TMP/s2.out" 2>"$TMP/s2.err" &
+PID=$!
+i=0; PORT=
+while [ $i -lt 300 ]; do
+    PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$TMP/s2.out" 2>/dev/null)
+    [ -n "$PORT" ] && break
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.1; i=$((i + 1))
+done
+has "missing templates: server says so at start" "$TMP/s2.err" "reply templates file $TMP/none.json not found"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' --data-binary '{"text":"hi"}' "http://127.0.0.1:$PORT/v1/assist")
+[ "$st" = 503 ] && grep -q "reply templates file" "$TMP/body" && ok "missing templates: /v1/assist 503 with the reason" || bad "missing templates: /v1/assist $st"
+kill -TERM "$PID"; wait "$PID"; PID=
+
 # ---- HTTP door ----
 "$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 >"$TMP/s.out" 2>"$TMP/s.err" &
 PID=$!

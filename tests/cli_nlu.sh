@@ -33,8 +33,18 @@ has "eval-nlu: latency table" "$TMP/eval.out" "| intent (top-5) |"
 has "eval-nlu: throughput on 2 threads" "$TMP/eval.out" "| 2 |"
 has "eval-nlu: slot table" "$TMP/eval.out" "| amount_of_money | amount |"
 
-"$BIN" eval-nlu --model models/intent-banking77.bin --data data/banking77/train.csv --repeat 1 --threads 1 >"$TMP/ship.out" 2>&1
-has "eval-nlu: shipped model accuracy" "$TMP/ship.out" "accuracy 92.14% on 1005 validation rows"
+"$BIN" eval-nlu --model models/intent-banking77.bin --data data/banking77/train.csv --repeat 1 --threads 1 \
+    --oos-eval data/oos/eval >"$TMP/ship.out" 2>&1
+has "eval-nlu: shipped model accuracy" "$TMP/ship.out" "accuracy 91.34% on 1005 validation rows"
+has "eval-nlu: calibration error before / after" "$TMP/ship.out" "ECE 0.0528 at temperature 1, 0.0095 at the model's 0.748"
+has "eval-nlu: in-scope rows flagged" "$TMP/ship.out" "| in scope | validation rows of the data | 1005 | 1.59 % |"
+has "eval-nlu: held-out negatives flagged" "$TMP/ship.out" "| data/oos/eval | **all** | 360 | **97.2 %** |"
+# negatives as training data: --oos adds the out_of_scope label, --calib-frac fits the rule
+"$BIN" train-intent --data "$TMP/small.csv" --oos data/oos/tune --calib-frac 0.1 --out "$TMP/o.bin" $SMALL --quiet >"$TMP/o.out" 2>&1
+rc_is "train-intent --oos --calib-frac exits 0" $? 0
+has "train-intent: calibration rows" "$TMP/o.out" "calibration rows (temperature"
+"$BIN" eval-nlu --model "$TMP/o.bin" --data "$TMP/small.csv" --repeat 1 --threads 1 --oos-eval data/oos/eval >"$TMP/o.eval" 2>&1
+has "eval-nlu: the small model has the label" "$TMP/o.eval" "(label present)"
 
 # bad input
 head -c 1000 models/intent-banking77.bin > "$TMP/trunc.bin"

@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include "serve/assist.h"
 #include "stages/image/image.h"
+#include "stages/nlu/intent_train.h"
 #include "stages/ocr/docgen.h"
 #include "t.h"
 
@@ -388,6 +392,175 @@ TEST(slot_sources_text_and_audio) {
     const cJSON *s = slot_of(o, "amount", "text");
     CHECK(s != NULL);
     CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "input")->valuestring, "text+audio");
+    cJSON_Delete(o);
+    fr_assist_free(a);
+}
+
+/* One text through the handler; 1 when the answer is out_of_scope + handoff, 0 when it is an
+ * in-scope intent + template, -1 otherwise (any other shape is a failure). */
+static int text_verdict(fr_assist *a, const char *text) {
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "text", text);
+    char *body = cJSON_PrintUnformatted(b);
+    cJSON_Delete(b);
+    int st;
+    cJSON *o = call(a, body, &st);
+    free(body);
+    const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "name");
+    const cJSON *src = cJSON_GetObjectItem(o, "response_source");
+    int r = -1;
+    if (st == 200 && cJSON_IsString(n) && cJSON_IsString(src)) {
+        bool oos = !strcmp(n->valuestring, "out_of_scope");
+        if (oos && !strcmp(src->valuestring, "handoff")) r = 1;
+        if (!oos && !strcmp(src->valuestring, "template")) r = 0;
+    }
+    cJSON_Delete(o);
+    return r;
+}
+
+static fr_assist *mk_real(void) {
+    fr_assist_config c;
+    fr_assist_config_init(&c);
+    fr_err err = {{0}};
+    fr_assist *a = fr_assist_new(&c, &err);
+    fr_assist_config_free(&c);
+    if (!a) fprintf(stderr, "  %s\n", err.msg);
+    return a;
+}
+
+/* Out of scope, no LLM configured: "hello", keyboard mash, text-free photos (real decoding,
+ * density and, where the density says text, OCR) and the held-out negatives (data/oos/eval,
+ * categories never used for training or tuning) get intent out_of_scope and a hand-off. */
+TEST(out_of_scope_gets_a_handoff) {
+    fr_assist *a = mk_real();
+    CHECK(a != NULL);
+    if (!a) return;
+    CHECK_EQ_INT(text_verdict(a, "hello"), 1);
+    CHECK_EQ_INT(text_verdict(a, "asdf qwerty zxcv"), 1);
+    int st;
+    cJSON *o = call(a, "{\"text\":\"hello\"}", &st);
+    CHECK_STR(skip_reason(o, "llm"), "no LLM configured: hand-off reply");
+    CHECK(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "reason")));
+    cJSON_Delete(o);
+    /* photos without text: never a card-payment (or any intent's) reply */
+    for (int kind = 0; kind < FR_DOC_PHOTO_KINDS; kind++) {
+        for (int with_text = 0; with_text < 2; with_text++) {
+            fr_image img = {0};
+            fr_doc_photo(kind, 400, 300, 77 + (uint64_t)kind, &img);
+            fr_buf png = {0};
+            fr_err err = {{0}};
+            CHECK(fr_img_encode(&img, FR_IMG_PNG, 0, &png, &err) == 0);
+            char *b = b64((const uint8_t *)png.data, png.len);
+            size_t bl = strlen(b) + 128;
+            char *body = malloc(bl);
+            snprintf(body, bl, "{%s\"image\":\"%s\"}", with_text ? "\"text\":\"what is this?\"," : "", b);
+            o = call(a, body, &st);
+            CHECK_EQ_INT(st, 200);
+            const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "intent"), "name");
+            const cJSON *src = cJSON_GetObjectItem(o, "response_source");
+            bool ok = cJSON_IsString(n) && !strcmp(n->valuestring, "out_of_scope") &&
+                      cJSON_IsString(src) && !strcmp(src->valuestring, "handoff");
+            if (!ok) {
+                char *js = cJSON_PrintUnformatted(o);
+                fprintf(stderr, "  photo kind %d (text %d): %.600s\n", kind, with_text, js);
+                free(js);
+            }
+            CHECK(ok);
+            cJSON_Delete(o);
+            free(body);
+            free(b);
+            fr_buf_free(&png);
+            fr_image_free(&img);
+        }
+    }
+    /* the held-out negatives: at least 90 % out of scope (the target), every one a hand-off */
+    DIR *dp = opendir("data/oos/eval");
+    CHECK(dp != NULL);
+    size_t n = 0, flagged = 0, other = 0;
+    struct dirent *de;
+    while (dp && (de = readdir(dp))) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".txt")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "data/oos/eval/%s", de->d_name);
+        fr_intent_data d = {0};
+        fr_err err = {{0}};
+        CHECK(fr_intent_data_add_lines(&d, path, "out_of_scope", &err) == 0);
+        for (size_t i = 0; i < d.n; i++) {
+            int v = text_verdict(a, d.texts[i]);
+            flagged += v == 1;
+            other += v < 0;
+            n++;
+        }
+        fr_intent_data_free(&d);
+    }
+    if (dp) closedir(dp);
+    fprintf(stderr, "  held-out negatives: %zu of %zu out of scope (%.1f %%)\n", flagged, n,
+            n ? 100.0 * (double)flagged / (double)n : 0);
+    CHECK(n >= 300);
+    CHECK(flagged * 10 >= n * 9);
+    CHECK_EQ_INT((int)other, 0);
+    fr_assist_free(a);
+}
+
+/* In scope: the BANKING77 validation rows (seed 1, 10 %, never trained on) get a template; at
+ * most 2 % are flagged out of scope (the target). */
+TEST(in_scope_validation_rows_get_a_template) {
+    fr_assist *a = mk_real();
+    if (!a) return;
+    fr_intent_data d;
+    fr_err err = {{0}};
+    CHECK(fr_intent_data_load_csv(&d, "data/banking77/train.csv", &err) == 0);
+    if (!d.n) return;
+    uint8_t *val = malloc(d.n);
+    fr_intent_split(&d, 0.1, 1, val);
+    size_t n = 0, flagged = 0, other = 0;
+    for (size_t i = 0; i < d.n; i++) {
+        if (!val[i]) continue;
+        int v = text_verdict(a, d.texts[i]);
+        flagged += v == 1;
+        other += v < 0;
+        n++;
+    }
+    fprintf(stderr, "  in-scope validation rows: %zu of %zu flagged (%.2f %%)\n", flagged, n,
+            n ? 100.0 * (double)flagged / (double)n : 0);
+    CHECK(n > 1000);
+    CHECK(flagged * 50 <= n);
+    CHECK_EQ_INT((int)other, 0);
+    free(val);
+    fr_intent_data_free(&d);
+    fr_assist_free(a);
+}
+
+/* A missing templates file is an error when the handler is made (the stdin door exits 1), and
+ * the server's handler answers 503 with the reason (logged at start) instead of generic
+ * replies. */
+TEST(missing_templates_file_is_an_error_at_start) {
+    fr_assist_config c;
+    fr_assist_config_init(&c);
+    free(c.templates);
+    c.templates = strdup("/nonexistent/reply-templates.json");
+    fr_err err = {{0}};
+    fr_assist *a = fr_assist_new(&c, &err);
+    fr_assist_config_free(&c);
+    CHECK(a == NULL);
+    CHECK(strstr(err.msg, "templates") && strstr(err.msg, "/nonexistent/reply-templates.json"));
+    fr_assist_free(a);
+    char cfg[] = "/tmp/frugal-assist-cfg-XXXXXX";
+    int fd = mkstemp(cfg);
+    CHECK(fd >= 0);
+    const char *js = "{\"templates\":\"/nonexistent/reply-templates.json\"}";
+    CHECK(write(fd, js, strlen(js)) == (ssize_t)strlen(js));
+    close(fd);
+    setenv("FRUGAL_ASSIST_CONFIG", cfg, 1);
+    a = fr_assist_for_server(NULL, NULL, NULL);
+    unsetenv("FRUGAL_ASSIST_CONFIG");
+    unlink(cfg);
+    int st;
+    cJSON *o = call(a, "{\"text\":\"hello\"}", &st);
+    CHECK_EQ_INT(st, 503);
+    const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+    CHECK(cJSON_IsString(m) && strstr(m->valuestring, "reply templates file"));
     cJSON_Delete(o);
     fr_assist_free(a);
 }

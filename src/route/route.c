@@ -67,9 +67,26 @@ void fr_route_plan_make(const fr_route_input *in, fr_route_plan *p) {
     /* NLU on typed text, the transcript or the OCR text */
     decide(in, p, FR_STAGE_NLU, in->has_text || p->run[FR_STAGE_ASR] || p->run[FR_STAGE_OCR],
            "no text, transcript or OCR text");
-    /* reply: the LLM (with the budget assembler) or the templates */
+    fr_route_plan_reply(in, p);
+}
+
+void fr_route_plan_reply(const fr_route_input *in, fr_route_plan *p) {
+    p->handoff = false;
+    if (in->nlu == FR_ROUTE_NLU_CONFIDENT) {
+        /* cascade, first step: a confident in-scope intent gets its template */
+        const char *why = "a template answers: the intent is in scope and confident";
+        decide(in, p, FR_STAGE_BUDGET, false, why);
+        decide(in, p, FR_STAGE_LLM, false, why);
+        decide(in, p, FR_STAGE_TEMPLATE, true, NULL);
+        return;
+    }
+    /* pending (provisional) or unsure: the LLM when configured, else a hand-off */
     decide(in, p, FR_STAGE_BUDGET, in->llm, "no LLM configured: nothing to assemble");
-    decide(in, p, FR_STAGE_LLM, in->llm, "no LLM configured: reply from templates");
+    decide(in, p, FR_STAGE_LLM, in->llm,
+           in->nlu == FR_ROUTE_NLU_UNSURE ? "no LLM configured: hand-off reply"
+                                          : "no LLM configured: reply from templates");
     decide(in, p, FR_STAGE_TEMPLATE, !p->run[FR_STAGE_LLM],
-           "the LLM writes the reply");
+           in->nlu == FR_ROUTE_NLU_UNSURE ? "out of scope or not confident: the LLM answers"
+                                          : "the LLM writes the reply");
+    p->handoff = in->nlu == FR_ROUTE_NLU_UNSURE && !p->run[FR_STAGE_LLM];
 }

@@ -16,6 +16,10 @@
  *                          faked
  *   a stage that the request needs but this build lacks is skipped with reason
  *   "unavailable: ..." and every stage that needs its output is skipped too.
+ * The reply is a cascade decided after NLU (fr_route_input.nlu): a template when the intent is
+ * in scope and confident; otherwise the LLM (budget + llm) when one is configured; otherwise a
+ * hand-off reply (rendered by the template stage, plan.handoff). Before NLU has run (pending),
+ * the plan shows the LLM when one is configured, else the template.
  */
 #ifndef FRUGAL_ROUTE_H
 #define FRUGAL_ROUTE_H
@@ -41,6 +45,13 @@ const char *fr_stage_name(fr_stage s);
 
 #define FR_ROUTE_DEFAULT_DENSITY_THRESHOLD 0.35 /* as stages/image/density.h */
 
+/* What NLU concluded, for the reply cascade. */
+typedef enum fr_route_nlu {
+    FR_ROUTE_NLU_PENDING = 0, /* not known yet (before NLU) */
+    FR_ROUTE_NLU_CONFIDENT,   /* in scope and confident: a template answers */
+    FR_ROUTE_NLU_UNSURE       /* out of scope, not confident, or nothing to understand */
+} fr_route_nlu;
+
 /* What routing looks at. */
 typedef struct fr_route_input {
     bool has_text;                   /* non-empty typed text */
@@ -52,7 +63,8 @@ typedef struct fr_route_input {
     double threshold;                /* density at or above which the image is "mostly text" */
     bool available[FR_STAGE_COUNT];  /* stage initialised in this build / server */
     const char *unavailable_reason[FR_STAGE_COUNT]; /* why not (NULL: a generic message) */
-    bool llm;                        /* an LLM writes the reply (else templates) */
+    bool llm;                        /* an LLM is configured for replies NLU is unsure about */
+    fr_route_nlu nlu;                /* NLU's verdict (PENDING before NLU) */
 } fr_route_input;
 
 /* The plan: for each stage, run or not and why. */
@@ -60,6 +72,7 @@ typedef struct fr_route_plan {
     bool run[FR_STAGE_COUNT];              /* the stage is to run */
     const char *reason[FR_STAGE_COUNT];    /* why it is skipped (static or from the input) */
     bool image_is_text;                    /* density >= threshold (valid when image decoded) */
+    bool handoff;                          /* the reply hands the request to a person */
 } fr_route_plan;
 
 /* Fills an input with every stage available and the default threshold. */
@@ -68,5 +81,9 @@ void fr_route_input_init(fr_route_input *in);
 /* Computes the plan. Call it once with image_decoded false to learn whether the image must be
  * decoded, and again after decoding with the density (the second call is the one reported). */
 void fr_route_plan_make(const fr_route_input *in, fr_route_plan *plan);
+
+/* Recomputes only the reply stages (budget, llm, template) and handoff from in->nlu; the other
+ * stages keep their decisions. fr_route_plan_make calls it. */
+void fr_route_plan_reply(const fr_route_input *in, fr_route_plan *plan);
 
 #endif

@@ -163,7 +163,16 @@ static int load(fr_assist *a, fr_err *err) {
     }
     a->intent = fr_intent_load(a->cfg.intent_model, err);
     if (!a->intent) return -1;
-    if (a->cfg.templates && fr_path_exists(a->cfg.templates)) {
+    if (!a->cfg.templates) {
+        fr_err_set(err, "no reply templates file configured");
+        return -1;
+    }
+    if (!fr_path_exists(a->cfg.templates)) {
+        fr_err_set(err, "reply templates file %s not found (set \"templates\" in the assist "
+                   "config or --templates)", a->cfg.templates);
+        return -1;
+    }
+    {
         size_t n = 0;
         char *t = fr_read_file(a->cfg.templates, 4u << 20, &n, err);
         if (!t) return -1;
@@ -806,17 +815,21 @@ typedef struct areq_state {
     fr_buf question;                /* text + transcript, card/account numbers masked */
     size_t tr_off;                  /* offset of the transcript in question */
     const char *nlu_src;            /* what NLU ran on: "text", "transcript", "ocr", ... */
-    fr_intent_pred preds[MAX_TOP_K];/* intents, best first */
+    fr_intent_pred preds[MAX_TOP_K];/* in-scope intents, best first */
     int n_pred;
+    fr_intent_verdict verdict;      /* calibrated confidence and the out-of-scope rule */
+    bool in_scope;                  /* NLU ran and found a confident in-scope intent */
+    const char *oos_reason;         /* why not (static), when !in_scope */
     fr_slot slots[MAX_SLOTS];       /* slots found: the question's, then the document's */
     const char *slot_src[MAX_SLOTS];/* input of each slot: "text", "audio" or "image" */
     bool slot_has_span[MAX_SLOTS];  /* start/end are offsets into question */
     int n_slots;
     fr_fields fields;               /* key fields of the OCR text */
     bool have_fields;               /* any field found */
-    bool fused;                     /* the OCR text joined the question for the intent */
+    bool fused;                     /* the intent was computed on question + OCR text */
+    bool doc_in_reply;              /* the reply names the document's fields */
     fr_buf reply;                   /* the reply text */
-    const char *reply_src;          /* "template" | "llm" */
+    const char *reply_src;          /* "template" | "llm" | "handoff" */
     fr_budget_result br;            /* the LLM prompt (budget path) */
     int llm_prompt_tokens;          /* prompt tokens sent to the LLM (-1: none) */
 } areq_state;
@@ -1009,17 +1022,34 @@ static void add_ocr_fields(areq_state *x) {
     add_field_slot(x, FR_SLOT_COMPANY_NAME, "payee", f->payee);
 }
 
-/* Intent top-k of one text into x->preds. 0, or -1 with *ferr. */
-static int classify(const fr_assist *a, areq_state *x, const char *t, size_t n, fr_err *ferr) {
-    x->n_pred = fr_intent_classify(a->intent, t, n, x->preds, x->q.top_k, ferr);
-    return x->n_pred < 0 ? -1 : 0;
+/* The in-scope intents (top-k) of one text and the out-of-scope verdict. */
+typedef struct nlu_result {
+    fr_intent_pred preds[MAX_TOP_K]; /* best first */
+    int n_pred;                      /* entries */
+    fr_intent_verdict v;             /* calibrated confidence, out-of-scope rule */
+} nlu_result;
+
+/* 0, or -1 with *ferr. */
+static int classify(const fr_assist *a, const areq_state *x, const char *t, size_t n,
+                    nlu_result *r, fr_err *ferr) {
+    r->n_pred = fr_intent_assess(a->intent, t, n, r->preds, x->q.top_k, &r->v, ferr);
+    return r->n_pred < 0 ? -1 : 0;
+}
+
+static void take_result(areq_state *x, const nlu_result *r) {
+    memcpy(x->preds, r->preds, sizeof x->preds);
+    x->n_pred = r->n_pred;
+    x->verdict = r->v;
+    x->in_scope = r->n_pred > 0 && r->v.in_scope;
+    x->oos_reason = x->in_scope ? NULL : r->v.reason;
 }
 
 /* Step 4: NLU. The question is the typed text + the transcript; its slots come from it (source
  * "text" or "audio"). When OCR ran, the document's fields become slots (source "image"), and the
  * OCR text joins the question for the intent when the question refers to the attachment, has no
- * intent of its own, or is absent. Card / account numbers are masked in the question we echo.
- * 0, or -1 with *e. */
+ * in-scope intent of its own, or is absent; the joined result is used unless it is out of scope
+ * while the question alone is in scope. Card / account numbers are masked in the question we
+ * echo. Sets the cascade's input (ri.nlu). 0, or -1 with *e. */
 static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
     if (x->q.text) fr_buf_puts(&x->question, x->q.text);
     if (x->transcript && x->transcript[0]) {
@@ -1028,18 +1058,29 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
         fr_buf_puts(&x->question, x->transcript);
     }
     bool has_ocr = x->ocr.text && x->ocr.text[0];
+    x->ri.nlu = FR_ROUTE_NLU_UNSURE;
+    x->oos_reason = "nothing to understand: no text, transcript or OCR text";
     if (x->plan.run[FR_STAGE_NLU] && !x->question.len && !has_ocr) {
         x->plan.run[FR_STAGE_NLU] = false;
         x->plan.reason[FR_STAGE_NLU] = "no text: the transcript / OCR text is empty";
     }
-    if (!x->plan.run[FR_STAGE_NLU]) return 0;
+    if (!x->plan.run[FR_STAGE_NLU]) {
+        if (x->q.image.data && !x->rs.ran[FR_STAGE_OCR])
+            x->oos_reason = "nothing to understand: the image is a picture without text and "
+                            "vision is unavailable";
+        fr_route_plan_reply(&x->ri, &x->plan);
+        return 0;
+    }
     fr_err ferr = {{0}};
     stage_begin(&x->rs, FR_STAGE_NLU);
     int rc = 0;
     bool typed = x->q.text != NULL, spoken = x->transcript && x->transcript[0];
     x->nlu_src = typed && spoken ? "text+audio" : typed ? "text" : "audio";
+    nlu_result qr = {0}, fr = {0};
+    bool have_q = false;
     if (x->question.len) {
-        rc = classify(a, x, x->question.data, x->question.len, &ferr);
+        rc = classify(a, x, x->question.data, x->question.len, &qr, &ferr);
+        have_q = !rc;
         int ns = rc ? -1 : fr_slots_extract(x->question.data, x->question.len, NULL, x->slots,
                                             MAX_SLOTS, &ferr);
         if (ns < 0) rc = -1;
@@ -1048,25 +1089,35 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
             x->slot_has_span[i] = true;
         }
         x->n_slots = ns < 0 ? 0 : ns;
+        if (have_q) take_result(x, &qr);
     }
     if (!rc && has_ocr) {
         add_ocr_fields(x);
-        x->fused = !x->question.len ||
-                   fr_nlu_refers_to_attachment(x->question.data, x->question.len);
-        if (x->fused) {
+        bool refers = x->question.len &&
+                      fr_nlu_refers_to_attachment(x->question.data, x->question.len);
+        x->doc_in_reply = refers || !x->question.len || !x->in_scope;
+        if (x->doc_in_reply) {
             /* the intent of the question together with the document */
             fr_buf t = {0};
-            if (x->question.len) fr_buf_append(&t, x->question.data, x->question.len),
-                                 fr_buf_puts(&t, "\n");
+            if (x->question.len) {
+                fr_buf_append(&t, x->question.data, x->question.len);
+                fr_buf_puts(&t, "\n");
+            }
             fr_buf_append(&t, x->ocr.text, FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES));
-            rc = classify(a, x, t.data, t.len, &ferr);
+            rc = classify(a, x, t.data, t.len, &fr, &ferr);
             fr_buf_free(&t);
-            x->nlu_src = typed && spoken ? "text+audio+image"
-                         : typed         ? "text+image"
-                         : spoken        ? "audio+image"
-                                         : "image";
+            if (!rc && (fr.v.in_scope || !have_q || !qr.v.in_scope)) {
+                take_result(x, &fr);
+                x->fused = true;
+                x->nlu_src = typed && spoken ? "text+audio+image"
+                             : typed         ? "text+image"
+                             : spoken        ? "audio+image"
+                                             : "image";
+            }
         }
     }
+    x->ri.nlu = x->in_scope ? FR_ROUTE_NLU_CONFIDENT : FR_ROUTE_NLU_UNSURE;
+    fr_route_plan_reply(&x->ri, &x->plan);
     stage_end(&x->rs, FR_STAGE_NLU);
     if (rc) {
         fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s", ferr.msg);
@@ -1139,16 +1190,20 @@ static const char *template_of(const fr_assist *a, const char *key) {
  * attachment joined NLU and its fields were read, by "_attachment" naming them. */
 static void reply_template(const fr_assist *a, areq_state *x, const char *intent) {
     stage_begin(&x->rs, FR_STAGE_TEMPLATE);
-    const char *tt = intent ? template_of(a, intent) : template_of(a, "_no_intent");
-    if (!tt) tt = template_of(a, "_default");
-    if (!tt) tt = intent ? "Thanks for reaching out about {intent}. An agent will look into it "
-                           "and get back to you shortly."
-                         : "Thanks for your message. An agent will look into it and get back to "
-                           "you shortly.";
+    const char *tt = x->plan.handoff ? template_of(a, "_handoff")
+                     : intent        ? template_of(a, intent)
+                                     : template_of(a, "_no_intent");
+    if (!tt && !x->plan.handoff) tt = template_of(a, "_default");
+    if (!tt) tt = x->plan.handoff ? "I can't answer this one myself, so I have passed your message "
+                                    "to a colleague who will get back to you shortly."
+                  : intent ? "Thanks for reaching out about {intent}. An agent will look into it "
+                             "and get back to you shortly."
+                           : "Thanks for your message. An agent will look into it and get back to "
+                             "you shortly.";
     fr_buf doc = {0};
     document_summary(x, &doc);
     render_template(tt, intent ? intent : "", x->slots, x->n_slots, doc.data, &x->reply);
-    if (x->fused && doc.len) {
+    if (x->doc_in_reply && doc.len) {
         const char *at = template_of(a, "_attachment");
         fr_buf_puts(&x->reply, " ");
         render_template(at ? at : "On the document I read: {document}.", intent ? intent : "",
@@ -1156,12 +1211,13 @@ static void reply_template(const fr_assist *a, areq_state *x, const char *intent
     }
     fr_buf_free(&doc);
     stage_end(&x->rs, FR_STAGE_TEMPLATE);
-    x->reply_src = "template";
+    x->reply_src = x->plan.handoff ? "handoff" : "template";
 }
 
-/* Step 5: the reply, by the plan. 0, or -1 with *e. */
+/* Step 5: the reply cascade, as run_nlu left the plan: the intent's template when it is in scope
+ * and confident; else the LLM when one is configured; else the hand-off reply. 0, or -1 with *e. */
 static int make_reply(fr_assist *a, areq_state *x, double t_arrival, fr_api_error *e) {
-    const char *intent = x->n_pred > 0 ? x->preds[0].name : NULL;
+    const char *intent = x->in_scope ? x->preds[0].name : NULL;
     if (x->plan.run[FR_STAGE_LLM]) return reply_llm(a, x, intent, t_arrival, e);
     reply_template(a, x, intent);
     return 0;
@@ -1214,16 +1270,20 @@ static void add_ocr(cJSON *out, const areq_state *x) {
 }
 
 static void add_nlu(cJSON *out, const areq_state *x) {
-    if (x->n_pred > 0) {
-        cJSON *in = cJSON_AddObjectToObject(out, "intent");
+    cJSON *in = cJSON_AddObjectToObject(out, "intent");
+    if (x->in_scope) {
         cJSON_AddStringToObject(in, "name", x->preds[0].name);
         add_conf(in, "confidence", x->preds[0].confidence);
-        cJSON_AddStringToObject(in, "input", x->nlu_src);
     } else {
-        cJSON_AddNullToObject(out, "intent");
+        /* out of scope: the confidence is that of the verdict (1 - the best in-scope intent's) */
+        cJSON_AddStringToObject(in, "name", "out_of_scope");
+        add_conf(in, "confidence", x->n_pred > 0 ? 1.0 - x->verdict.confidence : 1.0);
+        cJSON_AddStringToObject(in, "reason", x->oos_reason ? x->oos_reason : "");
     }
+    if (x->nlu_src) cJSON_AddStringToObject(in, "input", x->nlu_src);
+    else cJSON_AddNullToObject(in, "input");
     cJSON *alts = cJSON_AddArrayToObject(out, "alternatives");
-    for (int i = 1; i < x->n_pred; i++) {
+    for (int i = x->in_scope ? 1 : 0; i < x->n_pred; i++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "name", x->preds[i].name);
         add_conf(o, "confidence", x->preds[i].confidence);

@@ -11,6 +11,7 @@
 #include "tools/nlu_cmds.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,6 +66,14 @@ static void train_usage(FILE *f) {
             "  --val-frac F       stratified validation fraction carved from the data (default 0.1;\n"
             "                     0 trains on every row)\n"
             "  --seed S           split/initialisation/order seed (default 1)\n"
+            "  --oos DIR          add every line of DIR/*.txt as an example of the label\n"
+            "                     \"out_of_scope\" (negative examples; repeatable)\n"
+            "  --calib-frac F     calibration fraction carved after the validation rows (default 0):\n"
+            "                     fits the temperature and the out-of-scope thresholds\n"
+            "  --oos-target R     share of in-scope calibration rows the out-of-scope rule may flag\n"
+            "                     (default 0.01)\n"
+            "  --refit            after calibrating, train again on training + calibration rows and\n"
+            "                     keep the calibration (validation rows stay held out)\n"
             "  --threads N        train ensemble members in parallel (same result for any N)\n"
             "  --quiet            no progress lines\n"
             "recipe overrides (defaults reproduce the shipped model):\n"
@@ -81,8 +90,8 @@ static void train_usage(FILE *f) {
 int fr_cmd_train_intent(int argc, char **argv) {
     fr_intent_train_cfg cfg;
     fr_intent_train_defaults(&cfg);
-    const char *data = NULL, *out = NULL;
-    int n_spec = 0;
+    const char *data = NULL, *out = NULL, *oos_dirs[8];
+    int n_spec = 0, n_oos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,6 +101,10 @@ int fr_cmd_train_intent(int argc, char **argv) {
         }
         if (!strcmp(a, "--quiet")) {
             cfg.verbose = 0;
+            continue;
+        }
+        if (!strcmp(a, "--refit")) {
+            cfg.refit = 1;
             continue;
         }
         if (!v) {
@@ -109,7 +122,25 @@ int fr_cmd_train_intent(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(a, "--seed")) cfg.seed = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--threads")) cfg.threads = atoi(v);
+        else if (!strcmp(a, "--oos")) {
+            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs)) {
+                fprintf(stderr, "train-intent: at most %zu --oos folders\n", FR_ARRAY_LEN(oos_dirs));
+                return 2;
+            }
+            oos_dirs[n_oos++] = v;
+        } else if (!strcmp(a, "--calib-frac")) {
+            cfg.calib_frac = strtod(v, &end);
+            if (*end || !(cfg.calib_frac >= 0 && cfg.calib_frac < 1)) {
+                fprintf(stderr, "train-intent: --calib-frac must be in [0, 1)\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--oos-target")) {
+            cfg.oos_target = strtod(v, &end);
+            if (*end || !(cfg.oos_target > 0 && cfg.oos_target < 1)) {
+                fprintf(stderr, "train-intent: --oos-target must be in (0, 1)\n");
+                return 2;
+            }
+        } else if (!strcmp(a, "--threads")) cfg.threads = atoi(v);
         else if (!strcmp(a, "--bits")) cfg.feat.bucket_bits = (uint32_t)atoi(v);
         else if (!strcmp(a, "--word")) cfg.feat.word_max = (uint32_t)atoi(v);
         else if (!strcmp(a, "--char")) {
@@ -165,6 +196,12 @@ int fr_cmd_train_intent(int argc, char **argv) {
         fprintf(stderr, "train-intent: %s\n", err.msg);
         return 1;
     }
+    for (int k = 0; k < n_oos; k++)
+        if (fr_intent_data_add_lines(&d, oos_dirs[k], FR_INTENT_OOS_LABEL, &err)) {
+            fprintf(stderr, "train-intent: %s\n", err.msg);
+            fr_intent_data_free(&d);
+            return 1;
+        }
     fr_intent_train_report rep;
     fr_intent_model *m = fr_intent_train(&d, &cfg, &rep, &err);
     fr_intent_data_free(&d);
@@ -180,6 +217,7 @@ int fr_cmd_train_intent(int argc, char **argv) {
         size_t n;
         free(fr_intent_serialize(m, &n));
         printf("wrote %s (%zu bytes; %s); %zu training rows", out, n, desc, rep.n_train);
+        if (rep.n_calib) printf(", %zu calibration rows (temperature %.3f)", rep.n_calib, rep.calib.temperature);
         if (rep.n_val) printf(", validation accuracy %.2f%% on %zu rows", 100.0 * rep.val_acc, rep.n_val);
         printf("\n");
     }
@@ -212,7 +250,8 @@ static void *tp_worker(void *arg) {
     fr_slot_ref ref = {2022, 3, 15, 9, 0};
     for (int r = 0; r < j->repeat; r++)
         for (size_t i = 0; i < j->n; i++) {
-            if (j->m) fr_intent_classify(j->m, j->texts[i], strlen(j->texts[i]), p, 5, NULL);
+            fr_intent_verdict v;
+            if (j->m) fr_intent_assess(j->m, j->texts[i], strlen(j->texts[i]), p, 5, &v, NULL);
             if (j->slots) fr_slots_extract(j->texts[i], strlen(j->texts[i]), &ref, sl, 32, NULL);
             j->done++;
         }
@@ -249,7 +288,8 @@ static void latency(const fr_intent_model *m, char **texts, size_t n, int repeat
     for (int r = 0; r < repeat; r++)
         for (size_t i = 0; i < n; i++) {
             double a = fr_time_s();
-            if (what & 1) fr_intent_classify(m, texts[i], strlen(texts[i]), p, 5, NULL);
+            fr_intent_verdict v;
+            if (what & 1) fr_intent_assess(m, texts[i], strlen(texts[i]), p, 5, &v, NULL);
             if (what & 2) fr_slots_extract(texts[i], strlen(texts[i]), &ref, sl, 32, NULL);
             t[k++] = (fr_time_s() - a) * 1e6;
         }
@@ -450,6 +490,97 @@ static int eval_slots(const char *dir, int f0, int f1, const fr_slot_ref *ref, i
     return 0;
 }
 
+/* Share of texts flagged out of scope. */
+static double flagged(const fr_intent_model *m, const fr_intent_data *d, const uint8_t *mask,
+                      size_t *n_used) {
+    size_t n = 0, f = 0;
+    int oos = fr_intent_get_calib(m)->oos_label;
+    for (size_t i = 0; i < d->n; i++) {
+        if (mask && mask[i] != 1) continue;
+        int y = fr_intent_label_index(m, d->names[d->labels[i]]);
+        if (y < 0 || y == oos) continue;
+        fr_intent_pred p[1];
+        fr_intent_verdict v;
+        fr_intent_assess(m, d->texts[i], strlen(d->texts[i]), p, 1, &v, NULL);
+        f += !v.in_scope;
+        n++;
+    }
+    *n_used = n;
+    return n ? (double)f / (double)n : 0;
+}
+
+static int cmp_cstr(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The out-of-scope report: calibration error, in-scope rows flagged, negatives flagged. */
+static int eval_oos(const fr_intent_model *m, const fr_intent_data *d, const uint8_t *mask,
+                    const char *const *dirs, int n_dirs) {
+    const fr_intent_calib *c = fr_intent_get_calib(m);
+    double acc_raw, acc_cal;
+    double e_raw = fr_intent_ece(m, d, mask, mask ? 1 : 0, 1.0f, &acc_raw);
+    double e_cal = fr_intent_ece(m, d, mask, mask ? 1 : 0, c->temperature, &acc_cal);
+    printf("\nCalibration (top-1 confidence, 15 bins, in-scope %s rows): ECE %.4f at temperature 1, "
+           "%.4f at the model's %.3f\n", mask ? "validation" : "", e_raw, e_cal, c->temperature);
+    printf("Out-of-scope rule: P(%s) >= %.3f, best intent < %.3f, or word coverage < %.3f (label %s)\n",
+           FR_INTENT_OOS_LABEL, c->oos_min_prob, c->min_conf, c->min_coverage,
+           c->oos_label >= 0 ? "present" : "absent");
+    size_t n_in;
+    double fin = flagged(m, d, mask, &n_in);
+    printf("\n| set | category | examples | flagged out of scope |\n|---|---|---:|---:|\n");
+    printf("| in scope | %s rows of the data | %zu | %.2f %% |\n", mask ? "validation" : "all", n_in,
+           100 * fin);
+    for (int k = 0; k < n_dirs; k++) {
+        DIR *dp = opendir(dirs[k]);
+        if (!dp) {
+            fprintf(stderr, "eval-nlu: %s: cannot open the folder\n", dirs[k]);
+            return 1;
+        }
+        char **files = NULL;
+        size_t nf = 0;
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+            size_t l = strlen(de->d_name);
+            if (l < 5 || strcmp(de->d_name + l - 4, ".txt")) continue;
+            files = fr_xrealloc(files, (nf + 1) * sizeof *files);
+            files[nf++] = fr_xstrdup(de->d_name);
+        }
+        closedir(dp);
+        if (!nf) {
+            fprintf(stderr, "eval-nlu: %s: no .txt files\n", dirs[k]);
+            free(files);
+            return 1;
+        }
+        qsort(files, nf, sizeof *files, cmp_cstr);
+        size_t tot = 0, tot_f = 0;
+        for (size_t f = 0; f < nf; f++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dirs[k], files[f]);
+            fr_intent_data nd = {0};
+            fr_err err = {{0}};
+            size_t n = 0, fl = 0;
+            if (!fr_intent_data_add_lines(&nd, path, FR_INTENT_OOS_LABEL, &err))
+                for (size_t i = 0; i < nd.n; i++) {
+                    fr_intent_pred p[1];
+                    fr_intent_verdict v;
+                    fr_intent_assess(m, nd.texts[i], strlen(nd.texts[i]), p, 1, &v, NULL);
+                    fl += !v.in_scope;
+                    n++;
+                }
+            fr_intent_data_free(&nd);
+            printf("| %s | %.*s | %zu | %.1f %% |\n", dirs[k], (int)(strlen(files[f]) - 4), files[f], n,
+                   n ? 100.0 * (double)fl / (double)n : 0);
+            tot += n;
+            tot_f += fl;
+            free(files[f]);
+        }
+        free(files);
+        printf("| %s | **all** | %zu | **%.1f %%** |\n", dirs[k], tot,
+               tot ? 100.0 * (double)tot_f / (double)tot : 0);
+    }
+    return 0;
+}
+
 static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: frugal eval-nlu [--model MODEL --data CSV] [--nlupp DIR] [options]\n"
@@ -464,11 +595,16 @@ static void eval_usage(FILE *f) {
             "  --folds A-B        folds to score (default 10-14)\n"
             "  --ref YYYY-MM-DDTHH:MM  reference moment for relative dates (default 2022-03-15T09:00,\n"
             "                     the NLU++ convention)\n"
+            "  --oos-eval DIR     out-of-scope evaluation: DIR/*.txt hold negative examples (one per\n"
+            "                     line, one category per file); prints the share flagged per file,\n"
+            "                     the share of in-scope validation rows flagged, and the expected\n"
+            "                     calibration error before / after the temperature (repeatable)\n"
             "  --errors           list slot misses, false alarms and wrong values\n");
 }
 
 int fr_cmd_eval_nlu(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *nlupp = NULL;
+    const char *model = NULL, *data = NULL, *nlupp = NULL, *oos_dirs[8];
+    int n_oos = 0;
     double frac = 0.1;
     unsigned long long seed = 1;
     int threads = 2, repeat = 5, f0 = 10, f1 = 14, errors = 0, all = 0;
@@ -495,7 +631,13 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--data")) data = v;
         else if (!strcmp(a, "--nlupp")) nlupp = v;
-        else if (!strcmp(a, "--val-frac")) frac = atof(v);
+        else if (!strcmp(a, "--oos-eval")) {
+            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs)) {
+                fprintf(stderr, "eval-nlu: at most %zu --oos-eval folders\n", FR_ARRAY_LEN(oos_dirs));
+                return 2;
+            }
+            oos_dirs[n_oos++] = v;
+        } else if (!strcmp(a, "--val-frac")) frac = atof(v);
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--repeat")) repeat = atoi(v);
@@ -548,6 +690,13 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
         printf("Intent: %s (%s)\n", model, desc);
         printf("accuracy %.2f%% on %zu %s rows of %s (val-frac %.2f, seed %llu)\n", 100.0 * acc, n_used,
                all ? "" : "validation", data, all ? 0.0 : frac, seed);
+        if (n_oos && (rc = eval_oos(m, &d, all ? NULL : is_val, oos_dirs, n_oos))) {
+            free(texts);
+            free(is_val);
+            fr_intent_data_free(&d);
+            fr_intent_free(m);
+            return rc;
+        }
         double p50, p99, s50, s99, b50, b99;
         latency(m, texts, nt, repeat, 1, &p50, &p99);
         latency(m, texts, nt, repeat, 2, &s50, &s99);

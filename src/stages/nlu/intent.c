@@ -70,6 +70,12 @@ uint8_t *fr_intent_serialize(const fr_intent_model *m, size_t *n) {
         }
         put_f32s(&b, mb->b2, m->n_labels);
     }
+    const fr_intent_calib *c = &m->calib;
+    put_f32(&b, c->temperature);
+    put_u32(&b, (uint32_t)c->oos_label);
+    put_f32(&b, c->oos_min_prob);
+    put_f32(&b, c->min_conf);
+    put_f32(&b, c->min_coverage);
     uint64_t h = fnv1a64((const uint8_t *)b.data, b.len);
     put_u32(&b, (uint32_t)h);
     put_u32(&b, (uint32_t)(h >> 32));
@@ -180,8 +186,10 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
     rd r = {d + 8, n - 8 - 8};
     uint32_t ver;
     if (!rd_u32(&r, &ver)) FAIL("truncated header");
-    if (ver != FR_INTENT_VERSION) FAIL("unsupported version %u (this build reads %u)", ver, FR_INTENT_VERSION);
+    if (ver != 1 && ver != FR_INTENT_VERSION)
+        FAIL("unsupported version %u (this build reads 1..%u)", ver, FR_INTENT_VERSION);
     m = fr_xcalloc(1, sizeof *m);
+    fr_intent_calib_identity(&m->calib);
     fr_feat_cfg *fc = &m->feat;
     if (!rd_u32(&r, &fc->bucket_bits) || !rd_u32(&r, &fc->word_max) || !rd_u32(&r, &fc->char_min) ||
         !rd_u32(&r, &fc->char_max) || !rd_u32(&r, &fc->flags))
@@ -249,6 +257,18 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         }
         mb->b2 = fr_xmalloc((size_t)nl * sizeof *mb->b2);
         if (!rd_f32s(&r, mb->b2, nl, 1e4f)) FAIL("member %u: non-finite or out-of-range bias", k);
+    }
+    if (ver >= 2) {
+        fr_intent_calib *c = &m->calib;
+        uint32_t ol;
+        if (!rd_f32s(&r, &c->temperature, 1, 1e3f) || !rd_u32(&r, &ol) ||
+            !rd_f32s(&r, &c->oos_min_prob, 1, 10.0f) || !rd_f32s(&r, &c->min_conf, 1, 1.0f) ||
+            !rd_f32s(&r, &c->min_coverage, 1, 1.0f))
+            FAIL("truncated or non-finite calibration block");
+        c->oos_label = (int32_t)ol;
+        if (!(c->temperature >= 0.01f)) FAIL("calibration temperature %g out of range", c->temperature);
+        if (c->oos_label < -1 || c->oos_label >= (int32_t)nl) FAIL("out-of-scope label %d out of range", c->oos_label);
+        if (c->oos_min_prob < 0 || c->min_conf < 0 || c->min_coverage < 0) FAIL("negative calibration threshold");
     }
     if (r.left != 0) FAIL("%zu trailing bytes after the last member", r.left);
     float wsum = 0;
@@ -355,20 +375,32 @@ static void member_forward(const fr_intent_model *m, const fr_intent_member *mb,
     softmax(z, nl);
 }
 
-int fr_intent_classify(const fr_intent_model *m, const char *text, size_t len, fr_intent_pred *out,
-                       int k, fr_err *err) {
-    if (!m || !out || k < 1) {
-        fr_err_set(err, "intent: bad arguments");
-        return -1;
-    }
-    if (!text) len = 0;
+void fr_intent_calib_identity(fr_intent_calib *c) {
+    *c = (fr_intent_calib){.temperature = 1.0f, .oos_label = -1, .oos_min_prob = 2.0f,
+                           .min_conf = 0.0f, .min_coverage = 0.0f};
+}
+
+const fr_intent_calib *fr_intent_get_calib(const fr_intent_model *m) { return &m->calib; }
+
+void fr_intent_set_calib(fr_intent_model *m, const fr_intent_calib *c) { m->calib = *c; }
+
+/* Ensemble probabilities p[n_labels] (raw, temperature 1) and the coverage. */
+static void ensemble(const fr_intent_model *m, const char *text, size_t len, float *p,
+                     float *coverage) {
     fr_feat_scratch s = {0};
-    size_t nf = fr_feat_extract(&m->feat, text ? text : "", len, &s);
-    uint32_t nl = m->n_labels, hmax = 0;
+    size_t nf = fr_feat_extract(&m->feat, text ? text : "", text ? len : 0, &s);
+    uint32_t nl = m->n_labels, hmax = 0, mask = (1u << m->feat.bucket_bits) - 1;
     for (uint32_t i = 0; i < m->n_members; i++) hmax = FR_MAX(hmax, m->members[i].hidden);
+    double known = 0, total = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if ((int)(s.feats[i].key >> 32) != FR_FEAT_GROUP_WORD) continue;
+        total += s.feats[i].count;
+        if (m->row_of[(uint32_t)s.feats[i].key & mask] >= 0) known += s.feats[i].count;
+    }
+    if (coverage) *coverage = total > 0 ? (float)(known / total) : 0.0f;
     int32_t *rows = fr_xmalloc((nf + 1) * sizeof *rows);
-    float *buf = fr_xmalloc(((nf + 1) + 2 * (size_t)nl + hmax + 1) * sizeof *buf);
-    float *vals = buf, *p = vals + nf + 1, *z = p + nl, *h = z + nl;
+    float *buf = fr_xmalloc(((nf + 1) + (size_t)nl + hmax + 1) * sizeof *buf);
+    float *vals = buf, *z = vals + nf + 1, *h = z + nl;
     size_t n = fr_intent_vectorize(m, s.feats, nf, rows, vals);
     memset(p, 0, nl * sizeof *p);
     float wsum = 0;
@@ -379,22 +411,97 @@ int fr_intent_classify(const fr_intent_model *m, const char *text, size_t len, f
         for (uint32_t c = 0; c < nl; c++) p[c] += mb->weight * z[c];
         wsum += mb->weight;
     }
-    int kk = (int)FR_MIN((uint32_t)k, nl);
+    for (uint32_t c = 0; c < nl; c++) p[c] /= wsum;
+    free(rows);
+    free(buf);
+    fr_feat_scratch_free(&s);
+}
+
+/* p ← p^(1/T), renormalised. */
+static void apply_temperature(float *p, uint32_t nl, float t) {
+    if (t == 1.0f) return;
+    double mx = -1e300;
+    for (uint32_t c = 0; c < nl; c++) {
+        double l = log((double)p[c] + 1e-30) / t;
+        p[c] = (float)l;
+        mx = l > mx ? l : mx;
+    }
+    double sum = 0;
+    for (uint32_t c = 0; c < nl; c++) sum += exp((double)p[c] - mx);
+    for (uint32_t c = 0; c < nl; c++) p[c] = (float)(exp((double)p[c] - mx) / sum);
+}
+
+int fr_intent_probs(const fr_intent_model *m, const char *text, size_t len, float *p,
+                    float *coverage, fr_err *err) {
+    if (!m || !p) {
+        fr_err_set(err, "intent: bad arguments");
+        return -1;
+    }
+    ensemble(m, text, len, p, coverage);
+    apply_temperature(p, m->n_labels, m->calib.temperature);
+    return 0;
+}
+
+/* The k best labels of p (skipping `skip`, -1 for none) into out; returns their number. */
+static int top_k(const fr_intent_model *m, const float *p, int skip, fr_intent_pred *out, int k) {
+    int kk = (int)FR_MIN((uint32_t)k, m->n_labels - (skip >= 0 ? 1u : 0u));
     for (int i = 0; i < kk; i++) {
         int best = -1;
-        for (uint32_t c = 0; c < nl; c++) {
+        for (uint32_t c = 0; c < m->n_labels; c++) {
+            if ((int)c == skip) continue;
             bool taken = false;
             for (int j = 0; j < i; j++) taken |= out[j].label == (int)c;
             if (!taken && (best < 0 || p[c] > p[best])) best = (int)c;
         }
         out[i].label = best;
         out[i].name = m->labels[best];
-        out[i].confidence = p[best] / wsum;
+        out[i].confidence = p[best];
     }
-    free(rows);
-    free(buf);
-    fr_feat_scratch_free(&s);
     return kk;
+}
+
+int fr_intent_classify(const fr_intent_model *m, const char *text, size_t len, fr_intent_pred *out,
+                       int k, fr_err *err) {
+    if (!m || !out || k < 1) {
+        fr_err_set(err, "intent: bad arguments");
+        return -1;
+    }
+    float *p = fr_xmalloc(m->n_labels * sizeof *p);
+    fr_intent_probs(m, text, len, p, NULL, err);
+    int n = top_k(m, p, -1, out, k);
+    free(p);
+    return n;
+}
+
+int fr_intent_rule_in_scope(const fr_intent_calib *c, const float *p, int n_labels, float coverage,
+                            const char **reason) {
+    float best = 0, oos = c->oos_label >= 0 ? p[c->oos_label] : 0;
+    for (int i = 0; i < n_labels; i++)
+        if (i != c->oos_label && p[i] > best) best = p[i];
+    const char *why = "";
+    if (oos >= c->oos_min_prob) why = "the out-of-scope class wins";
+    else if (best < c->min_conf) why = "no intent is confident enough";
+    else if (coverage < c->min_coverage) why = "too few known words";
+    if (reason) *reason = why;
+    return !why[0];
+}
+
+int fr_intent_assess(const fr_intent_model *m, const char *text, size_t len, fr_intent_pred *out,
+                     int k, fr_intent_verdict *v, fr_err *err) {
+    if (!m || !out || !v || k < 1 || (m->n_labels < 2 && m->calib.oos_label >= 0)) {
+        fr_err_set(err, "intent: bad arguments");
+        return -1;
+    }
+    float *p = fr_xmalloc(m->n_labels * sizeof *p);
+    float cov = 0;
+    fr_intent_probs(m, text, len, p, &cov, err);
+    int n = top_k(m, p, m->calib.oos_label, out, k);
+    v->confidence = n > 0 ? out[0].confidence : 0;
+    v->oos_prob = m->calib.oos_label >= 0 ? p[m->calib.oos_label] : 0;
+    v->coverage = cov;
+    v->in_scope = fr_intent_rule_in_scope(&m->calib, p, (int)m->n_labels, cov, &v->reason);
+    free(p);
+    return n;
 }
 
 void fr_intent_quantize_rows(fr_intent_member *mb, const float *w, uint32_t n_rows, uint32_t dim) {

@@ -29,6 +29,7 @@ struct fr_intent_model {
     float *idf;                /* [n_rows] inverse document frequency */
     uint32_t n_members;        /* ensemble size */
     fr_intent_member *members; /* [n_members] */
+    fr_intent_calib calib;     /* temperature and out-of-scope rule (identity for version 1) */
 };
 
 /* A sparse TF-IDF vector: entries (row, value); rows may repeat across groups. */
@@ -42,6 +43,9 @@ typedef struct fr_intent_vec {
  * vals must have room for nf entries. Returns the entry count. */
 size_t fr_intent_vectorize(const fr_intent_model *m, const fr_feat *feats, size_t nf, int32_t *rows,
                            float *vals);
+
+/* Temperature 1, no out-of-scope label, thresholds that never fire. */
+void fr_intent_calib_identity(fr_intent_calib *c);
 
 /* Build m->row_of from m->buckets (allocates). */
 void fr_intent_build_row_map(fr_intent_model *m);

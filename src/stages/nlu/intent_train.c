@@ -3,6 +3,7 @@
 #include "stages/nlu/intent_train.h"
 
 #include <math.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,73 @@ int fr_intent_data_load_csv(fr_intent_data *d, const char *path, fr_err *err) {
     return -1;
 }
 
+int fr_intent_data_add_lines(fr_intent_data *d, const char *dir, const char *label, fr_err *err) {
+    char **files = NULL;
+    size_t nfiles = 0;
+    DIR *dp = opendir(dir);
+    if (dp) {
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+            size_t l = strlen(de->d_name);
+            if (l < 5 || strcmp(de->d_name + l - 4, ".txt")) continue;
+            files = fr_xrealloc(files, (nfiles + 1) * sizeof *files);
+            size_t pl = strlen(dir) + l + 2;
+            files[nfiles] = fr_xmalloc(pl);
+            snprintf(files[nfiles++], pl, "%s/%s", dir, de->d_name);
+        }
+        closedir(dp);
+        if (nfiles) qsort(files, nfiles, sizeof *files, cmp_str);
+    } else {
+        files = fr_xmalloc(sizeof *files);
+        files[nfiles++] = fr_xstrdup(dir);
+    }
+    /* the label's index, inserted in sorted position */
+    int li = -1;
+    for (int l = 0; l < d->n_labels; l++)
+        if (!strcmp(d->names[l], label)) li = l;
+    if (li < 0) {
+        li = 0;
+        while (li < d->n_labels && strcmp(d->names[li], label) < 0) li++;
+        d->names = fr_xrealloc(d->names, (size_t)(d->n_labels + 1) * sizeof *d->names);
+        memmove(d->names + li + 1, d->names + li, (size_t)(d->n_labels - li) * sizeof *d->names);
+        d->names[li] = fr_xstrdup(label);
+        d->n_labels++;
+        for (size_t i = 0; i < d->n; i++)
+            if (d->labels[i] >= li) d->labels[i]++;
+    }
+    size_t added = 0;
+    int rc = 0;
+    for (size_t f = 0; f < nfiles && !rc; f++) {
+        size_t len;
+        char *buf = fr_read_file(files[f], (size_t)64 << 20, &len, err);
+        if (!buf) {
+            rc = -1;
+            break;
+        }
+        for (char *p = buf, *e; p < buf + len; p = e + 1) {
+            e = memchr(p, '\n', (size_t)(buf + len - p));
+            if (!e) e = buf + len;
+            size_t l = (size_t)(e - p);
+            while (l && (p[l - 1] == '\r' || p[l - 1] == ' ')) l--;
+            if (!l) continue;
+            d->texts = fr_xrealloc(d->texts, (d->n + 1) * sizeof *d->texts);
+            d->labels = fr_xrealloc(d->labels, (d->n + 1) * sizeof *d->labels);
+            d->texts[d->n] = fr_xstrndup(p, l);
+            d->labels[d->n] = li;
+            d->n++;
+            added++;
+        }
+        free(buf);
+    }
+    for (size_t f = 0; f < nfiles; f++) free(files[f]);
+    free(files);
+    if (!rc && !added) {
+        fr_err_set(err, "%s: no examples (a folder of .txt files, one example per line)", dir);
+        rc = -1;
+    }
+    return rc;
+}
+
 /* ---------- split ---------- */
 
 static inline uint64_t splitmix64(uint64_t x) {
@@ -191,9 +259,10 @@ static int cmp_keyed(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-void fr_intent_split(const fr_intent_data *d, double frac, uint64_t seed, uint8_t *is_val) {
-    memset(is_val, 0, d->n);
-    if (frac <= 0) return;
+void fr_intent_split3(const fr_intent_data *d, double val_frac, double calib_frac, uint64_t seed,
+                      uint8_t *mark) {
+    memset(mark, 0, d->n);
+    if (val_frac <= 0 && calib_frac <= 0) return;
     keyed *k = fr_xmalloc((d->n + 1) * sizeof *k);
     for (int l = 0; l < d->n_labels; l++) {
         size_t m = 0;
@@ -204,11 +273,18 @@ void fr_intent_split(const fr_intent_data *d, double frac, uint64_t seed, uint8_
                 m++;
             }
         qsort(k, m, sizeof *k, cmp_keyed);
-        size_t take = (size_t)floor((double)m * frac + 0.5);
+        size_t take = val_frac > 0 ? (size_t)floor((double)m * val_frac + 0.5) : 0;
         if (take >= m && m > 0) take = m - 1; /* keep one training row per label */
-        for (size_t j = 0; j < take; j++) is_val[k[j].idx] = 1;
+        size_t cal = calib_frac > 0 ? (size_t)floor((double)m * calib_frac + 0.5) : 0;
+        if (take + cal >= m && m > 0) cal = m - 1 - take;
+        for (size_t j = 0; j < take; j++) mark[k[j].idx] = 1;
+        for (size_t j = take; j < take + cal; j++) mark[k[j].idx] = 2;
     }
     free(k);
+}
+
+void fr_intent_split(const fr_intent_data *d, double frac, uint64_t seed, uint8_t *is_val) {
+    fr_intent_split3(d, frac, 0, seed, is_val);
 }
 
 /* ---------- vectors ---------- */
@@ -549,6 +625,8 @@ void fr_intent_train_defaults(fr_intent_train_cfg *c) {
     c->group_weight[FR_FEAT_GROUP_CHAR] = 1.0f;
     c->min_df = 5;
     c->val_frac = 0.1;
+    c->calib_frac = 0;
+    c->oos_target = 0.01;
     c->seed = 1;
     c->n_members = 2;
     c->member[0] = (fr_intent_member_cfg){.hidden = 0, .epochs = 20, .batch = 32, .lr = 0.003f,
@@ -610,15 +688,22 @@ fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_
         return NULL;
     }
     double t0 = fr_time_s();
+    if (!(cfg->calib_frac >= 0 && cfg->val_frac + cfg->calib_frac < 1)) {
+        fr_err_set(err, "train-intent: validation + calibration fractions must stay below 1");
+        return NULL;
+    }
+    /* is_val: 0 training, 1 validation, 2 calibration (both held out of training) */
     uint8_t *is_val = fr_xmalloc(d->n + 1);
-    fr_intent_split(d, cfg->val_frac, cfg->seed, is_val);
+    fr_intent_split3(d, cfg->val_frac, cfg->calib_frac, cfg->seed, is_val);
     for (size_t i = 0; i < d->n; i++) {
-        if (is_val[i]) rep->n_val++;
+        if (is_val[i] == 1) rep->n_val++;
+        else if (is_val[i] == 2) rep->n_calib++;
         else rep->n_train++;
     }
 
     /* vocabulary: document frequency per (group, bucket) key over the training rows */
     fr_intent_model *m = fr_xcalloc(1, sizeof *m);
+    fr_intent_calib_identity(&m->calib);
     m->feat = cfg->feat;
     memcpy(m->group_weight, cfg->group_weight, sizeof m->group_weight);
     size_t nb = (size_t)1 << cfg->feat.bucket_bits;
@@ -703,6 +788,40 @@ fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_
     free(jobs);
     csr_free(&tr);
     csr_free(&va);
+    int oos = -1;
+    for (int l = 0; l < d->n_labels; l++)
+        if (!strcmp(d->names[l], FR_INTENT_OOS_LABEL)) oos = l;
+    m->calib.oos_label = oos;
+    if (rep->n_calib) {
+        fr_intent_calibrate(m, d, is_val, 2, cfg->oos_target > 0 ? cfg->oos_target : 0.01,
+                            &rep->calib_in_flagged, &rep->calib_oos_flagged);
+        rep->calib = m->calib;
+        if (cfg->verbose)
+            fprintf(stderr, "train-intent: calibration on %zu rows: temperature %.3f; out of scope when "
+                    "P(%s) >= %.3f, best intent < %.3f or word coverage < %.3f: %.2f%% of in-scope and "
+                    "%.2f%% of out-of-scope calibration rows flagged\n", rep->n_calib,
+                    m->calib.temperature, FR_INTENT_OOS_LABEL, m->calib.oos_min_prob, m->calib.min_conf,
+                    m->calib.min_coverage, 100 * rep->calib_in_flagged, 100 * rep->calib_oos_flagged);
+    }
+    if (rep->n_calib && cfg->refit) {
+        fr_intent_train_cfg c2 = *cfg;
+        c2.calib_frac = 0;
+        c2.refit = 0;
+        fr_intent_train_report r2;
+        if (cfg->verbose)
+            fprintf(stderr, "train-intent: refit on the training + calibration rows\n");
+        fr_intent_model *m2 = fr_intent_train(d, &c2, &r2, err);
+        if (!m2) {
+            free(is_val);
+            fr_intent_free(m);
+            return NULL;
+        }
+        m2->calib = m->calib; /* same labels, same order */
+        fr_intent_free(m);
+        m = m2;
+        rep->n_train = r2.n_train;
+        memcpy(rep->member_val_acc, r2.member_val_acc, sizeof rep->member_val_acc);
+    }
     if (rep->n_val) rep->val_acc = fr_intent_accuracy(m, d, is_val, 1, NULL);
     rep->seconds = fr_time_s() - t0;
     if (cfg->verbose && rep->n_val)

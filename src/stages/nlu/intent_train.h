@@ -36,8 +36,19 @@ typedef struct fr_intent_data {
 int fr_intent_data_load_csv(fr_intent_data *d, const char *path, fr_err *err);
 void fr_intent_data_free(fr_intent_data *d);
 
+/* Adds one example per non-empty line of every *.txt file in dir (files in name order; a path to
+ * one file works too) with the given label (created if new; label indices are renumbered to keep
+ * names sorted, rows keep their order, so a split of the earlier rows is unchanged). -1 with err
+ * when nothing could be read. */
+int fr_intent_data_add_lines(fr_intent_data *d, const char *dir, const char *label, fr_err *err);
+
 /* Stratified split: is_val[i] = 1 for validation rows. frac 0 gives no validation rows. */
 void fr_intent_split(const fr_intent_data *d, double frac, uint64_t seed, uint8_t *is_val);
+/* Three-way split: per label, in the same seeded order, the first round(n * val_frac) rows are
+ * validation (mark 1, the same rows fr_intent_split picks), the next round(n * calib_frac) are
+ * calibration (mark 2), the rest training (0); at least one training row per label. */
+void fr_intent_split3(const fr_intent_data *d, double val_frac, double calib_frac, uint64_t seed,
+                      uint8_t *mark);
 
 #define FR_INTENT_TRAIN_MAX_MEMBERS 8
 
@@ -60,6 +71,13 @@ typedef struct fr_intent_train_cfg {
     float group_weight[FR_FEAT_N_GROUPS]; /* word / char group scale */
     uint32_t min_df;                  /* buckets seen in fewer training rows are dropped */
     double val_frac;                  /* validation fraction (0: train on everything) */
+    double calib_frac;                /* calibration fraction carved from the rest (0: none, no
+                                         temperature and no out-of-scope thresholds) */
+    double oos_target;                /* in-scope calibration rows the out-of-scope rule may flag
+                                         (0.01) */
+    int refit;                        /* after calibrating, train again on training +
+                                         calibration rows and keep the calibration (the
+                                         validation rows stay held out) */
     uint64_t seed;                    /* split, init and order seed */
     int n_members;                    /* ensemble size */
     fr_intent_member_cfg member[FR_INTENT_TRAIN_MAX_MEMBERS]; /* per member */
@@ -72,13 +90,30 @@ void fr_intent_train_defaults(fr_intent_train_cfg *cfg);
 /* What training measured. */
 typedef struct fr_intent_train_report {
     size_t n_train, n_val;   /* split sizes */
+    size_t n_calib;          /* calibration rows */
     double val_acc;          /* accuracy of the final (quantised) model on the validation rows */
+    fr_intent_calib calib;   /* what calibration chose */
+    double calib_in_flagged; /* in-scope calibration rows flagged out of scope (share) */
+    double calib_oos_flagged;/* out-of-scope calibration rows flagged (share; 0 without any) */
     double member_val_acc[FR_INTENT_TRAIN_MAX_MEMBERS]; /* float accuracy of each member alone */
     double seconds;          /* wall time */
 } fr_intent_train_report;
 
 fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_cfg *cfg,
                                  fr_intent_train_report *rep, fr_err *err);
+
+/* Fits the temperature (NLL of the in-scope rows) and then the out-of-scope thresholds on the
+ * rows of d with mark[i] == want: the rule flagging at most `target` of the in-scope rows that
+ * flags the most out-of-scope ones (ties: fewer in-scope flagged, then larger thresholds). The
+ * result goes into the model; rates into *in_flagged / *oos_flagged (may be NULL). */
+void fr_intent_calibrate(fr_intent_model *m, const fr_intent_data *d, const uint8_t *mark,
+                         int want, double target, double *in_flagged, double *oos_flagged);
+
+/* Expected calibration error of the top-1 confidence (15 equal-width bins) over the rows of d
+ * with mark[i] == want whose label the model knows and is not out of scope; temperature t
+ * replaces the model's. *acc gets the accuracy of those rows (may be NULL). */
+double fr_intent_ece(const fr_intent_model *m, const fr_intent_data *d, const uint8_t *mark,
+                     int want, float t, double *acc);
 
 /* Accuracy of a model on the rows of d with mask[i] == want (mask NULL: all rows). */
 double fr_intent_accuracy(const fr_intent_model *m, const fr_intent_data *d, const uint8_t *mask,
