@@ -33,7 +33,7 @@
 struct fr_assist {
     fr_assist_config cfg;        /* settings (owned copy) */
     fr_intent_model *intent;     /* NULL when set-up failed */
-    cJSON *templates;            /* {intent: text}, or NULL: the built-in generic reply */
+    cJSON *templates;            /* {intent: text} (required at set-up)          */
     fr_assist_media media;       /* media stage entry points */
     struct fr_engine *engine;    /* LLM replies (NULL: templates) */
     const struct fr_model *model;/* the engine's model (tokenizer) */

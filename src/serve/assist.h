@@ -13,8 +13,11 @@
  *      the bytes' magic) is a 415, zero-length media a 400;
  *   3. the route (route/route.h): modalities, image density, stage availability;
  *   4. stages in plan order, each timed (and metered when a meter is attached): decode_image,
- *      density, decode_audio, asr, ocr, nlu (intent top-k + slots, card/account numbers
- *      masked), budget + llm (the engine's submit path) or template;
+ *      density, decode_audio, asr, ocr, nlu (intent top-k + slots + the out-of-scope verdict;
+ *      the OCR fields as slots; the OCR text joins the question when it refers to the
+ *      attachment or has no intent of its own), then the reply cascade: the template when the
+ *      intent is in scope and confident, else budget + llm (the engine's submit path) when an
+ *      LLM is attached, else a hand-off (intent "out_of_scope", response_source "handoff");
  *   5. the response JSON (docs/ASSIST.md).
  * Media stages are reached through fr_assist_media (function pointers): a build or server
  * without them reports the stage "unavailable" in the route with the reason, and a media error
@@ -42,8 +45,8 @@ struct fr_meter_req;
 typedef struct fr_assist_config {
     char *intent_model;        /* intent model file (<data root>/models/intent-banking77.bin,
                                   base.h fr_data_dir) */
-    char *templates;           /* reply templates JSON (<data root>/models/reply-templates.json; a missing
-                                  file falls back to the built-in generic reply) */
+    char *templates;           /* reply templates JSON (<data root>/models/reply-templates.json;
+                                  required: a missing file is a set-up error) */
     double density_threshold;  /* image text density >= this → OCR, else vision (0.35) */
     size_t max_image_bytes;    /* decoded image bytes (20 MB) */
     size_t max_audio_bytes;    /* decoded audio bytes (32 MiB) */
@@ -53,8 +56,9 @@ typedef struct fr_assist_config {
     int top_k;                 /* intents returned: the best + alternatives (5) */
     int budget_tokens;         /* LLM prompt budget in tokens (1024) */
     int llm_max_tokens;        /* LLM reply length (256) */
-    bool llm;                  /* reply through the LLM when an engine is attached (false:
-                                  templates; `frugal assist --model` turns it on) */
+    bool llm;                  /* the LLM answers what NLU is unsure about when an engine is
+                                  attached (false: hand-off; `frugal assist --model` turns it
+                                  on); confident intents always get their template */
 } fr_assist_config;
 
 void fr_assist_config_init(fr_assist_config *c);

@@ -10,8 +10,8 @@
  *   frugal assist [--config FILE] [--intent-model PATH] [--templates PATH]
  *                 [--model PATH [--quant q8|q4] [--chat-template NAME|FILE]] [--max-line N]
  *
- * With --model the replies come from that model through the engine (the LLM path); without it
- * from the per-intent templates.
+ * Replies follow the cascade (docs/ASSIST.md): a confident intent gets its template; the rest
+ * goes to the model given with --model (the LLM path), or, without one, to a hand-off reply.
  */
 #include "tools/assist_cmd.h"
 

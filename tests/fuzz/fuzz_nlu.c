@@ -10,17 +10,21 @@
  *   2: extract slots from the payload (reference date from the payload's first bytes): spans must
  *      lie inside the input in order without overlap, names must be set, card/account slots
  *      must hold at most four digits in text and value.
- *   3: classify the payload with a small model built at start-up, and featurise it.
+ *   3: classify and assess (the out-of-scope verdict) the payload with a small model built at
+ *      start-up, featurise it, run the attachment rule (attach.h), the currency scanner and
+ *      the OCR field extractor (stages/ocr/fields.h) on it.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/nlu/attach.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/intent_train.h"
 #include "stages/nlu/slots.h"
 #include "stages/nlu/textfeat.h"
+#include "stages/ocr/fields.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -125,6 +129,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t i = 1; i < nf; i++)
             if (sc.feats[i].key <= sc.feats[i - 1].key) abort();
         fr_feat_scratch_free(&sc);
+        /* the serving call: in-scope intents only, a verdict with a reason */
+        fr_intent_pred p[4];
+        fr_intent_verdict v;
+        int k = fr_intent_assess(small_model, s, n, p, 4, &v, NULL);
+        if (k < 1 || !v.reason || (v.in_scope != 0 && v.in_scope != 1)) abort();
+        if (!(v.coverage >= 0 && v.coverage <= 1) || !(v.confidence >= 0 && v.confidence <= 1.0001f)) abort();
+        /* the attachment rule and the OCR field extractor (currency included) on any bytes */
+        (void)fr_nlu_refers_to_attachment(s, n);
+        size_t at = (size_t)-1;
+        const char *cur = fr_fields_currency_in(s, n, &at);
+        if (cur[0] && (strlen(cur) != 3 || at >= n)) abort();
+        char *z = malloc(n + 1);
+        memcpy(z, s, n);
+        z[n] = 0;
+        fr_fields f;
+        fr_fields_extract(z, &f);
+        if (f.currency[0] && strlen(f.currency) != 3) abort();
+        free(z);
     }
     free(s);
     return 0;
