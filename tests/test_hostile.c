@@ -606,6 +606,10 @@ TEST(ready_503_while_draining_and_rejection_rows) {
      * X-Priority values and 1 bad body priority (strict_priority_and_tier_caps) */
     CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 400 AND status = "
                        "'rejected' AND route = 'completions'"), 13);
+    /* 400s on /v1/assist: 5 bad X-Priority values and a bad X-Deadline-Ms (refused before the
+     * handler), 3 bodies and 1 body priority (refused by the handler) */
+    CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 400 AND status = "
+                       "'rejected' AND route = 'assist'"), 10);
     CHECK_EQ_INT(q1(L, "SELECT count(*) FROM requests WHERE http_status = 411 AND status = "
                        "'rejected' AND route = 'completions'"), 1);
 }

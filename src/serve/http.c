@@ -562,24 +562,27 @@ static enum MHD_Result admission_error(conn *c, const fr_admission *adm) {
     return send_error(c, &e);
 }
 
+/* An X-Deadline-Ms value: milliseconds in 1..86400000 from t_start. False when malformed. */
+static bool deadline_parse(const char *xd, double t_start, double *ms, double *deadline) {
+    char *end;
+    errno = 0;
+    double v = strtod(xd, &end);
+    while (*end == ' ') end++;
+    if (errno || end == xd || *end || !(v >= 1 && v <= 86400000.0)) return false;
+    *ms = v;
+    *deadline = t_start + v / 1000.0;
+    return true;
+}
+
 /* X-Deadline-Ms: true with *ms and the absolute *deadline (both 0 without the header); false
  * after queueing the 400 (its result in *ret). */
 static bool deadline_header(conn *c, double *ms, double *deadline, enum MHD_Result *ret) {
     *ms = *deadline = 0;
     const char *xd = header(c, "X-Deadline-Ms");
-    if (!xd) return true;
-    char *end;
-    errno = 0;
-    double v = strtod(xd, &end);
-    while (*end == ' ') end++;
-    if (errno || end == xd || *end || !(v >= 1 && v <= 86400000.0)) {
-        *ret = fail(c, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
-                    "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
-        return false;
-    }
-    *ms = v;
-    *deadline = c->t_start + v / 1000.0;
-    return true;
+    if (!xd || deadline_parse(xd, c->t_start, ms, deadline)) return true;
+    *ret = fail(c, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
+                "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
+    return false;
 }
 
 static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
@@ -843,21 +846,34 @@ out:
 
 /* ---- assist: the handler `frugal assist` also calls (serve/assist.c, docs/ASSIST.md) ---- */
 
+/* A refusal before the assist account is opened: its ledger row, then the error. */
+static enum MHD_Result assist_refuse(conn *c, const fr_api_key *key, int status,
+                                     const char *type, const char *code, const char *param,
+                                     const char *msg) {
+    char tp[56] = "";
+    meter_refusal(c->s, "assist", key, head_tier(c->s->cfg, key, header(c, "X-Priority")),
+                  header(c, "traceparent"), status, tp);
+    if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+    return fail(c, status, type, code, param, msg);
+}
+
 static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
     fr_server *s = c->s;
     if (atomic_load(&s->draining)) {
         c->retry_after = 5;
-        return fail(c, 503, "server_error", "shutting_down", NULL,
-                    "The server is shutting down and accepts no new requests.");
+        return assist_refuse(c, key, 503, "server_error", "shutting_down", NULL,
+                             "The server is shutting down and accepts no new requests.");
     }
     int forced = -1;
     const char *xp = header(c, "X-Priority");
     if (xp && (forced = fr_tier_parse(xp)) < 0)
-        return fail(c, 400, "invalid_request_error", NULL, "X-Priority",
-                    "X-Priority must be P0, P1 or P2.");
+        return assist_refuse(c, key, 400, "invalid_request_error", NULL, "X-Priority",
+                             "X-Priority must be P0, P1 or P2.");
     double deadline = 0, deadline_ms = 0;
-    enum MHD_Result dret;
-    if (!deadline_header(c, &deadline_ms, &deadline, &dret)) return dret;
+    const char *xd = header(c, "X-Deadline-Ms");
+    if (xd && !deadline_parse(xd, c->t_start, &deadline_ms, &deadline))
+        return assist_refuse(c, key, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
+                             "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
     int highest = key ? key->highest_tier : 0;
     int dflt = key ? key->default_tier : s->cfg->default_tier;
     if (forced >= 0 && forced < highest) forced = highest; /* the key's cap, as on chat */
