@@ -647,6 +647,11 @@ TEST(p2_flood_does_not_starve_p0) {
     }
     CHECK_EQ_INT(refused, 4);
     CHECK_EQ_INT(retry_after, 4);
+    resp m = get("/metrics", AUTH_GOLD);
+    CHECK(strstr(resp_body(&m), "frugal_connection_slots_used{class=\"P2\"} 8\n") != NULL);
+    CHECK(strstr(resp_body(&m),
+                 "frugal_connections_refused_total{reason=\"no_slot\",class=\"P2\"} 4\n") != NULL);
+    fr_buf_free(&m.raw);
     /* P0 and /health are served at once; P1 still fits (limit 10, 8 held) */
     resp r = post("/v1/completions", AUTH_GOLD "X-Priority: P0\r\n", P0_BODY, 10);
     CHECK_EQ_INT(r.status, 200);

@@ -378,6 +378,40 @@ static bool engine_ready(fr_server *s) {
     return st.alive;
 }
 
+/* The connection guard's families (serve/guard.h). */
+static void guard_prometheus(fr_guard *g, fr_buf *o) {
+    static const char *const cls[FR_GUARD_N_CLASSES] = {"control", "P0", "P1", "P2"};
+    fr_guard_stats gs;
+    fr_guard_stats_get(g, &gs);
+    char line[400];
+    fr_buf_puts(o, "# HELP frugal_connections_pending Connections whose request head has not "
+                   "arrived yet.\n# TYPE frugal_connections_pending gauge\n");
+    snprintf(line, sizeof line, "frugal_connections_pending %d\n", gs.pending);
+    fr_buf_puts(o, line);
+    fr_buf_puts(o, "# HELP frugal_connection_slots_used Connection slots held, by class.\n"
+                   "# TYPE frugal_connection_slots_used gauge\n");
+    for (int k = 0; k < FR_GUARD_N_CLASSES; k++) {
+        snprintf(line, sizeof line, "frugal_connection_slots_used{class=\"%s\"} %d\n", cls[k],
+                 gs.open[k]);
+        fr_buf_puts(o, line);
+    }
+    fr_buf_puts(o, "# HELP frugal_connections_refused_total Connections the guard answered "
+                   "itself, by reason (and class for no_slot).\n"
+                   "# TYPE frugal_connections_refused_total counter\n");
+    for (int k = 0; k < FR_GUARD_N_CLASSES; k++) {
+        snprintf(line, sizeof line,
+                 "frugal_connections_refused_total{reason=\"no_slot\",class=\"%s\"} %lld\n",
+                 cls[k], gs.refused[k]);
+        fr_buf_puts(o, line);
+    }
+    snprintf(line, sizeof line,
+             "frugal_connections_refused_total{reason=\"pending_full\",class=\"\"} %lld\n"
+             "frugal_connections_refused_total{reason=\"bad_head\",class=\"\"} %lld\n"
+             "frugal_connections_refused_total{reason=\"head_timeout\",class=\"\"} %lld\n",
+             gs.refused[FR_GUARD_N_CLASSES], gs.head_errors, gs.head_timeouts);
+    fr_buf_puts(o, line);
+}
+
 static enum MHD_Result do_metrics(conn *c) {
     fr_server *s = c->s;
     fr_engine_stats st;
@@ -385,6 +419,7 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s)};
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
+    guard_prometheus(s->guard, &o);
     if (s->meter) fr_meter_prometheus(s->meter, &o);
     size_t len = o.len;
     return queue(c, 200, "text/plain; version=0.0.4; charset=utf-8", fr_buf_cstr(&o), len);
