@@ -667,6 +667,20 @@ TEST(p2_flood_does_not_starve_p0) {
     r = post("/v1/completions", AUTH_BATCH, P0_BODY, 3);
     CHECK_EQ_INT(r.status, 503);
     fr_buf_free(&r.raw);
+    /* nor can P2 come in through a kept-alive connection whose first request was /health: its
+     * slot cannot move to the full P2 class */
+    char p2[400];
+    snprintf(p2, sizeof p2,
+             "POST /v1/completions HTTP/1.1\r\nHost: t\r\n" AUTH_BATCH
+             "Content-Length: %zu\r\n\r\n%s",
+             strlen(P0_BODY), P0_BODY);
+    CHECK_EQ_INT(keepalive_second(p2), 503);
+    /* while a P0 request on such a connection moves its slot and is served */
+    snprintf(p2, sizeof p2,
+             "POST /v1/completions HTTP/1.1\r\nHost: t\r\n" AUTH_GOLD
+             "X-Priority: P0\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(P0_BODY), P0_BODY);
+    CHECK_EQ_INT(keepalive_second(p2), 200);
     for (int i = 0; i < 12; i++) close(fds[i]);
     usleep(200000);
 
@@ -705,7 +719,7 @@ TEST(p2_flood_does_not_starve_p0) {
     srv_stop(&v);
     CHECK_EQ_INT(q1(v.ledger, "SELECT count(*) FROM requests WHERE http_status = 503 AND "
                               "status = 'rejected' AND tier = 'P2' AND route = 'completions'"),
-                 5);
+                 6);
 }
 
 int main(void) {

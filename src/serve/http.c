@@ -934,6 +934,19 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
     return r;
 }
 
+/* The ledger row of a generation request refused by the connection layer before a handler ran
+ * (its key, if valid, and head tier; the response's traceparent into c). */
+static void refusal_row(conn *c, const char *url, int status) {
+    const fr_api_key *key = NULL;
+    const char *auth = header(c, "Authorization");
+    find_key(c->s->cfg, auth, auth ? strlen(auth) : 0, &key);
+    char tp[56] = "";
+    meter_refusal(c->s, generation_route(url, strlen(url)), key,
+                  head_tier(c->s->cfg, key, header(c, "X-Priority")), header(c, "traceparent"),
+                  status, tp);
+    if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+}
+
 /* ---- connection slots (serve/guard.h) ---- */
 
 /* A handed-over connection's socket context: its guard slot. */
@@ -1145,11 +1158,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             int fst = later_framing_status(c, version, &why);
             if (fst) {
                 c->close = true;
-                char tp[56] = "";
-                meter_refusal(s, generation_route(url, strlen(url)), NULL,
-                              head_tier(s->cfg, NULL, header(c, "X-Priority")),
-                              header(c, "traceparent"), fst, tp);
-                if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+                refusal_row(c, url, fst);
                 return fail(c, fst, fst == 501 ? "not_supported_error" : "invalid_request_error",
                             fst == 501 ? "unsupported_transfer_coding" : "bad_framing", NULL, why);
             }
@@ -1157,11 +1166,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         if (sl && sl->requests > 1 && !keepalive_slot_ok(c, url, sl)) {
             c->retry_after = 1;
             c->close = true;
-            char tp[56] = "";
-            meter_refusal(s, generation_route(url, strlen(url)), NULL,
-                          head_tier(s->cfg, NULL, header(c, "X-Priority")),
-                          header(c, "traceparent"), 503, tp);
-            if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+            refusal_row(c, url, 503);
             char msg[128];
             snprintf(msg, sizeof msg,
                      "Too many concurrent connections for this class (%d in all); retry later.",
@@ -1189,14 +1194,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     }
     if (c->responded) return MHD_YES;
     if (c->too_large) {
-        char tp[56] = "";
-        const fr_api_key *key = NULL;
-        const char *auth = header(c, "Authorization");
-        find_key(s->cfg, auth, auth ? strlen(auth) : 0, &key);
-        meter_refusal(s, generation_route(url, strlen(url)), key,
-                      head_tier(s->cfg, key, header(c, "X-Priority")), header(c, "traceparent"),
-                      413, tp);
-        if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
+        refusal_row(c, url, 413);
         c->close = true;
         char msg[128];
         snprintf(msg, sizeof msg, "Request body exceeds the limit of %zu bytes.",
