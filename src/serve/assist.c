@@ -812,6 +812,7 @@ typedef struct areq_state {
     void *img, *aud;                /* decoded media (media stage handles), or NULL */
     char *transcript;               /* ASR output (malloc'd), or NULL */
     fr_assist_ocr ocr;              /* OCR output */
+    fr_assist_media_err me;         /* the last media stage error (the error's code points here) */
     fr_buf question;                /* text + transcript, card/account numbers masked */
     size_t tr_off;                  /* offset of the transcript in question */
     const char *nlu_src;            /* what NLU ran on: "text", "transcript", "ocr", ... */
@@ -916,14 +917,14 @@ static void plan_route(const fr_assist *a, areq_state *x) {
 static int run_image(const fr_assist *a, areq_state *x, fr_api_error *e) {
     const fr_assist_media *md = &a->media;
     if (!x->plan.run[FR_STAGE_DECODE_IMAGE]) return 0;
-    fr_assist_media_err me;
-    memset(&me, 0, sizeof me);
+    fr_assist_media_err *me = &x->me; /* outlives the step: *e may point into it */
+    memset(me, 0, sizeof *me);
     stage_begin(&x->rs, FR_STAGE_DECODE_IMAGE);
     x->img = md->image_decode(md->ctx, x->q.image.data, x->q.image.n,
-                              x->q.image.mime[0] ? x->q.image.mime : NULL, &me);
+                              x->q.image.mime[0] ? x->q.image.mime : NULL, me);
     stage_end(&x->rs, FR_STAGE_DECODE_IMAGE);
     if (!x->img) {
-        media_error(&me, "image", "invalid_image", e);
+        media_error(me, "image", "invalid_image", e);
         return -1;
     }
     if (x->plan.run[FR_STAGE_DENSITY]) {
@@ -940,23 +941,23 @@ static int run_image(const fr_assist *a, areq_state *x, fr_api_error *e) {
 static int run_audio(const fr_assist *a, areq_state *x, fr_api_error *e) {
     const fr_assist_media *md = &a->media;
     if (!x->plan.run[FR_STAGE_DECODE_AUDIO]) return 0;
-    fr_assist_media_err me;
-    memset(&me, 0, sizeof me);
+    fr_assist_media_err *me = &x->me; /* outlives the step: *e may point into it */
+    memset(me, 0, sizeof *me);
     stage_begin(&x->rs, FR_STAGE_DECODE_AUDIO);
     x->aud = md->audio_decode(md->ctx, x->q.audio.data, x->q.audio.n,
-                              x->q.audio.mime[0] ? x->q.audio.mime : NULL, &me);
+                              x->q.audio.mime[0] ? x->q.audio.mime : NULL, me);
     stage_end(&x->rs, FR_STAGE_DECODE_AUDIO);
     if (!x->aud) {
-        media_error(&me, "audio", "invalid_audio", e);
+        media_error(me, "audio", "invalid_audio", e);
         return -1;
     }
     if (!x->plan.run[FR_STAGE_ASR]) return 0;
-    memset(&me, 0, sizeof me);
+    memset(me, 0, sizeof *me);
     stage_begin(&x->rs, FR_STAGE_ASR);
-    x->transcript = md->asr(md->ctx, x->aud, &me);
+    x->transcript = md->asr(md->ctx, x->aud, me);
     stage_end(&x->rs, FR_STAGE_ASR);
     if (!x->transcript) {
-        media_error(&me, "audio", "asr_failed", e);
+        media_error(me, "audio", "asr_failed", e);
         return -1;
     }
     return 0;
@@ -967,13 +968,13 @@ static int run_audio(const fr_assist *a, areq_state *x, fr_api_error *e) {
 static int run_ocr(const fr_assist *a, areq_state *x, fr_api_error *e) {
     const fr_assist_media *md = &a->media;
     if (!x->plan.run[FR_STAGE_OCR]) return 0;
-    fr_assist_media_err me;
-    memset(&me, 0, sizeof me);
+    fr_assist_media_err *me = &x->me; /* outlives the step: *e may point into it */
+    memset(me, 0, sizeof *me);
     stage_begin(&x->rs, FR_STAGE_OCR);
-    int orc = md->ocr(md->ctx, x->img, &x->ocr, &me);
+    int orc = md->ocr(md->ctx, x->img, &x->ocr, me);
     stage_end(&x->rs, FR_STAGE_OCR);
     if (orc) {
-        media_error(&me, "image", "ocr_failed", e);
+        media_error(me, "image", "ocr_failed", e);
         return -1;
     }
     return 0;
