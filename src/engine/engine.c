@@ -336,6 +336,7 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
         r->info.joules = sum.joules;
         r->info.usd = sum.usd;
         r->info.energy_estimated = sum.estimated;
+        r->info.ledger_seq = sum.ledger_seq;
     }
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);

@@ -143,6 +143,7 @@ typedef struct fr_req_info {
     bool energy_estimated; /* some of the energy is an estimate (CPU time x W per core) */
     double joules;       /* provisional attributed energy (the ledger gets the final figure) */
     double usd;          /* provisional total cost */
+    uint64_t ledger_seq; /* its ledger row: the server waits for it (fr_meter_ledger_wait) */
 } fr_req_info;
 
 /* Loads nothing: takes a loaded model (shared, read-only, outlives the engine), allocates the KV

@@ -51,6 +51,7 @@ void fr_meter_config_default(fr_meter_config *c) {
     c->cost.host_share = 1;
     c->ledger_queue = 4096;
     c->ledger_sync_full = false;
+    c->ledger_wait_ms = 5000;
     c->trace_queue = 1024;
     c->trace_batch = 64;
     c->trace_flush_ms = 1000;
@@ -99,6 +100,7 @@ static const key_def keys[] = {
     STR("ledger.path", ledger_path),
     {"ledger.queue", T_INT, OFF(ledger_queue), 1, 1 << 22, 0},
     {"ledger.synchronous", T_SYNC, OFF(ledger_sync_full), 0, 0, 0},
+    {"ledger.commit_wait_ms", T_NUM, OFF(ledger_wait_ms), 1, 600000, 0},
     {"ledger.retention_days", T_NUM, OFF(retention_days), 0, 1e5, 0},
     {"ledger.retention_rows", T_INT, OFF(retention_rows), 0, 1e12, 0},
     STR("trace.otlp_url", otlp_url),
@@ -236,6 +238,7 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
                 return -1;
             }
             memcpy(f, v, strlen(v) + 1);
+            if (k->off == OFF(ledger_path)) c->ledger_path_set = true;
             return 0;
         case T_IDLE:
             if (!strcmp(v, "report")) c->idle_policy = FR_IDLE_REPORT;

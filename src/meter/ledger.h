@@ -1,10 +1,26 @@
 /* ledger.h — the per-request ledger: SQLite in WAL mode, written by one writer thread.
  *
- * fr_ledger_put* never block: they copy the row into a bounded queue (full queue = the row is
- * counted as dropped and logged, the only way a row can be lost short of a crash before commit).
- * The writer commits whatever is queued in one transaction, so a kill -9 loses at most the rows
- * of the transaction in flight and never corrupts the file (SQLite's WAL guarantees; tested).
+ * Durability (docs/METERING.md, "Ledger"): every queued item gets a sequence number, increasing
+ * in queue order. The writer takes everything queued, writes it in one transaction (group
+ * commit: rows that arrive while a commit runs go into the next one) and publishes the highest
+ * committed sequence number. A caller that must not answer before its row is in the file waits
+ * with fr_ledger_wait(seq): once it returns 0 the row survives the process being killed (the WAL
+ * write() has returned; with synchronous=full it was also fsync'ed and survives power loss).
+ * A transaction that fails (disk full, I/O error) is rolled back and its rows go back to the
+ * head of the queue: the writer retries with a backoff (10 ms doubling to 1 s) until a commit
+ * succeeds, and fr_ledger_healthy is false meanwhile. The queue is bounded: a put refused when
+ * it is full returns 0 (counted in dropped); nothing waits for room.
+ *
+ * A request's row is written in two steps: fr_ledger_put_seq at the end of the request, with the
+ * provisional energy and cost the response carries, `incomplete` = 1 and no stage cells; then
+ * fr_ledger_put_final once its energy is accounted (≤ one meter sample later), which updates that
+ * row's energy, cost, stages, energy source and flags and adds its (device, stage) cells. A
+ * process killed in between leaves the provisional row. fr_ledger_amend changes a row's outcome
+ * (a response withheld because the row was not durable in time is recorded as the 503 it became).
  * Every text field is passed through fr_ledger_mask_digits before it is queued.
+ *
+ * Thread safety: every function may be called from any thread; puts copy the row and take the
+ * ledger's mutex for O(1) work; only fr_ledger_wait, fr_ledger_flush and fr_ledger_close block.
  *
  * Tables (docs/METERING.md has the column meanings):
  *   meta(key, value)                      schema version, configuration snapshot
@@ -16,6 +32,8 @@
 #define FRUGAL_METER_LEDGER_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "meter/meter.h"
 
@@ -90,15 +108,34 @@ typedef struct fr_ledger_config {
 typedef struct fr_ledger fr_ledger;
 
 fr_ledger *fr_ledger_open(const fr_ledger_config *c, fr_err *err);
-/* Queue a row (deep copy). False when the queue is full (counted in dropped). */
+/* Queue a request row (deep copy). Returns its sequence number (> 0), or 0 when the queue is
+ * full or the ledger is closing (counted in dropped). */
+uint64_t fr_ledger_put_seq(fr_ledger *l, const fr_ledger_row *row);
+/* fr_ledger_put_seq(l, row) != 0 */
 bool fr_ledger_put(fr_ledger *l, const fr_ledger_row *row);
+/* Queue the final figures of the row queued as `seq` (see the top): its energy, money, stages,
+ * energy source, estimated / incomplete and its cells. When that row is not in the file (seq 0:
+ * it was refused) the final row is inserted whole. Returns this item's sequence number or 0. */
+uint64_t fr_ledger_put_final(fr_ledger *l, uint64_t seq, const fr_ledger_row *row);
+/* Queue a change of the outcome of the row queued as `seq`: status, http_status and error
+ * (masked). Returns this item's sequence number or 0. */
+uint64_t fr_ledger_amend(fr_ledger *l, uint64_t seq, const char *status, int http_status,
+                         const char *error);
 bool fr_ledger_put_energy(fr_ledger *l, const fr_ledger_energy *e);
-/* Wait until everything queued before the call is committed. */
+/* Wait until the item numbered `seq` is committed: 0 when it is, -1 when seq is 0 or timeout_s
+ * passed first (the item stays queued and is still written when the writer can). */
+int fr_ledger_wait(fr_ledger *l, uint64_t seq, double timeout_s);
+/* Wait until everything queued before the call is committed, or until a commit attempt made
+ * after the call has failed (so it never waits on a failing disk for long). */
 void fr_ledger_flush(fr_ledger *l);
-/* Flush and close. */
+/* Flush and close. Rows still unwritten after 2 s of failing commits are dropped (counted and
+ * logged). */
 void fr_ledger_close(fr_ledger *l);
-long fr_ledger_committed(fr_ledger *l); /* request rows committed by this handle */
-long fr_ledger_dropped(fr_ledger *l);   /* rows refused (queue full) or failed to write */
+/* True when the last commit succeeded (or none was needed yet) and the queue has room; else
+ * false with a one-line reason in why (when why is not NULL). */
+bool fr_ledger_healthy(fr_ledger *l, char *why, size_t n);
+long fr_ledger_committed(fr_ledger *l); /* request rows inserted by this handle */
+long fr_ledger_dropped(fr_ledger *l);   /* rows refused (queue full) or given up at close */
 
 /* Mask card / account numbers in place: a run of 12 or more digits (single spaces or dashes
  * between digits allowed) keeps its last 4 digits, the others become '*'. Returns the number of

@@ -124,6 +124,7 @@ struct fr_meter_req {
     uint32_t dev_used;            /* bit d: a step on device d */
     double idle_j, idle_s;        /* amortised idle joules / host-seconds */
     bool incomplete;              /* some step time unmeasured */
+    uint64_t ledger_seq;          /* its provisional ledger row (0: none, or refused) */
 };
 
 typedef struct mdev {
@@ -1070,8 +1071,25 @@ void fr_meter_request_peek(fr_meter *m, fr_meter_req *r, fr_meter_req_summary *s
     pthread_mutex_unlock(&m->mu);
 }
 
+static void fill_row(const fr_meter *m, const fr_meter_req *r, fr_ledger_row *out);
+
+/* Queue the provisional ledger row of a request that has just ended, with the figures of its
+ * response (under mu, so it is queued before its final row can be; ledger.h has the two steps). */
+static void put_provisional(fr_meter *m, fr_meter_req *r, const fr_meter_req_summary *sum) {
+    fr_ledger_row row;
+    fill_row(m, r, &row);
+    row.joules = sum->joules;
+    row.estimated = sum->estimated;
+    row.incomplete = true; /* provisional: the final figures replace these */
+    row.occupancy_s = req_occupancy(m, r, -1);
+    row.usd_total = fr_cost_price(&m->cfg.cost, row.joules, row.occupancy_s, row.usd);
+    r->ledger_seq = fr_ledger_put_seq(m->ledger, &row);
+}
+
 void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_result *res,
                           fr_meter_req_summary *sum) {
+    fr_meter_req_summary local;
+    if (!sum && m->ledger) sum = &local; /* the provisional row carries the figures */
     pthread_mutex_lock(&m->mu);
     if (sum) settle_cpu_locked(m); /* before `ended`: the pass cannot finalise r under us */
     r->t_end = fr_meter_now(m);
@@ -1084,6 +1102,8 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
         summarise(m, r, sum);
         if (sum->final) fin_put(m, r->id, sum);
     }
+    if (m->ledger) put_provisional(m, r, sum);
+    if (sum) sum->ledger_seq = r->ledger_seq;
     if (r->pending == 0) req_ready(m, r);
     pthread_mutex_unlock(&m->mu);
 }
@@ -1113,6 +1133,23 @@ bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *s
     }
     pthread_mutex_unlock(&m->mu);
     return found;
+}
+
+int fr_meter_ledger_wait(fr_meter *m, uint64_t seq) {
+    if (!m || !m->ledger) return 0;
+    return fr_ledger_wait(m->ledger, seq, m->cfg.ledger_wait_ms / 1000.0);
+}
+
+void fr_meter_ledger_amend(fr_meter *m, uint64_t seq, int http_status, const char *error) {
+    if (!m || !m->ledger || !seq) return;
+    char e[256];
+    copy_str(e, sizeof e, error);
+    fr_ledger_amend(m->ledger, seq, fr_meter_status_name(FR_REQ_FAILED), http_status, e);
+}
+
+bool fr_meter_ledger_ok(fr_meter *m, char *why, size_t n) {
+    if (!m || !m->ledger) return true;
+    return fr_ledger_healthy(m->ledger, why, n);
 }
 
 /* ---- steps ----------------------------------------------------------------------------------- */
@@ -1249,11 +1286,11 @@ static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row 
     }
 }
 
-static void finalise_one(fr_meter *m, fr_meter_req *r) {
-    fr_ledger_row row;
+/* The fields of a request's ledger row known once it has ended (everything but its cells, energy
+ * and money). Under mu, or with r out of every list (finalisation). */
+static void fill_row(const fr_meter *m, const fr_meter_req *r, fr_ledger_row *out) {
+    fr_ledger_row row; /* the body below fills `row` */
     memset(&row, 0, sizeof row);
-    fr_ledger_cell cells[FR_METER_MAX_DEV * FR_MSTAGE_COUNT + FR_MSTAGE_COUNT];
-    int nc = 0;
     snprintf(row.req_id, sizeof row.req_id, "%s", r->id);
     fr_meter_hex(r->trace_id, 16, row.trace_id);
     snprintf(row.api_key_id, sizeof row.api_key_id, "%s", r->key_id);
@@ -1303,6 +1340,14 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
         if (w > 0 && (size_t)w < sizeof row.energy_source - el) el += (size_t)w;
     }
     row.incomplete = r->incomplete;
+    *out = row;
+}
+
+static void finalise_one(fr_meter *m, fr_meter_req *r) {
+    fr_ledger_row row;
+    fr_ledger_cell cells[FR_METER_MAX_DEV * FR_MSTAGE_COUNT + FR_MSTAGE_COUNT];
+    int nc = 0;
+    fill_row(m, r, &row);
     for (int st = 0; st < FR_MSTAGE_COUNT; st++) {
         for (int slot = 0; slot <= m->n_dev; slot++) {
             double sec = r->wall[slot][st];
@@ -1329,7 +1374,7 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
                                  .estimated = row.estimated, .incomplete = row.incomplete};
 
     if (m->cfg.on_row) m->cfg.on_row(m->cfg.on_row_ctx, &row);
-    if (m->ledger) fr_ledger_put(m->ledger, &row);
+    if (m->ledger) fr_ledger_put_final(m->ledger, r->ledger_seq, &row); /* completes the provisional row */
     if (m->otlp) {
         fr_buf b = {0};
         build_trace(m, r, &row, &b);

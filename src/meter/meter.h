@@ -14,13 +14,16 @@
  *     the energy E(b)-E(a) of every interval between step boundaries is split equally between
  *     the steps running in it and inside a step by share; an interval with no step is idle energy.
  *     So attributed + idle = measured, device by device, by construction.
- *   - A request's account is closed by fr_meter_request_end(); once its last step is accounted
- *     (≤ one sample period later) the meter prices it (cost model), writes its ledger row and its
- *     trace, and adds it to the Prometheus aggregates — all off the caller's thread.
+ *   - A request's account is closed by fr_meter_request_end(), which queues its provisional
+ *     ledger row at once (the figures of the response); once its last step is accounted (≤ one
+ *     sample period later) the meter prices it (cost model), completes that row with the final
+ *     figures, writes its trace and adds it to the Prometheus aggregates — all off the caller's
+ *     thread.
  *
  * Thread safety: every function may be called from any thread; one mutex guards the accounting
  * state and is held for O(1) work per call (plus O(shares) in step_begin). Nothing here blocks on
- * disk or network: the ledger and the trace exporter have their own threads and bounded queues.
+ * disk or network: the ledger and the trace exporter have their own threads and bounded queues;
+ * only fr_meter_ledger_wait (the server's handlers), fr_meter_flush and fr_meter_close wait.
  */
 #ifndef FRUGAL_METER_H
 #define FRUGAL_METER_H
@@ -141,6 +144,8 @@ typedef struct fr_meter_config {
     char ledger_path[512];  /* SQLite file; "" = no ledger */
     int ledger_queue;       /* bounded queue of rows waiting for the writer */
     bool ledger_sync_full;  /* PRAGMA synchronous=FULL (survives power loss) vs NORMAL */
+    double ledger_wait_ms;  /* longest wait for a response's row to commit (then 503) */
+    bool ledger_path_set;   /* ledger.path was given (even ""): the server's default is off */
     double retention_days;  /* delete rows older than this; 0 = keep */
     long retention_rows;    /* keep at most this many newest rows; 0 = no limit */
     /* traces */
@@ -259,6 +264,7 @@ typedef struct fr_meter_req_summary {
     bool estimated;       /* some energy came from an estimate */
     bool incomplete;      /* a device had no reading for part of the request */
     bool final;           /* equal to the ledger row's joules + joules_idle and usd_total */
+    uint64_t ledger_seq;  /* the request's ledger row, for fr_meter_ledger_wait (0: none/refused) */
 } fr_meter_req_summary;
 
 /* The request's set of inputs, as a bit set, and its name in the ledger, traces and audit. The
@@ -303,6 +309,21 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
 bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *sum);
 /* The longest fr_meter_request_final waits: 2 sample periods + 100 ms (a counter period). */
 double fr_meter_final_wait_s(const fr_meter *m);
+
+/* ---- durability of the ledger row ------------------------------------------------------------ */
+
+/* fr_meter_request_end queues the request's ledger row (never waiting on disk) and returns its
+ * number in sum->ledger_seq. A caller that must not answer before the row is durable (the
+ * server, before a response's last byte) waits here: 0 when it is committed or there is no
+ * ledger; -1 when the row was refused (queue full) or not committed within ledger.commit_wait_ms
+ * (it is still written when the disk allows). */
+int fr_meter_ledger_wait(fr_meter *m, uint64_t seq);
+/* Records in the request's row (after fr_meter_ledger_wait failed) that its answer was replaced
+ * by `http_status` with `error`: status "failed". */
+void fr_meter_ledger_amend(fr_meter *m, uint64_t seq, int http_status, const char *error);
+/* True when the ledger writes (or there is none); false while commits fail or its queue is
+ * full, with a one-line reason in why. New generation work is refused meanwhile. */
+bool fr_meter_ledger_ok(fr_meter *m, char *why, size_t n);
 
 /* ---- steps ----------------------------------------------------------------------------------- */
 

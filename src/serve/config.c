@@ -34,9 +34,10 @@ const char *const fr_serve_usage =
     "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
     "  --meter on|off           energy and cost per request (default on)\n"
     "  --meter-config FILE      meter settings, `key = value` (docs/METERING.md)\n"
-    "  --ledger PATH            SQLite ledger, one row per request (default\n"
-    "                           $XDG_STATE_HOME/frugal/ledger.db or ~/.local/state/frugal/\n"
-    "                           ledger.db; \"\" = none)\n";
+    "  --ledger PATH            SQLite ledger, one row per request (default: the meter\n"
+    "                           config's ledger.path, else one file per server,\n"
+    "                           $XDG_STATE_HOME/frugal/ledger-MODEL-PORT.db, XDG_STATE_HOME\n"
+    "                           defaulting to ~/.local/state; \"\" = none)\n";
 
 const char *const fr_serve_env_usage =
     "environment:\n"
@@ -90,6 +91,7 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->kv_cache);
     free(c->meter_config);
     free(c->ledger);
+    free(c->ledger_default);
     for (int i = 0; i < c->n_keys; i++) {
         /* wipe secrets before giving the memory back */
         volatile char *p = c->keys[i].key;

@@ -64,10 +64,10 @@ typedef struct fr_serve_config {
     /* metering (meter/meter.h, docs/METERING.md) */
     bool meter;                     /* open a meter (default on) */
     char *meter_config;             /* meter `key = value` file, NULL = the built-in defaults */
-    char *ledger;                   /* SQLite ledger path; NULL = the meter config's (library
-                                       default: none; `frugal serve` default: the XDG state
-                                       folder's frugal/ledger.db, see serve.c);
-                                       "" = no ledger */
+    char *ledger;                   /* SQLite ledger path (--ledger); NULL = the meter config's
+                                       ledger.path, else ledger_default; "" = no ledger */
+    char *ledger_default;           /* used when neither names one; NULL = none (the library's
+                                       default); `frugal serve` sets one per server, see serve.c */
 } fr_serve_config;
 
 void fr_serve_config_init(fr_serve_config *c);

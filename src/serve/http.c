@@ -25,6 +25,13 @@
  * account and closes it on its way out (conn.mr: rejected for 4xx / 503, failed for other 5xx);
  * from then on the engine owns it and closes it when the request ends, which puts the
  * provisional joules and dollars into fr_req_info for the response's `frugal` object.
+ *
+ * Durability (docs/METERING.md, "Ledger"): closing an account queues the request's ledger row
+ * and yields its sequence number; no answer's last bytes go to MHD before that row is committed
+ * (the non-streaming body, the SSE stream's final chunk, /v1/assist's reply): the handler waits
+ * with fr_meter_ledger_wait (group commit: a few ms) and, when the row is not durable within
+ * ledger.commit_wait_ms, answers 503 ledger_unavailable instead and amends the row. While the
+ * ledger cannot write, generation work is refused with 503 + Retry-After and /ready says why.
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -242,17 +249,41 @@ static bool meter_settle(fr_server *s, const char *mid, fr_req_info *info) {
     return true;
 }
 
-/* Closes an account the handler still owns, by the status of the response it queued. */
-static void meter_end_http(conn *c) {
-    if (!c->mr) return;
+/* Closes an account the handler still owns, by the status of the response it queued (c->status).
+ * Returns the ledger row's sequence number (0: no account, no ledger, or the row was refused). */
+static uint64_t meter_end_http(conn *c) {
+    if (!c->mr) return 0;
     int st = c->status ? c->status : 499;
     fr_meter_req_result res = {.http_status = st, .ttft_s = -1, .slo_met = -1};
     if (st == 499) res.status = FR_REQ_CANCELLED;
     else if (st < 400) res.status = FR_REQ_OK;
     else if (st < 500 || st == 503) res.status = FR_REQ_REJECTED; /* refused, incl. draining */
     else res.status = FR_REQ_FAILED;
-    fr_meter_request_end(c->s->meter, c->mr, &res, NULL);
+    fr_meter_req_summary sum;
+    fr_meter_request_end(c->s->meter, c->mr, &res, &sum);
     c->mr = NULL;
+    return sum.ledger_seq;
+}
+
+/* ---- durability of the ledger row (see the top) ---- */
+
+#define LEDGER_RETRY_AFTER_S 2
+
+/* True once the ledger row of a request the engine ended is durable (or there is nothing to wait
+ * for: no meter, no account). Blocks for at most ledger.commit_wait_ms. */
+static bool row_durable(fr_server *s, const fr_req_info *info) {
+    return !s->meter || !info->metered || fr_meter_ledger_wait(s->meter, info->ledger_seq) == 0;
+}
+
+/* The 503 that replaces an answer whose row did not become durable; the row is amended to it. */
+static void answer_withheld(fr_server *s, uint64_t seq, fr_api_error *e) {
+    char why[300];
+    if (fr_meter_ledger_ok(s->meter, why, sizeof why))
+        snprintf(why, sizeof why, "the ledger did not commit it within ledger.commit_wait_ms");
+    fr_api_error_set(e, 503, "server_error", "ledger_unavailable", NULL,
+                     "The request ran but its ledger row could not be made durable (%s), so its "
+                     "answer is withheld; retry later.", why);
+    fr_meter_ledger_amend(s->meter, seq, 503, e->message);
 }
 
 /* Adds {"frugal": {"joules", "usd", "estimated", "final"}} to a JSON object (the response
@@ -373,6 +404,7 @@ static bool check_auth(conn *c, const char *url, const fr_api_key **key, enum MH
 
 static bool engine_ready(fr_server *s) {
     if (atomic_load(&s->draining)) return false;
+    if (!fr_meter_ledger_ok(s->meter, NULL, 0)) return false; /* it cannot record work */
     fr_engine_stats st;
     fr_engine_stats_get(s->engine, &st);
     return st.alive;
@@ -410,6 +442,19 @@ static void guard_prometheus(fr_guard *g, fr_buf *o) {
              "frugal_connections_refused_total{reason=\"head_timeout\",class=\"\"} %lld\n",
              gs.refused[FR_GUARD_N_CLASSES], gs.head_errors, gs.head_timeouts);
     fr_buf_puts(o, line);
+}
+
+/* /ready's 503 body: {"status": "draining" | "not ready", "reason": ...}. */
+static char *not_ready_json(fr_server *s) {
+    if (atomic_load(&s->draining)) return fr_xstrdup("{\"status\":\"draining\"}");
+    char why[300];
+    if (fr_meter_ledger_ok(s->meter, why, sizeof why)) snprintf(why, sizeof why, "engine stopped");
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "status", "not ready");
+    cJSON_AddStringToObject(j, "reason", why);
+    char *o = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return o ? o : fr_xstrdup("{\"status\":\"not ready\"}");
 }
 
 static enum MHD_Result do_metrics(conn *c) {
@@ -539,6 +584,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 st->status = 499;
                 continue;
             }
+            /* the final chunk only once the row is durable */
+            bool ok_end = st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH;
+            if (!row_durable(st->s, &st->info) && ok_end) {
+                fr_api_error e;
+                answer_withheld(st->s, st->info.ledger_seq, &e);
+                fr_api_stream_error(&st->out, &e);
+                st->status = 503;
+                st->phase = 2;
+                continue;
+            }
             stream_append_end(st);
             continue;
         }
@@ -620,6 +675,15 @@ static bool deadline_header(conn *c, double *ms, double *deadline, enum MHD_Resu
     return false;
 }
 
+/* 503 ledger_unavailable for new work while the ledger cannot write. */
+static enum MHD_Result ledger_refusal(conn *c, const char *why) {
+    fr_api_error e;
+    fr_api_error_set(&e, 503, "server_error", "ledger_unavailable", NULL,
+                     "The server cannot record requests right now (%s) and accepts no new work "
+                     "until it can; retry later.", why);
+    return send_error(c, &e);
+}
+
 static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
     fr_server *s = c->s;
     const fr_serve_config *cfg = s->cfg;
@@ -633,6 +697,14 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         meter_begin(c, key, pre_tier);
         enum MHD_Result r0 = fail(c, 503, "server_error", "shutting_down", NULL,
                                   "The server is shutting down and accepts no new requests.");
+        meter_end_http(c);
+        return r0;
+    }
+    char why[300];
+    if (!fr_meter_ledger_ok(s->meter, why, sizeof why)) { /* work it could not record: refused */
+        c->retry_after = LEDGER_RETRY_AFTER_S;
+        meter_begin(c, key, pre_tier);
+        enum MHD_Result r0 = ledger_refusal(c, why);
         meter_end_http(c);
         return r0;
     }
@@ -848,7 +920,13 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     }
     fr_req_release(r);
     char id[64];
-    if (info.end == FR_END_STOP || info.end == FR_END_LENGTH) {
+    bool ok_end = info.end == FR_END_STOP || info.end == FR_END_LENGTH;
+    bool durable = info.end == FR_END_CANCELLED || row_durable(s, &info); /* before any answer */
+    if (ok_end && !durable) {
+        answer_withheld(s, info.ledger_seq, &err);
+        c->retry_after = LEDGER_RETRY_AFTER_S;
+        ret = send_error(c, &err);
+    } else if (ok_end) {
         fr_api_new_id(id, sizeof id, kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
         res.id = id;
         res.text = out.data ? out.data : "";
@@ -924,14 +1002,30 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
         c->mr = fr_meter_request_begin(s->meter, &in);
         fr_meter_request_traceparent(c->mr, c->traceparent);
     }
+    char why[300];
+    if (!fr_meter_ledger_ok(s->meter, why, sizeof why)) { /* work it could not record: refused */
+        c->retry_after = LEDGER_RETRY_AFTER_S;
+        enum MHD_Result r0 = ledger_refusal(c, why);
+        meter_end_http(c);
+        return r0;
+    }
     fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
                            .meter = c->mr, .highest_tier = highest, .deadline = deadline};
     char *json = NULL;
     int st = fr_assist_handle(s->assist, c->body.data ? c->body.data : "", c->body.len, &call,
                               &json);
-    enum MHD_Result r = send_json(c, st, json);
-    meter_end_http(c);
-    return r;
+    /* the row first (closed with the status about to be sent), then the answer once durable */
+    bool metered = c->mr != NULL;
+    c->status = st;
+    uint64_t seq = meter_end_http(c);
+    if (metered && fr_meter_ledger_wait(s->meter, seq) != 0 && st < 400) {
+        fr_api_error e;
+        answer_withheld(s, seq, &e);
+        free(json);
+        c->retry_after = LEDGER_RETRY_AFTER_S;
+        return send_error(c, &e);
+    }
+    return send_json(c, st, json);
 }
 
 /* The ledger row of a generation request refused by the connection layer before a handler ran
@@ -1107,9 +1201,7 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
         if (!get) break;
         if (engine_ready(c->s)) return send_json(c, 200, fr_xstrdup("{\"status\":\"ready\"}"));
         c->retry_after = 5;
-        return send_json(c, 503,
-                         fr_xstrdup(atomic_load(&c->s->draining) ? "{\"status\":\"draining\"}"
-                                                                 : "{\"status\":\"not ready\"}"));
+        return send_json(c, 503, not_ready_json(c->s));
     case FR_EP_METRICS:
         if (!get) break;
         return do_metrics(c);
@@ -1332,11 +1424,16 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     } else {
         s->tmpl = m->chat_template;
     }
+    char ledger_path[sizeof ((fr_meter_config *)0)->ledger_path] = ""; /* for the start-up line */
     if (cfg->meter) {
         fr_meter_config mc;
         fr_meter_config_default(&mc);
         if (cfg->meter_config && fr_meter_config_load(&mc, cfg->meter_config, err)) goto fail;
+        /* --ledger, else the meter config's ledger.path, else the command's per-server default */
         if (cfg->ledger) snprintf(mc.ledger_path, sizeof mc.ledger_path, "%s", cfg->ledger);
+        else if (!mc.ledger_path_set && cfg->ledger_default)
+            snprintf(mc.ledger_path, sizeof mc.ledger_path, "%s", cfg->ledger_default);
+        memcpy(ledger_path, mc.ledger_path, sizeof ledger_path);
         s->meter = fr_meter_open(&mc, err);
         if (!s->meter) goto fail;
     }
@@ -1396,7 +1493,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
             s->model_name, cfg->host, s->port, fr_engine_backend_name(s->engine),
             cfg->n_keys ? "on" : "off", ec->kv_blocks,
             ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx,
-            s->meter ? (cfg->ledger && cfg->ledger[0] ? cfg->ledger : "on, no ledger") : "off");
+            !s->meter ? "off" : ledger_path[0] ? ledger_path : "on, no ledger");
     fr_info("connections: %d slots (reserved: control %d, P0 %d, P1 %d), %d pending, head "
             "within %.1f s and %d bytes",
             gc.max_connections, gc.reserved[0], gc.reserved[1], gc.reserved[2], gc.max_pending,

@@ -6,38 +6,53 @@
  * SIGPIPE is ignored (a client that vanishes mid-write is an ordinary error).
  *
  * Device and meter: on the CPU, --weights q8|q4 (or int8|int4) is the load-time quantisation
- * (--quant); on CUDA it is passed to the backend. The command's ledger default is
- * $XDG_STATE_HOME/frugal/ledger.db (~/.local/state/frugal/ledger.db; frugal-ledger.db in the
- * working directory when neither variable is set): a state file, so a server started from a
- * checkout does not leave a database in it. The library's default is none (embedding programs
- * and tests write no file unless asked); --ledger "" turns it off.
+ * (--quant); on CUDA it is passed to the backend. The ledger is --ledger, else the meter config's
+ * ledger.path, else the command's default: one file per server, named after the served model
+ * and the port, $XDG_STATE_HOME/frugal/ledger-MODEL-PORT.db (~/.local/state/frugal/...; in the
+ * working directory when neither variable is set; PORT is "pPID" for --port 0, whose port is
+ * only known once bound), so unrelated servers never mix their rows in one audit. The start-up
+ * line names the file. The library's default is none (embedding programs and tests write no
+ * file unless asked); --ledger "" turns it off.
+ *
+ * SIGXFSZ is ignored: a file-size limit (RLIMIT_FSIZE) then fails the ledger's write with EFBIG,
+ * which the ledger treats as any other write error (docs/METERING.md, "Ledger"), instead of
+ * killing the server.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "serve/serve.h"
 
-/* The command's default ledger path (malloc'd); creates its folder. */
-static char *default_ledger(void) {
+/* The command's default ledger path for a server of `model` on `port` (malloc'd); creates its
+ * folder. */
+static char *default_ledger(const char *model, int port) {
+    char name[160];
+    size_t n = (size_t)snprintf(name, sizeof name, "ledger-");
+    for (const char *p = model && *model ? model : "model"; *p && n < 72; p++) /* a file name */
+        name[n++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '_' || *p == '-') ? *p : '_';
+    if (port > 0) snprintf(name + n, sizeof name - n, "-%d.db", port);
+    else snprintf(name + n, sizeof name - n, "-p%ld.db", (long)getpid());
     const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     char dir[1024];
     if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/frugal", xdg);
     else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/state/frugal", home);
-    else return fr_xstrdup("frugal-ledger.db");
+    else return fr_xstrdup(name);
     for (char *p = dir + 1; *p; p++) /* mkdir -p */
         if (*p == '/') {
             *p = 0;
-            if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup("frugal-ledger.db");
+            if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup(name);
             *p = '/';
         }
-    if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup("frugal-ledger.db");
-    char path[1100];
-    snprintf(path, sizeof path, "%s/ledger.db", dir);
+    if (mkdir(dir, 0700) && errno != EEXIST) return fr_xstrdup(name);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     return fr_xstrdup(path);
 }
 
@@ -64,8 +79,8 @@ int fr_cmd_serve(int argc, char **argv) {
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
 
-    if (cfg.meter && !cfg.ledger) cfg.ledger = default_ledger();
     if (cfg.device && strcmp(cfg.device, "cpu") && !fr_backend_cuda_linked()) {
         fprintf(stderr, "frugal serve: --device %s: built without CUDA: rebuild with make cuda "
                         "(build-cuda/frugal-cuda)\n", cfg.device);
@@ -97,6 +112,8 @@ int fr_cmd_serve(int argc, char **argv) {
         fr_serve_config_free(&cfg);
         return 1;
     }
+    if (cfg.meter && !cfg.ledger) /* used unless the meter config names one */
+        cfg.ledger_default = default_ledger(cfg.served_name ? cfg.served_name : m->name, cfg.port);
     fr_server *s = fr_server_start(&cfg, m, &err);
     if (!s) {
         fprintf(stderr, "frugal serve: %s\n", err.msg);
