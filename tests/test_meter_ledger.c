@@ -1,10 +1,15 @@
 /* test_meter_ledger.c — the SQLite ledger: columns of every outcome, masking, retention, a full
- * queue that never blocks, and a writer killed with SIGKILL mid-load (no corruption, no lost
- * committed row). */
+ * queue that never blocks, a writer killed with SIGKILL mid-load (no corruption, no lost
+ * committed row), waiting for a row to be durable, the provisional row completed by its final
+ * one (and amended), and a file that cannot be written (RLIMIT_FSIZE): rows kept, retried in
+ * order, written once it can. */
 #include <errno.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -382,6 +387,167 @@ TEST(kill_9_mid_load_loses_no_committed_row) {
             sqlite3_close(h);
         }
     }
+}
+
+/* ---- durability ---- */
+
+static atomic_bool holding; /* while set, each commit waits for a post of gate */
+static void hold_until_posted(void *ctx, int phase, long rows) {
+    (void)ctx;
+    (void)rows;
+    if (phase == 0 && atomic_load(&holding)) sem_wait(&gate);
+}
+
+TEST(wait_returns_once_committed_and_times_out_while_held) {
+    const char *dir = mu_tmpdir();
+    char db[400];
+    snprintf(db, sizeof db, "%s/w.db", dir);
+    sem_init(&gate, 0, 0);
+    fr_ledger_config lc = {0};
+    lc.path = db;
+    lc.on_commit = hold_until_posted; /* the first transaction waits at the gate */
+    atomic_store(&holding, true);
+    fr_err err;
+    fr_ledger *l = fr_ledger_open(&lc, &err);
+    CHECK(l != NULL);
+    if (!l) return;
+    fr_ledger_row r;
+    fill_row(&r, 1, 1e9);
+    uint64_t s1 = fr_ledger_put_seq(l, &r);
+    fill_row(&r, 2, 1e9);
+    uint64_t s2 = fr_ledger_put_seq(l, &r);
+    CHECK(s1 > 0 && s2 == s1 + 1);
+    double t0 = fr_time_s();
+    CHECK_EQ_INT(fr_ledger_wait(l, s1, 0.2), -1); /* held before COMMIT: not durable */
+    double dt = fr_time_s() - t0;
+    CHECK(dt >= 0.19 && dt < 2);
+    CHECK_EQ_INT(fr_ledger_wait(l, 0, 1), -1);   /* 0 is "refused": never durable */
+    atomic_store(&holding, false);
+    sem_post(&gate);
+    CHECK_EQ_INT(fr_ledger_wait(l, s2, 5), 0);
+    CHECK_EQ_INT(fr_ledger_wait(l, s1, 0), 0);
+    CHECK(fr_ledger_healthy(l, NULL, 0));
+    fr_ledger_close(l);
+    sem_destroy(&gate);
+    sqlite3 *h = db_open(db);
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM requests"), 2);
+    sqlite3_close(h);
+}
+
+TEST(final_row_completes_the_provisional_one) {
+    const char *dir = mu_tmpdir();
+    char db[400];
+    snprintf(db, sizeof db, "%s/f.db", dir);
+    fr_ledger_config lc = {0};
+    lc.path = db;
+    fr_err err;
+    fr_ledger *l = fr_ledger_open(&lc, &err);
+    CHECK(l != NULL);
+    if (!l) return;
+    fr_ledger_row r;
+    fill_row(&r, 7, 1e9);
+    snprintf(r.trace_id, sizeof r.trace_id, "%032d", 7);
+    snprintf(r.stages, sizeof r.stages, "queue");
+    r.http_status = 200;
+    r.incomplete = true;
+    r.joules = 1.5;
+    uint64_t s7 = fr_ledger_put_seq(l, &r);
+    fr_ledger_row f = r; /* the final figures */
+    fr_ledger_cell cells[2] = {{"", FR_MSTAGE_QUEUE, 0.1, 0, 0}, {"cpu", FR_MSTAGE_DECODE, 0.4, 2.5, 0.4}};
+    f.cells = cells;
+    f.n_cells = 2;
+    f.joules = 2.5;
+    f.incomplete = false;
+    snprintf(f.stages, sizeof f.stages, "queue,decode");
+    snprintf(f.energy_source, sizeof f.energy_source, "cpu:estimated");
+    /* the answer was withheld: amended to 503 before the final figures came */
+    CHECK(fr_ledger_amend(l, s7, "failed", 503, "withheld for card 4111111111111111") > 0);
+    CHECK(fr_ledger_put_final(l, s7, &f) > 0);
+    fill_row(&r, 8, 1e9); /* a row whose provisional step was refused: inserted whole */
+    r.cells = cells;
+    r.n_cells = 1;
+    CHECK(fr_ledger_put_final(l, 0, &r) > 0);
+    fr_ledger_flush(l);
+    CHECK_EQ_INT(fr_ledger_committed(l), 2);
+    fr_ledger_close(l);
+    sqlite3 *h = db_open(db);
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM requests"), 2);
+    CHECK_STR(q1(h, "SELECT stages||'|'||joules||'|'||incomplete||'|'||energy_source||'|'||http_status||'|'||status"
+                    " FROM requests WHERE req_id='r7'"), "queue,decode|2.5|0|cpu:estimated|503|failed");
+    CHECK_STR(q1(h, "SELECT error FROM requests WHERE req_id='r7'"), "withheld for card ************1111");
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM request_stages s JOIN requests q ON s.request=q.id WHERE q.req_id='r7'"), 2);
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM request_stages s JOIN requests q ON s.request=q.id WHERE q.req_id='r8'"), 1);
+    sqlite3_close(h);
+    /* a new handle does not know the old sequence numbers: the final row finds its provisional
+     * row by (trace_id, req_id, t_start) */
+    l = fr_ledger_open(&lc, &err);
+    fill_row(&r, 9, 1e9);
+    snprintf(r.trace_id, sizeof r.trace_id, "%032d", 9);
+    r.incomplete = true;
+    uint64_t s9 = fr_ledger_put_seq(l, &r);
+    fr_ledger_flush(l);
+    fr_ledger_close(l);
+    l = fr_ledger_open(&lc, &err);
+    r.incomplete = false;
+    r.joules = 4;
+    CHECK(fr_ledger_put_final(l, s9 + 1000, &r) > 0);
+    fr_ledger_flush(l);
+    fr_ledger_close(l);
+    h = db_open(db);
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM requests WHERE req_id='r9'"), 1);
+    CHECK_STR(q1(h, "SELECT joules||'|'||incomplete FROM requests WHERE req_id='r9'"), "4.0|0");
+    sqlite3_close(h);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+TEST(unwritable_file_keeps_rows_and_recovers) {
+    const char *dir = mu_tmpdir();
+    char db[400], wal[420];
+    snprintf(db, sizeof db, "%s/full.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    fr_ledger_config lc = {0};
+    lc.path = db;
+    fr_err err;
+    fr_ledger *l = fr_ledger_open(&lc, &err);
+    CHECK(l != NULL);
+    if (!l) return;
+    fr_ledger_row r;
+    fill_row(&r, 0, 1e9);
+    CHECK_EQ_INT(fr_ledger_wait(l, fr_ledger_put_seq(l, &r), 5), 0);
+    /* from now on the WAL may not grow: every commit fails with EFBIG (SIGXFSZ ignored) */
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)file_size(wal);
+    CHECK(file_size(wal) > 0 && setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    uint64_t seq[20];
+    for (int i = 1; i < 20; i++) {
+        fill_row(&r, i, 1e9 + i);
+        seq[i] = fr_ledger_put_seq(l, &r);
+        CHECK(seq[i] > 0);
+    }
+    CHECK_EQ_INT(fr_ledger_wait(l, seq[19], 0.3), -1);
+    char why[300] = "";
+    CHECK(!fr_ledger_healthy(l, why, sizeof why));
+    CHECK(strstr(why, "ledger cannot write: disk I/O error") != NULL);
+    fr_ledger_flush(l); /* returns after a failed attempt instead of waiting for ever */
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK_EQ_INT(fr_ledger_wait(l, seq[19], 5), 0);
+    CHECK(fr_ledger_healthy(l, NULL, 0));
+    CHECK_EQ_INT(fr_ledger_committed(l), 20);
+    CHECK_EQ_INT(fr_ledger_dropped(l), 0);
+    fr_ledger_close(l);
+    signal(SIGXFSZ, SIG_DFL);
+    sqlite3 *h = db_open(db);
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM requests"), 20);
+    /* kept in order: ids follow the queue */
+    CHECK_EQ_INT(qn(h, "SELECT count(*) FROM requests WHERE CAST(substr(req_id, 2) AS INTEGER) + 1 = id"), 20);
+    sqlite3_close(h);
 }
 
 int main(void) {
