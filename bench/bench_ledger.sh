@@ -8,8 +8,9 @@
 # with 8 clients, with the ledger off (--ledger "") and on (normal, full): requests/s and p50/p99.
 # The ledger files go to BENCH_DIR (default $TMPDIR/frugal-bench-ledger); prints the figures.
 #
-#   sh bench/bench_ledger.sh            # ~2 minutes
-#   BENCH_SECONDS=3 sh bench/bench_ledger.sh
+#   sh bench/bench_ledger.sh            # ~3 minutes
+#   BENCH_SECONDS=3 BENCH_REPS=1 sh bench/bench_ledger.sh
+#   BENCH_ONLY=server sh bench/bench_ledger.sh      # the server part only
 set -e
 cd "$(dirname "$0")/.."
 [ -n "${BENCH_NO_MAKE:-}" ] || make -s build/libfrugal.a build/frugal
@@ -26,35 +27,39 @@ S=${BENCH_SECONDS:-5}
 DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/frugal-bench-ledger}
 mkdir -p "$DIR"
 echo "# $(uname -sr), $(nproc) cores, SQLite $(sqlite3 --version 2>/dev/null | cut -d' ' -f1), ledger files in $DIR ($(df -T "$DIR" | awk 'NR==2 {print $2}'))"
-for sync in normal full; do
+[ "${BENCH_ONLY:-}" = server ] || for sync in normal full; do
     build/bench_ledger throughput --db "$DIR/t.db" --sync $sync --seconds "$S" --threads 2
     for rate in 1000 5000; do
         build/bench_ledger latency --db "$DIR/l.db" --sync $sync --seconds "$S" --rate $rate
     done
 done
 
-# through the server
-serve() { # LEDGER_ARGS...: starts build/frugal serve, sets PID and URL
-    build/frugal serve --model tests/fixtures/qwen2-tiny --port 0 "$@" >"$DIR/serve.out" 2>"$DIR/serve.err" &
+# through the server: off / normal / full, interleaved, BENCH_REPS times each
+serve() { # NAME LEDGER_ARGS...: starts build/frugal serve, sets PID and URL
+    name=$1; shift
+    rm -f "$DIR/$name.out"
+    build/frugal serve --model tests/fixtures/qwen2-tiny --port 0 "$@" >"$DIR/$name.out" 2>"$DIR/$name.err" &
     PID=$!
     i=0; PORT=
     while [ $i -lt 300 ] && [ -z "$PORT" ]; do
-        PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$DIR/serve.out")
+        PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$DIR/$name.out" 2>/dev/null || true)
         [ -z "$PORT" ] && sleep 0.1; i=$((i + 1))
     done
     URL=http://127.0.0.1:$PORT
 }
 printf '[ledger]\nsynchronous = full\n' >"$DIR/full.conf"
-for cfg in off normal full; do
-    rm -f "$DIR/s.db" "$DIR/s.db-wal" "$DIR/s.db-shm"
-    case $cfg in
-        off) serve --ledger "" ;;
-        normal) serve --ledger "$DIR/s.db" ;;
-        full) serve --ledger "$DIR/s.db" --meter-config "$DIR/full.conf" ;;
-    esac
-    build/bench_ledger server --url "$URL" --clients 8 --seconds 1 >/dev/null # warm-up
-    printf 'ledger %-6s ' $cfg
-    build/bench_ledger server --url "$URL" --clients 8 --seconds "$S"
-    kill -TERM $PID; wait $PID || true
-    [ $cfg = off ] || echo "              rows in the ledger: $(sqlite3 "$DIR/s.db" 'SELECT count(*) FROM requests')"
+for rep in $(seq "${BENCH_REPS:-3}"); do
+    for cfg in off normal full; do
+        rm -f "$DIR/s.db" "$DIR/s.db-wal" "$DIR/s.db-shm"
+        case $cfg in
+            off) serve $cfg --ledger "" ;;
+            normal) serve $cfg --ledger "$DIR/s.db" ;;
+            full) serve $cfg --ledger "$DIR/s.db" --meter-config "$DIR/full.conf" ;;
+        esac
+        build/bench_ledger server --url "$URL" --clients 8 --seconds 1 >/dev/null # warm-up
+        printf 'ledger %-6s ' $cfg
+        build/bench_ledger server --url "$URL" --clients 8 --seconds "$S"
+        kill -TERM $PID; wait $PID || true
+        [ $cfg = off ] || echo "              rows in the ledger: $(sqlite3 "$DIR/s.db" 'SELECT count(*) FROM requests')"
+    done
 done
