@@ -32,8 +32,9 @@ static void *f_img(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_a
     return p;
 }
 static double f_density(void *ctx, void *img) { (void)ctx; return *(uint8_t *)img / 255.0; }
-static int f_ocr(void *ctx, void *img, fr_assist_ocr *o, fr_assist_media_err *e) {
-    (void)ctx; (void)img; (void)e;
+static int f_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr *o,
+                 fr_assist_media_err *e) {
+    (void)ctx; (void)img; (void)b; (void)e;
     o->text = strdup("Invoice No: INV-77\nTotal: 12.00 EUR");
     o->n_lines = 1;
     o->lines = calloc(1, sizeof *o->lines);
@@ -52,8 +53,8 @@ static void *f_aud(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_a
     }
     return malloc(1);
 }
-static char *f_asr(void *ctx, void *a, fr_assist_media_err *e) {
-    (void)ctx; (void)a; (void)e;
+static char *f_asr(void *ctx, void *a, const fr_assist_bound *b, fr_assist_media_err *e) {
+    (void)ctx; (void)a; (void)b; (void)e;
     return strdup("my card has not arrived yet");
 }
 

@@ -175,8 +175,9 @@ static void *m_img(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_a
     return malloc(1);
 }
 static double m_density(void *ctx, void *img) { (void)ctx, (void)img; return 0.9; }
-static int m_ocr(void *ctx, void *img, fr_assist_ocr *o, fr_assist_media_err *e) {
-    (void)ctx, (void)img, (void)e;
+static int m_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr *o,
+                 fr_assist_media_err *e) {
+    (void)ctx, (void)img, (void)b, (void)e;
     o->text = strdup("Card: 5500-0000-0000-0004\nIBAN GB82 WEST 1234 5698 7654 32");
     o->n_lines = 2;
     o->lines = calloc(2, sizeof *o->lines);
@@ -189,8 +190,8 @@ static void *m_aud(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_a
     (void)ctx, (void)d, (void)n, (void)mime, (void)e;
     return malloc(1);
 }
-static char *m_asr(void *ctx, void *a, fr_assist_media_err *e) {
-    (void)ctx, (void)a, (void)e;
+static char *m_asr(void *ctx, void *a, const fr_assist_bound *b, fr_assist_media_err *e) {
+    (void)ctx, (void)a, (void)b, (void)e;
     return strdup("my card number is 4111 1111 1111 1111");
 }
 

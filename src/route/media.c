@@ -9,7 +9,11 @@
  * loads tesseract or pocketsphinx. A stage whose resources are missing (no tessdata, no acoustic
  * model) gets a NULL entry and a reason, which the route reports as "unavailable: ...".
  * Stage errors are mapped to HTTP statuses: over a limit → 413, a media type that is not taken or
- * disagrees with the bytes → 415, corrupt / truncated / empty → 400, anything else → 500.
+ * disagrees with the bytes → 415, corrupt / truncated / empty → 400, anything else → 500. OCR and
+ * ASR run under the request's fr_assist_bound: past the time limit → 504 ocr_timeout /
+ * asr_timeout, server stopping → 503 shutting_down, client gone → 499 client_gone, request
+ * deadline → 504 deadline_exceeded; a page over the OCR pixel budget that cannot be downscaled
+ * legibly → 413 ocr_pixel_budget.
  *
  * Thread safety: every adapter only touches its arguments and the thread-safe pools.
  */
@@ -74,12 +78,43 @@ static void img_free(void *ctx, void *img) {
     free(img);
 }
 
-static int run_ocr(void *ctx, void *img, fr_assist_ocr *out, fr_assist_media_err *e) {
+/* A stage stopped by its bounds → the status and code the request ends with. */
+static void stopped_err(fr_assist_media_err *e, fr_cancel_reason why, const char *stage,
+                        const fr_err *err) {
+    e->status = why == FR_CANCEL_SHUTDOWN      ? 503
+                : why == FR_CANCEL_CLIENT_GONE ? 499
+                                               : 504;
+    snprintf(e->code, sizeof e->code, "%s",
+             why == FR_CANCEL_TIMEOUT ? (!strcmp(stage, "ocr") ? "ocr_timeout" : "asr_timeout")
+                                      : fr_cancel_reason_name(why));
+    e->err = *err;
+}
+
+static int run_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr *out,
+                   fr_assist_media_err *e) {
     (void)ctx;
     fr_ocr_result r;
     memset(&r, 0, sizeof r);
     fr_err err = {{0}};
-    if (fr_ocr_pool_run(g.ocr, img, &r, &err)) {
+    fr_ocr_limits lim = {0};
+    if (b) {
+        lim.time_limit_s = b->time_limit_s;
+        lim.max_pixels = b->max_pixels;
+        lim.cancel = b->cancel;
+    }
+    fr_ocr_status rc = fr_ocr_pool_run_limited(g.ocr, img, b ? &lim : NULL, &r, &err);
+    if (rc == FR_OCR_STOPPED) {
+        stopped_err(e, r.stopped, "ocr", &err);
+        fr_info("ocr: %s (%s)", fr_cancel_reason_name(r.stopped), err.msg);
+        return -1;
+    }
+    if (rc == FR_OCR_OVER_BUDGET) {
+        e->status = 413;
+        snprintf(e->code, sizeof e->code, "ocr_pixel_budget");
+        e->err = err;
+        return -1;
+    }
+    if (rc) {
         e->status = 500;
         snprintf(e->code, sizeof e->code, "ocr_failed");
         e->err = err;
@@ -87,6 +122,7 @@ static int run_ocr(void *ctx, void *img, fr_assist_ocr *out, fr_assist_media_err
     }
     out->text = r.text ? r.text : fr_xstrdup("");
     r.text = NULL;
+    out->scale = r.scale;
     out->n_lines = (int)r.n_lines;
     out->lines = fr_xcalloc(r.n_lines ? r.n_lines : 1, sizeof *out->lines);
     for (size_t i = 0; i < r.n_lines; i++) {
@@ -117,7 +153,7 @@ static double aud_seconds(void *ctx, void *a) {
     return ((fr_audio *)a)->seconds;
 }
 
-static char *run_asr(void *ctx, void *aud, fr_assist_media_err *e) {
+static char *run_asr(void *ctx, void *aud, const fr_assist_bound *b, fr_assist_media_err *e) {
     (void)ctx;
     fr_audio *a = aud;
     int16_t *pcm = fr_xmalloc((a->n ? a->n : 1) * sizeof *pcm);
@@ -125,8 +161,18 @@ static char *run_asr(void *ctx, void *aud, fr_assist_media_err *e) {
     fr_asr_result r;
     memset(&r, 0, sizeof r);
     fr_err err = {{0}};
-    int rc = fr_asr_pool_transcribe_pcm(g.asr, pcm, a->n, &r, &err);
+    fr_asr_limits lim = {0};
+    if (b) {
+        lim.time_limit_s = b->time_limit_s;
+        lim.cancel = b->cancel;
+    }
+    int rc = fr_asr_pool_transcribe_pcm_limited(g.asr, pcm, a->n, b ? &lim : NULL, &r, &err);
     free(pcm);
+    if (rc == FR_ASR_STOPPED) {
+        stopped_err(e, r.stopped, "asr", &err);
+        fr_info("asr: %s (%s)", fr_cancel_reason_name(r.stopped), err.msg);
+        return NULL;
+    }
     if (rc) {
         e->status = 500;
         snprintf(e->code, sizeof e->code, "asr_failed");

@@ -97,7 +97,8 @@ static int content_text(const cJSON *content, int idx, const fr_api_limits *lim,
             /* turned into text by OCR / ASR as the route says (media_parts.h) */
             if (n_text++) fr_buf_puts(out, "\n");
             *inputs |= !strcmp(t, "image_url") ? FR_MODALITY_IMAGE : FR_MODALITY_AUDIO;
-            if (fr_api_media_part_text_metered(part, t, param, lim->meter, lim->meter_req, out, err))
+            if (fr_api_media_part_text_metered(part, t, param, lim->meter, lim->meter_req,
+                                           lim->cancel, out, err))
                 return -1;
         } else if (!strcmp(t, "file") || !strcmp(t, "image") || !strcmp(t, "audio") ||
                    !strcmp(t, "input_image")) {

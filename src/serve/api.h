@@ -42,6 +42,8 @@ typedef struct fr_api_limits {
      * stages (NULL: not metered) */
     struct fr_meter *meter;
     struct fr_meter_req *meter_req;
+    const fr_cancel *cancel; /* image / audio parts: the door's cancel check for OCR / ASR
+                                (client gone, shutdown), or NULL */
 } fr_api_limits;
 
 #define FR_API_MAX_STOP 4

@@ -57,6 +57,9 @@ void fr_assist_config_init(fr_assist_config *c) {
     c->top_k = 5;
     c->budget_tokens = 1024;
     c->llm_max_tokens = 256;
+    c->ocr_time_limit_s = 10;
+    c->ocr_max_pixels = 9000000;
+    c->asr_time_limit_s_per_min = 30;
     c->llm = false;
 }
 
@@ -124,6 +127,15 @@ int fr_assist_config_apply_json(fr_assist_config *c, const char *json, size_t le
         } else if (!strcmp(k, "budget_tokens")) {
             if ((rc = cfg_num(it, k, 16, 1 << 20, &v, err))) break;
             c->budget_tokens = (int)v;
+        } else if (!strcmp(k, "ocr_time_limit_s")) {
+            if ((rc = cfg_num(it, k, 0.01, 3600, &v, err))) break;
+            c->ocr_time_limit_s = v;
+        } else if (!strcmp(k, "ocr_max_pixels")) {
+            if ((rc = cfg_num(it, k, 10000, 1e9, &v, err))) break;
+            c->ocr_max_pixels = (uint64_t)v;
+        } else if (!strcmp(k, "asr_time_limit_s_per_min")) {
+            if ((rc = cfg_num(it, k, 0.01, 3600, &v, err))) break;
+            c->asr_time_limit_s_per_min = v;
         } else if (!strcmp(k, "llm_max_tokens")) {
             if ((rc = cfg_num(it, k, 1, 1 << 16, &v, err))) break;
             c->llm_max_tokens = (int)v;
@@ -880,6 +892,15 @@ static int pick_tier(const fr_assist_call *call, const areq *q) {
     return tier;
 }
 
+/* The OCR / ASR stages' cancel check (ctx: the fr_assist_call): the door's (client gone,
+ * shutdown), then the caller's deadline (X-Deadline-Ms), so a stage stops when it passes. */
+static fr_cancel_reason call_cancel(void *ctx) {
+    const fr_assist_call *call = ctx;
+    fr_cancel_reason r = fr_cancel_check(&call->cancel);
+    if (!r && call->deadline > 0 && fr_time_s() >= call->deadline) r = FR_CANCEL_DEADLINE;
+    return r;
+}
+
 /* 0 while the caller's deadline (X-Deadline-Ms) has not passed; else -1 with the 504 in *e. */
 static int check_deadline(const fr_assist_call *call, const char *when, fr_api_error *e) {
     if (!call || call->deadline <= 0 || fr_time_s() < call->deadline) return 0;
@@ -953,8 +974,13 @@ static int run_audio(const fr_assist *a, areq_state *x, fr_api_error *e) {
     }
     if (!x->plan.run[FR_STAGE_ASR]) return 0;
     memset(me, 0, sizeof *me);
+    fr_cancel cc = {call_cancel, (void *)x->rs.call};
+    double secs = md->audio_seconds ? md->audio_seconds(md->ctx, x->aud) : 0;
+    fr_assist_bound bd = {.time_limit_s = FR_MAX(FR_ASSIST_ASR_MIN_LIMIT_S,
+                                                 a->cfg.asr_time_limit_s_per_min * secs / 60),
+                          .cancel = x->rs.call ? &cc : NULL};
     stage_begin(&x->rs, FR_STAGE_ASR);
-    x->transcript = md->asr(md->ctx, x->aud, me);
+    x->transcript = md->asr(md->ctx, x->aud, &bd, me); /* a stopped stage is metered too */
     stage_end(&x->rs, FR_STAGE_ASR);
     if (!x->transcript) {
         media_error(me, "audio", "asr_failed", e);
@@ -970,8 +996,12 @@ static int run_ocr(const fr_assist *a, areq_state *x, fr_api_error *e) {
     if (!x->plan.run[FR_STAGE_OCR]) return 0;
     fr_assist_media_err *me = &x->me; /* outlives the step: *e may point into it */
     memset(me, 0, sizeof *me);
+    fr_cancel cc = {call_cancel, (void *)x->rs.call};
+    fr_assist_bound bd = {.time_limit_s = a->cfg.ocr_time_limit_s,
+                          .max_pixels = a->cfg.ocr_max_pixels,
+                          .cancel = x->rs.call ? &cc : NULL};
     stage_begin(&x->rs, FR_STAGE_OCR);
-    int orc = md->ocr(md->ctx, x->img, &x->ocr, me);
+    int orc = md->ocr(md->ctx, x->img, &bd, &x->ocr, me); /* a stopped stage is metered too */
     stage_end(&x->rs, FR_STAGE_OCR);
     if (orc) {
         media_error(me, "image", "ocr_failed", e);
@@ -1268,6 +1298,8 @@ static void add_ocr(cJSON *out, const areq_state *x) {
         add_conf(l, "confidence", x->ocr.lines[i].confidence);
         cJSON_AddItemToArray(lines, l);
     }
+    if (x->ocr.scale > 0 && x->ocr.scale < 1) /* downscaled to the OCR pixel budget */
+        cJSON_AddNumberToObject(oc, "scale", round(x->ocr.scale * 1000) / 1000);
 }
 
 static void add_nlu(cJSON *out, const areq_state *x) {

@@ -56,10 +56,18 @@ typedef struct fr_assist_config {
     int top_k;                 /* intents returned: the best + alternatives (5) */
     int budget_tokens;         /* LLM prompt budget in tokens (1024) */
     int llm_max_tokens;        /* LLM reply length (256) */
+    double ocr_time_limit_s;   /* OCR wall-clock limit per page (10 s; 504 ocr_timeout) */
+    uint64_t ocr_max_pixels;   /* OCR pixel budget (9,000,000 ≈ A4 at 300 dpi): larger pages are
+                                  downscaled to fit when that keeps >= half their linear
+                                  resolution, else refused (413 ocr_pixel_budget) */
+    double asr_time_limit_s_per_min; /* ASR wall-clock limit per minute of audio (30 s; at least
+                                  FR_ASSIST_ASR_MIN_LIMIT_S per call; 504 asr_timeout) */
     bool llm;                  /* the LLM answers what NLU is unsure about when an engine is
                                   attached (false: hand-off; `frugal assist --model` turns it
                                   on); confident intents always get their template */
 } fr_assist_config;
+
+#define FR_ASSIST_ASR_MIN_LIMIT_S 5.0 /* the ASR limit of a short clip */
 
 void fr_assist_config_init(fr_assist_config *c);
 void fr_assist_config_free(fr_assist_config *c);
@@ -79,10 +87,21 @@ typedef struct fr_assist_ocr {
     char *text;                 /* all lines joined with '\n' (malloc'd) */
     fr_assist_ocr_line *lines;  /* malloc'd array */
     int n_lines;                /* entries */
+    double scale;               /* factor the page was downscaled by for the pixel budget (0 or
+                                   1 = not downscaled) */
 } fr_assist_ocr;
 
+/* Bounds of one OCR / ASR stage call (fr_assist_handle fills them from the config and the call):
+ * the stage stops when the limit passes or the cancel check fires, and fails with 504
+ * ocr_timeout / asr_timeout (limit), 503 shutting_down (server stopping) or 499 client_gone. */
+typedef struct fr_assist_bound {
+    double time_limit_s;     /* wall-clock limit of the stage; 0 = none */
+    uint64_t max_pixels;     /* OCR pixel budget; 0 = none */
+    const fr_cancel *cancel; /* the door's check (client gone, shutdown), or NULL */
+} fr_assist_bound;
+
 /* A media stage failure: the HTTP status the stage chose (400 corrupt, 413 too large, 415
- * format, 500 internal) and a message. */
+ * format, 500 internal, 503 / 504 / 499 when stopped, see fr_assist_bound) and a message. */
 typedef struct fr_assist_media_err {
     int status;       /* HTTP status */
     char code[48];    /* machine code, e.g. "invalid_image" */
@@ -98,16 +117,17 @@ typedef struct fr_assist_media {
                           fr_assist_media_err *e);
     /* text density in [0, 1] of a decoded image (cheap, before OCR or vision) */
     double (*image_density)(void *ctx, void *img);
-    /* OCR: 0 with *out filled, or -1 with *e */
-    int (*ocr)(void *ctx, void *img, fr_assist_ocr *out, fr_assist_media_err *e);
+    /* OCR under bounds b (NULL = none): 0 with *out filled, or -1 with *e */
+    int (*ocr)(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr *out,
+               fr_assist_media_err *e);
     void (*image_free)(void *ctx, void *img);
     /* audio bytes → decoded audio (duration limits inside), or NULL with *e */
     void *(*audio_decode)(void *ctx, const uint8_t *data, size_t n, const char *mime,
                           fr_assist_media_err *e);
     /* seconds of decoded audio */
     double (*audio_seconds)(void *ctx, void *audio);
-    /* ASR: malloc'd transcript, or NULL with *e */
-    char *(*asr)(void *ctx, void *audio, fr_assist_media_err *e);
+    /* ASR under bounds b (NULL = none): malloc'd transcript, or NULL with *e */
+    char *(*asr)(void *ctx, void *audio, const fr_assist_bound *b, fr_assist_media_err *e);
     void (*audio_free)(void *ctx, void *audio);
     const char *why_image;  /* reason when the image entries are NULL (NULL: generic) */
     const char *why_ocr;    /* reason when ocr is NULL */
@@ -151,6 +171,8 @@ typedef struct fr_assist_call {
                                     one asked for by door or body is lowered to it); 0 = any */
     double deadline;             /* fr_time_s() by which the answer is due (X-Deadline-Ms),
                                     0 = none: 504 deadline_exceeded after it */
+    fr_cancel cancel;            /* the door's cancel check (client gone, shutdown; base.h),
+                                    passed to the OCR / ASR stages; fn NULL = never */
 } fr_assist_call;
 
 /* Handles one request body. Returns the HTTP status; *json gets the malloc'd response or

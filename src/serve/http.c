@@ -19,6 +19,13 @@
  * shutdown cancels what is left after the grace period, which the handlers turn into a 503 or an
  * SSE error event.
  *
+ * Bounded stages: OCR and ASR (POST /v1/assist, and image / audio parts of chat requests) get a
+ * cancel check (stage_cancel) that fires when the client hangs up (the socket is peeked at most
+ * every 20 ms) or when the shutdown's grace period is over (cancel_all); the stage stops within
+ * milliseconds and the request ends with 503 shutting_down, or closes the connection when nobody
+ * is left to answer. fr_server_shutdown waits for generation and assist requests through the
+ * grace period, then cancels both, so the server stops within grace + 5 s.
+ *
  * Metering (docs/METERING.md, "Serving"): a generation request gets a meter account as soon as it
  * is accepted (before validation; its W3C traceparent is continued and returned in the
  * response's `traceparent` header). Until fr_engine_submit returns a request the handler owns the
@@ -83,6 +90,9 @@ struct fr_server {
     atomic_int connections;     /* open connections */
     atomic_int busy;            /* generation requests not yet fully answered */
     atomic_bool draining;       /* shutdown started: refuse new work */
+    atomic_int stage_busy;      /* /v1/assist requests in their handler, chat requests in their
+                                   image / audio parts (OCR / ASR before the engine) */
+    atomic_bool cancel_all;     /* grace period over: OCR / ASR stages stop (stage_cancel) */
     bool stopped;               /* MHD stopped */
 };
 
@@ -159,6 +169,27 @@ static bool client_gone(struct MHD_Connection *mc) {
         if (n == 0) return true;
     }
     return false;
+}
+
+/* The cancel check handed to a request's OCR / ASR stages (base.h fr_cancel), on the stack of
+ * the connection's thread, which is the only one that calls it. */
+typedef struct stage_watch {
+    fr_server *s;
+    struct MHD_Connection *mc;
+    double next_peek;      /* fr_time_s() of the next socket peek */
+    fr_cancel_reason why;  /* first reason seen (sticky) */
+} stage_watch;
+
+static fr_cancel_reason stage_cancel(void *ctx) {
+    stage_watch *w = ctx;
+    if (w->why) return w->why;
+    if (atomic_load(&w->s->cancel_all)) return w->why = FR_CANCEL_SHUTDOWN;
+    double now = fr_time_s();
+    if (now >= w->next_peek) {
+        w->next_peek = now + 0.02;
+        if (client_gone(w->mc)) w->why = FR_CANCEL_CLIENT_GONE;
+    }
+    return w->why;
 }
 
 static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body, size_t len) {
@@ -711,14 +742,19 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     /* the account opens before the body is parsed: decoding, OCR and ASR of media parts are
      * stages of it */
     meter_begin(c, key, pre_tier);
+    stage_watch sw = {.s = s, .mc = c->mc};
+    fr_cancel media_cancel = {stage_cancel, &sw}; /* image / audio parts' OCR / ASR */
     fr_api_limits lim = {.max_body_bytes = cfg->max_body_bytes,
                          .max_messages = cfg->max_messages,
                          .max_tokens = cfg->max_tokens,
                          .meter = s->meter,
-                         .meter_req = c->mr};
+                         .meter_req = c->mr,
+                         .cancel = &media_cancel};
     fr_api_req q;
     fr_api_error err;
+    atomic_fetch_add(&s->stage_busy, 1);
     int prc = fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err);
+    atomic_fetch_sub(&s->stage_busy, 1);
     meter_set_inputs(c, q.inputs);
     if (prc) {
         enum MHD_Result r0 = send_error(c, &err);
@@ -1009,23 +1045,38 @@ static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
         meter_end_http(c);
         return r0;
     }
+    stage_watch sw = {.s = s, .mc = c->mc};
     fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
-                           .meter = c->mr, .highest_tier = highest, .deadline = deadline};
+                           .meter = c->mr, .highest_tier = highest, .deadline = deadline,
+                           .cancel = {stage_cancel, &sw}};
     char *json = NULL;
+    atomic_fetch_add(&s->stage_busy, 1);
     int st = fr_assist_handle(s->assist, c->body.data ? c->body.data : "", c->body.len, &call,
                               &json);
-    /* the row first (closed with the status about to be sent), then the answer once durable */
+    enum MHD_Result r;
     bool metered = c->mr != NULL;
-    c->status = st;
-    uint64_t seq = meter_end_http(c);
-    if (metered && fr_meter_ledger_wait(s->meter, seq) != 0 && st < 400) {
-        fr_api_error e;
-        answer_withheld(s, seq, &e);
+    if (sw.why == FR_CANCEL_CLIENT_GONE) { /* nobody to answer: close */
         free(json);
-        c->retry_after = LEDGER_RETRY_AFTER_S;
-        return send_error(c, &e);
+        c->status = 499;
+        meter_end_http(c);
+        r = MHD_NO;
+    } else {
+        /* the row first (closed with the status about to be sent), then the answer once durable */
+        if (st == 503) c->retry_after = 5;
+        c->status = st;
+        uint64_t seq = meter_end_http(c);
+        if (metered && fr_meter_ledger_wait(s->meter, seq) != 0 && st < 400) {
+            fr_api_error e;
+            answer_withheld(s, seq, &e);
+            free(json);
+            c->retry_after = LEDGER_RETRY_AFTER_S;
+            r = send_error(c, &e);
+        } else {
+            r = send_json(c, st, json);
+        }
     }
-    return send_json(c, st, json);
+    atomic_fetch_sub(&s->stage_busy, 1);
+    return r;
 }
 
 /* The ledger row of a generation request refused by the connection layer before a handler ran
@@ -1409,6 +1460,8 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     atomic_init(&s->connections, 0);
     atomic_init(&s->busy, 0);
     atomic_init(&s->draining, false);
+    atomic_init(&s->stage_busy, 0);
+    atomic_init(&s->cancel_all, false);
     if (cfg->chat_template) {
         s->tmpl = fr_chat_builtin(cfg->chat_template);
         if (!s->tmpl) {
@@ -1513,6 +1566,8 @@ fail:
 
 int fr_server_port(const fr_server *s) { return s->port; }
 
+static int in_flight(fr_server *s) { return atomic_load(&s->busy) + atomic_load(&s->stage_busy); }
+
 void fr_server_shutdown(fr_server *s, double grace_s) {
     if (s->stopped) return;
     /* connections are still accepted while draining: /health and /ready answer (503
@@ -1520,19 +1575,25 @@ void fr_server_shutdown(fr_server *s, double grace_s) {
     atomic_store(&s->draining, true);
     fr_engine_close(s->engine);
     double t0 = fr_time_s();
-    while (atomic_load(&s->busy) > 0 && fr_time_s() - t0 < grace_s) {
+    while (in_flight(s) > 0 && fr_time_s() - t0 < grace_s) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    int left = atomic_load(&s->busy);
+    /* grace over: OCR / ASR stages stop at their next check (a request that slipped past the
+     * draining check is caught here too), the engine ends what it still runs */
+    atomic_store(&s->cancel_all, true);
+    int left = in_flight(s);
     if (left > 0) {
         fr_info("shutdown: grace period over, cancelling %d request(s)", left);
         fr_engine_cancel_all(s->engine, FR_END_SHUTDOWN);
         t0 = fr_time_s();
-        while (atomic_load(&s->busy) > 0 && fr_time_s() - t0 < 5) {
+        /* 4 s: serve.c's watchdog ends the process at grace + 4.8 s whatever is left */
+        while (in_flight(s) > 0 && fr_time_s() - t0 < 4) {
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        if (in_flight(s) > 0)
+            fr_warn("shutdown: %d request(s) still running 4 s after the cancel", in_flight(s));
     }
     fr_guard_stop(s->guard); /* no new connections; what is pending gets 503 */
     MHD_stop_daemon(s->d);

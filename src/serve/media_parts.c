@@ -19,14 +19,22 @@
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static fr_assist_media g_media;      /* the stages of this build, set up once */
 static double g_threshold = 0.35;    /* OCR when density >= this */
+static fr_assist_config g_bounds;    /* the assist defaults: OCR / ASR time limits, pixel budget */
 
-static void media_init(void) { fr_assist_media_default(&g_media); }
+static void media_init(void) {
+    fr_assist_media_default(&g_media);
+    fr_assist_config_init(&g_bounds); /* only the numbers are used; the strings are freed */
+    free(g_bounds.intent_model);
+    free(g_bounds.templates);
+    g_bounds.intent_model = g_bounds.templates = NULL;
+}
 
 /* The request's meter account, if any: a stage is a CPU step on it. */
 typedef struct metered {
     fr_meter *m;       /* NULL: not metered */
     fr_meter_req *r;   /* the account */
     fr_meter_step *st; /* the running stage */
+    const fr_cancel *cancel; /* OCR / ASR: the door's cancel check, or NULL */
 } metered;
 
 static void stage_begin(metered *mt, fr_meter_stage stage) {
@@ -46,7 +54,11 @@ static const char *status_code(int status) {
 
 static void media_fail(fr_api_error *err, const fr_assist_media_err *me, const char *param) {
     int st = me->status ? me->status : 400;
-    fr_api_error_set(err, st, st >= 500 ? "server_error" : "invalid_request_error", status_code(st),
+    /* a stage stopped by its bounds keeps its own code (ocr_timeout, shutting_down, ...) */
+    const char *code = st == 503 || st == 504 || st == 499 || !strcmp(me->code, "ocr_pixel_budget")
+                           ? me->code
+                           : status_code(st);
+    fr_api_error_set(err, st, st >= 500 ? "server_error" : "invalid_request_error", code,
                      param, "%s: %s", param, me->err.msg);
 }
 
@@ -142,8 +154,11 @@ static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     } else {
         fr_assist_ocr o;
         memset(&o, 0, sizeof o);
+        fr_assist_bound bd = {.time_limit_s = g_bounds.ocr_time_limit_s,
+                              .max_pixels = g_bounds.ocr_max_pixels,
+                              .cancel = mt->cancel};
         stage_begin(mt, FR_MSTAGE_OCR);
-        int orc = g_media.ocr(g_media.ctx, img, &o, &me);
+        int orc = g_media.ocr(g_media.ctx, img, &bd, &o, &me); /* a stopped stage is metered too */
         stage_end(mt);
         if (orc == 0) {
             fr_buf_printf(out, "[text of the attached image]\n%s", o.text ? o.text : "");
@@ -191,8 +206,12 @@ static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf 
         media_fail(err, &me, param);
         return -1;
     }
+    double secs = g_media.audio_seconds ? g_media.audio_seconds(g_media.ctx, au) : 0;
+    fr_assist_bound bd = {.time_limit_s = FR_MAX(FR_ASSIST_ASR_MIN_LIMIT_S,
+                                                 g_bounds.asr_time_limit_s_per_min * secs / 60),
+                          .cancel = mt->cancel};
     stage_begin(mt, FR_MSTAGE_ASR);
-    char *t = g_media.asr(g_media.ctx, au, &me);
+    char *t = g_media.asr(g_media.ctx, au, &bd, &me);
     stage_end(mt);
     g_media.audio_free(g_media.ctx, au);
     if (!t) {
@@ -206,14 +225,14 @@ static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf 
 
 int fr_api_media_part_text(const cJSON *part, const char *type, const char *param, fr_buf *out,
                            fr_api_error *err) {
-    return fr_api_media_part_text_metered(part, type, param, NULL, NULL, out, err);
+    return fr_api_media_part_text_metered(part, type, param, NULL, NULL, NULL, out, err);
 }
 
 int fr_api_media_part_text_metered(const cJSON *part, const char *type, const char *param,
-                                   struct fr_meter *m, struct fr_meter_req *r, fr_buf *out,
-                                   fr_api_error *err) {
+                                   struct fr_meter *m, struct fr_meter_req *r,
+                                   const fr_cancel *cancel, fr_buf *out, fr_api_error *err) {
     pthread_once(&g_once, media_init);
-    metered mt = {m, r, NULL};
+    metered mt = {m, r, NULL, cancel};
     if (!strcmp(type, "image_url")) return image_part(part, param, &mt, out, err);
     if (!strcmp(type, "input_audio")) return audio_part(part, param, &mt, out, err);
     fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,

@@ -16,17 +16,19 @@
 struct cJSON;
 
 /* Appends the text of one image_url / input_audio part to *out. `param` names the part for error
- * messages (e.g. "messages[0].content[1]"). Returns 0, or -1 with *err set. Thread-safe. */
+ * messages (e.g. "messages[0].content[1]"). OCR and ASR run under the assist defaults' bounds
+ * (fr_assist_config_init: time limits, pixel budget), never cancelled. Returns 0, or
+ * -1 with *err set (504 ocr_timeout / asr_timeout, 503 shutting_down, ...). Thread-safe. */
 int fr_api_media_part_text(const struct cJSON *part, const char *type, const char *param,
                            fr_buf *out, fr_api_error *err);
 
 /* The same, with the stages metered as CPU steps of account `r` on meter `m` ("decode_media",
- * "ocr", "asr"); m or r NULL: not metered. */
+ * "ocr", "asr"; m or r NULL: not metered) and OCR / ASR stopped by `cancel` (NULL: never). */
 struct fr_meter;
 struct fr_meter_req;
 int fr_api_media_part_text_metered(const struct cJSON *part, const char *type, const char *param,
-                                   struct fr_meter *m, struct fr_meter_req *r, fr_buf *out,
-                                   fr_api_error *err);
+                                   struct fr_meter *m, struct fr_meter_req *r,
+                                   const fr_cancel *cancel, fr_buf *out, fr_api_error *err);
 
 /* Text-density threshold used for image parts (default 0.35). */
 void fr_api_media_set_threshold(double t);

@@ -3,7 +3,10 @@
  *
  * Signals are blocked in every thread (the mask is set before any thread starts) and taken
  * synchronously with sigwait in the main thread, so no work happens in a signal handler.
- * SIGPIPE is ignored (a client that vanishes mid-write is an ordinary error).
+ * SIGPIPE is ignored (a client that vanishes mid-write is an ordinary error). The first SIGTERM /
+ * SIGINT starts the drain (fr_server_shutdown: grace period, then every request cancelled) and a
+ * watchdog thread: a second signal, or the drain still not done at grace + 4.8 s, ends the
+ * process at once (exit status 1, logged), so the server always exits within grace + 5 s.
  *
  * Device and meter: on the CPU, --weights q8|q4 (or int8|int4) is the load-time quantisation
  * (--quant); on CUDA it is passed to the backend. The ledger is --ledger, else the meter config's
@@ -20,15 +23,34 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "serve/serve.h"
+
+/* The shutdown watchdog: waits for a second signal or the deadline, then exits at once. */
+typedef struct watchdog {
+    sigset_t set;     /* the signals taken */
+    double limit_s;   /* seconds from the first signal */
+} watchdog;
+
+static void *watchdog_main(void *arg) {
+    watchdog *w = arg;
+    struct timespec ts = {(time_t)w->limit_s, (long)((w->limit_s - floor(w->limit_s)) * 1e9)};
+    int sig = sigtimedwait(&w->set, NULL, &ts);
+    if (sig > 0) fr_warn("second %s: exiting now", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    else fr_warn("shutdown not done %.1f s after the signal: exiting now", w->limit_s);
+    _exit(1);
+    return NULL;
+}
 
 /* The command's default ledger path for a server of `model` on `port` (malloc'd); creates its
  * folder. */
@@ -129,6 +151,11 @@ int fr_cmd_serve(int argc, char **argv) {
     sigwait(&set, &sig);
     fr_info("received %s: draining (grace %.1f s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_s);
+    static watchdog wd; /* lives until exit */
+    wd.set = set;
+    wd.limit_s = cfg.shutdown_grace_s + 4.8;
+    pthread_t wt;
+    if (pthread_create(&wt, NULL, watchdog_main, &wd) == 0) pthread_detach(wt);
     fr_server_shutdown(s, cfg.shutdown_grace_s);
     fr_server_free(s);
     fr_model_free(m);

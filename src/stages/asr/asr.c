@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "stages/asr/ps_wrap.h"
 
@@ -81,14 +82,65 @@ void fr_asr_result_free(fr_asr_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The bounds of one call: deadline from its start, the external check. */
+typedef struct asr_watch {
+    double t0;               /* fr_time_s() at the start of the call */
+    double deadline;         /* 0 = none */
+    double limit_s;          /* for messages */
+    const fr_cancel *cancel; /* or NULL */
+    fr_cancel_reason why;    /* first reason seen (sticky) */
+} asr_watch;
+
+static void watch_init(asr_watch *w, const fr_asr_limits *lim) {
+    memset(w, 0, sizeof *w);
+    w->t0 = fr_time_s();
+    if (!lim) return;
+    w->cancel = lim->cancel;
+    w->limit_s = lim->time_limit_s;
+    if (lim->time_limit_s > 0) w->deadline = w->t0 + lim->time_limit_s;
+}
+
+static fr_cancel_reason watch_check(asr_watch *w) {
+    if (w->why) return w->why;
+    if (w->deadline > 0 && fr_time_s() >= w->deadline) w->why = FR_CANCEL_TIMEOUT;
+    else w->why = fr_cancel_check(w->cancel);
+    return w->why;
+}
+
+static int stopped(const asr_watch *w, double audio_s, fr_asr_result *res, fr_err *err) {
+    double el = fr_time_s() - w->t0;
+    res->stopped = w->why;
+    res->proc_s = el;
+    if (w->why == FR_CANCEL_TIMEOUT)
+        fr_err_set(err, "asr: stopped after %.1f s: %.1f s of audio took longer than the ASR time "
+                        "limit of %.1f s", el, audio_s, w->limit_s);
+    else if (w->why == FR_CANCEL_SHUTDOWN)
+        fr_err_set(err, "asr: stopped after %.1f s: the server is shutting down", el);
+    else if (w->why == FR_CANCEL_CLIENT_GONE)
+        fr_err_set(err, "asr: stopped after %.1f s: the client disconnected", el);
+    else
+        fr_err_set(err, "asr: stopped after %.1f s: the request's deadline passed", el);
+    return FR_ASR_STOPPED;
+}
+
 int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err) {
+    return fr_asr_run_limited(a, pcm, n, NULL, res, err) == 0 ? 0 : -1;
+}
+
+static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr_asr_result *res,
+                       fr_err *err) {
     memset(res, 0, sizeof *res);
     double t0 = fr_time_s();
+    if (watch_check(w)) return stopped(w, (double)n / FR_ASR_RATE, res, err);
     if (ps_start_utt(a->ps) < 0) {
         fr_err_set(err, "asr: could not start an utterance");
         return -1;
     }
     for (size_t off = 0; off < n; off += FR_ASR_CHUNK) {
+        if (watch_check(w)) {
+            ps_end_utt(a->ps);
+            return stopped(w, (double)n / FR_ASR_RATE, res, err);
+        }
         size_t k = FR_MIN((size_t)FR_ASR_CHUNK, n - off);
         if (ps_process_raw(a->ps, pcm + off, k, FALSE, FALSE) < 0) {
             ps_end_utt(a->ps);
@@ -110,6 +162,13 @@ int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_e
     res->proc_s = fr_time_s() - t0;
     res->rtf = res->audio_s > 0 ? res->proc_s / res->audio_s : 0;
     return 0;
+}
+
+int fr_asr_run_limited(fr_asr *a, const int16_t *pcm, size_t n, const fr_asr_limits *lim,
+                       fr_asr_result *res, fr_err *err) {
+    asr_watch w;
+    watch_init(&w, lim);
+    return run_watched(a, pcm, n, &w, res, err);
 }
 
 int fr_asr_run_bytes(fr_asr *a, const void *bytes, size_t len, const fr_audio_limits *lim,
@@ -162,7 +221,9 @@ fr_asr_pool *fr_asr_pool_new(const fr_asr_config *cfg, int n) {
     return p;
 }
 
-static fr_asr *pool_take(fr_asr_pool *p, fr_err *err) {
+/* Take a decoder, waiting while all are busy; with a watch the wait is in 50 ms slices and ends
+ * (NULL, w->why set) when the watch fires. */
+static fr_asr *pool_take(fr_asr_pool *p, asr_watch *w, fr_err *err) {
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->n_idle) {
@@ -182,7 +243,19 @@ static fr_asr *pool_take(fr_asr_pool *p, fr_err *err) {
             }
             return a;
         }
-        pthread_cond_wait(&p->cv, &p->mu);
+        if (!w) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        if (watch_check(w)) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
 }
 
@@ -194,7 +267,7 @@ static void pool_give(fr_asr_pool *p, fr_asr *a) {
 }
 
 int fr_asr_pool_warm(fr_asr_pool *p, fr_err *err) {
-    fr_asr *a = pool_take(p, err);
+    fr_asr *a = pool_take(p, NULL, err);
     if (!a) return -1;
     pool_give(p, a);
     return 0;
@@ -205,9 +278,21 @@ int fr_asr_pool_transcribe(fr_asr_pool *p, const void *bytes, size_t len,
     memset(res, 0, sizeof *res);
     /* refuse bad media before waiting for (or loading) a decoder */
     if (fr_audio_probe(bytes, len, lim, NULL, err)) return -1;
-    fr_asr *a = pool_take(p, err);
+    fr_asr *a = pool_take(p, NULL, err);
     if (!a) return -1;
     int rc = fr_asr_run_bytes(a, bytes, len, lim, res, err);
+    pool_give(p, a);
+    return rc;
+}
+
+int fr_asr_pool_transcribe_pcm_limited(fr_asr_pool *p, const int16_t *pcm, size_t n,
+                                       const fr_asr_limits *lim, fr_asr_result *res, fr_err *err) {
+    memset(res, 0, sizeof *res);
+    asr_watch w;
+    watch_init(&w, lim);
+    fr_asr *a = pool_take(p, &w, err);
+    if (!a) return w.why ? stopped(&w, (double)n / FR_ASR_RATE, res, err) : -1;
+    int rc = run_watched(a, pcm, n, &w, res, err);
     pool_give(p, a);
     return rc;
 }
@@ -215,7 +300,7 @@ int fr_asr_pool_transcribe(fr_asr_pool *p, const void *bytes, size_t len,
 int fr_asr_pool_transcribe_pcm(fr_asr_pool *p, const int16_t *pcm, size_t n, fr_asr_result *res,
                                fr_err *err) {
     memset(res, 0, sizeof *res);
-    fr_asr *a = pool_take(p, err);
+    fr_asr *a = pool_take(p, NULL, err);
     if (!a) return -1;
     int rc = fr_asr_run(a, pcm, n, res, err);
     pool_give(p, a);

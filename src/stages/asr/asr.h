@@ -8,6 +8,10 @@
  * Initialisation (pocketsphinx and sphinxbase keep a little global logging state) is serialised
  * by a process-wide mutex; decoding runs in parallel.
  *
+ * Bounds (fr_asr_limits): audio is fed to pocketsphinx in blocks of 4096 samples (0.26 s); the
+ * time limit and the cancel check (client gone, shutdown) are checked between blocks and while
+ * waiting for a pooled decoder, so a stopped call returns within one block's work.
+ *
  * Language model: FR_ASR_LM_DOMAIN (default) is the project's banking trigram built by
  * `frugal build-lm` (<data root>/models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
  * Debian package's general US English model. cfg->lm overrides both with any ARPA / DMP file.
@@ -39,6 +43,14 @@ typedef struct fr_asr_config {
     int beam_fast;          /* 1 = narrower beams (faster, slightly less accurate) */
 } fr_asr_config;
 
+/* Bounds of one call (a zeroed struct or NULL: none). */
+typedef struct fr_asr_limits {
+    double time_limit_s;     /* wall-clock limit of the call (pool wait included); 0 = none */
+    const fr_cancel *cancel; /* external cancel check (base.h), or NULL */
+} fr_asr_limits;
+
+#define FR_ASR_STOPPED (-2) /* return value: cut short, res->stopped says why */
+
 /* One recognition result. Free with fr_asr_result_free. */
 typedef struct fr_asr_result {
     char *text;        /* transcript: lower-case words separated by spaces ("" if nothing heard) */
@@ -48,6 +60,7 @@ typedef struct fr_asr_result {
     double proc_s;     /* seconds spent in recognition */
     double rtf;        /* real-time factor: (decode_s + proc_s) / audio_s; < 1 is faster than real time */
     fr_audio_info src; /* source header (zeroed for raw PCM input) */
+    fr_cancel_reason stopped; /* why the call was cut short (FR_ASR_STOPPED), else NONE */
 } fr_asr_result;
 
 typedef struct fr_asr fr_asr;
@@ -56,6 +69,10 @@ typedef struct fr_asr fr_asr;
 fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err);
 /* Recognise 16-kHz mono int16 PCM as one utterance. 0 on success (res filled), -1 with err. */
 int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err);
+/* The same under limits (NULL = none): 0, -1 with err, or FR_ASR_STOPPED with err and
+ * res->stopped (no text; res->proc_s is the time spent). */
+int fr_asr_run_limited(fr_asr *a, const int16_t *pcm, size_t n, const fr_asr_limits *lim,
+                       fr_asr_result *res, fr_err *err);
 /* Decode WAV/FLAC/OGG bytes (limits: NULL = defaults), resample to 16 kHz, recognise. */
 int fr_asr_run_bytes(fr_asr *a, const void *bytes, size_t len, const fr_audio_limits *lim,
                      fr_asr_result *res, fr_err *err);
@@ -74,6 +91,9 @@ int fr_asr_pool_transcribe(fr_asr_pool *p, const void *bytes, size_t len,
 /* Same for raw 16-kHz int16 PCM. */
 int fr_asr_pool_transcribe_pcm(fr_asr_pool *p, const int16_t *pcm, size_t n, fr_asr_result *res,
                                fr_err *err);
+/* Same under limits; the wait for a free decoder counts and is cut short too (FR_ASR_STOPPED). */
+int fr_asr_pool_transcribe_pcm_limited(fr_asr_pool *p, const int16_t *pcm, size_t n,
+                                       const fr_asr_limits *lim, fr_asr_result *res, fr_err *err);
 void fr_asr_pool_free(fr_asr_pool *p);
 
 #endif

@@ -1,11 +1,15 @@
-/* ocr.c — libtesseract engine, orientation fallback, engine pool; see ocr.h. */
+/* ocr.c — libtesseract engine, orientation fallback, limits (time, cancel, pixel budget), engine
+ * pool; see ocr.h. */
 #include "stages/ocr/ocr.h"
 
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tesseract/capi.h>
+#include <time.h>
 
 struct fr_ocr_engine {
     TessBaseAPI *api;    /* the recogniser, initialised with cfg.lang */
@@ -103,12 +107,62 @@ static char *trim_dup(const char *s) {
     return fr_xstrndup(s, n);
 }
 
-/* One recognition pass over a gray image into r (replacing its contents). */
-static int pass(fr_ocr_engine *e, const fr_image *g, fr_ocr_result *r, fr_err *err) {
+/* The bounds of one call as tesseract's monitor sees them. */
+typedef struct ocr_watch {
+    double t0;               /* fr_time_s() at the start of the call */
+    double deadline;         /* fr_time_s() at which the time limit passes; 0 = none */
+    double limit_s;          /* the time limit (for messages) */
+    const fr_cancel *cancel; /* external check, or NULL */
+    fr_cancel_reason why;    /* the first reason seen (sticky) */
+} ocr_watch;
+
+static fr_cancel_reason watch_check(ocr_watch *w) {
+    if (!w || w->why) return w ? w->why : FR_CANCEL_NONE;
+    if (w->deadline > 0 && fr_time_s() >= w->deadline) w->why = FR_CANCEL_TIMEOUT;
+    else w->why = fr_cancel_check(w->cancel);
+    return w->why;
+}
+
+/* tesseract's cancel callback: called after every word of every recognition pass. */
+static bool on_word(void *cancel_this, int words) {
+    (void)words;
+    return watch_check(cancel_this) != FR_CANCEL_NONE;
+}
+
+static void stopped_msg(const ocr_watch *w, fr_err *err) {
+    double el = fr_time_s() - w->t0;
+    if (w->why == FR_CANCEL_TIMEOUT)
+        fr_err_set(err, "OCR: stopped after %.1f s: the page took longer than the OCR time limit of "
+                        "%.1f s", el, w->limit_s);
+    else if (w->why == FR_CANCEL_SHUTDOWN)
+        fr_err_set(err, "OCR: stopped after %.1f s: the server is shutting down", el);
+    else if (w->why == FR_CANCEL_CLIENT_GONE)
+        fr_err_set(err, "OCR: stopped after %.1f s: the client disconnected", el);
+    else
+        fr_err_set(err, "OCR: stopped after %.1f s: the request's deadline passed", el);
+}
+
+/* One recognition pass over a gray image into r (replacing its contents). 0, -1 (error) or
+ * FR_OCR_STOPPED when the watch fired. */
+static int pass(fr_ocr_engine *e, const fr_image *g, ocr_watch *w, fr_ocr_result *r,
+                fr_err *err) {
     fr_ocr_result_free(r);
+    if (watch_check(w)) return FR_OCR_STOPPED;
     TessBaseAPISetImage(e->api, g->pix, (int)g->width, (int)g->height, 1, (int)g->width);
     TessBaseAPISetSourceResolution(e->api, e->cfg.dpi);
-    if (TessBaseAPIRecognize(e->api, NULL) != 0) {
+    ETEXT_DESC *mon = NULL;
+    if (w) {
+        mon = TessMonitorCreate();
+        TessMonitorSetCancelFunc(mon, on_word);
+        TessMonitorSetCancelThis(mon, w);
+    }
+    int rrc = TessBaseAPIRecognize(e->api, mon);
+    if (mon) TessMonitorDelete(mon);
+    if (watch_check(w)) { /* stopped mid-page (or right after): the text is incomplete */
+        TessBaseAPIClear(e->api);
+        return FR_OCR_STOPPED;
+    }
+    if (rrc != 0) {
         TessBaseAPIClear(e->api);
         fr_err_set(err, "OCR: recognition failed");
         return -1;
@@ -186,21 +240,96 @@ static int osd_rotation(fr_ocr_engine *e, const fr_image *g) {
     return deg % 360;
 }
 
+void fr_ocr_downscale(const fr_image *g, uint32_t ow, uint32_t oh, fr_image *out) {
+    FR_ASSERT(g->channels == 1 && ow >= 1 && oh >= 1 && ow <= g->width && oh <= g->height);
+    uint32_t w = g->width, h = g->height;
+    out->width = ow;
+    out->height = oh;
+    out->channels = 1;
+    out->pix = fr_xmalloc((size_t)ow * oh);
+    uint32_t *acc = fr_xcalloc(w, sizeof *acc); /* (w) column sums of the current band */
+    uint32_t *x0 = fr_xmalloc((size_t)(ow + 1) * sizeof *x0); /* (ow + 1) column band edges */
+    for (uint32_t x = 0; x <= ow; x++) x0[x] = (uint32_t)((uint64_t)x * w / ow);
+    for (uint32_t y = 0; y < oh; y++) {
+        uint32_t ya = (uint32_t)((uint64_t)y * h / oh), yb = (uint32_t)((uint64_t)(y + 1) * h / oh);
+        memset(acc, 0, w * sizeof *acc);
+        for (uint32_t sy = ya; sy < yb; sy++) {
+            const uint8_t *row = g->pix + (size_t)sy * w;
+            for (uint32_t sx = 0; sx < w; sx++) acc[sx] += row[sx];
+        }
+        uint8_t *o = out->pix + (size_t)y * ow;
+        for (uint32_t x = 0; x < ow; x++) {
+            uint64_t s = 0;
+            for (uint32_t sx = x0[x]; sx < x0[x + 1]; sx++) s += acc[sx];
+            uint64_t n = (uint64_t)(x0[x + 1] - x0[x]) * (yb - ya);
+            o[x] = (uint8_t)((s + n / 2) / n);
+        }
+    }
+    free(acc);
+    free(x0);
+}
+
+/* Fit the gray page g into the pixel budget: 0 with *use = g or the downscaled copy in *tmp,
+ * FR_OCR_OVER_BUDGET with err when that needs a factor below min_scale. */
+static int fit_budget(const fr_image *g, const fr_ocr_limits *lim, fr_image *tmp,
+                      const fr_image **use, double *scale, fr_err *err) {
+    *use = g;
+    *scale = 1;
+    uint64_t px = (uint64_t)g->width * g->height;
+    if (!lim || !lim->max_pixels || px <= lim->max_pixels) return 0;
+    double min_scale = lim->min_scale > 0 ? lim->min_scale : 0.5;
+    double s = sqrt((double)lim->max_pixels / (double)px);
+    if (s < min_scale) {
+        fr_err_set(err, "OCR: the image is %ux%u (%.1f megapixels); the OCR pixel budget is %.1f "
+                        "megapixels and shrinking the page %.1fx to fit would make its text "
+                        "illegible (at most %.1fx): send the page at 300 dpi or less, or crop it",
+                   g->width, g->height, (double)px / 1e6, (double)lim->max_pixels / 1e6, 1 / s,
+                   1 / min_scale);
+        return FR_OCR_OVER_BUDGET;
+    }
+    uint32_t ow = (uint32_t)fmax(1, floor(g->width * s)), oh = (uint32_t)fmax(1, floor(g->height * s));
+    while ((uint64_t)ow * oh > lim->max_pixels && ow > 1 && oh > 1) ow--, oh--;
+    fr_ocr_downscale(g, ow, oh, tmp);
+    *use = tmp;
+    *scale = (double)ow / g->width;
+    return 0;
+}
+
+static void watch_init(ocr_watch *w, const fr_ocr_limits *lim, double t0) {
+    memset(w, 0, sizeof *w);
+    w->t0 = t0;
+    if (!lim) return;
+    w->cancel = lim->cancel;
+    w->limit_s = lim->time_limit_s;
+    if (lim->time_limit_s > 0) w->deadline = t0 + lim->time_limit_s;
+}
+
 int fr_ocr_run(fr_ocr_engine *e, const fr_image *img, fr_ocr_result *res, fr_err *err) {
-    double t0 = fr_time_s();
+    return fr_ocr_run_limited(e, img, NULL, res, err) == FR_OCR_OK ? 0 : -1;
+}
+
+static fr_ocr_status run_watched(fr_ocr_engine *e, const fr_image *img, const fr_ocr_limits *lim,
+                                 ocr_watch *wt, fr_ocr_result *res, fr_err *err) {
+    double t0 = wt->t0;
+    ocr_watch *w = lim ? wt : NULL; /* no limits: tesseract runs without a monitor */
     memset(res, 0, sizeof *res);
+    res->scale = 1;
     if (!img || !img->pix || !img->width || !img->height) {
         fr_err_set(err, "OCR: empty image");
-        return -1;
+        return FR_OCR_FAILED;
     }
-    fr_image g = {0};
+    fr_image g = {0}, small = {0};
     const fr_image *gray = img;
     if (img->channels != 1) {
         fr_image_to_gray(img, &g);
         gray = &g;
     }
-    int rc = pass(e, gray, res, err);
-    res->passes = 1;
+    double scale = 1;
+    int rc = fit_budget(gray, lim, &small, &gray, &scale, err);
+    if (!rc) {
+        rc = pass(e, gray, w, res, err);
+        res->passes = 1;
+    }
     if (!rc && poor(e, res)) {
         int rot = osd_rotation(e, gray);
         int cands[3] = {90, 180, 270}, nc = 3;
@@ -209,11 +338,12 @@ int fr_ocr_run(fr_ocr_engine *e, const fr_image *img, fr_ocr_result *res, fr_err
             nc = rot == 0 ? 0 : 1;
         }
         for (int i = 0; i < nc; i++) {
+            if (watch_check(w)) break;
             fr_image r = {0};
             fr_image_rotate(gray, cands[i], &r);
             fr_ocr_result alt = {0};
             fr_err e2;
-            if (!pass(e, &r, &alt, &e2) && alt.mean_conf > res->mean_conf + 5) {
+            if (!pass(e, &r, w, &alt, &e2) && alt.mean_conf > res->mean_conf + 5) {
                 int passes = res->passes;
                 fr_ocr_result_free(res);
                 *res = alt;
@@ -225,10 +355,27 @@ int fr_ocr_run(fr_ocr_engine *e, const fr_image *img, fr_ocr_result *res, fr_err
             res->passes++;
             fr_image_free(&r);
         }
+        /* a retry pass cut short: the first pass is complete, so it stands when only the time
+         * limit ran out; nobody is waiting for it after a disconnect or at shutdown */
+        if (watch_check(w) && w->why != FR_CANCEL_TIMEOUT) rc = FR_OCR_STOPPED;
     }
+    fr_image_free(&small);
     fr_image_free(&g);
+    if (rc == FR_OCR_STOPPED) {
+        fr_ocr_result_free(res);
+        res->stopped = w->why;
+        stopped_msg(w, err);
+    }
+    res->scale = scale;
     res->ms = (fr_time_s() - t0) * 1e3;
-    return rc;
+    return (fr_ocr_status)rc;
+}
+
+fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr_ocr_limits *lim,
+                                 fr_ocr_result *res, fr_err *err) {
+    ocr_watch w;
+    watch_init(&w, lim, fr_time_s());
+    return run_watched(e, img, lim, &w, res, err);
 }
 
 static void json_str(fr_buf *b, const char *s) {
@@ -297,7 +444,15 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
 }
 
 int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err) {
+    return fr_ocr_pool_run_limited(p, img, NULL, res, err) == FR_OCR_OK ? 0 : -1;
+}
+
+fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
+                                      const fr_ocr_limits *lim, fr_ocr_result *res, fr_err *err) {
+    ocr_watch w;
+    watch_init(&w, lim, fr_time_s());
     fr_ocr_engine *e = NULL;
+    bool make = false;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->n_free) {
@@ -306,11 +461,30 @@ int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_
         }
         if (p->n_made < p->cap) {
             p->n_made++;
+            make = true;
             break; /* create outside the lock */
         }
-        pthread_cond_wait(&p->cv, &p->mu);
+        if (!lim) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            continue;
+        }
+        if (watch_check(&w)) break;
+        /* all engines busy: wait in 50 ms slices so a limit or a cancel ends the wait too */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
     }
     pthread_mutex_unlock(&p->mu);
+    if (!e && !make) { /* stopped while waiting for an engine */
+        memset(res, 0, sizeof *res);
+        res->scale = 1;
+        res->stopped = w.why;
+        stopped_msg(&w, err);
+        res->ms = (fr_time_s() - w.t0) * 1e3;
+        return FR_OCR_STOPPED;
+    }
     if (!e) {
         e = fr_ocr_engine_new(&p->cfg, err);
         if (!e) {
@@ -319,10 +493,10 @@ int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_
             pthread_cond_signal(&p->cv);
             pthread_mutex_unlock(&p->mu);
             memset(res, 0, sizeof *res);
-            return -1;
+            return FR_OCR_FAILED;
         }
     }
-    int rc = fr_ocr_run(e, img, res, err);
+    fr_ocr_status rc = run_watched(e, img, lim, &w, res, err);
     pthread_mutex_lock(&p->mu);
     p->free_e[p->n_free++] = e;
     pthread_cond_signal(&p->cv);

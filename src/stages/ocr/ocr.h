@@ -12,6 +12,15 @@
  * tessdata: cfg.tessdata, else $TESSDATA_PREFIX, else the Debian/upstream default directories
  * (the first that holds <lang>.traineddata), else tesseract's compiled-in default.
  *
+ * Bounds (fr_ocr_limits): a wall-clock time limit for the whole call (every pass) and a cancel
+ * check (client gone, shutdown) are polled by tesseract's ETEXT_DESC monitor after every word
+ * (TessBaseAPIRecognize(api, monitor) with a cancel callback), before each pass and while waiting
+ * for a pooled engine, so a stopped call returns within a few milliseconds of recognition work.
+ * Layout analysis (before the first word) is not interruptible; the pixel budget bounds it: a
+ * page above max_pixels is downscaled (area average) to fit when that keeps at least min_scale of
+ * its linear resolution (0.5: a 300-dpi scan stays at 150 dpi, tesseract's resolution hint here),
+ * and refused (FR_OCR_OVER_BUDGET) otherwise, since text shrunk further turns illegible.
+ *
  * Threads: an engine is used by one thread at a time. fr_ocr_pool holds up to N engines created on
  * demand and hands one to each caller (blocking when all are busy), so request threads can share
  * it. Tesseract itself may use OpenMP; for throughput set OMP_THREAD_LIMIT=1 in the process
@@ -22,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/base.h"
 #include "stages/image/image.h"
@@ -42,6 +52,22 @@ typedef struct fr_ocr_line {
     int x0, y0, x1, y1;     /* bounding box in the (rotated) page, pixels */
 } fr_ocr_line;
 
+/* Bounds of one call (all optional: a zeroed struct means no limit). */
+typedef struct fr_ocr_limits {
+    double time_limit_s;     /* wall-clock limit of the call (pool wait + every pass); 0 = none */
+    uint64_t max_pixels;     /* pixel budget of the page; 0 = none */
+    double min_scale;        /* smallest downscale factor accepted to fit the budget; 0 = 0.5 */
+    const fr_cancel *cancel; /* external cancel check (base.h), or NULL */
+} fr_ocr_limits;
+
+/* Outcome of a bounded call. */
+typedef enum fr_ocr_status {
+    FR_OCR_OK = 0,            /* recognised */
+    FR_OCR_FAILED = -1,       /* error (err says why) */
+    FR_OCR_STOPPED = -2,      /* cut short: res->stopped says why (time limit, client, shutdown) */
+    FR_OCR_OVER_BUDGET = -3,  /* the page exceeds the pixel budget beyond min_scale */
+} fr_ocr_status;
+
 typedef struct fr_ocr_result {
     char *text;          /* all lines joined with '\n', malloc'd */
     fr_ocr_line *lines;  /* [n_lines] */
@@ -49,7 +75,9 @@ typedef struct fr_ocr_result {
     float mean_conf;     /* tesseract's mean word confidence 0..100 */
     int rotation;        /* degrees clockwise the page was turned before the kept pass */
     int passes;          /* recognition passes run (1 unless the orientation check ran) */
-    double ms;           /* wall time of fr_ocr_run, milliseconds */
+    double ms;           /* wall time of fr_ocr_run, milliseconds (also when stopped) */
+    double scale;        /* factor the page was downscaled by to fit the pixel budget (1 = none) */
+    fr_cancel_reason stopped; /* why the call was cut short (FR_OCR_STOPPED), else NONE */
 } fr_ocr_result;
 
 typedef struct fr_ocr_engine fr_ocr_engine;
@@ -62,6 +90,12 @@ fr_ocr_engine *fr_ocr_engine_new(const fr_ocr_cfg *cfg, fr_err *err);
 void fr_ocr_engine_free(fr_ocr_engine *e);
 /* Recognise a gray or RGB image. 0 on success (*res owns its strings), -1 with err set. */
 int fr_ocr_run(fr_ocr_engine *e, const fr_image *img, fr_ocr_result *res, fr_err *err);
+/* The same under limits (NULL = none). Returns an fr_ocr_status; on anything but FR_OCR_OK, res
+ * holds no text (res->ms, res->scale and res->stopped are still set) and err says why. */
+fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr_ocr_limits *lim,
+                                 fr_ocr_result *res, fr_err *err);
+/* Area-average downscale of a gray image to out_w x out_h (each >= 1, <= the input's). */
+void fr_ocr_downscale(const fr_image *gray, uint32_t out_w, uint32_t out_h, fr_image *out);
 void fr_ocr_result_free(fr_ocr_result *res);
 /* Append the result as a JSON object:
  * {"text":..., "lines":[{"text":..., "conf":..., "box":[x0,y0,x1,y1]}], "mean_conf":...,
@@ -71,6 +105,10 @@ void fr_ocr_result_json(const fr_ocr_result *res, fr_buf *out);
 /* A pool of at most n engines (n <= 0: one per core), created lazily; cfg is copied. */
 fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err);
 int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err);
+/* fr_ocr_run_limited on a pooled engine; the wait for a free engine counts against the time
+ * limit and is cut short by the cancel check too (FR_OCR_STOPPED). */
+fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
+                                      const fr_ocr_limits *lim, fr_ocr_result *res, fr_err *err);
 void fr_ocr_pool_free(fr_ocr_pool *p);
 
 #endif
