@@ -47,8 +47,10 @@ json.dump(chat("hello"), open(d + "/text.json", "w"))
 json.dump({"text": "I am still waiting on my card"}, open(d + "/assist.json", "w"))
 PY
 
-# ---- the server, default meter configuration ----
-"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" >"$TMP/s.out" 2>"$TMP/s.err" &
+# ---- the server, default meter configuration (plus a trace file) ----
+printf '[trace]\nfile = "%s"\n' "$TMP/traces.jsonl" >"$TMP/meter.conf"
+"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" --meter-config "$TMP/meter.conf" \
+    >"$TMP/s.out" 2>"$TMP/s.err" &
 PID=$!
 i=0; PORT=
 while [ $i -lt 300 ]; do
@@ -119,6 +121,24 @@ for p in "image $T_IMG" "audio $T_AUD" "text $T_TXT" "assist $T_AST"; do
     pyt 'abs(a - b) <= 1e-9 * abs(b) + 1e-15' "$rj" "${lj:-nan}" && ok "$1: response joules = ledger ($lj)" || bad "$1: response joules $rj, ledger '$lj'"
     pyt 'a > 0 and abs(a - b) <= 1e-9 * abs(b) + 1e-18' "$ru" "${lu:-nan}" && ok "$1: response \$ = ledger ($lu)" || bad "$1: response \$ $ru, ledger '$lu'"
 done
+
+# ---- the traces: the media stages are spans of the request's trace ----
+python3 - "$TMP/traces.jsonl" $T_IMG $T_AUD >"$TMP/spans.txt" 2>&1 <<'PY'
+import json, sys
+spans = {}
+for line in open(sys.argv[1]):
+    for rs in json.loads(line)["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                spans.setdefault(sp["traceId"], []).append(
+                    (sp["name"], (int(sp["endTimeUnixNano"]) - int(sp["startTimeUnixNano"])) / 1e9))
+for t in sys.argv[2:]:
+    print(t, " ".join("%s:%.3f" % s for s in spans.get(t, [])))
+PY
+grep "^$T_IMG" "$TMP/spans.txt" >"$TMP/spans_img.txt"; grep "^$T_AUD" "$TMP/spans.txt" >"$TMP/spans_aud.txt"
+has "trace: image request has decode_media and ocr spans" "$TMP/spans_img.txt" " decode_media:"
+has "trace: ocr span" "$TMP/spans_img.txt" " ocr:"
+has "trace: audio request has an asr span" "$TMP/spans_aud.txt" " asr:"
 
 # ---- audit and roi under the default cost model ----
 "$BIN" audit --ledger "$TMP/ledger.db" >"$TMP/audit.txt" 2>&1

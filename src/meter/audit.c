@@ -645,7 +645,9 @@ void fr_audit_print(const fr_audit *a, const fr_audit_report *r, FILE *f) {
     fprintf(f, "    cost model   %s: $%.4f/kWh, PUE %.2f, hardware $%.4f/h (%s%s), labour $%.2f/month, host share %.2f\n",
             a->cfg_from_ledger ? "as recorded in the ledger" : "given", a->cfg.cost.usd_per_kwh, a->cfg.cost.pue,
             fr_cost_hw_usd_per_s(&a->cfg.cost) * 3600 / (a->cfg.cost.host_share > 0 ? a->cfg.cost.host_share : 1),
-            basis, a->host_counted_here ? "; host counts not recorded: this machine's" : "",
+            basis,
+            a->host_counted_here && !(a->cfg.cost.hw_usd_per_hour > 0) && !(a->cfg.cost.hw_purchase_usd > 0)
+                ? "; host counts not recorded: counted here" : "",
             a->cfg.cost.labour_usd_per_month, a->cfg.cost.host_share);
     if (a->n_traces || a->n_spans)
         fprintf(f, "    traces       %ld traces, %ld spans; %ld of %d ledger rows have a trace\n", a->n_traces,

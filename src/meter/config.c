@@ -29,6 +29,7 @@ void fr_meter_config_default(fr_meter_config *c) {
     c->cpu_source = 0;
     c->cpu_watts_per_core = 6.25; /* Xeon Platinum 8480+: 350 W TDP / 56 cores */
     c->gpu_max_watts = 1500;
+    c->final_wait_ms = -1;
     c->idle_policy = FR_IDLE_REPORT;
     c->idle_window_s = 60;
     c->energy_flush_s = 10;
@@ -82,6 +83,7 @@ static const key_def keys[] = {
     {"meter.cpu_source", T_CPUSRC, OFF(cpu_source), 0, 0, 0},
     {"meter.cpu_watts_per_core", T_NUM, OFF(cpu_watts_per_core), 0, 1000, 0},
     {"meter.gpu_max_watts", T_NUM, OFF(gpu_max_watts), 1, 100000, 0},
+    {"meter.final_wait_ms", T_NUM, OFF(final_wait_ms), -1, 60000, 0},
     {"meter.idle_policy", T_IDLE, OFF(idle_policy), 0, 0, 0},
     {"meter.idle_window_s", T_NUM, OFF(idle_window_s), 1, 86400, 0},
     {"meter.energy_flush_s", T_NUM, OFF(energy_flush_s), 0.01, 86400, 0},

@@ -1109,6 +1109,7 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
 }
 
 double fr_meter_final_wait_s(const fr_meter *m) {
+    if (m->cfg.final_wait_ms >= 0) return m->cfg.final_wait_ms / 1000.0;
     return 2 * (m->cfg.sample_ms > 0 ? m->cfg.sample_ms : 100) / 1000.0 + 0.1;
 }
 
@@ -1120,7 +1121,7 @@ bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *s
     long ns = dl.tv_nsec + (long)((w - floor(w)) * 1e9);
     dl.tv_sec += (time_t)floor(w) + ns / 1000000000L;
     dl.tv_nsec = ns % 1000000000L;
-    bool found = false;
+    bool found = false, wait = w > 0;
     pthread_mutex_lock(&m->mu);
     for (;;) {
         long lo = m->fin_n > FIN_RING ? m->fin_n - FIN_RING : 0;
@@ -1129,7 +1130,7 @@ bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *s
                 *sum = m->fin[i % FIN_RING].sum;
                 found = true;
             }
-        if (found || pthread_cond_timedwait(&m->fin_cv, &m->mu, &dl)) break;
+        if (found || !wait || pthread_cond_timedwait(&m->fin_cv, &m->mu, &dl)) break;
     }
     pthread_mutex_unlock(&m->mu);
     return found;

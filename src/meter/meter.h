@@ -128,6 +128,8 @@ typedef struct fr_meter_config {
     int cpu_source;            /* 0 auto (RAPL else estimate), 1 RAPL only, 2 estimate only */
     double cpu_watts_per_core; /* estimate: watts per fully busy core */
     double gpu_max_watts;      /* plausibility bound for counter deltas (wrap vs reset) */
+    double final_wait_ms;      /* longest wait for a GPU request's final figure (-1: 2 sample
+                                * periods + 100 ms; 0: never wait, send the extrapolated one) */
     /* idle */
     fr_meter_idle_policy idle_policy; /* report or amortise */
     double idle_window_s;             /* amortise: idle older than this is not charged */
@@ -307,7 +309,8 @@ void fr_meter_request_end(fr_meter *m, fr_meter_req *r, const fr_meter_req_resul
  * true), or false when the row was not made in time (or the id is unknown / too old: the last
  * 1024 closed requests are kept); *sum is left alone then. */
 bool fr_meter_request_final(fr_meter *m, const char *id, fr_meter_req_summary *sum);
-/* The longest fr_meter_request_final waits: 2 sample periods + 100 ms (a counter period). */
+/* The longest fr_meter_request_final waits: meter.final_wait_ms, by default 2 sample periods +
+ * 100 ms (a counter period). */
 double fr_meter_final_wait_s(const fr_meter *m);
 
 /* ---- durability of the ledger row ------------------------------------------------------------ */
