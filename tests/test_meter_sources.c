@@ -140,6 +140,37 @@ TEST(env_selects_the_library_and_init_failure_is_no_gpu) {
     CHECK_EQ_INT(t.n_dev, 1);
 }
 
+/* The response figure of a request whose GPU step ends after the last knot: the unaccounted part
+ * is extrapolated at the GPU's power over its last knot interval (1 W here), so it is 0.5 J and
+ * not 0 (the pass drops the knots it has passed; the power must survive it); once the next knot
+ * is accounted the final figure is the same 0.5 J and fr_meter_request_final returns it. */
+TEST(provisional_figure_uses_the_last_power) {
+    fr_meter_config c;
+    fr_meter *m = open_with("count 1\nenergy 0 0 1000 2000 3000\n", &c); /* the first read probes */
+    fr_meter_req *r = req(m, "p1");
+    mu_now = 1.0;
+    fr_meter_tick(m);
+    mu_now = 2.0;
+    fr_meter_tick(m);
+    fr_meter_step *s = fr_meter_stage_begin(m, r, FR_MSTAGE_DECODE, fr_meter_dev_gpu(0));
+    mu_now = 2.5;
+    fr_meter_step_end(m, s);
+    fr_meter_req_summary sum, fin;
+    fr_meter_req_result res = {FR_REQ_OK, 200, NULL, 1, 1, -1, -1};
+    fr_meter_request_end(m, r, &res, &sum);
+    CHECK_NEAR(sum.joules, 0.5, 1e-9);
+    CHECK(!sum.final);
+    mu_now = 3.0;
+    fr_meter_tick(m);
+    CHECK(fr_meter_request_final(m, "p1", &fin));
+    CHECK(fin.final);
+    CHECK_NEAR(fin.joules, 0.5, 1e-9);
+    const fr_ledger_row *x = row_of("p1");
+    CHECK(x != NULL);
+    if (x) CHECK_NEAR(fin.joules, x->joules + x->joules_idle, 1e-12);
+    fr_meter_close(m);
+}
+
 /* Counter: 0 J at t=0, 1 J at t=1, 3 J at t=2, unchanged at t=3, 7 J at t=4.
  * Step A [0.5, 1.5] serves r1 (3 tokens) and r2 (1), step B [1.0, 2.0] serves r3.
  *   [0, 0.5] idle 0.5 J; [0.5, 1] A 0.5 J; [1, 1.5] A and B share 1 J; [1.5, 2] B 1 J

@@ -112,6 +112,7 @@ static void gpu_part(int n, double sample_ms, const char *lib, const char *dir) 
         if (ok) {
             n_final++;
             dev += fabs(sum.joules - fin.joules) / fin.joules;
+            if (getenv("BENCH_VERBOSE") && i < 5) printf("  provisional %.4f J, final %.4f J\n", sum.joules, fin.joules);
         }
     }
     printf("gpu (300 W, sample %.0f ms, bound %.0f ms): %d requests: final figure waited p50 %.1f ms, "
@@ -127,7 +128,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: final N_CPU N_GPU FAKENVML_LIB SCRIPT_DIR\n");
         return 2;
     }
-    fr_log_set_level(FR_LOG_WARN);
+    fr_log_level = FR_LOG_WARN;
     cpu_part(atoi(argv[1]));
     gpu_part(atoi(argv[2]), 100, argv[3], argv[4]);
     gpu_part(atoi(argv[2]), 20, argv[3], argv[4]);

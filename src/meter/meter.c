@@ -140,6 +140,7 @@ typedef struct mdev {
     double raw_t;             /* its time */
     bool have_raw;            /* raw valid */
     double acc_j;             /* unfolded cumulative joules */
+    double w_last;            /* power between the last two knots (W), for provisional figures */
     double power_w, util, mem_used, sm_hz, temp_c; /* gauges (NaN unknown) */
     fr_meter_step *steps;     /* steps not fully accounted */
     double measured_j, attributed_j, idle_j;       /* totals */
@@ -222,6 +223,7 @@ static void copy_str(char *dst, size_t n, const char *src) {
 
 static void push_knot(mdev *d, double t, double e) {
     if (d->kn && t <= d->k[d->kn - 1].t) return;
+    if (d->kn) d->w_last = (e - d->k[d->kn - 1].e) / (t - d->k[d->kn - 1].t);
     if (d->kn == d->kcap) {
         d->kcap = d->kcap ? d->kcap * 2 : 64;
         d->k = fr_xrealloc(d->k, (size_t)d->kcap * sizeof *d->k);
@@ -252,12 +254,9 @@ static double curve(const mdev *d, double t) {
 
 static double last_knot_t(const mdev *d) { return d->kn ? d->k[d->kn - 1].t : -INFINITY; }
 
-/* Current power from the last two knots (W), for provisional numbers. */
-static double slope(const mdev *d) {
-    if (d->kn < 2) return 0;
-    const knot *a = &d->k[d->kn - 2], *b = &d->k[d->kn - 1];
-    return b->t > a->t ? (b->e - a->e) / (b->t - a->t) : 0;
-}
+/* Current power from the last two knots (W), for provisional numbers. The accounting pass drops
+ * the knots it has passed, so the power is kept when each knot is added. */
+static double slope(const mdev *d) { return d->w_last > 0 ? d->w_last : 0; }
 
 /* ---- idle pool ------------------------------------------------------------------------------- */
 
