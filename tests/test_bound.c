@@ -22,6 +22,7 @@
 #include "cli_util.h"
 #include "t.h"
 
+#include "serve/assist.h"
 #include "stages/asr/asr.h"
 #include "stages/image/density.h"
 #include "stages/image/image.h"
@@ -140,6 +141,81 @@ TEST(asr_stops_at_its_time_limit_and_on_cancel) {
     fr_asr_result_free(&r);
     free(pcm);
     fr_asr_free(a);
+}
+
+static fr_cancel_reason always_shutdown(void *ctx) {
+    (void)ctx;
+    return FR_CANCEL_SHUTDOWN;
+}
+
+/* The stages as both doors bind them (route/media.c): a stopped stage becomes the status and code
+ * the request ends with. */
+TEST(media_stages_map_their_bounds_to_http_errors) {
+    fr_assist_media m;
+    fr_assist_media_default(&m);
+    CHECK(m.asr != NULL && m.ocr != NULL);
+    if (!m.asr || !m.ocr) return;
+    /* 20 s of the voiced signal as a WAV */
+    uint32_t n = FR_ASR_RATE * 20;
+    size_t len = 44 + (size_t)n * 2;
+    uint8_t *wav = calloc(1, len);
+    memcpy(wav, "RIFF", 4);
+    uint32_t v32 = (uint32_t)len - 8;
+    memcpy(wav + 4, &v32, 4);
+    memcpy(wav + 8, "WAVEfmt ", 8);
+    uint32_t fmt[4] = {16, 1 | 1u << 16, FR_ASR_RATE, FR_ASR_RATE * 2};
+    memcpy(wav + 16, fmt, 16);
+    uint16_t ba[2] = {2, 16};
+    memcpy(wav + 32, ba, 4);
+    memcpy(wav + 36, "data", 4);
+    v32 = n * 2;
+    memcpy(wav + 40, &v32, 4);
+    for (uint32_t i = 0; i < n; i++) {
+        double t = (double)i / FR_ASR_RATE, f0 = 120 + 40 * sin(t * 3.1), env = 0.5 + 0.5 * sin(t * 9);
+        double v = 0;
+        for (int h = 1; h < 12; h++) v += sin(6.2831853 * f0 * h * t + h) * (h == 3 || h == 7 ? 1.0 : 0.3) / h;
+        int16_t sv = (int16_t)(env * 6000 * v);
+        memcpy(wav + 44 + (size_t)i * 2, &sv, 2);
+    }
+    fr_assist_media_err me;
+    memset(&me, 0, sizeof me);
+    void *au = m.audio_decode(m.ctx, wav, len, "audio/wav", &me);
+    CHECK(au != NULL);
+    if (au) {
+        fr_assist_bound b = {.time_limit_s = 0.3};
+        memset(&me, 0, sizeof me);
+        double t0 = fr_time_s();
+        char *t = m.asr(m.ctx, au, &b, &me);
+        CHECK(t == NULL);
+        free(t);
+        CHECK(fr_time_s() - t0 < 5); /* the decoder's first load included */
+        CHECK_EQ_INT(me.status, 504);
+        CHECK_STR(me.code, "asr_timeout");
+        m.audio_free(m.ctx, au);
+    }
+    free(wav);
+    /* OCR at shutdown: 503 shutting_down before any recognition */
+    fr_doc_opts o;
+    fr_doc_opts_clean(&o, 5);
+    fr_image img;
+    fr_doc_truth tr;
+    fr_err err = {{0}};
+    CHECK(fr_doc_render(&o, &img, &tr, &err) == 0);
+    fr_cancel c = {always_shutdown, NULL};
+    fr_assist_bound b = {.time_limit_s = 10, .cancel = &c};
+    fr_assist_ocr out;
+    memset(&out, 0, sizeof out);
+    memset(&me, 0, sizeof me);
+    CHECK_EQ_INT(m.ocr(m.ctx, &img, &b, &out, &me), -1);
+    CHECK_EQ_INT(me.status, 503);
+    CHECK_STR(me.code, "shutting_down");
+    /* over the pixel budget by more than 2x linear: 413 ocr_pixel_budget */
+    fr_assist_bound small = {.max_pixels = (uint64_t)img.width * img.height / 5};
+    memset(&me, 0, sizeof me);
+    CHECK_EQ_INT(m.ocr(m.ctx, &img, &small, &out, &me), -1);
+    CHECK_EQ_INT(me.status, 413);
+    CHECK_STR(me.code, "ocr_pixel_budget");
+    fr_image_free(&img);
 }
 
 /* ---- a real server ---------------------------------------------------------------------------- */

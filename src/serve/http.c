@@ -1587,13 +1587,13 @@ void fr_server_shutdown(fr_server *s, double grace_s) {
         fr_info("shutdown: grace period over, cancelling %d request(s)", left);
         fr_engine_cancel_all(s->engine, FR_END_SHUTDOWN);
         t0 = fr_time_s();
-        /* 4 s: serve.c's watchdog ends the process at grace + 4.8 s whatever is left */
-        while (in_flight(s) > 0 && fr_time_s() - t0 < 4) {
+        /* 4.4 s: serve.c's watchdog ends the process at grace + 4.8 s whatever is left */
+        while (in_flight(s) > 0 && fr_time_s() - t0 < 4.4) {
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
         if (in_flight(s) > 0)
-            fr_warn("shutdown: %d request(s) still running 4 s after the cancel", in_flight(s));
+            fr_warn("shutdown: %d request(s) still running 4.4 s after the cancel", in_flight(s));
     }
     fr_guard_stop(s->guard); /* no new connections; what is pending gets 503 */
     MHD_stop_daemon(s->d);

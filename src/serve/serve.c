@@ -143,6 +143,8 @@ int fr_cmd_serve(int argc, char **argv) {
         fr_serve_config_free(&cfg);
         return 1;
     }
+    fr_info("data root %s (intent model, reply templates, speech LM; FRUGAL_DATA_DIR overrides)",
+            fr_data_dir());
     /* one machine-readable line for scripts that start the server on port 0 */
     printf("listening on http://%s:%d\n", cfg.host, fr_server_port(s));
     fflush(stdout);
