@@ -29,6 +29,10 @@
 #include "stages/ocr/docgen.h"
 #include "stages/ocr/ocr.h"
 
+/* fontconfig (through cairo, docgen) keeps process-lifetime caches LeakSanitizer reports */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libfontconfig\n"; }
+
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
