@@ -159,4 +159,7 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfrugal.
 
 fuzz: $(FUZZ_BIN)
 .PHONY: fuzz
--include $(FUZZ_OBJ:.o=.d) $(FUZZ_BIN:%=$(FUZZ_BUILD)/tests/fuzz/%.d)
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.d)
+print-ldlibs:
+	@echo $(LDLIBS)
+.PHONY: print-ldlibs

@@ -2,8 +2,9 @@
  *
  * Design: the caller hands over a byte buffer (already base64-decoded). The container is detected
  * from its magic bytes (RIFF/WAVE, fLaC, OggS); anything else is refused before libsndfile sees
- * it. libsndfile reads the buffer through its virtual I/O (sf_open_virtual), so no temporary
- * file is written. Duration, channel count and sample rate are checked from the header BEFORE
+ * it. libsndfile reads WAV and FLAC through its virtual I/O (sf_open_virtual), so no temporary
+ * file is written; Ogg Vorbis is checked page by page and decoded with libvorbisfile instead
+ * (libsndfile's Vorbis reader leaks on every refused file: see ogg.h). Duration, channel count and sample rate are checked from the header BEFORE
  * any sample is decoded: a header claiming two hours is refused at once. For WAV the RIFF chunk
  * sizes are also parsed by hand, because libsndfile silently clamps a data chunk that claims more
  * bytes than the buffer holds (that is a truncated file, reported as such). Decoding stops at the
@@ -25,7 +26,7 @@ typedef enum fr_audio_format {
     FR_AUDIO_UNKNOWN = 0, /* not recognised: refused */
     FR_AUDIO_WAV = 1,     /* RIFF/WAVE (PCM, float, A-law/mu-law, ADPCM as libsndfile reads) */
     FR_AUDIO_FLAC = 2,    /* native FLAC stream ("fLaC") */
-    FR_AUDIO_OGG = 3,     /* Ogg container (Vorbis; Opus where libsndfile supports it) */
+    FR_AUDIO_OGG = 3,     /* Ogg Vorbis (own container check, then libvorbisfile: see ogg.h) */
 } fr_audio_format;
 
 /* Limits checked before decoding. fr_audio_limits_default() fills the defaults shown. */

@@ -1,0 +1,83 @@
+#!/bin/sh
+# make-seeds.sh — (re)write the committed seed corpora tests/fuzz/corpus/<harness>/ from the
+# release build (build/frugal, build/libfrugal.a). Run from the repository root after `make`:
+#   sh tests/fuzz/make-seeds.sh
+# Each file is small (the whole corpus stays under 200 KB); the fuzzers start from them.
+set -eu
+B=${BUILD:-build}
+C=tests/fuzz/corpus
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+rm -rf "$C"
+for h in assist audio chat gguf http_head image mask meter_config nlu request safetensors tokenizer traceparent; do
+    mkdir -p "$C/$h"
+done
+LIBS=$(make -s --no-print-directory print-ldlibs)
+cc -std=c11 -D_GNU_SOURCE -O1 -Isrc tests/fuzz/seeds.c "$B/libfrugal.a" -o "$T/seeds" $LIBS
+"$T/seeds" audio "$C/audio"
+"$T/seeds" image "$C/image"
+
+# assist: a text request, an image + ticket + history request, an {"data","format"} audio request
+printf '{"text":"I still have not received my card, it was sent on 3 March","top_k":3}' > "$C/assist/text"
+printf '{"text":"check the amount on this invoice","image":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==","ticket":{"id":"T-1","status":"open"},"history":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}],"budget_tokens":256}' > "$C/assist/image"
+printf '{"audio":{"data":"UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=","format":"wav"}}' > "$C/assist/audio"
+
+# chat: the two shipped templates and two small constructs
+cp tests/fixtures/qwen2-tiny/chat_template.jinja "$C/chat/qwen25"
+python3 -c "import json; print(json.load(open('tests/fixtures/llama-tiny/tokenizer_config.json'))['chat_template'], end='')" > "$C/chat/llama3"
+printf '{%% set ns = namespace(a=0) %%}{%% for m in messages if m.role != "tool" %%}{%% set ns.a = ns.a + 1 %%}{{ loop.index }}{{ m.content | trim | tojson(indent=2) }}{%% else %%}x{%% endfor %%}{{ ns.a }}' > "$C/chat/loops"
+printf '{%% macro f(x, y=2) -%%}{{ x ~ y }}{%%- endmacro %%}{{ f(1) }}{{ messages[::-1][0].content[1:5] | upper }}{%% raw %%}{{ r }}{%% endraw %%}{# c #}' > "$C/chat/macro"
+
+# gguf and safetensors: tiny random models
+"$B/frugal" mkmodel --out "$C/gguf/q-f32.gguf" --arch qwen2 --hidden 8 --layers 1 --heads 2 --kv-heads 1 --ffn 8 --vocab 260 >/dev/null
+"$B/frugal" mkmodel --out "$C/gguf/l-q8.gguf" --arch llama --hidden 32 --layers 1 --heads 2 --kv-heads 2 --ffn 32 --vocab 260 --gguf-type q8_0 >/dev/null
+"$B/frugal" mkmodel --out "$T/st" --arch qwen2 --hidden 8 --layers 1 --heads 2 --kv-heads 1 --ffn 8 --vocab 260 --dtype bf16 >/dev/null
+cp "$T/st/model.safetensors" "$T/st/config.json" "$C/safetensors/"
+cp tests/fixtures/llama-tiny/config.json "$C/safetensors/llama-config.json"
+head -c 3000 tests/fixtures/llama-tiny/model-00003-of-00003.safetensors > "$C/safetensors/shard-head"
+
+# mask: raw text (odd first byte) and writer programs (even first byte)
+printf '\001card 4111 1111 1111 1111, IBAN GB82 WEST 1234 5698 7654 32, ref 5500-0000-0000-0004.' > "$C/mask/raw"
+printf '\001\357\274\224\357\274\221\357\274\221\357\274\221\342\200\213 1111\302\2401111.1111 gb82west12345698765432 2024-03-15 $1,234.56' > "$C/mask/unicode"
+printf '\000\000\007\010\011\012\013\014\015\016\017\020\021\022\023\024\025\026\001\005\006\007\010\011\012\013\014\015\016\017\020\021\022\023\024\025\026\027\030\031\032\033\034\035' > "$C/mask/writer"
+
+# meter config
+cp docs/metering.example.conf "$C/meter_config/example"
+printf '[cost]\npue = 1.2\nhw_usd_per_hour = 2.5\n[slo]\nfast = 0.5\n[ab]\na = 1\nb = 3 | x=y\n' > "$C/meter_config/small"
+
+# nlu: a tiny intent model (checksum skipped / enforced), slot-rich sentences, text
+printf 'text,category\nwhere is my card,card_arrival\nmy card has not arrived,card_arrival\nI lost my card,lost_card\nstolen card,lost_card\n' > "$T/tiny.csv"
+"$B/frugal" train-intent --data "$T/tiny.csv" --out "$T/tiny.bin" --val-frac 0 --bits 10 --char 2-3 \
+    --min-df 1 --member hidden=0,epochs=2 --member hidden=4,epochs=2 --quiet >/dev/null
+{ printf '\000'; cat "$T/tiny.bin"; } > "$C/nlu/model0"
+{ printf '\001'; cat "$T/tiny.bin"; } > "$C/nlu/model1"
+printf '\002Please refund $1,200.50 on 15 March 2024 at 25 to 7 p.m., card 4111 1111 1111 1111, invoice INV-2024-00123 from Acme Ltd' > "$C/nlu/slots1"
+printf '\002between 9 05 in the morning and half past 3 next Tuesday, 500\345\205\203 \344\270\213\345\215\2103\347\202\271\345\215\212 IBAN GB82 WEST 1234 5698 7654 32 since last week' > "$C/nlu/slots2"
+printf '\003I still have not received my card \346\210\221\347\232\204\345\215\241' > "$C/nlu/text"
+
+# request: chat and completion bodies, server configs, key files
+printf '\000{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]}],"max_tokens":5,"stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"priority":"P0"}' > "$C/request/chat1"
+printf '\000{"messages":[{"role":"assistant","content":null},{"role":"tool","content":"x"}],"temperature":0.5,"top_p":0.9,"seed":-1,"n":1,"logprobs":false,"tools":[],"response_format":{"type":"text"}}' > "$C/request/chat2"
+printf '\001{"prompt":"Once upon a time","max_tokens":16,"stop":"\\n","echo":false,"best_of":1,"suffix":"","ignore_eos":true,"return_token_ids":true}' > "$C/request/cmpl1"
+printf '\001{"prompt":["caf\\u00e9 \\ud83d\\ude00"],"max_completion_tokens":3}' > "$C/request/cmpl2"
+{ printf '\002'; cat tests/serve/overload.json; } > "$C/request/cfg1"
+{ printf '\002'; cat tests/serve/limits.json; } > "$C/request/cfg2"
+printf '\003# keys\nsk-a P0\nsk-b P2 P1 # c\n' > "$C/request/keys1"
+printf '\043sk-env:P2,sk-x' > "$C/request/keys2"
+
+# tokenizer: text for both fixture tokenizers, ids, a small tokenizer.json, a GGUF-style vocabulary
+printf '\000Hello world! I can'"'"'t find my card \342\200\224 2024-03-15' > "$C/tokenizer/t0"
+printf '\001\346\210\221\347\232\204 \360\237\230\200 <|eot_id|>\r\n  x' > "$C/tokenizer/t1"
+printf '\002\001\000\000\000\334\000\000\000\240\017\000\000' > "$C/tokenizer/ids"
+printf '\003{"version":"1.0","added_tokens":[{"id":3,"content":"<s>","special":true}],"normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"<s>":3},"merges":["a b"]}}' > "$C/tokenizer/json"
+printf '\004gpt2\n\001a\n\001b\n\001c\n\001ab\n\001abc\n\003<s>\n\na b\nab c\n' > "$C/tokenizer/vocab"
+
+# http_head: request heads (GET, chunked POST with a body, HTTP/1.0 with Content-Length)
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' > "$C/http_head/a"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n' > "$C/http_head/b"
+printf 'POST /v1/chat/completions HTTP/1.0\r\nContent-Length: 12\r\nX-Priority: P0\r\n\r\n' > "$C/http_head/c"
+
+# traceparent
+printf '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' > "$C/traceparent/v00"
+printf '  cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-extra\t' > "$C/traceparent/future"
+du -sh "$C"

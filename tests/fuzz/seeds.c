@@ -1,0 +1,80 @@
+/* seeds.c — writes the binary seed files of the fuzz corpora (tests/fuzz/make-seeds.sh runs it):
+ *   seeds audio DIR   s.wav (16-bit PCM), s.flac, s.ogg (Vorbis), u.wav (8 kHz mu-law): 0.2 s tones
+ *   seeds image DIR   24x16 PNG, JPEG, WebP and TIFF in gray and RGB, each prefixed with the
+ *                     fuzz_image selector byte of its declared type and channel count
+ * Built with the release library: cc -Isrc tests/fuzz/seeds.c build/libfrugal.a $(LDLIBS). */
+#include <math.h>
+#include <sndfile.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stages/image/image.h"
+
+static int write_file(const char *dir, const char *name, const void *p, size_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n) {
+        fprintf(stderr, "seeds: cannot write %s\n", path);
+        if (f) fclose(f);
+        return 1;
+    }
+    return fclose(f) != 0;
+}
+
+static int audio(const char *dir) {
+    static const struct { const char *name; int format, rate; } a[] = {
+        {"s.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, 16000},
+        {"s.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 16000},
+        {"s.ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS, 16000},
+        {"u.wav", SF_FORMAT_WAV | SF_FORMAT_ULAW, 8000},
+    };
+    float buf[3200];
+    for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, a[k].name);
+        SF_INFO si = {.samplerate = a[k].rate, .channels = 1, .format = a[k].format};
+        SNDFILE *sf = sf_open(path, SFM_WRITE, &si);
+        if (!sf) {
+            fprintf(stderr, "seeds: %s: %s\n", path, sf_strerror(NULL));
+            return 1;
+        }
+        int n = a[k].rate / 5;
+        for (int i = 0; i < n; i++) buf[i] = 0.5f * sinf(2 * 3.14159265f * 440.f * (float)i / (float)a[k].rate);
+        sf_writef_float(sf, buf, n);
+        sf_close(sf);
+    }
+    return 0;
+}
+
+static int image(const char *dir) {
+    static const struct { const char *ext; fr_img_format f; int sel; } fm[] = {
+        {"png", FR_IMG_PNG, 1}, {"jpg", FR_IMG_JPEG, 2}, {"webp", FR_IMG_WEBP, 3}, {"tiff", FR_IMG_TIFF, 4}};
+    uint8_t pix[24 * 16 * 3];
+    for (int ch = 1; ch <= 3; ch += 2) {
+        for (int i = 0; i < 24 * 16 * ch; i++) pix[i] = (uint8_t)(i * 37 % 251);
+        fr_image img = {.pix = pix, .width = 24, .height = 16, .channels = (uint32_t)ch};
+        for (size_t k = 0; k < 4; k++) {
+            fr_buf b = {0};
+            fr_err err = {{0}};
+            uint8_t sel = (uint8_t)(fm[k].sel | (ch == 3 ? 0x10 : 0));
+            fr_buf_append(&b, &sel, 1);
+            if (fr_img_encode(&img, fm[k].f, 80, &b, &err)) {
+                fprintf(stderr, "seeds: %s\n", err.msg);
+                return 1;
+            }
+            char name[32];
+            snprintf(name, sizeof name, "%s-%s", ch == 1 ? "gray" : "rgb", fm[k].ext);
+            if (write_file(dir, name, b.data, b.len)) return 1;
+            fr_buf_free(&b);
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "audio")) return audio(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "image")) return image(argv[2]);
+    fprintf(stderr, "usage: seeds audio|image DIR\n");
+    return 2;
+}
