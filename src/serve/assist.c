@@ -611,11 +611,21 @@ static void add_frugal(const run_state *rs, cJSON *out) {
     cJSON_AddBoolToObject(f, "final", sum.final);
 }
 
+/* e->code is a pointer that must outlive the media stage's error (a local of the caller): the
+ * stage's code is matched to a static string of the codes the stages set, else the fallback. */
+static const char *media_code(const char *code, const char *fallback) {
+    static const char *const known[] = {"invalid_image", "invalid_audio", "media_too_large",
+                                        "unsupported_media_type", "ocr_failed", "asr_failed"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(known); i++)
+        if (!strcmp(code, known[i])) return known[i];
+    return fallback;
+}
+
 static void media_error(const fr_assist_media_err *me, const char *param, const char *fallback,
                         fr_api_error *e) {
     int st = me->status >= 400 && me->status < 600 ? me->status : 400;
     fr_api_error_set(e, st, st >= 500 ? "server_error" : "invalid_request_error",
-                     me->code[0] ? me->code : fallback, param, "%s",
+                     media_code(me->code, fallback), param, "%s",
                      me->err.msg[0] ? me->err.msg : "media stage failed");
 }
 
