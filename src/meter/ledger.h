@@ -17,7 +17,7 @@
  * row's energy, cost, stages, energy source and flags and adds its (device, stage) cells. A
  * process killed in between leaves the provisional row. fr_ledger_amend changes a row's outcome
  * (a response withheld because the row was not durable in time is recorded as the 503 it became).
- * Every text field is passed through fr_ledger_mask_digits before it is queued.
+ * Every text field is passed through the masker (base/mask.h) before it is queued.
  *
  * Thread safety: every function may be called from any thread; puts copy the row and take the
  * ledger's mutex for O(1) work; only fr_ledger_wait, fr_ledger_flush and fr_ledger_close block.
@@ -137,9 +137,8 @@ bool fr_ledger_healthy(fr_ledger *l, char *why, size_t n);
 long fr_ledger_committed(fr_ledger *l); /* request rows inserted by this handle */
 long fr_ledger_dropped(fr_ledger *l);   /* rows refused (queue full) or given up at close */
 
-/* Mask card / account numbers in place: a run of 12 or more digits (single spaces or dashes
- * between digits allowed) keeps its last 4 digits, the others become '*'. Returns the number of
- * runs masked. */
+/* Mask card numbers and IBANs in place: fr_mask_inplace (base/mask.h: Luhn-valid cards keep
+ * their last 4 digits, valid IBANs their country code and last 4). Returns the number masked. */
 int fr_ledger_mask_digits(char *s);
 
 /* Create the schema in an open database (also used by tests loading fixtures). */
