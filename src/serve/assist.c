@@ -614,8 +614,10 @@ static void add_frugal(const run_state *rs, cJSON *out) {
 /* e->code is a pointer that must outlive the media stage's error (a local of the caller): the
  * stage's code is matched to a static string of the codes the stages set, else the fallback. */
 static const char *media_code(const char *code, const char *fallback) {
-    static const char *const known[] = {"invalid_image", "invalid_audio", "media_too_large",
-                                        "unsupported_media_type", "ocr_failed", "asr_failed"};
+    static const char *const known[] = {
+        "invalid_image", "invalid_audio",  "media_too_large", "unsupported_media_type",
+        "ocr_failed",    "asr_failed",     "ocr_pixel_budget", "ocr_timeout",
+        "asr_timeout",   "client_gone",    "deadline_exceeded", "shutting_down", "timeout"};
     for (size_t i = 0; i < FR_ARRAY_LEN(known); i++)
         if (!strcmp(code, known[i])) return known[i];
     return fallback;
