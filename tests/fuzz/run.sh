@@ -4,8 +4,10 @@
 #   make fuzz && sh tests/fuzz/run.sh [SECONDS_EACH]     (default 10)
 # New inputs go to a temporary directory, so the committed corpus is never modified. A crash, a
 # sanitizer report (LeakSanitizer on), a timeout or an out-of-memory fails the harness; its input
-# is kept in build-fuzz/crashes/. One line per harness, then "N passed, N failed".
+# is kept in build-fuzz/crashes/. One line per harness, then "N passed, N failed". The random
+# seed is fixed (FUZZ_SEED, default 1) so a CI run can be repeated; set FUZZ_SEED=0 for a fresh one.
 secs=${1:-10}
+seed=${FUZZ_SEED:-1}
 B=${FUZZ_BUILD:-build-fuzz}
 pass=0
 fail=0
@@ -30,7 +32,7 @@ for src in tests/fuzz/fuzz_*.c; do
     work=$(mktemp -d)
     mkdir -p "$work/new" "$B/crashes"
     if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-        "$bin" "$work/new" "$seeds" -max_total_time="$secs" -max_len="$max" -timeout=10 \
+        "$bin" "$work/new" "$seeds" -max_total_time="$secs" -max_len="$max" -timeout=10 -seed="$seed" \
         -rss_limit_mb=2048 -artifact_prefix="$B/crashes/$name-" -print_final_stats=1 \
         >"$work/log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
