@@ -448,6 +448,25 @@ TEST(server_big_page_hits_the_ocr_time_limit_and_keeps_serving) {
     if (st != 504) fprintf(stderr, "  %.300s\n", resp ? resp : "");
     free(resp);
     resp = NULL;
+    /* the same page as an image part of a chat request: the server's assist limits apply */
+    const char *img = strstr(g_body, "data:image");
+    fr_buf chat = {0};
+    fr_buf_puts(&chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+                       "\"text\":\"read this\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"");
+    fr_buf_append(&chat, img, strlen(img) - 2); /* without the closing "} */
+    fr_buf_puts(&chat, "\"}}]}],\"max_tokens\":4}");
+    t0 = fr_time_s();
+    fd = http_send(sv.port, "POST", "/v1/chat/completions", chat.data, chat.len);
+    st = http_read(fd, 30, &resp);
+    el = fr_time_s() - t0;
+    CHECK_EQ_INT(st, 504);
+    CHECK(resp && strstr(resp, "\"code\":\"ocr_timeout\"") != NULL);
+    CHECK(el < 2 + 6);
+    fprintf(stderr, "  the page as a chat image part: %d after %.2f s\n", st, el);
+    if (st != 504) fprintf(stderr, "  %.300s\n", resp ? resp : "");
+    free(resp);
+    resp = NULL;
+    fr_buf_free(&chat);
     CHECK_EQ_INT(http_get_status(sv.port, "GET", "/health", "", 5, NULL), 200);
     CHECK_EQ_INT(http_get_status(sv.port, "POST", "/v1/assist",
                                  "{\"text\":\"I still have not received my card\"}", 5, &resp),

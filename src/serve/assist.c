@@ -229,6 +229,8 @@ void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model 
 
 void fr_assist_set_meter(fr_assist *a, struct fr_meter *m) { a->meter = m; }
 
+const fr_assist_config *fr_assist_config_of(const fr_assist *a) { return &a->cfg; }
+
 fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, const char *tmpl) {
     fr_assist_config cfg;
     fr_assist_config_init(&cfg);

@@ -155,6 +155,8 @@ void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model 
                        const char *tmpl);
 /* Attaches a meter: stages of requests that carry a meter account are recorded with it. */
 void fr_assist_set_meter(fr_assist *a, struct fr_meter *m);
+/* The handler's settings (read-only; valid while a lives). */
+const fr_assist_config *fr_assist_config_of(const fr_assist *a);
 
 /* For the server: config from the file named by $FRUGAL_ASSIST_CONFIG (if set), the model and
  * engine for LLM replies. Never NULL: when set-up fails, the handler answers every request with

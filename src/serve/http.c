@@ -64,6 +64,7 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "serve/assist.h"
+#include "serve/media_parts.h"
 #include "serve/guard.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
@@ -1505,6 +1506,9 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     if (!s->engine) goto fail;
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
+    const fr_assist_config *acfg = fr_assist_config_of(s->assist); /* chat media parts too */
+    fr_api_media_set_bounds(acfg->ocr_time_limit_s, acfg->ocr_max_pixels,
+                            acfg->asr_time_limit_s_per_min);
     int ctx = fr_engine_max_ctx(s->engine);
     s->max_prompt_tokens = cfg->max_prompt_tokens > 0 ? FR_MIN(cfg->max_prompt_tokens, ctx - 1)
                                                       : ctx - 1;

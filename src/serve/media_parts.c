@@ -48,6 +48,14 @@ static void stage_end(metered *mt) {
 
 void fr_api_media_set_threshold(double t) { g_threshold = t; }
 
+void fr_api_media_set_bounds(double ocr_time_limit_s, uint64_t ocr_max_pixels,
+                             double asr_time_limit_s_per_min) {
+    pthread_once(&g_once, media_init); /* the defaults first, so they cannot overwrite these */
+    g_bounds.ocr_time_limit_s = ocr_time_limit_s;
+    g_bounds.ocr_max_pixels = ocr_max_pixels;
+    g_bounds.asr_time_limit_s_per_min = asr_time_limit_s_per_min;
+}
+
 static const char *status_code(int status) {
     return status == 413 ? "media_too_large" : status == 415 ? "unsupported_media_type" : "invalid_media";
 }

@@ -11,13 +11,15 @@
 #ifndef FRUGAL_MEDIA_PARTS_H
 #define FRUGAL_MEDIA_PARTS_H
 
+#include <stdint.h>
+
 #include "serve/api.h"
 
 struct cJSON;
 
 /* Appends the text of one image_url / input_audio part to *out. `param` names the part for error
- * messages (e.g. "messages[0].content[1]"). OCR and ASR run under the assist defaults' bounds
- * (fr_assist_config_init: time limits, pixel budget), never cancelled. Returns 0, or
+ * messages (e.g. "messages[0].content[1]"). OCR and ASR run under fr_api_media_set_bounds'
+ * time limits and pixel budget (default fr_assist_config_init's), never cancelled. Returns 0, or
  * -1 with *err set (504 ocr_timeout / asr_timeout, 503 shutting_down, ...). Thread-safe. */
 int fr_api_media_part_text(const struct cJSON *part, const char *type, const char *param,
                            fr_buf *out, fr_api_error *err);
@@ -32,5 +34,9 @@ int fr_api_media_part_text_metered(const struct cJSON *part, const char *type, c
 
 /* Text-density threshold used for image parts (default 0.35). */
 void fr_api_media_set_threshold(double t);
+/* The OCR / ASR bounds of media parts (default: fr_assist_config_init's); the server sets its
+ * /v1/assist config's at start, before any request. */
+void fr_api_media_set_bounds(double ocr_time_limit_s, uint64_t ocr_max_pixels,
+                             double asr_time_limit_s_per_min);
 
 #endif
