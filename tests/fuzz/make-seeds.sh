@@ -2,13 +2,14 @@
 # make-seeds.sh — (re)write the committed seed corpora tests/fuzz/corpus/<harness>/ from the
 # release build (build/frugal, build/libfrugal.a). Run from the repository root after `make`:
 #   sh tests/fuzz/make-seeds.sh
-# Each file is small (the whole corpus stays under 200 KB); the fuzzers start from them.
+# Each file is small (the whole corpus stays under 400 KB); the fuzzers start from them. Files
+# named regress-* are inputs a fuzzer found (kept as they are: this script leaves them).
 set -eu
 B=${BUILD:-build}
 C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-rm -rf "$C"
+[ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
 for h in assist audio chat gguf http_head image mask meter_config nlu request safetensors tokenizer traceparent; do
     mkdir -p "$C/$h"
 done

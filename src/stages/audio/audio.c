@@ -296,6 +296,11 @@ static int push(SRC_STATE *st, double ratio, const float *in, size_t n, int eoi,
             fr_err_set(err, "audio: resampling failed: %s", src_strerror(e));
             return -1;
         }
+        /* a sinc resampler overshoots near full scale (up to ~1.6 on clipped noise): clip again */
+        for (long i = 0; i < d.output_frames_gen; i++) {
+            float *y = &out->p[out->n + (size_t)i];
+            *y = *y > 1.f ? 1.f : *y < -1.f ? -1.f : *y;
+        }
         out->n += (size_t)d.output_frames_gen;
         in += d.input_frames_used;
         n -= (size_t)d.input_frames_used;
