@@ -1,6 +1,5 @@
 /* base.c — see base.h. */
 #include "base/base.h"
-#include "base/mask.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +10,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* base/mask.h, referenced weakly (see fr_log) */
+int fr_mask_inplace(char *s) __attribute__((weak));
 
 int fr_log_level = FR_LOG_INFO;
 
@@ -70,7 +72,10 @@ void fr_log(int level, const char *fmt, ...) {
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
-    if (n > 0 && (size_t)n < sizeof line) fr_mask_inplace(line + n); /* no card / IBAN in logs */
+    /* no card / IBAN in logs: base/mask.c is linked into every program that handles requests
+     * (the API, the ledger and the meter call it); the standalone GPU tools (make cuda-tools),
+     * which log kernels only, link base.o without it and without utf8proc */
+    if (fr_mask_inplace && n > 0 && (size_t)n < sizeof line) fr_mask_inplace(line + n);
     fprintf(stderr, "%s\n", line);
 }
 
