@@ -1,6 +1,6 @@
 /* base.h — errors, logging, time, files, memory maps, float conversions.
  *
- * Two tiers of errors (STYLE.md §9):
+ * Two tiers of errors:
  *   - FR_ASSERT: a broken invariant of our own code; prints file:line and aborts.
  *   - fr_err: bad input or a per-request failure; a one-line message the caller turns into an
  *     exit status or an HTTP error. Functions that can fail on input take `fr_err *err` (may be
