@@ -3,6 +3,7 @@
 #include "serve/config.h"
 
 #include "backend/backend.h"
+#include "base/num.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -398,14 +399,6 @@ out:
 
 /* ---- command line ---- */
 
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
 
 int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err *err) {
     /* --config first, so the other options override the file */
@@ -450,7 +443,7 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         } else if (!strcmp(a, "--host")) {
             set_str(&c->host, v);
         } else if (!strcmp(a, "--port")) {
-            if (!parse_long(v, 0, 65535, &l)) {
+            if (!fr_parse_long(v, 0, 65535, &l)) {
                 fr_err_set(err, "--port must be an integer in 0..65535");
                 return 2;
             }
@@ -468,7 +461,7 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         } else if (!strcmp(a, "--served-model-name")) {
             set_str(&c->served_name, v);
         } else if (!strcmp(a, "--kv-memory-mb")) {
-            if (!parse_long(v, 1, 1L << 24, &l)) {
+            if (!fr_parse_long(v, 1, 1L << 24, &l)) {
                 fr_err_set(err, "--kv-memory-mb must be a positive integer");
                 return 2;
             }
@@ -480,10 +473,8 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
             if (check_device_opt(k, v, err)) return 2;
             set_str(a[2] == 'd' ? &c->device : a[2] == 'w' ? &c->weights : &c->kv_cache, v);
         } else if (!strcmp(a, "--kv-fraction")) {
-            char *end;
-            errno = 0;
-            double f = strtod(v, &end);
-            if (errno || end == v || *end || !(f >= 0.01 && f <= 1)) {
+            double f;
+            if (!fr_parse_double(v, 0.01, 1, &f)) {
                 fr_err_set(err, "--kv-fraction must be a number in 0.01..1");
                 return 2;
             }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "base/num.h"
 #include "engine/generate.h"
 #include "model/chat.h"
 #include "model/model.h"
@@ -42,19 +43,9 @@ static int usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
 static bool parse_float(const char *s, double lo, double hi, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) return false;
+    double v;
+    if (!fr_parse_double(s, lo, hi, &v)) return false;
     *out = (float)v;
     return true;
 }
@@ -130,25 +121,21 @@ static int parse_opts(const char *cmd, int argc, char **argv, cli_opts *o) {
             if (o->n_stop >= FR_GEN_MAX_STOP) return usage_error(cmd, "at most 8 --stop strings");
             o->stop[o->n_stop++] = argv[++i];
         } else if (!strcmp(a, "--max-tokens")) {
-            if (!parse_long(argv[++i], 1, 1 << 20, &lv))
+            if (!fr_parse_long(argv[++i], 1, 1 << 20, &lv))
                 return usage_error(cmd, "--max-tokens must be an integer in 1..1048576");
             o->max_tokens = (int)lv;
         } else if (!strcmp(a, "--temperature")) {
             if (!parse_float(argv[++i], 0, 100, &o->sampling.temperature))
                 return usage_error(cmd, "--temperature must be a number in 0..100");
         } else if (!strcmp(a, "--top-k")) {
-            if (!parse_long(argv[++i], 0, 1 << 24, &lv)) return usage_error(cmd, "bad --top-k");
+            if (!fr_parse_long(argv[++i], 0, 1 << 24, &lv)) return usage_error(cmd, "bad --top-k");
             o->sampling.top_k = (int)lv;
         } else if (!strcmp(a, "--top-p")) {
             if (!parse_float(argv[++i], 0, 1, &o->sampling.top_p)) return usage_error(cmd, "bad --top-p");
         } else if (!strcmp(a, "--min-p")) {
             if (!parse_float(argv[++i], 0, 1, &o->sampling.min_p)) return usage_error(cmd, "bad --min-p");
         } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i]) return usage_error(cmd, "bad --seed");
-            o->sampling.seed = s;
+            if (!fr_parse_u64(argv[++i], &o->sampling.seed)) return usage_error(cmd, "bad --seed");
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "frugal %s: unknown option '%s'\n", cmd, a);
             return 2;
