@@ -92,18 +92,6 @@ int fr_rope_llama3_factors(double theta, int head_dim, double factor, double lo,
     return 0;
 }
 
-/* Append id to the extra eos ids unless it is already there or the main eos. */
-static void eos_add(fr_hparams *hp, int id) {
-    if (id < 0 || id == hp->eos_id) return;
-    for (int i = 0; i < 4; i++) {
-        if (hp->eos_ids[i] == id) return;
-        if (hp->eos_ids[i] < 0) {
-            hp->eos_ids[i] = id;
-            return;
-        }
-    }
-}
-
 /* bos_token_id / eos_token_id: an int, a list of ints, or null. Returns the count read into ids
  * (at most cap), or -1 on a bad value. */
 static int get_ids(const cJSON *o, const char *key, int *ids, int cap, const char *path,
@@ -304,7 +292,7 @@ int fr_hf_config_parse(fr_hf_config *c, const char *json, size_t len, const char
     if (n < 0) goto done;
     for (int i = 0; i < n; i++) {
         if (hp->eos_id < 0) hp->eos_id = ids[i];
-        else eos_add(hp, ids[i]);
+        else fr_hparams_add_eos(hp, ids[i]);
     }
     rc = 0;
 done:
@@ -336,8 +324,8 @@ static int load_generation_config(fr_hf_config *c, const char *path, fr_err *err
         int old[5] = {hp->eos_id, hp->eos_ids[0], hp->eos_ids[1], hp->eos_ids[2], hp->eos_ids[3]};
         hp->eos_id = ids[0];
         for (int i = 0; i < 4; i++) hp->eos_ids[i] = -1;
-        for (int i = 1; i < n; i++) eos_add(hp, ids[i]);
-        for (int i = 0; i < 5; i++) eos_add(hp, old[i]);
+        for (int i = 1; i < n; i++) fr_hparams_add_eos(hp, ids[i]);
+        for (int i = 0; i < 5; i++) fr_hparams_add_eos(hp, old[i]);
     }
     rc = 0;
 done:

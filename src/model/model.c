@@ -106,9 +106,9 @@ static char *model_short_name(const char *path) {
     return len ? fr_xstrndup(path + b, len) : fr_xstrdup(path);
 }
 
-static void eos_add(fr_hparams *hp, int id) {
+void fr_hparams_add_eos(fr_hparams *hp, int id) {
     if (id < 0 || id == hp->eos_id) return;
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof hp->eos_ids / sizeof hp->eos_ids[0]; i++) {
         if (hp->eos_ids[i] == id) return;
         if (hp->eos_ids[i] < 0) {
             hp->eos_ids[i] = id;
@@ -528,7 +528,7 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
     /* tokenizer_config's eos_token ends generation too (e.g. <|im_end|> of instruct models) */
     int eos_tok = m->eos_token_str ? fr_tokenizer_find(m->tok, m->eos_token_str) : -1;
     if (m->hp.eos_id < 0) m->hp.eos_id = eos_tok >= 0 ? eos_tok : fr_tokenizer_eos(m->tok);
-    else eos_add(&m->hp, eos_tok);
+    else fr_hparams_add_eos(&m->hp, eos_tok);
     free(tj);
 
     m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
@@ -768,7 +768,7 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     for (int i = 0; i < 2; i++) {
         rc = fr_gguf_get_int(g, extra[i], 0, ntok - 1, &v, err);
         if (rc < 0) goto done;
-        if (rc == 0) eos_add(&m->hp, (int)v);
+        if (rc == 0) fr_hparams_add_eos(&m->hp, (int)v);
     }
     if (m->hp.bos_id >= 0) m->bos_token_str = token_dup(toks[m->hp.bos_id], tlens[m->hp.bos_id]);
     if (m->hp.eos_id >= 0 && m->hp.eos_id < ntok)

@@ -78,6 +78,10 @@ typedef struct fr_hparams {
                               GGUF eot/eom ids), never equal to eos_id; -1 padded */
 } fr_hparams;
 
+/* Append id to hp->eos_ids unless it is negative, equal to hp->eos_id or already listed; an id
+ * that finds the list full is dropped. Cannot fail. */
+void fr_hparams_add_eos(fr_hparams *hp, int id);
+
 typedef struct fr_layer {
     fr_tensor attn_norm; /* (n_embd) */
     fr_tensor wq, wk, wv; /* (n_head*head_dim, n_embd), (n_head_kv*head_dim, n_embd) x2 */
