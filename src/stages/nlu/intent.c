@@ -340,7 +340,7 @@ size_t fr_intent_vectorize(const fr_intent_model *m, const fr_feat *feats, size_
     return n;
 }
 
-static void softmax(float *z, uint32_t n) {
+void fr_intent_softmax(float *z, uint32_t n) {
     float mx = z[0];
     for (uint32_t i = 1; i < n; i++) mx = z[i] > mx ? z[i] : mx;
     float s = 0;
@@ -372,7 +372,7 @@ static void member_forward(const fr_intent_model *m, const fr_intent_member *mb,
             z[c] = s;
         }
     }
-    softmax(z, nl);
+    fr_intent_softmax(z, nl);
 }
 
 void fr_intent_calib_identity(fr_intent_calib *c) {

@@ -50,6 +50,10 @@ void fr_intent_calib_identity(fr_intent_calib *c);
 /* Build m->row_of from m->buckets (allocates). */
 void fr_intent_build_row_map(fr_intent_model *m);
 
+/* In place softmax of z[n] (n >= 1), max subtracted, float accumulation: the one used by both
+ * inference and training, so a trained model scores the same in both. */
+void fr_intent_softmax(float *z, uint32_t n);
+
 /* Quantise a float first layer [n_rows][dim] into member->scale / member->w1 (allocates). */
 void fr_intent_quantize_rows(fr_intent_member *mb, const float *w, uint32_t n_rows, uint32_t dim);
 

@@ -378,14 +378,7 @@ static void fwd(const fparams *P, const csr *X, size_t e, float *pre, float *hid
     } else {
         memcpy(z, pre, c * sizeof *z);
     }
-    float mx = z[0];
-    for (uint32_t k = 1; k < c; k++) mx = z[k] > mx ? z[k] : mx;
-    float s = 0;
-    for (uint32_t k = 0; k < c; k++) {
-        z[k] = expf(z[k] - mx);
-        s += z[k];
-    }
-    for (uint32_t k = 0; k < c; k++) z[k] /= s;
+    fr_intent_softmax(z, c);
 }
 
 static int argmax(const float *z, uint32_t n) {
