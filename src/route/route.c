@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "stages/image/density.h"
+
 static const char *const stage_names[FR_STAGE_COUNT] = {
     "decode_image", "density", "decode_audio", "asr",      "ocr",
     "vision",       "nlu",     "budget",       "llm",      "template",
@@ -15,7 +17,7 @@ const char *fr_stage_name(fr_stage s) {
 
 void fr_route_input_init(fr_route_input *in) {
     *in = (fr_route_input){0};
-    in->threshold = FR_ROUTE_DEFAULT_DENSITY_THRESHOLD;
+    in->threshold = FR_DENSITY_DEFAULT_THRESHOLD;
     for (int i = 0; i < FR_STAGE_COUNT; i++) in->available[i] = true;
     in->available[FR_STAGE_VISION] = false;
     in->unavailable_reason[FR_STAGE_VISION] =

@@ -43,8 +43,6 @@ typedef enum fr_stage {
 
 const char *fr_stage_name(fr_stage s);
 
-#define FR_ROUTE_DEFAULT_DENSITY_THRESHOLD 0.35 /* as stages/image/density.h */
-
 /* What NLU concluded, for the reply cascade. */
 typedef enum fr_route_nlu {
     FR_ROUTE_NLU_PENDING = 0, /* not known yet (before NLU) */

@@ -21,6 +21,7 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "stages/budget/budget.h"
+#include "stages/image/density.h"
 #include "stages/nlu/attach.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/slots.h"
@@ -48,7 +49,7 @@ void fr_assist_config_init(fr_assist_config *c) {
     memset(c, 0, sizeof *c);
     c->intent_model = fr_data_path("models/intent-banking77.bin"); /* under the data root */
     c->templates = fr_data_path("models/reply-templates.json");
-    c->density_threshold = FR_ROUTE_DEFAULT_DENSITY_THRESHOLD;
+    c->density_threshold = FR_DENSITY_DEFAULT_THRESHOLD;
     c->max_image_bytes = 20u * 1000u * 1000u;
     c->max_audio_bytes = (size_t)32 << 20;
     c->max_text_bytes = 16 * 1024;

@@ -47,7 +47,7 @@ typedef struct fr_assist_config {
                                   base.h fr_data_dir) */
     char *templates;           /* reply templates JSON (<data root>/models/reply-templates.json;
                                   required: a missing file is a set-up error) */
-    double density_threshold;  /* image text density >= this → OCR, else vision (0.35) */
+    double density_threshold;  /* image text density >= this → OCR, else vision (FR_DENSITY_DEFAULT_THRESHOLD) */
     size_t max_image_bytes;    /* decoded image bytes (20 MB) */
     size_t max_audio_bytes;    /* decoded audio bytes (32 MiB) */
     size_t max_text_bytes;     /* typed text (16 KiB) */

@@ -13,12 +13,13 @@
 
 #include "meter/meter.h"
 #include "serve/assist.h"
+#include "stages/image/density.h"
 
 #define MAX_ENCODED (28u << 20) /* base64 characters of one part (~20 MB of media) */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static fr_assist_media g_media;      /* the stages of this build, set up once */
-static double g_threshold = 0.35;    /* OCR when density >= this */
+static double g_threshold = FR_DENSITY_DEFAULT_THRESHOLD; /* OCR when density >= this */
 static fr_assist_config g_bounds;    /* the assist defaults: OCR / ASR time limits, pixel budget */
 
 static void media_init(void) {

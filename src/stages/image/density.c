@@ -140,6 +140,6 @@ void fr_density_measure(const fr_image *img, fr_density *out) {
 }
 
 bool fr_density_route_ocr(const fr_density *d, float threshold) {
-    if (threshold <= 0) threshold = FR_DENSITY_DEFAULT_THRESHOLD;
+    if (threshold <= 0) threshold = (float)FR_DENSITY_DEFAULT_THRESHOLD;
     return d->score >= threshold;
 }

@@ -22,7 +22,10 @@
 
 #include "stages/image/image.h"
 
-#define FR_DENSITY_DEFAULT_THRESHOLD 0.35f
+/* The text density at or above which an image is "mostly text" (OCR) rather than a picture
+ * (vision): the one default for the density stage (as a float), the route, /v1/assist and the
+ * chat media parts (as a double). */
+#define FR_DENSITY_DEFAULT_THRESHOLD 0.35
 
 /* The measurement and its parts (for the route report and tuning). */
 typedef struct fr_density {

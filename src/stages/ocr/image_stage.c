@@ -9,7 +9,7 @@ int fr_image_stage_run(fr_ocr_pool *pool, const uint8_t *data, size_t len, const
     memset(res, 0, sizeof *res);
     fr_image_stage_cfg c = {0};
     if (cfg) c = *cfg;
-    res->threshold = c.threshold > 0 ? c.threshold : FR_DENSITY_DEFAULT_THRESHOLD;
+    res->threshold = c.threshold > 0 ? c.threshold : (float)FR_DENSITY_DEFAULT_THRESHOLD;
     double t0 = fr_time_s();
     if (fr_img_probe(data, len, declared, &c.limits, &res->info, err)) return -1;
     if (fr_img_decode(data, len, declared, &c.limits, 1, &res->gray, err)) return -1;
