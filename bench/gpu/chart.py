@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """chart.py — draw a gpu-bench log as one self-contained HTML page (inline SVG, no libraries).
 
-    python3 bench/gpu/chart.py bench/gpu/results/h200-gpu-bench.log OUT.html
+    python3 bench/gpu/chart.py bench/gpu/results/h200-bench-headline.log OUT.html
 
 Bars: batch-1 decode tok/s of every path the log measured, per weight format, with the issue's
 target and the bandwidth ceiling (the log's roofline) drawn as lines; then the 32-layer chains of
