@@ -4,6 +4,7 @@
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan (objects in build-san/)
 #   make WERROR=1     warnings are errors (CI sets this)
 #   make cuda         also compile src/backend/cuda with nvcc (never needed for the CPU build)
+#   make dev          the standalone kernel experiments of dev/cuda (nvcc; build-dev/)
 #   make install      build/frugal → $(DESTDIR)$(PREFIX)/bin; models, templates, data, dashboards
 #                     and the bundled tiny model → $(PREFIX)/share/frugal (the data root the
 #                     binary finds by itself); docs → $(PREFIX)/share/doc/frugal. PREFIX defaults
@@ -59,7 +60,7 @@ test: tests
 	BUILD=$(BUILD) sh tests/run.sh
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-dev
 
 # ---- install (PREFIX, DESTDIR): the binary finds <prefix>/share/frugal from /proc/self/exe ----
 PREFIX   ?= /usr/local
@@ -132,6 +133,22 @@ cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
 cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
+
+# ---- dev/cuda: standalone kernel experiments (llm.c style; never linked into frugal) --------
+#   make dev         nvcc-compiles each dev/cuda/<op>.cu (with dev/cuda/common.h only: nothing from
+#                    src/) into build-dev/<op>; `sh dev/cuda/run_all.sh` runs every variant of each
+#                    briefly on a GPU (dev/cuda/README.md). Not built by `make`, `make cuda` or CI.
+DEV_BUILD    ?= build-dev
+DEV_NVCCFLAGS ?= -std=c++17 -O3 -lineinfo $(CUDA_GENCODE) -Xcompiler -Wall
+DEV_SRC      := $(sort $(wildcard dev/cuda/*.cu))
+DEV_BIN      := $(DEV_SRC:dev/cuda/%.cu=$(DEV_BUILD)/%)
+
+$(DEV_BUILD)/%: dev/cuda/%.cu dev/cuda/common.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(DEV_NVCCFLAGS) -o $@ $<
+
+dev: $(DEV_BIN)
+.PHONY: dev
 
 # ---- fuzzing: every libFuzzer harness in tests/fuzz (see tests/fuzz/README.md) ----------------
 #   make fuzz        clang-compiles the library with ASan + UBSan + fuzzer coverage into
