@@ -6,15 +6,14 @@
  *   - ref_forward (the reference decoder the GPU is compared with) reproduces the CPU decoder on
  *     the fixtures in fp32 (1e-4), and with the GPU's bf16 roundings stays within the bf16 bound
  *     of HF's logits;
- *   - the single references (attention, RoPE, sampling set, rel L2 with NaN);
- *   - when build-cuda/gpu-check exists (make cuda), it runs and must report either "no CUDA
- *     device: skipped" or no failures.
+ *   - the single references (attention, RoPE, sampling set, rel L2 with NaN).
+ * The CUDA binaries themselves are not run here (this suite is CPU-only and does not build them):
+ * scripts/test-all.sh builds them where nvcc is and runs build-cuda/gpu-check --quick.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/backend.h"
 #include "base/base.h"
@@ -223,23 +222,6 @@ TEST(ref_rel_l2_nan_never_passes) {
     CHECK(ref_rel_l2(b, b, 3) == 0.0);
     CHECK(ref_bf16(1.0f) == 1.0f);
     CHECK(ref_f16(65504.f) == 65504.f);
-}
-
-TEST(gpu_check_binary_reports) {
-    const char *bin = "build-cuda/gpu-check";
-    if (access(bin, X_OK) != 0) return; /* make cuda not run: nothing to check */
-    FILE *f = popen("build-cuda/gpu-check --quick 2>&1", "r");
-    CHECK(f != NULL);
-    if (!f) return;
-    char line[512];
-    bool skipped = false, clean = false;
-    while (fgets(line, sizeof line, f)) {
-        if (strstr(line, "no CUDA device: skipped")) skipped = true;
-        if (strstr(line, " passed, 0 failed")) clean = true;
-    }
-    const int rc = pclose(f);
-    CHECK(rc == 0);
-    CHECK(skipped || clean);
 }
 
 int main(void) { return t_main(); }

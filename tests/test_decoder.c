@@ -112,14 +112,26 @@ static bool load_ref(ref_file *r, const char *name) {
     memset(r, 0, sizeof *r);
     r->root = cJSON_Parse(txt);
     free(txt);
-    if (!r->root) return false;
+    if (!r->root) {
+        fprintf(stderr, "  %s: not JSON\n", path);
+        return false;
+    }
     const cJSON *prompts = cJSON_GetObjectItem(r->root, "prompts"), *p;
     const cJSON *first = cJSON_GetArrayItem(prompts, 0);
     r->n_vocab = cJSON_GetArraySize(cJSON_GetObjectItem(first, "logits"));
+    int np = cJSON_GetArraySize(prompts);
+    if (np < 1 || np > (int)FR_ARRAY_LEN(r->p) || r->n_vocab < 1) {
+        /* an empty or oversized reference would make every comparison vacuous or overflow */
+        fprintf(stderr, "  %s: %d prompts (need 1..%d), %d logits\n", path, np,
+                (int)FR_ARRAY_LEN(r->p), r->n_vocab);
+        cJSON_Delete(r->root);
+        r->root = NULL;
+        return false;
+    }
     cJSON_ArrayForEach(p, prompts) {
         ref_prompt *rp = &r->p[r->n_prompts++];
         const cJSON *ids = cJSON_GetObjectItem(p, "ids"), *e;
-        cJSON_ArrayForEach(e, ids) rp->ids[rp->n_ids++] = e->valueint;
+        cJSON_ArrayForEach(e, ids) if (rp->n_ids < (int)FR_ARRAY_LEN(rp->ids)) rp->ids[rp->n_ids++] = e->valueint;
         rp->logits = malloc((size_t)r->n_vocab * sizeof(float));
         read_floats(cJSON_GetObjectItem(p, "logits"), rp->logits, r->n_vocab);
         const cJSON *g = cJSON_GetObjectItem(p, "greedy");
@@ -391,7 +403,10 @@ TEST(batched_equals_alone) {
 
 static void chunked_vs_once(const char *model, const char *quant) {
     ref_file r;
-    if (!load_ref(&r, "qwen2-tiny.json")) return;
+    if (!load_ref(&r, "qwen2-tiny.json")) {
+        CHECK(!"reference file");
+        return;
+    }
     fr_model *m = load_model(model, quant);
     CHECK(m != NULL);
     if (!m) {
