@@ -26,5 +26,9 @@ run "$B/stream_gemv" -f int4 -M 6144 -r 10    # the qkv shape (384 tiles: where 
 run "$B/stream_gemv" -f int8 -M 6144 -n 4 -r 10
 run "$B/attn_decode" -r 50                    # batch 1, context 640
 run "$B/attn_decode" -t 4 -c 2048 -r 20
+# edges: partial row tiles and quantisation groups, contexts shorter than a cluster
+run "$B/stream_gemv" -M 4100 -K 4000 -n 1 -r 3
+run "$B/stream_gemv" -f int4 -M 4100 -K 4000 -n 3 -r 3 -t 1
+run "$B/attn_decode" -t 3 -c 5 -r 3
 if [ "$fail" = 0 ]; then echo "run_all: every variant passed"; else echo "run_all: some variant failed"; fi
 exit "$fail"
