@@ -1,8 +1,10 @@
 /* test_num.c — the strict number parsers of src/base/num.c (used by the serve options and the
- * CLI flags) and fr_hparams_add_eos (used by the GGUF and the HF-config loaders). */
+ * CLI flags), the flag reader of src/base/flags.c (every `frugal` subcommand) and
+ * fr_hparams_add_eos (used by the GGUF and the HF-config loaders). */
 #include <limits.h>
 #include <stdint.h>
 
+#include "base/flags.h"
 #include "base/num.h"
 #include "model/model.h"
 #include "t.h"
@@ -77,6 +79,82 @@ TEST(hparams_add_eos_skips_main_duplicates_negatives_and_overflow) {
     CHECK_EQ_INT(hp.eos_ids[2], 12);
     CHECK_EQ_INT(hp.eos_ids[3], 13);
     CHECK_EQ_INT(hp.eos_id, 2);
+}
+
+/* Walk argv as a subcommand would; returns f.rc, or 3 for an unknown argument. */
+typedef struct parsed {
+    const char *out, *file;
+    int n;
+    uint64_t seed;
+    double frac;
+    float temp;
+    bool clean;
+} parsed;
+static int walk(int argc, char **argv, parsed *p) {
+    fr_flags f;
+    fr_flags_init(&f, "test", argc, argv);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_str(&f, "--out", &p->out) || fr_flag_int(&f, "--n", 1, 100, &p->n) ||
+            fr_flag_u64(&f, "--seed", &p->seed) || fr_flag_double(&f, "--frac", 0, 1, &p->frac) ||
+            fr_flag_float(&f, "--temp", 0, 2, &p->temp) || fr_flag_switch(&f, "--clean", &p->clean))
+            continue;
+        if (fr_flags_positional(&f) && !p->file) p->file = f.arg;
+        else return fr_flags_unknown(&f) == 2 ? 3 : -1;
+    }
+    return f.rc;
+}
+
+TEST(flags_take_values_switches_and_positionals) {
+    char *argv[] = {"test", "--out", "dir", "--n=7", "in.txt", "--seed", "18446744073709551615",
+                    "--frac", "0.25", "--temp", "1.5", "--clean", NULL};
+    parsed p = {0};
+    CHECK_EQ_INT(walk(12, argv, &p), 0);
+    CHECK_STR(p.out, "dir");
+    CHECK_STR(p.file, "in.txt");
+    CHECK_EQ_INT(p.n, 7);
+    CHECK(p.seed == UINT64_MAX);
+    CHECK(p.frac == 0.25);
+    CHECK(p.temp == 1.5f);
+    CHECK(p.clean);
+    char *dash[] = {"test", "-", NULL}; /* "-" is a positional (standard input) */
+    parsed q = {0};
+    CHECK_EQ_INT(walk(2, dash, &q), 0);
+    CHECK_STR(q.file, "-");
+}
+
+TEST(flags_stop_at_the_first_bad_value) {
+    struct {
+        int argc;
+        char *argv[4];
+    } bad[] = {
+        {2, {"test", "--out"}},              /* missing value */
+        {3, {"test", "--n", "0"}},           /* below the range */
+        {3, {"test", "--n", "7x"}},          /* junk */
+        {3, {"test", "--n", "101"}},         /* above the range */
+        {3, {"test", "--seed", "-1"}},       /* a sign on an unsigned value */
+        {3, {"test", "--frac", "1.5"}},      /* out of range */
+        {3, {"test", "--temp", "nan"}},      /* not a number in range */
+        {2, {"test", "--n="}},               /* empty value */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        parsed p = {.n = 5, .temp = 1};
+        int rc = walk(bad[k].argc, bad[k].argv, &p);
+        if (rc != 2) fprintf(stderr, "  case %zu: rc %d\n", k, rc);
+        CHECK_EQ_INT(rc, 2);
+        CHECK_EQ_INT(p.n, 5);    /* left unchanged */
+        CHECK(p.temp == 1.0f);
+    }
+    char *unknown[] = {"test", "--nope", "x", NULL};
+    parsed p = {0};
+    CHECK_EQ_INT(walk(3, unknown, &p), 3);
+    char *extra[] = {"test", "a", "b", NULL};
+    parsed q = {0};
+    CHECK_EQ_INT(walk(3, extra, &q), 3);
+    /* a flag name is matched whole: --output is not --out */
+    char *longer[] = {"test", "--output", "x", NULL};
+    parsed r = {0};
+    CHECK_EQ_INT(walk(3, longer, &r), 3);
+    CHECK(r.out == NULL);
 }
 
 int main(void) { return t_main(); }
