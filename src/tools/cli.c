@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "base/num.h"
+#include "base/flags.h"
 #include "engine/generate.h"
 #include "model/chat.h"
 #include "model/model.h"
@@ -43,12 +43,6 @@ static int usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
-static bool parse_float(const char *s, double lo, double hi, float *out) {
-    double v;
-    if (!fr_parse_double(s, lo, hi, &v)) return false;
-    *out = (float)v;
-    return true;
-}
 
 static const char *HELP =
     "  --model PATH         HF model folder or .gguf file (required)\n"
@@ -76,75 +70,52 @@ static int parse_opts(const char *cmd, int argc, char **argv, cli_opts *o) {
     o->sampling.top_k = 40;
     o->sampling.top_p = 0.95f;
     o->sampling.min_p = 0.05f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long lv;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    fr_flags f;
+    fr_flags_init(&f, cmd, argc, argv);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_help(&f)) {
             printf("usage: frugal %s [options]%s\n%s", cmd, !strcmp(cmd, "tokenize") ? " TEXT" : "",
                    HELP);
             return -1;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            o->ignore_eos = true;
-        } else if (a[0] == '-' && a[1] == '-' && !v) {
-            return usage_error(cmd, "option needs a value");
-        } else if (!strcmp(a, "--model")) {
-            o->model = argv[++i];
-        } else if (!strcmp(a, "--prompt")) {
-            o->prompt = argv[++i];
-        } else if (!strcmp(a, "--messages")) {
-            o->messages = argv[++i];
-        } else if (!strcmp(a, "--quant")) {
-            o->quant = argv[++i];
-            if (strcmp(o->quant, "q8") && strcmp(o->quant, "q4"))
+        } else if (fr_flag_switch(&f, "--json", &o->json) ||
+                   fr_flag_switch(&f, "--ignore-eos", &o->ignore_eos) ||
+                   fr_flag_str(&f, "--model", &o->model) || fr_flag_str(&f, "--prompt", &o->prompt) ||
+                   fr_flag_str(&f, "--messages", &o->messages) ||
+                   fr_flag_str(&f, "--chat-template", &o->chat_template) ||
+                   fr_flag_int(&f, "--max-tokens", 1, 1 << 20, &o->max_tokens) ||
+                   fr_flag_float(&f, "--temperature", 0, 100, &o->sampling.temperature) ||
+                   fr_flag_int(&f, "--top-k", 0, 1 << 24, &o->sampling.top_k) ||
+                   fr_flag_float(&f, "--top-p", 0, 1, &o->sampling.top_p) ||
+                   fr_flag_float(&f, "--min-p", 0, 1, &o->sampling.min_p) ||
+                   fr_flag_u64(&f, "--seed", &o->sampling.seed)) {
+            continue;
+        } else if (fr_flag_str(&f, "--quant", &o->quant)) {
+            if (o->quant && strcmp(o->quant, "q8") && strcmp(o->quant, "q4"))
                 return usage_error(cmd, "--quant must be q8 or q4");
-        } else if (!strcmp(a, "--chat-template")) {
-            o->chat_template = argv[++i];
-        } else if (!strcmp(a, "--device")) {
+        } else if (fr_flag_str(&f, "--device", &o->device)) {
             fr_backend_kind kind;
             int idx;
             fr_err e = {{0}};
-            o->device = argv[++i];
-            if (fr_backend_parse_device(o->device, &kind, &idx, &e)) return usage_error(cmd, e.msg);
-        } else if (!strcmp(a, "--weights")) {
-            o->weights = argv[++i];
-            if (strcmp(o->weights, "bf16") && strcmp(o->weights, "int8") &&
+            if (o->device && fr_backend_parse_device(o->device, &kind, &idx, &e))
+                return usage_error(cmd, e.msg);
+        } else if (fr_flag_str(&f, "--weights", &o->weights)) {
+            if (o->weights && strcmp(o->weights, "bf16") && strcmp(o->weights, "int8") &&
                 strcmp(o->weights, "int4") && strcmp(o->weights, "q8") && strcmp(o->weights, "q4"))
                 return usage_error(cmd, "--weights must be bf16, int8, int4 (CUDA) or q8, q4 (CPU)");
-        } else if (!strcmp(a, "--kv-cache")) {
-            o->kv = argv[++i];
-            if (strcmp(o->kv, "bf16") && strcmp(o->kv, "int8"))
+        } else if (fr_flag_str(&f, "--kv-cache", &o->kv)) {
+            if (o->kv && strcmp(o->kv, "bf16") && strcmp(o->kv, "int8"))
                 return usage_error(cmd, "--kv-cache must be bf16 or int8");
-        } else if (!strcmp(a, "--stop")) {
+        } else if (!strcmp(f.arg, "--stop")) {
             if (o->n_stop >= FR_GEN_MAX_STOP) return usage_error(cmd, "at most 8 --stop strings");
-            o->stop[o->n_stop++] = argv[++i];
-        } else if (!strcmp(a, "--max-tokens")) {
-            if (!fr_parse_long(argv[++i], 1, 1 << 20, &lv))
-                return usage_error(cmd, "--max-tokens must be an integer in 1..1048576");
-            o->max_tokens = (int)lv;
-        } else if (!strcmp(a, "--temperature")) {
-            if (!parse_float(argv[++i], 0, 100, &o->sampling.temperature))
-                return usage_error(cmd, "--temperature must be a number in 0..100");
-        } else if (!strcmp(a, "--top-k")) {
-            if (!fr_parse_long(argv[++i], 0, 1 << 24, &lv)) return usage_error(cmd, "bad --top-k");
-            o->sampling.top_k = (int)lv;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!parse_float(argv[++i], 0, 1, &o->sampling.top_p)) return usage_error(cmd, "bad --top-p");
-        } else if (!strcmp(a, "--min-p")) {
-            if (!parse_float(argv[++i], 0, 1, &o->sampling.min_p)) return usage_error(cmd, "bad --min-p");
-        } else if (!strcmp(a, "--seed")) {
-            if (!fr_parse_u64(argv[++i], &o->sampling.seed)) return usage_error(cmd, "bad --seed");
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "frugal %s: unknown option '%s'\n", cmd, a);
-            return 2;
-        } else if (!o->text) {
-            o->text = a;
+            fr_flag_str(&f, "--stop", &o->stop[o->n_stop]);
+            if (!f.rc) o->n_stop++;
+        } else if (!strncmp(f.arg, "--", 2) || o->text) { /* TEXT may start with one '-' */
+            return fr_flags_unknown(&f);
         } else {
-            return usage_error(cmd, "unexpected extra argument");
+            o->text = f.arg;
         }
     }
+    if (f.rc) return f.rc;
     if (!o->model) return usage_error(cmd, "--model PATH is required");
     return 0;
 }
