@@ -26,6 +26,8 @@
  *     1  TMA, 1 block/SM x 8 stages                                        (v4-v5: 121 tok/s)
  *     2  cp.async from every thread, 1 block/SM x 8 stages                 (v6 loader)
  *     3  TMA, 3 blocks/SM at <= 80 registers, 3 stages                     (v16 register cap)
+ *     10-13  the register GEMV before the streamed kernels (k_gemv.cu variants 0-3: rows per
+ *        warp, loads per lane, rounds in flight); 11 is the unfused path's
  *   INT8 / INT4 (-f int8 / int4; 1..8 input rows): the number is k_stream_q's V, a sum of
  *     1 early release, 2 B-fragment order, 4 INT4 one shift, 8 folded zero point, 16 producer
  *     warp, 32 free-running consumers, 64 group sums by an extra MMA, 128 three blocks per SM:
@@ -379,6 +381,88 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const gemv_args a, in
         __syncthreads();
         if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
     }
+}
+
+/* ------------------------------------------------------------------ bf16, registers instead of stages */
+/* The GEMV before the streamed kernels (src/backend/cuda/k_gemv.cu, still the unfused path):
+ * no shared memory; each warp owns R rows, each lane issues U 16-byte loads per row per round
+ * (ld.global.nc.L1::no_allocate, so x keeps L1), DB: the next round is loaded before the current
+ * one is computed; fp32 FMAs, one warp reduction per row; MINB blocks per SM to fit. */
+static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+template <int NB, int R, int U, bool DB, int MINB>
+__global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const gemv_args a) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, M = a.M, K = a.K;
+    const int r0 = (blockIdx.x * 8 + warp) * R;
+    if (r0 >= M) return;
+    const bf16 *W = (const bf16 *)a.W, *x = (const bf16 *)a.x;
+    const uint4 *w[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) w[r] = (const uint4 *)(W + (size_t)(r0 + r < M ? r0 + r : r0) * K);
+    const int nv = K / 8;
+    float acc[R][NB];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NB; n++) acc[r][n] = 0.f;
+    uint4 ra[R][U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = u * 32 + lane;
+#pragma unroll
+        for (int r = 0; r < R; r++) ra[r][u] = i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
+    }
+    for (int base = 0; base < nv; base += 32 * U) {
+        uint4 na[R][U];
+        if (DB) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int i = base + 32 * U + u * 32 + lane;
+#pragma unroll
+                for (int r = 0; r < R; r++) na[r][u] = i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = base + u * 32 + lane;
+            if (i < nv) {
+#pragma unroll
+                for (int n = 0; n < NB; n++) {
+                    const uint4 xv = __ldg((const uint4 *)(x + (size_t)n * K) + i);
+#pragma unroll
+                    for (int r = 0; r < R; r++) acc[r][n] = fr_dot8(ra[r][u], xv, acc[r][n]);
+                }
+            }
+        }
+        if (DB) {
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int r = 0; r < R; r++) ra[r][u] = na[r][u];
+        } else if (base + 32 * U < nv) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int i = base + 32 * U + u * 32 + lane;
+#pragma unroll
+                for (int r = 0; r < R; r++) ra[r][u] = i < nv ? ld_stream16(w[r] + i) : make_uint4(0, 0, 0, 0);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NB; n++) acc[r][n] = warp_sum(acc[r][n]);
+    if (lane != 0) return;
+#pragma unroll
+    for (int n = 0; n < NB; n++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r0 + r < M) a.out[(size_t)n * M + r0 + r] = acc[r][n];
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
@@ -745,6 +829,10 @@ static const variant VARIANTS[] = {
     {1, 16, "bf16 TMA 1 block/SM x 8 stages"},
     {2, 16, "bf16 cp.async 1 block/SM x 8 stages"},
     {3, 16, "bf16 TMA 3 blocks/SM <= 80 regs x 3 stages"},
+    {10, 16, "bf16 GEMV, 2 rows/warp, 2 rounds in flight"},
+    {11, 16, "bf16 GEMV, 2 rows/warp, 4 blocks/SM (unfused)"},
+    {12, 16, "bf16 GEMV, 1 row/warp x 8 loads, 2 rounds"},
+    {13, 16, "bf16 GEMV, 1 row/warp x 16 loads"},
     {0, 0, "v0 block barrier, thread 0 refills"},
     {1, 0, "v1 + early release"},
     {3, 0, "v3 + B-fragment order"},
@@ -822,7 +910,19 @@ static int launch_q(int id, const gemv_args &a) {
     }
     return 1;
 }
+template <int R, int U, bool DB, int MINB>
+static void launch_gemv(const gemv_args &a) {
+    k_gemv_bf16<1, R, U, DB, MINB><<<cdiv(a.M, 8 * R), 256>>>(a);
+    CK_LAUNCH();
+}
 static int launch_bf16(int id, const gemv_args &a) {
+    switch (id) { /* the register GEMV (k_gemv.cu's variants 0-3) */
+    case 10: launch_gemv<2, 4, true, 1>(a); return 1;
+    case 11: launch_gemv<2, 4, false, 4>(a); return 1;
+    case 12: launch_gemv<1, 8, true, 1>(a); return 1;
+    case 13: launch_gemv<1, 16, false, 1>(a); return 1;
+    default: break;
+    }
     const int units = cdiv(a.M, 8);
     int bps = 2, cap = 4;
     if (id == 1) bps = 1, cap = 8;
