@@ -506,20 +506,23 @@ static const char *VNAME[] = {
 template <int CL, int MINB>
 static int launch_cl(const attn_args &a, int G) {
     auto k = k_attn_cl<HD, CL, MINB>;
-    if (CL > 8) CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    static int ok = -1; /* schedulable on this device: asked once, not in the timed loop */
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
     cfg.gridDim = dim3(CL, a.Hkv, a.T);
     cfg.blockDim = dim3(128);
+    cfg.stream = g_stream;
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    int n = 0; /* a cluster of 16 may not be schedulable */
-    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n <= 0) {
+    if (ok < 0) { /* a cluster of 16 needs the non-portable size and may not be schedulable */
+        if (CL > 8) CK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        int n = 0;
+        ok = cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0;
         (void)cudaGetLastError();
-        return 0;
     }
+    if (!ok) return 0;
     CK(cudaLaunchKernelEx(&cfg, k, a, G));
     return 1;
 }
@@ -532,7 +535,7 @@ static int launch_variant(int v, attn_args a) {
     case 5: return launch_cl<8, 8>(a, G);
     case 2:
         a.n_split = 1;
-        k_attn<HD, GMAX, CHUNK><<<dim3(1, a.Hkv, a.T), 128>>>(a, G);
+        k_attn<HD, GMAX, CHUNK><<<dim3(1, a.Hkv, a.T), 128, 0, g_stream>>>(a, G);
         CK_LAUNCH();
         return 1;
     default: break;
@@ -540,11 +543,11 @@ static int launch_variant(int v, attn_args a) {
     if (v != 1) a.counters = nullptr;
     if (v != 7) a.pf = nullptr;
     const dim3 grid(a.n_split, a.Hkv, a.T);
-    if (v == 6) k_attn<HD, GMAX, SPLIT_CH, 8><<<grid, 128>>>(a, G);
-    else k_attn<HD, GMAX, SPLIT_CH><<<grid, 128>>>(a, G);
+    if (v == 6) k_attn<HD, GMAX, SPLIT_CH, 8><<<grid, 128, 0, g_stream>>>(a, G);
+    else k_attn<HD, GMAX, SPLIT_CH><<<grid, 128, 0, g_stream>>>(a, G);
     CK_LAUNCH();
     if (v != 1) {
-        k_attn_combine<<<dim3(a.H, a.T), HD>>>(a.part, a.pos, SPLIT_CH, a.n_split, a.H, a.D, (bf16 *)a.out);
+        k_attn_combine<<<dim3(a.H, a.T), HD, 0, g_stream>>>(a.part, a.pos, SPLIT_CH, a.n_split, a.H, a.D, (bf16 *)a.out);
         CK_LAUNCH();
     }
     return 1;
@@ -575,6 +578,7 @@ int main(int argc, char **argv) {
     }
     if (ctx < 1 || ctx > 65536 || T < 1 || T > 4 || repeats < 1 || want >= NVAR) usage();
     print_device();
+    stream_init();
     const double copy_gbs = copy_rate_gbs();
     printf("# device copy %.0f GB/s (read + write); %d token(s) at context %d, H %d, Hkv %d, D %d, %d repeats\n",
            copy_gbs, T, ctx, H, Hkv, D, repeats);
@@ -658,7 +662,8 @@ int main(int argc, char **argv) {
             printf("%-52s skipped: cluster not schedulable on this device\n", name);
             continue;
         }
-        CK(cudaDeviceSynchronize());
+        CK(cudaStreamSynchronize(g_stream));
+        CK_LAUNCH();
         CK(cudaMemcpy(got.data(), a.out, got.size() * 2, cudaMemcpyDeviceToHost));
         /* bf16 output, P rounded to bf16 in the cluster kernel: tolerance of a few bf16 ulps */
         const check_t c = check_bf16(ref.data(), got.data(), got.size(), 2e-2, 2e-2);

@@ -880,7 +880,7 @@ static void launch_stream(void (*kernel)(KArgs...), int units, int bps, int ns, 
     }
     const int grid = units < bps * sm_count() ? units : bps * sm_count();
     const size_t smem = (size_t)ns * stage_bytes(a.bits, sb) + x_bytes(a.K, a.bits, a.nb);
-    kernel<<<grid, nthreads, smem>>>(a, ns);
+    kernel<<<grid, nthreads, smem, g_stream>>>(a, ns);
     CK_LAUNCH();
 }
 
@@ -912,7 +912,7 @@ static int launch_q(int id, const gemv_args &a) {
 }
 template <int R, int U, bool DB, int MINB>
 static void launch_gemv(const gemv_args &a) {
-    k_gemv_bf16<1, R, U, DB, MINB><<<cdiv(a.M, 8 * R), 256>>>(a);
+    k_gemv_bf16<1, R, U, DB, MINB><<<cdiv(a.M, 8 * R), 256, 0, g_stream>>>(a);
     CK_LAUNCH();
 }
 static int launch_bf16(int id, const gemv_args &a) {
@@ -1046,7 +1046,8 @@ static int run_variant(const problem &p, const variant &v, int tmap, int repeats
         printf("%-52s skipped: does not fit this shape\n", name);
         return 1;
     }
-    CK(cudaDeviceSynchronize());
+    CK(cudaStreamSynchronize(g_stream));
+    CK_LAUNCH();
     CK(cudaMemcpy(got.data(), p.out, got.size() * 4, cudaMemcpyDeviceToHost));
     /* bf16 and INT: the same products, fp32 accumulation in another order; the folded zero point
      * (8) subtracts sums ~1024 x larger, so it gets a looser tolerance */
@@ -1085,6 +1086,7 @@ int main(int argc, char **argv) {
     }
     if (M < 16 || K < 128 || K % 8 || nb < 1 || nb > 8 || repeats < 1) usage();
     print_device();
+    stream_init();
     const double copy_gbs = copy_rate_gbs();
     printf("# device copy %.0f GB/s (read + write); shape %d x %d, %d input row(s), %d repeats\n", copy_gbs, M, K, nb, repeats);
     int fails = 0, ran = 0;
