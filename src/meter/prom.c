@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "meter/meter_int.h"
+#include "meter/prom.h"
 
 static void esc(fr_buf *o, const char *s) {
     bool utf8 = fr_utf8_valid(s, strlen(s)); /* label values must be UTF-8: else '?' */
@@ -21,7 +22,7 @@ static void esc(fr_buf *o, const char *s) {
     }
 }
 
-static void head(fr_buf *o, const char *name, const char *type, const char *help) {
+void fr_prom_head(fr_buf *o, const char *name, const char *type, const char *help) {
     fr_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
@@ -36,7 +37,7 @@ static void gpu_gauge(fr_buf *o, const fr_meter_prom *p, const double *v, const 
     bool any = false;
     for (int d = 1; d < p->n_dev; d++) any |= !isnan(v[d]);
     if (!any) return;
-    head(o, name, "gauge", help);
+    fr_prom_head(o, name, "gauge", help);
     for (int d = 1; d < p->n_dev; d++) {
         if (isnan(v[d])) continue;
         fr_buf_printf(o, "%s{device=\"%s\"} ", name, p->dev[d]);
@@ -53,13 +54,13 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
     gpu_gauge(o, p, p->sm_hz, "frugal_gpu_sm_clock_hertz", "GPU SM clock.");
     gpu_gauge(o, p, p->temp_c, "frugal_gpu_temperature_celsius", "GPU temperature.");
 
-    head(o, "frugal_energy_source_info", "gauge",
+    fr_prom_head(o, "frugal_energy_source_info", "gauge",
          "Where each device's energy comes from (source=\"estimated\" marks an estimate).");
     for (int d = 0; d < p->n_dev; d++)
         fr_buf_printf(o, "frugal_energy_source_info{device=\"%s\",source=\"%s\"} 1\n", p->dev[d],
                       fr_meter_source_name(p->src[d]));
 
-    head(o, "frugal_device_energy_joules_total", "counter",
+    fr_prom_head(o, "frugal_device_energy_joules_total", "counter",
          "Energy measured on each device since the meter started.");
     for (int d = 0; d < p->n_dev; d++) {
         fr_buf_printf(o, "frugal_device_energy_joules_total{device=\"%s\",source=\"%s\"} ", p->dev[d],
@@ -68,7 +69,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         fr_buf_puts(o, "\n");
     }
 
-    head(o, "frugal_energy_joules_total", "counter",
+    fr_prom_head(o, "frugal_energy_joules_total", "counter",
          "Energy attributed to requests, by device and stage.");
     for (int d = 0; d < p->n_dev; d++)
         for (int s = 0; s < FR_MSTAGE_COUNT; s++) {
@@ -80,7 +81,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
             fr_buf_puts(o, "\n");
         }
 
-    head(o, "frugal_stage_seconds_total", "counter",
+    fr_prom_head(o, "frugal_stage_seconds_total", "counter",
          "Wall time of the stages of closed requests (the sum of their steps), by stage.");
     for (int s = 0; s < FR_MSTAGE_COUNT; s++) {
         if (p->stage_n[s] == 0) continue;
@@ -88,14 +89,14 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         num(o, p->stage_s[s]);
         fr_buf_puts(o, "\n");
     }
-    head(o, "frugal_stage_requests_total", "counter", "Closed requests that ran the stage, by stage.");
+    fr_prom_head(o, "frugal_stage_requests_total", "counter", "Closed requests that ran the stage, by stage.");
     for (int s = 0; s < FR_MSTAGE_COUNT; s++) {
         if (p->stage_n[s] == 0) continue;
         fr_buf_printf(o, "frugal_stage_requests_total{stage=\"%s\"} %ld\n",
                       fr_meter_stage_name((fr_meter_stage)s), p->stage_n[s]);
     }
 
-    head(o, "frugal_idle_energy_joules_total", "counter",
+    fr_prom_head(o, "frugal_idle_energy_joules_total", "counter",
          "Energy measured while no step ran on the device (not attributed to any request).");
     for (int d = 0; d < p->n_dev; d++) {
         fr_buf_printf(o, "frugal_idle_energy_joules_total{device=\"%s\",source=\"%s\"} ", p->dev[d],
@@ -103,14 +104,14 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         num(o, p->idle_j[d]);
         fr_buf_puts(o, "\n");
     }
-    head(o, "frugal_idle_energy_amortised_joules_total", "counter",
+    fr_prom_head(o, "frugal_idle_energy_amortised_joules_total", "counter",
          "Part of the idle energy charged to requests by the amortisation policy.");
     fr_buf_puts(o, "frugal_idle_energy_amortised_joules_total ");
     num(o, p->idle_amortised_j);
     fr_buf_puts(o, "\n");
 
     if (p->n_routes) {
-        head(o, "frugal_cost_usd_total", "counter", "Cost of closed requests in US dollars, by route and component.");
+        fr_prom_head(o, "frugal_cost_usd_total", "counter", "Cost of closed requests in US dollars, by route and component.");
         for (int r = 0; r < p->n_routes; r++)
             for (int c = 0; c < FR_COST_N; c++) {
                 fr_buf_puts(o, "frugal_cost_usd_total{route=\"");
@@ -119,7 +120,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
                 num(o, p->routes[r].usd[c]);
                 fr_buf_puts(o, "\n");
             }
-        head(o, "frugal_route_requests_total", "counter", "Closed requests by route and status.");
+        fr_prom_head(o, "frugal_route_requests_total", "counter", "Closed requests by route and status.");
         for (int r = 0; r < p->n_routes; r++)
             for (int s = 0; s < 4; s++) {
                 fr_buf_puts(o, "frugal_route_requests_total{route=\"");
@@ -127,7 +128,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
                 fr_buf_printf(o, "\",status=\"%s\"} %ld\n", fr_meter_status_name((fr_meter_status)s),
                               p->routes[r].n_status[s]);
             }
-        head(o, "frugal_request_energy_joules", "histogram",
+        fr_prom_head(o, "frugal_request_energy_joules", "histogram",
              "Energy per request (attributed + amortised idle), by route.");
         for (int r = 0; r < p->n_routes; r++) {
             long cum = 0;
@@ -148,7 +149,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         }
     }
     if (p->n_tiers) {
-        head(o, "frugal_slo_attainment_ratio", "gauge", "Fraction of closed requests that met their tier's SLO.");
+        fr_prom_head(o, "frugal_slo_attainment_ratio", "gauge", "Fraction of closed requests that met their tier's SLO.");
         for (int t = 0; t < p->n_tiers; t++) {
             long n = p->tiers[t].met + p->tiers[t].missed;
             fr_buf_puts(o, "frugal_slo_attainment_ratio{tier=\"");
@@ -157,7 +158,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
             num(o, n ? (double)p->tiers[t].met / (double)n : 1.0);
             fr_buf_puts(o, "\n");
         }
-        head(o, "frugal_slo_requests_total", "counter", "Closed requests with an SLO verdict, by tier and result.");
+        fr_prom_head(o, "frugal_slo_requests_total", "counter", "Closed requests with an SLO verdict, by tier and result.");
         for (int t = 0; t < p->n_tiers; t++) {
             for (int k = 0; k < 2; k++) {
                 fr_buf_puts(o, "frugal_slo_requests_total{tier=\"");
@@ -167,12 +168,12 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
             }
         }
     }
-    head(o, "frugal_ledger_rows_total", "counter", "Ledger rows committed.");
+    fr_prom_head(o, "frugal_ledger_rows_total", "counter", "Ledger rows committed.");
     fr_buf_printf(o, "frugal_ledger_rows_total %ld\n", p->ledger_rows);
-    head(o, "frugal_ledger_dropped_total", "counter", "Ledger rows dropped (queue full or write failure).");
+    fr_prom_head(o, "frugal_ledger_dropped_total", "counter", "Ledger rows dropped (queue full or write failure).");
     fr_buf_printf(o, "frugal_ledger_dropped_total %ld\n", p->ledger_dropped);
-    head(o, "frugal_traces_exported_total", "counter", "Traces exported.");
+    fr_prom_head(o, "frugal_traces_exported_total", "counter", "Traces exported.");
     fr_buf_printf(o, "frugal_traces_exported_total %ld\n", p->traces_exported);
-    head(o, "frugal_traces_dropped_total", "counter", "Traces dropped (queue full or export failure).");
+    fr_prom_head(o, "frugal_traces_dropped_total", "counter", "Traces dropped (queue full or export failure).");
     fr_buf_printf(o, "frugal_traces_dropped_total %ld\n", p->traces_dropped);
 }

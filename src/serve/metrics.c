@@ -1,6 +1,8 @@
 /* metrics.c — Prometheus counters, histograms and the text exposition (see metrics.h). */
 #include "serve/metrics.h"
 
+#include "meter/prom.h"
+
 #include <string.h>
 
 static const double LAT_LE[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
@@ -90,12 +92,9 @@ void fr_metrics_generation(fr_metrics *m, const fr_req_info *info, double ttft_s
     pthread_mutex_unlock(&m->mu);
 }
 
-static void head(fr_buf *o, const char *name, const char *type, const char *help) {
-    fr_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 static void hist(fr_buf *o, const char *name, const char *help, const fr_hist *h) {
-    head(o, name, "histogram", help);
+    fr_prom_head(o, name, "histogram", help);
     for (int t = 0; t < FR_N_TIERS; t++) {
         uint64_t cum = 0;
         for (int i = 0; i < h[t].n; i++) {
@@ -114,13 +113,13 @@ static void hist(fr_buf *o, const char *name, const char *help, const fr_hist *h
 
 static void per_tier_u64(fr_buf *o, const char *name, const char *type, const char *help,
                          const uint64_t *v) {
-    head(o, name, type, help);
+    fr_prom_head(o, name, type, help);
     for (int t = 0; t < FR_N_TIERS; t++)
         fr_buf_printf(o, "%s{tier=\"%s\"} %llu\n", name, fr_tier_name(t), (unsigned long long)v[t]);
 }
 
 static void per_tier_int(fr_buf *o, const char *name, const char *help, const int *v) {
-    head(o, name, "gauge", help);
+    fr_prom_head(o, name, "gauge", help);
     for (int t = 0; t < FR_N_TIERS; t++)
         fr_buf_printf(o, "%s{tier=\"%s\"} %d\n", name, fr_tier_name(t), v[t]);
 }
@@ -128,7 +127,7 @@ static void per_tier_int(fr_buf *o, const char *name, const char *help, const in
 void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metrics_extra *x,
                        fr_buf *o) {
     pthread_mutex_lock(&m->mu);
-    head(o, "frugal_requests_total", "counter",
+    fr_prom_head(o, "frugal_requests_total", "counter",
          "HTTP requests answered, by endpoint, tier and status code (499: client went away).");
     for (int i = 0; i < m->n_series; i++) {
         const fr_req_series *s = &m->series[i];
@@ -152,13 +151,13 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
 
     per_tier_int(o, "frugal_requests_running", "Sequences in the running batch.", st->running);
     per_tier_int(o, "frugal_requests_waiting", "Requests queued (new or preempted).", st->waiting);
-    head(o, "frugal_kv_blocks_used", "gauge", "KV cache blocks held by sequences.");
+    fr_prom_head(o, "frugal_kv_blocks_used", "gauge", "KV cache blocks held by sequences.");
     fr_buf_printf(o, "frugal_kv_blocks_used %d\n", st->kv_blocks_used);
-    head(o, "frugal_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.");
+    fr_prom_head(o, "frugal_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.");
     fr_buf_printf(o, "frugal_kv_blocks_capacity %d\n", st->kv_blocks_total);
-    head(o, "frugal_kv_block_size_tokens", "gauge", "Tokens per KV cache block.");
+    fr_prom_head(o, "frugal_kv_block_size_tokens", "gauge", "Tokens per KV cache block.");
     fr_buf_printf(o, "frugal_kv_block_size_tokens %d\n", st->block_size);
-    head(o, "frugal_kv_usage_ratio", "gauge", "Fraction of KV cache blocks in use.");
+    fr_prom_head(o, "frugal_kv_usage_ratio", "gauge", "Fraction of KV cache blocks in use.");
     fr_buf_printf(o, "frugal_kv_usage_ratio %.6f\n",
                   st->kv_blocks_total ? (double)st->kv_blocks_used / st->kv_blocks_total : 0.0);
     per_tier_u64(o, "frugal_prompt_tokens_total", "counter",
@@ -168,14 +167,14 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
     per_tier_u64(o, "frugal_requests_preempted_total", "counter",
                  "Preemptions (blocks freed, recomputed later); a request may count several.",
                  st->preempted);
-    head(o, "frugal_requests_rejected_total", "counter",
+    fr_prom_head(o, "frugal_requests_rejected_total", "counter",
          "Requests refused at admission, by tier and reason.");
     for (int t = 0; t < FR_N_TIERS; t++)
         for (int a = 1; a < FR_ADMIT_COUNT; a++)
             fr_buf_printf(o, "frugal_requests_rejected_total{tier=\"%s\",reason=\"%s\"} %llu\n",
                           fr_tier_name(t), fr_admit_name((fr_admit)a),
                           (unsigned long long)st->rejected[t][a]);
-    head(o, "frugal_requests_cancelled_total", "counter",
+    fr_prom_head(o, "frugal_requests_cancelled_total", "counter",
          "Requests ended before finishing, by tier and reason.");
     static const struct { fr_end e; const char *label; } cancel_reasons[] = {
         {FR_END_CANCELLED, "client_disconnect"}, {FR_END_DEADLINE, "deadline"},
@@ -185,7 +184,7 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
             fr_buf_printf(o, "frugal_requests_cancelled_total{tier=\"%s\",reason=\"%s\"} %llu\n",
                           fr_tier_name(t), cancel_reasons[i].label,
                           (unsigned long long)st->ended[t][cancel_reasons[i].e]);
-    head(o, "frugal_requests_finished_total", "counter",
+    fr_prom_head(o, "frugal_requests_finished_total", "counter",
          "Requests that finished generating, by tier and finish reason.");
     for (int t = 0; t < FR_N_TIERS; t++) {
         fr_buf_printf(o, "frugal_requests_finished_total{tier=\"%s\",reason=\"stop\"} %llu\n",
@@ -193,19 +192,19 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
         fr_buf_printf(o, "frugal_requests_finished_total{tier=\"%s\",reason=\"length\"} %llu\n",
                       fr_tier_name(t), (unsigned long long)st->ended[t][FR_END_LENGTH]);
     }
-    head(o, "frugal_engine_steps_total", "counter", "Decoder steps run by the engine.");
+    fr_prom_head(o, "frugal_engine_steps_total", "counter", "Decoder steps run by the engine.");
     fr_buf_printf(o, "frugal_engine_steps_total %llu\n", (unsigned long long)st->steps);
-    head(o, "frugal_engine_step_tokens_total", "counter",
+    fr_prom_head(o, "frugal_engine_step_tokens_total", "counter",
          "Tokens processed by decoder steps (prefill, recompute and decode).");
     fr_buf_printf(o, "frugal_engine_step_tokens_total %llu\n", (unsigned long long)st->step_tokens);
-    head(o, "frugal_engine_busy_seconds_total", "counter", "Time spent in decoder steps.");
+    fr_prom_head(o, "frugal_engine_busy_seconds_total", "counter", "Time spent in decoder steps.");
     fr_buf_printf(o, "frugal_engine_busy_seconds_total %.6f\n", st->step_seconds);
-    head(o, "frugal_recomputed_tokens_total", "counter",
+    fr_prom_head(o, "frugal_recomputed_tokens_total", "counter",
          "Cached tokens thrown away by preemption (to be recomputed).");
     fr_buf_printf(o, "frugal_recomputed_tokens_total %llu\n",
                   (unsigned long long)st->recomputed_tokens);
-    head(o, "frugal_http_connections", "gauge", "Open HTTP connections.");
+    fr_prom_head(o, "frugal_http_connections", "gauge", "Open HTTP connections.");
     fr_buf_printf(o, "frugal_http_connections %d\n", x ? x->connections : 0);
-    head(o, "frugal_ready", "gauge", "1 when the model is loaded and the engine accepts work.");
+    fr_prom_head(o, "frugal_ready", "gauge", "1 when the model is loaded and the engine accepts work.");
     fr_buf_printf(o, "frugal_ready %d\n", x && x->ready ? 1 : 0);
 }
