@@ -1,5 +1,6 @@
 # frugal — build
-#   make              release build: build/frugal, build/libfrugal.a
+#   make              release build: build/frugal, build/libfrugal.a (server + public API),
+#                     build/libfrugal-tools.a (CLI commands and offline tools: frugal and tests)
 #   make test         build and run the test suite (ends with "N passed, N failed")
 #   make SANITIZE=address,undefined test   the same under ASan+UBSan (objects in build-san/)
 #   make WERROR=1     warnings are errors (CI sets this)
@@ -25,15 +26,25 @@ OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
 PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib \
-            tesseract lept libpng libjpeg libwebp libtiff-4 cairo \
+            tesseract lept libpng libjpeg libwebp libtiff-4 \
             pocketsphinx sphinxbase sndfile samplerate vorbisfile
+TOOL_PKGS:= cairo
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
-            -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+            -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz) \
             -lutf8proc -lopenblas -lm -pthread $(LDSAN)
+# what the offline tools add (linked into build/frugal and the tests, never needed by libfrugal.a)
+TOOL_LDLIBS := $(shell pkg-config --libs $(TOOL_PKGS) 2>/dev/null || echo -lcairo)
 
-LIB_SRC  := $(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort)
+# Two archives. libfrugal.a: what the server and the public API need (include/frugal.h).
+# libfrugal-tools.a: the CLI commands (src/tools) and the offline tools they run, the document
+# generator (cairo), the intent-model trainer and its calibration, the ARPA LM builder; only the
+# `frugal` binary and the tests link it.
+TOOL_SRC := $(sort $(shell find src/tools -name '*.c')) src/stages/ocr/docgen.c \
+            src/stages/nlu/intent_train.c src/stages/nlu/intent_calib.c src/stages/asr/lm.c
+LIB_SRC  := $(filter-out $(TOOL_SRC),$(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -46,15 +57,24 @@ $(BUILD)/%.o: %.c
 $(BUILD)/libfrugal.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(BUILD)/libfrugal-tools.a: $(TOOL_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/frugal: $(BUILD)/src/main.o $(BUILD)/libfrugal.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/frugal: $(BUILD)/src/main.o $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libfrugal.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS)
 
-tests: $(TEST_BIN) $(BUILD)/frugal
+# libfrugal.a links whole with the library's own LDLIBS (no cairo, no tools archive): a program
+# that uses only the server and the public API never needs the offline tools.
+$(BUILD)/lib-alone: $(BUILD)/libfrugal.a
+	@printf 'int main(void) { return 0; }\n' >$@.c
+	$(CC) $(CFLAGS) -o $@ $@.c -Wl,--whole-archive $(BUILD)/libfrugal.a -Wl,--no-whole-archive $(LDLIBS)
+
+tests: $(TEST_BIN) $(BUILD)/frugal $(BUILD)/lib-alone
 
 test: tests
 	BUILD=$(BUILD) sh tests/run.sh
@@ -85,7 +105,7 @@ uninstall:
 
 .PHONY: all tests test clean install uninstall
 .SECONDARY:
--include $(LIB_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
 
 # ---- metering tests: the scripted fake NVML (tests/fakenvml), loaded by the meter via dlopen ----
 $(BUILD)/libfakenvml.so: tests/fakenvml/fakenvml.c
@@ -126,8 +146,8 @@ $(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
-$(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
-	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS)
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
 cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/frugal-cuda
@@ -159,11 +179,12 @@ FUZZ_CC     ?= clang
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) -Wall -Wextra -Wno-unused-parameter -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
                -pthread -Iinclude -Isrc -I/usr/include/openblas \
-               $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
-FUZZ_LIBS   := $(filter-out $(LDSAN),$(LDLIBS))
+               $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_LIBS   := $(TOOL_LDLIBS) $(filter-out $(LDSAN),$(LDLIBS))
 FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_OBJ    := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_TOOL_OBJ := $(TOOL_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -171,12 +192,17 @@ $(FUZZ_BUILD)/%.o: %.c
 $(FUZZ_BUILD)/libfrugal.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfrugal.a
+$(FUZZ_BUILD)/libfrugal-tools.a: $(FUZZ_TOOL_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfrugal-tools.a $(FUZZ_BUILD)/libfrugal.a
 	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
 
 fuzz: $(FUZZ_BIN)
 .PHONY: fuzz
--include $(FUZZ_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.d)
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_TOOL_OBJ:.o=.d) $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.d)
 print-ldlibs:
 	@echo $(LDLIBS)
-.PHONY: print-ldlibs
+print-tool-ldlibs:
+	@echo $(TOOL_LDLIBS)
+.PHONY: print-ldlibs print-tool-ldlibs
