@@ -165,7 +165,8 @@ void fr_meter_stat_wilson(long k, long n, double z, double ci[2]);
 
 /* ---- PNG ------------------------------------------------------------------------------------- */
 
-/* Encode 8-bit RGB rows (w × h × 3 bytes) as PNG; returns malloc'd bytes. */
+/* Encode 8-bit RGB rows (w × h × 3 bytes, no padding) as PNG through libpng. Returns malloc'd
+ * bytes and their count in *len, or NULL (sizes outside 1..16384, or libpng refused: logged). */
 unsigned char *fr_meter_png_encode(const unsigned char *rgb, int w, int h, size_t *len);
 
 #endif
