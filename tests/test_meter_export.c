@@ -4,6 +4,7 @@
  * dashboard, the configuration parser, the cost model and A/B assignment. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -48,13 +49,84 @@ TEST(traceparent_valid_and_invalid) {
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) CHECK_EQ_INT(fr_traceparent_parse(bad[i], strlen(bad[i]), &t), -1);
     CHECK_EQ_INT(fr_traceparent_parse(NULL, 0, &t), -1);
-    fr_buf b = {0};
-    fr_meter_json_str(&b, "caf\xc3\xa9 \"q\"\n");
-    CHECK_STR(fr_buf_cstr(&b), "\"caf\xc3\xa9 \\\"q\\\"\\n\"");
-    b.len = 0;
-    fr_meter_json_str(&b, "bad\xff");
-    CHECK_STR(fr_buf_cstr(&b), "\"bad\\ufffd\"");
-    fr_buf_free(&b);
+}
+
+/* The value object of attribute `key` in a span (NULL when absent). */
+static cJSON *attr(cJSON *span, const char *key) {
+    cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(span, "attributes")) {
+        cJSON *k = cJSON_GetObjectItem(a, "key");
+        if (cJSON_IsString(k) && !strcmp(k->valuestring, key)) return cJSON_GetObjectItem(a, "value");
+    }
+    return NULL;
+}
+
+/* One OTLP/JSON ExportTraceServiceRequest built by the span helpers and printed by cJSON parses
+ * back with every field where the OTLP JSON encoding puts it, with the JSON types it requires
+ * (ids hex, int64 and times as decimal strings, doubles as numbers), and strings that were not
+ * valid UTF-8 or held quotes and control characters come back as valid JSON strings. */
+TEST(otlp_document_parses_back) {
+    static const uint8_t tid[16] = {0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+                                    0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36};
+    static const uint8_t sid[8] = {0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
+    static const uint8_t cid[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cJSON *spans = cJSON_CreateArray();
+    cJSON *root = fr_otlp_span_new(tid, sid, NULL, "request", 2, 1700000000.25, 1700000001.5);
+    fr_otlp_attr_str(root, "frugal.route", "a \"q\"\n\x01\x7f caf\xc3\xa9");
+    fr_otlp_attr_str(root, "frugal.bad", "bad\xff");
+    fr_otlp_attr_int(root, "http.response.status_code", -42);
+    fr_otlp_attr_dbl(root, "frugal.joules", 12.5);
+    fr_otlp_attr_dbl(root, "frugal.nan", NAN);
+    fr_otlp_attr_bool(root, "frugal.energy.estimated", true);
+    fr_otlp_span_end(root, 2, "boom");
+    cJSON_AddItemToArray(spans, root);
+    cJSON *child = fr_otlp_span_new(tid, cid, sid, "ocr\xff", 1, 5, 4); /* end before start: clamped */
+    fr_otlp_span_end(child, 0, NULL);
+    cJSON_AddItemToArray(spans, child);
+    cJSON *doc = fr_otlp_wrap("svc", spans);
+    char *text = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
+    CHECK(text && fr_utf8_valid(text, strlen(text)));
+    for (const char *p = text; p && *p; p++) CHECK((unsigned char)*p >= 0x20);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    CHECK(j != NULL);
+    if (!j) return;
+    cJSON *rs = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "resourceSpans"), 0);
+    cJSON *ra = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(rs, "resource"), "attributes"), 0);
+    CHECK_STR(cJSON_GetObjectItem(ra, "key")->valuestring, "service.name");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(ra, "value"), "stringValue")->valuestring, "svc");
+    cJSON *ss = cJSON_GetArrayItem(cJSON_GetObjectItem(rs, "scopeSpans"), 0);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetObjectItem(ss, "scope"), "name")->valuestring, "frugal.meter");
+    cJSON *sp = cJSON_GetObjectItem(ss, "spans");
+    CHECK_EQ_INT(cJSON_GetArraySize(sp), 2);
+    cJSON *r = cJSON_GetArrayItem(sp, 0), *c = cJSON_GetArrayItem(sp, 1);
+    CHECK_STR(cJSON_GetObjectItem(r, "traceId")->valuestring, "4bf92f3577b34da6a3ce929d0e0e4736");
+    CHECK_STR(cJSON_GetObjectItem(r, "spanId")->valuestring, "00f067aa0ba902b7");
+    CHECK(cJSON_GetObjectItem(r, "parentSpanId") == NULL);
+    CHECK_STR(cJSON_GetObjectItem(r, "name")->valuestring, "request");
+    CHECK(cJSON_IsNumber(cJSON_GetObjectItem(r, "kind")) && cJSON_GetObjectItem(r, "kind")->valueint == 2);
+    CHECK_STR(cJSON_GetObjectItem(r, "startTimeUnixNano")->valuestring, "1700000000250000000");
+    CHECK_STR(cJSON_GetObjectItem(r, "endTimeUnixNano")->valuestring, "1700000001500000000");
+    CHECK_STR(cJSON_GetObjectItem(attr(r, "frugal.route"), "stringValue")->valuestring,
+              "a \"q\"\n\x01\x7f caf\xc3\xa9");
+    const char *bad = cJSON_GetObjectItem(attr(r, "frugal.bad"), "stringValue")->valuestring;
+    CHECK(!strncmp(bad, "bad", 3) && fr_utf8_valid(bad, strlen(bad))); /* the masker's choice */
+    cJSON *iv = cJSON_GetObjectItem(attr(r, "http.response.status_code"), "intValue");
+    CHECK(cJSON_IsString(iv) && !strcmp(iv->valuestring, "-42"));
+    cJSON *dv = cJSON_GetObjectItem(attr(r, "frugal.joules"), "doubleValue");
+    CHECK(cJSON_IsNumber(dv) && dv->valuedouble == 12.5);
+    CHECK(cJSON_GetObjectItem(attr(r, "frugal.nan"), "doubleValue")->valuedouble == 0);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(attr(r, "frugal.energy.estimated"), "boolValue")));
+    cJSON *st = cJSON_GetObjectItem(r, "status");
+    CHECK_EQ_INT(cJSON_GetObjectItem(st, "code")->valueint, 2);
+    CHECK_STR(cJSON_GetObjectItem(st, "message")->valuestring, "boom");
+    CHECK_STR(cJSON_GetObjectItem(c, "name")->valuestring, "ocr\xef\xbf\xbd"); /* not UTF-8: U+FFFD */
+    CHECK_STR(cJSON_GetObjectItem(c, "parentSpanId")->valuestring, "00f067aa0ba902b7");
+    CHECK_STR(cJSON_GetObjectItem(c, "endTimeUnixNano")->valuestring, "5000000000");
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(c, "attributes")), 0);
+    CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "status"), "message") == NULL);
+    cJSON_Delete(j);
 }
 
 /* Random mutations of valid headers: never a crash, and whatever parses round-trips. */
@@ -265,15 +337,6 @@ TEST(dead_collector_never_blocks_a_request) {
     CHECK_EQ_INT(t.traces_exported, 0);
     CHECK_EQ_INT(t.traces_dropped, 20);
     fr_meter_close(m);
-}
-
-static cJSON *attr(cJSON *span, const char *key) {
-    cJSON *a;
-    cJSON_ArrayForEach(a, cJSON_GetObjectItem(span, "attributes")) {
-        cJSON *k = cJSON_GetObjectItem(a, "key");
-        if (cJSON_IsString(k) && !strcmp(k->valuestring, key)) return cJSON_GetObjectItem(a, "value");
-    }
-    return NULL;
 }
 
 TEST(jsonl_traces_continue_an_incoming_traceparent) {

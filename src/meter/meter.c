@@ -30,6 +30,7 @@
  */
 #include "meter/meter.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1232,10 +1233,10 @@ static int prom_tier(fr_meter_prom *p, const char *tier) {
                      tier[0] ? tier : "default");
 }
 
-static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row *row, fr_buf *b) {
+static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row *row, cJSON *spans) {
     double off = m->epoch_off;
-    fr_otlp_span_begin(b, r->trace_id, r->span_id, r->has_parent ? r->parent_id : NULL, "request", 2,
-                       off + r->t_begin, off + r->t_end);
+    cJSON *b = fr_otlp_span_new(r->trace_id, r->span_id, r->has_parent ? r->parent_id : NULL, "request", 2,
+                                off + r->t_begin, off + r->t_end);
     fr_otlp_attr_str(b, "frugal.request.id", r->id);
     fr_otlp_attr_str(b, "frugal.modality", r->modality);
     fr_otlp_attr_str(b, "frugal.route", r->route);
@@ -1258,6 +1259,7 @@ static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row 
     if (row->incomplete) fr_otlp_attr_bool(b, "frugal.energy.incomplete", true);
     if (row->slo_met >= 0) fr_otlp_attr_bool(b, "frugal.slo.met", row->slo_met == 1);
     fr_otlp_span_end(b, r->res.status == FR_REQ_OK ? 0 : 2, r->res.status == FR_REQ_OK ? NULL : r->error);
+    cJSON_AddItemToArray(spans, b);
     for (int st = 0; st < FR_MSTAGE_COUNT; st++) {
         if (!r->st_steps[st]) continue;
         uint8_t sid[8];
@@ -1268,9 +1270,8 @@ static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row 
         for (int d = 0; d < FR_METER_MAX_DEV; d++) j += r->j[d][st];
         double parts[FR_COST_N];
         double usd = fr_cost_price(&m->cfg.cost, j, req_occupancy(m, r, st), parts);
-        fr_buf_puts(b, ",");
-        fr_otlp_span_begin(b, r->trace_id, sid, r->span_id, fr_meter_stage_name((fr_meter_stage)st), 1,
-                           off + r->st_first[st], off + r->st_last[st]);
+        b = fr_otlp_span_new(r->trace_id, sid, r->span_id, fr_meter_stage_name((fr_meter_stage)st), 1,
+                             off + r->st_first[st], off + r->st_last[st]);
         fr_otlp_attr_str(b, "frugal.modality", r->modality);
         fr_otlp_attr_str(b, "frugal.route", r->route);
         fr_otlp_attr_str(b, "frugal.tier", r->tier);
@@ -1283,6 +1284,7 @@ static void build_trace(fr_meter *m, const fr_meter_req *r, const fr_ledger_row 
         fr_otlp_attr_dbl(b, "frugal.joules", j);
         fr_otlp_attr_dbl(b, "frugal.usd", usd);
         fr_otlp_span_end(b, 0, NULL);
+        cJSON_AddItemToArray(spans, b);
     }
 }
 
@@ -1376,10 +1378,10 @@ static void finalise_one(fr_meter *m, fr_meter_req *r) {
     if (m->cfg.on_row) m->cfg.on_row(m->cfg.on_row_ctx, &row);
     if (m->ledger) fr_ledger_put_final(m->ledger, r->ledger_seq, &row); /* completes the provisional row */
     if (m->otlp) {
-        fr_buf b = {0};
-        build_trace(m, r, &row, &b);
-        fr_otlp_put(m->otlp, b.data, b.len);
-        fr_buf_free(&b);
+        cJSON *spans = cJSON_CreateArray();
+        if (!spans) fr_panic(__FILE__, __LINE__, "cJSON: out of memory");
+        build_trace(m, r, &row, spans);
+        fr_otlp_put(m->otlp, spans); /* the exporter owns the spans now */
     }
 
     pthread_mutex_lock(&m->mu);

@@ -1,13 +1,16 @@
-/* trace.c — traceparent parsing, OTLP/JSON span writing, the batching exporter. See trace.h.
+/* trace.c — traceparent parsing, OTLP/JSON spans built with cJSON, the batching exporter. See
+ * trace.h.
  *
  * OTLP/JSON encoding (OTLP spec, "JSON Protobuf Encoding"): traceId/spanId are lowercase hex
- * strings, 64-bit integers (times, intValue) are decimal strings, enums are numbers.
+ * strings, 64-bit integers (times, intValue) are decimal strings, enums are numbers. cJSON
+ * builds and prints the documents (escaping included); strings are made valid UTF-8 first.
  * The exporter thread owns the curl handle; a failed POST (connection refused, timeout, non-2xx)
  * drops that batch and is logged once per run of failures, so a dead collector costs nothing but
  * the traces.
  */
 #include "meter/trace.h"
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
@@ -75,115 +78,149 @@ void fr_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8],
     snprintf(out, 56, "00-%s-%s-%s", t, p, f);
 }
 
-/* ---- JSON ------------------------------------------------------------------------------------ */
+/* ---- OTLP/JSON through cJSON ---------------------------------------------------------------- */
 
-void fr_meter_json_str(fr_buf *b, const char *s) {
+/* A string value as cJSON will print it: JSON text must be UTF-8, so a string that is not valid
+ * UTF-8 has each byte >= 0x80 replaced by U+FFFD (cJSON escapes the control characters). */
+static cJSON *utf8_string(const char *s) {
     if (!s) s = "";
-    bool utf8 = fr_utf8_valid(s, strlen(s)); /* else bytes >= 0x80 become U+FFFD */
-    fr_buf_puts(b, "\"");
+    size_t n = strlen(s);
+    if (fr_utf8_valid(s, n)) return cJSON_CreateString(s);
+    fr_buf b = {0};
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (c >= 0x80 && !utf8) {
-            fr_buf_puts(b, "\\ufffd");
-            continue;
-        }
-        if (c == '"') fr_buf_puts(b, "\\\"");
-        else if (c == '\\') fr_buf_puts(b, "\\\\");
-        else if (c == '\n') fr_buf_puts(b, "\\n");
-        else if (c == '\r') fr_buf_puts(b, "\\r");
-        else if (c == '\t') fr_buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) fr_buf_printf(b, "\\u%04x", c);
-        else fr_buf_append(b, p, 1);
+        if (*p >= 0x80) fr_buf_puts(&b, "\xef\xbf\xbd");
+        else fr_buf_append(&b, p, 1);
     }
-    fr_buf_puts(b, "\"");
+    cJSON *v = cJSON_CreateString(fr_buf_cstr(&b));
+    fr_buf_free(&b);
+    return v;
 }
 
-static void nanos(fr_buf *b, double t) {
+#define OOM() fr_panic(__FILE__, __LINE__, "cJSON: out of memory")
+
+static void add(cJSON *obj, const char *key, cJSON *v) {
+    if (!v || !cJSON_AddItemToObject(obj, key, v)) OOM();
+}
+
+static cJSON *hex_string(const uint8_t *b, size_t n) {
+    char h[33];
+    fr_meter_hex(b, n, h);
+    return cJSON_CreateString(h);
+}
+
+/* Unix seconds as the decimal string of nanoseconds OTLP/JSON wants for a fixed64. */
+static cJSON *nanos(double t) {
     if (!(t > 0)) t = 0;
     unsigned long long s = (unsigned long long)t;
     unsigned long long ns = (unsigned long long)llround((t - (double)s) * 1e9);
     if (ns >= 1000000000ULL) { s++; ns -= 1000000000ULL; }
-    fr_buf_printf(b, "\"%llu%09llu\"", s, ns);
+    char d[48];
+    snprintf(d, sizeof d, "%llu%09llu", s, ns);
+    return cJSON_CreateString(d);
 }
 
-void fr_otlp_span_begin(fr_buf *b, const uint8_t trace_id[16], const uint8_t span_id[8],
-                        const uint8_t *parent_id, const char *name, int kind, double t0, double t1) {
-    char t[33], s[17], p[17];
-    fr_meter_hex(trace_id, 16, t);
-    fr_meter_hex(span_id, 8, s);
-    fr_buf_printf(b, "{\"traceId\":\"%s\",\"spanId\":\"%s\",", t, s);
-    if (parent_id) {
-        fr_meter_hex(parent_id, 8, p);
-        fr_buf_printf(b, "\"parentSpanId\":\"%s\",", p);
-    }
-    fr_buf_puts(b, "\"name\":");
-    fr_meter_json_str(b, name);
-    fr_buf_printf(b, ",\"kind\":%d,\"startTimeUnixNano\":", kind);
-    nanos(b, t0);
-    fr_buf_puts(b, ",\"endTimeUnixNano\":");
-    nanos(b, t1 < t0 ? t0 : t1);
-    fr_buf_puts(b, ",\"attributes\":[");
+cJSON *fr_otlp_span_new(const uint8_t trace_id[16], const uint8_t span_id[8],
+                        const uint8_t *parent_id, const char *name, int kind, double t0,
+                        double t1) {
+    cJSON *sp = cJSON_CreateObject();
+    if (!sp) OOM();
+    add(sp, "traceId", hex_string(trace_id, 16));
+    add(sp, "spanId", hex_string(span_id, 8));
+    if (parent_id) add(sp, "parentSpanId", hex_string(parent_id, 8));
+    add(sp, "name", utf8_string(name));
+    add(sp, "kind", cJSON_CreateNumber(kind));
+    add(sp, "startTimeUnixNano", nanos(t0));
+    add(sp, "endTimeUnixNano", nanos(t1 < t0 ? t0 : t1));
+    add(sp, "attributes", cJSON_CreateArray());
+    return sp;
 }
 
-static void attr_key(fr_buf *b, const char *key) {
-    if (b->len && b->data[b->len - 1] != '[') fr_buf_puts(b, ",");
-    fr_buf_puts(b, "{\"key\":");
-    fr_meter_json_str(b, key);
-    fr_buf_puts(b, ",\"value\":{");
+/* Appends {"key": key, "value": {<type>: v}} to the span's attributes (v is owned). */
+static void attr(cJSON *span, const char *key, const char *type, cJSON *v) {
+    cJSON *a = cJSON_CreateObject(), *val = cJSON_CreateObject();
+    if (!a || !val) OOM();
+    add(a, "key", utf8_string(key));
+    add(val, type, v);
+    add(a, "value", val);
+    if (!cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(span, "attributes"), a))
+        fr_panic(__FILE__, __LINE__, "cJSON: a span without attributes");
 }
 
-void fr_otlp_attr_str(fr_buf *b, const char *key, const char *v) {
-    attr_key(b, key);
-    fr_buf_puts(b, "\"stringValue\":");
+void fr_otlp_attr_str(cJSON *span, const char *key, const char *v) {
     char *m = fr_mask_dup(v ? v : "");
-    fr_meter_json_str(b, m);
+    attr(span, key, "stringValue", utf8_string(m));
     free(m);
-    fr_buf_puts(b, "}}");
 }
 
-void fr_otlp_attr_int(fr_buf *b, const char *key, long long v) {
-    attr_key(b, key);
-    fr_buf_printf(b, "\"intValue\":\"%lld\"}}", v);
+void fr_otlp_attr_int(cJSON *span, const char *key, long long v) {
+    char d[24];
+    snprintf(d, sizeof d, "%lld", v); /* int64 is a decimal string in OTLP/JSON */
+    attr(span, key, "intValue", cJSON_CreateString(d));
 }
 
-void fr_otlp_attr_dbl(fr_buf *b, const char *key, double v) {
-    attr_key(b, key);
-    if (!isfinite(v)) v = 0;
-    fr_buf_printf(b, "\"doubleValue\":%.17g}}", v);
+void fr_otlp_attr_dbl(cJSON *span, const char *key, double v) {
+    attr(span, key, "doubleValue", cJSON_CreateNumber(isfinite(v) ? v : 0));
 }
 
-void fr_otlp_attr_bool(fr_buf *b, const char *key, bool v) {
-    attr_key(b, key);
-    fr_buf_printf(b, "\"boolValue\":%s}}", v ? "true" : "false");
+void fr_otlp_attr_bool(cJSON *span, const char *key, bool v) {
+    attr(span, key, "boolValue", cJSON_CreateBool(v));
 }
 
-void fr_otlp_span_end(fr_buf *b, int status, const char *message) {
-    fr_buf_printf(b, "],\"status\":{\"code\":%d", status);
+void fr_otlp_span_end(cJSON *span, int status, const char *message) {
+    cJSON *st = cJSON_CreateObject();
+    if (!st) OOM();
+    add(st, "code", cJSON_CreateNumber(status));
     if (message && *message) {
-        fr_buf_puts(b, ",\"message\":");
         char *m = fr_mask_dup(message);
-        fr_meter_json_str(b, m);
+        add(st, "message", utf8_string(m));
         free(m);
     }
-    fr_buf_puts(b, "}}");
+    add(span, "status", st);
 }
 
-void fr_otlp_wrap(fr_buf *out, const char *service, const char *spans, size_t len) {
-    fr_buf_puts(out, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
-                     "\"value\":{\"stringValue\":");
-    fr_meter_json_str(out, service ? service : "frugal");
-    fr_buf_puts(out, "}}]},\"scopeSpans\":[{\"scope\":{\"name\":\"frugal.meter\"},\"spans\":[");
-    fr_buf_append(out, spans, len);
-    fr_buf_puts(out, "]}]}]}");
+cJSON *fr_otlp_wrap(const char *service, cJSON *spans) {
+    cJSON *root = cJSON_CreateObject(), *rs = cJSON_CreateArray(), *r = cJSON_CreateObject();
+    cJSON *res = cJSON_CreateObject(), *rattrs = cJSON_CreateArray(), *sa = cJSON_CreateObject();
+    cJSON *sv = cJSON_CreateObject(), *ss = cJSON_CreateArray(), *s1 = cJSON_CreateObject();
+    cJSON *scope = cJSON_CreateObject();
+    if (!root || !rs || !r || !res || !rattrs || !sa || !sv || !ss || !s1 || !scope)
+        OOM();
+    add(sa, "key", cJSON_CreateString("service.name"));
+    add(sv, "stringValue", utf8_string(service && *service ? service : "frugal"));
+    add(sa, "value", sv);
+    cJSON_AddItemToArray(rattrs, sa);
+    add(res, "attributes", rattrs);
+    add(r, "resource", res);
+    add(scope, "name", cJSON_CreateString("frugal.meter"));
+    add(s1, "scope", scope);
+    add(s1, "spans", spans);
+    cJSON_AddItemToArray(ss, s1);
+    add(r, "scopeSpans", ss);
+    cJSON_AddItemToArray(rs, r);
+    add(root, "resourceSpans", rs);
+    return root;
 }
 
 /* ---- exporter -------------------------------------------------------------------------------- */
 
 typedef struct titem {
     struct titem *next; /* FIFO link */
-    size_t len;         /* bytes of spans */
-    char spans[];       /* comma-separated span objects */
+    cJSON *spans;       /* the trace: an array of span objects (owned) */
 } titem;
+
+static void titem_free(titem *t) {
+    cJSON_Delete(t->spans);
+    free(t);
+}
+
+/* Appends the unformatted JSON text of root to b and frees root. */
+static void print_to(fr_buf *b, cJSON *root) {
+    char *txt = cJSON_PrintUnformatted(root);
+    if (!txt) OOM();
+    fr_buf_puts(b, txt);
+    cJSON_free(txt);
+    cJSON_Delete(root);
+}
 
 struct fr_otlp {
     char url[600];         /* full …/v1/traces URL or "" */
@@ -236,7 +273,7 @@ static bool post(fr_otlp *o, CURL *h, const char *body, size_t len) {
 static void *exporter(void *arg) {
     fr_otlp *o = arg;
     CURL *h = o->url[0] ? curl_easy_init() : NULL;
-    fr_buf body = {0}, line = {0}, joined = {0};
+    fr_buf body = {0}, line = {0};
     pthread_mutex_lock(&o->mu);
     for (;;) {
         /* wait for a full batch, a flush, a stop, or the oldest trace to be flush_s old */
@@ -268,20 +305,23 @@ static void *exporter(void *arg) {
         if (o->file) {
             for (titem *t = batch; t; t = t->next) {
                 line.len = 0;
-                fr_otlp_wrap(&line, o->service, t->spans, t->len);
+                cJSON *spans = h ? cJSON_Duplicate(t->spans, true) : t->spans;
+                if (!h) t->spans = NULL;
+                if (!spans) OOM();
+                print_to(&line, fr_otlp_wrap(o->service, spans));
                 fr_buf_puts(&line, "\n");
                 fwrite(line.data, 1, line.len, o->file);
             }
             fflush(o->file);
         }
         if (h) {
-            joined.len = 0;
-            for (titem *t = batch; t; t = t->next) {
-                if (joined.len) fr_buf_puts(&joined, ",");
-                fr_buf_append(&joined, t->spans, t->len);
-            }
+            cJSON *all = cJSON_CreateArray(); /* every span of the batch, in order */
+            if (!all) OOM();
+            for (titem *t = batch; t; t = t->next)
+                while (cJSON_GetArraySize(t->spans) > 0)
+                    cJSON_AddItemToArray(all, cJSON_DetachItemFromArray(t->spans, 0));
             body.len = 0;
-            fr_otlp_wrap(&body, o->service, joined.data ? joined.data : "", joined.len);
+            print_to(&body, fr_otlp_wrap(o->service, all));
             if (post(o, h, body.data, body.len)) ok = n;
             else bad = n;
         } else {
@@ -289,7 +329,7 @@ static void *exporter(void *arg) {
         }
         while (batch) {
             titem *nx = batch->next;
-            free(batch);
+            titem_free(batch);
             batch = nx;
         }
         pthread_mutex_lock(&o->mu);
@@ -302,7 +342,6 @@ static void *exporter(void *arg) {
     if (h) curl_easy_cleanup(h);
     fr_buf_free(&body);
     fr_buf_free(&line);
-    fr_buf_free(&joined);
     return NULL;
 }
 
@@ -351,18 +390,19 @@ fr_otlp *fr_otlp_open(const fr_otlp_config *c, fr_err *err) {
     return o;
 }
 
-bool fr_otlp_put(fr_otlp *o, const char *spans, size_t len) {
-    if (!o) return false;
-    titem *t = fr_xmalloc(sizeof *t + len + 1);
+bool fr_otlp_put(fr_otlp *o, cJSON *spans) {
+    if (!o) {
+        cJSON_Delete(spans);
+        return false;
+    }
+    titem *t = fr_xmalloc(sizeof *t);
     t->next = NULL;
-    t->len = len;
-    memcpy(t->spans, spans, len);
-    t->spans[len] = 0;
+    t->spans = spans;
     pthread_mutex_lock(&o->mu);
     if (o->qlen >= o->qcap || o->stop) {
         o->dropped++;
         pthread_mutex_unlock(&o->mu);
-        free(t);
+        titem_free(t);
         return false;
     }
     if (o->tail) o->tail->next = t;
@@ -396,7 +436,7 @@ void fr_otlp_close(fr_otlp *o) {
     pthread_join(o->thr, NULL);
     for (titem *t = o->head; t;) {
         titem *nx = t->next;
-        free(t);
+        titem_free(t);
         t = nx;
     }
     if (o->file) fclose(o->file);

@@ -2,9 +2,9 @@
  *
  * One trace per request: a root span "request" (continuing an incoming traceparent when there is
  * one) and one child span per stage the request went through. The meter builds each trace's
- * spans as JSON (fr_otlp_span_* helpers) and hands the text to the exporter, which batches traces
- * on its own thread and POSTs them to <url>/v1/traces (libcurl) and/or appends one line per
- * trace to a JSON-lines file. The queue is bounded: when it is full the trace is dropped and
+ * spans as cJSON objects (fr_otlp_span_* helpers) and hands the array to the exporter, which
+ * batches traces on its own thread and POSTs them to <url>/v1/traces (libcurl) and/or appends one
+ * line per trace to a JSON-lines file. The queue is bounded: when it is full the trace is dropped and
  * counted, a request never waits.
  */
 #ifndef FRUGAL_METER_TRACE_H
@@ -33,19 +33,27 @@ void fr_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8],
                            char out[56]);
 void fr_meter_hex(const uint8_t *b, size_t n, char *out); /* 2n lowercase hex digits + NUL */
 
-/* ---- span JSON ------------------------------------------------------------------------------- */
+/* ---- span JSON (cJSON) ----------------------------------------------------------------------- */
 
-void fr_meter_json_str(fr_buf *b, const char *s); /* a JSON string literal, escaped */
-/* Opens a span object (call attrs, then fr_otlp_span_end). parent may be NULL. kind: 1 internal,
- * 2 server. Times are unix seconds. */
-void fr_otlp_span_begin(fr_buf *b, const uint8_t trace_id[16], const uint8_t span_id[8],
-                        const uint8_t *parent_id, const char *name, int kind, double t0, double t1);
-void fr_otlp_attr_str(fr_buf *b, const char *key, const char *v);
-void fr_otlp_attr_int(fr_buf *b, const char *key, long long v);
-void fr_otlp_attr_dbl(fr_buf *b, const char *key, double v);
-void fr_otlp_attr_bool(fr_buf *b, const char *key, bool v);
-/* status: 0 unset, 1 ok, 2 error */
-void fr_otlp_span_end(fr_buf *b, int status, const char *message);
+typedef struct cJSON cJSON;
+/* A new span object (OTLP/JSON Span: ids as hex, times as decimal nanoseconds, an empty
+ * "attributes" array); add attributes, then fr_otlp_span_end. parent may be NULL. kind: 1
+ * internal, 2 server. Times are unix seconds. The caller owns the object (cJSON_Delete, or hand
+ * an array of spans to fr_otlp_put). Aborts only when memory runs out. */
+cJSON *fr_otlp_span_new(const uint8_t trace_id[16], const uint8_t span_id[8],
+                        const uint8_t *parent_id, const char *name, int kind, double t0,
+                        double t1);
+/* Attributes: string values pass the log masker (base/mask.h) and are made valid UTF-8; an int is
+ * written as a decimal string (OTLP int64), a non-finite double as 0. */
+void fr_otlp_attr_str(cJSON *span, const char *key, const char *v);
+void fr_otlp_attr_int(cJSON *span, const char *key, long long v);
+void fr_otlp_attr_dbl(cJSON *span, const char *key, double v);
+void fr_otlp_attr_bool(cJSON *span, const char *key, bool v);
+/* Adds "status": {"code": status[, "message": masked message]}; status: 0 unset, 1 ok, 2 error. */
+void fr_otlp_span_end(cJSON *span, int status, const char *message);
+/* One OTLP ExportTraceServiceRequest around `spans` (an array of span objects, owned by the
+ * result): resourceSpans[0] with service.name and the scope "frugal.meter". */
+cJSON *fr_otlp_wrap(const char *service, cJSON *spans);
 
 /* ---- exporter -------------------------------------------------------------------------------- */
 
@@ -61,13 +69,12 @@ typedef struct fr_otlp_config {
 
 typedef struct fr_otlp fr_otlp;
 fr_otlp *fr_otlp_open(const fr_otlp_config *c, fr_err *err); /* NULL with no sink = not an error */
-/* Queue one trace: `spans` is a comma-separated list of span objects (copied). */
-bool fr_otlp_put(fr_otlp *o, const char *spans, size_t len);
+/* Queue one trace: `spans` is a cJSON array of span objects, owned by the exporter from here on
+ * (freed when sent, dropped, or when o is NULL). False when dropped (queue full, closing). */
+bool fr_otlp_put(fr_otlp *o, cJSON *spans);
 void fr_otlp_flush(fr_otlp *o); /* wait until everything queued so far is sent or dropped */
 void fr_otlp_close(fr_otlp *o);
 long fr_otlp_exported(fr_otlp *o); /* traces sent (HTTP 2xx or written to the file) */
 long fr_otlp_dropped(fr_otlp *o);  /* traces dropped (queue full, HTTP failure) */
-/* Wrap spans into one OTLP ExportTraceServiceRequest JSON object. */
-void fr_otlp_wrap(fr_buf *out, const char *service, const char *spans, size_t len);
 
 #endif

@@ -3,11 +3,14 @@
  * The input is a header value of any bytes (copied to a buffer of exactly its size so that
  * AddressSanitizer sees a read past the end). A successful parse must give a version other than
  * ff, non-zero trace and parent ids, and — for version 00 — format back to exactly the input
- * without its surrounding spaces and tabs; the JSON writer must escape whatever bytes it gets.
+ * without its surrounding spaces and tabs; the OTLP span writer (cJSON) must give valid JSON
+ * for whatever bytes it gets.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "meter/trace.h"
 
@@ -41,16 +44,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (size - b < 55 || memcmp(out, s + b, 55)) abort();
         }
     }
-    /* the JSON string writer on the same bytes (NUL-terminated copy) */
+    /* the same bytes as a span name and attribute: the OTLP document cJSON prints is valid
+     * UTF-8 without raw control characters, parses back, and keeps a valid UTF-8 value as is */
     char *z = malloc(size + 1);
     if (size) memcpy(z, data, size);
     z[size] = 0;
-    fr_buf b = {0};
-    fr_meter_json_str(&b, z);
-    for (size_t i = 0; i < b.len; i++)
-        if ((unsigned char)b.data[i] < 0x20) abort(); /* control characters must be escaped */
-    if (!fr_utf8_valid(b.data, b.len)) abort();      /* and the output is valid UTF-8 */
-    fr_buf_free(&b);
+    static const uint8_t id[16] = {1};
+    cJSON *span = fr_otlp_span_new(id, id, NULL, z, 1, 1, 2);
+    fr_otlp_attr_str(span, "k", z);
+    fr_otlp_span_end(span, 2, z);
+    cJSON *spans = cJSON_CreateArray();
+    cJSON_AddItemToArray(spans, span);
+    cJSON *doc = fr_otlp_wrap(z, spans);
+    char *text = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
+    if (!text) abort();
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)text[i] < 0x20) abort(); /* control characters must be escaped */
+    if (!fr_utf8_valid(text, n)) abort();          /* and the output is valid UTF-8 */
+    cJSON *back = cJSON_Parse(text);
+    if (!back) abort();
+    cJSON *sp = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(back, "resourceSpans"), 0), "scopeSpans"), 0),
+                    "spans"), 0);
+    cJSON *name = cJSON_GetObjectItem(sp, "name");
+    if (!cJSON_IsString(name)) abort();
+    if (fr_utf8_valid(z, strlen(z)) && strcmp(name->valuestring, z)) abort();
+    cJSON_Delete(back);
+    cJSON_free(text);
     free(z);
     free(s);
     return 0;
