@@ -96,7 +96,7 @@ install: $(INSTALL_BIN)
 	    install -D -m 0644 "$$f" "$(DESTDIR)$(DATADIR)/$$f" || exit 1; done
 	find tests/fixtures/qwen2-tiny -type f | while IFS= read -r f; do \
 	    install -D -m 0644 "$$f" "$(DESTDIR)$(DATADIR)/models/qwen2-tiny/$${f##*/}" || exit 1; done
-	install -m 0644 README.md docs/*.md docs/*.conf "$(DESTDIR)$(DOCDIR)/"
+	install -m 0644 README.md docs/*.md docs/*.json "$(DESTDIR)$(DOCDIR)/"
 	@echo "installed $(DESTDIR)$(BINDIR)/frugal (data root $(DATADIR))"
 
 uninstall:

@@ -47,14 +47,14 @@ serve() { # NAME LEDGER_ARGS...: starts build/frugal serve, sets PID and URL
     done
     URL=http://127.0.0.1:$PORT
 }
-printf '[ledger]\nsynchronous = full\n' >"$DIR/full.conf"
+printf '{"ledger": {"synchronous": "full"}}\n' >"$DIR/full.json"
 for rep in $(seq "${BENCH_REPS:-3}"); do
     for cfg in off normal full; do
         rm -f "$DIR/s.db" "$DIR/s.db-wal" "$DIR/s.db-shm"
         case $cfg in
             off) serve $cfg --ledger "" ;;
             normal) serve $cfg --ledger "$DIR/s.db" ;;
-            full) serve $cfg --ledger "$DIR/s.db" --meter-config "$DIR/full.conf" ;;
+            full) serve $cfg --ledger "$DIR/s.db" --meter-config "$DIR/full.json" ;;
         esac
         build/bench_ledger server --url "$URL" --clients 8 --seconds 1 >/dev/null # warm-up
         printf 'ledger %-6s ' $cfg

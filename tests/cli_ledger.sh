@@ -10,7 +10,7 @@
 #     with Retry-After (a stream ends with that error instead of its final chunk), /ready is 503
 #     with the reason, new work is refused, and once writing works again the server recovers by
 #     itself and the rows of everything it answered or refused are in the file;
-#   - `[ledger] path` of --meter-config is used without --ledger;
+#   - `ledger.path` of --meter-config is used without --ledger;
 #   - the default ledger is one file per server (ledger-MODEL-PORT.db in $XDG_STATE_HOME/frugal,
 #     or ~/.local/state/frugal), named in the start-up line.
 # Prints one line per check and ends with "N passed, N failed".
@@ -100,11 +100,11 @@ for round in 1 2 3; do
 done
 
 # ---------------------------------------------------------------- the ledger cannot write
-printf '[ledger]\ncommit_wait_ms = 1000\n' >"$TMP/wait.conf"
+printf '{"ledger": {"commit_wait_ms": 1000}}\n' >"$TMP/wait.json"
 
 # (1) a file-size limit: writes past it fail with EFBIG (an I/O error)
 db=$TMP/fsize.db
-if start_server fsize --ledger "$db" --meter-config "$TMP/wait.conf"; then
+if start_server fsize --ledger "$db" --meter-config "$TMP/wait.json"; then
     t1=$(trace); t2=$(trace); t3=$(trace); t4=$(trace); t5=$(trace); t6=$(trace)
     check "fsize: answered while it writes" "$(req a "$t1")" 200
     check "fsize: stream while it writes" "$(req b "$t2" stream)" 200
@@ -138,7 +138,7 @@ MNT=$TMP/mnt
 mkdir -p "$MNT"
 if mount -t tmpfs -o size=8m tmpfs "$MNT" 2>/dev/null; then
     db=$MNT/full.db
-    if start_server full --ledger "$db" --meter-config "$TMP/wait.conf"; then
+    if start_server full --ledger "$db" --meter-config "$TMP/wait.json"; then
         t1=$(trace); t2=$(trace); t3=$(trace); t4=$(trace)
         check "full disk: answered while there is room" "$(req a "$t1")" 200
         sleep 0.5
@@ -165,10 +165,10 @@ fi
 MNT=
 
 # ---------------------------------------------------------------- where the ledger is
-# [ledger] path in --meter-config, no --ledger
+# ledger.path in --meter-config, no --ledger
 mkdir -p "$TMP/state"
-printf '[ledger]\npath = %s/from-config.db\n' "$TMP" >"$TMP/path.conf"
-if XDG_STATE_HOME=$TMP/state start_server cfgpath --meter-config "$TMP/path.conf"; then
+printf '{"ledger": {"path": "%s/from-config.db"}}\n' "$TMP" >"$TMP/path.json"
+if XDG_STATE_HOME=$TMP/state start_server cfgpath --meter-config "$TMP/path.json"; then
     t1=$(trace)
     check "config path: answered" "$(req a "$t1")" 200
     stop_server cfgpath

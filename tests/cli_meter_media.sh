@@ -48,8 +48,8 @@ json.dump({"text": "I am still waiting on my card"}, open(d + "/assist.json", "w
 PY
 
 # ---- the server, default meter configuration (plus a trace file) ----
-printf '[trace]\nfile = "%s"\n' "$TMP/traces.jsonl" >"$TMP/meter.conf"
-"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" --meter-config "$TMP/meter.conf" \
+printf '{"trace": {"file": "%s"}}\n' "$TMP/traces.jsonl" >"$TMP/meter.json"
+"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" --meter-config "$TMP/meter.json" \
     >"$TMP/s.out" 2>"$TMP/s.err" &
 PID=$!
 i=0; PORT=

@@ -186,7 +186,7 @@ TEST(server_meter_end_to_end) {
     const char *dir = mu_tmpdir();
     char script[320], conf[320], ledger[320], prom[320];
     snprintf(script, sizeof script, "%s/nvml.script", dir);
-    snprintf(conf, sizeof conf, "%s/meter.conf", dir);
+    snprintf(conf, sizeof conf, "%s/meter.json", dir);
     snprintf(ledger, sizeof ledger, "%s/ledger.db", dir);
     snprintf(prom, sizeof prom, "%s/metrics.txt", dir);
     mu_write(script, "count 1\nname 0 Fake H200\nrate 0 300 1000000\nutil 0 50 20\n"
@@ -196,8 +196,9 @@ TEST(server_meter_end_to_end) {
     unsetenv("FRUGAL_RAPL_ROOT");
     char text[2048];
     snprintf(text, sizeof text,
-             "[meter]\nsample_ms = 5\nnvml_lib = \"%s\"\nrapl_root = \"%s/no-powercap\"\n"
-             "cpu_source = estimate\n[cost]\nhw_usd_per_hour = 3.5\n[slo]\nP0 = 5\nP1 = 10\n",
+             "{\"meter\": {\"sample_ms\": 5, \"nvml_lib\": \"%s\", \"rapl_root\": \"%s/no-powercap\",\n"
+             "           \"cpu_source\": \"estimate\"},\n"
+             " \"cost\": {\"hw_usd_per_hour\": 3.5}, \"slo\": {\"P0\": 5, \"P1\": 10}}\n",
              mu_fakenvml(), dir);
     mu_write(conf, text);
 

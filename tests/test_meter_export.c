@@ -3,12 +3,14 @@
  * request nothing, the Prometheus exposition (checked by `promtool check metrics`), the Grafana
  * dashboard, the configuration parser, the cost model and A/B assignment. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "meter/ledger.h"
 #include "meter/trace.h"
@@ -546,45 +548,65 @@ TEST(dashboard_charts_metrics_that_exist) {
 
 /* ---- configuration, cost, A/B ---- */
 
-TEST(config_parses_sections_quotes_and_open_families) {
-    const char *text =
-        "# frugal metering\n"
-        "[meter]\n"
-        "sample_ms = 50   # faster\n"
-        "nvml_lib = \"/opt/nvidia/libnvidia-ml.so.1\"\n"
-        "cpu_source = estimate\n"
-        "idle_policy = amortise\n"
-        "[cost]\n"
-        "usd_per_kwh = 0.09\n"
-        "pue = 1.2\n"
-        "hw_purchase_usd = 300000\n"
-        "hw_residual_usd = 30000\n"
-        "labour_usd_per_month = 2000\n"
-        "host_share = 0.5\n"
-        "[ledger]\n"
-        "path = /var/lib/frugal/ledger.db\n"
-        "synchronous = full\n"
-        "retention_days = 90\n"
-        "[slo]\n"
-        "interactive = 2\n"
-        "batch = 60\n"
-        "[ab]\n"
-        "control = 3\n"
-        "vision_off = 1 | pipeline.vision=off\n"
-        "hashed = \"2 | tag=#7\"   # a '#' inside quotes is kept\n";
+/* The same settings as the JSON sections (the one format) and as the deprecated `key = value`
+ * text, which is still read for one release. */
+static const char *CONFIG_JSON =
+    "{\n"
+    "  \"meter\": {\"sample_ms\": 50, \"nvml_lib\": \"/opt/nvidia/libnvidia-ml.so.1\",\n"
+    "            \"cpu_source\": \"estimate\", \"idle_policy\": \"amortise\", \"nvml\": false},\n"
+    "  \"cost\": {\"usd_per_kwh\": 0.09, \"pue\": 1.2, \"hw_purchase_usd\": 300000,\n"
+    "           \"hw_residual_usd\": 30000, \"labour_usd_per_month\": 2000, \"host_share\": 0.5},\n"
+    "  \"ledger\": {\"path\": \"/var/lib/frugal/ledger.db\", \"synchronous\": \"full\",\n"
+    "             \"retention_days\": 90, \"retention_rows\": 5000000000},\n"
+    "  \"slo\": {\"interactive\": 2, \"batch\": 60},\n"
+    "  \"ab\": {\"control\": 3, \"vision_off\": {\"weight\": 1, \"options\": \"pipeline.vision=off\"},\n"
+    "         \"hashed\": {\"weight\": 2, \"options\": \"tag=#7\"}}\n"
+    "}\n";
+static const char *CONFIG_LEGACY =
+    "# frugal metering\n"
+    "[meter]\n"
+    "sample_ms = 50   # faster\n"
+    "nvml_lib = \"/opt/nvidia/libnvidia-ml.so.1\"\n"
+    "cpu_source = estimate\n"
+    "idle_policy = amortise\n"
+    "nvml = off\n"
+    "[cost]\n"
+    "usd_per_kwh = 0.09\n"
+    "pue = 1.2\n"
+    "hw_purchase_usd = 300000\n"
+    "hw_residual_usd = 30000\n"
+    "labour_usd_per_month = 2000\n"
+    "host_share = 0.5\n"
+    "[ledger]\n"
+    "path = /var/lib/frugal/ledger.db\n"
+    "synchronous = full\n"
+    "retention_days = 90\n"
+    "retention_rows = 5000000000\n"
+    "[slo]\n"
+    "interactive = 2\n"
+    "batch = 60\n"
+    "[ab]\n"
+    "control = 3\n"
+    "vision_off = 1 | pipeline.vision=off\n"
+    "hashed = \"2 | tag=#7\"   # a '#' inside quotes is kept\n";
+
+TEST(config_json_sections_and_open_families) {
     fr_meter_config c;
     fr_meter_config_default(&c);
     fr_err err = {{0}};
-    CHECK_EQ_INT(fr_meter_config_parse(&c, text, strlen(text), &err), 0);
+    CHECK_EQ_INT(fr_meter_config_parse(&c, CONFIG_JSON, strlen(CONFIG_JSON), &err), 0);
     CHECK_STR(err.msg, "");
     CHECK_NEAR(c.sample_ms, 50, 0);
+    CHECK(!c.nvml);
     CHECK_STR(c.nvml_lib, "/opt/nvidia/libnvidia-ml.so.1");
     CHECK_EQ_INT(c.cpu_source, 2);
     CHECK(c.idle_policy == FR_IDLE_AMORTISE);
     CHECK_NEAR(c.cost.pue, 1.2, 0);
     CHECK_NEAR(c.cost.host_share, 0.5, 0);
     CHECK_STR(c.ledger_path, "/var/lib/frugal/ledger.db");
+    CHECK(c.ledger_path_set);
     CHECK(c.ledger_sync_full);
+    CHECK(c.retention_rows == 5000000000L);
     CHECK_EQ_INT(c.n_slo, 2);
     CHECK_STR(c.slo[1].tier, "batch");
     CHECK_NEAR(c.slo[1].latency_s, 60, 0);
@@ -592,21 +614,52 @@ TEST(config_parses_sections_quotes_and_open_families) {
     CHECK_STR(c.arms[1].name, "vision_off");
     CHECK_STR(c.arms[1].options, "pipeline.vision=off");
     CHECK_STR(c.arms[2].options, "tag=#7");
-    /* dump → parse → dump is a fixed point */
-    fr_buf d1 = {0}, d2 = {0};
+    /* the dump is JSON, and dump → parse → dump is a fixed point */
+    fr_buf d1 = {0}, d2 = {0}, d3 = {0};
     fr_meter_config_dump(&c, &d1);
+    CHECK(d1.len > 0 && d1.data[0] == '{');
     fr_meter_config c2;
     fr_meter_config_default(&c2);
     CHECK_EQ_INT(fr_meter_config_parse(&c2, d1.data, d1.len, &err), 0);
     fr_meter_config_dump(&c2, &d2);
     CHECK_STR(fr_buf_cstr(&d1), fr_buf_cstr(&d2));
+    /* the deprecated syntax reads to the same configuration */
+    fr_meter_config c3;
+    fr_meter_config_default(&c3);
+    CHECK_EQ_INT(fr_meter_config_parse(&c3, CONFIG_LEGACY, strlen(CONFIG_LEGACY), &err), 0);
+    fr_meter_config_dump(&c3, &d3);
+    CHECK_STR(fr_buf_cstr(&d1), fr_buf_cstr(&d3));
     fr_buf_free(&d1);
     fr_buf_free(&d2);
-    /* the example shipped in docs/ parses */
+    fr_buf_free(&d3);
+    /* a file in the deprecated syntax still loads, with a warning in the log */
+    char path[400], logp[400];
+    snprintf(path, sizeof path, "%s/legacy.conf", mu_tmpdir());
+    snprintf(logp, sizeof logp, "%s/legacy.log", mu_tmpdir());
+    mu_write(path, CONFIG_LEGACY);
+    fflush(stderr);
+    int saved = dup(2), logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(logfd, 2);
+    int level = fr_log_level;
+    fr_log_level = FR_LOG_WARN;
+    fr_meter_config_default(&c3);
+    int rc = fr_meter_config_load(&c3, path, &err);
+    fr_log_level = level;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(logfd);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_NEAR(c3.cost.pue, 1.2, 0);
+    char *log = fr_read_file(logp, 1 << 16, NULL, NULL);
+    CHECK(log && strstr(log, "legacy.conf: the `key = value` meter syntax is deprecated") != NULL);
+    free(log);
+    /* the example shipped in docs/ loads */
     fr_meter_config_default(&c);
-    CHECK_EQ_INT(fr_meter_config_load(&c, "docs/metering.example.conf", &err), 0);
+    CHECK_EQ_INT(fr_meter_config_load(&c, "docs/metering.example.json", &err), 0);
     CHECK_STR(c.ledger_path, "frugal-ledger.db");
     CHECK_EQ_INT(c.n_slo, 2);
+    CHECK_NEAR(c.cost.hw_purchase_usd, 300000, 0);
     /* defaults */
     fr_meter_config_default(&c);
     CHECK_NEAR(c.cost.pue, 1.58, 0);
@@ -617,18 +670,33 @@ TEST(config_parses_sections_quotes_and_open_families) {
 
 TEST(config_errors_name_the_line) {
     static const struct { const char *text, *msg; } cases[] = {
+        {"{\"pue\": 1.4}", "line 1: pue: unknown section (meter, cost, ledger, trace, audit, slo, ab)"},
+        {"{\"cost\": {\n  \"pue\": 0.9\n}}", "line 2: cost.pue: must be a number in 1..10"},
+        {"{\"cost\": {\"usd_per_kwh\": \"0.1\"}}", "line 1: cost.usd_per_kwh: must be a number in 0..100"},
+        {"{\"cost\": {\"pue\": 1.4,\n \"pue\": 1.5}}", "line 2: pue: key given twice in one object"},
+        {"{\"cost\": {\"peu\": 1.4}}", "line 1: cost.peu: unknown key"},
+        {"{\"cost\": 3}", "line 1: cost: must be an object"},
+        {"{\"cost\": {\"pue\": 1.4}", "line 1:21: not valid JSON here"},
+        {"{\"cost\": {}} x", "line 1:14: text after the end of the JSON object"},
+        {"{\"meter\": {\n\n \"nvml\": \"on\"}}", "line 3: meter.nvml: must be true or false"},
+        {"{\"meter\": {\"cpu_source\": \"gpu\"}}",
+         "line 1: meter.cpu_source: must be one of \"auto\", \"rapl\", \"estimate\""},
+        {"{\"ledger\": {\"queue\": 1.5}}", "line 1: ledger.queue: must be an integer in 1..4194304"},
+        {"{\"slo\": {\"interactive\": -1}}", "line 1: slo.interactive: must be a number in 1e-09..86400"},
+        {"{\"slo\": {\"a b\": 1}}", "line 1: slo.a b: bad tier name 'a b'"},
+        {"{\"ab\": {\"a\": \"zero\"}}",
+         "line 1: ab.a: must be a weight or {\"weight\": w, \"options\": \"...\"}"},
+        {"{\"ab\": {\"a\": {\"options\": \"x\"}}}", "line 1: ab.a: needs a \"weight\""},
+        {"{\"cost\": {\"hw_purchase_usd\": 10, \"hw_residual_usd\": 20}}",
+         "line 1: cost: cost.hw_residual_usd (20) exceeds cost.hw_purchase_usd (10)"},
+        /* the deprecated syntax keeps its own messages */
         {"pue = 1.4\n", "line 1: unknown key 'pue'"},
         {"[cost]\npue = 0.9\n", "line 2: cost.pue: '0.9' is not a number in [1, 10]"},
         {"[cost]\nusd_per_kwh = 0x10\n", "line 2: cost.usd_per_kwh: '0x10' is not a number in [0, 100]"},
-        {"[cost]\nusd_per_kwh = nan\n", "line 2: cost.usd_per_kwh: 'nan' is not a number in [0, 100]"},
         {"[cost\n", "line 1: bad section header"},
         {"just words\n", "line 1: expected key = value"},
         {"[meter]\nnvml = maybe\n", "line 2: meter.nvml: 'maybe' is not on/off"},
-        {"[ledger]\nqueue = 1.5\n", "line 2: ledger.queue: '1.5' is not an integer"},
-        {"[slo]\ninteractive = -1\n", "line 2: slo.interactive: '-1' is not a latency in seconds (0, 86400]"},
-        {"[ab]\na = zero\n", "line 2: ab.a: weight 'zero' is not a number in (0, 1e6]"},
         {"[meter]\nnvml_lib = a\"b\n", "line 2: a quote inside a value"},
-        {"[cost]\nhw_purchase_usd = 10\nhw_residual_usd = 20\n", "cost.hw_residual_usd (20) exceeds cost.hw_purchase_usd (10)"},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
         fr_meter_config c;
@@ -644,8 +712,17 @@ TEST(config_errors_name_the_line) {
     fr_err err;
     CHECK_EQ_INT(fr_meter_config_parse(&c, big, sizeof big, &err), -1);
     CHECK(strstr(err.msg, "longer than") != NULL);
-    const char nul[] = "[cost]\npue = 1\0.5\n";
+    const char nul[] = "{\"cost\": {\"pue\": 1\0.5}}";
     CHECK_EQ_INT(fr_meter_config_parse(&c, nul, sizeof nul - 1, &err), -1);
+    CHECK_STR(err.msg, "line 1:19: a NUL byte in the text");
+    /* a file names itself and the line */
+    char path[400];
+    snprintf(path, sizeof path, "%s/bad-meter.json", mu_tmpdir());
+    mu_write(path, "{\n  \"trace\": {\n    \"batch\": 0\n  }\n}\n");
+    CHECK_EQ_INT(fr_meter_config_load(&c, path, &err), -1);
+    char want[500];
+    snprintf(want, sizeof want, "%s:3: trace.batch: must be an integer in 1..4096", path);
+    CHECK_STR(err.msg, want);
 }
 
 TEST(cost_model_components) {

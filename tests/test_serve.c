@@ -2,6 +2,8 @@
  * unsupported parts and parameters, UTF-8, limits), response and stream chunk shapes, config
  * file and API key parsing, constant-time key matching, Prometheus rendering. */
 #include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "serve/api.h"
 #include "serve/config.h"
@@ -226,6 +228,59 @@ TEST(config_json) {
         CHECK(err.msg[0] != 0);
     }
     fr_serve_config_free(&c);
+}
+
+/* One format for the whole binary: the meter's keys are the "metering" section of the serve
+ * config; errors name the file and the line of the key (unknown keys, bad values, duplicates). */
+TEST(config_metering_section_and_lines) {
+    fr_serve_config c;
+    fr_serve_config_init(&c);
+    fr_err err = {{0}};
+    const char *js = "{\"port\": 0,\n"
+                     " \"metering\": {\"cost\": {\"pue\": 1.25}, \"ledger\": {\"path\": \"\"},\n"
+                     "              \"slo\": {\"P0\": 0.5}}}";
+    CHECK_EQ_INT(fr_serve_config_apply_json(&c, js, strlen(js), &err), 0);
+    CHECK_STR(err.msg, "");
+    CHECK_NEAR(c.metering.cost.pue, 1.25, 0);
+    CHECK(c.metering.ledger_path_set && !c.metering.ledger_path[0]);
+    CHECK_EQ_INT(c.metering.n_slo, 1);
+    CHECK_NEAR(c.metering.sample_ms, 100, 0); /* the rest keeps the meter's defaults */
+    static const struct { const char *text, *msg; } bad[] = {
+        {"{\"port\": 0,\n \"prot\": 1}", "line 2: prot: unknown key"},
+        {"{\"limits\": {\n\n  \"max_tokens\": 0}}", "line 3: limits.max_tokens: must be an integer in 1..16777216"},
+        {"{\"metering\": {\"cost\": {\n  \"pue\": 11}}}", "line 2: cost.pue: must be a number in 1..10"},
+        {"{\"metering\": {\"costs\": {}}}",
+         "line 1: metering.costs: unknown section (meter, cost, ledger, trace, audit, slo, ab)"},
+        {"{\"port\": 1,\n \"port\": 2}", "line 2: port: key given twice in one object"},
+        {"{\"device\": \"tpu\"}", NULL},
+        {"{\"host\": null}", "line 1: host: must be a string"},
+        {"{\"port\": 1} {}", "line 1:13: text after the end of the JSON object"},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) {
+        err.msg[0] = 0;
+        CHECK_EQ_INT(fr_serve_config_apply_json(&c, bad[i].text, strlen(bad[i].text), &err), -1);
+        if (bad[i].msg) CHECK_STR(err.msg, bad[i].msg);
+        else CHECK(!strncmp(err.msg, "line 1: device: ", 16));
+    }
+    fr_serve_config_free(&c);
+    /* --config FILE: the message starts with the file name and the line */
+    char path[] = "/tmp/frugal-serve-config-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    const char *text = "{\n  \"model\": \"m\",\n  \"tiers\": {\"P1\": {\"wieght\": 2}}\n}\n";
+    CHECK_EQ_INT((int)write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    fr_serve_config_init(&c);
+    char *argv[] = {"serve", "--config", path};
+    CHECK_EQ_INT(fr_serve_config_from_args(&c, 3, argv, &err), 1);
+    char want[300];
+    snprintf(want, sizeof want,
+             "%s:3: tiers.P1.wieght: unknown key (weight, queue_max, max_wait_ms, ttft_slo_ms, tpot_slo_ms)",
+             path);
+    CHECK_STR(err.msg, want);
+    fr_serve_config_free(&c);
+    unlink(path);
 }
 
 TEST(config_args) {

@@ -21,9 +21,10 @@ if [ ! -e "$m" ]; then
         { echo "mkmodel failed"; tail -5 "$out/mkmodel.log"; exit 1; }
 fi
 for mode in full nowait off; do
-    printf 'meter.sample_ms = 20\n' >"$out/meter-$mode.conf"
-    [ "$mode" = nowait ] && printf 'meter.final_wait_ms = 0\n' >>"$out/meter-$mode.conf"
-    opts="--meter on --meter-config $out/meter-$mode.conf --ledger $out/ledger-$mode.db"
+    wait_ms=-1 # the default: wait for the final figure
+    [ "$mode" = nowait ] && wait_ms=0
+    printf '{"meter": {"sample_ms": 20, "final_wait_ms": %s}}\n' "$wait_ms" >"$out/meter-$mode.json"
+    opts="--meter on --meter-config $out/meter-$mode.json --ledger $out/ledger-$mode.db"
     [ "$mode" = off ] && opts="--meter off"
     rm -f "$out"/ledger-"$mode".db*
     # shellcheck disable=SC2086

@@ -24,10 +24,10 @@ if [ ! -e "$m" ]; then
         { echo "mkmodel failed"; tail -5 "$out/mkmodel.log"; exit 1; }
 fi
 echo "== model $(du -h "$m" | cut -f1) ready at $(el) s"
-printf 'meter.sample_ms = 20\n' >"$out/meter.conf"
+printf '{"meter": {"sample_ms": 20}}\n' >"$out/meter.json"
 rm -f "$out"/ledger.db*
 # shellcheck disable=SC2086
-"$bin/frugal-cuda" serve --model "$m" --device "${DEVICE:-cuda}" --port "$port" --meter-config "$out/meter.conf" \
+"$bin/frugal-cuda" serve --model "$m" --device "${DEVICE:-cuda}" --port "$port" --meter-config "$out/meter.json" \
     --ledger "$out/ledger.db" --served-model-name m8b ${SERVE_OPTS:-} >"$out/serve.log" 2>&1 &
 pid=$!
 i=0

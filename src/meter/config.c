@@ -1,23 +1,26 @@
-/* config.c — the metering configuration: defaults, a "key = value" parser, a dump.
+/* config.c — the metering configuration: defaults, the keys, the JSON sections that set them
+ * (the binary's one configuration format, base/conf.h), a JSON dump.
  *
- * Format (docs/METERING.md lists every key): one `key = value` per line; `[section]` lines prefix
- * the keys that follow ("[cost]" + "pue = 1.4" is "cost.pue"); `#` starts a comment at the start
- * of a line or after whitespace (not inside double quotes); a value may be double-quoted as a
- * whole (to keep a '#') and may not contain a quote otherwise. Two families of keys are open:
- * `slo.<tier> = seconds` and `ab.<arm> = weight [| options]`.
+ * Format (docs/METERING.md lists every key): one JSON object whose members are the sections
+ * "meter", "cost", "ledger", "trace", "audit" (objects of key: value), "slo" (tier: seconds) and
+ * "ab" (arm: weight, or arm: {"weight": w, "options": "..."}). The same object is the "metering"
+ * section of `frugal serve --config`. Numbers must be JSON numbers inside the key's range, on/off
+ * keys JSON booleans, names and paths JSON strings that fit their field; anything else, and any
+ * unknown key, fails the whole load with "<file>:<line>: <section.key>: …".
  *
- * The parser reads untrusted bytes (it is fuzzed): every line is bounded, every number must be a
- * finite decimal inside the key's range, and every string must fit its field, otherwise the whole
- * parse fails with "line N: …". A failed parse may leave `c` partly updated; callers parse into a
- * copy when that matters.
+ * The older `key = value` text (config_legacy.c) is still read for one release, with a warning;
+ * ledgers written before keep their dump in that syntax and audit reads them silently.
+ * A failed parse may leave `c` partly updated; callers parse into a copy when that matters.
  */
-#include "meter/meter.h"
-
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/conf.h"
+#include "meter/meter_int.h"
 
 void fr_meter_config_default(fr_meter_config *c) {
     memset(c, 0, sizeof *c);
@@ -62,6 +65,8 @@ void fr_meter_config_default(fr_meter_config *c) {
     c->audit_target_pue = 1.2;
 }
 
+/* Value kinds: a number, an integer, on/off, a string, or one of a few names (the T_* below
+ * T_STR; their names are in enum_names). */
 enum { T_NUM, T_INT, T_BOOL, T_STR, T_IDLE, T_CPUSRC, T_SYNC };
 
 typedef struct key_def {
@@ -116,19 +121,11 @@ static const key_def keys[] = {
     {"audit.target_pue", T_NUM, OFF(audit_target_pue), 1, 10, 0},
 };
 
-/* Parse a whole string as a finite double. */
-static int parse_num(const char *v, double *out) {
-    if (!*v) return -1;
-    for (const char *p = v; *p; p++) /* decimal only: no hex, inf, nan */
-        if (!strchr("0123456789+-.eE", *p)) return -1;
-    char *end;
-    double d = strtod(v, &end);
-    if (*end || !isfinite(d)) return -1;
-    *out = d;
-    return 0;
-}
+static const char *const idle_names[] = {"report", "amortise", "amortize", NULL};
+static const char *const cpusrc_names[] = {"auto", "rapl", "estimate", NULL};
+static const char *const sync_names[] = {"normal", "full", NULL};
 
-static bool name_ok(const char *s, size_t max) {
+bool fr_meter_name_ok(const char *s, size_t max) {
     size_t n = strlen(s);
     if (!n || n >= max) return false;
     for (; *s; s++)
@@ -136,14 +133,13 @@ static bool name_ok(const char *s, size_t max) {
     return true;
 }
 
-static int set_slo(fr_meter_config *c, const char *tier, const char *v, fr_err *err) {
-    double d;
-    if (!name_ok(tier, sizeof c->slo[0].tier)) {
+int fr_meter_slo_put(fr_meter_config *c, const char *tier, double d, fr_err *err) {
+    if (!fr_meter_name_ok(tier, sizeof c->slo[0].tier)) {
         fr_err_set(err, "bad tier name '%s'", tier);
         return -1;
     }
-    if (parse_num(v, &d) || d <= 0 || d > 86400) {
-        fr_err_set(err, "slo.%s: '%s' is not a latency in seconds (0, 86400]", tier, v);
+    if (!(d > 0 && d <= 86400)) {
+        fr_err_set(err, "slo.%s: %g is not a latency in seconds (0, 86400]", tier, d);
         return -1;
     }
     int i = 0;
@@ -160,25 +156,15 @@ static int set_slo(fr_meter_config *c, const char *tier, const char *v, fr_err *
     return 0;
 }
 
-static int set_arm(fr_meter_config *c, const char *arm, const char *v, fr_err *err) {
-    if (!name_ok(arm, sizeof c->arms[0].name)) {
+int fr_meter_arm_put(fr_meter_config *c, const char *arm, double w, const char *opt, fr_err *err) {
+    if (!fr_meter_name_ok(arm, sizeof c->arms[0].name)) {
         fr_err_set(err, "bad arm name '%s'", arm);
         return -1;
     }
-    char w[64];
-    const char *bar = strchr(v, '|');
-    size_t wl = bar ? (size_t)(bar - v) : strlen(v);
-    while (wl && isspace((unsigned char)v[wl - 1])) wl--;
-    double d;
-    if (wl >= sizeof w) wl = sizeof w - 1;
-    memcpy(w, v, wl);
-    w[wl] = 0;
-    if (parse_num(w, &d) || d <= 0 || d > 1e6) {
-        fr_err_set(err, "ab.%s: weight '%s' is not a number in (0, 1e6]", arm, w);
+    if (!(w > 0 && w <= 1e6)) {
+        fr_err_set(err, "ab.%s: weight %g is not a number in (0, 1e6]", arm, w);
         return -1;
     }
-    const char *opt = bar ? bar + 1 : "";
-    while (isspace((unsigned char)*opt)) opt++;
     if (strlen(opt) >= sizeof c->arms[0].options) {
         fr_err_set(err, "ab.%s: options longer than %zu bytes", arm, sizeof c->arms[0].options - 1);
         return -1;
@@ -193,167 +179,124 @@ static int set_arm(fr_meter_config *c, const char *arm, const char *v, fr_err *e
         c->n_arms++;
         snprintf(c->arms[i].name, sizeof c->arms[i].name, "%s", arm);
     }
-    c->arms[i].weight = d;
+    c->arms[i].weight = w;
     snprintf(c->arms[i].options, sizeof c->arms[i].options, "%s", opt);
     return 0;
 }
 
-int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_err *err) {
-    if (!strncmp(key, "slo.", 4)) return set_slo(c, key + 4, v, err);
-    if (!strncmp(key, "ab.", 3)) return set_arm(c, key + 3, v, err);
-    for (size_t i = 0; i < FR_ARRAY_LEN(keys); i++) {
-        const key_def *k = &keys[i];
-        if (strcmp(k->key, key)) continue;
-        char *f = (char *)c + k->off;
-        double d;
-        switch (k->type) {
-        case T_NUM:
-        case T_INT:
-            if (parse_num(v, &d) || d < k->lo || d > k->hi) {
-                fr_err_set(err, "%s: '%s' is not a number in [%g, %g]", key, v, k->lo, k->hi);
-                return -1;
-            }
-            if (k->type == T_INT) {
-                if (d != floor(d)) {
-                    fr_err_set(err, "%s: '%s' is not an integer", key, v);
-                    return -1;
+/* Stores an already checked value of key k. */
+static void store_num(fr_meter_config *c, const key_def *k, double d) {
+    char *f = (char *)c + k->off;
+    if (k->type == T_INT && k->off == OFF(retention_rows)) *(long *)(void *)f = (long)d;
+    else if (k->type == T_INT) *(int *)(void *)f = (int)d;
+    else *(double *)(void *)f = d;
+}
+
+static void store_enum(fr_meter_config *c, const key_def *k, int v) {
+    if (k->type == T_IDLE) c->idle_policy = v == 0 ? FR_IDLE_REPORT : FR_IDLE_AMORTISE;
+    else if (k->type == T_CPUSRC) c->cpu_source = v;
+    else c->ledger_sync_full = v == 1;
+}
+
+static const char *const *enum_names(int type) {
+    return type == T_IDLE ? idle_names : type == T_CPUSRC ? cpusrc_names : sync_names;
+}
+
+static const key_def *find_key(const char *key) {
+    for (size_t i = 0; i < FR_ARRAY_LEN(keys); i++)
+        if (!strcmp(keys[i].key, key)) return &keys[i];
+    return NULL;
+}
+
+static void store_str(fr_meter_config *c, const key_def *k, const char *v) {
+    memcpy((char *)c + k->off, v, strlen(v) + 1);
+    if (k->off == OFF(ledger_path)) c->ledger_path_set = true;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static int apply_key(fr_meter_config *c, const fr_conf_doc *d, const cJSON *it, const char *name,
+                     fr_err *err) {
+    const key_def *k = find_key(name);
+    if (!k) return fr_conf_fail(d, it, name, err, "unknown key");
+    double v;
+    long l;
+    bool b;
+    int e;
+    const char *s;
+    switch (k->type) {
+    case T_NUM:
+        if (fr_conf_num(d, it, name, k->lo, k->hi, &v, err)) return -1;
+        store_num(c, k, v);
+        return 0;
+    case T_INT:
+        if (fr_conf_int(d, it, name, (long)k->lo, (long)k->hi, &l, err)) return -1;
+        store_num(c, k, (double)l);
+        return 0;
+    case T_BOOL:
+        if (fr_conf_bool(d, it, name, &b, err)) return -1;
+        *(bool *)(void *)((char *)c + k->off) = b;
+        return 0;
+    case T_STR:
+        if (fr_conf_str(d, it, name, false, k->size, &s, err)) return -1;
+        store_str(c, k, s);
+        return 0;
+    default:
+        if (fr_conf_enum(d, it, name, enum_names(k->type), &e, err)) return -1;
+        store_enum(c, k, e);
+        return 0;
+    }
+}
+
+static int apply_slo(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        char name[96];
+        snprintf(name, sizeof name, "slo.%.60s", it->string);
+        double v;
+        if (fr_conf_num(d, it, name, 1e-9, 86400, &v, err)) return -1;
+        fr_err e;
+        if (fr_meter_slo_put(c, it->string, v, &e)) return fr_conf_fail(d, it, name, err, "%s", e.msg);
+    }
+    return 0;
+}
+
+/* "ab": {"arm": weight} or {"arm": {"weight": w, "options": "..."}} */
+static int apply_ab(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        char name[96];
+        snprintf(name, sizeof name, "ab.%.60s", it->string);
+        double w = 0;
+        const char *opt = "";
+        if (cJSON_IsNumber(it)) {
+            if (fr_conf_num(d, it, name, 1e-12, 1e6, &w, err)) return -1;
+        } else if (cJSON_IsObject(it)) {
+            bool has_w = false;
+            const cJSON *m;
+            cJSON_ArrayForEach(m, it) {
+                char mn[160];
+                snprintf(mn, sizeof mn, "%s.%.40s", name, m->string);
+                if (!strcmp(m->string, "weight")) {
+                    if (fr_conf_num(d, m, mn, 1e-12, 1e6, &w, err)) return -1;
+                    has_w = true;
+                } else if (!strcmp(m->string, "options")) {
+                    if (fr_conf_str(d, m, mn, false, sizeof c->arms[0].options, &opt, err)) return -1;
+                } else {
+                    return fr_conf_fail(d, m, mn, err, "unknown key (weight, options)");
                 }
-                if (k->off == OFF(retention_rows)) *(long *)(void *)f = (long)d;
-                else *(int *)(void *)f = (int)d;
-            } else {
-                *(double *)(void *)f = d;
             }
-            return 0;
-        case T_BOOL:
-            if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
-                *(bool *)(void *)f = true;
-            else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
-                *(bool *)(void *)f = false;
-            else {
-                fr_err_set(err, "%s: '%s' is not on/off", key, v);
-                return -1;
-            }
-            return 0;
-        case T_STR:
-            if (strlen(v) >= k->size) {
-                fr_err_set(err, "%s: value longer than %zu bytes", key, k->size - 1);
-                return -1;
-            }
-            memcpy(f, v, strlen(v) + 1);
-            if (k->off == OFF(ledger_path)) c->ledger_path_set = true;
-            return 0;
-        case T_IDLE:
-            if (!strcmp(v, "report")) c->idle_policy = FR_IDLE_REPORT;
-            else if (!strcmp(v, "amortise") || !strcmp(v, "amortize")) c->idle_policy = FR_IDLE_AMORTISE;
-            else {
-                fr_err_set(err, "%s: '%s' is not report|amortise", key, v);
-                return -1;
-            }
-            return 0;
-        case T_CPUSRC:
-            if (!strcmp(v, "auto")) c->cpu_source = 0;
-            else if (!strcmp(v, "rapl")) c->cpu_source = 1;
-            else if (!strcmp(v, "estimate")) c->cpu_source = 2;
-            else {
-                fr_err_set(err, "%s: '%s' is not auto|rapl|estimate", key, v);
-                return -1;
-            }
-            return 0;
-        case T_SYNC:
-            if (!strcmp(v, "normal")) c->ledger_sync_full = false;
-            else if (!strcmp(v, "full")) c->ledger_sync_full = true;
-            else {
-                fr_err_set(err, "%s: '%s' is not normal|full", key, v);
-                return -1;
-            }
-            return 0;
+            if (!has_w) return fr_conf_fail(d, it, name, err, "needs a \"weight\"");
+        } else {
+            return fr_conf_fail(d, it, name, err, "must be a weight or {\"weight\": w, \"options\": \"...\"}");
         }
+        fr_err e;
+        if (fr_meter_arm_put(c, it->string, w, opt, &e)) return fr_conf_fail(d, it, name, err, "%s", e.msg);
     }
-    fr_err_set(err, "unknown key '%s'", key);
-    return -1;
+    return 0;
 }
 
-static void trim(char **b, char **e) {
-    while (*b < *e && isspace((unsigned char)**b)) (*b)++;
-    while (*e > *b && isspace((unsigned char)(*e)[-1])) (*e)--;
-}
-
-int fr_meter_config_parse(fr_meter_config *c, const char *text, size_t len, fr_err *err) {
-    char section[64] = "";
-    char line[4096], key[192];
-    size_t pos = 0;
-    int lineno = 0;
-    while (pos < len) {
-        lineno++;
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        size_t n = e - pos;
-        if (n >= sizeof line) {
-            fr_err_set(err, "line %d: longer than %zu bytes", lineno, sizeof line - 1);
-            return -1;
-        }
-        memcpy(line, text + pos, n);
-        line[n] = 0;
-        pos = e + 1;
-        if (memchr(line, 0, n)) {
-            fr_err_set(err, "line %d: NUL byte", lineno);
-            return -1;
-        }
-        char *b = line, *en = line + n;
-        /* comments: '#' at the start or after whitespace, outside quotes */
-        bool inq = false;
-        for (char *p = b; p < en; p++) {
-            if (*p == '"') inq = !inq;
-            else if (*p == '#' && !inq && (p == b || isspace((unsigned char)p[-1]))) {
-                en = p;
-                break;
-            }
-        }
-        trim(&b, &en);
-        if (b == en) continue;
-        *en = 0;
-        if (*b == '[') {
-            if (en[-1] != ']' || en - b < 3 || (size_t)(en - b - 2) >= sizeof section) {
-                fr_err_set(err, "line %d: bad section header", lineno);
-                return -1;
-            }
-            memcpy(section, b + 1, (size_t)(en - b - 2));
-            section[en - b - 2] = 0;
-            if (!name_ok(section, sizeof section)) {
-                fr_err_set(err, "line %d: bad section name", lineno);
-                return -1;
-            }
-            continue;
-        }
-        char *eq = strchr(b, '=');
-        if (!eq) {
-            fr_err_set(err, "line %d: expected key = value", lineno);
-            return -1;
-        }
-        char *kb = b, *ke = eq, *vb = eq + 1, *ve = en;
-        trim(&kb, &ke);
-        trim(&vb, &ve);
-        *ke = 0;
-        *ve = 0;
-        if (ve - vb >= 2 && *vb == '"' && ve[-1] == '"') {
-            vb++;
-            *--ve = 0;
-        }
-        if (strchr(vb, '"')) {
-            fr_err_set(err, "line %d: a quote inside a value", lineno);
-            return -1;
-        }
-        if (!name_ok(kb, 128)) {
-            fr_err_set(err, "line %d: bad key", lineno);
-            return -1;
-        }
-        if (section[0]) snprintf(key, sizeof key, "%s.%s", section, kb);
-        else snprintf(key, sizeof key, "%s", kb);
-        if (fr_meter_config_set(c, key, vb, err)) {
-            fr_err_prefix(err, "line %d", lineno);
-            return -1;
-        }
-    }
+int fr_meter_config_check(const fr_meter_config *c, fr_err *err) {
     if (c->cost.hw_residual_usd > c->cost.hw_purchase_usd) {
         fr_err_set(err, "cost.hw_residual_usd (%g) exceeds cost.hw_purchase_usd (%g)",
                    c->cost.hw_residual_usd, c->cost.hw_purchase_usd);
@@ -362,39 +305,217 @@ int fr_meter_config_parse(fr_meter_config *c, const char *text, size_t len, fr_e
     return 0;
 }
 
-int fr_meter_config_load(fr_meter_config *c, const char *path, fr_err *err) {
-    size_t len;
-    char *text = fr_read_file(path, 1 << 20, &len, err);
-    if (!text) return -1;
-    int rc = fr_meter_config_parse(c, text, len, err);
-    free(text);
-    if (rc) fr_err_prefix(err, "%s", path);
+int fr_meter_config_apply(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj,
+                          const char *prefix, fr_err *err) {
+    if (!prefix) prefix = "";
+    if (fr_conf_object(d, obj, prefix[0] ? prefix : "metering", err)) return -1;
+    const cJSON *sec;
+    cJSON_ArrayForEach(sec, obj) {
+        char sname[96];
+        snprintf(sname, sizeof sname, "%s%.60s", prefix, sec->string);
+        const char *s = sec->string;
+        bool known = !strcmp(s, "slo") || !strcmp(s, "ab");
+        for (size_t i = 0; !known && i < FR_ARRAY_LEN(keys); i++) {
+            size_t n = strlen(s);
+            known = !strncmp(keys[i].key, s, n) && keys[i].key[n] == '.';
+        }
+        if (!known)
+            return fr_conf_fail(d, sec, sname, err,
+                                "unknown section (meter, cost, ledger, trace, audit, slo, ab)");
+        if (fr_conf_object(d, sec, sname, err)) return -1;
+        if (!strcmp(s, "slo")) {
+            if (apply_slo(c, d, sec, err)) return -1;
+            continue;
+        }
+        if (!strcmp(s, "ab")) {
+            if (apply_ab(c, d, sec, err)) return -1;
+            continue;
+        }
+        const cJSON *it;
+        cJSON_ArrayForEach(it, sec) {
+            char key[160];
+            snprintf(key, sizeof key, "%s.%.100s", s, it->string);
+            if (apply_key(c, d, it, key, err)) return -1;
+        }
+    }
+    fr_err e;
+    if (fr_meter_config_check(c, &e)) return fr_conf_fail(d, obj, prefix[0] ? prefix : "cost", err, "%s", e.msg);
+    return 0;
+}
+
+static bool looks_json(const char *text, size_t len) {
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)text[i])) i++;
+    return i < len && text[i] == '{';
+}
+
+static int parse_as(fr_meter_config *c, const char *text, size_t len, const char *what,
+                    fr_err *err) {
+    if (!looks_json(text, len)) return fr_meter_config_parse_legacy(c, text, len, err);
+    fr_conf_doc d;
+    if (fr_conf_parse(&d, text, len, what, err)) return -1;
+    int rc = fr_meter_config_apply(c, &d, d.root, "", err);
+    fr_conf_free(&d);
     return rc;
 }
 
+int fr_meter_config_parse(fr_meter_config *c, const char *text, size_t len, fr_err *err) {
+    return parse_as(c, text, len, NULL, err);
+}
+
+int fr_meter_config_load(fr_meter_config *c, const char *path, fr_err *err) {
+    size_t len;
+    char *text = fr_read_file(path, FR_CONF_MAX_BYTES, &len, err);
+    if (!text) return -1;
+    bool legacy = !looks_json(text, len);
+    int rc = parse_as(c, text, len, path, err);
+    free(text);
+    if (rc && legacy) fr_err_prefix(err, "%s", path);
+    if (!rc && legacy)
+        fr_warn("%s: the `key = value` meter syntax is deprecated and will be removed in the next "
+                "release; write the same keys as JSON (docs/METERING.md)", path);
+    return rc;
+}
+
+/* ---- the text setter (one key from a string: tests, the legacy syntax) ---------------------- */
+
+/* Parse a whole string as a finite double. */
+int fr_meter_parse_num(const char *v, double *out) {
+    if (!*v) return -1;
+    for (const char *p = v; *p; p++) /* decimal only: no hex, inf, nan */
+        if (!strchr("0123456789+-.eE", *p)) return -1;
+    char *end;
+    double d = strtod(v, &end);
+    if (*end || !isfinite(d)) return -1;
+    *out = d;
+    return 0;
+}
+
+
+int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_err *err) {
+    if (!strncmp(key, "slo.", 4)) {
+        double d;
+        if (fr_meter_parse_num(v, &d)) {
+            fr_err_set(err, "slo.%s: '%s' is not a latency in seconds (0, 86400]", key + 4, v);
+            return -1;
+        }
+        return fr_meter_slo_put(c, key + 4, d, err);
+    }
+    if (!strncmp(key, "ab.", 3)) { /* "weight [| options]" */
+        char w[64];
+        const char *bar = strchr(v, '|');
+        size_t wl = bar ? (size_t)(bar - v) : strlen(v);
+        while (wl && isspace((unsigned char)v[wl - 1])) wl--;
+        if (wl >= sizeof w) wl = sizeof w - 1;
+        memcpy(w, v, wl);
+        w[wl] = 0;
+        double d;
+        if (fr_meter_parse_num(w, &d)) {
+            fr_err_set(err, "ab.%s: weight '%s' is not a number in (0, 1e6]", key + 3, w);
+            return -1;
+        }
+        const char *opt = bar ? bar + 1 : "";
+        while (isspace((unsigned char)*opt)) opt++;
+        return fr_meter_arm_put(c, key + 3, d, opt, err);
+    }
+    const key_def *k = find_key(key);
+    if (!k) {
+        fr_err_set(err, "unknown key '%s'", key);
+        return -1;
+    }
+    double d;
+    switch (k->type) {
+    case T_NUM:
+    case T_INT:
+        if (fr_meter_parse_num(v, &d) || d < k->lo || d > k->hi) {
+            fr_err_set(err, "%s: '%s' is not a number in [%g, %g]", key, v, k->lo, k->hi);
+            return -1;
+        }
+        if (k->type == T_INT && d != floor(d)) {
+            fr_err_set(err, "%s: '%s' is not an integer", key, v);
+            return -1;
+        }
+        store_num(c, k, d);
+        return 0;
+    case T_BOOL:
+        if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+            *(bool *)(void *)((char *)c + k->off) = true;
+        else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+            *(bool *)(void *)((char *)c + k->off) = false;
+        else {
+            fr_err_set(err, "%s: '%s' is not on/off", key, v);
+            return -1;
+        }
+        return 0;
+    case T_STR:
+        if (strlen(v) >= k->size) {
+            fr_err_set(err, "%s: value longer than %zu bytes", key, k->size - 1);
+            return -1;
+        }
+        store_str(c, k, v);
+        return 0;
+    default: {
+        const char *const *names = enum_names(k->type);
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(v, names[i])) {
+                store_enum(c, k, i);
+                return 0;
+            }
+        fr_err_set(err, "%s: '%s' is not %s", key, v,
+                   k->type == T_IDLE ? "report|amortise" : k->type == T_CPUSRC ? "auto|rapl|estimate" : "normal|full");
+        return -1;
+    }
+    }
+}
+
+/* ---- dump ------------------------------------------------------------------------------------ */
+
+static cJSON *section(cJSON *root, const char *name) {
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!s) {
+        s = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, name, s);
+    }
+    return s;
+}
+
 void fr_meter_config_dump(const fr_meter_config *c, fr_buf *o) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) fr_panic(__FILE__, __LINE__, "cJSON: out of memory");
     for (size_t i = 0; i < FR_ARRAY_LEN(keys); i++) {
         const key_def *k = &keys[i];
-        const char *f = (const char *)c + k->off;
-        fr_buf_printf(o, "%s = ", k->key);
+        const char *f = (const char *)c + k->off, *dot = strchr(k->key, '.');
+        char sec[32];
+        snprintf(sec, sizeof sec, "%.*s", (int)(dot - k->key), k->key);
+        cJSON *s = section(root, sec), *v = NULL;
         switch (k->type) {
-        case T_NUM: fr_buf_printf(o, "%.17g", *(const double *)(const void *)f); break;
+        case T_NUM: v = cJSON_CreateNumber(*(const double *)(const void *)f); break;
         case T_INT:
-            if (k->off == OFF(retention_rows)) fr_buf_printf(o, "%ld", *(const long *)(const void *)f);
-            else fr_buf_printf(o, "%d", *(const int *)(const void *)f);
+            v = cJSON_CreateNumber(k->off == OFF(retention_rows) ? (double)*(const long *)(const void *)f
+                                                                 : (double)*(const int *)(const void *)f);
             break;
-        case T_BOOL: fr_buf_puts(o, *(const bool *)(const void *)f ? "on" : "off"); break;
-        case T_STR: fr_buf_printf(o, "\"%s\"", f); break;
-        case T_IDLE: fr_buf_puts(o, c->idle_policy == FR_IDLE_AMORTISE ? "amortise" : "report"); break;
-        case T_CPUSRC: fr_buf_puts(o, c->cpu_source == 1 ? "rapl" : c->cpu_source == 2 ? "estimate" : "auto"); break;
-        case T_SYNC: fr_buf_puts(o, c->ledger_sync_full ? "full" : "normal"); break;
+        case T_BOOL: v = cJSON_CreateBool(*(const bool *)(const void *)f); break;
+        case T_STR: v = cJSON_CreateString(f); break;
+        case T_IDLE: v = cJSON_CreateString(c->idle_policy == FR_IDLE_AMORTISE ? "amortise" : "report"); break;
+        case T_CPUSRC: v = cJSON_CreateString(cpusrc_names[c->cpu_source >= 0 && c->cpu_source <= 2 ? c->cpu_source : 0]); break;
+        case T_SYNC: v = cJSON_CreateString(c->ledger_sync_full ? "full" : "normal"); break;
         }
-        fr_buf_puts(o, "\n");
+        cJSON_AddItemToObject(s, dot + 1, v);
     }
-    for (int i = 0; i < c->n_slo; i++) fr_buf_printf(o, "slo.%s = %.17g\n", c->slo[i].tier, c->slo[i].latency_s);
-    for (int i = 0; i < c->n_arms; i++)
-        fr_buf_printf(o, "ab.%s = \"%.17g%s%s\"\n", c->arms[i].name, c->arms[i].weight,
-                      c->arms[i].options[0] ? " | " : "", c->arms[i].options);
+    cJSON *slo = section(root, "slo"), *ab = section(root, "ab");
+    for (int i = 0; i < c->n_slo; i++) cJSON_AddNumberToObject(slo, c->slo[i].tier, c->slo[i].latency_s);
+    for (int i = 0; i < c->n_arms; i++) {
+        cJSON *arm = cJSON_CreateObject();
+        cJSON_AddNumberToObject(arm, "weight", c->arms[i].weight);
+        cJSON_AddStringToObject(arm, "options", c->arms[i].options);
+        cJSON_AddItemToObject(ab, c->arms[i].name, arm);
+    }
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!txt) fr_panic(__FILE__, __LINE__, "cJSON: out of memory");
+    fr_buf_puts(o, txt);
+    fr_buf_puts(o, "\n");
+    cJSON_free(txt);
 }
 
 /* ---- A/B assignment -------------------------------------------------------------------------- */

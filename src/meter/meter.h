@@ -172,13 +172,24 @@ typedef struct fr_meter_config {
 } fr_meter_config;
 
 void fr_meter_config_default(fr_meter_config *c);
-/* Parse "key = value" text (sections "[cost]" prefix keys: "cost.pue"). '#' starts a comment.
- * Unknown keys and malformed or out-of-range values are errors naming the line. */
+/* Parses a metering configuration: a JSON object of sections (docs/METERING.md), or, while it is
+ * deprecated, the older `key = value` text. Unknown keys and malformed or out-of-range values
+ * are errors naming the line ("line N: …"). */
 int fr_meter_config_parse(fr_meter_config *c, const char *text, size_t len, fr_err *err);
+/* The same from a file; messages start with "<path>:<line>"; the older syntax logs a warning. */
 int fr_meter_config_load(fr_meter_config *c, const char *path, fr_err *err);
-/* Set one key ("cost.pue", "meter.sample_ms", …) from a string. */
+/* Applies the JSON object `obj` of document d (base/conf.h) on top of c: the sections "meter",
+ * "cost", "ledger", "trace", "audit", "slo", "ab". `prefix` names obj's place in a larger file
+ * in messages ("" or e.g. "metering."). -1 with err "<file>:<line>: <key>: …". */
+struct fr_conf_doc;
+struct cJSON;
+int fr_meter_config_apply(fr_meter_config *c, const struct fr_conf_doc *d, const struct cJSON *obj,
+                          const char *prefix, fr_err *err);
+/* Set one key ("cost.pue", "meter.sample_ms", "slo.P0", "ab.arm" = "weight [| options]") from a
+ * string, with the same ranges. */
 int fr_meter_config_set(fr_meter_config *c, const char *key, const char *value, fr_err *err);
-/* Write the effective configuration as parseable text (stored in the ledger's meta table). */
+/* Writes the effective configuration as the JSON that fr_meter_config_parse reads back (stored
+ * in the ledger's meta table). */
 void fr_meter_config_dump(const fr_meter_config *c, fr_buf *out);
 
 /* ---- cost ------------------------------------------------------------------------------------ */

@@ -4,6 +4,16 @@
 
 #include "meter/meter.h"
 
+/* ---- configuration internals (config.c, config_legacy.c) ---- */
+bool fr_meter_name_ok(const char *s, size_t max); /* [A-Za-z0-9_.-]+, shorter than max */
+int fr_meter_parse_num(const char *v, double *out); /* a whole finite decimal number */
+int fr_meter_slo_put(fr_meter_config *c, const char *tier, double latency_s, fr_err *err);
+int fr_meter_arm_put(fr_meter_config *c, const char *arm, double weight, const char *options,
+                     fr_err *err);
+int fr_meter_config_check(const fr_meter_config *c, fr_err *err); /* cross-key rules */
+/* The deprecated `key = value` syntax (config_legacy.c); "line N: …" errors. */
+int fr_meter_config_parse_legacy(fr_meter_config *c, const char *text, size_t len, fr_err *err);
+
 #define FR_PROM_MAX_ROUTES 64 /* more distinct routes fold into route="other" */
 #define FR_PROM_MAX_TIERS 16  /* more distinct tiers fold into tier="other" */
 #define FR_PROM_NBUCKETS 12   /* joules-per-request histogram buckets (last = +Inf) */

@@ -1,8 +1,10 @@
-/* config.c — `frugal serve` settings: defaults, JSON config file, command line, API keys.
- * See config.h for precedence and formats, docs/SERVING.md for every key. */
+/* config.c — `frugal serve` settings: defaults, JSON config file (read by base/conf.h, the
+ * binary's one configuration loader), command line, API keys. See config.h for precedence and
+ * formats, docs/SERVING.md for every key. */
 #include "serve/config.h"
 
 #include "backend/backend.h"
+#include "base/conf.h"
 #include "base/num.h"
 
 #include <cjson/cJSON.h>
@@ -13,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CONFIG_FILE (1u << 20)
 #define MAX_KEYS_FILE (4u << 20)
 #define MAX_KEYS 4096
 
@@ -34,7 +35,8 @@ const char *const fr_serve_usage =
     "  --kv-cache bf16|int8     KV cache element type (int8: CUDA only)\n"
     "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
     "  --meter on|off           energy and cost per request (default on)\n"
-    "  --meter-config FILE      meter settings, `key = value` (docs/METERING.md)\n"
+    "  --meter-config FILE      meter settings, JSON (docs/METERING.md); applied over the\n"
+    "                           config file's \"metering\" section\n"
     "  --ledger PATH            SQLite ledger, one row per request (default: the meter\n"
     "                           config's ledger.path, else one file per server,\n"
     "                           $XDG_STATE_HOME/frugal/ledger-MODEL-PORT.db, XDG_STATE_HOME\n"
@@ -78,6 +80,7 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->body_timeout_s = 30;
     c->shutdown_grace_s = 10;
     c->meter = true;
+    fr_meter_config_default(&c->metering);
 }
 
 void fr_serve_config_free(fr_serve_config *c) {
@@ -127,273 +130,208 @@ static int check_device_opt(const char *k, const char *v, fr_err *err) {
     return -1;
 }
 
-/* ---- JSON ---- */
+/* ---- JSON (base/conf.h: the binary's one configuration format) ---- */
 
-static int get_num(const cJSON *it, const char *name, double lo, double hi, double *out,
-                   fr_err *err) {
-    if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi)) {
-        fr_err_set(err, "config: \"%s\" must be a number in %g..%g", name, lo, hi);
-        return -1;
+/* Where a numeric key goes: an int, a size_t, a double (times `scale`) or a float. */
+enum { V_INT, V_SIZE, V_DBL, V_FLT };
+typedef struct num_key {
+    const char *key; /* name inside its object */
+    int kind;        /* V_* */
+    bool integral;   /* must be an integer */
+    double lo, hi;   /* inclusive range, in the file's unit */
+    double scale;    /* stored value = file value * scale */
+    size_t off;      /* offset in fr_serve_config */
+} num_key;
+
+#define SC(f) offsetof(fr_serve_config, f)
+static const num_key top_nums[] = {
+    {"port", V_INT, true, 0, 65535, 1, SC(port)},
+    {"kv_fraction", V_FLT, false, 0.01, 1, 1, SC(engine.kv_fraction)},
+    {"kv_memory_mb", V_SIZE, false, 0.001, 1 << 24, 1048576.0, SC(engine.kv_bytes)},
+    {"kv_blocks", V_INT, true, 0, 1L << 28, 1, SC(engine.kv_blocks)},
+    {"block_size", V_INT, true, 1, 1024, 1, SC(engine.block_size)},
+    {"step_tokens", V_INT, true, 1, 65536, 1, SC(engine.step_tokens)},
+    {"prefill_chunk", V_INT, true, 1, 65536, 1, SC(engine.prefill_chunk)},
+    {"max_running", V_INT, true, 1, 4096, 1, SC(engine.max_running)},
+    {"max_ctx", V_INT, true, 0, 1L << 24, 1, SC(engine.max_ctx)},
+    {"aging_ms", V_DBL, false, 0, 1e9, 1e-3, SC(engine.aging_s)},
+    {"shutdown_grace_s", V_DBL, false, 0, 86400, 1, SC(shutdown_grace_s)},
+};
+static const num_key limit_nums[] = {
+    {"max_body_bytes", V_SIZE, true, 256, 1L << 30, 1, SC(max_body_bytes)},
+    {"max_messages", V_INT, true, 1, 1000000, 1, SC(max_messages)},
+    {"max_prompt_tokens", V_INT, true, 0, 1L << 24, 1, SC(max_prompt_tokens)},
+    {"max_tokens", V_INT, true, 1, 1L << 24, 1, SC(max_tokens)},
+    {"default_max_tokens", V_INT, true, 1, 1L << 24, 1, SC(default_max_tokens)},
+    {"max_connections", V_INT, true, 1, 100000, 1, SC(max_connections)},
+    {"max_pending_connections", V_INT, true, 1, 1000000, 1, SC(max_pending_connections)},
+    {"header_timeout_s", V_DBL, false, 0.1, 3600, 1, SC(header_timeout_s)},
+    {"max_header_bytes", V_INT, true, 1024, 60000, 1, SC(max_header_bytes)},
+    {"idle_timeout_s", V_INT, true, 1, 86400, 1, SC(idle_timeout_s)},
+    {"body_timeout_s", V_DBL, false, 0.1, 86400, 1, SC(body_timeout_s)},
+};
+
+/* Sets the numeric key `it` if the table knows it: 1 done, 0 not in the table, -1 bad value. */
+static int apply_num(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, const char *name,
+                     const num_key *t, size_t n, fr_err *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(t[i].key, it->string)) continue;
+        double v;
+        long l;
+        if (t[i].integral) {
+            if (fr_conf_int(d, it, name, (long)t[i].lo, (long)t[i].hi, &l, err)) return -1;
+            v = (double)l;
+        } else if (fr_conf_num(d, it, name, t[i].lo, t[i].hi, &v, err)) {
+            return -1;
+        }
+        v *= t[i].scale;
+        char *f = (char *)c + t[i].off;
+        switch (t[i].kind) {
+        case V_INT: *(int *)(void *)f = (int)v; break;
+        case V_SIZE: *(size_t *)(void *)f = (size_t)v; break;
+        case V_DBL: *(double *)(void *)f = v; break;
+        default: *(float *)(void *)f = (float)v; break;
+        }
+        return 1;
     }
-    *out = it->valuedouble;
     return 0;
 }
 
-static int get_int(const cJSON *it, const char *name, long lo, long hi, long *out, fr_err *err) {
-    double v;
-    if (get_num(it, name, (double)lo, (double)hi, &v, err)) return -1;
-    if (v != floor(v)) {
-        fr_err_set(err, "config: \"%s\" must be an integer", name);
-        return -1;
-    }
-    *out = (long)v;
-    return 0;
-}
-
-static int get_tier(const cJSON *it, const char *name, int *out, fr_err *err) {
-    int t = cJSON_IsString(it) ? fr_tier_parse(it->valuestring) : -1;
-    if (t < 0) {
-        fr_err_set(err, "config: \"%s\" must be \"P0\", \"P1\" or \"P2\"", name);
-        return -1;
-    }
-    *out = t;
-    return 0;
-}
-
-static int apply_tier(fr_serve_config *c, int t, const cJSON *obj, fr_err *err) {
-    if (!cJSON_IsObject(obj)) {
-        fr_err_set(err, "config: \"tiers.%s\" must be an object", fr_tier_name(t));
-        return -1;
-    }
+static int apply_tier(fr_serve_config *c, const fr_conf_doc *d, int t, const cJSON *obj,
+                      fr_err *err) {
+    char oname[32];
+    snprintf(oname, sizeof oname, "tiers.%s", fr_tier_name(t));
+    if (fr_conf_object(d, obj, oname, err)) return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
         const char *k = it->string;
         double v;
         long l;
-        char name[64];
-        snprintf(name, sizeof name, "tiers.%s.%s", fr_tier_name(t), k);
+        char name[96];
+        snprintf(name, sizeof name, "%s.%.60s", oname, k);
         if (!strcmp(k, "weight")) {
-            if (get_num(it, name, 1e-6, 1e9, &v, err)) return -1;
+            if (fr_conf_num(d, it, name, 1e-6, 1e9, &v, err)) return -1;
             c->engine.weight[t] = v;
         } else if (!strcmp(k, "queue_max")) {
-            if (get_int(it, name, 0, 1000000, &l, err)) return -1;
+            if (fr_conf_int(d, it, name, 0, 1000000, &l, err)) return -1;
             c->engine.queue_max[t] = (int)l;
-        } else if (!strcmp(k, "max_wait_ms")) {
-            if (get_num(it, name, 0, 1e9, &v, err)) return -1;
-            c->engine.max_wait_s[t] = v / 1000;
-        } else if (!strcmp(k, "ttft_slo_ms")) {
-            if (get_num(it, name, 0, 1e9, &v, err)) return -1;
-            c->ttft_slo_s[t] = v / 1000;
-        } else if (!strcmp(k, "tpot_slo_ms")) {
-            if (get_num(it, name, 0, 1e9, &v, err)) return -1;
-            c->tpot_slo_s[t] = v / 1000;
+        } else if (!strcmp(k, "max_wait_ms") || !strcmp(k, "ttft_slo_ms") ||
+                   !strcmp(k, "tpot_slo_ms")) {
+            if (fr_conf_num(d, it, name, 0, 1e9, &v, err)) return -1;
+            double *dst = k[0] == 'm' ? &c->engine.max_wait_s[t]
+                          : k[1] == 't' ? &c->ttft_slo_s[t]
+                                        : &c->tpot_slo_s[t];
+            *dst = v / 1000;
         } else {
-            fr_err_set(err, "config: unknown key \"%s\"", name);
-            return -1;
+            return fr_conf_fail(d, it, name, err,
+                                "unknown key (weight, queue_max, max_wait_ms, ttft_slo_ms, tpot_slo_ms)");
         }
     }
     return 0;
 }
 
 /* "reserved_connections": {"control": N, "P0": N, "P1": N} (any subset). */
-static int apply_reserved(fr_serve_config *c, const cJSON *obj, fr_err *err) {
-    if (!cJSON_IsObject(obj)) {
-        fr_err_set(err, "config: \"limits.reserved_connections\" must be an object");
-        return -1;
-    }
+static int apply_reserved(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj,
+                          fr_err *err) {
+    if (fr_conf_object(d, obj, "limits.reserved_connections", err)) return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
         const char *k = it->string;
         int slot = !strcmp(k, "control") ? 0 : !strcmp(k, "P0") ? 1 : !strcmp(k, "P1") ? 2 : -1;
-        char name[80];
-        snprintf(name, sizeof name, "limits.reserved_connections.%s", k);
-        if (slot < 0) {
-            fr_err_set(err, "config: unknown key \"%s\" (control, P0 or P1)", name);
-            return -1;
-        }
+        char name[96];
+        snprintf(name, sizeof name, "limits.reserved_connections.%.40s", k);
+        if (slot < 0) return fr_conf_fail(d, it, name, err, "unknown key (control, P0 or P1)");
         long l;
-        if (get_int(it, name, 0, 100000, &l, err)) return -1;
+        if (fr_conf_int(d, it, name, 0, 100000, &l, err)) return -1;
         c->reserved_connections[slot] = (int)l;
     }
     return 0;
 }
 
-static int apply_limits(fr_serve_config *c, const cJSON *obj, fr_err *err) {
-    if (!cJSON_IsObject(obj)) {
-        fr_err_set(err, "config: \"limits\" must be an object");
-        return -1;
-    }
+static int apply_limits(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+    if (fr_conf_object(d, obj, "limits", err)) return -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
-        const char *k = it->string;
-        long l;
-        double v;
-        char name[64];
-        snprintf(name, sizeof name, "limits.%s", k);
-        if (!strcmp(k, "max_body_bytes")) {
-            if (get_int(it, name, 256, 1L << 30, &l, err)) return -1;
-            c->max_body_bytes = (size_t)l;
-        } else if (!strcmp(k, "max_messages")) {
-            if (get_int(it, name, 1, 1000000, &l, err)) return -1;
-            c->max_messages = (int)l;
-        } else if (!strcmp(k, "max_prompt_tokens")) {
-            if (get_int(it, name, 0, 1L << 24, &l, err)) return -1;
-            c->max_prompt_tokens = (int)l;
-        } else if (!strcmp(k, "max_tokens")) {
-            if (get_int(it, name, 1, 1L << 24, &l, err)) return -1;
-            c->max_tokens = (int)l;
-        } else if (!strcmp(k, "default_max_tokens")) {
-            if (get_int(it, name, 1, 1L << 24, &l, err)) return -1;
-            c->default_max_tokens = (int)l;
-        } else if (!strcmp(k, "max_connections")) {
-            if (get_int(it, name, 1, 100000, &l, err)) return -1;
-            c->max_connections = (int)l;
-        } else if (!strcmp(k, "reserved_connections")) {
-            if (apply_reserved(c, it, err)) return -1;
-        } else if (!strcmp(k, "max_pending_connections")) {
-            if (get_int(it, name, 1, 1000000, &l, err)) return -1;
-            c->max_pending_connections = (int)l;
-        } else if (!strcmp(k, "header_timeout_s")) {
-            if (get_num(it, name, 0.1, 3600, &v, err)) return -1;
-            c->header_timeout_s = v;
-        } else if (!strcmp(k, "max_header_bytes")) {
-            if (get_int(it, name, 1024, 60000, &l, err)) return -1;
-            c->max_header_bytes = (int)l;
-        } else if (!strcmp(k, "idle_timeout_s")) {
-            if (get_int(it, name, 1, 86400, &l, err)) return -1;
-            c->idle_timeout_s = (int)l;
-        } else if (!strcmp(k, "body_timeout_s")) {
-            if (get_num(it, name, 0.1, 86400, &v, err)) return -1;
-            c->body_timeout_s = v;
-        } else {
-            fr_err_set(err, "config: unknown key \"%s\"", name);
-            return -1;
+        char name[96];
+        snprintf(name, sizeof name, "limits.%.60s", it->string);
+        if (!strcmp(it->string, "reserved_connections")) {
+            if (apply_reserved(c, d, it, err)) return -1;
+            continue;
         }
+        int r = apply_num(c, d, it, name, limit_nums, FR_ARRAY_LEN(limit_nums), err);
+        if (r < 0) return -1;
+        if (r == 0) return fr_conf_unknown(d, it, "limits.", err);
+    }
+    return 0;
+}
+
+/* String keys: where each goes and which values it takes. */
+static char **str_dst(fr_serve_config *c, const char *k) {
+    static const struct { const char *key; size_t off; } t[] = {
+        {"model", SC(model)},           {"host", SC(host)},
+        {"served_model_name", SC(served_name)}, {"chat_template", SC(chat_template)},
+        {"api_keys_file", SC(api_keys_file)},   {"quant", SC(quant)},
+        {"device", SC(device)},         {"weights", SC(weights)},
+        {"kv_cache", SC(kv_cache)},     {"meter_config", SC(meter_config)},
+        {"ledger", SC(ledger)},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(t); i++)
+        if (!strcmp(t[i].key, k)) return (char **)(void *)((char *)c + t[i].off);
+    return NULL;
+}
+
+static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, fr_err *err) {
+    const char *k = it->string;
+    char **dst = str_dst(c, k);
+    if (dst) {
+        const char *s;
+        bool null_ok = strcmp(k, "host") != 0;
+        if (fr_conf_str(d, it, k, null_ok, 4096, &s, err)) return -1;
+        if (!strcmp(k, "quant") && s && strcmp(s, "q8") && strcmp(s, "q4"))
+            return fr_conf_fail(d, it, k, err, "must be \"q8\" or \"q4\"");
+        fr_err e;
+        if (check_device_opt(k, s, &e)) return fr_conf_fail(d, it, k, err, "%s", e.msg);
+        set_str(dst, s);
+        return 0;
+    }
+    int r = apply_num(c, d, it, k, top_nums, FR_ARRAY_LEN(top_nums), err);
+    if (r) return r < 0 ? -1 : 0;
+    if (!strcmp(k, "meter")) return fr_conf_bool(d, it, k, &c->meter, err);
+    if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
+    if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
+    if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
+    if (!strcmp(k, "default_tier")) {
+        static const char *const tiers[] = {"P0", "P1", "P2", NULL};
+        return fr_conf_enum(d, it, k, tiers, &c->default_tier, err);
+    }
+    if (!strcmp(k, "tiers")) {
+        if (fr_conf_object(d, it, k, err)) return -1;
+        const cJSON *tv;
+        cJSON_ArrayForEach(tv, it) {
+            int t = fr_tier_parse(tv->string);
+            if (t < 0 || (tv->string[0] != 'P' && tv->string[0] != 'p'))
+                return fr_conf_fail(d, tv, "tiers", err, "unknown tier \"%.40s\" (P0, P1, P2)",
+                                    tv->string);
+            if (apply_tier(c, d, t, tv, err)) return -1;
+        }
+        return 0;
+    }
+    return fr_conf_unknown(d, it, "", err);
+}
+
+int fr_serve_config_apply(fr_serve_config *c, const fr_conf_doc *d, fr_err *err) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, d->root) {
+        if (apply_key(c, d, it, err)) return -1;
     }
     return 0;
 }
 
 int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len, fr_err *err) {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root || !cJSON_IsObject(root)) {
-        fr_err_set(err, "config: expected one JSON object");
-        cJSON_Delete(root);
-        return -1;
-    }
-    int rc = -1;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, root) {
-        const char *k = it->string;
-        double v;
-        long l;
-        fr_engine_config *e = &c->engine;
-        if (!strcmp(k, "model") || !strcmp(k, "host") || !strcmp(k, "served_model_name") ||
-            !strcmp(k, "chat_template") || !strcmp(k, "api_keys_file") || !strcmp(k, "quant")) {
-            if (!cJSON_IsString(it) && !cJSON_IsNull(it)) {
-                fr_err_set(err, "config: \"%s\" must be a string", k);
-                goto out;
-            }
-            const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
-            if (!strcmp(k, "quant") && s && strcmp(s, "q8") && strcmp(s, "q4")) {
-                fr_err_set(err, "config: \"quant\" must be \"q8\" or \"q4\"");
-                goto out;
-            }
-            char **dst = !strcmp(k, "model")               ? &c->model
-                         : !strcmp(k, "host")              ? &c->host
-                         : !strcmp(k, "served_model_name") ? &c->served_name
-                         : !strcmp(k, "chat_template")     ? &c->chat_template
-                         : !strcmp(k, "quant")             ? &c->quant
-                                                           : &c->api_keys_file;
-            if (dst == &c->host && !s) {
-                fr_err_set(err, "config: \"host\" must be a string");
-                goto out;
-            }
-            set_str(dst, s);
-        } else if (!strcmp(k, "device") || !strcmp(k, "weights") || !strcmp(k, "kv_cache") ||
-                   !strcmp(k, "meter_config") || !strcmp(k, "ledger")) {
-            if (!cJSON_IsString(it) && !cJSON_IsNull(it)) {
-                fr_err_set(err, "config: \"%s\" must be a string", k);
-                goto out;
-            }
-            const char *s = cJSON_IsString(it) ? it->valuestring : NULL;
-            if (check_device_opt(k, s, err)) goto out;
-            set_str(!strcmp(k, "device")         ? &c->device
-                    : !strcmp(k, "weights")      ? &c->weights
-                    : !strcmp(k, "kv_cache")     ? &c->kv_cache
-                    : !strcmp(k, "meter_config") ? &c->meter_config
-                                                 : &c->ledger,
-                    s);
-        } else if (!strcmp(k, "meter")) {
-            if (!cJSON_IsBool(it)) {
-                fr_err_set(err, "config: \"meter\" must be true or false");
-                goto out;
-            }
-            c->meter = cJSON_IsTrue(it);
-        } else if (!strcmp(k, "kv_fraction")) {
-            if (get_num(it, k, 0.01, 1, &v, err)) goto out;
-            c->engine.kv_fraction = (float)v;
-        } else if (!strcmp(k, "port")) {
-            if (get_int(it, k, 0, 65535, &l, err)) goto out;
-            c->port = (int)l;
-        } else if (!strcmp(k, "kv_memory_mb")) {
-            if (get_num(it, k, 0.001, 1 << 24, &v, err)) goto out;
-            e->kv_bytes = (size_t)(v * 1048576.0);
-        } else if (!strcmp(k, "kv_blocks")) {
-            if (get_int(it, k, 0, 1L << 28, &l, err)) goto out;
-            e->kv_blocks = (int)l;
-        } else if (!strcmp(k, "block_size")) {
-            if (get_int(it, k, 1, 1024, &l, err)) goto out;
-            e->block_size = (int)l;
-        } else if (!strcmp(k, "step_tokens")) {
-            if (get_int(it, k, 1, 65536, &l, err)) goto out;
-            e->step_tokens = (int)l;
-        } else if (!strcmp(k, "prefill_chunk")) {
-            if (get_int(it, k, 1, 65536, &l, err)) goto out;
-            e->prefill_chunk = (int)l;
-        } else if (!strcmp(k, "max_running")) {
-            if (get_int(it, k, 1, 4096, &l, err)) goto out;
-            e->max_running = (int)l;
-        } else if (!strcmp(k, "max_ctx")) {
-            if (get_int(it, k, 0, 1L << 24, &l, err)) goto out;
-            e->max_ctx = (int)l;
-        } else if (!strcmp(k, "aging_ms")) {
-            if (get_num(it, k, 0, 1e9, &v, err)) goto out;
-            e->aging_s = v / 1000;
-        } else if (!strcmp(k, "warmup")) {
-            if (!cJSON_IsBool(it)) {
-                fr_err_set(err, "config: \"warmup\" must be true or false");
-                goto out;
-            }
-            e->warmup = cJSON_IsTrue(it);
-        } else if (!strcmp(k, "default_tier")) {
-            if (get_tier(it, k, &c->default_tier, err)) goto out;
-        } else if (!strcmp(k, "shutdown_grace_s")) {
-            if (get_num(it, k, 0, 86400, &v, err)) goto out;
-            c->shutdown_grace_s = v;
-        } else if (!strcmp(k, "tiers")) {
-            if (!cJSON_IsObject(it)) {
-                fr_err_set(err, "config: \"tiers\" must be an object");
-                goto out;
-            }
-            const cJSON *tv;
-            cJSON_ArrayForEach(tv, it) {
-                int t = fr_tier_parse(tv->string);
-                if (t < 0 || (tv->string[0] != 'P' && tv->string[0] != 'p')) {
-                    fr_err_set(err, "config: unknown tier \"tiers.%s\" (P0, P1, P2)", tv->string);
-                    goto out;
-                }
-                if (apply_tier(c, t, tv, err)) goto out;
-            }
-        } else if (!strcmp(k, "limits")) {
-            if (apply_limits(c, it, err)) goto out;
-        } else {
-            fr_err_set(err, "config: unknown key \"%s\"", k);
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    cJSON_Delete(root);
+    fr_conf_doc d;
+    if (fr_conf_parse(&d, json, len, NULL, err)) return -1;
+    int rc = fr_serve_config_apply(c, &d, err);
+    fr_conf_free(&d);
     return rc;
 }
 
@@ -414,15 +352,11 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
             fr_err_set(err, "--config needs a file");
             return 2;
         }
-        size_t len = 0;
-        char *text = fr_read_file(argv[i + 1], MAX_CONFIG_FILE, &len, err);
-        if (!text) return 1;
-        int rc = fr_serve_config_apply_json(c, text, len, err);
-        free(text);
-        if (rc) {
-            fr_err_prefix(err, "%s", argv[i + 1]);
-            return 1;
-        }
+        fr_conf_doc d;
+        if (fr_conf_load(&d, argv[i + 1], err)) return 1; /* messages name file:line */
+        int rc = fr_serve_config_apply(c, &d, err);
+        fr_conf_free(&d);
+        if (rc) return 1;
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -2,8 +2,9 @@
  * API keys (file and environment).
  *
  * Precedence: defaults < config file (--config) < command-line options. The config file is one
- * JSON object; unknown keys are an error (a typo must not silently keep a default). Every key is
- * listed in docs/SERVING.md.
+ * JSON object read by base/conf.h (the binary's one configuration format); unknown keys are an
+ * error naming file:line (a typo must not silently keep a default). Its "metering" section holds
+ * the meter's settings (docs/METERING.md). Every key is listed in docs/SERVING.md.
  *
  * API keys come from a file (one key per line: `KEY [DEFAULT_TIER [HIGHEST_TIER]]`, '#' starts a
  * comment) and/or the FRUGAL_API_KEYS environment variable (comma-separated `KEY[:TIER]`). Keys
@@ -14,6 +15,7 @@
 
 #include "base/base.h"
 #include "engine/engine.h"
+#include "meter/meter.h"
 
 typedef struct fr_api_key {
     char *key;         /* the secret */
@@ -63,7 +65,9 @@ typedef struct fr_serve_config {
     char *kv_cache;                 /* NULL/"bf16", "int8" (CUDA) */
     /* metering (meter/meter.h, docs/METERING.md) */
     bool meter;                     /* open a meter (default on) */
-    char *meter_config;             /* meter `key = value` file, NULL = the built-in defaults */
+    fr_meter_config metering;       /* the config file's "metering" section over the defaults */
+    char *meter_config;             /* meter settings file (JSON), applied over `metering`;
+                                       NULL = none */
     char *ledger;                   /* SQLite ledger path (--ledger); NULL = the meter config's
                                        ledger.path, else ledger_default; "" = no ledger */
     char *ledger_default;           /* used when neither names one; NULL = none (the library's
@@ -73,7 +77,10 @@ typedef struct fr_serve_config {
 void fr_serve_config_init(fr_serve_config *c);
 void fr_serve_config_free(fr_serve_config *c);
 
-/* Applies a JSON config document (the file's text). -1 with err naming the key. */
+/* Applies a parsed config document (base/conf.h). -1 with err "<file>:<line>: <key>: …". */
+struct fr_conf_doc;
+int fr_serve_config_apply(fr_serve_config *c, const struct fr_conf_doc *d, fr_err *err);
+/* The same from the text of a JSON config document ("line N: …" in messages). */
 int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len, fr_err *err);
 /* Parses `frugal serve` arguments (argv[0] is "serve"); --config is applied first, the other
  * options then override it. Returns 0, 1 (bad input, message in err), 2 (usage, message in

@@ -1480,8 +1480,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     }
     char ledger_path[sizeof ((fr_meter_config *)0)->ledger_path] = ""; /* for the start-up line */
     if (cfg->meter) {
-        fr_meter_config mc;
-        fr_meter_config_default(&mc);
+        fr_meter_config mc = cfg->metering; /* defaults + the config file's "metering" */
         if (cfg->meter_config && fr_meter_config_load(&mc, cfg->meter_config, err)) goto fail;
         /* --ledger, else the meter config's ledger.path, else the command's per-server default */
         if (cfg->ledger) snprintf(mc.ledger_path, sizeof mc.ledger_path, "%s", cfg->ledger);

@@ -1,10 +1,16 @@
-/* fuzz_meter_config.c — libFuzzer harness for the metering / cost configuration parser
- * (src/meter/config.c) and the cost model on what it accepts (src/meter/cost.c).
+/* fuzz_meter_config.c — libFuzzer harness for the binary's configuration loader (src/base/conf.c:
+ * JSON through cJSON, lines, duplicate keys), the meter's sections on top of it
+ * (src/meter/config.c), the deprecated `key = value` reader (src/meter/config_legacy.c), the
+ * serve config with its "metering" section (src/serve/config.c) and the cost model on what the
+ * meter accepts (src/meter/cost.c).
  *
- * The input is a configuration file of any bytes. The parse must succeed or fail with a message;
- * an accepted configuration must hold every number inside its documented range (finite prices,
- * PUE >= 1, host share in (0, 1], residual <= purchase), and its dump must parse again to the same
- * dump (a fixed point). Pricing one kWh and one host-hour must give finite, non-negative parts.
+ * The input is a configuration file of any bytes (JSON when it starts with '{', else the older
+ * syntax). The parse must succeed or fail with a one-line message; an accepted configuration must
+ * hold every number inside its documented range (finite prices, PUE >= 1, host share in (0, 1],
+ * residual <= purchase), and its dump (JSON) must parse again to the same dump (a fixed point).
+ * Pricing one kWh and one host-hour must give finite, non-negative parts. The same bytes applied
+ * as a `frugal serve --config` document must be accepted or refused with a one-line message that
+ * names a line ("line N").
  */
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +18,7 @@
 #include <string.h>
 
 #include "meter/meter.h"
+#include "serve/config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -57,6 +64,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (!err.msg[0] || strchr(err.msg, '\n')) {
         abort(); /* a failure says why, on one line */
     }
+    fr_serve_config sc;
+    fr_serve_config_init(&sc);
+    err.msg[0] = 0;
+    if (fr_serve_config_apply_json(&sc, text, size, &err)) {
+        if (!err.msg[0] || strchr(err.msg, '\n') || strncmp(err.msg, "line ", 5)) abort();
+    } else {
+        if (!sc.host || sc.port < 0 || sc.port > 65535 || sc.max_body_bytes < 256) abort();
+        if (!(sc.metering.cost.pue >= 1 && sc.metering.cost.pue <= 10)) abort();
+    }
+    fr_serve_config_free(&sc);
     free(text);
     return 0;
 }

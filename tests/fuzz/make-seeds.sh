@@ -43,8 +43,11 @@ printf '\001\357\274\224\357\274\221\357\274\221\357\274\221\342\200\213 1111\30
 printf '\000\000\007\010\011\012\013\014\015\016\017\020\021\022\023\024\025\026\001\005\006\007\010\011\012\013\014\015\016\017\020\021\022\023\024\025\026\027\030\031\032\033\034\035' > "$C/mask/writer"
 
 # meter config
-cp docs/metering.example.conf "$C/meter_config/example"
+cp docs/metering.example.json "$C/meter_config/example"
 printf '[cost]\npue = 1.2\nhw_usd_per_hour = 2.5\n[slo]\nfast = 0.5\n[ab]\na = 1\nb = 3 | x=y\n' > "$C/meter_config/small"
+printf '{"cost": {"pue": 1.2, "hw_usd_per_hour": 2.5}, "slo": {"fast": 0.5},\n "ab": {"a": 1, "b": {"weight": 3, "options": "x=y"}}}\n' > "$C/meter_config/small-json"
+printf '{"port": 0, "host": "::1", "tiers": {"P0": {"weight": 4, "ttft_slo_ms": 100}},\n "limits": {"max_tokens": 64, "reserved_connections": {"control": 2}},\n "metering": {"ledger": {"path": ""}, "trace": {"batch": 8}}}\n' > "$C/meter_config/serve"
+printf '{"cost": {"pue": 1.2,\n  "pue": 1.3}, "meter": {"nvml": "on"}, "x": [1, {"y": null}] }' > "$C/meter_config/bad-json"
 
 # nlu: a tiny intent model (checksum skipped / enforced), slot-rich sentences, text
 printf 'text,category\nwhere is my card,card_arrival\nmy card has not arrived,card_arrival\nI lost my card,lost_card\nstolen card,lost_card\n' > "$T/tiny.csv"
