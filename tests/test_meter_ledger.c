@@ -29,7 +29,7 @@ static sqlite3 *db_open(const char *path) {
 
 /* First column of the first row as text (static buffer), or "" */
 static const char *q1(sqlite3 *h, const char *sql) {
-    static char out[2048];
+    static char out[16384];
     out[0] = 0;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -169,7 +169,16 @@ TEST(every_outcome_gets_a_full_row) {
     CHECK(qn(h, "SELECT count(*) FROM energy WHERE device='gpu0'") >= 1);
     CHECK_NEAR(atof(q1(h, "SELECT sum(measured_j) FROM energy WHERE device='gpu0'")), 300, 1e-9);
     CHECK_NEAR(atof(q1(h, "SELECT sum(attributed_j) + sum(idle_j) FROM energy WHERE device='gpu0'")), 300, 1e-9);
-    CHECK(strstr(q1(h, "SELECT value FROM meta WHERE key='config'"), "cost.hw_usd_per_hour = 36") != NULL);
+    { /* the snapshot is the JSON configuration: it loads back with the same prices */
+        const char *dump = q1(h, "SELECT value FROM meta WHERE key='config'");
+        fr_meter_config back;
+        fr_meter_config_default(&back);
+        fr_err e = {{0}};
+        CHECK(dump[0] == '{');
+        CHECK_EQ_INT(fr_meter_config_parse(&back, dump, strlen(dump), &e), 0);
+        CHECK_NEAR(back.cost.hw_usd_per_hour, 36, 0);
+        CHECK_EQ_INT(back.n_slo, 1);
+    }
     CHECK_STR(q1(h, "SELECT value FROM meta WHERE key='schema_version'"), "1");
     sqlite3_close(h);
 }
