@@ -1,6 +1,7 @@
 /* test_ocr.c — OCR of generated documents (English invoice fields, a Chinese line), the field
  * extractor on fixed text, the engine pool, and the image stage's route decision. Kept fast: a few
  * small pages, one engine per language. */
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 
 #include "stages/ocr/docgen.h"
@@ -66,10 +67,15 @@ TEST(english_invoice_fields) {
     CHECK_STR(f.amount, t.amount);
     CHECK_STR(f.date, t.date);
     printf("  eng invoice: %zu lines, mean conf %.0f, %.0f ms\n", r.n_lines, r.mean_conf, r.ms);
-    fr_buf js = {0};
-    fr_ocr_result_json(&r, &js);
-    CHECK(strstr(fr_buf_cstr(&js), "\"lines\":[{\"text\":") != NULL);
-    fr_buf_free(&js);
+    cJSON *jo = fr_ocr_result_json(&r);
+    char *js = cJSON_PrintUnformatted(jo);
+    CHECK(strstr(js, "\"lines\":[{\"text\":") != NULL);
+    cJSON *back = cJSON_Parse(js); /* valid JSON that gives the text back */
+    CHECK(back && cJSON_IsString(cJSON_GetObjectItem(back, "text")) &&
+          !strcmp(cJSON_GetObjectItem(back, "text")->valuestring, r.text));
+    cJSON_Delete(back);
+    free(js);
+    cJSON_Delete(jo);
     fr_ocr_result_free(&r);
     /* the same page turned upside down is recovered by the orientation check */
     fr_image rot;
@@ -146,10 +152,11 @@ TEST(stage_routes_and_pool) {
     CHECK(fr_image_stage_run(pool, (const uint8_t *)b.data, b.len, "image/jpeg", NULL, &res, &err) == 0);
     CHECK(res.ocr_on);
     CHECK(res.ocr.text && strstr(res.ocr.text, t.invoice_no) != NULL);
-    fr_buf js = {0};
-    fr_image_stage_json(&res, &js);
-    CHECK(strstr(fr_buf_cstr(&js), "\"ocr_on\":true") != NULL);
-    fr_buf_free(&js);
+    cJSON *jo = fr_image_stage_json(&res);
+    char *js = cJSON_PrintUnformatted(jo);
+    CHECK(strstr(js, "\"ocr_on\":true") != NULL);
+    free(js);
+    cJSON_Delete(jo);
     fr_image_stage_result_free(&res);
     /* a threshold above 1 forces the vision route; a bad media type is a clear error */
     fr_image_stage_cfg sc = {.threshold = 1.01f};
@@ -169,6 +176,32 @@ TEST(missing_language) {
     fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
     CHECK(e == NULL);
     CHECK(strstr(err.msg, "xx_nolang") != NULL);
+}
+
+TEST(result_json_escapes_every_string) {
+    char t0[] = "Payee: \"ACME\\Ltd\"\tline\x01", t1[] = "second \xe4\xb8\xad line";
+    char all[64];
+    snprintf(all, sizeof all, "%s\n%s", t0, t1);
+    fr_ocr_line lines[2] = {{t0, 91.25f, 1, 2, 3, 4}, {t1, 50.0f, 5, 6, 7, 8}};
+    fr_ocr_result r = {.text = all, .lines = lines, .n_lines = 2, .mean_conf = 70.66f,
+                       .rotation = 90, .passes = 2, .ms = 12.3456};
+    cJSON *o = fr_ocr_result_json(&r);
+    char *js = cJSON_PrintUnformatted(o);
+    cJSON *back = cJSON_Parse(js);
+    CHECK(back != NULL);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(back, "text")), all);
+    cJSON *l0 = cJSON_GetArrayItem(cJSON_GetObjectItem(back, "lines"), 0);
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(l0, "text")), t0);
+    CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(l0, "conf")), 91.3, 1e-9); /* to 0.1 */
+    CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(l0, "box")), 4);
+    CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetArrayItem(cJSON_GetObjectItem(l0, "box"), 3)), 4);
+    CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(back, "mean_conf")), 70.7, 1e-9);
+    CHECK_NEAR(cJSON_GetNumberValue(cJSON_GetObjectItem(back, "ms")), 12.35, 1e-9);
+    CHECK_EQ_INT(cJSON_GetNumberValue(cJSON_GetObjectItem(back, "rotation")), 90);
+    CHECK(strstr(js, "\"conf\":91.3,") != NULL); /* no float noise such as 91.25000000001 */
+    cJSON_Delete(back);
+    free(js);
+    cJSON_Delete(o);
 }
 
 int main(void) { return t_main(); }

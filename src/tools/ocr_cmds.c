@@ -13,6 +13,7 @@
  * Design: argument parsing and reporting only; the work is in src/stages/image and src/stages/ocr. */
 #include "tools/ocr_cmds.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,14 +29,14 @@
 #include "stages/ocr/image_stage.h"
 #include "stages/ocr/ocr.h"
 
-static void fields_json(const fr_fields *f, fr_buf *b) {
-    fr_buf_printf(b, "{\"invoice_no\":\"%s\",\"amount\":\"%s\",\"date\":\"%s\",\"payee\":\"",
-                  f->invoice_no, f->amount, f->date);
-    for (const char *p = f->payee; *p; p++) {
-        if (*p == '"' || *p == '\\') fr_buf_printf(b, "\\%c", *p);
-        else if ((unsigned char)*p >= 0x20) fr_buf_append(b, p, 1);
-    }
-    fr_buf_puts(b, "\"}");
+/* {"invoice_no":..,"amount":..,"date":..,"payee":..} as read from the OCR text. */
+static cJSON *fields_json(const fr_fields *f) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "invoice_no", f->invoice_no);
+    cJSON_AddStringToObject(o, "amount", f->amount);
+    cJSON_AddStringToObject(o, "date", f->date);
+    cJSON_AddStringToObject(o, "payee", f->payee);
+    return o;
 }
 
 int fr_cmd_ocr(int argc, char **argv) {
@@ -90,18 +91,16 @@ int fr_cmd_ocr(int argc, char **argv) {
         for (size_t i = 0; i < res.ocr.n_lines; i++)
             if (res.ocr.lines[i].text) fr_mask_inplace(res.ocr.lines[i].text);
     }
-    fr_buf b = {0};
-    fr_image_stage_json(&res, &b);
+    cJSON *out = fr_image_stage_json(&res);
     if (res.ocr_on) {
         fr_fields f;
         fr_fields_extract(res.ocr.text, &f);
-        b.len--; /* reopen the object */
-        fr_buf_puts(&b, ",\"fields\":");
-        fields_json(&f, &b);
-        fr_buf_puts(&b, "}");
+        cJSON_AddItemToObject(out, "fields", fields_json(&f));
     }
-    printf("%s\n", fr_buf_cstr(&b));
-    fr_buf_free(&b);
+    char *s = cJSON_PrintUnformatted(out);
+    printf("%s\n", s);
+    free(s);
+    cJSON_Delete(out);
     fr_image_stage_result_free(&res);
     fr_ocr_pool_free(pool);
     return 0;

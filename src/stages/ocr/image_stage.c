@@ -1,6 +1,8 @@
 /* image_stage.c — decode, density, route, OCR; see image_stage.h. */
 #include "stages/ocr/image_stage.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,17 +52,25 @@ void fr_image_stage_result_free(fr_image_stage_result *res) {
     fr_image_free(&res->gray);
 }
 
-void fr_image_stage_json(const fr_image_stage_result *r, fr_buf *b) {
-    fr_buf_printf(b,
-                  "{\"format\":\"%s\",\"width\":%u,\"height\":%u,\"density\":{\"score\":%.3f,"
-                  "\"threshold\":%.3f,\"text_tiles\":%.3f,\"picture_tiles\":%.3f,\"paper\":%.3f,"
-                  "\"ms\":%.3f},\"ocr_on\":%s,\"reason\":\"%s\",\"decode_ms\":%.2f,\"ocr_ms\":%.2f,"
-                  "\"ocr\":",
-                  fr_img_format_name(r->info.format), r->info.width, r->info.height,
-                  r->density.score, r->threshold, r->density.text_tiles, r->density.picture_tiles,
-                  r->density.paper, r->density.ms, r->ocr_on ? "true" : "false", r->reason,
-                  r->decode_ms, r->ocr_ms);
-    if (r->ocr_on) fr_ocr_result_json(&r->ocr, b);
-    else fr_buf_puts(b, "null");
-    fr_buf_puts(b, "}");
+/* x rounded to 1/scale, so that the JSON shows the digits that mean something. */
+static double rounded(double x, double scale) { return round(x * scale) / scale; }
+
+cJSON *fr_image_stage_json(const fr_image_stage_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", fr_img_format_name(r->info.format));
+    cJSON_AddNumberToObject(o, "width", r->info.width);
+    cJSON_AddNumberToObject(o, "height", r->info.height);
+    cJSON *d = cJSON_AddObjectToObject(o, "density");
+    cJSON_AddNumberToObject(d, "score", rounded(r->density.score, 1e3));
+    cJSON_AddNumberToObject(d, "threshold", rounded(r->threshold, 1e3));
+    cJSON_AddNumberToObject(d, "text_tiles", rounded(r->density.text_tiles, 1e3));
+    cJSON_AddNumberToObject(d, "picture_tiles", rounded(r->density.picture_tiles, 1e3));
+    cJSON_AddNumberToObject(d, "paper", rounded(r->density.paper, 1e3));
+    cJSON_AddNumberToObject(d, "ms", rounded(r->density.ms, 1e3));
+    cJSON_AddBoolToObject(o, "ocr_on", r->ocr_on);
+    cJSON_AddStringToObject(o, "reason", r->reason);
+    cJSON_AddNumberToObject(o, "decode_ms", rounded(r->decode_ms, 100));
+    cJSON_AddNumberToObject(o, "ocr_ms", rounded(r->ocr_ms, 100));
+    cJSON_AddItemToObject(o, "ocr", r->ocr_on ? fr_ocr_result_json(&r->ocr) : cJSON_CreateNull());
+    return o;
 }

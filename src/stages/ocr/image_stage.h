@@ -43,8 +43,10 @@ typedef struct fr_image_stage_result {
 int fr_image_stage_run(fr_ocr_pool *pool, const uint8_t *data, size_t len, const char *declared,
                        const fr_image_stage_cfg *cfg, fr_image_stage_result *res, fr_err *err);
 void fr_image_stage_result_free(fr_image_stage_result *res);
-/* {"format":..,"width":..,"height":..,"density":{"score":..,"threshold":..,"ms":..},
- *  "ocr_on":..,"reason":..,"decode_ms":..,"ocr_ms":..,"ocr":{...} or null} */
-void fr_image_stage_json(const fr_image_stage_result *res, fr_buf *out);
+/* The result as a new JSON object (the caller owns it: cJSON_Delete); never NULL:
+ * {"format":..,"width":..,"height":..,"density":{"score":..,"threshold":..,"text_tiles":..,
+ *  "picture_tiles":..,"paper":..,"ms":..},"ocr_on":..,"reason":..,"decode_ms":..,"ocr_ms":..,
+ *  "ocr":{...} (fr_ocr_result_json) or null}; density figures to 0.001, times to 0.01 ms. */
+struct cJSON *fr_image_stage_json(const fr_image_stage_result *res);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <tesseract/capi.h>
+#include <cjson/cJSON.h>
 #include <time.h>
 
 struct fr_ocr_engine {
@@ -378,31 +379,27 @@ fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr
     return run_watched(e, img, lim, &w, res, err);
 }
 
-static void json_str(fr_buf *b, const char *s) {
-    fr_buf_puts(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fr_buf_printf(b, "\\%c", c);
-        else if (c == '\n') fr_buf_puts(b, "\\n");
-        else if (c < 0x20) fr_buf_printf(b, "\\u%04x", c);
-        else fr_buf_append(b, s, 1);
-    }
-    fr_buf_puts(b, "\"");
-}
+/* x rounded to 1/scale, so that the JSON shows the digits that mean something. */
+static double rounded(double x, double scale) { return round(x * scale) / scale; }
 
-void fr_ocr_result_json(const fr_ocr_result *r, fr_buf *b) {
-    fr_buf_puts(b, "{\"text\":");
-    json_str(b, r->text ? r->text : "");
-    fr_buf_puts(b, ",\"lines\":[");
+cJSON *fr_ocr_result_json(const fr_ocr_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "text", r->text ? r->text : "");
+    cJSON *lines = cJSON_AddArrayToObject(o, "lines");
     for (size_t i = 0; i < r->n_lines; i++) {
         const fr_ocr_line *l = &r->lines[i];
-        fr_buf_puts(b, i ? ",{\"text\":" : "{\"text\":");
-        json_str(b, l->text);
-        fr_buf_printf(b, ",\"conf\":%.1f,\"box\":[%d,%d,%d,%d]}", l->conf, l->x0, l->y0, l->x1,
-                      l->y1);
+        cJSON *lo = cJSON_CreateObject();
+        cJSON_AddStringToObject(lo, "text", l->text ? l->text : "");
+        cJSON_AddNumberToObject(lo, "conf", rounded(l->conf, 10));
+        const int box[4] = {l->x0, l->y0, l->x1, l->y1};
+        cJSON_AddItemToObject(lo, "box", cJSON_CreateIntArray(box, 4));
+        cJSON_AddItemToArray(lines, lo);
     }
-    fr_buf_printf(b, "],\"mean_conf\":%.1f,\"rotation\":%d,\"passes\":%d,\"ms\":%.2f}",
-                  r->mean_conf, r->rotation, r->passes, r->ms);
+    cJSON_AddNumberToObject(o, "mean_conf", rounded(r->mean_conf, 10));
+    cJSON_AddNumberToObject(o, "rotation", r->rotation);
+    cJSON_AddNumberToObject(o, "passes", r->passes);
+    cJSON_AddNumberToObject(o, "ms", rounded(r->ms, 100));
+    return o;
 }
 
 /* ---- pool ------------------------------------------------------------------------------------- */

@@ -97,10 +97,11 @@ fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr
 /* Area-average downscale of a gray image to out_w x out_h (each >= 1, <= the input's). */
 void fr_ocr_downscale(const fr_image *gray, uint32_t out_w, uint32_t out_h, fr_image *out);
 void fr_ocr_result_free(fr_ocr_result *res);
-/* Append the result as a JSON object:
+/* The result as a new JSON object (the caller owns it: cJSON_Delete), escaped by cJSON:
  * {"text":..., "lines":[{"text":..., "conf":..., "box":[x0,y0,x1,y1]}], "mean_conf":...,
- *  "rotation":..., "passes":..., "ms":...} */
-void fr_ocr_result_json(const fr_ocr_result *res, fr_buf *out);
+ *  "rotation":..., "passes":..., "ms":...}; confidences to 0.1, ms to 0.01. Never NULL. */
+struct cJSON;
+struct cJSON *fr_ocr_result_json(const fr_ocr_result *res);
 
 /* A pool of at most n engines (n <= 0: one per core), created lazily; cfg is copied. */
 fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err);
