@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/mask.h"
+#include "engine/engine.h"
 #include "engine/sched.h"
 #include "meter/meter.h"
 #include "serve/media_parts.h"
@@ -249,17 +250,9 @@ cJSON *fr_api_parse_object(const char *body, size_t len, size_t max_body_bytes,
     return root;
 }
 
-int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
-                 fr_api_req *out, fr_api_error *err) {
-    memset(out, 0, sizeof *out);
-    out->kind = kind;
-    out->max_tokens = -1;
-    out->temperature = 1;
-    out->top_p = 1;
-    out->priority = -1;
-    cJSON *root = fr_api_parse_object(body, len, lim->max_body_bytes, err);
-    if (!root) return -1;
-
+/* Step 1: "model", and the chat "messages" or the completions "prompt". 0, or -1 with *err set. */
+static int parse_input(const cJSON *root, fr_api_kind kind, const fr_api_limits *lim,
+                       fr_api_req *out, fr_api_error *err) {
     const cJSON *it;
     if ((it = field(root, "model"))) {
         if (!cJSON_IsString(it)) BAD("model", "\"model\" must be a string");
@@ -279,6 +272,16 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
         out->prompt = fr_xstrdup(it->valuestring);
         out->inputs |= FR_MODALITY_TEXT;
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* Step 2: the length and sampling fields: max_completion_tokens / max_tokens (within
+ * lim->max_tokens), temperature, top_p, seed. 0, or -1 with *err set. */
+static int parse_sampling(const cJSON *root, const fr_api_limits *lim, fr_api_req *out,
+                          fr_api_error *err) {
+    const cJSON *it;
     /* max_completion_tokens (current name) wins over max_tokens (older name) */
     const char *mt_name = field(root, "max_completion_tokens") ? "max_completion_tokens"
                                                                : "max_tokens";
@@ -309,6 +312,14 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
         out->has_seed = true;
         out->seed = (uint64_t)(int64_t)it->valuedouble;
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* Step 3: "stop", one string or an array of at most FR_API_MAX_STOP. 0, or -1 with *err set. */
+static int parse_stop(const cJSON *root, fr_api_req *out, fr_api_error *err) {
+    const cJSON *it;
     if ((it = field(root, "stop"))) {
         if (cJSON_IsString(it)) {
             out->stop[out->n_stop++] = fr_xstrdup(it->valuestring);
@@ -324,6 +335,14 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
             BAD("stop", "\"stop\" must be a string or an array of strings");
         }
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* Step 4: "n" (only 1), "stream" and "stream_options". 0, or -1 with *err set. */
+static int parse_stream(const cJSON *root, fr_api_req *out, fr_api_error *err) {
+    const cJSON *it;
     if ((it = field(root, "n"))) {
         if (!is_int(it)) BAD("n", "\"n\" must be an integer");
         if (it->valuedouble != 1) UNSUPPORTED("n", "only n=1 is supported");
@@ -339,6 +358,14 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
             BAD("stream_options.include_usage", "\"include_usage\" must be true or false");
         out->include_usage = iu && cJSON_IsTrue(iu);
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* Step 5: our extensions: "priority" (tier), "ignore_eos", "return_token_ids". 0, or -1 with *err set. */
+static int parse_extensions(const cJSON *root, fr_api_req *out, fr_api_error *err) {
+    const cJSON *it;
     if ((it = field(root, "priority"))) {
         int t = -1;
         if (cJSON_IsString(it)) t = fr_tier_parse(it->valuestring);
@@ -355,6 +382,16 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
             BAD("return_token_ids", "\"return_token_ids\" must be true or false");
         out->return_token_ids = cJSON_IsTrue(it);
     }
+    return 0;
+fail:
+    return -1;
+}
+
+/* Step 6: known OpenAI fields we cannot honour with a non-default value are a 400
+ * unsupported_parameter, never silently ignored. 0, or -1 with *err set. */
+static int refuse_unsupported(const cJSON *root, fr_api_kind kind, fr_api_req *out,
+                              fr_api_error *err) {
+    const cJSON *it;
     /* known fields we cannot honour with a non-default value */
     if ((it = field(root, "logprobs")) && !cJSON_IsFalse(it))
         UNSUPPORTED("logprobs", "\"logprobs\" is not supported");
@@ -389,14 +426,33 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
         if ((it = field(root, "suffix")) && !(cJSON_IsString(it) && !it->valuestring[0]))
             UNSUPPORTED("suffix", "\"suffix\" is not supported");
     }
-    cJSON_Delete(root);
     return 0;
 fail:
-    cJSON_Delete(root);
-    unsigned inputs = out->inputs;
-    fr_api_req_free(out);
-    out->inputs = inputs;
     return -1;
+}
+
+int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
+                 fr_api_req *out, fr_api_error *err) {
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->max_tokens = -1;
+    out->temperature = 1;
+    out->top_p = 1;
+    out->priority = -1;
+    cJSON *root = fr_api_parse_object(body, len, lim->max_body_bytes, err);
+    if (!root) return -1;
+    int rc = parse_input(root, kind, lim, out, err) || parse_sampling(root, lim, out, err) ||
+                     parse_stop(root, out, err) || parse_stream(root, out, err) ||
+                     parse_extensions(root, out, err) || refuse_unsupported(root, kind, out, err)
+                 ? -1
+                 : 0;
+    cJSON_Delete(root);
+    if (rc) {
+        unsigned inputs = out->inputs; /* kept: a part may have been read before the error */
+        fr_api_req_free(out);
+        out->inputs = inputs;
+    }
+    return rc;
 }
 
 void fr_api_req_free(fr_api_req *r) {
@@ -407,6 +463,49 @@ void fr_api_req_free(fr_api_req *r) {
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
     r->priority = -1;
+}
+
+int fr_api_max_tokens(int requested, int dflt, int ctx, size_t n_prompt, const char *param,
+                      fr_api_error *e) {
+    if (requested < 0) {
+        int left = FR_MIN(dflt, ctx - (int)FR_MIN(n_prompt, (size_t)INT32_MAX));
+        if (left >= 1) return left;
+        fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
+                         "The prompt (%zu tokens) fills the context length of %d.", n_prompt, ctx);
+        return -1;
+    }
+    if ((long long)n_prompt + requested > ctx) {
+        fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
+                         "This model's maximum context length is %d tokens. However, you "
+                         "requested %lld tokens (%zu in the prompt, %d in the completion).",
+                         ctx, (long long)n_prompt + requested, n_prompt, requested);
+        return -1;
+    }
+    return requested;
+}
+
+void fr_api_req_params_init(fr_req_params *p, const int32_t *ids, size_t n_ids, int max_tokens,
+                            int tier, double t_arrival, double deadline) {
+    memset(p, 0, sizeof *p);
+    p->prompt = ids;
+    p->n_prompt = (int)n_ids;
+    p->gen = fr_gen_params_default();
+    p->gen.max_tokens = max_tokens;
+    p->sampling = fr_sampling_default();
+    p->tier = tier;
+    p->t_arrival = t_arrival;
+    p->deadline = deadline;
+}
+
+void fr_api_req_params_apply(fr_req_params *p, const fr_api_req *q, uint64_t seed) {
+    p->gen.ignore_eos = q->ignore_eos;
+    for (int i = 0; i < q->n_stop && p->gen.n_stop < FR_GEN_MAX_STOP; i++)
+        p->gen.stop[p->gen.n_stop++] = q->stop[i];
+    p->sampling.temperature = (float)q->temperature;
+    p->sampling.top_p = (float)q->top_p;
+    p->sampling.top_k = 0;
+    p->sampling.min_p = 0;
+    p->sampling.seed = seed;
 }
 
 static char *print_free(cJSON *j) {

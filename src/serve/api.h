@@ -20,6 +20,7 @@
 struct cJSON;
 struct fr_meter;
 struct fr_meter_req;
+struct fr_req_params;
 
 typedef enum fr_api_kind { FR_API_CHAT = 0, FR_API_COMPLETIONS = 1 } fr_api_kind;
 
@@ -79,6 +80,26 @@ struct cJSON *fr_api_parse_object(const char *body, size_t len, size_t max_body_
 int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
                  fr_api_req *out, fr_api_error *err);
 void fr_api_req_free(fr_api_req *r);
+
+/* The completion budget of a prompt of n_prompt tokens in a context of ctx tokens: `requested`
+ * when >= 0 (prompt + requested must fit), else `dflt` capped to what the prompt leaves. Returns
+ * it (>= 1), or -1 with *e set to 400 context_length_exceeded naming `param` when it does not
+ * fit. The one rule of /v1/chat/completions, /v1/completions and /v1/assist. */
+int fr_api_max_tokens(int requested, int dflt, int ctx, size_t n_prompt, const char *param,
+                      fr_api_error *e);
+
+/* The engine request every endpoint starts from: the prompt ids (borrowed: fr_engine_submit
+ * copies them), max_tokens, the engine's default generation and sampling settings
+ * (fr_gen_params_default, fr_sampling_default), the tier, the arrival time and the absolute
+ * deadline (0 = none); no meter account. The caller then sets what its endpoint adds (sampling,
+ * stop strings, the meter account). Cannot fail. */
+void fr_api_req_params_init(struct fr_req_params *p, const int32_t *ids, size_t n_ids,
+                            int max_tokens, int tier, double t_arrival, double deadline);
+
+/* The sampling and stop fields of a parsed chat / completions request into p: temperature,
+ * top_p (no top-k, no min-p: the OpenAI API has neither), the stop strings (borrowed from q) and
+ * ignore_eos; `seed` is the sampling seed (q->seed when q->has_seed, else a fresh one). */
+void fr_api_req_params_apply(struct fr_req_params *p, const fr_api_req *q, uint64_t seed);
 
 /* {"error": {"message", "type", "param", "code"}} (malloc'd). */
 char *fr_api_error_json(const fr_api_error *e);

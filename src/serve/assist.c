@@ -760,26 +760,15 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
         return -1;
     }
     int ctx = fr_engine_max_ctx(a->engine);
-    int max_tokens = FR_MIN(a->cfg.llm_max_tokens, ctx - (int)nid);
-    if (max_tokens < 1) {
+    int max_tokens = fr_api_max_tokens(-1, a->cfg.llm_max_tokens, ctx, nid, "budget_tokens", e);
+    if (max_tokens < 0) { /* the assembled prompt fills the context: lower budget_tokens */
         free(ids);
-        fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded",
-                         "budget_tokens", "The assembled prompt (%zu tokens) fills the context "
-                         "of %d tokens; lower budget_tokens.", nid, ctx);
         return -1;
     }
     *n_prompt = (int)nid;
     fr_req_params p;
-    memset(&p, 0, sizeof p);
-    p.prompt = ids;
-    p.n_prompt = (int)nid;
-    p.gen = fr_gen_params_default();
-    p.gen.max_tokens = max_tokens;
-    p.sampling = fr_sampling_default();
-    p.sampling.temperature = 0;
-    p.tier = tier;
-    p.t_arrival = t_arrival;
-    p.deadline = deadline;
+    fr_api_req_params_init(&p, ids, nid, max_tokens, tier, t_arrival, deadline);
+    p.sampling.temperature = 0; /* the reply of a support assistant is greedy */
     fr_admission adm;
     fr_req *r = fr_engine_submit(a->engine, &p, &adm);
     free(ids);
@@ -1090,19 +1079,89 @@ static void take_result(areq_state *x, const nlu_result *r) {
     x->oos_reason = x->in_scope ? NULL : r->v.reason;
 }
 
-/* Step 4: NLU. The question is the typed text + the transcript; its slots come from it (source
- * "text" or "audio"). When OCR ran, the document's fields become slots (source "image"), and the
- * OCR text joins the question for the intent when the question refers to the attachment, has no
- * in-scope intent of its own, or is absent; the joined result is used unless it is out of scope
- * while the question alone is in scope. Card / account numbers are masked in the question we
- * echo. Sets the cascade's input (ri.nlu). 0, or -1 with *e. */
-static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
+/* Step 4, part 1: the question is the typed text, then the transcript on a line of its own
+ * (x->tr_off marks where it starts). */
+static void nlu_question(areq_state *x) {
     if (x->q.text) fr_buf_puts(&x->question, x->q.text);
     if (x->transcript && x->transcript[0]) {
         if (x->question.len) fr_buf_puts(&x->question, "\n");
         x->tr_off = x->question.len;
         fr_buf_puts(&x->question, x->transcript);
     }
+}
+
+/* Step 4, part 2: the intent and the slots of the question alone (*have_q: qr holds its intent).
+ * 0, or -1 with ferr set. */
+static int nlu_on_question(const fr_assist *a, areq_state *x, nlu_result *qr, bool *have_q,
+                           fr_err *ferr) {
+    *have_q = false;
+    if (!x->question.len) return 0;
+    int rc = classify(a, x, x->question.data, x->question.len, qr, ferr);
+    *have_q = !rc;
+    int ns = rc ? -1 : fr_slots_extract(x->question.data, x->question.len, NULL, x->slots,
+                                        MAX_SLOTS, ferr);
+    if (ns < 0) rc = -1;
+    for (int i = 0; i < ns; i++) {
+        x->slot_src[i] = question_source(x, x->slots[i].start);
+        x->slot_has_span[i] = true;
+    }
+    x->n_slots = ns < 0 ? 0 : ns;
+    if (*have_q) take_result(x, qr);
+    return rc;
+}
+
+/* Step 4, part 3: the document's fields become slots; the OCR text joins the question for the
+ * intent when the question refers to the attachment, has no in-scope intent of its own, or is
+ * absent, and that joined intent is kept unless it is out of scope while the question alone is in
+ * scope. 0, or -1 with ferr set. */
+static int nlu_with_document(const fr_assist *a, areq_state *x, const nlu_result *qr, bool have_q,
+                             fr_err *ferr) {
+    add_ocr_fields(x);
+    bool refers = x->question.len && fr_nlu_refers_to_attachment(x->question.data, x->question.len);
+    x->doc_in_reply = refers || !x->question.len || !x->in_scope;
+    if (!x->doc_in_reply) return 0;
+    fr_buf t = {0};
+    if (x->question.len) {
+        fr_buf_append(&t, x->question.data, x->question.len);
+        fr_buf_puts(&t, "\n");
+    }
+    fr_buf_append(&t, x->ocr.text, FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES));
+    nlu_result fr = {0};
+    int rc = classify(a, x, t.data, t.len, &fr, ferr);
+    fr_buf_free(&t);
+    if (!rc && (fr.v.in_scope || !have_q || !qr->v.in_scope)) {
+        bool typed = x->q.text != NULL, spoken = x->transcript && x->transcript[0];
+        take_result(x, &fr);
+        x->fused = true;
+        x->nlu_src = typed && spoken ? "text+audio+image"
+                     : typed         ? "text+image"
+                     : spoken        ? "audio+image"
+                                     : "image";
+    }
+    return rc;
+}
+
+/* Step 4, part 4: card / account numbers never leave in clear: mask them in the question we
+ * echo (same length, so the slot spans stay valid). */
+static void mask_question_numbers(areq_state *x) {
+    for (int i = 0; i < x->n_slots; i++) {
+        const fr_slot *s = &x->slots[i];
+        if (!x->slot_has_span[i]) continue;
+        if (s->kind != FR_SLOT_CARD_NUMBER && s->kind != FR_SLOT_ACCOUNT_NUMBER) continue;
+        char tmp[FR_SLOT_TEXT_MAX * 4];
+        size_t sl = s->end - s->start;
+        if (sl >= sizeof tmp) continue;
+        size_t mlen = fr_slot_mask(x->question.data + s->start, sl, tmp, sizeof tmp);
+        if (mlen == sl) memcpy(x->question.data + s->start, tmp, sl);
+    }
+}
+
+/* Step 4: NLU. The question is the typed text + the transcript; its slots come from it (source
+ * "text" or "audio"). When OCR ran, the document's fields become slots (source "image") and the
+ * OCR text may join the question for the intent (nlu_with_document). Card / account numbers are
+ * masked in the question we echo. Sets the cascade's input (ri.nlu). 0, or -1 with *e. */
+static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
+    nlu_question(x);
     bool has_ocr = x->ocr.text && x->ocr.text[0];
     x->ri.nlu = FR_ROUTE_NLU_UNSURE;
     x->oos_reason = "nothing to understand: no text, transcript or OCR text";
@@ -1119,49 +1178,12 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
     }
     fr_err ferr = {{0}};
     stage_begin(&x->rs, FR_STAGE_NLU);
-    int rc = 0;
     bool typed = x->q.text != NULL, spoken = x->transcript && x->transcript[0];
     x->nlu_src = typed && spoken ? "text+audio" : typed ? "text" : "audio";
-    nlu_result qr = {0}, fr = {0};
+    nlu_result qr = {0};
     bool have_q = false;
-    if (x->question.len) {
-        rc = classify(a, x, x->question.data, x->question.len, &qr, &ferr);
-        have_q = !rc;
-        int ns = rc ? -1 : fr_slots_extract(x->question.data, x->question.len, NULL, x->slots,
-                                            MAX_SLOTS, &ferr);
-        if (ns < 0) rc = -1;
-        for (int i = 0; i < ns; i++) {
-            x->slot_src[i] = question_source(x, x->slots[i].start);
-            x->slot_has_span[i] = true;
-        }
-        x->n_slots = ns < 0 ? 0 : ns;
-        if (have_q) take_result(x, &qr);
-    }
-    if (!rc && has_ocr) {
-        add_ocr_fields(x);
-        bool refers = x->question.len &&
-                      fr_nlu_refers_to_attachment(x->question.data, x->question.len);
-        x->doc_in_reply = refers || !x->question.len || !x->in_scope;
-        if (x->doc_in_reply) {
-            /* the intent of the question together with the document */
-            fr_buf t = {0};
-            if (x->question.len) {
-                fr_buf_append(&t, x->question.data, x->question.len);
-                fr_buf_puts(&t, "\n");
-            }
-            fr_buf_append(&t, x->ocr.text, FR_MIN(strlen(x->ocr.text), (size_t)NLU_MAX_BYTES));
-            rc = classify(a, x, t.data, t.len, &fr, &ferr);
-            fr_buf_free(&t);
-            if (!rc && (fr.v.in_scope || !have_q || !qr.v.in_scope)) {
-                take_result(x, &fr);
-                x->fused = true;
-                x->nlu_src = typed && spoken ? "text+audio+image"
-                             : typed         ? "text+image"
-                             : spoken        ? "audio+image"
-                                             : "image";
-            }
-        }
-    }
+    int rc = nlu_on_question(a, x, &qr, &have_q, &ferr);
+    if (!rc && has_ocr) rc = nlu_with_document(a, x, &qr, have_q, &ferr);
     x->ri.nlu = x->in_scope ? FR_ROUTE_NLU_CONFIDENT : FR_ROUTE_NLU_UNSURE;
     fr_route_plan_reply(&x->ri, &x->plan);
     stage_end(&x->rs, FR_STAGE_NLU);
@@ -1169,17 +1191,7 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
         fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s", ferr.msg);
         return -1;
     }
-    /* card / account numbers never leave in clear: mask them in the question we echo */
-    for (int i = 0; i < x->n_slots; i++) {
-        const fr_slot *s = &x->slots[i];
-        if (!x->slot_has_span[i]) continue;
-        if (s->kind != FR_SLOT_CARD_NUMBER && s->kind != FR_SLOT_ACCOUNT_NUMBER) continue;
-        char tmp[FR_SLOT_TEXT_MAX * 4];
-        size_t sl = s->end - s->start;
-        if (sl >= sizeof tmp) continue;
-        size_t mlen = fr_slot_mask(x->question.data + s->start, sl, tmp, sizeof tmp);
-        if (mlen == sl) memcpy(x->question.data + s->start, tmp, sl);
-    }
+    mask_question_numbers(x);
     return 0;
 }
 

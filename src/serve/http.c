@@ -842,43 +842,16 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         ret = send_error(c, &err);
         goto out;
     }
-    int max_tokens = q.max_tokens;
+    int max_tokens = fr_api_max_tokens(q.max_tokens, cfg->default_max_tokens, ctx, n_ids,
+                                       q.max_tokens < 0 ? pparam : "max_tokens", &err);
     if (max_tokens < 0) {
-        max_tokens = FR_MIN(cfg->default_max_tokens, ctx - (int)n_ids);
-        if (max_tokens < 1) {
-            fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
-                             pparam, "The prompt (%zu tokens) fills the context length of %d.",
-                             n_ids, ctx);
-            ret = send_error(c, &err);
-            goto out;
-        }
-    } else if ((long long)n_ids + max_tokens > ctx) {
-        fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded",
-                         "max_tokens",
-                         "This model's maximum context length is %d tokens. However, you "
-                         "requested %lld tokens (%zu in the prompt, %d in the completion).",
-                         ctx, (long long)n_ids + max_tokens, n_ids, max_tokens);
         ret = send_error(c, &err);
         goto out;
     }
 
     fr_req_params p;
-    memset(&p, 0, sizeof p);
-    p.prompt = ids;
-    p.n_prompt = (int)n_ids;
-    p.gen = fr_gen_params_default();
-    p.gen.max_tokens = max_tokens;
-    p.gen.ignore_eos = q.ignore_eos;
-    for (int i = 0; i < q.n_stop && i < FR_GEN_MAX_STOP; i++) p.gen.stop[p.gen.n_stop++] = q.stop[i];
-    p.sampling = fr_sampling_default();
-    p.sampling.temperature = (float)q.temperature;
-    p.sampling.top_p = (float)q.top_p;
-    p.sampling.top_k = 0;
-    p.sampling.min_p = 0;
-    p.sampling.seed = q.has_seed ? q.seed : random_seed();
-    p.tier = tier;
-    p.t_arrival = c->t_start;
-    p.deadline = deadline;
+    fr_api_req_params_init(&p, ids, n_ids, max_tokens, tier, c->t_start, deadline);
+    fr_api_req_params_apply(&p, &q, q.has_seed ? q.seed : random_seed());
     p.meter = c->mr;
     fr_admission adm;
     fr_req *r = fr_engine_submit(s->engine, &p, &adm);
