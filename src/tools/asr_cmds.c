@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/mask.h"
 #include "stages/asr/asr.h"
 #include "stages/asr/lm.h"
@@ -118,41 +119,33 @@ static int read_nlupp(const char *dir, rows *out, fr_err *err) {
     return 0;
 }
 
-static const char *argval(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "frugal: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 /* ---------------------------------------------------------------- asr */
 
 int fr_cmd_asr(int argc, char **argv) {
     fr_asr_config cfg = {0};
     int first = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help")) {
+    const char *kind = NULL;
+    fr_flags fl;
+    fr_flags_init(&fl, "asr", argc, argv);
+    while (first < 0 && fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...\n"
                    "  transcribes WAV/FLAC/OGG files; prints one JSON object per file\n");
             return 0;
-        } else if (!strcmp(a, "--lm")) {
-            if (!(cfg.lm = argval(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--lm-kind")) {
-            const char *v = argval(argc, argv, &i);
-            if (!v) return 2;
-            if (!strcmp(v, "generic")) cfg.lm_kind = FR_ASR_LM_GENERIC;
-            else if (!strcmp(v, "domain")) cfg.lm_kind = FR_ASR_LM_DOMAIN;
-            else return fprintf(stderr, "frugal asr: --lm-kind domain|generic\n"), 2;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "frugal asr: unknown option %s\n", a);
-            return 2;
+        } else if (fr_flag_str(&fl, "--lm", &cfg.lm)) {
+            continue;
+        } else if (fr_flag_str(&fl, "--lm-kind", &kind)) {
+            if (!kind) continue;
+            if (!strcmp(kind, "generic")) cfg.lm_kind = FR_ASR_LM_GENERIC;
+            else if (!strcmp(kind, "domain")) cfg.lm_kind = FR_ASR_LM_DOMAIN;
+            else return fr_flags_fail(&fl, "--lm-kind domain|generic");
+        } else if (fr_flags_positional(&fl)) {
+            first = fl.i; /* the files start here */
         } else {
-            first = i;
-            break;
+            return fr_flags_unknown(&fl);
         }
     }
+    if (fl.rc) return fl.rc;
     if (first < 0) {
         fprintf(stderr, "usage: frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...\n");
         return 2;
@@ -198,26 +191,24 @@ int fr_cmd_build_lm(int argc, char **argv) {
     const char *csv = NULL, *nlupp = NULL, *text = NULL, *out = NULL, *bin = NULL;
     const char *dict = FR_ASR_MODEL_DIR "/cmudict-en-us.dict";
     int order = 3, minc3 = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "--help")) {
+    fr_flags fl;
+    fr_flags_init(&fl, "build-lm", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             printf("usage: frugal build-lm [--csv TRAIN.csv] [--nlupp DIR] [--text FILE] --out LM.arpa\n"
                    "       [--bin LM.bin] [--order 2|3] [--min-count3 N] [--dict PATH]\n"
                    "  interpolated Kneser-Ney LM over dictionary words; CSV rows held out for\n"
                    "  eval-asr are skipped\n");
             return 0;
         }
-        if (!(v = argval(argc, argv, &i))) return 2;
-        if (!strcmp(a, "--csv")) csv = v;
-        else if (!strcmp(a, "--nlupp")) nlupp = v;
-        else if (!strcmp(a, "--text")) text = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--bin")) bin = v;
-        else if (!strcmp(a, "--dict")) dict = v;
-        else if (!strcmp(a, "--order")) order = atoi(v);
-        else if (!strcmp(a, "--min-count3")) minc3 = atoi(v);
-        else return fprintf(stderr, "frugal build-lm: unknown option %s\n", a), 2;
+        if (!(fr_flag_str(&fl, "--csv", &csv) || fr_flag_str(&fl, "--nlupp", &nlupp) ||
+              fr_flag_str(&fl, "--text", &text) || fr_flag_str(&fl, "--out", &out) ||
+              fr_flag_str(&fl, "--bin", &bin) || fr_flag_str(&fl, "--dict", &dict) ||
+              fr_flag_int(&fl, "--order", 2, 3, &order) ||
+              fr_flag_int(&fl, "--min-count3", 0, 1 << 20, &minc3)))
+            return fr_flags_unknown(&fl);
     }
+    if (fl.rc) return fl.rc;
     if (!out || (!csv && !nlupp && !text)) {
         fprintf(stderr, "frugal build-lm: --out and at least one of --csv/--nlupp/--text needed\n");
         return 2;
@@ -390,30 +381,25 @@ static void ev_run(ev_job *j, int workers) {
 
 int fr_cmd_eval_asr(int argc, char **argv) {
     const char *csv = NULL, *lm = NULL, *keep = NULL;
-    int n = 150, workers = fr_n_cores(), verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "--help")) {
+    int n = 150, workers = FR_MIN(fr_n_cores(), 64);
+    bool verbose = false;
+    fr_flags fl;
+    fr_flags_init(&fl, "eval-asr", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             printf("usage: frugal eval-asr [--csv TRAIN.csv] [--n 150] [--workers N] [--lm PATH]\n"
                    "       [--keep-wavs DIR] [-v]\n"
                    "  synthesises held-out rows with espeak-ng and reports WER and speed with the\n"
                    "  generic and the domain LM\n");
             return 0;
         }
-        if (!strcmp(a, "-v")) {
-            verbose = 1;
-            continue;
-        }
-        if (!(v = argval(argc, argv, &i))) return 2;
-        if (!strcmp(a, "--csv")) csv = v;
-        else if (!strcmp(a, "--n")) n = atoi(v);
-        else if (!strcmp(a, "--workers")) workers = atoi(v);
-        else if (!strcmp(a, "--lm")) lm = v;
-        else if (!strcmp(a, "--keep-wavs")) keep = v;
-        else return fprintf(stderr, "frugal eval-asr: unknown option %s\n", a), 2;
+        if (!(fr_flag_switch(&fl, "-v", &verbose) || fr_flag_str(&fl, "--csv", &csv) ||
+              fr_flag_int(&fl, "--n", 1, 1 << 20, &n) ||
+              fr_flag_int(&fl, "--workers", 1, 64, &workers) || fr_flag_str(&fl, "--lm", &lm) ||
+              fr_flag_str(&fl, "--keep-wavs", &keep)))
+            return fr_flags_unknown(&fl);
     }
-    if (workers < 1) workers = 1;
-    if (workers > 64) workers = 64;
+    if (fl.rc) return fl.rc;
     fr_err err = {{0}};
     rows r;
     char *csv_default = csv ? NULL : fr_data_path("data/banking77/train.csv");

@@ -16,10 +16,12 @@
 #include "tools/assist_cmd.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/flags.h"
 #include "engine/decoder.h"
 #include "engine/engine.h"
 #include "model/chat.h"
@@ -56,37 +58,27 @@ static void emit(int status, char *body) {
 int fr_cmd_assist(int argc, char **argv) {
     const char *config = NULL, *intent = NULL, *templates = NULL, *model_path = NULL,
                *quant = NULL, *chat_tmpl = NULL;
-    size_t max_line = (size_t)64 << 20;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    uint64_t max_line_u = (uint64_t)64 << 20;
+    fr_flags fl;
+    fr_flags_init(&fl, "assist", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             fputs(usage, stdout);
             return 0;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "frugal assist: %s needs a value\n%s", a, usage);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--config")) config = v;
-        else if (!strcmp(a, "--intent-model")) intent = v;
-        else if (!strcmp(a, "--templates")) templates = v;
-        else if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--quant")) quant = v;
-        else if (!strcmp(a, "--chat-template")) chat_tmpl = v;
-        else if (!strcmp(a, "--max-line")) {
-            char *end;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (*end || n < 16) {
-                fprintf(stderr, "frugal assist: --max-line must be a number >= 16\n");
-                return 2;
-            }
-            max_line = (size_t)n;
-        } else {
-            fprintf(stderr, "frugal assist: unknown option '%s'\n%s", a, usage);
-            return 2;
+        if (fr_flag_u64(&fl, "--max-line", &max_line_u)) {
+            if (!fl.rc && max_line_u < 16)
+                return fr_flags_fail(&fl, "--max-line must be a number >= 16");
+        } else if (!(fr_flag_str(&fl, "--config", &config) ||
+                     fr_flag_str(&fl, "--intent-model", &intent) ||
+                     fr_flag_str(&fl, "--templates", &templates) ||
+                     fr_flag_str(&fl, "--model", &model_path) || fr_flag_str(&fl, "--quant", &quant) ||
+                     fr_flag_str(&fl, "--chat-template", &chat_tmpl))) {
+            return fr_flags_unknown(&fl);
         }
     }
+    if (fl.rc) return fl.rc;
+    size_t max_line = (size_t)max_line_u;
     fr_assist_config cfg;
     fr_assist_config_init(&cfg);
     fr_err err = {{0}};

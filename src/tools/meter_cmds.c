@@ -15,12 +15,13 @@
  */
 #include "tools/meter_cmds.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/flags.h"
+#include "base/num.h"
 #include "meter/audit.h"
 
 static int usage_error(const char *cmd, const char *msg) {
@@ -28,19 +29,23 @@ static int usage_error(const char *cmd, const char *msg) {
     return 2;
 }
 
+/* T of --since / --until: unix seconds or YYYY-MM-DDTHH:MM:SS[Z] (UTC). */
 static bool parse_time(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!errno && end != s && !*end && v >= 0) {
-        *out = v;
-        return true;
-    }
+    if (fr_parse_double(s, 0, 1e15, out)) return true;
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
     if (!p || (*p && strcmp(p, "Z"))) return false;
     *out = (double)timegm(&tm);
+    return true;
+}
+
+/* A time flag (--since / --until) read into *out; true when the current argument is `name`. */
+static bool flag_time(fr_flags *fl, const char *name, double *out) {
+    const char *v = NULL;
+    if (!fr_flag_str(fl, name, &v)) return false;
+    if (v && !parse_time(v, out))
+        fr_flags_fail(fl, "bad %s (unix seconds or YYYY-MM-DDTHH:MM:SSZ)", name);
     return true;
 }
 
@@ -70,29 +75,21 @@ int fr_cmd_audit(int argc, char **argv) {
     const char *ledger = NULL, *traces = NULL, *html = NULL, *png = NULL, *config = NULL, *arms = NULL;
     double since = 0, until = 0;
     bool ab = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    fr_flags fl;
+    fr_flags_init(&fl, "audit", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             fputs(AUDIT_HELP, stdout);
             return 0;
         }
-        if (!strcmp(a, "--ab")) {
-            ab = true;
-            continue;
-        }
-        if (a[0] == '-' && i + 1 >= argc) return usage_error("audit", "option needs a value");
-        if (!strcmp(a, "--ledger")) ledger = argv[++i];
-        else if (!strcmp(a, "--traces")) traces = argv[++i];
-        else if (!strcmp(a, "--html")) html = argv[++i];
-        else if (!strcmp(a, "--png")) png = argv[++i];
-        else if (!strcmp(a, "--config")) config = argv[++i];
-        else if (!strcmp(a, "--arms")) arms = argv[++i];
-        else if (!strcmp(a, "--since")) {
-            if (!parse_time(argv[++i], &since)) return usage_error("audit", "bad --since");
-        } else if (!strcmp(a, "--until")) {
-            if (!parse_time(argv[++i], &until)) return usage_error("audit", "bad --until");
-        } else return usage_error("audit", a[0] == '-' ? "unknown option" : "unexpected argument");
+        if (!(fr_flag_switch(&fl, "--ab", &ab) || fr_flag_str(&fl, "--ledger", &ledger) ||
+              fr_flag_str(&fl, "--traces", &traces) || fr_flag_str(&fl, "--html", &html) ||
+              fr_flag_str(&fl, "--png", &png) || fr_flag_str(&fl, "--config", &config) ||
+              fr_flag_str(&fl, "--arms", &arms) || flag_time(&fl, "--since", &since) ||
+              flag_time(&fl, "--until", &until)))
+            return fr_flags_unknown(&fl);
     }
+    if (fl.rc) return fl.rc;
     if (!ledger) return usage_error("audit", "--ledger PATH is required");
     if (arms && !ab) return usage_error("audit", "--arms needs --ab");
     fr_meter_config cfg;
@@ -159,22 +156,20 @@ static const char *ROI_HELP =
 
 int fr_cmd_roi(int argc, char **argv) {
     const char *path[2] = {NULL, NULL}, *arm[2] = {NULL, NULL}, *label[2] = {NULL, NULL}, *conf[2] = {NULL, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    fr_flags fl;
+    fr_flags_init(&fl, "roi", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             fputs(ROI_HELP, stdout);
             return 0;
         }
-        if (a[0] == '-' && i + 1 >= argc) return usage_error("roi", "option needs a value");
-        int side = !strncmp(a, "--a", 3) ? 0 : !strncmp(a, "--b", 3) ? 1 : -1;
-        if (side < 0) return usage_error("roi", a[0] == '-' ? "unknown option" : "unexpected argument");
-        const char *rest = a + 3;
-        if (!*rest) path[side] = argv[++i];
-        else if (!strcmp(rest, "-arm")) arm[side] = argv[++i];
-        else if (!strcmp(rest, "-label")) label[side] = argv[++i];
-        else if (!strcmp(rest, "-config")) conf[side] = argv[++i];
-        else return usage_error("roi", "unknown option");
+        if (!(fr_flag_str(&fl, "--a", &path[0]) || fr_flag_str(&fl, "--a-arm", &arm[0]) ||
+              fr_flag_str(&fl, "--a-label", &label[0]) || fr_flag_str(&fl, "--a-config", &conf[0]) ||
+              fr_flag_str(&fl, "--b", &path[1]) || fr_flag_str(&fl, "--b-arm", &arm[1]) ||
+              fr_flag_str(&fl, "--b-label", &label[1]) || fr_flag_str(&fl, "--b-config", &conf[1])))
+            return fr_flags_unknown(&fl);
     }
+    if (fl.rc) return fl.rc;
     if (!path[0] || !path[1]) return usage_error("roi", "--a LEDGER and --b LEDGER are required");
     fr_roi_side s[2];
     for (int k = 0; k < 2; k++) {

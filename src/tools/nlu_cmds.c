@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/flags.h"
+#include "base/num.h"
 #include "stages/nlu/intent.h"
 #include "stages/nlu/intent_train.h"
 #include "stages/nlu/slots.h"
@@ -34,9 +36,8 @@ static int parse_member(const char *spec, fr_intent_member_cfg *mc) {
         }
         *eq = 0;
         const char *k = tok, *v = eq + 1;
-        char *end;
-        double x = strtod(v, &end);
-        if (end == v || *end) {
+        double x;
+        if (!fr_parse_double(v, 0, 1e9, &x)) {
             ok = 0;
             break;
         }
@@ -92,100 +93,75 @@ int fr_cmd_train_intent(int argc, char **argv) {
     fr_intent_train_defaults(&cfg);
     const char *data = NULL, *out = NULL, *oos_dirs[8];
     int n_spec = 0, n_oos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    bool quiet = false, refit = false;
+    int bits = (int)cfg.feat.bucket_bits, word = (int)cfg.feat.word_max, min_df = (int)cfg.min_df;
+    const char *v = NULL;
+    fr_flags fl;
+    fr_flags_init(&fl, "train-intent", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             train_usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--quiet")) {
-            cfg.verbose = 0;
+        if (fr_flag_switch(&fl, "--quiet", &quiet) || fr_flag_switch(&fl, "--refit", &refit) ||
+            fr_flag_str(&fl, "--data", &data) || fr_flag_str(&fl, "--out", &out) ||
+            fr_flag_u64(&fl, "--seed", &cfg.seed) ||
+            fr_flag_int(&fl, "--threads", 1, 256, &cfg.threads) ||
+            fr_flag_int(&fl, "--bits", 10, 22, &bits) || fr_flag_int(&fl, "--word", 0, 3, &word) ||
+            fr_flag_int(&fl, "--min-df", 0, 1 << 30, &min_df))
             continue;
-        }
-        if (!strcmp(a, "--refit")) {
-            cfg.refit = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "train-intent: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        char *end = NULL;
-        if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--val-frac")) {
-            cfg.val_frac = strtod(v, &end);
-            if (*end || !(cfg.val_frac >= 0 && cfg.val_frac < 1)) {
-                fprintf(stderr, "train-intent: --val-frac must be in [0, 1)\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--seed")) cfg.seed = strtoull(v, &end, 10);
-        else if (!strcmp(a, "--oos")) {
-            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs)) {
-                fprintf(stderr, "train-intent: at most %zu --oos folders\n", FR_ARRAY_LEN(oos_dirs));
-                return 2;
-            }
+        if (fr_flag_double(&fl, "--val-frac", 0, 1, &cfg.val_frac)) {
+            if (!fl.rc && cfg.val_frac >= 1) return fr_flags_fail(&fl, "--val-frac must be in [0, 1)");
+        } else if (fr_flag_double(&fl, "--calib-frac", 0, 1, &cfg.calib_frac)) {
+            if (!fl.rc && cfg.calib_frac >= 1)
+                return fr_flags_fail(&fl, "--calib-frac must be in [0, 1)");
+        } else if (fr_flag_double(&fl, "--oos-target", 0, 1, &cfg.oos_target)) {
+            if (!fl.rc && !(cfg.oos_target > 0 && cfg.oos_target < 1))
+                return fr_flags_fail(&fl, "--oos-target must be in (0, 1)");
+        } else if (fr_flag_str(&fl, "--oos", &v)) {
+            if (!v) continue;
+            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs))
+                return fr_flags_fail(&fl, "at most %zu --oos folders", FR_ARRAY_LEN(oos_dirs));
             oos_dirs[n_oos++] = v;
-        } else if (!strcmp(a, "--calib-frac")) {
-            cfg.calib_frac = strtod(v, &end);
-            if (*end || !(cfg.calib_frac >= 0 && cfg.calib_frac < 1)) {
-                fprintf(stderr, "train-intent: --calib-frac must be in [0, 1)\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--oos-target")) {
-            cfg.oos_target = strtod(v, &end);
-            if (*end || !(cfg.oos_target > 0 && cfg.oos_target < 1)) {
-                fprintf(stderr, "train-intent: --oos-target must be in (0, 1)\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--threads")) cfg.threads = atoi(v);
-        else if (!strcmp(a, "--bits")) cfg.feat.bucket_bits = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--word")) cfg.feat.word_max = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--char")) {
+        } else if (fr_flag_str(&fl, "--char", &v)) {
             unsigned lo = 0, hi = 0;
+            if (!v) continue;
             if (!strcmp(v, "0")) cfg.feat.char_min = cfg.feat.char_max = 0;
             else if (sscanf(v, "%u-%u", &lo, &hi) == 2) {
                 cfg.feat.char_min = lo;
                 cfg.feat.char_max = hi;
             } else {
-                fprintf(stderr, "train-intent: --char wants MIN-MAX or 0\n");
-                return 2;
+                return fr_flags_fail(&fl, "--char wants MIN-MAX or 0");
             }
-        } else if (!strcmp(a, "--flags")) {
+        } else if (fr_flag_str(&fl, "--flags", &v)) {
+            if (!v) continue;
             cfg.feat.flags = 0;
             if (strstr(v, "wb")) cfg.feat.flags |= FR_FEAT_CHAR_WB;
             if (strstr(v, "digits")) cfg.feat.flags |= FR_FEAT_DIGITS;
             if (strstr(v, "bounds")) cfg.feat.flags |= FR_FEAT_WORD_BOUNDS;
-        } else if (!strcmp(a, "--group-weights")) {
-            if (sscanf(v, "%f,%f", &cfg.group_weight[0], &cfg.group_weight[1]) != 2) {
-                fprintf(stderr, "train-intent: --group-weights wants W,C\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--min-df")) cfg.min_df = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--member")) {
-            if (n_spec == FR_INTENT_TRAIN_MAX_MEMBERS) {
-                fprintf(stderr, "train-intent: at most %d members\n", FR_INTENT_TRAIN_MAX_MEMBERS);
-                return 2;
-            }
+        } else if (fr_flag_str(&fl, "--group-weights", &v)) {
+            if (v && sscanf(v, "%f,%f", &cfg.group_weight[0], &cfg.group_weight[1]) != 2)
+                return fr_flags_fail(&fl, "--group-weights wants W,C");
+        } else if (fr_flag_str(&fl, "--member", &v)) {
+            if (!v) continue;
+            if (n_spec == FR_INTENT_TRAIN_MAX_MEMBERS)
+                return fr_flags_fail(&fl, "at most %d members", FR_INTENT_TRAIN_MAX_MEMBERS);
             fr_intent_member_cfg mc = {.epochs = 10, .batch = 32, .lr = 0.003f, .init = 0.1f, .weight = 1};
-            if (parse_member(v, &mc)) {
-                fprintf(stderr, "train-intent: bad --member spec '%s'\n", v);
-                return 2;
-            }
+            if (parse_member(v, &mc)) return fr_flags_fail(&fl, "bad --member spec '%s'", v);
             cfg.member[n_spec++] = mc;
             cfg.n_members = n_spec;
         } else {
-            fprintf(stderr, "train-intent: unknown option %s\n", a);
+            fr_flags_unknown(&fl);
             train_usage(stderr);
             return 2;
         }
-        if (end && *end) {
-            fprintf(stderr, "train-intent: bad number '%s' for %s\n", v, a);
-            return 2;
-        }
     }
+    if (fl.rc) return fl.rc;
+    if (quiet) cfg.verbose = 0;
+    if (refit) cfg.refit = 1;
+    cfg.feat.bucket_bits = (uint32_t)bits;
+    cfg.feat.word_max = (uint32_t)word;
+    cfg.min_df = (uint32_t)min_df;
     if (!data || !out) {
         train_usage(stderr);
         return 2;
@@ -606,57 +582,44 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
     const char *model = NULL, *data = NULL, *nlupp = NULL, *oos_dirs[8];
     int n_oos = 0;
     double frac = 0.1;
-    unsigned long long seed = 1;
-    int threads = 2, repeat = 5, f0 = 10, f1 = 14, errors = 0, all = 0;
+    uint64_t seed = 1;
+    int threads = 2, repeat = 5, f0 = 10, f1 = 14;
+    bool errors = false, all = false;
     fr_slot_ref ref = {2022, 3, 15, 9, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    const char *v = NULL;
+    fr_flags fl;
+    fr_flags_init(&fl, "eval-nlu", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             eval_usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--errors")) {
-            errors = 1;
+        if (fr_flag_switch(&fl, "--errors", &errors) || fr_flag_switch(&fl, "--all", &all) ||
+            fr_flag_str(&fl, "--model", &model) || fr_flag_str(&fl, "--data", &data) ||
+            fr_flag_str(&fl, "--nlupp", &nlupp) ||
+            fr_flag_double(&fl, "--val-frac", 0, 1, &frac) || fr_flag_u64(&fl, "--seed", &seed) ||
+            fr_flag_int(&fl, "--threads", 1, 256, &threads) ||
+            fr_flag_int(&fl, "--repeat", 1, 1 << 20, &repeat))
             continue;
-        }
-        if (!strcmp(a, "--all")) {
-            all = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "eval-nlu: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--nlupp")) nlupp = v;
-        else if (!strcmp(a, "--oos-eval")) {
-            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs)) {
-                fprintf(stderr, "eval-nlu: at most %zu --oos-eval folders\n", FR_ARRAY_LEN(oos_dirs));
-                return 2;
-            }
+        if (fr_flag_str(&fl, "--oos-eval", &v)) {
+            if (!v) continue;
+            if (n_oos == (int)FR_ARRAY_LEN(oos_dirs))
+                return fr_flags_fail(&fl, "at most %zu --oos-eval folders", FR_ARRAY_LEN(oos_dirs));
             oos_dirs[n_oos++] = v;
-        } else if (!strcmp(a, "--val-frac")) frac = atof(v);
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--repeat")) repeat = atoi(v);
-        else if (!strcmp(a, "--folds")) {
-            if (sscanf(v, "%d-%d", &f0, &f1) != 2 || f0 < 0 || f1 < f0) {
-                fprintf(stderr, "eval-nlu: --folds wants A-B\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--ref")) {
-            if (sscanf(v, "%d-%d-%dT%d:%d", &ref.year, &ref.month, &ref.day, &ref.hour, &ref.minute) < 3) {
-                fprintf(stderr, "eval-nlu: --ref wants YYYY-MM-DDTHH:MM\n");
-                return 2;
-            }
+        } else if (fr_flag_str(&fl, "--folds", &v)) {
+            if (v && (sscanf(v, "%d-%d", &f0, &f1) != 2 || f0 < 0 || f1 < f0))
+                return fr_flags_fail(&fl, "--folds wants A-B");
+        } else if (fr_flag_str(&fl, "--ref", &v)) {
+            if (v && sscanf(v, "%d-%d-%dT%d:%d", &ref.year, &ref.month, &ref.day, &ref.hour,
+                            &ref.minute) < 3)
+                return fr_flags_fail(&fl, "--ref wants YYYY-MM-DDTHH:MM");
         } else {
-            fprintf(stderr, "eval-nlu: unknown option %s\n", a);
+            fr_flags_unknown(&fl);
             eval_usage(stderr);
             return 2;
         }
     }
+    if (fl.rc) return fl.rc;
     if ((!model || !data) && !nlupp) {
         eval_usage(stderr);
         return 2;
@@ -689,7 +652,7 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
         fr_intent_describe(m, desc, sizeof desc);
         printf("Intent: %s (%s)\n", model, desc);
         printf("accuracy %.2f%% on %zu %s rows of %s (val-frac %.2f, seed %llu)\n", 100.0 * acc, n_used,
-               all ? "" : "validation", data, all ? 0.0 : frac, seed);
+               all ? "" : "validation", data, all ? 0.0 : frac, (unsigned long long)seed);
         if (n_oos && (rc = eval_oos(m, &d, all ? NULL : is_val, oos_dirs, n_oos))) {
             free(texts);
             free(is_val);

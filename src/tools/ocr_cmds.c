@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "base/flags.h"
 #include "base/mask.h"
 #include "stages/image/density.h"
 #include "stages/image/image.h"
@@ -43,24 +44,23 @@ int fr_cmd_ocr(int argc, char **argv) {
     const char *file = NULL, *type = NULL;
     fr_ocr_cfg oc = {0};
     fr_image_stage_cfg sc = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--type") && more) type = argv[++i];
-        else if (!strcmp(a, "--lang") && more) oc.lang = argv[++i];
-        else if (!strcmp(a, "--threshold") && more) sc.threshold = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--binarize") && more) oc.binarize = atoi(argv[++i]);
-        else if (!strcmp(a, "--force-ocr")) sc.force_ocr = true;
-        else if (!strcmp(a, "--help")) {
+    fr_flags fl;
+    fr_flags_init(&fl, "ocr", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_help(&fl)) {
             printf("usage: frugal ocr FILE [--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] "
                    "[--threshold T] [--force-ocr] [--binarize 0|1|2]\n");
             return 0;
-        } else if (a[0] != '-' && !file) file = a;
-        else {
-            fprintf(stderr, "ocr: unknown argument '%s'\n", a);
-            return 2;
         }
+        if (fr_flag_str(&fl, "--type", &type) || fr_flag_str(&fl, "--lang", &oc.lang) ||
+            fr_flag_float(&fl, "--threshold", 0, 2, &sc.threshold) ||
+            fr_flag_int(&fl, "--binarize", 0, 2, &oc.binarize) ||
+            fr_flag_switch(&fl, "--force-ocr", &sc.force_ocr))
+            continue;
+        if (fr_flags_positional(&fl) && !file) file = fl.arg;
+        else return fr_flags_unknown(&fl);
     }
+    if (fl.rc) return fl.rc;
     if (!file) {
         fprintf(stderr, "usage: frugal ocr FILE [options]\n");
         return 2;
@@ -106,6 +106,15 @@ int fr_cmd_ocr(int argc, char **argv) {
     return 0;
 }
 
+/* --help: the usage on stdout, status 0; anything else unknown: the error and the usage on
+ * stderr, status 2. */
+static int help_or_unknown(fr_flags *fl, const char *usage) {
+    bool help = fr_flag_help(fl);
+    if (!help) fr_flags_unknown(fl);
+    fputs(usage, help ? stdout : stderr);
+    return help ? 0 : 2;
+}
+
 static int parse_langs(const char *s, bool langs[2]) {
     langs[0] = !strcmp(s, "eng") || !strcmp(s, "both");
     langs[1] = !strcmp(s, "chi_sim") || !strcmp(s, "both");
@@ -115,22 +124,19 @@ static int parse_langs(const char *s, bool langs[2]) {
 int fr_cmd_gen_docs(int argc, char **argv) {
     const char *dir = NULL, *lang = "both";
     int n = 10;
-    unsigned long long seed = 1;
+    uint64_t seed = 1;
     bool clean = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--out") && more) dir = argv[++i];
-        else if (!strcmp(a, "--n") && more) n = atoi(argv[++i]);
-        else if (!strcmp(a, "--lang") && more) lang = argv[++i];
-        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--clean")) clean = true;
-        else {
-            fprintf(stderr, "usage: frugal gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] "
-                            "[--seed S] [--clean]\n");
-            return 2;
-        }
+    fr_flags fl;
+    fr_flags_init(&fl, "gen-docs", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_str(&fl, "--out", &dir) || fr_flag_int(&fl, "--n", 1, 1 << 20, &n) ||
+            fr_flag_str(&fl, "--lang", &lang) || fr_flag_u64(&fl, "--seed", &seed) ||
+            fr_flag_switch(&fl, "--clean", &clean))
+            continue;
+        return help_or_unknown(&fl, "usage: frugal gen-docs --out DIR [--n N] "
+                                    "[--lang eng|chi_sim|both] [--seed S] [--clean]\n");
     }
+    if (fl.rc) return fl.rc;
     bool langs[2];
     if (!dir || n <= 0 || parse_langs(lang, langs)) {
         fprintf(stderr, "usage: frugal gen-docs --out DIR [--n N] [--lang eng|chi_sim|both]\n");
@@ -244,25 +250,21 @@ static void *eval_worker(void *arg) {
 int fr_cmd_eval_ocr(int argc, char **argv) {
     const char *lang = "both", *tl[2] = {"eng", "chi_sim"};
     int n = 20, threads = fr_n_cores();
-    unsigned long long seed = 7;
+    uint64_t seed = 7;
     bool clean = false, verbose = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--n") && more) n = atoi(argv[++i]);
-        else if (!strcmp(a, "--lang") && more) lang = argv[++i];
-        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--seed") && more) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--eng-model") && more) tl[0] = argv[++i];
-        else if (!strcmp(a, "--chi-model") && more) tl[1] = argv[++i];
-        else if (!strcmp(a, "--clean")) clean = true;
-        else if (!strcmp(a, "--verbose")) verbose = true;
-        else {
-            fprintf(stderr, "usage: frugal eval-ocr [--n N] [--lang eng|chi_sim|both] [--threads T] "
-                            "[--seed S] [--clean] [--eng-model L] [--chi-model L] [--verbose]\n");
-            return 2;
-        }
+    fr_flags fl;
+    fr_flags_init(&fl, "eval-ocr", argc, argv);
+    while (fr_flags_next(&fl)) {
+        if (fr_flag_int(&fl, "--n", 1, 1 << 20, &n) || fr_flag_str(&fl, "--lang", &lang) ||
+            fr_flag_int(&fl, "--threads", 1, 256, &threads) || fr_flag_u64(&fl, "--seed", &seed) ||
+            fr_flag_str(&fl, "--eng-model", &tl[0]) || fr_flag_str(&fl, "--chi-model", &tl[1]) ||
+            fr_flag_switch(&fl, "--clean", &clean) || fr_flag_switch(&fl, "--verbose", &verbose))
+            continue;
+        return help_or_unknown(&fl, "usage: frugal eval-ocr [--n N] [--lang eng|chi_sim|both] "
+                                    "[--threads T] [--seed S] [--clean] [--eng-model L] "
+                                    "[--chi-model L] [--verbose]\n");
     }
+    if (fl.rc) return fl.rc;
     bool langs[2];
     if (n <= 0 || threads <= 0 || parse_langs(lang, langs)) {
         fprintf(stderr, "eval-ocr: bad --n / --threads / --lang\n");
@@ -304,7 +306,8 @@ int fr_cmd_eval_ocr(int argc, char **argv) {
         return 1;
     }
     printf("eval-ocr: %d documents per language, %s, seed %llu, %d threads\n", n,
-           clean ? "clean" : "degraded (100-150 dpi, +-3 deg, noise, JPEG)", seed, threads);
+           clean ? "clean" : "degraded (100-150 dpi, +-3 deg, noise, JPEG)",
+           (unsigned long long)seed, threads);
     printf("%-8s %6s %9s %8s %8s %8s %8s %10s %10s\n", "lang", "docs", "invoice#", "amount", "date",
            "payee", "all4", "ms/page", "cpu-ms/pg");
     float dmin_doc = 1;
