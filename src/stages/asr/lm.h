@@ -5,13 +5,14 @@
  * "3rd" -> "third", punctuation dropped, inner apostrophes kept). The same function normalises
  * reference transcripts for WER, so training text, references and hypotheses agree.
  *
- * fr_lm_build counts trigrams over <s> w1 .. wn </s> (words missing from the dictionary become
- * <unk>, which keeps the counts and left contexts right and is left out of the written model),
- * applies interpolated Kneser-Ney smoothing (one discount per order, D = n1 / (n1 + 2 n2);
- * continuation counts for the lower orders, raw counts for n-grams starting with <s>), optionally
- * prunes trigrams seen fewer than `min_count3` times, and computes every back-off weight from the
- * n-grams actually written, so each context's distribution sums to one over the written
- * vocabulary. fr_lm_write_arpa writes the standard ARPA text format pocketsphinx reads.
+ * The builder (fr_lm_add_text / fr_lm_add_words) counts trigrams over <s> w1 .. wn </s> (words
+ * missing from the dictionary become <unk>, which keeps the counts and left contexts right and is
+ * left out of the written model). fr_lm_write_arpa applies interpolated Kneser-Ney smoothing (one
+ * discount per order, D = n1 / (n1 + 2 n2); continuation counts for the lower orders, raw counts
+ * for n-grams starting with <s>), optionally prunes trigrams seen fewer than `min_count3` times,
+ * computes every back-off weight from the n-grams actually written, so each context's
+ * distribution sums to one over the written vocabulary, and writes the standard ARPA text format
+ * pocketsphinx reads.
  * The builder holds no global state; a fr_lm_builder is used by one thread at a time.
  */
 #ifndef FRUGAL_ASR_LM_H
