@@ -220,4 +220,74 @@ TEST(bad_input_is_a_clear_error) {
     cli_free(&r);
 }
 
+/* --device goes through the API: a CUDA device in the CPU-only binary is one clear line and exit
+ * 1 (unsupported, before the model is loaded: the model path here does not exist), a name that
+ * is no device is a usage error; "cpu" runs. */
+TEST(device_selection) {
+    const char *a1[] = {"", "generate", "--model", "/nonexistent/model", "--prompt", "x",
+                        "--device", "cuda:0", NULL};
+    cli_result r = cli_run(a1);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK(strstr(r.err, "cuda:0") != NULL && strstr(r.err, "make cuda") != NULL);
+    CHECK(strstr(r.err, "/nonexistent") == NULL); /* refused before loading */
+    CHECK_EQ_INT(cli_lines(r.err), 1);
+    cli_free(&r);
+    const char *a2[] = {"", "generate", "--model", fxp("qwen2-tiny"), "--prompt", "x",
+                        "--device", "gpu", NULL};
+    r = cli_run(a2);
+    CHECK_EQ_INT(r.status, 2);
+    CHECK(strstr(r.err, "gpu") != NULL);
+    cli_free(&r);
+    const char *a3[] = {"", "generate", "--model", fxp("qwen2-tiny"), "--prompt", "x",
+                        "--device", "cpu", "--kv-cache", "int8", NULL};
+    r = cli_run(a3);
+    CHECK_EQ_INT(r.status, 1); /* well-formed, but the CPU has no int8 KV cache */
+    CHECK_EQ_INT(cli_lines(r.err), 1);
+    cli_free(&r);
+    const char *a4[] = {"", "generate", "--model", fxp("qwen2-tiny"), "--prompt", "hello",
+                        "--device", "cpu", "--temperature", "0", "--max-tokens", "4",
+                        "--ignore-eos", "--json", NULL};
+    r = cli_run(a4);
+    CHECK_EQ_INT(r.status, 0);
+    cJSON *o = cJSON_Parse(r.out);
+    CHECK(o && cJSON_GetArraySize(cJSON_GetObjectItem(o, "ids")) == 4);
+    cJSON_Delete(o);
+    cli_free(&r);
+}
+
+/* --weights int4 on the CPU is quantisation on load (= --quant q4): the output equals
+ * --quant q4's exactly and differs from the f32 weights' (on this prompt it does). */
+TEST(cpu_weights_alias_quantises_on_load) {
+    const char *a[] = {"", "generate", "--model", fxp("qwen2-tiny"), "--prompt", "hello",
+                       "--temperature", "0", "--max-tokens", "12", "--ignore-eos", "--json",
+                       NULL, NULL, NULL};
+    cli_result f32 = cli_run(a);
+    a[12] = "--weights", a[13] = "int4";
+    cli_result w4 = cli_run(a);
+    a[12] = "--quant", a[13] = "q4";
+    cli_result q4 = cli_run(a);
+    CHECK_EQ_INT(f32.status, 0);
+    CHECK_EQ_INT(w4.status, 0);
+    CHECK_EQ_INT(q4.status, 0);
+    CHECK(w4.out[0] == '{');
+    CHECK_STR(w4.out, q4.out);
+    CHECK(strcmp(w4.out, f32.out) != 0);
+    cli_free(&f32), cli_free(&w4), cli_free(&q4);
+    a[12] = "--weights", a[13] = "int3";
+    cli_result bad = cli_run(a);
+    CHECK_EQ_INT(bad.status, 2);
+    cli_free(&bad);
+}
+
+/* The defaults --help prints are the API's (frugal_generate_default_params). */
+TEST(help_shows_the_api_defaults) {
+    const char *a[] = {"", "generate", "--help", NULL};
+    cli_result r = cli_run(a);
+    CHECK_EQ_INT(r.status, 0);
+    CHECK(strstr(r.out, "tokens to generate (default 128)") != NULL);
+    CHECK(strstr(r.out, "0 = greedy (default 0.8)") != NULL);
+    CHECK(strstr(r.out, "(defaults 40, 0.95, 0.05)") != NULL);
+    cli_free(&r);
+}
+
 int main(void) { return t_main(); }

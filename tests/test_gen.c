@@ -2,6 +2,8 @@
  * across tokens, whole UTF-8 characters, EOS and max tokens; and the public C API. */
 #include "t.h"
 
+#include <cjson/cJSON.h>
+
 #include "engine/gen.h"
 #include "frugal.h"
 #include "model/model.h"
@@ -120,32 +122,221 @@ TEST(eos_ends_without_text_unless_ignored) {
 
 static void collect(const char *piece, size_t len, void *user) { fr_buf_append(user, piece, len); }
 
-TEST(public_api_generates_and_streams) {
-    char path[512], err[512];
-    snprintf(path, sizeof path, "%s/qwen2-tiny", t_fixtures());
-    frugal_model *m = frugal_model_load(path, frugal_model_default_params(), err, sizeof err);
+/* ---- the public API (include/frugal.h) ---- */
+
+static frugal_model *api_load(const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", t_fixtures(), name);
+    frugal_error err;
+    frugal_model *m = frugal_model_load(path, frugal_model_default_params(), &err);
+    if (!m) fprintf(stderr, "  load %s: %s\n", path, err.message);
+    return m;
+}
+
+static cJSON *api_ref(const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/ref/%s.json", t_fixtures(), name);
+    fr_err e;
+    char *s = fr_read_file(p, 64u << 20, NULL, &e);
+    if (!s) fprintf(stderr, "  %s\n", e.msg);
+    cJSON *j = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    return j;
+}
+
+static bool ids_equal(const int32_t *ids, size_t n, const cJSON *want) {
+    if (!cJSON_IsArray(want) || (size_t)cJSON_GetArraySize(want) != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (cJSON_GetArrayItem(want, (int)i)->valueint != ids[i]) return false;
+    return true;
+}
+
+TEST(api_default_params_are_the_documented_ones) {
+    frugal_generate_params g = frugal_generate_default_params();
+    CHECK_EQ_INT(g.max_tokens, 128);
+    CHECK_NEAR(g.temperature, 0.8, 1e-6);
+    CHECK_EQ_INT(g.top_k, 40);
+    CHECK_NEAR(g.top_p, 0.95, 1e-6);
+    CHECK_NEAR(g.min_p, 0.05, 1e-6);
+    CHECK(g.seed == 0 && g.stop[0] == NULL && g.ignore_eos == 0 && g.on_text == NULL);
+    frugal_context_params c = frugal_context_default_params();
+    CHECK_STR(c.device, "cpu");
+    CHECK(c.weights == NULL && c.kv_cache == NULL);
+    CHECK(frugal_model_default_params().quant == NULL);
+    CHECK_STR(frugal_status_str(FRUGAL_ERR_UNSUPPORTED), "unsupported");
+}
+
+/* The device: "cpu" works; a CUDA device in this (CPU-only) test binary is UNSUPPORTED; a name
+ * that is no device, or a setting the CPU does not have, is an error with its code. */
+TEST(api_device_selection_answers_with_codes) {
+    frugal_model *m = api_load("qwen2-tiny");
     CHECK(m != NULL);
-    if (!m) { fprintf(stderr, "  %s\n", err); return; }
-    int32_t ids[64];
-    int n = frugal_tokenize(m, "Hello world!", ids, 64, err, sizeof err);
-    CHECK(n > 0);
+    if (!m) return;
+    frugal_error err;
+    frugal_context_params cp = frugal_context_default_params();
+    frugal_context *ctx = frugal_context_new(m, cp, &err);
+    CHECK(ctx != NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_OK);
+    frugal_context_free(ctx);
+    cp.device = "cuda:0";
+    CHECK(frugal_context_new(m, cp, &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_UNSUPPORTED);
+    CHECK(strstr(err.message, "cuda:0") != NULL);
+    CHECK_EQ_INT(frugal_context_params_check(&cp, &err), FRUGAL_ERR_UNSUPPORTED);
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cpu0", "CUDA"};
+    for (int i = 0; i < 6; i++) {
+        cp.device = bad[i];
+        frugal_context *c = frugal_context_new(m, cp, &err);
+        if (c) fprintf(stderr, "  device '%s' accepted\n", bad[i]);
+        CHECK(c == NULL);
+        CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+        frugal_context_free(c);
+    }
+    cp = frugal_context_default_params();
+    cp.weights = "int8";
+    CHECK(frugal_context_new(m, cp, &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_UNSUPPORTED);
+    cp.weights = "int3";
+    CHECK(frugal_context_new(m, cp, &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+    cp = frugal_context_default_params();
+    cp.kv_cache = "int8";
+    CHECK(frugal_context_new(m, cp, &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_UNSUPPORTED);
+    frugal_model_free(m);
+}
+
+/* Greedy generation through the API on the CPU equals HF transformers' greedy continuation
+ * (tests/fixtures/ref), and the streamed pieces are the result's text. */
+TEST(api_generates_hf_greedy_and_streams) {
+    frugal_model *m = api_load("qwen2-tiny");
+    cJSON *r = api_ref("qwen2-tiny");
+    CHECK(m != NULL && r != NULL);
+    if (!m || !r) { frugal_model_free(m); cJSON_Delete(r); return; }
+    cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "prompts"), 0);
+    frugal_error err;
+    int32_t *ids;
+    size_t n;
+    CHECK_EQ_INT(frugal_tokenize(m, cJSON_GetObjectItem(p, "text")->valuestring, 1, &ids, &n, &err),
+                 FRUGAL_OK);
+    CHECK(ids_equal(ids, n, cJSON_GetObjectItem(p, "ids")));
+    frugal_context *ctx = frugal_context_new(m, frugal_context_default_params(), &err);
+    CHECK(ctx != NULL);
     frugal_generate_params gp = frugal_generate_default_params();
-    gp.max_tokens = 8;
+    gp.max_tokens = 24;
     gp.temperature = 0;
     gp.ignore_eos = 1;
     fr_buf streamed = {0};
-    char *text = NULL;
-    CHECK_EQ_INT(frugal_generate(m, "Hello world!", &gp, collect, &streamed, &text, err, sizeof err), 0);
-    CHECK(text != NULL);
-    CHECK_STR(fr_buf_cstr(&streamed), text);
-    char *r = frugal_render_chat(m, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, err, sizeof err);
-    CHECK(r && strstr(r, "<|im_start|>user\nhi<|im_end|>") != NULL);
-    frugal_free(r);
-    CHECK(frugal_render_chat(m, "{not json", NULL, err, sizeof err) == NULL);
-    CHECK(frugal_model_load("/nonexistent", frugal_model_default_params(), err, sizeof err) == NULL);
-    CHECK(strstr(err, "/nonexistent") != NULL);
-    frugal_free(text);
+    gp.on_text = collect;
+    gp.user_data = &streamed;
+    frugal_result res;
+    CHECK_EQ_INT(frugal_generate(ctx, ids, n, &gp, &res, &err), FRUGAL_OK);
+    CHECK(ids_equal(res.ids, (size_t)res.n_ids, cJSON_GetObjectItem(p, "greedy")));
+    CHECK_EQ_INT(res.finish, FRUGAL_FINISH_LENGTH);
+    CHECK(res.text != NULL);
+    CHECK_STR(fr_buf_cstr(&streamed), res.text ? res.text : "(null)");
+    frugal_result_free(&res);
+    CHECK(res.ids == NULL && res.text == NULL);
+    /* errors with their codes */
+    CHECK_EQ_INT(frugal_generate(ctx, ids, 0, &gp, &res, &err), FRUGAL_ERR_INVALID_ARGUMENT);
+    gp.max_tokens = 1 << 30;
+    CHECK_EQ_INT(frugal_generate(ctx, ids, n, &gp, &res, &err), FRUGAL_ERR_TOO_LARGE);
+    gp.max_tokens = 4;
+    gp.top_p = 2;
+    CHECK_EQ_INT(frugal_generate(ctx, ids, n, &gp, &res, &err), FRUGAL_ERR_INVALID_ARGUMENT);
+    int32_t bad_id = 1 << 30;
+    gp.top_p = 1;
+    CHECK_EQ_INT(frugal_generate(ctx, &bad_id, 1, &gp, &res, &err), FRUGAL_ERR_INVALID_ARGUMENT);
+    frugal_free(ids);
     fr_buf_free(&streamed);
+    frugal_context_free(ctx);
+    frugal_model_free(m);
+    cJSON_Delete(r);
+}
+
+/* BOS has one owner: the rendered chat holds the template's BOS, so frugal_tokenize_chat gives
+ * llama-tiny's ids with exactly one <|begin_of_text|> (3000), as HF's apply_chat_template
+ * (tokenize=True); Tokenizer.encode of the same text (add_special = 1) doubles it, as in HF.
+ * qwen2-tiny has no BOS: its chat ids start with <|im_start|>. */
+TEST(api_chat_ids_have_exactly_one_bos) {
+    const char *msgs = "[{\"role\":\"system\",\"content\":\"You are a bank assistant.\"},"
+                       "{\"role\":\"user\",\"content\":\"Hello\"}]";
+    frugal_model *m = api_load("llama-tiny");
+    cJSON *r = api_ref("llama-tiny");
+    CHECK(m != NULL && r != NULL);
+    if (!m || !r) { frugal_model_free(m); cJSON_Delete(r); return; }
+    int bos = cJSON_GetObjectItem(r, "bos")->valueint;
+    CHECK_EQ_INT(bos, 3000);
+    frugal_error err;
+    char *text = frugal_render_chat(m, msgs, NULL, &err);
+    CHECK(text != NULL);
+    CHECK_STR(text, cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "chat"), 1),
+                                        "rendered")->valuestring);
+    int32_t *ids, *ids2, *enc;
+    size_t n, n2, nenc;
+    CHECK_EQ_INT(frugal_tokenize_chat(m, msgs, NULL, &ids, &n, &err), FRUGAL_OK);
+    CHECK(n > 5);
+    if (n > 5) {
+        CHECK_EQ_INT(ids[0], bos);
+        CHECK(ids[1] != bos);
+        int n_bos = 0;
+        for (size_t i = 0; i < n; i++) n_bos += ids[i] == bos;
+        CHECK_EQ_INT(n_bos, 1);
+    }
+    CHECK_EQ_INT(frugal_tokenize(m, text, 0, &ids2, &n2, &err), FRUGAL_OK);
+    CHECK(n2 == n && !memcmp(ids, ids2, n * sizeof *ids));
+    CHECK_EQ_INT(frugal_tokenize(m, text, 1, &enc, &nenc, &err), FRUGAL_OK);
+    CHECK(nenc == n + 1 && enc[0] == bos && enc[1] == bos); /* HF encode parity */
+    frugal_free(ids), frugal_free(ids2), frugal_free(enc), frugal_free(text);
+    frugal_model_free(m);
+    cJSON_Delete(r);
+
+    m = api_load("qwen2-tiny");
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK_EQ_INT(frugal_tokenize_chat(m, msgs, NULL, &ids, &n, &err), FRUGAL_OK);
+    int32_t *im;
+    size_t nim;
+    CHECK_EQ_INT(frugal_tokenize(m, "<|im_start|>", 0, &im, &nim, &err), FRUGAL_OK);
+    CHECK(n > 2 && nim == 1 && ids[0] == im[0]);
+    CHECK_EQ_INT(frugal_tokenize(m, "Hello", 1, &enc, &nenc, &err), FRUGAL_OK);
+    CHECK(nenc == 1); /* no BOS to add */
+    frugal_free(ids), frugal_free(im), frugal_free(enc);
+    frugal_model_free(m);
+}
+
+TEST(api_errors_carry_codes) {
+    frugal_error err;
+    CHECK(frugal_model_load("/nonexistent", frugal_model_default_params(), &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_NOT_FOUND);
+    CHECK(strstr(err.message, "/nonexistent") != NULL);
+    frugal_model_params mp = frugal_model_default_params();
+    mp.quant = "q3";
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen2-tiny", t_fixtures());
+    CHECK(frugal_model_load(path, mp, &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+    /* a file that is no model */
+    snprintf(path, sizeof path, "%s/corpus-en.txt", t_fixtures());
+    CHECK(frugal_model_load(path, frugal_model_default_params(), &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+    frugal_model *m = api_load("qwen2-tiny");
+    CHECK(m != NULL);
+    if (!m) return;
+    char *s = frugal_render_chat(m, "{not json", NULL, &err);
+    CHECK(s == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+    s = frugal_render_chat(m, "[{\"role\": 1, \"content\": \"x\"}]", NULL, &err);
+    CHECK(s == NULL && err.status == FRUGAL_ERR_INVALID_ARGUMENT);
+    s = frugal_render_chat(m, "[{\"role\":\"user\",\"content\":\"hi\"}]", "nope", &err);
+    CHECK(s == NULL && err.status == FRUGAL_ERR_INVALID_ARGUMENT);
+    s = frugal_render_chat(m, "[{\"role\":\"user\",\"content\":\"hi\"}]", "llama3", &err);
+    CHECK(s && strstr(s, "<|start_header_id|>user<|end_header_id|>") != NULL);
+    frugal_free(s);
+    s = frugal_render_chat(m, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, &err);
+    CHECK(s && strstr(s, "<|im_start|>user\nhi<|im_end|>") != NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_OK);
+    frugal_free(s);
     frugal_model_free(m);
 }
 

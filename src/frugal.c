@@ -1,0 +1,368 @@
+/* frugal.c — the public API (include/frugal.h) over the internal modules: fr_model_load for
+ * loading, model/chat for rendering, model/tokenizer for ids, engine/generate (through the
+ * backend interface, backend/backend.h) for generation on the CPU or a CUDA device.
+ *
+ * The context keeps its device settings and opens the backend for each frugal_generate call
+ * (on the CPU, a KV pool of exactly prompt + max_tokens positions, as engine/generate does).
+ * Errors: every internal fr_err message is copied to frugal_error with the status its caller
+ * knows (what failed: loading, a parameter, the device). */
+#include "frugal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "engine/generate.h"
+#include "model/chat.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+
+struct frugal_model {
+    fr_model *m;
+    bool quantised; /* loaded with frugal_model_params.quant */
+};
+
+struct frugal_context {
+    const frugal_model *model;
+    fr_backend_kind kind;
+    char *device, *weights, *kv; /* owned copies (weights / kv NULL: the backend's default) */
+    float kv_fraction;
+};
+
+/* ---- status ---- */
+
+static frugal_status fail(frugal_error *err, frugal_status st, const char *fmt, ...)
+    FR_PRINTF(3, 4);
+static frugal_status fail(frugal_error *err, frugal_status st, const char *fmt, ...) {
+    if (err) {
+        err->status = st;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static frugal_status fail_fr(frugal_error *err, frugal_status st, const fr_err *e) {
+    return fail(err, st, "%s", e->msg);
+}
+
+static void ok(frugal_error *err) {
+    if (err) {
+        err->status = FRUGAL_OK;
+        err->message[0] = 0;
+    }
+}
+
+const char *frugal_status_str(frugal_status s) {
+    switch (s) {
+    case FRUGAL_OK: return "ok";
+    case FRUGAL_ERR_INVALID_ARGUMENT: return "invalid_argument";
+    case FRUGAL_ERR_NOT_FOUND: return "not_found";
+    case FRUGAL_ERR_UNSUPPORTED: return "unsupported";
+    case FRUGAL_ERR_TOO_LARGE: return "too_large";
+    case FRUGAL_ERR_UNAVAILABLE: return "unavailable";
+    case FRUGAL_ERR_INTERNAL: return "internal";
+    }
+    return "unknown";
+}
+
+void frugal_free(void *p) { free(p); }
+
+/* ---- model ---- */
+
+frugal_model_params frugal_model_default_params(void) {
+    frugal_model_params p = {NULL};
+    return p;
+}
+
+frugal_model *frugal_model_load(const char *path, frugal_model_params params, frugal_error *err) {
+    struct stat st;
+    if (!path || !*path) {
+        fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "no model path given");
+        return NULL;
+    }
+    if (stat(path, &st) != 0) {
+        fail(err, FRUGAL_ERR_NOT_FOUND, "%s: no such model folder or .gguf file", path);
+        return NULL;
+    }
+    if (params.quant && strcmp(params.quant, "q8") && strcmp(params.quant, "q4")) {
+        fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "quant must be q8 or q4, not '%s'", params.quant);
+        return NULL;
+    }
+    fr_err e = {{0}};
+    fr_model *m = fr_model_load(path, &e);
+    if (!m) {
+        fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+        return NULL;
+    }
+    if (params.quant && fr_model_quantize(m, params.quant, &e)) {
+        fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+        fr_model_free(m);
+        return NULL;
+    }
+    frugal_model *h = fr_xmalloc(sizeof *h);
+    h->m = m;
+    h->quantised = params.quant != NULL;
+    ok(err);
+    return h;
+}
+
+void frugal_model_free(frugal_model *h) {
+    if (!h) return;
+    fr_model_free(h->m);
+    free(h);
+}
+
+/* ---- text ---- */
+
+frugal_status frugal_tokenize(const frugal_model *h, const char *text, int add_special,
+                              int32_t **ids, size_t *n, frugal_error *err) {
+    *ids = NULL;
+    *n = 0;
+    if (!text) return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "no text to tokenize");
+    fr_err e = {{0}};
+    if (fr_tokenize(h->m->tok, text, strlen(text), add_special != 0, ids, n, &e))
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+    }
+    ok(err);
+    return FRUGAL_OK;
+}
+
+/* The messages array, checked: objects with a string "role" and a string, array or null
+ * "content". Returns NULL with err set. */
+static cJSON *parse_messages(const char *json, frugal_error *err) {
+    cJSON *msgs = json ? cJSON_Parse(json) : NULL;
+    if (!cJSON_IsArray(msgs)) {
+        cJSON_Delete(msgs);
+        fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+             "messages must be a JSON array of {\"role\", \"content\"} objects");
+        return NULL;
+    }
+    const cJSON *it;
+    int idx = 0;
+    cJSON_ArrayForEach(it, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(role) ||
+            !(cJSON_IsString(content) || cJSON_IsArray(content) || cJSON_IsNull(content))) {
+            cJSON_Delete(msgs);
+            fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+                 "message %d needs a string \"role\" and a \"content\"", idx);
+            return NULL;
+        }
+        idx++;
+    }
+    return msgs;
+}
+
+char *frugal_render_chat(const frugal_model *h, const char *messages_json,
+                         const char *chat_template, frugal_error *err) {
+    const fr_model *m = h->m;
+    const char *tmpl = chat_template ? fr_chat_builtin(chat_template) : m->chat_template;
+    if (!tmpl) {
+        if (chat_template)
+            fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+                 "unknown chat template '%s' (built-in: chatml, llama3)", chat_template);
+        else
+            fail(err, FRUGAL_ERR_UNSUPPORTED,
+                 "%s has no chat template; choose a built-in one (chatml, llama3)", m->path);
+        return NULL;
+    }
+    cJSON *msgs = parse_messages(messages_json, err);
+    if (!msgs) return NULL;
+    fr_chat_opts co = {.add_generation_prompt = true,
+                       .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                       .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                       .tools = NULL};
+    fr_err e = {{0}};
+    char *out = fr_chat_render(tmpl, msgs, &co, &e);
+    cJSON_Delete(msgs);
+    if (!out) {
+        fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+        return NULL;
+    }
+    ok(err);
+    return out;
+}
+
+frugal_status frugal_tokenize_chat(const frugal_model *h, const char *messages_json,
+                                   const char *chat_template, int32_t **ids, size_t *n,
+                                   frugal_error *err) {
+    *ids = NULL;
+    *n = 0;
+    char *text = frugal_render_chat(h, messages_json, chat_template, err);
+    if (!text) return err ? err->status : FRUGAL_ERR_INVALID_ARGUMENT;
+    /* the template wrote BOS: the rendered text owns it (HF: apply_chat_template(tokenize=True)
+     * encodes with add_special_tokens=False) */
+    frugal_status st = frugal_tokenize(h, text, 0, ids, n, err);
+    free(text);
+    return st;
+}
+
+/* ---- context ---- */
+
+frugal_context_params frugal_context_default_params(void) {
+    frugal_context_params p;
+    memset(&p, 0, sizeof p);
+    p.device = "cpu";
+    p.kv_fraction = 0.9f;
+    return p;
+}
+
+static bool one_of(const char *s, const char *a, const char *b, const char *c) {
+    return !strcmp(s, a) || !strcmp(s, b) || (c && !strcmp(s, c));
+}
+
+/* Parses the device and checks the settings against its kind (no model needed). */
+static frugal_status check_params(const frugal_context_params *p, fr_backend_kind *kind,
+                                  frugal_error *err) {
+    int index;
+    fr_err e = {{0}};
+    const char *device = p->device ? p->device : "cpu";
+    if (fr_backend_parse_device(device, kind, &index, &e))
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    if (p->weights && !one_of(p->weights, "bf16", "int8", "int4"))
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+                    "weights must be bf16, int8 or int4, not '%s'", p->weights);
+    if (p->kv_cache && !one_of(p->kv_cache, "bf16", "int8", NULL))
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "kv_cache must be bf16 or int8, not '%s'",
+                    p->kv_cache);
+    if (!(p->kv_fraction >= 0 && p->kv_fraction <= 1))
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "kv_fraction must be in 0..1");
+    if (*kind == FR_BACKEND_CPU) {
+        if (p->weights)
+            return fail(err, FRUGAL_ERR_UNSUPPORTED,
+                        "weights %s: the CPU runs the model's own weights (quantise on load "
+                        "with quant q8 or q4)", p->weights);
+        if (p->kv_cache && strcmp(p->kv_cache, "bf16"))
+            return fail(err, FRUGAL_ERR_UNSUPPORTED, "kv_cache %s: the CPU keeps an f32 KV cache",
+                        p->kv_cache);
+    } else if (!fr_backend_cuda_linked()) {
+        return fail(err, FRUGAL_ERR_UNSUPPORTED,
+                    "device '%s': built without CUDA: rebuild with make cuda "
+                    "(build-cuda/frugal-cuda)", device);
+    }
+    return FRUGAL_OK;
+}
+
+frugal_status frugal_context_params_check(const frugal_context_params *p, frugal_error *err) {
+    fr_backend_kind kind;
+    frugal_status st = check_params(p, &kind, err);
+    if (st == FRUGAL_OK) ok(err);
+    return st;
+}
+
+frugal_context *frugal_context_new(const frugal_model *h, frugal_context_params p,
+                                   frugal_error *err) {
+    fr_backend_kind kind;
+    if (check_params(&p, &kind, err) != FRUGAL_OK) return NULL;
+    if (kind == FR_BACKEND_CUDA && h->quantised) {
+        fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+             "device '%s': the model was quantised on load for the CPU; choose CUDA weights "
+             "with weights int8 or int4 instead", p.device);
+        return NULL;
+    }
+    frugal_context *c = fr_xcalloc(1, sizeof *c);
+    c->model = h;
+    c->kind = kind;
+    c->device = fr_xstrdup(p.device ? p.device : "cpu");
+    c->weights = p.weights ? fr_xstrdup(p.weights) : NULL;
+    c->kv = p.kv_cache ? fr_xstrdup(p.kv_cache) : NULL;
+    c->kv_fraction = p.kv_fraction > 0 ? p.kv_fraction : 0.9f;
+    ok(err);
+    return c;
+}
+
+void frugal_context_free(frugal_context *c) {
+    if (!c) return;
+    free(c->device);
+    free(c->weights);
+    free(c->kv);
+    free(c);
+}
+
+/* ---- generation ---- */
+
+frugal_generate_params frugal_generate_default_params(void) {
+    frugal_generate_params p;
+    memset(&p, 0, sizeof p);
+    p.max_tokens = 128;
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    return p;
+}
+
+/* The sampler and generation settings of p, checked. */
+static frugal_status to_internal(const frugal_generate_params *p, fr_sampling *s,
+                                 fr_gen_params *gp, frugal_error *err) {
+    if (p->max_tokens < 1) return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "max_tokens must be >= 1");
+    if (!(p->temperature >= 0) || p->top_k < 0 || !(p->top_p >= 0 && p->top_p <= 1) ||
+        !(p->min_p >= 0 && p->min_p <= 1))
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT,
+                    "sampling: temperature >= 0, top_k >= 0, top_p and min_p in 0..1");
+    *s = fr_sampling_default();
+    s->temperature = p->temperature;
+    s->top_k = p->top_k;
+    s->top_p = p->top_p;
+    s->min_p = p->min_p;
+    s->seed = p->seed;
+    *gp = fr_gen_params_default();
+    gp->max_tokens = p->max_tokens;
+    gp->ignore_eos = p->ignore_eos != 0;
+    for (int i = 0; i < FRUGAL_MAX_STOP && i < FR_GEN_MAX_STOP && p->stop[i]; i++)
+        gp->stop[gp->n_stop++] = p->stop[i];
+    return FRUGAL_OK;
+}
+
+frugal_status frugal_generate(frugal_context *c, const int32_t *prompt, size_t n_prompt,
+                              const frugal_generate_params *p, frugal_result *out,
+                              frugal_error *err) {
+    memset(out, 0, sizeof *out);
+    const fr_model *m = c->model->m;
+    if (!prompt || n_prompt == 0) return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    for (size_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= m->hp.n_vocab)
+            return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "prompt id %d at %zu is not in 0..%d",
+                        prompt[i], i, m->hp.n_vocab - 1);
+    fr_sampling s;
+    fr_gen_params gp;
+    frugal_status st = to_internal(p, &s, &gp, err);
+    if (st != FRUGAL_OK) return st;
+    if (m->hp.n_ctx_train > 0 && (int64_t)n_prompt + p->max_tokens > m->hp.n_ctx_train)
+        return fail(err, FRUGAL_ERR_TOO_LARGE,
+                    "prompt (%zu tokens) + max_tokens (%d) exceeds the model's context of %d "
+                    "tokens", n_prompt, p->max_tokens, m->hp.n_ctx_train);
+    fr_generate_device gd = {.device = c->device, .weights = c->weights, .kv = c->kv,
+                             .kv_fraction = c->kv_fraction};
+    fr_generate_result r;
+    fr_err e = {{0}};
+    if (fr_generate_on(m, &gd, prompt, n_prompt, &s, &gp, p->on_text, p->user_data, &r, &e))
+        /* what is left after the checks above is the device: opening it, its memory, a kernel */
+        return fail_fr(err, c->kind == FR_BACKEND_CUDA ? FRUGAL_ERR_UNAVAILABLE : FRUGAL_ERR_INTERNAL,
+                       &e);
+    out->ids = r.ids;
+    out->n_ids = r.n_ids;
+    out->text = r.text;
+    out->finish = r.finish == FR_FINISH_LENGTH ? FRUGAL_FINISH_LENGTH : FRUGAL_FINISH_STOP;
+    out->prefill_s = r.prefill_s;
+    out->decode_s = r.decode_s;
+    ok(err);
+    return FRUGAL_OK;
+}
+
+void frugal_result_free(frugal_result *r) {
+    if (!r) return;
+    free(r->ids);
+    free(r->text);
+    memset(r, 0, sizeof *r);
+}
