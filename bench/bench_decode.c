@@ -10,7 +10,8 @@
  * stderr.
  */
 #include "backend/cpu/cpu.h"
-#include "engine/decoder.h"
+#include "backend/cpu/decoder.h"
+#include "backend/cpu/quant.h"
 
 #include <immintrin.h>
 #include <stdatomic.h>

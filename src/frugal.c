@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/quant.h"
 #include "engine/generate.h"
 #include "model/chat.h"
 #include "model/model.h"

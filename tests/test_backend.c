@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/decoder.h"
 #include "base/base.h"
 #include "gpu/ref.c"
 #include "t.h"

@@ -11,7 +11,8 @@
  * reference ops (fr_ref_*), independent of any file loader.
  */
 #include "backend/cpu/cpu.h"
-#include "engine/decoder.h"
+#include "backend/cpu/decoder.h"
+#include "backend/cpu/quant.h"
 #include "t.h"
 
 #include <cjson/cJSON.h>

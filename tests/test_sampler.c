@@ -3,7 +3,8 @@
  * Statistical checks use fixed seeds and many draws, with bounds several standard deviations wide,
  * so they are deterministic (same seed, same draws) and not flaky.
  */
-#include "engine/decoder.h"
+#include "backend/sampler.h"
+#include "base/base.h"
 #include "t.h"
 
 static fr_sampling mk(float temp, int top_k, float top_p, float min_p, uint64_t seed) {

@@ -1,7 +1,11 @@
-/* backend.c — see backend.h. The CPU implementation only calls the public decoder API
- * (engine/decoder.h); the CUDA implementation lives in backend/cuda/backend_cuda.cu and is
- * referenced weakly, so the CPU build never needs CUDA. */
+/* backend.c — see backend.h. The CPU implementation only calls the CPU decoder's API
+ * (backend/cpu/decoder.h) and the CPU quantiser (backend/cpu/quant.h); the CUDA implementation
+ * lives in backend/cuda/backend_cuda.cu and is referenced weakly, so the CPU build never needs
+ * CUDA. */
 #include "backend/backend.h"
+
+#include "backend/cpu/decoder.h"
+#include "backend/cpu/quant.h"
 
 #include <stdlib.h>
 #include <string.h>

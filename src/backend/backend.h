@@ -1,11 +1,11 @@
-/* backend.h — one table of operations so the same engine runs the decoder on the CPU or on a
- * CUDA GPU.
+/* backend.h — one table of operations so the same serving engine (engine/engine.h) runs the
+ * decoder on the CPU (backend/cpu/decoder.h) or on a CUDA GPU (backend/cuda/cuda_backend.h).
  *
  *   fr_backend_params p = fr_backend_params_default();
  *   p.device = "cuda:0";                       (or "cpu"; fr_backend_parse_device checks it)
  *   fr_backend *be = fr_backend_new(model, &p, &err);
  *   fr_kv_pool *kv = fr_backend_kv(be);        block accounting: fr_seq_reserve(&seq, kv, n)
- *   fr_backend_forward(be, &batch, logits, &err);            as fr_decoder_forward
+ *   fr_backend_forward(be, &batch, logits, &err);            batch rules: backend/batch.h
  *   fr_backend_forward_sample(be, &batch, sp, n_sp, counters, ids, &err);  sampling where the
  *                                              logits are (on the device for CUDA)
  *   fr_backend_free(be);
@@ -16,13 +16,17 @@
  * same for both. Sizing: CPU takes kv_bytes; CUDA takes kv_fraction of the device memory left after
  * weights and scratch (or kv_bytes when set).
  *
- * The CUDA implementation is linked in only when the CUDA objects are (make cuda / CUDA=1): the
- * CPU build references it weakly and fr_backend_new("cuda") then fails with a clear message.
+ * The CUDA implementation is linked in only when the CUDA objects are (the binaries `make cuda`
+ * builds, e.g. build-cuda/frugal-cuda): the CPU build references it weakly and
+ * fr_backend_new("cuda") then fails with a clear message.
  */
 #ifndef FRUGAL_BACKEND_H
 #define FRUGAL_BACKEND_H
 
-#include "engine/decoder.h"
+#include "backend/batch.h"
+#include "backend/kv.h"
+#include "backend/sampler.h"
+#include "model/model.h"
 
 typedef enum fr_backend_kind { FR_BACKEND_CPU = 0, FR_BACKEND_CUDA = 1 } fr_backend_kind;
 

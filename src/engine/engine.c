@@ -3,9 +3,10 @@
  *
  * Locking: one engine mutex (e->mu) guards the queues, the running array, the KV pool's free
  * list, the counters and every request's scheduling fields (n_tok, n_done, state). The engine
- * thread drops it only around fr_decoder_forward, which touches the running sequences' caches
- * and nothing the lock guards. Each request has its own channel mutex (r->mu) for the text and
- * the info a front end reads; lock order is engine before request, never the reverse.
+ * thread drops it only around the forward pass (fr_backend_forward or
+ * fr_backend_forward_sample), which touches the running sequences' caches and nothing the lock
+ * guards. Each request has its own channel mutex (r->mu) for the text and the info a front end
+ * reads; lock order is engine before request, never the reverse.
  *
  * Backend: e->be (backend/backend.h) runs the forward pass; e->kv is its pool (fr_backend_kv).
  * On the CPU the backend is created with a one-block pool which is then replaced by a pool of the

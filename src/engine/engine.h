@@ -41,8 +41,8 @@
 #ifndef FRUGAL_ENGINE_H
 #define FRUGAL_ENGINE_H
 
+#include "backend/sampler.h"
 #include "base/base.h"
-#include "engine/decoder.h"
 #include "engine/gen.h"
 #include "engine/sched.h"
 #include "model/model.h"

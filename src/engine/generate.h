@@ -6,7 +6,7 @@
 #ifndef FRUGAL_GENERATE_H
 #define FRUGAL_GENERATE_H
 
-#include "engine/decoder.h"
+#include "backend/sampler.h"
 #include "engine/gen.h"
 
 typedef struct fr_generate_result {

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/quant.h"
 #include "serve/serve.h"
 
 /* The shutdown watchdog: waits for a second signal or the deadline, then exits at once. */

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/quant.h"
 #include "base/flags.h"
-#include "engine/decoder.h"
 #include "engine/engine.h"
 #include "model/chat.h"
 #include "model/model.h"

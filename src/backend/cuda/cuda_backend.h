@@ -6,7 +6,7 @@
  * is allocated per step. Decode batches (one token per sequence) replay a CUDA graph captured per
  * batch-size bucket (1, 2, 4, ... max_seqs; padding rows go to a reserved trash block).
  *
- * Batches and block tables are the CPU decoder's (engine/decoder.h): an fr_batch of tokens with
+ * Batches and block tables are every backend's (backend/batch.h, kv.h): an fr_batch of tokens with
  * positions and fr_seq block tables; block ids index the device pool. Block 0 of the pool is
  * reserved (the trash block for padding), so valid ids are 1 .. n_blocks-1; fr_backend (backend.h)
  * hands out blocks with that rule through fr_seq_reserve. As on the CPU, a forward advances each
@@ -21,7 +21,8 @@
 extern "C" {
 #endif
 
-#include "engine/decoder.h"
+#include "backend/batch.h"
+#include "backend/sampler.h"
 
 typedef enum fr_cuda_wtype { FR_CUDA_W_BF16 = 0, FR_CUDA_W_INT8 = 1, FR_CUDA_W_INT4 = 2 } fr_cuda_wtype;
 

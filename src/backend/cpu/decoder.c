@@ -15,7 +15,7 @@
  * forward pass allocates nothing. The batch is validated completely before anything is written,
  * so a rejected batch leaves the cache and the sequences untouched.
  */
-#include "engine/decoder.h"
+#include "backend/cpu/decoder.h"
 
 #include "backend/cpu/cpu.h"
 

@@ -8,7 +8,7 @@
  * supports it (fewer TLB misses while streaming weights). m->weight_bytes is recomputed as the
  * bytes of every matrix the decoder streams per token (embedding rows excluded, unless tied).
  */
-#include "engine/decoder.h"
+#include "backend/cpu/quant.h"
 
 #include "backend/cpu/cpu.h"
 

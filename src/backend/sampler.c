@@ -14,7 +14,9 @@
  * tokens provably contain the answer (top-k: at least k of them; top-p: their mass reaches top_p).
  * The same seed gives the same sequence of draws.
  */
-#include "engine/decoder.h"
+#include "backend/sampler.h"
+
+#include "base/base.h"
 
 #include <math.h>
 #include <stdlib.h>

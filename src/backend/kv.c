@@ -1,12 +1,12 @@
 /* kv.c — the paged KV pool: one allocation of n_blocks blocks for K and one for V, a stack of free
  * block ids, and per-sequence block tables (fr_seq).
  *
- * Storage layout (see decoder.h): k, v are (n_blocks, n_layer, block_size, n_head_kv*head_dim)
+ * Storage layout (see kv.h): k, v are (n_blocks, n_layer, block_size, n_head_kv*head_dim)
  * floats, so one block holds all layers of block_size consecutive positions of one sequence.
  * Blocks are handed out lowest id first. A sequence's table grows on reserve and is freed on
  * release, so fr_seq_release is the only clean-up a sequence needs.
  */
-#include "engine/decoder.h"
+#include "backend/kv.h"
 
 #include <stdlib.h>
 #include <string.h>
