@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole test suite, as CI runs it on a clean Debian 12 machine:
-#   1. install what is missing (Debian packages),
+#   1. install what is missing (Debian packages), check that includes point one way
+#      (scripts/check-layers.sh: an upward include fails CI),
 #   2. build with warnings as errors (and, where nvcc is installed, the CUDA backend: it must
 #      compile and link without a GPU) and run every test,
 #   3. build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test again,
@@ -12,6 +13,8 @@ cd "$(dirname "$0")/.." || exit 1
 sh scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 jobs=$(nproc 2>/dev/null || echo 2)
 total_p=0; total_f=0
+echo "=== layers (scripts/check-layers.sh)"
+if sh scripts/check-layers.sh; then total_p=$((total_p + 1)); else total_f=$((total_f + 1)); fi
 run_suite() { # $1 = label, rest = make variables
     label=$1; shift
     echo "=== $label"
