@@ -113,6 +113,12 @@ $(BUILD)/libfakenvml.so: tests/fakenvml/fakenvml.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O1 -g -fPIC -shared -Wall -Wextra -o $@ $< -pthread
 tests: $(BUILD)/libfakenvml.so
 
+# ---- gguf-spec: the independent GGUF checker tests/cli_gguf.sh runs (libc only, no libfrugal) ----
+$(BUILD)/gguf-spec: tests/gguf_spec.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(OPT) -o $@ $< $(LDSAN)
+tests: $(BUILD)/gguf-spec
+
 # ---- CUDA backend (optional; the CPU build above never needs CUDA) ----------------------------
 #   make cuda        nvcc-compiles src/backend/cuda (sm_90 + compute_90 PTX) into build-cuda/ and
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),

@@ -434,6 +434,9 @@ def write_gguf(path, kind, model, tok, template, wtype):
         w.add("tokenizer.ggml.eos_token_id", "u32", tok.token_to_id("<|eot_id|>"))
         w.add("tokenizer.ggml.add_bos_token", "bool", True)
     w.add("tokenizer.chat_template", "str", template)
+    if wtype in (GGML_Q8_0, GGML_Q4_0):
+        # the spec: required whenever a tensor is quantized (ggml's GGML_QNT_VERSION)
+        w.add("general.quantization_version", "u32", 2)
 
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
     deq = {}

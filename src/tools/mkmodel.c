@@ -16,7 +16,12 @@
  * default is a minimal byte-level BPE (256 byte tokens, no merges, the Qwen2 Split regex) plus
  * <|endoftext|>, <|im_start|>, <|im_end|>, with a ChatML chat template. The embedding may have
  * more rows than the tokenizer has tokens, as in real checkpoints. GGUF output carries the same
- * vocabulary as tokenizer.ggml.* metadata.
+ * vocabulary as tokenizer.ggml.* metadata, padded with "[PADi]" tokens (type unused) to --vocab
+ * entries, since llama.cpp takes the token count as the embedding's row count.
+ *
+ * GGUF output follows ggml's docs/gguf.md (v3) and what llama.cpp's loader requires (key types
+ * u32/f32/bool/string as it reads them, tensor names and shapes of its llama and qwen2 loaders,
+ * data packed in tensor order at 32-byte alignment); tests/gguf_spec.c checks it independently.
  */
 #include "tools/mkmodel.h"
 
@@ -601,6 +606,12 @@ static int write_gguf(const opts *o, const plan *p, const vocab *v, fr_err *err)
     kv_str(&kv, &n, NULL, "general.architecture", a);
     kv_str(&kv, &n, NULL, "general.name", "random");
     kv_u32(&kv, &n, NULL, "general.alignment", 32);
+    /* llama_ftype of the matrices: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_0 2 */
+    static const uint32_t ftype[] = {0, 1, 32, 7, 2};
+    kv_u32(&kv, &n, NULL, "general.file_type", ftype[o->gtype]);
+    /* the spec: present whenever a tensor is quantized (ggml's GGML_QNT_VERSION is 2) */
+    if (o->gtype == T_Q8_0 || o->gtype == T_Q4_0)
+        kv_u32(&kv, &n, NULL, "general.quantization_version", 2);
     kv_u32(&kv, &n, a, "context_length", (uint32_t)o->ctx);
     kv_u32(&kv, &n, a, "embedding_length", (uint32_t)o->hidden);
     kv_u32(&kv, &n, a, "block_count", (uint32_t)o->layers);
@@ -614,15 +625,24 @@ static int write_gguf(const opts *o, const plan *p, const vocab *v, fr_err *err)
     kv_f32(&kv, &n, a, "attention.layer_norm_rms_epsilon", 1e-6f);
     kv_str(&kv, &n, NULL, "tokenizer.ggml.model", "gpt2");
     kv_str(&kv, &n, NULL, "tokenizer.ggml.pre", v->pre);
+    /* llama.cpp's n_vocab is the length of tokenizer.ggml.tokens and token_embd must have exactly
+     * that many rows: the rows past the tokenizer get "[PADi]" tokens of type 5 (unused), as
+     * llama.cpp's convert_hf_to_gguf.py writes them */
+    const long nv = o->vocab;
     g_key(&kv, NULL, "tokenizer.ggml.tokens", 9);
     g_u32(&kv, 8);
-    g_u64(&kv, (uint64_t)v->n);
-    for (int i = 0; i < v->n; i++) g_str(&kv, v->tok[i]);
+    g_u64(&kv, (uint64_t)nv);
+    for (long i = 0; i < nv; i++) {
+        char pad[32];
+        snprintf(pad, sizeof pad, "[PAD%ld]", i);
+        g_str(&kv, i < v->n ? v->tok[i] : pad);
+    }
     n++;
     g_key(&kv, NULL, "tokenizer.ggml.token_type", 9);
     g_u32(&kv, 5);
-    g_u64(&kv, (uint64_t)v->n);
+    g_u64(&kv, (uint64_t)nv);
     fr_buf_append(&kv, v->type, (size_t)v->n * 4);
+    for (long i = v->n; i < nv; i++) g_u32(&kv, 5);
     n++;
     g_key(&kv, NULL, "tokenizer.ggml.merges", 9);
     g_u32(&kv, 8);

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf http_head image mask meter_config nlu request safetensors tokenizer traceparent; do
+for h in assist audio chat gguf gguf_spec http_head image mask meter_config nlu request safetensors tokenizer traceparent; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -32,6 +32,9 @@ printf '{%% macro f(x, y=2) -%%}{{ x ~ y }}{%%- endmacro %%}{{ f(1) }}{{ message
 # gguf and safetensors: tiny random models
 "$B/frugal" mkmodel --out "$C/gguf/q-f32.gguf" --arch qwen2 --hidden 8 --layers 1 --heads 2 --kv-heads 1 --ffn 8 --vocab 260 >/dev/null
 "$B/frugal" mkmodel --out "$C/gguf/l-q8.gguf" --arch llama --hidden 32 --layers 1 --heads 2 --kv-heads 2 --ffn 32 --vocab 260 --gguf-type q8_0 >/dev/null
+# gguf_spec: the same two models (the checker reads any GGUF) and a tied q4_0 one
+cp "$C/gguf/q-f32.gguf" "$C/gguf/l-q8.gguf" "$C/gguf_spec/"
+"$B/frugal" mkmodel --out "$C/gguf_spec/l-q4.gguf" --arch llama --hidden 32 --layers 1 --heads 2 --kv-heads 2 --ffn 32 --vocab 260 --gguf-type q4_0 --tied >/dev/null
 "$B/frugal" mkmodel --out "$T/st" --arch qwen2 --hidden 8 --layers 1 --heads 2 --kv-heads 1 --ffn 8 --vocab 260 --dtype bf16 >/dev/null
 cp "$T/st/model.safetensors" "$T/st/config.json" "$C/safetensors/"
 cp tests/fixtures/llama-tiny/config.json "$C/safetensors/llama-config.json"
