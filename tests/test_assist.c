@@ -22,9 +22,8 @@ const char *__lsan_default_suppressions(void) { return "leak:libfontconfig\n"; }
 static void *f_img(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_assist_media_err *e) {
     (void)ctx; (void)mime;
     if (n < 16) {
-        e->status = 400;
-        snprintf(e->code, sizeof e->code, "invalid_image");
-        fr_err_set(&e->err, "image: truncated PNG");
+        e->code = "invalid_image";
+        fr_err_setc(&e->err, FR_ERR_BAD_REQUEST, "image: truncated PNG");
         return NULL;
     }
     uint8_t *p = malloc(1);
@@ -46,9 +45,8 @@ static void f_free(void *ctx, void *p) { (void)ctx; free(p); }
 static void *f_aud(void *ctx, const uint8_t *d, size_t n, const char *mime, fr_assist_media_err *e) {
     (void)ctx; (void)d; (void)mime;
     if (n > 1000) {
-        e->status = 413;
-        snprintf(e->code, sizeof e->code, "media_too_large");
-        fr_err_set(&e->err, "audio: 7200 s exceeds the 600 s limit");
+        e->code = "media_too_large";
+        fr_err_setc(&e->err, FR_ERR_TOO_LARGE, "audio: 7200 s exceeds the 600 s limit");
         return NULL;
     }
     return malloc(1);

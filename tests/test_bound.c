@@ -23,6 +23,7 @@
 #include "t.h"
 
 #include "serve/assist.h"
+#include "serve/error.h"
 #include "stages/asr/asr.h"
 #include "stages/image/density.h"
 #include "stages/image/image.h"
@@ -152,7 +153,7 @@ static fr_cancel_reason always_shutdown(void *ctx) {
     return FR_CANCEL_SHUTDOWN;
 }
 
-/* The stages as both doors bind them (route/media.c): a stopped stage becomes the status and code
+/* The stages as both doors bind them (serve/media.c): a stopped stage becomes the status and code
  * the request ends with. */
 TEST(media_stages_map_their_bounds_to_http_errors) {
     fr_assist_media m;
@@ -193,7 +194,7 @@ TEST(media_stages_map_their_bounds_to_http_errors) {
         CHECK(t == NULL);
         free(t);
         CHECK(fr_time_s() - t0 < 5); /* the decoder's first load included */
-        CHECK_EQ_INT(me.status, 504);
+        CHECK_EQ_INT(fr_http_status_of(me.err.code), 504);
         CHECK_STR(me.code, "asr_timeout");
         m.audio_free(m.ctx, au);
     }
@@ -211,13 +212,13 @@ TEST(media_stages_map_their_bounds_to_http_errors) {
     memset(&out, 0, sizeof out);
     memset(&me, 0, sizeof me);
     CHECK_EQ_INT(m.ocr(m.ctx, &img, &b, &out, &me), -1);
-    CHECK_EQ_INT(me.status, 503);
+    CHECK_EQ_INT(fr_http_status_of(me.err.code), 503);
     CHECK_STR(me.code, "shutting_down");
     /* over the pixel budget by more than 2x linear: 413 ocr_pixel_budget */
     fr_assist_bound small = {.max_pixels = (uint64_t)img.width * img.height / 5};
     memset(&me, 0, sizeof me);
     CHECK_EQ_INT(m.ocr(m.ctx, &img, &small, &out, &me), -1);
-    CHECK_EQ_INT(me.status, 413);
+    CHECK_EQ_INT(fr_http_status_of(me.err.code), 413);
     CHECK_STR(me.code, "ocr_pixel_budget");
     fr_image_free(&img);
 }

@@ -22,6 +22,41 @@ void fr_err_set(fr_err *err, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    err->code = FR_ERR_INTERNAL;
+}
+
+void fr_err_setc(fr_err *err, fr_err_code code, const char *fmt, ...) {
+    if (!err) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->code = code;
+}
+
+const char *fr_err_code_name(fr_err_code code) {
+    switch (code) {
+    case FR_ERR_INTERNAL: return "internal";
+    case FR_ERR_BAD_REQUEST: return "bad_request";
+    case FR_ERR_TOO_LARGE: return "too_large";
+    case FR_ERR_UNSUPPORTED: return "unsupported_media";
+    case FR_ERR_NOT_FOUND: return "not_found";
+    case FR_ERR_UNAVAILABLE: return "unavailable";
+    case FR_ERR_TIMEOUT: return "timeout";
+    case FR_ERR_CANCELLED: return "cancelled";
+    }
+    return "internal";
+}
+
+fr_err_code fr_cancel_reason_code(fr_cancel_reason r) {
+    switch (r) {
+    case FR_CANCEL_CLIENT_GONE: return FR_ERR_CANCELLED;
+    case FR_CANCEL_SHUTDOWN: return FR_ERR_UNAVAILABLE;
+    case FR_CANCEL_DEADLINE:
+    case FR_CANCEL_TIMEOUT: return FR_ERR_TIMEOUT;
+    case FR_CANCEL_NONE: break;
+    }
+    return FR_ERR_INTERNAL;
 }
 
 void fr_err_prefix(fr_err *err, const char *fmt, ...) {
@@ -111,7 +146,9 @@ char *fr_xstrndup(const char *s, size_t n) {
 char *fr_read_file(const char *path, size_t max, size_t *len, fr_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fr_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        int e = errno;
+        fr_err_setc(err, e == ENOENT || e == ENOTDIR ? FR_ERR_NOT_FOUND : FR_ERR_INTERNAL,
+                    "%s: cannot open: %s", path, strerror(e));
         return NULL;
     }
     struct stat st;
@@ -121,7 +158,7 @@ char *fr_read_file(const char *path, size_t max, size_t *len, fr_err *err) {
         return NULL;
     }
     if ((uint64_t)st.st_size > max) {
-        fr_err_set(err, "%s: file too large (%lld bytes, limit %zu)", path, (long long)st.st_size, max);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: file too large (%lld bytes, limit %zu)", path, (long long)st.st_size, max);
         fclose(f);
         return NULL;
     }
@@ -144,7 +181,9 @@ int fr_mmap_open(fr_mmap *m, const char *path, fr_err *err) {
     m->size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fr_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        int e = errno;
+        fr_err_setc(err, e == ENOENT || e == ENOTDIR ? FR_ERR_NOT_FOUND : FR_ERR_INTERNAL,
+                    "%s: cannot open: %s", path, strerror(e));
         return -1;
     }
     struct stat st;

@@ -3,8 +3,9 @@
  * Two tiers of errors:
  *   - FR_ASSERT: a broken invariant of our own code; prints file:line and aborts.
  *   - fr_err: bad input or a per-request failure; a one-line message the caller turns into an
- *     exit status or an HTTP error. Functions that can fail on input take `fr_err *err` (may be
- *     NULL) and return NULL / -1 on failure with err->msg set.
+ *     exit status or an HTTP error, and a code (fr_err_code) that says what kind of failure it
+ *     is. Functions that can fail on input take `fr_err *err` (may be NULL) and return NULL / -1
+ *     on failure with err->msg and err->code set.
  */
 #ifndef FRUGAL_BASE_H
 #define FRUGAL_BASE_H
@@ -31,14 +32,38 @@
 #define FR_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A one-line error message for bad input. */
+/* What kind of failure an fr_err is. The code that raises the error knows it and sets it; the
+ * layers above decide on it (the HTTP layer maps it to a status, src/serve/error.h) and never
+ * read the message text, which is for people. A zeroed fr_err is FR_ERR_INTERNAL. */
+typedef enum fr_err_code {
+    FR_ERR_INTERNAL = 0,    /* our side failed (out of memory, a library error, a bug) */
+    FR_ERR_BAD_REQUEST,     /* malformed input: corrupt or truncated data, a bad field value */
+    FR_ERR_TOO_LARGE,       /* input over a limit (bytes, pixels, seconds, channels, budget) */
+    FR_ERR_UNSUPPORTED,     /* a media type or format we do not take, or one that disagrees
+                               with the bytes */
+    FR_ERR_NOT_FOUND,       /* a named model, file or resource does not exist */
+    FR_ERR_UNAVAILABLE,     /* cannot serve now: not ready, overloaded, shutting down, the
+                               ledger cannot write; retrying later may work */
+    FR_ERR_TIMEOUT,         /* a time limit or the request's deadline passed */
+    FR_ERR_CANCELLED,       /* the client went away */
+} fr_err_code;
+#define FR_ERR_N_CODES (FR_ERR_CANCELLED + 1)
+
+/* A one-line error message for bad input or a failed request, with its kind. */
 typedef struct fr_err {
-    char msg[512];
+    char msg[512];    /* one line for people (never parsed) */
+    fr_err_code code; /* the kind of failure (FR_ERR_INTERNAL when set by fr_err_set) */
 } fr_err;
 
+/* Sets the message and the code FR_ERR_INTERNAL. err may be NULL (nothing happens). */
 void fr_err_set(fr_err *err, const char *fmt, ...) FR_PRINTF(2, 3);
-/* Prefix an existing message: "ctx: <old message>". */
+/* Sets the message and the code. err may be NULL. */
+void fr_err_setc(fr_err *err, fr_err_code code, const char *fmt, ...) FR_PRINTF(3, 4);
+/* Prefix an existing message: "ctx: <old message>"; the code is kept. */
 void fr_err_prefix(fr_err *err, const char *fmt, ...) FR_PRINTF(2, 3);
+/* "internal", "bad_request", "too_large", "unsupported_media", "not_found", "unavailable",
+ * "timeout", "cancelled" (a static string; "internal" for a value out of range). */
+const char *fr_err_code_name(fr_err_code code);
 
 FR_NORETURN void fr_panic(const char *file, int line, const char *fmt, ...) FR_PRINTF(3, 4);
 
@@ -113,6 +138,9 @@ static inline fr_cancel_reason fr_cancel_check(const fr_cancel *c) {
 }
 /* "client_gone", "shutting_down", "deadline_exceeded", "timeout" ("" for NONE). */
 const char *fr_cancel_reason_name(fr_cancel_reason r);
+/* The error code of a stage stopped for r: CLIENT_GONE → FR_ERR_CANCELLED, SHUTDOWN →
+ * FR_ERR_UNAVAILABLE, DEADLINE and TIMEOUT → FR_ERR_TIMEOUT (NONE → FR_ERR_INTERNAL). */
+fr_err_code fr_cancel_reason_code(fr_cancel_reason r);
 
 /* Number of online CPU cores (>= 1). */
 int fr_n_cores(void);

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "serve/api.h"
+#include "serve/error.h"
 #include "stages/budget/budget.h"
 #include "stages/image/density.h"
 #include "stages/nlu/attach.h"
@@ -614,24 +615,15 @@ static void add_frugal(const run_state *rs, cJSON *out) {
     cJSON_AddBoolToObject(f, "final", sum.final);
 }
 
-/* e->code is a pointer that must outlive the media stage's error (a local of the caller): the
- * stage's code is matched to a static string of the codes the stages set, else the fallback. */
-static const char *media_code(const char *code, const char *fallback) {
-    static const char *const known[] = {
-        "invalid_image", "invalid_audio",  "media_too_large", "unsupported_media_type",
-        "ocr_failed",    "asr_failed",     "ocr_pixel_budget", "ocr_timeout",
-        "asr_timeout",   "client_gone",    "deadline_exceeded", "shutting_down", "timeout"};
-    for (size_t i = 0; i < FR_ARRAY_LEN(known); i++)
-        if (!strcmp(code, known[i])) return known[i];
-    return fallback;
-}
-
+/* A media stage's failure → the error answer: status and type from the stage's error code
+ * (serve/error.h), the JSON code the stage named, else `fallback` for a bad request, else the
+ * code's name. */
 static void media_error(const fr_assist_media_err *me, const char *param, const char *fallback,
                         fr_api_error *e) {
-    int st = me->status >= 400 && me->status < 600 ? me->status : 400;
-    fr_api_error_set(e, st, st >= 500 ? "server_error" : "invalid_request_error",
-                     media_code(me->code, fallback), param, "%s",
-                     me->err.msg[0] ? me->err.msg : "media stage failed");
+    const char *code = me->code                               ? me->code
+                       : me->err.code == FR_ERR_BAD_REQUEST ? fallback
+                                                              : NULL;
+    fr_api_error_from_err(e, &me->err, code, param);
 }
 
 /* The value a template placeholder takes from the slots: the first slot of the kind (or, for

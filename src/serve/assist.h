@@ -100,12 +100,13 @@ typedef struct fr_assist_bound {
     const fr_cancel *cancel; /* the door's check (client gone, shutdown), or NULL */
 } fr_assist_bound;
 
-/* A media stage failure: the HTTP status the stage chose (400 corrupt, 413 too large, 415
- * format, 500 internal, 503 / 504 / 499 when stopped, see fr_assist_bound) and a message. */
+/* A media stage failure: the stage's error, whose code decides the HTTP status (serve/error.h:
+ * bad request 400, too large 413, unsupported media 415, internal 500, and when stopped, see
+ * fr_assist_bound, unavailable 503 / timeout 504 / cancelled 499), and the JSON code. */
 typedef struct fr_assist_media_err {
-    int status;       /* HTTP status */
-    char code[48];    /* machine code, e.g. "invalid_image" */
-    fr_err err;       /* message */
+    fr_err err;       /* message and code */
+    const char *code; /* JSON "code", a static string (e.g. "invalid_image"), or NULL: the
+                         caller's default */
 } fr_assist_media_err;
 
 /* Stage entry points; a NULL entry means the stage is unavailable in this build. Handles are
@@ -137,7 +138,7 @@ typedef struct fr_assist_media {
 
 void fr_assist_ocr_free(fr_assist_ocr *o);
 
-/* The media stages this build links (route/media.c): the real ones where the stage libraries
+/* The media stages this build links (serve/media.c): the real ones where the stage libraries
  * are built, NULL entries with reasons otherwise. */
 void fr_assist_media_default(fr_assist_media *m);
 

@@ -1,19 +1,20 @@
-/* media.c — the media stages this build links into the assist handler (serve/assist.h): image
- * decode (stages/image/image.h) with the text-density estimate (stages/image/density.h), OCR on a
- * shared tesseract pool (stages/ocr/ocr.h), audio decode + resample (stages/audio/audio.h) and
- * ASR on a shared pocketsphinx pool (stages/asr/asr.h).
+/* media.c — the media stages this build links into the assist handler's media table
+ * (serve/assist.h): image decode (stages/image/image.h) with the text-density estimate
+ * (stages/image/density.h), OCR on a shared tesseract pool (stages/ocr/ocr.h), audio decode +
+ * resample (stages/audio/audio.h) and ASR on a shared pocketsphinx pool (stages/asr/asr.h).
  *
  * Design: the pools are process-wide, created once (pthread_once) on the first call of
  * fr_assist_media_default, and live until the process ends; the engines inside them are created
  * lazily by the pools themselves, so a server that never sees an image or a recording never
  * loads tesseract or pocketsphinx. A stage whose resources are missing (no tessdata, no acoustic
  * model) gets a NULL entry and a reason, which the route reports as "unavailable: ...".
- * Stage errors are mapped to HTTP statuses: over a limit → 413, a media type that is not taken or
- * disagrees with the bytes → 415, corrupt / truncated / empty → 400, anything else → 500. OCR and
- * ASR run under the request's fr_assist_bound: past the time limit → 504 ocr_timeout /
- * asr_timeout, server stopping → 503 shutting_down, client gone → 499 client_gone, request
- * deadline → 504 deadline_exceeded; a page over the OCR pixel budget that cannot be downscaled
- * legibly → 413 ocr_pixel_budget.
+ * A stage error keeps the code the stage raised it with (fr_err.code: too large, unsupported
+ * media, bad request, timeout, ...), which decides the HTTP status (serve/error.h); the adapter
+ * adds the JSON code: over a limit "media_too_large", a media type that is not taken or disagrees
+ * with the bytes "unsupported_media_type", corrupt / truncated / empty "invalid_image" /
+ * "invalid_audio"; a page over the OCR pixel budget that cannot be downscaled legibly
+ * "ocr_pixel_budget"; OCR and ASR stopped by the request's fr_assist_bound "ocr_timeout" /
+ * "asr_timeout" (time limit), "shutting_down", "client_gone" or "deadline_exceeded".
  *
  * Thread safety: every adapter only touches its arguments and the thread-safe pools.
  */
@@ -37,18 +38,13 @@ static struct {
     char why_asr[300];     /* why ASR is unavailable */
 } g = {.once = PTHREAD_ONCE_INIT};
 
-static void set_err(fr_assist_media_err *e, const fr_err *err, const char *code) {
-    const char *m = err->msg;
-    e->status = strstr(m, "too large") || strstr(m, "too long") || strstr(m, "limit") ? 413
-                : strstr(m, "declared") || strstr(m, "unsupported") || strstr(m, "unrecognised") ||
-                          strstr(m, "not a supported")
-                    ? 415
-                : strstr(m, "out of memory") ? 500
-                                             : 400;
-    snprintf(e->code, sizeof e->code, "%s", e->status == 413   ? "media_too_large"
-                                            : e->status == 415 ? "unsupported_media_type"
-                                                               : code);
+/* A decoder's error → the media error: the code as raised, the JSON code by that code. */
+static void set_err(fr_assist_media_err *e, const fr_err *err, const char *invalid_code) {
     e->err = *err;
+    e->code = err->code == FR_ERR_TOO_LARGE     ? "media_too_large"
+              : err->code == FR_ERR_UNSUPPORTED ? "unsupported_media_type"
+              : err->code == FR_ERR_BAD_REQUEST ? invalid_code
+                                                : NULL;
 }
 
 static void *img_decode(void *ctx, const uint8_t *data, size_t n, const char *mime,
@@ -78,16 +74,13 @@ static void img_free(void *ctx, void *img) {
     free(img);
 }
 
-/* A stage stopped by its bounds → the status and code the request ends with. */
+/* A stage stopped by its bounds → its JSON code (the fr_err code, set by the stage from the
+ * reason, decides the status). */
 static void stopped_err(fr_assist_media_err *e, fr_cancel_reason why, const char *stage,
                         const fr_err *err) {
-    e->status = why == FR_CANCEL_SHUTDOWN      ? 503
-                : why == FR_CANCEL_CLIENT_GONE ? 499
-                                               : 504;
-    snprintf(e->code, sizeof e->code, "%s",
-             why == FR_CANCEL_TIMEOUT ? (!strcmp(stage, "ocr") ? "ocr_timeout" : "asr_timeout")
-                                      : fr_cancel_reason_name(why));
     e->err = *err;
+    e->code = why == FR_CANCEL_TIMEOUT ? (!strcmp(stage, "ocr") ? "ocr_timeout" : "asr_timeout")
+                                       : fr_cancel_reason_name(why);
 }
 
 static int run_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr *out,
@@ -108,15 +101,8 @@ static int run_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr
         fr_info("ocr: %s (%s)", fr_cancel_reason_name(r.stopped), err.msg);
         return -1;
     }
-    if (rc == FR_OCR_OVER_BUDGET) {
-        e->status = 413;
-        snprintf(e->code, sizeof e->code, "ocr_pixel_budget");
-        e->err = err;
-        return -1;
-    }
     if (rc) {
-        e->status = 500;
-        snprintf(e->code, sizeof e->code, "ocr_failed");
+        e->code = rc == FR_OCR_OVER_BUDGET ? "ocr_pixel_budget" : "ocr_failed";
         e->err = err;
         return -1;
     }
@@ -174,8 +160,7 @@ static char *run_asr(void *ctx, void *aud, const fr_assist_bound *b, fr_assist_m
         return NULL;
     }
     if (rc) {
-        e->status = 500;
-        snprintf(e->code, sizeof e->code, "asr_failed");
+        e->code = "asr_failed";
         e->err = err;
         return NULL;
     }

@@ -1,5 +1,5 @@
 /* media_parts.c — see media_parts.h. The stages are reached through the assist handler's media
- * table (route/media.c), so both doors share pools, limits and error mapping. Each stage runs as
+ * table (serve/media.c), so both doors share pools, limits and error mapping. Each stage runs as
  * a CPU step of the request's meter account (base64 + decode + text density: "decode_media";
  * OCR: "ocr"; ASR: "asr"), as the assist door meters the same stages. */
 #include "serve/media_parts.h"
@@ -13,6 +13,7 @@
 
 #include "meter/meter.h"
 #include "serve/assist.h"
+#include "serve/error.h"
 #include "stages/image/density.h"
 
 #define MAX_ENCODED (28u << 20) /* base64 characters of one part (~20 MB of media) */
@@ -57,18 +58,13 @@ void fr_api_media_set_bounds(double ocr_time_limit_s, uint64_t ocr_max_pixels,
     g_bounds.asr_time_limit_s_per_min = asr_time_limit_s_per_min;
 }
 
-static const char *status_code(int status) {
-    return status == 413 ? "media_too_large" : status == 415 ? "unsupported_media_type" : "invalid_media";
-}
-
+/* A media stage's failure → the error answer: status and type from the stage's error code
+ * (serve/error.h), the JSON code the stage named (else the code's name), the message prefixed
+ * with the part. */
 static void media_fail(fr_api_error *err, const fr_assist_media_err *me, const char *param) {
-    int st = me->status ? me->status : 400;
-    /* a stage stopped by its bounds keeps its own code (ocr_timeout, shutting_down, ...) */
-    const char *code = st == 503 || st == 504 || st == 499 || !strcmp(me->code, "ocr_pixel_budget")
-                           ? me->code
-                           : status_code(st);
-    fr_api_error_set(err, st, st >= 500 ? "server_error" : "invalid_request_error", code,
-                     param, "%s: %s", param, me->err.msg);
+    fr_err e = me->err;
+    fr_err_prefix(&e, "%s", param);
+    fr_api_error_from_err(err, &e, me->code, param);
 }
 
 /* Decodes base64 (after an optional "data:<type>;base64," prefix) into a malloc'd buffer. */

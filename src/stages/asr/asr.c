@@ -35,12 +35,12 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
     const char *paths[3] = {hmm, dict, lm};
     for (int i = 0; i < 3; i++)
         if (!fr_path_exists(paths[i])) {
-            fr_err_set(err, "asr: %s not found (%s)", paths[i],
-                       i < 2 ? "install pocketsphinx-en-us"
-                       : lm == domain_lm
-                           ? "the domain LM ships under the data root: set FRUGAL_DATA_DIR, "
-                             "run `make install`, or build it with `frugal build-lm`"
-                           : "check FRUGAL_ASR_LM / --lm");
+            fr_err_setc(err, FR_ERR_NOT_FOUND, "asr: %s not found (%s)", paths[i],
+                        i < 2 ? "install pocketsphinx-en-us"
+                        : lm == domain_lm
+                            ? "the domain LM ships under the data root: set FRUGAL_DATA_DIR, "
+                              "run `make install`, or build it with `frugal build-lm`"
+                            : "check FRUGAL_ASR_LM / --lm");
             free(domain_lm);
             return NULL;
         }
@@ -55,8 +55,9 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
     pthread_mutex_unlock(&g_init_lock);
     if (!ps) {
         if (c) cmd_ln_free_r(c);
-        fr_err_set(err, "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm,
-                   dict, lm);
+        fr_err_setc(err, FR_ERR_UNAVAILABLE,
+                    "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm, dict,
+                    lm);
         free(domain_lm);
         return NULL;
     }
@@ -111,15 +112,16 @@ static int stopped(const asr_watch *w, double audio_s, fr_asr_result *res, fr_er
     double el = fr_time_s() - w->t0;
     res->stopped = w->why;
     res->proc_s = el;
+    fr_err_code c = fr_cancel_reason_code(w->why);
     if (w->why == FR_CANCEL_TIMEOUT)
-        fr_err_set(err, "asr: stopped after %.1f s: %.1f s of audio took longer than the ASR time "
-                        "limit of %.1f s", el, audio_s, w->limit_s);
+        fr_err_setc(err, c, "asr: stopped after %.1f s: %.1f s of audio took longer than the ASR "
+                            "time limit of %.1f s", el, audio_s, w->limit_s);
     else if (w->why == FR_CANCEL_SHUTDOWN)
-        fr_err_set(err, "asr: stopped after %.1f s: the server is shutting down", el);
+        fr_err_setc(err, c, "asr: stopped after %.1f s: the server is shutting down", el);
     else if (w->why == FR_CANCEL_CLIENT_GONE)
-        fr_err_set(err, "asr: stopped after %.1f s: the client disconnected", el);
+        fr_err_setc(err, c, "asr: stopped after %.1f s: the client disconnected", el);
     else
-        fr_err_set(err, "asr: stopped after %.1f s: the request's deadline passed", el);
+        fr_err_setc(err, c, "asr: stopped after %.1f s: the request's deadline passed", el);
     return FR_ASR_STOPPED;
 }
 

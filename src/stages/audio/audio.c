@@ -93,7 +93,7 @@ static int wav_precheck(const uint8_t *b, size_t len, const fr_audio_limits *lim
         size_t body = off + 8;
         if (!memcmp(id, "fmt ", 4)) {
             if (sz < 16 || body + 16 > len) {
-                fr_err_set(err, "audio: corrupt WAV: short fmt chunk");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt WAV: short fmt chunk");
                 return -1;
             }
             channels = rd16(b + body + 2);
@@ -102,12 +102,14 @@ static int wav_precheck(const uint8_t *b, size_t len, const fr_audio_limits *lim
             have_fmt = 1;
         } else if (!memcmp(id, "data", 4)) {
             if (!have_fmt) {
-                fr_err_set(err, "audio: corrupt WAV: data chunk before fmt chunk");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                            "audio: corrupt WAV: data chunk before fmt chunk");
                 return -1;
             }
             if (channels == 0 || rate == 0 || align == 0) {
-                fr_err_set(err, "audio: corrupt WAV: %u channels, %u Hz, block size %u", channels,
-                           rate, align);
+                fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                            "audio: corrupt WAV: %u channels, %u Hz, block size %u", channels, rate,
+                            align);
                 return -1;
             }
             size_t avail = len - body;
@@ -116,19 +118,20 @@ static int wav_precheck(const uint8_t *b, size_t len, const fr_audio_limits *lim
             double claimed = unknown ? (double)avail : (double)sz;
             double secs = claimed / align / rate;
             if (secs > lim->max_seconds) {
-                fr_err_set(err, "audio: recording is %.1f s long (WAV header), the limit is %.0f s",
-                           secs, lim->max_seconds);
+                fr_err_setc(err, FR_ERR_TOO_LARGE,
+                            "audio: recording is %.1f s long (WAV header), the limit is %.0f s",
+                            secs, lim->max_seconds);
                 return -1;
             }
             if (!unknown && (size_t)sz > avail && (size_t)sz - avail >= align) {
-                fr_err_set(err,
-                           "audio: truncated WAV: header announces %u bytes of samples, only %zu "
-                           "present",
-                           sz, avail);
+                fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                            "audio: truncated WAV: header announces %u bytes of samples, only %zu "
+                            "present",
+                            sz, avail);
                 return -1;
             }
             if (unknown && avail < align) {
-                fr_err_set(err, "audio: WAV holds no samples");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: WAV holds no samples");
                 return -1;
             }
             return 0;
@@ -136,7 +139,7 @@ static int wav_precheck(const uint8_t *b, size_t len, const fr_audio_limits *lim
         if (sz > len - body) break;
         off = body + sz + (sz & 1u);
     }
-    fr_err_set(err, "audio: truncated WAV: no data chunk");
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: truncated WAV: no data chunk");
     return -1;
 }
 
@@ -172,15 +175,17 @@ static int open_sndfile(const void *data, size_t len, fr_audio_format f, source 
     memset(&si, 0, sizeof si);
     SNDFILE *sf = sf_open_virtual(&io, SFM_READ, &si, &s->v);
     if (!sf) {
-        fr_err_set(err, "audio: corrupt %s file: %s", fr_audio_format_name(f), sf_strerror(NULL));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt %s file: %s", fr_audio_format_name(f),
+                    sf_strerror(NULL));
         return -1;
     }
     int major = si.format & SF_FORMAT_TYPEMASK;
     int want = f == FR_AUDIO_WAV ? SF_FORMAT_WAV : SF_FORMAT_FLAC;
     if (major != want) {
         sf_close(sf);
-        fr_err_set(err, "audio: %s header but the data decodes as another format",
-                   fr_audio_format_name(f));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                    "audio: %s header but the data decodes as another format",
+                    fr_audio_format_name(f));
         return -1;
     }
     s->sf = sf;
@@ -196,16 +201,18 @@ static int open_checked(const void *data, size_t len, const fr_audio_limits *lim
     memset(s, 0, sizeof *s);
     memset(info, 0, sizeof *info);
     if (!data || len == 0) {
-        fr_err_set(err, "audio: empty input (zero bytes)");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: empty input (zero bytes)");
         return -1;
     }
     if (len > lim->max_bytes) {
-        fr_err_set(err, "audio: input is %zu bytes, the limit is %zu", len, lim->max_bytes);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "audio: input is %zu bytes, the limit is %zu", len,
+                    lim->max_bytes);
         return -1;
     }
     fr_audio_format f = fr_audio_sniff(data, len);
     if (f == FR_AUDIO_UNKNOWN) {
-        fr_err_set(err, "audio: not a WAV, FLAC or OGG file (unrecognised header bytes)");
+        fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                    "audio: not a WAV, FLAC or OGG file (unrecognised header bytes)");
         return -1;
     }
     if (f == FR_AUDIO_WAV && wav_precheck(data, len, lim, err)) return -1;
@@ -219,27 +226,29 @@ static int open_checked(const void *data, size_t len, const fr_audio_limits *lim
     s->channels = info->channels;
     if (info->channels < 1 || info->channels > lim->max_channels) {
         source_close(s);
-        fr_err_set(err, "audio: %d channels, the limit is %d", info->channels, lim->max_channels);
+        fr_err_setc(err, info->channels < 1 ? FR_ERR_BAD_REQUEST : FR_ERR_TOO_LARGE,
+                    "audio: %d channels, the limit is %d", info->channels, lim->max_channels);
         return -1;
     }
     if (info->sample_rate < lim->min_rate || info->sample_rate > lim->max_rate) {
         source_close(s);
-        fr_err_set(err, "audio: sample rate %d Hz outside %d..%d Hz", info->sample_rate,
-                   lim->min_rate, lim->max_rate);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: sample rate %d Hz outside %d..%d Hz",
+                    info->sample_rate, lim->min_rate, lim->max_rate);
         return -1;
     }
     if (info->frames <= 0 || info->frames == INT64_MAX) {
         source_close(s);
-        fr_err_set(err, info->frames <= 0 ? "audio: the %s file holds no samples"
-                                          : "audio: the %s file does not state its length",
-                   fr_audio_format_name(f));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                    info->frames <= 0 ? "audio: the %s file holds no samples"
+                                      : "audio: the %s file does not state its length",
+                    fr_audio_format_name(f));
         return -1;
     }
     info->seconds = (double)info->frames / info->sample_rate;
     if (info->seconds > lim->max_seconds) {
         source_close(s);
-        fr_err_set(err, "audio: recording is %.1f s long, the limit is %.0f s", info->seconds,
-                   lim->max_seconds);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "audio: recording is %.1f s long, the limit is %.0f s",
+                    info->seconds, lim->max_seconds);
         return -1;
     }
     return 0;
@@ -348,8 +357,9 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
         if (r == 0) break;
         got += r;
         if (got > cap) {
-            fr_err_set(err, "audio: corrupt %s file: more samples than the header announces",
-                       fr_audio_format_name(info.format));
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt %s file: more samples than the header announces",
+                        fr_audio_format_name(info.format));
             rc = -1;
             break;
         }
@@ -367,14 +377,15 @@ int fr_audio_decode(const void *data, size_t len, const fr_audio_limits *lim, in
         }
     }
     if (!rc && got == 0) {
-        fr_err_set(err, "audio: corrupt %s file: no samples could be decoded",
-                   fr_audio_format_name(info.format));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt %s file: no samples could be decoded",
+                    fr_audio_format_name(info.format));
         rc = -1;
     }
     /* a stream that ends well short of what its header announced is truncated */
     if (!rc && got < info.frames - info.frames / 50 - 1) {
-        fr_err_set(err, "audio: truncated %s file: %lld of %lld frames decoded",
-                   fr_audio_format_name(info.format), (long long)got, (long long)info.frames);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                    "audio: truncated %s file: %lld of %lld frames decoded",
+                    fr_audio_format_name(info.format), (long long)got, (long long)info.frames);
         rc = -1;
     }
     if (!rc && push(st, ratio, mono, 0, 1, &o, err)) rc = -1;

@@ -42,19 +42,22 @@ int fr_ogg_check(const uint8_t *b, size_t len, fr_err *err) {
     int eos = 0;
     for (uint32_t page = 0; off < len; page++) {
         if (eos) {
-            fr_err_set(err, "audio: corrupt ogg file: bytes after the end-of-stream page");
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: bytes after the end-of-stream page");
             return -1;
         }
         const uint8_t *p = b + off;
         size_t left = len - off;
         if (left < OGG_HEADER || left < OGG_HEADER + (size_t)p[26]) {
             if (left >= 4 && memcmp(p, "OggS", 4)) goto not_a_page;
-            fr_err_set(err, "audio: truncated ogg file: page %u is cut off", page);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: truncated ogg file: page %u is cut off",
+                        page);
             return -1;
         }
         if (memcmp(p, "OggS", 4)) goto not_a_page;
         if (p[4] != 0) {
-            fr_err_set(err, "audio: corrupt ogg file: page %u has Ogg version %u", page, p[4]);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: page %u has Ogg version %u", page, p[4]);
             return -1;
         }
         int flags = p[5], nseg = p[26];
@@ -62,25 +65,30 @@ int fr_ogg_check(const uint8_t *b, size_t len, fr_err *err) {
         for (int i = 0; i < nseg; i++) body += p[OGG_HEADER + i];
         size_t size = OGG_HEADER + (size_t)nseg + body;
         if (size > left) {
-            fr_err_set(err, "audio: truncated ogg file: page %u is cut off", page);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: truncated ogg file: page %u is cut off",
+                        page);
             return -1;
         }
         if (page_crc(tab, p, size) != rd32(p + 22)) {
-            fr_err_set(err, "audio: corrupt ogg file: page %u fails its checksum", page);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: page %u fails its checksum", page);
             return -1;
         }
         if (page == 0) serial = rd32(p + 14);
         else if (rd32(p + 14) != serial) {
-            fr_err_set(err, "audio: ogg file with several logical streams (not supported)");
+            fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                        "audio: ogg file with several logical streams (not supported)");
             return -1;
         }
         if (rd32(p + 18) != page) {
-            fr_err_set(err, "audio: corrupt ogg file: page %u is numbered %u (pages missing)",
-                       page, rd32(p + 18));
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: page %u is numbered %u (pages missing)", page,
+                        rd32(p + 18));
             return -1;
         }
         if ((page == 0) != ((flags & 2) != 0) || ((flags & 1) != 0) != (open_len > 0)) {
-            fr_err_set(err, "audio: corrupt ogg file: page %u has inconsistent flags", page);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: page %u has inconsistent flags", page);
             return -1;
         }
         const uint8_t *data = p + OGG_HEADER + nseg;
@@ -94,7 +102,14 @@ int fr_ogg_check(const uint8_t *b, size_t len, fr_err *err) {
             if (l < 255) { /* a lacing value below 255 ends the packet */
                 if (packets < 3 &&
                     (head_n[packets] < 7 || memcmp(head[packets], want[packets], 7))) {
-                    fr_err_set(err, "audio: the ogg file is not Ogg Vorbis (only Vorbis is decoded)");
+                    if (packets == 0) /* another codec (Opus, FLAC, Speex...) */
+                        fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                                    "audio: the ogg file is not Ogg Vorbis (only Vorbis is "
+                                    "decoded)");
+                    else
+                        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                                    "audio: corrupt ogg file: Vorbis header packet %d is "
+                                    "malformed", packets + 1);
                     return -1;
                 }
                 packets++;
@@ -102,24 +117,27 @@ int fr_ogg_check(const uint8_t *b, size_t len, fr_err *err) {
             }
         }
         if (page == 0 && (packets != 1 || open_len)) {
-            fr_err_set(err, "audio: corrupt ogg file: the first page must hold the Vorbis "
-                            "identification header alone");
+            fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                        "audio: corrupt ogg file: the first page must hold the Vorbis "
+                        "identification header alone");
             return -1;
         }
         if (flags & 4) eos = 1;
         off += size;
     }
     if (packets < 3) {
-        fr_err_set(err, "audio: truncated ogg file: the Vorbis headers are incomplete");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                    "audio: truncated ogg file: the Vorbis headers are incomplete");
         return -1;
     }
     if (!eos || open_len) {
-        fr_err_set(err, "audio: truncated ogg file: no end-of-stream page (the file is cut off)");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                    "audio: truncated ogg file: no end-of-stream page (the file is cut off)");
         return -1;
     }
     return 0;
 not_a_page:
-    fr_err_set(err, "audio: corrupt ogg file: no Ogg page at byte %zu", off);
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt ogg file: no Ogg page at byte %zu", off);
     return -1;
 }
 
@@ -177,15 +195,15 @@ fr_ogg_dec *fr_ogg_open(const void *data, size_t len, int *channels, int *rate, 
     int rc = ov_open_callbacks(&d->m, &d->vf, NULL, 0, cb);
     if (rc < 0) { /* ov_open_callbacks has cleared the handle itself */
         free(d);
-        fr_err_set(err, "audio: corrupt ogg file: %s", ov_name(rc));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt ogg file: %s", ov_name(rc));
         return NULL;
     }
     vorbis_info *vi = ov_info(&d->vf, -1);
     ogg_int64_t total = ov_pcm_total(&d->vf, -1);
     if (!vi || ov_streams(&d->vf) != 1 || total < 0) {
         fr_ogg_close(d);
-        fr_err_set(err, "audio: corrupt ogg file: %s", !vi || total < 0 ? "no stream length"
-                                                                       : "chained streams");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt ogg file: %s",
+                    !vi || total < 0 ? "no stream length" : "chained streams");
         return NULL;
     }
     d->channels = vi->channels;
@@ -202,14 +220,14 @@ long fr_ogg_read(fr_ogg_dec *d, float *out, int frames, fr_err *err) {
         long r = ov_read_float(&d->vf, &pcm, frames, &link);
         if (r == OV_HOLE) continue; /* a gap in the data: skip it */
         if (r < 0) {
-            fr_err_set(err, "audio: corrupt ogg file: %s", ov_name((int)r));
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt ogg file: %s", ov_name((int)r));
             return -1;
         }
         for (long i = 0; i < r; i++)
             for (int c = 0; c < d->channels; c++) out[i * d->channels + c] = pcm[c][i];
         return r;
     }
-    fr_err_set(err, "audio: corrupt ogg file: %s", ov_name(OV_HOLE));
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "audio: corrupt ogg file: %s", ov_name(OV_HOLE));
     return -1;
 }
 

@@ -81,11 +81,11 @@ static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 /* PNG: the first chunk must be IHDR (13 bytes). */
 static int png_dims(const uint8_t *d, size_t n, uint32_t *w, uint32_t *h, fr_err *err) {
     if (n < 33) {
-        fr_err_set(err, "truncated PNG header (%zu bytes)", n);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "truncated PNG header (%zu bytes)", n);
         return -1;
     }
     if (be32(d + 8) != 13 || memcmp(d + 12, "IHDR", 4)) {
-        fr_err_set(err, "corrupt PNG: first chunk is not IHDR");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt PNG: first chunk is not IHDR");
         return -1;
     }
     *w = be32(d + 16);
@@ -98,7 +98,7 @@ static int jpeg_dims(const uint8_t *d, size_t n, uint32_t *w, uint32_t *h, fr_er
     size_t i = 2;
     while (i < n) {
         if (d[i] != 0xFF) {
-            fr_err_set(err, "corrupt JPEG: expected a marker at byte %zu", i);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt JPEG: expected a marker at byte %zu", i);
             return -1;
         }
         while (i < n && d[i] == 0xFF) i++;
@@ -106,14 +106,14 @@ static int jpeg_dims(const uint8_t *d, size_t n, uint32_t *w, uint32_t *h, fr_er
         uint8_t m = d[i++];
         if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue; /* no payload */
         if (m == 0xD9 || m == 0xDA) {
-            fr_err_set(err, "corrupt JPEG: no frame header before %s",
-                       m == 0xDA ? "the scan" : "the end");
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt JPEG: no frame header before %s",
+                        m == 0xDA ? "the scan" : "the end");
             return -1;
         }
         if (i + 2 > n) break;
         uint32_t len = be16(d + i);
         if (len < 2) {
-            fr_err_set(err, "corrupt JPEG: bad segment length");
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt JPEG: bad segment length");
             return -1;
         }
         bool sof = (m >= 0xC0 && m <= 0xCF) && m != 0xC4 && m != 0xC8 && m != 0xCC;
@@ -125,7 +125,7 @@ static int jpeg_dims(const uint8_t *d, size_t n, uint32_t *w, uint32_t *h, fr_er
         }
         i += len;
     }
-    fr_err_set(err, "truncated JPEG: no frame header");
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "truncated JPEG: no frame header");
     return -1;
 }
 
@@ -167,7 +167,7 @@ static int tm_error(TIFF *tif, void *ud, const char *module, const char *fmt, va
     if (!m->failed && m->err) {
         char tmp[400];
         vsnprintf(tmp, sizeof tmp, fmt, ap);
-        fr_err_set(m->err, "corrupt TIFF: %s", tmp);
+        fr_err_setc(m->err, FR_ERR_BAD_REQUEST, "corrupt TIFF: %s", tmp);
     }
     m->failed = true;
     return 1;
@@ -195,14 +195,14 @@ static int tiff_dims(const uint8_t *d, size_t n, const fr_img_limits *l, uint32_
     tiff_mem m = {d, n, 0, err, false};
     TIFF *t = tiff_open(&m, l);
     if (!t) {
-        if (!m.failed) fr_err_set(err, "corrupt TIFF: cannot read the header");
+        if (!m.failed) fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt TIFF: cannot read the header");
         return -1;
     }
     uint32_t ww = 0, hh = 0;
     int ok = TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &ww) && TIFFGetField(t, TIFFTAG_IMAGELENGTH, &hh);
     TIFFClose(t);
     if (!ok) {
-        fr_err_set(err, "corrupt TIFF: no image dimensions");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt TIFF: no image dimensions");
         return -1;
     }
     *w = ww;
@@ -215,29 +215,30 @@ int fr_img_probe(const uint8_t *data, size_t len, const char *declared, const fr
     fr_img_limits l = resolve_limits(lim);
     memset(info, 0, sizeof *info);
     if (!data || len == 0) {
-        fr_err_set(err, "empty image (zero bytes)");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "empty image (zero bytes)");
         return -1;
     }
     if (len > l.max_bytes) {
-        fr_err_set(err, "image too large: %zu bytes (limit %zu)", len, l.max_bytes);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "image too large: %zu bytes (limit %zu)", len,
+                    l.max_bytes);
         return -1;
     }
     fr_img_format f = fr_img_sniff(data, len);
     if (declared && *declared) {
         fr_img_format df = fr_img_format_from_media_type(declared);
         if (df == FR_IMG_UNKNOWN) {
-            fr_err_set(err, "unsupported image media type '%.64s' (PNG, JPEG, WebP, TIFF)",
-                       declared);
+            fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                        "unsupported image media type '%.64s' (PNG, JPEG, WebP, TIFF)", declared);
             return -1;
         }
         if (f != FR_IMG_UNKNOWN && df != f) {
-            fr_err_set(err, "declared %s but the data is %s (magic bytes)",
-                       fr_img_format_name(df), fr_img_format_name(f));
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "declared %s but the data is %s (magic bytes)",
+                        fr_img_format_name(df), fr_img_format_name(f));
             return -1;
         }
         if (f == FR_IMG_UNKNOWN) {
-            fr_err_set(err, "declared %s but the data has no %s signature",
-                       fr_img_format_name(df), fr_img_format_name(df));
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "declared %s but the data has no %s signature",
+                        fr_img_format_name(df), fr_img_format_name(df));
             return -1;
         }
     }
@@ -249,14 +250,15 @@ int fr_img_probe(const uint8_t *data, size_t len, const char *declared, const fr
     case FR_IMG_WEBP: {
         int ww = 0, hh = 0;
         rc = WebPGetInfo(data, len, &ww, &hh) ? 0 : -1;
-        if (rc) fr_err_set(err, "corrupt or truncated WebP header");
+        if (rc) fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated WebP header");
         w = (uint32_t)ww;
         h = (uint32_t)hh;
         break;
     }
     case FR_IMG_TIFF: rc = tiff_dims(data, len, &l, &w, &h, err); break;
     default:
-        fr_err_set(err, "unrecognised image format (supported: PNG, JPEG, WebP, TIFF)");
+        fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                    "unrecognised image format (supported: PNG, JPEG, WebP, TIFF)");
         return -1;
     }
     if (rc) return -1;
@@ -264,16 +266,18 @@ int fr_img_probe(const uint8_t *data, size_t len, const char *declared, const fr
     info->width = w;
     info->height = h;
     if (w == 0 || h == 0) {
-        fr_err_set(err, "corrupt %s: zero width or height", fr_img_format_name(f));
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt %s: zero width or height",
+                    fr_img_format_name(f));
         return -1;
     }
     if (w > l.max_side || h > l.max_side) {
-        fr_err_set(err, "image too large: %ux%u pixels (limit %u per side)", w, h, l.max_side);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "image too large: %ux%u pixels (limit %u per side)", w,
+                    h, l.max_side);
         return -1;
     }
     if ((uint64_t)w * h > l.max_pixels) {
-        fr_err_set(err, "image too large: %ux%u = %.1f megapixels (limit %.1f)", w, h,
-                   (double)w * h / 1e6, (double)l.max_pixels / 1e6);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "image too large: %ux%u = %.1f megapixels (limit %.1f)",
+                    w, h, (double)w * h / 1e6, (double)l.max_pixels / 1e6);
         return -1;
     }
     return 0;
@@ -309,12 +313,12 @@ static int decode_png(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_e
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_memory(&im, d, n)) {
-        fr_err_set(err, "corrupt PNG: %s", im.message);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt PNG: %s", im.message);
         png_image_free(&im);
         return -1;
     }
     if (im.width != o->width || im.height != o->height) {
-        fr_err_set(err, "corrupt PNG: inconsistent dimensions");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt PNG: inconsistent dimensions");
         png_image_free(&im);
         return -1;
     }
@@ -327,7 +331,7 @@ static int decode_png(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_e
         return -1;
     }
     if (!png_image_finish_read(&im, &white, o->pix, (png_int_32)(o->width * ch), NULL)) {
-        fr_err_set(err, "corrupt or truncated PNG: %s", im.message);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated PNG: %s", im.message);
         png_image_free(&im);
         return -1;
     }
@@ -365,7 +369,7 @@ static int decode_jpeg(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
     uint8_t *volatile pix = NULL;
     uint8_t *volatile row = NULL;
     if (setjmp(je.jb)) {
-        fr_err_set(err, "corrupt or truncated JPEG: %s", je.msg);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated JPEG: %s", je.msg);
         jpeg_destroy_decompress(&ci);
         free(pix);
         free(row);
@@ -376,7 +380,7 @@ static int decode_jpeg(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
     jpeg_mem_src(&ci, d, (unsigned long)n);
     jpeg_read_header(&ci, TRUE);
     if (ci.image_width != o->width || ci.image_height != o->height) {
-        fr_err_set(err, "corrupt JPEG: inconsistent dimensions");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt JPEG: inconsistent dimensions");
         jpeg_destroy_decompress(&ci);
         return -1;
     }
@@ -417,7 +421,7 @@ static int decode_jpeg(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
             }
     }
     if (je.pub.num_warnings) {
-        fr_err_set(err, "corrupt or truncated JPEG: %s", je.msg);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated JPEG: %s", je.msg);
         jpeg_destroy_decompress(&ci);
         free(pix);
         free(row);
@@ -439,7 +443,7 @@ static int decode_webp(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
     }
     if (!WebPDecodeRGBAInto(d, n, rgba, np * 4, (int)(o->width * 4))) {
         free(rgba);
-        fr_err_set(err, "corrupt or truncated WebP data");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated WebP data");
         return -1;
     }
     o->pix = malloc(np * ch);
@@ -458,7 +462,7 @@ static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint3
     tiff_mem m = {d, n, 0, err, false};
     TIFF *t = tiff_open(&m, l);
     if (!t) {
-        if (!m.failed) fr_err_set(err, "corrupt TIFF: cannot read the header");
+        if (!m.failed) fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt TIFF: cannot read the header");
         return -1;
     }
     uint32_t w = 0, h = 0;
@@ -466,7 +470,7 @@ static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint3
     TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
     if (w != o->width || h != o->height) {
         TIFFClose(t);
-        fr_err_set(err, "corrupt TIFF: inconsistent dimensions");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt TIFF: inconsistent dimensions");
         return -1;
     }
     size_t np = (size_t)w * h;
@@ -480,14 +484,14 @@ static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint3
     if (!TIFFRGBAImageOK(t, emsg)) {
         TIFFClose(t);
         free(rgba);
-        fr_err_set(err, "unsupported TIFF: %.300s", emsg);
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "unsupported TIFF: %.300s", emsg);
         return -1;
     }
     int ok = TIFFReadRGBAImageOriented(t, w, h, rgba, ORIENTATION_TOPLEFT, 0);
     TIFFClose(t);
     if (!ok || m.failed) {
         free(rgba);
-        if (!m.failed) fr_err_set(err, "corrupt or truncated TIFF data");
+        if (!m.failed) fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated TIFF data");
         return -1;
     }
     /* TIFFGetR/G/B/A: packed ABGR in host order */

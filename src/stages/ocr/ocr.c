@@ -71,8 +71,9 @@ fr_ocr_engine *fr_ocr_engine_new(const fr_ocr_cfg *cfg, fr_err *err) {
     const char *dir = fr_ocr_tessdata_dir(&e->cfg, e->tessdata, sizeof e->tessdata);
     e->api = TessBaseAPICreate();
     if (TessBaseAPIInit3(e->api, dir, e->lang_buf) != 0) {
-        fr_err_set(err, "OCR: cannot load tesseract language '%s' (tessdata %s)", e->lang_buf,
-                   dir ? dir : "default");
+        fr_err_setc(err, FR_ERR_UNAVAILABLE,
+                    "OCR: cannot load tesseract language '%s' (tessdata %s)", e->lang_buf,
+                    dir ? dir : "default");
         TessBaseAPIDelete(e->api);
         free(e);
         return NULL;
@@ -132,15 +133,16 @@ static bool on_word(void *cancel_this, int words) {
 
 static void stopped_msg(const ocr_watch *w, fr_err *err) {
     double el = fr_time_s() - w->t0;
+    fr_err_code c = fr_cancel_reason_code(w->why);
     if (w->why == FR_CANCEL_TIMEOUT)
-        fr_err_set(err, "OCR: stopped after %.1f s: the page took longer than the OCR time limit of "
-                        "%.1f s", el, w->limit_s);
+        fr_err_setc(err, c, "OCR: stopped after %.1f s: the page took longer than the OCR time "
+                            "limit of %.1f s", el, w->limit_s);
     else if (w->why == FR_CANCEL_SHUTDOWN)
-        fr_err_set(err, "OCR: stopped after %.1f s: the server is shutting down", el);
+        fr_err_setc(err, c, "OCR: stopped after %.1f s: the server is shutting down", el);
     else if (w->why == FR_CANCEL_CLIENT_GONE)
-        fr_err_set(err, "OCR: stopped after %.1f s: the client disconnected", el);
+        fr_err_setc(err, c, "OCR: stopped after %.1f s: the client disconnected", el);
     else
-        fr_err_set(err, "OCR: stopped after %.1f s: the request's deadline passed", el);
+        fr_err_setc(err, c, "OCR: stopped after %.1f s: the request's deadline passed", el);
 }
 
 /* One recognition pass over a gray image into r (replacing its contents). 0, -1 (error) or
@@ -281,11 +283,12 @@ static int fit_budget(const fr_image *g, const fr_ocr_limits *lim, fr_image *tmp
     double min_scale = lim->min_scale > 0 ? lim->min_scale : 0.5;
     double s = sqrt((double)lim->max_pixels / (double)px);
     if (s < min_scale) {
-        fr_err_set(err, "OCR: the image is %ux%u (%.1f megapixels); the OCR pixel budget is %.1f "
-                        "megapixels and shrinking the page %.1fx to fit would make its text "
-                        "illegible (at most %.1fx): send the page at 300 dpi or less, or crop it",
-                   g->width, g->height, (double)px / 1e6, (double)lim->max_pixels / 1e6, 1 / s,
-                   1 / min_scale);
+        fr_err_setc(err, FR_ERR_TOO_LARGE,
+                    "OCR: the image is %ux%u (%.1f megapixels); the OCR pixel budget is %.1f "
+                    "megapixels and shrinking the page %.1fx to fit would make its text "
+                    "illegible (at most %.1fx): send the page at 300 dpi or less, or crop it",
+                    g->width, g->height, (double)px / 1e6, (double)lim->max_pixels / 1e6, 1 / s,
+                    1 / min_scale);
         return FR_OCR_OVER_BUDGET;
     }
     uint32_t ow = (uint32_t)fmax(1, floor(g->width * s)), oh = (uint32_t)fmax(1, floor(g->height * s));
@@ -316,7 +319,7 @@ static fr_ocr_status run_watched(fr_ocr_engine *e, const fr_image *img, const fr
     memset(res, 0, sizeof *res);
     res->scale = 1;
     if (!img || !img->pix || !img->width || !img->height) {
-        fr_err_set(err, "OCR: empty image");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "OCR: empty image");
         return FR_OCR_FAILED;
     }
     fr_image g = {0}, small = {0};
