@@ -5,7 +5,7 @@
  *     has its own name; cancel reasons map to their codes; fr_read_file says not found / too
  *     large by code;
  *   - the mapping table, and fr_api_error_from_err's JSON ({"error": {"message", "type",
- *     "param", "code"}} with the code's name);
+ *     "param", "code"}} with the code's name); the answers to refused admissions;
  *   - every raising site of the image and audio decoders (limits, declared and sniffed types,
  *     corrupt and truncated data) sets its code, asserted on the code alone, never the wording;
  *   - the same media through the real server (fr_server_start on a loopback port with the tiny
@@ -108,6 +108,30 @@ TEST(code_maps_to_one_status_and_type) {
         CHECK_STR(ae.code, "ocr_timeout");
     }
     CHECK_EQ_INT(fr_http_status_of((fr_err_code)99), 500);
+}
+
+TEST(admission_refusals_map_in_one_place) {
+    static const struct {
+        fr_admit v;
+        int status;
+        const char *type, *code;
+    } tab[] = {
+        {FR_ADMIT_QUEUE_FULL, 429, "rate_limit_error", "queue_full"},
+        {FR_ADMIT_OVERLOAD, 429, "rate_limit_error", "overload"},
+        {FR_ADMIT_DEADLINE, 429, "rate_limit_error", "deadline"},
+        {FR_ADMIT_TOO_LARGE, 400, "invalid_request_error", "context_length_exceeded"},
+        {FR_ADMIT_CLOSED, 503, "server_error", "shutting_down"},
+    };
+    for (size_t i = 0; i < FR_ARRAY_LEN(tab); i++) {
+        fr_admission adm = {.verdict = tab[i].v, .retry_after_s = 2};
+        snprintf(adm.msg, sizeof adm.msg, "refused %d", (int)i);
+        fr_api_error e;
+        fr_api_error_from_admission(&e, &adm);
+        CHECK_EQ_INT(e.status, tab[i].status);
+        CHECK_STR(e.type, tab[i].type);
+        CHECK_STR(e.code, tab[i].code);
+        CHECK_STR(e.message, adm.msg);
+    }
 }
 
 /* ---- media that fail at each raising site ---------------------------------------------------- */

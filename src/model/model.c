@@ -516,14 +516,12 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
 
     char *tj = fr_path_join(dir, "tokenizer.json");
     if (!fr_path_exists(tj)) {
-        fr_err_set(err, "%s: not found (the model folder needs its tokenizer)", tj);
+        fr_err_setc(err, FR_ERR_NOT_FOUND, "%s: not found (the model folder needs its tokenizer)",
+                    tj);
         goto fail_tj;
     }
-    m->tok = fr_tokenizer_load_json(tj, err);
-    if (!m->tok) {
-        if (err && !strstr(err->msg, tj)) fr_err_prefix(err, "%s", tj);
-        goto fail_tj;
-    }
+    m->tok = fr_tokenizer_load_json(tj, err); /* its messages name the file */
+    if (!m->tok) goto fail_tj;
     if (check_tokenizer(m, tj, err) != 0) goto fail_tj;
     /* tokenizer_config's eos_token ends generation too (e.g. <|im_end|> of instruct models) */
     int eos_tok = m->eos_token_str ? fr_tokenizer_find(m->tok, m->eos_token_str) : -1;
@@ -757,8 +755,8 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     if (rc < 0) goto done;
     if (rc == 0) spec.add_bos = b;
     m->tok = fr_tokenizer_from_vocab(&spec, err);
-    if (!m->tok) {
-        if (err && !strstr(err->msg, g->path)) fr_err_prefix(err, "%s", g->path);
+    if (!m->tok) { /* the vocabulary's messages do not name the file */
+        fr_err_prefix(err, "%s", g->path);
         goto done;
     }
     if (check_tokenizer(m, g->path, err) != 0) goto done;
@@ -831,7 +829,7 @@ static bool has_suffix(const char *s, const char *suf) {
 fr_model *fr_model_load(const char *path, fr_err *err) {
     if (fr_path_is_dir(path)) return load_hf(path, err);
     if (!fr_path_exists(path)) {
-        fr_err_set(err, "%s: no such file or folder", path);
+        fr_err_setc(err, FR_ERR_NOT_FOUND, "%s: no such file or folder", path);
         return NULL;
     }
     if (has_suffix(path, ".safetensors") || has_suffix(path, "config.json")) {

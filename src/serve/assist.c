@@ -182,8 +182,9 @@ static int load(fr_assist *a, fr_err *err) {
         return -1;
     }
     if (!fr_path_exists(a->cfg.templates)) {
-        fr_err_set(err, "reply templates file %s not found (set \"templates\" in the assist "
-                   "config or --templates)", a->cfg.templates);
+        fr_err_setc(err, FR_ERR_NOT_FOUND,
+                    "reply templates file %s not found (set \"templates\" in the assist config "
+                    "or --templates)", a->cfg.templates);
         return -1;
     }
     {
@@ -765,11 +766,7 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
     fr_req *r = fr_engine_submit(a->engine, &p, &adm);
     free(ids);
     if (!r) {
-        int st = adm.verdict == FR_ADMIT_TOO_LARGE ? 400
-                 : (adm.verdict == FR_ADMIT_QUEUE_FULL || adm.verdict == FR_ADMIT_OVERLOAD ||
-                    adm.verdict == FR_ADMIT_DEADLINE) ? 429 : 503;
-        fr_api_error_set(e, st, st == 429 ? "rate_limit_error" : "server_error",
-                         fr_admit_name(adm.verdict), NULL, "%s", adm.msg);
+        fr_api_error_from_admission(e, &adm);
         return -1;
     }
     fr_req_info info;

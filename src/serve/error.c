@@ -35,3 +35,22 @@ void fr_api_error_from_err(fr_api_error *e, const fr_err *err, const char *code,
                      code ? code : fr_err_code_name(err->code), param, "%s",
                      err->msg[0] ? err->msg : fr_err_code_name(err->code));
 }
+
+void fr_api_error_from_admission(fr_api_error *e, const fr_admission *adm) {
+    switch (adm->verdict) {
+    case FR_ADMIT_QUEUE_FULL:
+    case FR_ADMIT_OVERLOAD:
+    case FR_ADMIT_DEADLINE:
+        fr_api_error_set(e, 429, "rate_limit_error", fr_admit_name(adm->verdict), NULL, "%s",
+                         adm->msg);
+        return;
+    case FR_ADMIT_TOO_LARGE:
+        fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
+                         adm->msg);
+        return;
+    case FR_ADMIT_OK:
+    case FR_ADMIT_CLOSED:
+    case FR_ADMIT_COUNT: break;
+    }
+    fr_api_error_set(e, 503, "server_error", "shutting_down", NULL, "%s", adm->msg);
+}

@@ -12,12 +12,17 @@
  *   FR_ERR_UNAVAILABLE   503     server_error
  *   FR_ERR_TIMEOUT       504     timeout_error
  *
+ * A refused admission (engine/engine.h fr_admit) is answered here too: queue full, overload and
+ * the request's deadline 429 rate_limit_error (code: the verdict's name, with Retry-After),
+ * too large 400 context_length_exceeded, closed 503 shutting_down.
+ *
  * Thread safety: pure functions.
  */
 #ifndef FRUGAL_SERVE_ERROR_H
 #define FRUGAL_SERVE_ERROR_H
 
 #include "base/base.h"
+#include "engine/engine.h"
 #include "serve/api.h"
 
 /* The HTTP status of an error code (500 for a value out of range). */
@@ -31,5 +36,9 @@ const char *fr_http_error_type_of(fr_err_code code);
  * as every fr_api_error_set message). */
 void fr_api_error_from_err(fr_api_error *e, const fr_err *err, const char *code,
                            const char *param);
+
+/* Fills *e from a refused admission (adm->verdict != FR_ADMIT_OK): status, type and code as in
+ * the table above, the message adm->msg. */
+void fr_api_error_from_admission(fr_api_error *e, const fr_admission *adm);
 
 #endif

@@ -64,6 +64,7 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "serve/assist.h"
+#include "serve/error.h"
 #include "serve/media_parts.h"
 #include "serve/guard.h"
 #include "serve/metrics.h"
@@ -664,23 +665,9 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result admission_error(conn *c, const fr_admission *adm) {
     fr_api_error e;
-    switch (adm->verdict) {
-    case FR_ADMIT_QUEUE_FULL:
-    case FR_ADMIT_OVERLOAD:
-    case FR_ADMIT_DEADLINE:
-        c->retry_after = adm->retry_after_s;
-        fr_api_error_set(&e, 429, "rate_limit_error", fr_admit_name(adm->verdict), NULL, "%s",
-                         adm->msg);
-        break;
-    case FR_ADMIT_TOO_LARGE:
-        fr_api_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
-                         adm->msg);
-        break;
-    default:
-        c->retry_after = 5;
-        fr_api_error_set(&e, 503, "server_error", "shutting_down", NULL, "%s", adm->msg);
-        break;
-    }
+    fr_api_error_from_admission(&e, adm);
+    if (e.status == 429) c->retry_after = adm->retry_after_s;
+    else if (e.status == 503) c->retry_after = 5;
     return send_error(c, &e);
 }
 
