@@ -55,7 +55,6 @@ LAYERS='
 # there. Each is an edge some change is about to remove; the check fails once it is gone, so the
 # line goes with it.
 EXCEPTIONS='
-src/route/media.c serve/assist.h  serve media table (fr_media_*) implemented in route; moves to serve with the error codes
 '
 set -u
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
