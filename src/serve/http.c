@@ -703,33 +703,58 @@ static enum MHD_Result ledger_refusal(conn *c, const char *why) {
     return send_error(c, &e);
 }
 
-static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
+/* One generation request between its steps (do_generate). */
+typedef struct gen_job {
+    fr_api_kind kind;
+    const fr_api_key *key;
+    fr_api_req q;          /* the parsed body */
+    char mid[64];          /* meter account id ("" = not metered) */
+    char *rendered;        /* chat: the rendered prompt (malloc'd) */
+    int32_t *ids;          /* prompt ids (malloc'd) */
+    size_t n_ids;
+    const char *pparam;    /* the body field errors name: "messages" or "prompt" */
+    int tier;
+    double deadline, deadline_ms;
+    int max_tokens;
+} gen_job;
+
+/* The tier known before the body is parsed (the account of a request refused before that). */
+static int pre_body_tier(conn *c, const fr_api_key *key) {
+    const fr_serve_config *cfg = c->s->cfg;
+    int tier = key ? key->default_tier : cfg->default_tier;
+    const char *xp = header(c, "X-Priority");
+    if (xp && fr_tier_parse(xp) >= 0) tier = fr_tier_parse(xp);
+    if (key && tier < key->highest_tier) tier = key->highest_tier;
+    return tier;
+}
+
+/* Refuses new work while draining or while the ledger cannot record it (the refusal is
+ * metered). Returns true with *ret set when refused. */
+static bool refuse_new_work(conn *c, const fr_api_key *key, int pre_tier, enum MHD_Result *ret) {
     fr_server *s = c->s;
-    const fr_serve_config *cfg = s->cfg;
-    /* the tier known before the body is parsed: the account of a request refused before that */
-    int pre_tier = key ? key->default_tier : cfg->default_tier;
-    const char *xp0 = header(c, "X-Priority");
-    if (xp0 && fr_tier_parse(xp0) >= 0) pre_tier = fr_tier_parse(xp0);
-    if (key && pre_tier < key->highest_tier) pre_tier = key->highest_tier;
+    char why[300];
     if (atomic_load(&s->draining)) {
         c->retry_after = 5;
         meter_begin(c, key, pre_tier);
-        enum MHD_Result r0 = fail(c, 503, "server_error", "shutting_down", NULL,
-                                  "The server is shutting down and accepts no new requests.");
-        meter_end_http(c);
-        return r0;
-    }
-    char why[300];
-    if (!fr_meter_ledger_ok(s->meter, why, sizeof why)) { /* work it could not record: refused */
+        *ret = fail(c, 503, "server_error", "shutting_down", NULL,
+                    "The server is shutting down and accepts no new requests.");
+    } else if (!fr_meter_ledger_ok(s->meter, why, sizeof why)) { /* work it could not record */
         c->retry_after = LEDGER_RETRY_AFTER_S;
         meter_begin(c, key, pre_tier);
-        enum MHD_Result r0 = ledger_refusal(c, why);
-        meter_end_http(c);
-        return r0;
+        *ret = ledger_refusal(c, why);
+    } else {
+        return false;
     }
-    /* the account opens before the body is parsed: decoding, OCR and ASR of media parts are
-     * stages of it */
-    meter_begin(c, key, pre_tier);
+    meter_end_http(c);
+    return true;
+}
+
+/* Opens the account (decoding, OCR and ASR of media parts are stages of it) and parses the body
+ * into j->q. Returns false with *ret set (the account closed) on a bad body. */
+static bool parse_body(conn *c, gen_job *j, int pre_tier, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    const fr_serve_config *cfg = s->cfg;
+    meter_begin(c, j->key, pre_tier);
     stage_watch sw = {.s = s, .mc = c->mc};
     fr_cancel media_cancel = {stage_cancel, &sw}; /* image / audio parts' OCR / ASR */
     fr_api_limits lim = {.max_body_bytes = cfg->max_body_bytes,
@@ -738,167 +763,192 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
                          .meter = s->meter,
                          .meter_req = c->mr,
                          .cancel = &media_cancel};
-    fr_api_req q;
     fr_api_error err;
     atomic_fetch_add(&s->stage_busy, 1);
-    int prc = fr_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &q, &err);
+    int prc = fr_api_parse(j->kind, c->body.data ? c->body.data : "", c->body.len, &lim, &j->q,
+                           &err);
     atomic_fetch_sub(&s->stage_busy, 1);
-    meter_set_inputs(c, q.inputs);
+    meter_set_inputs(c, j->q.inputs);
     if (prc) {
-        enum MHD_Result r0 = send_error(c, &err);
+        *ret = send_error(c, &err);
         meter_end_http(c);
-        return r0;
+        return false;
     }
-    char mid[64] = "";
-    if (c->mr) snprintf(mid, sizeof mid, "%s", fr_meter_request_id(c->mr));
+    if (c->mr) snprintf(j->mid, sizeof j->mid, "%s", fr_meter_request_id(c->mr));
+    return true;
+}
 
-    enum MHD_Result ret;
-    char *rendered = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    /* tier: header > body > key default > server default; never above the key's highest */
-    int tier = key ? key->default_tier : cfg->default_tier;
-    if (q.priority >= 0) tier = q.priority;
+/* Tier (header > body > key default > server default; never above the key's highest), the
+ * deadline and the model name. Returns false with *ret set. */
+static bool request_settings(conn *c, gen_job *j, int pre_tier, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    const fr_api_key *key = j->key;
+    int tier = key ? key->default_tier : s->cfg->default_tier;
+    if (j->q.priority >= 0) tier = j->q.priority;
     const char *xp = header(c, "X-Priority");
     if (xp) {
         tier = fr_tier_parse(xp);
         if (tier < 0) {
             meter_begin(c, key, pre_tier);
-            ret = fail(c, 400, "invalid_request_error", NULL, "X-Priority",
-                       "X-Priority must be P0, P1 or P2.");
-            goto out;
+            *ret = fail(c, 400, "invalid_request_error", NULL, "X-Priority",
+                        "X-Priority must be P0, P1 or P2.");
+            return false;
         }
     }
     if (key && tier < key->highest_tier) tier = key->highest_tier;
-    c->tier = tier;
+    j->tier = c->tier = tier;
     meter_set_tier(c, tier);
-    double deadline = 0, deadline_ms = 0;
-    if (!deadline_header(c, &deadline_ms, &deadline, &ret)) goto out;
-    if (q.model && strcmp(q.model, s->model_name)) {
+    if (!deadline_header(c, &j->deadline_ms, &j->deadline, ret)) return false;
+    if (j->q.model && strcmp(j->q.model, s->model_name)) {
+        fr_api_error err;
         fr_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
                          "The model '%.200s' does not exist (this server serves '%.200s').",
-                         q.model, s->model_name);
-        ret = send_error(c, &err);
-        goto out;
+                         j->q.model, s->model_name);
+        *ret = send_error(c, &err);
+        return false;
     }
+    return true;
+}
+
+/* The prompt ids: a chat rendered with the template (which holds BOS: tokenized without special
+ * tokens, as apply_chat_template(tokenize=True)), a completion prompt as Tokenizer.encode.
+ * Returns false with *ret set. */
+static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    fr_api_error err;
     fr_err ferr = {{0}};
-    const char *text;
-    bool add_special;
-    if (kind == FR_API_CHAT) {
+    const char *text = j->q.prompt;
+    bool chat = j->kind == FR_API_CHAT;
+    j->pparam = chat ? "messages" : "prompt";
+    if (chat) {
         if (!s->tmpl) {
-            ret = fail(c, 400, "invalid_request_error", "no_chat_template", "messages",
-                       "This model has no chat template; use /v1/completions or start the "
-                       "server with --chat-template.");
-            goto out;
+            *ret = fail(c, 400, "invalid_request_error", "no_chat_template", "messages",
+                        "This model has no chat template; use /v1/completions or start the "
+                        "server with --chat-template.");
+            return false;
         }
         const fr_model *m = s->model;
         fr_chat_opts co = {.add_generation_prompt = true,
                            .bos_token = m->bos_token_str ? m->bos_token_str : "",
                            .eos_token = m->eos_token_str ? m->eos_token_str : "",
                            .tools = NULL};
-        rendered = fr_chat_render(s->tmpl, q.messages, &co, &ferr);
-        if (!rendered) {
+        j->rendered = fr_chat_render(s->tmpl, j->q.messages, &co, &ferr);
+        if (!j->rendered) {
             fr_api_error_set(&err, 400, "invalid_request_error", "chat_template_error",
                              "messages", "Cannot render the chat template: %s", ferr.msg);
-            ret = send_error(c, &err);
-            goto out;
+            *ret = send_error(c, &err);
+            return false;
         }
-        text = rendered;
-        add_special = false; /* the template holds BOS, as apply_chat_template(tokenize=True) */
-    } else {
-        text = q.prompt;
-        add_special = true;
+        text = j->rendered;
     }
-    if (fr_tokenize(s->model->tok, text, strlen(text), add_special, &ids, &n_ids, &ferr)) {
-        fr_api_error_set(&err, 400, "invalid_request_error", NULL,
-                         kind == FR_API_CHAT ? "messages" : "prompt", "Cannot tokenize: %s",
-                         ferr.msg);
-        ret = send_error(c, &err);
-        goto out;
+    if (fr_tokenize(s->model->tok, text, strlen(text), !chat, &j->ids, &j->n_ids, &ferr)) {
+        fr_api_error_set(&err, 400, "invalid_request_error", NULL, j->pparam,
+                         "Cannot tokenize: %s", ferr.msg);
+        *ret = send_error(c, &err);
+        return false;
     }
-    const char *pparam = kind == FR_API_CHAT ? "messages" : "prompt";
-    if (n_ids == 0) {
-        ret = fail(c, 400, "invalid_request_error", NULL, pparam, "The prompt is empty.");
-        goto out;
+    if (j->n_ids == 0) {
+        *ret = fail(c, 400, "invalid_request_error", NULL, j->pparam, "The prompt is empty.");
+        return false;
     }
-    int ctx = fr_engine_max_ctx(s->engine);
-    if ((long long)n_ids > s->max_prompt_tokens) {
-        fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded", pparam,
-                         "The prompt has %zu tokens; this server accepts at most %d.", n_ids,
-                         s->max_prompt_tokens);
-        ret = send_error(c, &err);
-        goto out;
-    }
-    int max_tokens = fr_api_max_tokens(q.max_tokens, cfg->default_max_tokens, ctx, n_ids,
-                                       q.max_tokens < 0 ? pparam : "max_tokens", &err);
-    if (max_tokens < 0) {
-        ret = send_error(c, &err);
-        goto out;
-    }
+    return true;
+}
 
+/* max_tokens against the context: the request's, or the server default that fits. Returns
+ * false with *ret set. */
+static bool fit_context(conn *c, gen_job *j, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    fr_api_error err;
+    size_t n = j->n_ids;
+    int ctx = fr_engine_max_ctx(s->engine);
+    if ((long long)n > s->max_prompt_tokens) {
+        fr_api_error_set(&err, 400, "invalid_request_error", "context_length_exceeded", j->pparam,
+                         "The prompt has %zu tokens; this server accepts at most %d.", n,
+                         s->max_prompt_tokens);
+        *ret = send_error(c, &err);
+        return false;
+    }
+    j->max_tokens = fr_api_max_tokens(j->q.max_tokens, s->cfg->default_max_tokens, ctx, n,
+                                      j->q.max_tokens < 0 ? j->pparam : "max_tokens", &err);
+    if (j->max_tokens < 0) {
+        *ret = send_error(c, &err);
+        return false;
+    }
+    return true;
+}
+
+/* Hands the request to the engine (which then owns the meter account). Returns the request, or
+ * NULL with *ret set (the account stays ours: closed as rejected). */
+static fr_req *submit(conn *c, const gen_job *j, enum MHD_Result *ret) {
+    fr_server *s = c->s;
     fr_req_params p;
-    fr_api_req_params_init(&p, ids, n_ids, max_tokens, tier, c->t_start, deadline);
-    fr_api_req_params_apply(&p, &q, q.has_seed ? q.seed : random_seed());
+    fr_api_req_params_init(&p, j->ids, j->n_ids, j->max_tokens, j->tier, c->t_start, j->deadline);
+    fr_api_req_params_apply(&p, &j->q, j->q.has_seed ? j->q.seed : random_seed());
     p.meter = c->mr;
     fr_admission adm;
     fr_req *r = fr_engine_submit(s->engine, &p, &adm);
     if (!r) {
-        ret = admission_error(c, &adm); /* the account stays ours: closed below as rejected */
-        goto out;
+        *ret = admission_error(c, &adm);
+        return NULL;
     }
     c->mr = NULL; /* the engine's now: it closes the account when the request ends */
     atomic_fetch_add(&s->busy, 1);
     c->generation = true;
+    return r;
+}
 
-    fr_api_result res;
-    memset(&res, 0, sizeof res);
-    res.model = s->model_name;
-    res.created = (long long)time(NULL);
-    res.prompt_tokens = (int)n_ids;
-
-    if (q.stream) {
-        stream *st = fr_xcalloc(1, sizeof *st);
-        st->s = s;
-        st->mc = c->mc;
-        st->r = r;
-        st->kind = kind;
-        fr_api_new_id(st->id, sizeof st->id, kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
-        st->res = res;
-        st->res.id = st->id;
-        st->include_usage = q.include_usage;
-        st->ep = c->ep;
-        st->tier = tier;
-        st->t_start = c->t_start;
-        st->status = 200;
-        st->deadline_ms = deadline_ms;
-        st->return_ids = q.return_token_ids;
-        snprintf(st->mid, sizeof st->mid, "%s", mid);
-        if (st->return_ids) {
-            st->max_ids = max_tokens;
-            st->ids = fr_xmalloc((size_t)max_tokens * sizeof(int32_t));
-        }
-        st->last_write = fr_time_s();
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
-        if (!resp) {
-            c->generation = false; /* stream_free releases busy */
-            stream_free(st);
-            ret = MHD_NO;
-            goto out;
-        }
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        if (c->traceparent[0]) MHD_add_response_header(resp, "traceparent", c->traceparent);
-        c->stream_owned = true; /* stream_free records the request and releases busy */
-        c->generation = false;
-        c->status = 200;
-        c->responded = true;
-        ret = MHD_queue_response(c->mc, 200, resp);
-        MHD_destroy_response(resp);
-        goto out;
+/* Answers with a server-sent event stream that stream_read fills as tokens come. */
+static enum MHD_Result start_stream(conn *c, const gen_job *j, fr_req *r,
+                                    const fr_api_result *res) {
+    fr_server *s = c->s;
+    stream *st = fr_xcalloc(1, sizeof *st);
+    st->s = s;
+    st->mc = c->mc;
+    st->r = r;
+    st->kind = j->kind;
+    fr_api_new_id(st->id, sizeof st->id, j->kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
+    st->res = *res;
+    st->res.id = st->id;
+    st->include_usage = j->q.include_usage;
+    st->ep = c->ep;
+    st->tier = j->tier;
+    st->t_start = c->t_start;
+    st->status = 200;
+    st->deadline_ms = j->deadline_ms;
+    st->return_ids = j->q.return_token_ids;
+    snprintf(st->mid, sizeof st->mid, "%s", j->mid);
+    if (st->return_ids) {
+        st->max_ids = j->max_tokens;
+        st->ids = fr_xmalloc((size_t)j->max_tokens * sizeof(int32_t));
     }
+    st->last_write = fr_time_s();
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) {
+        c->generation = false; /* stream_free releases busy */
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    if (c->traceparent[0]) MHD_add_response_header(resp, "traceparent", c->traceparent);
+    c->stream_owned = true; /* stream_free records the request and releases busy */
+    c->generation = false;
+    c->status = 200;
+    c->responded = true;
+    enum MHD_Result ret = MHD_queue_response(c->mc, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
 
+/* Waits for the whole answer (cancelling when the client leaves) and sends it as one JSON
+ * response, or the error the request ended with. */
+static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api_result *res) {
+    fr_server *s = c->s;
+    const fr_serve_config *cfg = s->cfg;
+    enum MHD_Result ret;
+    fr_api_error err;
     fr_buf out = {0};
     fr_req_info info;
     bool gone = false;
@@ -907,13 +957,13 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
             fr_req_cancel(r, FR_END_CANCELLED);
             gone = true;
         }
-    fr_metrics_generation(&s->metrics, &info, cfg->ttft_slo_s[tier], cfg->tpot_slo_s[tier]);
+    fr_metrics_generation(&s->metrics, &info, cfg->ttft_slo_s[j->tier], cfg->tpot_slo_s[j->tier]);
     int32_t *out_ids = NULL;
-    if (q.return_token_ids && info.n_generated > 0) {
+    if (j->q.return_token_ids && info.n_generated > 0) {
         out_ids = fr_xmalloc((size_t)info.n_generated * sizeof(int32_t));
         int n = fr_req_output_ids(r, out_ids, info.n_generated);
-        res.token_ids = out_ids;
-        res.n_token_ids = n > 0 ? n : 0;
+        res->token_ids = out_ids;
+        res->n_token_ids = n > 0 ? n : 0;
     }
     fr_req_release(r);
     char id[64];
@@ -924,21 +974,21 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         c->retry_after = LEDGER_RETRY_AFTER_S;
         ret = send_error(c, &err);
     } else if (ok_end) {
-        fr_api_new_id(id, sizeof id, kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
-        res.id = id;
-        res.text = out.data ? out.data : "";
-        res.text_len = out.len;
-        res.finish = finish_name(info.end);
-        res.completion_tokens = info.n_generated;
-        bool final = meter_settle(s, mid, &info);
-        ret = send_json(c, 200, with_frugal(kind == FR_API_CHAT ? fr_api_chat_response(&res)
-                                                                : fr_api_completion_response(&res),
+        fr_api_new_id(id, sizeof id, j->kind == FR_API_CHAT ? "chatcmpl-" : "cmpl-");
+        res->id = id;
+        res->text = out.data ? out.data : "";
+        res->text_len = out.len;
+        res->finish = finish_name(info.end);
+        res->completion_tokens = info.n_generated;
+        bool final = meter_settle(s, j->mid, &info);
+        ret = send_json(c, 200, with_frugal(j->kind == FR_API_CHAT ? fr_api_chat_response(res)
+                                                                   : fr_api_completion_response(res),
                                             &info, final));
     } else if (info.end == FR_END_CANCELLED) {
         c->status = 499;
         ret = MHD_NO; /* nobody to answer: close */
     } else {
-        end_error(info.end, &info, deadline_ms, &err);
+        end_error(info.end, &info, j->deadline_ms, &err);
         if (err.status == 503) c->retry_after = 5;
         ret = send_error(c, &err);
     }
@@ -946,11 +996,35 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     free(out_ids);
     atomic_fetch_sub(&s->busy, 1);
     c->generation = false;
-out:
+    return ret;
+}
+
+/* POST /v1/chat/completions and /v1/completions: refuse new work when draining or unable to
+ * record it, parse the body, settle tier / deadline / model, tokenize the prompt, fit
+ * max_tokens into the context, submit to the engine, then stream or answer whole. */
+static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *key) {
+    enum MHD_Result ret;
+    int pre_tier = pre_body_tier(c, key);
+    if (refuse_new_work(c, key, pre_tier, &ret)) return ret;
+    gen_job j;
+    memset(&j, 0, sizeof j);
+    j.kind = kind;
+    j.key = key;
+    if (!parse_body(c, &j, pre_tier, &ret)) return ret;
+    fr_req *r = NULL;
+    if (request_settings(c, &j, pre_tier, &ret) && prompt_ids(c, &j, &ret) &&
+        fit_context(c, &j, &ret) && (r = submit(c, &j, &ret))) {
+        fr_api_result res;
+        memset(&res, 0, sizeof res);
+        res.model = c->s->model_name;
+        res.created = (long long)time(NULL);
+        res.prompt_tokens = (int)j.n_ids;
+        ret = j.q.stream ? start_stream(c, &j, r, &res) : answer_whole(c, &j, r, &res);
+    }
     meter_end_http(c); /* a request refused before the engine took it */
-    free(ids);
-    free(rendered);
-    fr_api_req_free(&q);
+    free(j.ids);
+    free(j.rendered);
+    fr_api_req_free(&j.q);
     return ret;
 }
 
