@@ -549,7 +549,7 @@ TEST(missing_templates_file_is_an_error_at_start) {
     CHECK(a == NULL);
     CHECK(strstr(err.msg, "templates") && strstr(err.msg, "/nonexistent/reply-templates.json"));
     fr_assist_free(a);
-    char cfg[] = "/tmp/frugal-assist-cfg-XXXXXX";
+    char cfg[] = "/tmp/frugal-assist-cfg-XXXXXX", cfg2[] = "/tmp/frugal-assist-cfg-XXXXXX";
     int fd = mkstemp(cfg);
     CHECK(fd >= 0);
     const char *js = "{\"templates\":\"/nonexistent/reply-templates.json\"}";
@@ -566,6 +566,30 @@ TEST(missing_templates_file_is_an_error_at_start) {
     CHECK(cJSON_IsString(m) && strstr(m->valuestring, "reply templates file"));
     cJSON_Delete(o);
     fr_assist_free(a);
+    /* a typo in the settings file: the message names the file, the line and the key */
+    fd = mkstemp(cfg2);
+    CHECK(fd >= 0);
+    const char *typo = "{\"llm\": false,\n \"top_kk\": 3}";
+    CHECK(write(fd, typo, strlen(typo)) == (ssize_t)strlen(typo));
+    close(fd);
+    setenv("FRUGAL_ASSIST_CONFIG", cfg2, 1);
+    a = fr_assist_for_server(NULL, NULL, NULL);
+    unsetenv("FRUGAL_ASSIST_CONFIG");
+    unlink(cfg2);
+    o = call(a, "{\"text\":\"hello\"}", &st);
+    CHECK_EQ_INT(st, 503);
+    m = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "message");
+    char want[200];
+    snprintf(want, sizeof want, "%s:2: top_kk: unknown key", cfg2);
+    CHECK(cJSON_IsString(m) && strstr(m->valuestring, want));
+    cJSON_Delete(o);
+    fr_assist_free(a);
+    fr_assist_config c2;
+    fr_assist_config_init(&c2);
+    fr_err e2 = {{0}};
+    CHECK_EQ_INT(fr_assist_config_apply_json(&c2, "{\"top_k\": 2.5}", 14, &e2), -1);
+    CHECK_STR(e2.msg, "assist config: line 1: top_k: must be an integer in 1..20");
+    fr_assist_config_free(&c2);
 }
 
 TEST(helpers) {

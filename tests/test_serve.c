@@ -255,6 +255,9 @@ TEST(config_metering_section_and_lines) {
         {"{\"device\": \"tpu\"}", NULL},
         {"{\"host\": null}", "line 1: host: must be a string"},
         {"{\"port\": 1} {}", "line 1:13: text after the end of the JSON object"},
+        /* cJSON skips control bytes between tokens and keeps raw newlines in strings: the
+         * lines still count right */
+        {"{\x1b\"host\": \"a\nb\",\x01\n\x1b \"prot\": 2}", "line 3: prot: unknown key"},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) {
         err.msg[0] = 0;

@@ -24,8 +24,12 @@ typedef struct scan {
     int nl, cap;    /* count, capacity */
 } scan;
 
+/* Whitespace as cJSON reads it: every byte up to and including ' ' (so a control character
+ * between tokens is skipped there too, and must be here for the counts to agree). */
+static bool is_ws(char ch) { return (unsigned char)ch <= ' '; }
+
 static void skip_ws(scan *c) {
-    while (c->i < c->n && strchr(" \t\r\n", c->s[c->i])) {
+    while (c->i < c->n && is_ws(c->s[c->i])) {
         if (c->s[c->i] == '\n') c->line++;
         c->i++;
     }
@@ -33,7 +37,10 @@ static void skip_ws(scan *c) {
 
 static void skip_string(scan *c) { /* at the opening quote */
     c->i++;
-    while (c->i < c->n && c->s[c->i] != '"') c->i += c->s[c->i] == '\\' ? 2 : 1;
+    while (c->i < c->n && c->s[c->i] != '"') {
+        if (c->s[c->i] == '\n') c->line++; /* cJSON keeps a raw newline inside a string */
+        c->i += c->s[c->i] == '\\' && c->i + 1 < c->n && c->s[c->i + 1] != '\n' ? 2 : 1;
+    }
     c->i++;
 }
 
@@ -55,7 +62,7 @@ static void scan_value(scan *c, int line) {
         return;
     }
     if (open != '{' && open != '[') { /* number, true, false, null */
-        while (c->i < c->n && !strchr(",:]} \t\r\n", c->s[c->i])) c->i++;
+        while (c->i < c->n && !is_ws(c->s[c->i]) && !strchr(",:]}", c->s[c->i])) c->i++;
         return;
     }
     char close = open == '{' ? '}' : ']';
@@ -159,7 +166,7 @@ int fr_conf_parse(fr_conf_doc *d, const char *text, size_t len, const char *what
         return syntax(d, text, at, err, "not valid JSON here");
     }
     size_t rest = (size_t)(end - text);
-    while (rest < len && strchr(" \t\r\n", text[rest])) rest++;
+    while (rest < len && is_ws(text[rest])) rest++;
     if (rest < len) return syntax(d, text, rest, err, "text after the end of the JSON object");
     if (!cJSON_IsObject(d->root)) return syntax(d, text, 0, err, "expected one JSON object {...}");
     /* every node and its line */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/conf.h"
 #include "base/mask.h"
 #include "engine/engine.h"
 #include "engine/sched.h"
@@ -71,83 +72,67 @@ void fr_assist_config_free(fr_assist_config *c) {
     c->intent_model = c->templates = NULL;
 }
 
-static int cfg_num(const cJSON *it, const char *k, double lo, double hi, double *v, fr_err *err) {
-    if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi)) {
-        fr_err_set(err, "assist config: \"%s\" must be a number in %g..%g", k, lo, hi);
-        return -1;
+/* The settings file is read by the binary's one configuration loader (base/conf.h): errors name
+ * the file, the line and the key. Integer settings must be integers. */
+int fr_assist_config_apply(fr_assist_config *c, const fr_conf_doc *d, fr_err *err) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, d->root) {
+        const char *k = it->string;
+        double v = 0;
+        long l = 0;
+        const char *str;
+        if (!strcmp(k, "intent_model") || !strcmp(k, "templates")) {
+            if (fr_conf_str(d, it, k, false, 0, &str, err)) return -1;
+            char **dst = !strcmp(k, "intent_model") ? &c->intent_model : &c->templates;
+            free(*dst);
+            *dst = fr_xstrdup(str);
+        } else if (!strcmp(k, "llm")) {
+            if (fr_conf_bool(d, it, k, &c->llm, err)) return -1;
+        } else if (!strcmp(k, "density_threshold")) {
+            if (fr_conf_num(d, it, k, 0, 1, &v, err)) return -1;
+            c->density_threshold = v;
+        } else if (!strcmp(k, "max_image_bytes") || !strcmp(k, "max_audio_bytes") ||
+                   !strcmp(k, "max_text_bytes")) {
+            if (fr_conf_int(d, it, k, 1, 1000000000L, &l, err)) return -1;
+            size_t *dst = k[4] == 'i' ? &c->max_image_bytes
+                          : k[4] == 'a' ? &c->max_audio_bytes : &c->max_text_bytes;
+            *dst = (size_t)l;
+        } else if (!strcmp(k, "max_history")) {
+            if (fr_conf_int(d, it, k, 0, 4096, &l, err)) return -1;
+            c->max_history = (int)l;
+        } else if (!strcmp(k, "max_depth")) {
+            if (fr_conf_int(d, it, k, 2, 512, &l, err)) return -1;
+            c->max_depth = (int)l;
+        } else if (!strcmp(k, "top_k")) {
+            if (fr_conf_int(d, it, k, 1, MAX_TOP_K, &l, err)) return -1;
+            c->top_k = (int)l;
+        } else if (!strcmp(k, "budget_tokens")) {
+            if (fr_conf_int(d, it, k, 16, 1 << 20, &l, err)) return -1;
+            c->budget_tokens = (int)l;
+        } else if (!strcmp(k, "ocr_time_limit_s")) {
+            if (fr_conf_num(d, it, k, 0.01, 3600, &v, err)) return -1;
+            c->ocr_time_limit_s = v;
+        } else if (!strcmp(k, "ocr_max_pixels")) {
+            if (fr_conf_int(d, it, k, 10000, 1000000000L, &l, err)) return -1;
+            c->ocr_max_pixels = (uint64_t)l;
+        } else if (!strcmp(k, "asr_time_limit_s_per_min")) {
+            if (fr_conf_num(d, it, k, 0.01, 3600, &v, err)) return -1;
+            c->asr_time_limit_s_per_min = v;
+        } else if (!strcmp(k, "llm_max_tokens")) {
+            if (fr_conf_int(d, it, k, 1, 1 << 16, &l, err)) return -1;
+            c->llm_max_tokens = (int)l;
+        } else {
+            return fr_conf_unknown(d, it, "", err);
+        }
     }
-    *v = it->valuedouble;
     return 0;
 }
 
 int fr_assist_config_apply_json(fr_assist_config *c, const char *json, size_t len, fr_err *err) {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!cJSON_IsObject(root)) {
-        fr_err_set(err, "assist config: not a JSON object");
-        cJSON_Delete(root);
-        return -1;
-    }
-    int rc = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, root) {
-        const char *k = it->string;
-        double v = 0;
-        if (!strcmp(k, "intent_model") || !strcmp(k, "templates")) {
-            if (!cJSON_IsString(it)) {
-                fr_err_set(err, "assist config: \"%s\" must be a string", k);
-                rc = -1;
-                break;
-            }
-            char **dst = !strcmp(k, "intent_model") ? &c->intent_model : &c->templates;
-            free(*dst);
-            *dst = fr_xstrdup(it->valuestring);
-        } else if (!strcmp(k, "llm")) {
-            if (!cJSON_IsBool(it)) {
-                fr_err_set(err, "assist config: \"llm\" must be true or false");
-                rc = -1;
-                break;
-            }
-            c->llm = cJSON_IsTrue(it);
-        } else if (!strcmp(k, "density_threshold")) {
-            if ((rc = cfg_num(it, k, 0, 1, &v, err))) break;
-            c->density_threshold = v;
-        } else if (!strcmp(k, "max_image_bytes") || !strcmp(k, "max_audio_bytes") ||
-                   !strcmp(k, "max_text_bytes")) {
-            if ((rc = cfg_num(it, k, 1, 1e9, &v, err))) break;
-            size_t *dst = k[4] == 'i' ? &c->max_image_bytes
-                          : k[4] == 'a' ? &c->max_audio_bytes : &c->max_text_bytes;
-            *dst = (size_t)v;
-        } else if (!strcmp(k, "max_history")) {
-            if ((rc = cfg_num(it, k, 0, 4096, &v, err))) break;
-            c->max_history = (int)v;
-        } else if (!strcmp(k, "max_depth")) {
-            if ((rc = cfg_num(it, k, 2, 512, &v, err))) break;
-            c->max_depth = (int)v;
-        } else if (!strcmp(k, "top_k")) {
-            if ((rc = cfg_num(it, k, 1, MAX_TOP_K, &v, err))) break;
-            c->top_k = (int)v;
-        } else if (!strcmp(k, "budget_tokens")) {
-            if ((rc = cfg_num(it, k, 16, 1 << 20, &v, err))) break;
-            c->budget_tokens = (int)v;
-        } else if (!strcmp(k, "ocr_time_limit_s")) {
-            if ((rc = cfg_num(it, k, 0.01, 3600, &v, err))) break;
-            c->ocr_time_limit_s = v;
-        } else if (!strcmp(k, "ocr_max_pixels")) {
-            if ((rc = cfg_num(it, k, 10000, 1e9, &v, err))) break;
-            c->ocr_max_pixels = (uint64_t)v;
-        } else if (!strcmp(k, "asr_time_limit_s_per_min")) {
-            if ((rc = cfg_num(it, k, 0.01, 3600, &v, err))) break;
-            c->asr_time_limit_s_per_min = v;
-        } else if (!strcmp(k, "llm_max_tokens")) {
-            if ((rc = cfg_num(it, k, 1, 1 << 16, &v, err))) break;
-            c->llm_max_tokens = (int)v;
-        } else {
-            fr_err_set(err, "assist config: unknown key \"%.64s\"", k);
-            rc = -1;
-            break;
-        }
-    }
-    cJSON_Delete(root);
+    fr_conf_doc d;
+    int rc = fr_conf_parse(&d, json, len, NULL, err) ? -1 : fr_assist_config_apply(c, &d, err);
+    fr_conf_free(&d);
+    if (rc) fr_err_prefix(err, "assist config");
     return rc;
 }
 
@@ -241,10 +226,9 @@ fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, c
     const char *path = getenv("FRUGAL_ASSIST_CONFIG");
     int bad = 0;
     if (path && *path) {
-        size_t n = 0;
-        char *t = fr_read_file(path, 1u << 20, &n, &err);
-        bad = !t || fr_assist_config_apply_json(&cfg, t, n, &err);
-        free(t);
+        fr_conf_doc d;
+        bad = fr_conf_load(&d, path, &err) || fr_assist_config_apply(&cfg, &d, &err);
+        fr_conf_free(&d);
     }
     fr_assist *a = alloc_assist(&cfg);
     fr_assist_config_free(&cfg);

@@ -71,7 +71,12 @@ typedef struct fr_assist_config {
 
 void fr_assist_config_init(fr_assist_config *c);
 void fr_assist_config_free(fr_assist_config *c);
-/* Applies a JSON object of the keys above (unknown keys are an error). -1 with err. */
+/* Applies a settings document (base/conf.h, the binary's one configuration format) of the keys
+ * above: an unknown key, a wrong type or a value out of range is -1 with err "<file>:<line>: key:
+ * …". The server reads the file named by $FRUGAL_ASSIST_CONFIG this way. */
+struct fr_conf_doc;
+int fr_assist_config_apply(fr_assist_config *c, const struct fr_conf_doc *d, fr_err *err);
+/* The same from JSON text; messages start "assist config: line N: …". */
 int fr_assist_config_apply_json(fr_assist_config *c, const char *json, size_t len, fr_err *err);
 
 /* ---- media stages (bound by the image / OCR / audio / ASR stages when built) ---------------- */

@@ -9,8 +9,8 @@
  * hold every number inside its documented range (finite prices, PUE >= 1, host share in (0, 1],
  * residual <= purchase), and its dump (JSON) must parse again to the same dump (a fixed point).
  * Pricing one kWh and one host-hour must give finite, non-negative parts. The same bytes applied
- * as a `frugal serve --config` document must be accepted or refused with a one-line message that
- * names a line ("line N").
+ * as a `frugal serve --config` document, and as a /v1/assist settings file, must be accepted or
+ * refused with a one-line message that names a line ("line N").
  */
 #include <math.h>
 #include <stdint.h>
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "meter/meter.h"
+#include "serve/assist.h"
 #include "serve/config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -74,6 +75,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!(sc.metering.cost.pue >= 1 && sc.metering.cost.pue <= 10)) abort();
     }
     fr_serve_config_free(&sc);
+    fr_assist_config ac; /* and as the /v1/assist settings file */
+    fr_assist_config_init(&ac);
+    err.msg[0] = 0;
+    if (fr_assist_config_apply_json(&ac, text, size, &err) &&
+        (!err.msg[0] || strchr(err.msg, '\n') || strncmp(err.msg, "assist config: line ", 20)))
+        abort();
+    fr_assist_config_free(&ac);
     free(text);
     return 0;
 }
