@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/quant.h"
+#include "base/conf.h"
 #include "base/flags.h"
 #include "engine/engine.h"
 #include "model/chat.h"
@@ -87,15 +88,14 @@ int fr_cmd_assist(int argc, char **argv) {
     fr_engine *eng = NULL;
     fr_assist *as = NULL;
     char *tmpl_owned = NULL;
-    if (config) {
-        size_t n = 0;
-        char *t = fr_read_file(config, 1u << 20, &n, &err);
-        if (!t || fr_assist_config_apply_json(&cfg, t, n, &err)) {
-            free(t);
+    if (config) { /* the one configuration loader: errors name file:line */
+        fr_conf_doc d;
+        int bad = fr_conf_load(&d, config, &err) || fr_assist_config_apply(&cfg, &d, &err);
+        fr_conf_free(&d);
+        if (bad) {
             fprintf(stderr, "frugal assist: %s\n", err.msg);
             goto out;
         }
-        free(t);
     }
     if (intent) {
         free(cfg.intent_model);
