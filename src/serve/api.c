@@ -118,6 +118,40 @@ static int content_text(const cJSON *content, int idx, const fr_api_limits *lim,
     return 0;
 }
 
+/* The role of messages[i] (system, developer, user, assistant or tool), checking that the message
+ * is an object without tool calls. NULL with *err set (400 naming the field). */
+static const char *message_role(const cJSON *m, int i, fr_api_error *err) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(m)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s must be an object", param);
+        return NULL;
+    }
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    snprintf(param, sizeof param, "messages[%d].role", i);
+    if (!cJSON_IsString(role)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s must be a string", param);
+        return NULL;
+    }
+    const char *r = role->valuestring;
+    if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") &&
+        strcmp(r, "assistant") && strcmp(r, "tool")) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s must be one of system, developer, user, assistant, tool", param);
+        return NULL;
+    }
+    const cJSON *tc = field(m, "tool_calls");
+    if (tc && (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) > 0)) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_parameter", param,
+                         "tool calls are not supported (%s)", param);
+        return NULL;
+    }
+    return r;
+}
+
 static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_req *out,
                           fr_api_error *err) {
     if (!msgs) {
@@ -147,33 +181,8 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         char param[96];
-        snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(m)) {
-            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
-                             "%s must be an object", param);
-            goto fail;
-        }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        snprintf(param, sizeof param, "messages[%d].role", i);
-        if (!cJSON_IsString(role)) {
-            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
-                             "%s must be a string", param);
-            goto fail;
-        }
-        const char *r = role->valuestring;
-        if (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") &&
-            strcmp(r, "assistant") && strcmp(r, "tool")) {
-            fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
-                             "%s must be one of system, developer, user, assistant, tool", param);
-            goto fail;
-        }
-        const cJSON *tc = field(m, "tool_calls");
-        if (tc && (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) > 0)) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-            fr_api_error_set(err, 400, "invalid_request_error", "unsupported_parameter", param,
-                             "tool calls are not supported (%s)", param);
-            goto fail;
-        }
+        const char *r = message_role(m, i, err);
+        if (!r) goto fail;
         const cJSON *content = field(m, "content");
         text.len = 0;
         fr_buf_append(&text, "", 0); /* keeps it NUL-terminated */
