@@ -126,8 +126,8 @@ tests: $(BUILD)/gguf-spec
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
 #                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
 #                    backend.h) and frugal-cuda (the CLI with the CUDA backend linked in).
-#   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: what a bare GPU
-#                    host can build).
+#   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: base.o, and for
+#                    gpu-bench the meter's NVML loader nvml.o; what a bare GPU host can build).
 NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
 CUDA_HOME    ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_BUILD   ?= build-cuda
@@ -150,7 +150,8 @@ $(CUDA_BUILD)/%.o: %.c
 $(CUDA_BUILD)/gpu-check: $(CUDA_BUILD)/tests/gpu/gpu_check.o $(CUDA_BUILD)/tests/gpu/ref.o \
                          $(BUILD)/src/base/base.o $(CUDA_OBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
-$(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o $(CUDA_OBJ)
+$(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o \
+                         $(BUILD)/src/meter/nvml.o $(CUDA_OBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)

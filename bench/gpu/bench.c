@@ -16,72 +16,51 @@
  * Prints the full log, then a summary table with the roofline arithmetic of each figure.
  */
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include <cublas_v2.h>
 #include "base/base.h"
+#include "meter/sources.h"
 
-#define CK(x)                                                                                \
+
+static FILE *logf_;
+#define LOG(...)                                                                             \
     do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            abort();                                                                         \
-        }                                                                                    \
+        printf(__VA_ARGS__);                                                                 \
+        fflush(stdout);                                                                      \
+        if (logf_) fprintf(logf_, __VA_ARGS__);                                              \
     } while (0)
 
 /* ---------------------------------------------------------------- NVML energy */
-typedef struct nvmlDevice_st *nvml_dev;
-static struct {
-    void *lib;
-    nvml_dev dev;
-    int (*init)(void);
-    int (*by_index)(unsigned, nvml_dev *);
-    int (*by_pci)(const char *, nvml_dev *);
-    int (*energy)(nvml_dev, unsigned long long *);
-    int (*clock)(nvml_dev, int, unsigned *);
-    int (*power)(nvml_dev, unsigned *);
-    int ok;
-} nv;
-
-static void nvml_open(int cuda_dev) {
-    nv.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!nv.lib) return;
-    *(void **)&nv.init = dlsym(nv.lib, "nvmlInit_v2");
-    *(void **)&nv.by_index = dlsym(nv.lib, "nvmlDeviceGetHandleByIndex_v2");
-    *(void **)&nv.by_pci = dlsym(nv.lib, "nvmlDeviceGetHandleByPciBusId_v2");
-    *(void **)&nv.energy = dlsym(nv.lib, "nvmlDeviceGetTotalEnergyConsumption");
-    *(void **)&nv.clock = dlsym(nv.lib, "nvmlDeviceGetClockInfo");
-    *(void **)&nv.power = dlsym(nv.lib, "nvmlDeviceGetPowerUsage");
-    if (!nv.init || !nv.energy || nv.init() != 0) return;
-    char bus[64];
-    if (nv.by_pci && cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_dev) == cudaSuccess &&
-        nv.by_pci(bus, &nv.dev) == 0)
-        nv.ok = 1;
-    else if (nv.by_index && nv.by_index(0, &nv.dev) == 0)
-        nv.ok = 1;
+/* NVML through the meter's loader (src/meter/nvml.c); GPU 0 of NVML is taken as CUDA device 0
+ * (the benchmark runs on one GPU). */
+static fr_nvml *nvml;
+static void nvml_open(void) {
+    char why[256];
+    nvml = fr_nvml_open("libnvidia-ml.so.1", why, sizeof why);
+    if (!nvml) LOG("NVML: %s (no energy figures)\n", why);
 }
 static double nvml_joules(void) {
-    unsigned long long mj = 0;
-    if (!nv.ok || nv.energy(nv.dev, &mj) != 0) return NAN;
-    return (double)mj / 1000.0;
+    fr_nvml_reading r;
+    if (!nvml) return NAN;
+    fr_nvml_read(nvml, 0, &r);
+    return r.energy_rc == FR_NVML_SUCCESS ? (double)r.energy_mj / 1000.0 : NAN;
 }
 static void nvml_clocks(char *buf, size_t n) {
-    unsigned sm = 0, mem = 0, mw = 0;
-    if (!nv.ok || !nv.clock) {
+    fr_nvml_reading r;
+    if (!nvml) {
         snprintf(buf, n, "NVML unavailable");
         return;
     }
-    nv.clock(nv.dev, 1 /* SM */, &sm);
-    nv.clock(nv.dev, 2 /* MEM */, &mem);
-    if (nv.power) nv.power(nv.dev, &mw);
-    snprintf(buf, n, "SM %u MHz, memory %u MHz, power %.0f W", sm, mem, mw / 1000.0);
+    fr_nvml_read(nvml, 0, &r);
+    snprintf(buf, n, "SM %u MHz, power %.0f W", r.clock_rc == FR_NVML_SUCCESS ? r.sm_mhz : 0,
+             r.power_rc == FR_NVML_SUCCESS ? r.power_mw / 1000.0 : 0.0);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -123,13 +102,6 @@ static void ss_free(seqset *ss) {
     free(ss->s);
 }
 
-static FILE *logf_;
-#define LOG(...)                                                                             \
-    do {                                                                                     \
-        printf(__VA_ARGS__);                                                                 \
-        fflush(stdout);                                                                      \
-        if (logf_) fprintf(logf_, __VA_ARGS__);                                              \
-    } while (0)
 
 static void die(const char *what, const fr_err *e) {
     fprintf(stderr, "gpu-bench: %s: %s\n", what, e->msg);
@@ -206,52 +178,11 @@ static double decode_pipe(fr_cuda *c, seqset *ss, int B, int steps, double *joul
     return decode_loop(c, ss, B, steps, joules, true);
 }
 
-/* One sweep point: the batch-1 sequence rewound to position 512 (its cache rows stay valid), 2
- * warm-up steps (graph capture), then 32 timed steps at contexts 515..546, so every point sees
- * the same context. Returns seconds per 32 tokens. */
-static double b1_point(fr_cuda *c, seqset *s1) {
-    s1->s[0].n_pos = 512;
-    decode(c, s1, 1, 2, NULL);
-    return decode(c, s1, 1, 32, NULL);
-}
-static double b1_point_pipe(fr_cuda *c, seqset *s1) {
-    s1->s[0].n_pos = 512;
-    decode(c, s1, 1, 2, NULL);
-    return decode_pipe(c, s1, 1, 32, NULL);
-}
-
-/* The synchronous and the pipelined decode loop at batch 1, three times interleaved. */
-static void sweep_pipe(fr_cuda *c, seqset *s1, const char *what) {
-    for (int i = 0; i < 6; i++) {
-        const double tv = i & 1 ? b1_point_pipe(c, s1) : b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, %s loop: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? "pipelined" : "synchronous", 32 / tv, 1e3 * tv / 32);
-    }
-}
-
-/* Later weights moved into L2 by the decode attention (fr_cuda_config.l2_ahead*): {bytes of the
- * next qkv, bytes of this layer's gate/up, evict_last}, three times interleaved; restored to
- * the defaults. */
-static void sweep_ahead(fr_cuda *c, seqset *s1, const char *what) {
-    const long long MB = 1 << 20;
-    const long long cf[6][3] = {{0, 0, 0}, {64 * MB, 0, 0}, {64 * MB, 0, 1}, {16 * MB, 0, 0},
-                                {64 * MB, 16 * MB, 0}, {32 * MB, 0, 1}};
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < 6; i++) {
-            fr_cuda_set_l2_ahead(c, cf[i][0], cf[i][1], (int)cf[i][2]);
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, L2 ahead: next qkv %lld MiB, gate/up %lld MiB, %s: %.1f tok/s, "
-                "%.3f ms/token\n", what, cf[i][0] / MB, cf[i][1] / MB, cf[i][2] ? "evict_last" : "normal", 32 / tv,
-                1e3 * tv / 32);
-        }
-    const fr_cuda_config d = fr_cuda_config_default();
-    fr_cuda_set_l2_ahead(c, d.l2_ahead, d.l2_ahead_gu, d.l2_ahead_last);
-}
-
 static fr_hparams llama8b(void);
 /* An engine of the 8B shape with weight format wi (0 bf16, 1 INT8, 2 INT4) and room for a few
- * batch-1 steps, and s1's one sequence prefilled with 512 tokens (sweeps, timeline). */
-static fr_cuda *engine_b1(int wi, seqset *s1) {
+ * batch-1 steps (trace: the timeline probes on), and s1's one sequence prefilled with 512
+ * tokens. */
+static fr_cuda *engine_b1(int wi, seqset *s1, int trace) {
     fr_hparams hq = llama8b();
     fr_err err;
     fr_cuda_config cfg = fr_cuda_config_default();
@@ -259,268 +190,12 @@ static fr_cuda *engine_b1(int wi, seqset *s1) {
     cfg.max_tokens = 512;
     cfg.max_seqs = 4;
     cfg.max_ctx = 2048;
+    cfg.trace = trace;
     fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
     if (!c) die("batch-1 engine", &err);
     ss_init(s1, 1);
     prefill(c, s1, 0, 512);
     return c;
-}
-/* INT consumer variants per product (qkv, o, gate/up, down, LM head; k_stream_q's V bits, 0
- * the format's default), three times interleaved; restored to the defaults. */
-static void sweep_qcons(fr_cuda *c, seqset *s1, const char *what) {
-    static const int c4[6][5] = {{23, 23, 59, 23, 59}, {23, 23, 27, 23, 59},  {23, 23, 27, 23, 27},
-                                 {23, 23, 59, 23, 27}, {23, 27, 27, 23, 27},  {23, 23, 27, 27, 27}};
-    static const int c8[6][5] = {{0, 0, 0, 0, 0},   {151, 0, 0, 0, 0},   {151, 151, 0, 0, 0},
-                                 {151, 0, 0, 0, 0}, {151, 151, 0, 0, 0}, {0, 0, 0, 0, 0}};
-    const int(*cf)[5] = strcmp(what, "INT4") ? c8 : c4;
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < 6; i++) {
-            fr_cuda_set_qvars(c, cf[i]);
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, INT consumers qkv/o/gate-up/down/head %d/%d/%d/%d/%d: %.1f tok/s, "
-                "%.3f ms/token\n", what, cf[i][0], cf[i][1], cf[i][2], cf[i][3], cf[i][4], 32 / tv, 1e3 * tv / 32);
-        }
-    fr_cuda_set_qvars(c, NULL);
-}
-
-/* One process-wide kernel knob at n settings, three times interleaved at the fixed context; the
- * knob is restored to v0. */
-static void sweep_knob(fr_cuda *c, seqset *s1, const char *what, const char *label, void (*set)(int), int v0,
-                       const int *vals, const char *const *names, int n) {
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < n; i++) {
-            set(vals[i]);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, %s %s: %.1f tok/s, %.3f ms/token\n", what, label, names[i],
-                32 / tv, 1e3 * tv / 32);
-        }
-    set(v0);
-    fr_cuda_set_fuse(c, 1);
-}
-/* Decode attention cluster size 8 / 16 with the defaults otherwise. */
-static void sweep_cluster(fr_cuda *c, seqset *s1, const char *what) {
-    static const int v[2] = {8, 16};
-    static const char *const nm[2] = {"8", "16"};
-    sweep_knob(c, s1, what, "attention cluster", frk_set_attn_cluster, frk_get_attn_cluster(), v, nm, 2);
-}
-/* Tile-to-block map of the streamed products (frk_set_stream_tmap). */
-static void sweep_tmap(fr_cuda *c, seqset *s1, const char *what) {
-    static const int v[2] = {0, 2};
-    static const char *const nm[2] = {"spread evenly", "longer blocks first in qkv"};
-    sweep_knob(c, s1, what, "tiles", frk_set_stream_tmap, frk_get_stream_tmap(), v, nm, 2);
-}
-/* The one-row RMSNorm prologue (frk_set_stream_xkeep). */
-static void sweep_xkeep(fr_cuda *c, seqset *s1, const char *what) {
-    static const int v[2] = {0, 1};
-    static const char *const nm[2] = {"read twice", "in registers"};
-    sweep_knob(c, s1, what, "norm row", frk_set_stream_xkeep, frk_get_stream_xkeep(), v, nm, 2);
-}
-/* The fused qkv's RoPE loads before the dependency wait or in the epilogue (frk_set_stream_ropepre). */
-static void sweep_ropepre(fr_cuda *c, seqset *s1, const char *what) {
-    static const int v[2] = {0, 1};
-    static const char *const nm[2] = {"in the epilogue", "before the wait"};
-    sweep_knob(c, s1, what, "RoPE loads", frk_set_stream_ropepre, frk_get_stream_ropepre(), v, nm, 2);
-}
-/* Room for the next kernel's blocks: stages trimmed to a block's range (frk_set_stream_nstrim)
- * x the o product at one block per SM (its variant + 512), three times interleaved. */
-static void sweep_occ(fr_cuda *c, seqset *s1, const char *what) {
-    const int t0 = frk_get_stream_nstrim();
-    int qv[5];
-    fr_cuda_get_qvars(c, qv);
-    const int o0 = qv[1];
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < 4; i++) {
-            frk_set_stream_nstrim(i & 1);
-            qv[1] = i & 2 ? (o0 ? o0 : 55) | 512 : o0;
-            fr_cuda_set_qvars(c, qv); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, stages %s, o at %s: %.1f tok/s, %.3f ms/token\n", what,
-                i & 1 ? "trimmed" : "as capped", i & 2 ? "one block per SM" : "the default blocks", 32 / tv,
-                1e3 * tv / 32);
-        }
-    frk_set_stream_nstrim(t0);
-    fr_cuda_set_qvars(c, NULL);
-}
-
-/* INT stages issued before the dependency wait per product (qkv, o, gate/up, down, head; 0 all),
- * three times interleaved. */
-static void sweep_prewait(fr_cuda *c, seqset *s1, const char *what) {
-    static const int pq[9][5] = {{2, 0, 2, 2, 0}, {0, 0, 0, 0, 0}, {1, 0, 2, 2, 0}, {2, 0, 1, 1, 0}, {2, 0, 3, 3, 0},
-                                 {2, 0, 2, 2, 2}, {2, 1, 2, 2, 0}, {2, 0, 2, 1, 0}, {2, 0, 1, 2, 0}};
-    static const int pb[9][5] = {{0, 0, 0, 0, 0}, {1, 0, 1, 1, 0}, {2, 0, 2, 2, 0}, {3, 0, 3, 3, 0}, {2, 0, 3, 3, 0},
-                                 {2, 1, 2, 2, 0}, {2, 0, 2, 2, 2}, {1, 0, 2, 2, 0}, {3, 0, 2, 2, 0}};
-    const int(*pw)[5] = strcmp(what, "bf16") ? pq : pb;
-    for (int rep = 0; rep < 3; rep++)
-        for (int i = 0; i < 9; i++) {
-            fr_cuda_set_prewait(c, pw[i]);
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, stages before the wait qkv/o/gate-up/down/head %d/%d/%d/%d/%d: "
-                "%.1f tok/s, %.3f ms/token\n", what, pw[i][0], pw[i][1], pw[i][2], pw[i][3], pw[i][4], 32 / tv,
-                1e3 * tv / 32);
-        }
-    fr_cuda_set_prewait(c, NULL);
-}
-
-/* Experiments only (gpu-bench --sweep NAME...): per weight format an engine at position 512, then
- * the named sweeps (ahead, qcons, tmap, pipe, cluster, xkeep, occ, prewait, ropepre). */
-static void sweeps(char **names, int n) {
-    for (int wi = 0; wi < 3; wi++) {
-        const char *only = getenv("FRUGAL_BENCH_FORMAT"); /* bf16, INT8 or INT4: that format alone */
-        if (only && strcmp(only, wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4")) continue;
-        seqset s1;
-        fr_cuda *c = engine_b1(wi, &s1);
-        const char *what = wi == 0 ? "bf16" : wi == 1 ? "INT8" : "INT4";
-        for (int i = 0; i < n; i++) {
-            if (!strcmp(names[i], "ahead")) sweep_ahead(c, &s1, what);
-            else if (!strcmp(names[i], "qcons") && wi) sweep_qcons(c, &s1, what);
-            else if (!strcmp(names[i], "tmap")) sweep_tmap(c, &s1, what);
-            else if (!strcmp(names[i], "pipe")) sweep_pipe(c, &s1, what);
-            else if (!strcmp(names[i], "cluster")) sweep_cluster(c, &s1, what);
-            else if (!strcmp(names[i], "xkeep")) sweep_xkeep(c, &s1, what);
-            else if (!strcmp(names[i], "occ") && wi) sweep_occ(c, &s1, what);
-            else if (!strcmp(names[i], "prewait")) sweep_prewait(c, &s1, what);
-            else if (!strcmp(names[i], "ropepre") && wi) sweep_ropepre(c, &s1, what);
-        }
-        ss_free(&s1);
-        fr_cuda_free(c);
-    }
-}
-
-/* Batch-1 decode, fused path: PDL on/off x L2 prefetch per block; unfused for comparison. The
- * engine's settings are restored to fused, PDL on, l2pf as found. */
-static void sweep_b1(fr_cuda *c, seqset *s1, const char *what) {
-    const int l2 = frk_get_stream_l2pf(), stg = frk_get_stream_stages(), ld = frk_get_stream_loader();
-    { /* decode attention: the cluster kernel (16, 8) or the per-split kernels + combine (0), with the
-       * streamed kernels' carveout at all shared memory or the driver's choice; twice, interleaved */
-        const int cl0 = frk_get_attn_cluster(), cv0 = frk_get_stream_carveout(), cls[3] = {16, 8, 0};
-        for (int i = 0; i < 12; i++) {
-            frk_set_attn_cluster(cls[i % 3]);
-            frk_set_stream_carveout((i / 3) % 2 == 0);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, attention cluster %d, carveout %s: %.1f tok/s, %.3f ms/token\n",
-                what, cls[i % 3], (i / 3) % 2 == 0 ? "max shared" : "driver", 32 / tv, 1e3 * tv / 32);
-        }
-        frk_set_attn_cluster(cl0);
-        frk_set_stream_carveout(cv0);
-        fr_cuda_set_fuse(c, -1);
-    }
-    if (strcmp(what, "bf16")) { /* INT consumer variants per product, twice, interleaved */
-        static const int cf[3][5] = {{-1, -1, -1, -1, -1}, {0, 0, 0, 0, 0}, {23, 23, 23, 23, 23}};
-        for (int rep = 0; rep < 2; rep++)
-            for (int i = 0; i < 3; i++) {
-                fr_cuda_set_qvars(c, i == 0 ? NULL : cf[i]);
-                const double tv = b1_point(c, s1);
-                if (i == 0)
-                    LOG("decode batch 1 (%s, graphs) fused, INT consumers per product (default): %.1f tok/s, %.3f ms/token\n",
-                        what, 32 / tv, 1e3 * tv / 32);
-                else
-                    LOG("decode batch 1 (%s, graphs) fused, INT consumer v%d everywhere: %.1f tok/s, %.3f ms/token\n", what,
-                        i == 1 ? 55 : 23, 32 / tv, 1e3 * tv / 32);
-            }
-        fr_cuda_set_qvars(c, NULL);
-    }
-    /* {fuse, loader, stages (TMA), blocks per SM, pdl} */
-    const int cfgs[7][5] = {{1, 0, 4, 2, 1}, {1, 0, 8, 1, 1}, {1, 0, 3, 3, 1}, {1, 0, 2, 3, 1},
-                            {1, 0, 4, 2, 0}, {0, 0, 4, 2, 1}, {0, 0, 4, 2, 0}};
-    for (int i = 0; i < 7; i++) {
-        frk_set_stream_bps(cfgs[i][3]);
-        frk_set_stream_loader(cfgs[i][1]);
-        frk_set_stream_stages(cfgs[i][2]);
-        fr_cuda_set_pdl(c, cfgs[i][4]);
-        fr_cuda_set_fuse(c, cfgs[i][0]);
-        const double tv = b1_point(c, s1);
-        if (cfgs[i][0])
-            LOG("decode batch 1 (%s, graphs) fused, %s, stages %d, %d block(s)/SM, pdl %d: %.1f tok/s, %.3f ms/token\n",
-                what, cfgs[i][1] ? "cp.async" : "TMA", cfgs[i][1] ? 8 : cfgs[i][2] ? cfgs[i][2] : 12, cfgs[i][3],
-                cfgs[i][4], 32 / tv, 1e3 * tv / 32);
-        else
-            LOG("decode batch 1 (%s, graphs) unfused, pdl %d: %.1f tok/s, %.3f ms/token\n",
-                what, cfgs[i][4], 32 / tv, 1e3 * tv / 32);
-    }
-    for (int cap = 16; cap <= 32; cap *= 2) { /* attention splits at batch 1 (default 64) */
-        frk_set_stream_bps(2);
-        frk_set_stream_stages(4);
-        fr_cuda_set_pdl(c, 1);
-        fr_cuda_set_fuse(c, 1);
-        fr_cuda_set_split_cap(c, cap);
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, attention splits <= %d: %.1f tok/s, %.3f ms/token\n", what, cap,
-            32 / tv, 1e3 * tv / 32);
-    }
-    fr_cuda_set_split_cap(c, 64);
-    /* the attention kernel: old K/V rows loaded before the dependency wait (bf16 cache), and the
-     * output projection prefetched into L2 by its threads */
-    frk_set_stream_bps(2);
-    frk_set_stream_stages(4);
-    fr_cuda_set_pdl(c, 1);
-    fr_cuda_set_fuse(c, 1);
-    const fr_cuda_config dc = fr_cuda_config_default();
-    /* {early K/V loads, o-proj prefetch, in-kernel merge}, twice, interleaved */
-    const int acf[5][3] = {{1, 0, 0}, {0, 0, 0}, {1, 1, 0}, {1, 0, 1}, {0, 0, 1}};
-    for (int rep = 0; rep < 2; rep++)
-        for (int i = 0; i < 5; i++) {
-            frk_set_attn_prewait(acf[i][0]);
-            fr_cuda_set_attn_prefetch(c, acf[i][1]);
-            fr_cuda_set_attn_merge(c, acf[i][2]);
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, attention: early K/V loads %s, o-proj L2 prefetch %s, %s merge: %.1f tok/s, %.3f ms/token\n",
-                what, acf[i][0] ? "on" : "off", acf[i][1] ? "on" : "off", acf[i][2] ? "in-kernel" : "combine-kernel",
-                32 / tv, 1e3 * tv / 32);
-        }
-    frk_set_attn_prewait(1);
-    fr_cuda_set_attn_merge(c, dc.attn_merge);
-    for (int i = 0; i < 4; i++) { /* decode attention at <= 64 registers or unconstrained (default), twice */
-        frk_set_attn_minb(i & 1 ? 1 : 8);
-        fr_cuda_set_fuse(c, 1); /* drops the graphs */
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, attention %s registers: %.1f tok/s, %.3f ms/token\n", what,
-            i & 1 ? "unconstrained" : "<= 64", 32 / tv, 1e3 * tv / 32);
-    }
-    frk_set_attn_minb(1);
-    fr_cuda_set_attn_prefetch(c, dc.attn_prefetch);
-    fr_cuda_set_attn_merge(c, dc.attn_merge);
-    /* register budget for a third resident block: {min blocks, stages, blocks per SM}, twice */
-    const int mcf[5][3] = {{1, 4, 2}, {3, 4, 2}, {3, 3, 2}, {3, 3, 3}, {3, 2, 3}};
-    for (int rep = 0; rep < 2; rep++)
-        for (int i = 0; i < 5; i++) {
-            frk_set_stream_minb(mcf[i][0]);
-            frk_set_stream_stages(mcf[i][1]);
-            frk_set_stream_bps(mcf[i][2]);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, <= %d registers, stages <= %d, %d blocks/SM: %.1f tok/s, %.3f ms/token\n",
-                what, mcf[i][0] == 3 ? 80 : 255, mcf[i][1], mcf[i][2], 32 / tv, 1e3 * tv / 32);
-        }
-    frk_set_stream_minb(1);
-    frk_set_stream_stages(4);
-    frk_set_stream_bps(2);
-    if (strcmp(what, "bf16")) /* INT: 16 KiB (default) or 32 KiB stages, twice */
-        for (int i = 0; i < 4; i++) {
-            frk_set_stream_qstage(i & 1 ? 32768 : 16384);
-            fr_cuda_set_fuse(c, 1); /* drops the graphs */
-            const double tv = b1_point(c, s1);
-            LOG("decode batch 1 (%s, graphs) fused, %d KiB stages: %.1f tok/s, %.3f ms/token\n", what,
-                frk_get_stream_qstage() / 1024, 32 / tv, 1e3 * tv / 32);
-        }
-    frk_set_stream_qstage(16384);
-    fr_cuda_set_fuse(c, 1);
-    for (int i = 0; i < 4; i++) { /* the LM head streamed (default) or norm + GEMV; stages 4 / 6 */
-        fr_cuda_set_head_gemv(c, i == 1);
-        frk_set_stream_stages(i == 2 ? 5 : i == 3 ? 6 : 4);
-        const double tv = b1_point(c, s1);
-        LOG("decode batch 1 (%s, graphs) fused, LM head %s, stages <= %d: %.1f tok/s, %.3f ms/token\n", what,
-            i == 1 ? "norm + GEMV" : "streamed", frk_get_stream_stages(), 32 / tv, 1e3 * tv / 32);
-    }
-    fr_cuda_set_head_gemv(c, 0);
-    frk_set_stream_stages(4);
-    frk_set_stream_bps(2);
-    frk_set_stream_stages(stg);
-    frk_set_stream_loader(ld);
-    fr_cuda_set_pdl(c, 1);
-    fr_cuda_set_l2pf(c, l2);
-    fr_cuda_set_fuse(c, -1);
 }
 
 static fr_hparams llama8b(void) {
@@ -550,26 +225,26 @@ static bool g_profile; /* --profile: one launch per kernel, for ncu */
 static double time_us(launch_fn fn, void *ctx, int rot, int reps) {
     if (g_profile) {
         fn(ctx, 0);
-        CK(cudaDeviceSynchronize());
+        FR_CK(cudaDeviceSynchronize());
         return 0;
     }
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    FR_CK(cudaEventCreate(&e0));
+    FR_CK(cudaEventCreate(&e1));
     for (int i = 0; i < 3; i++) fn(ctx, i % rot);
     double t[64];
     if (reps > 64) reps = 64;
     for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(e0, 0));
+        FR_CK(cudaEventRecord(e0, 0));
         fn(ctx, i % rot);
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
+        FR_CK(cudaEventRecord(e1, 0));
+        FR_CK(cudaEventSynchronize(e1));
         float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        FR_CK(cudaEventElapsedTime(&ms, e0, e1));
         t[i] = ms * 1e3;
     }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+    FR_CK(cudaEventDestroy(e0));
+    FR_CK(cudaEventDestroy(e1));
     return median(t, reps);
 }
 
@@ -614,27 +289,27 @@ static void gemv_bench(const char *name, int M, int K, int bits, int nb, int mod
     const size_t szb = bits == 16 ? 0 : frk_quant_sz_count(M, K) * 4;
     g.rot = (int)FR_MIN(8, FR_MAX(1, (int)((400u << 20) / (wb + szb)) + 1));
     for (int i = 0; i < g.rot; i++) {
-        CK(cudaMalloc(&g.w[i], wb));
+        FR_CK(cudaMalloc(&g.w[i], wb));
         if (bits == 16)
             frk_fill_bf16(g.w[i], (size_t)M * K, 0.02f, 0.f, 77 + i, 0);
         else {
-            CK(cudaMalloc((void **)&g.sz[i], szb));
+            FR_CK(cudaMalloc((void **)&g.sz[i], szb));
             frk_quant_random(g.w[i], g.sz[i], M, K, bits, 0.02f, 77 + i, 0);
         }
     }
-    CK(cudaMalloc((void **)&g.x, (size_t)nb * K * 2));
+    FR_CK(cudaMalloc((void **)&g.x, (size_t)nb * K * 2));
     frk_fill_bf16(g.x, (size_t)nb * K, 1.f, 0.f, 5, 0);
-    CK(cudaMalloc(&g.y, (size_t)nb * M * 4));
+    FR_CK(cudaMalloc(&g.y, (size_t)nb * M * 4));
     const double us = time_us(cublas ? run_cublas : run_gemv, &g, g.rot, 40);
     const double bytes = (double)(wb + szb) + (double)nb * K * 2 + (double)nb * M * 4;
     LOG("  %-44s %8.1f us  %7.0f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
     if (us_out) *us_out = us;
     for (int i = 0; i < g.rot; i++) {
-        CK(cudaFree(g.w[i]));
-        if (g.sz[i]) CK(cudaFree(g.sz[i]));
+        FR_CK(cudaFree(g.w[i]));
+        if (g.sz[i]) FR_CK(cudaFree(g.sz[i]));
     }
-    CK(cudaFree(g.x));
-    CK(cudaFree(g.y));
+    FR_CK(cudaFree(g.x));
+    FR_CK(cudaFree(g.y));
 }
 
 typedef struct attn_ctx {
@@ -649,8 +324,8 @@ static void run_attn(void *p, int copy) {
     else
         frk_attention(&c->a, 0);
 }
-static bool g_attn_merged;
-static void attn_bench(const char *name, int T, int ctx, int n_split, int prefill, int kv_int8,
+/* cluster: frk_attn_args.cluster (the cluster kernel where it applies, 0 off). */
+static void attn_bench(const char *name, int T, int ctx, int n_split, int prefill, int kv_int8, int cluster,
                        double *us_out) {
     const int H = 32, Hkv = 8, D = 128, L = 1, bts = (ctx + 15) / 16;
     const int nseq = prefill ? 1 : T; /* prefill 1: mma kernel, 2: scalar kernel, same run */
@@ -659,41 +334,36 @@ static void attn_bench(const char *name, int T, int ctx, int n_split, int prefil
     attn_ctx c;
     memset(&c, 0, sizeof c);
     void *kc, *vc, *ks, *vs, *q, *out, *part, *bt, *pos, *seq;
-    CK(cudaMalloc(&kc, pool));
-    CK(cudaMalloc(&vc, pool));
+    FR_CK(cudaMalloc(&kc, pool));
+    FR_CK(cudaMalloc(&vc, pool));
     frk_fill_bf16(kc, pool / 2, 1.f, 0.f, 1, 0);
     frk_fill_bf16(vc, pool / 2, 1.f, 0.f, 2, 0);
-    CK(cudaMalloc(&ks, (size_t)NB * Hkv * 4));
-    CK(cudaMalloc(&vs, (size_t)NB * Hkv * 4));
+    FR_CK(cudaMalloc(&ks, (size_t)NB * Hkv * 4));
+    FR_CK(cudaMalloc(&vs, (size_t)NB * Hkv * 4));
     frk_fill_f32(ks, (size_t)NB * Hkv, 0.001f, 0.01f, 3, 0);
     frk_fill_f32(vs, (size_t)NB * Hkv, 0.001f, 0.01f, 4, 0);
-    CK(cudaMalloc(&q, (size_t)T * H * D * 2));
+    FR_CK(cudaMalloc(&q, (size_t)T * H * D * 2));
     frk_fill_bf16(q, (size_t)T * H * D, 1.f, 0.f, 5, 0);
-    CK(cudaMalloc(&out, (size_t)T * H * D * 2));
-    CK(cudaMalloc(&part, (size_t)T * H * n_split * (D + 2) * 4));
+    FR_CK(cudaMalloc(&out, (size_t)T * H * D * 2));
+    FR_CK(cudaMalloc(&part, (size_t)T * H * n_split * (D + 2) * 4));
     int32_t *hbt = malloc((size_t)nseq * bts * 4), *hpos = malloc((size_t)T * 4), *hseq = malloc((size_t)T * 4);
     for (int i = 0; i < nseq * bts; i++) hbt[i] = 1 + i;
     for (int t = 0; t < T; t++) {
         hpos[t] = prefill ? t : ctx - 1;
         hseq[t] = prefill ? 0 : t;
     }
-    CK(cudaMalloc(&bt, (size_t)nseq * bts * 4));
-    CK(cudaMalloc(&pos, (size_t)T * 4));
-    CK(cudaMalloc(&seq, (size_t)T * 4));
-    CK(cudaMemcpy(bt, hbt, (size_t)nseq * bts * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(pos, hpos, (size_t)T * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(seq, hseq, (size_t)T * 4, cudaMemcpyHostToDevice));
+    FR_CK(cudaMalloc(&bt, (size_t)nseq * bts * 4));
+    FR_CK(cudaMalloc(&pos, (size_t)T * 4));
+    FR_CK(cudaMalloc(&seq, (size_t)T * 4));
+    FR_CK(cudaMemcpy(bt, hbt, (size_t)nseq * bts * 4, cudaMemcpyHostToDevice));
+    FR_CK(cudaMemcpy(pos, hpos, (size_t)T * 4, cudaMemcpyHostToDevice));
+    FR_CK(cudaMemcpy(seq, hseq, (size_t)T * 4, cudaMemcpyHostToDevice));
     frk_attn_args *a = &c.a;
     a->q = q, a->kc = kc, a->vc = vc, a->kscale = ks, a->vscale = vs;
     a->pos = pos, a->tok_seq = seq, a->block_tables = bt;
     a->T = T, a->H = H, a->Hkv = Hkv, a->D = D, a->bt_stride = bts, a->layer = 0, a->n_layer = L;
     a->kv_int8 = kv_int8, a->n_split = n_split, a->part = part, a->out = out;
-    int *cnt = NULL;
-    if (g_attn_merged && n_split > 1) { /* splits merged in-kernel (the fused decode path) */
-        CK(cudaMalloc((void **)&cnt, (size_t)T * Hkv * sizeof(int)));
-        CK(cudaMemset(cnt, 0, (size_t)T * Hkv * sizeof(int)));
-        a->counters = cnt;
-    }
+    a->cluster = cluster;
     c.prefill = prefill;
     const double us = time_us(run_attn, &c, 1, 30);
     const double kvb = prefill ? 0 : (double)T * ctx * Hkv * D * 2 * (kv_int8 ? 1 : 2);
@@ -701,7 +371,6 @@ static void attn_bench(const char *name, int T, int ctx, int n_split, int prefil
     if (us_out) *us_out = us;
     cudaFree(kc), cudaFree(vc), cudaFree(ks), cudaFree(vs), cudaFree(q), cudaFree(out);
     cudaFree(part), cudaFree(bt), cudaFree(pos), cudaFree(seq);
-    if (cnt) cudaFree(cnt);
     free(hbt), free(hpos), free(hseq);
 }
 
@@ -717,19 +386,24 @@ static void run_rms(void *p, int copy) {
 }
 
 
-/* One streamed GEMV (k_stream.cu) of one bf16 input row. */
+/* One streamed GEMV (k_stream.cu) of one bf16 input row, in the plan of the Llama-3-8B product
+ * of that shape (plan.cu). */
 static void stream_call(void *w, uint32_t *sz, int M, int K, int bits, const uint16_t *x, void *o,
                         int ldo, int mode, cudaStream_t st) {
     frk_gemv_args a;
     memset(&a, 0, sizeof a);
     a.W = w, a.sz = sz, a.M = M, a.K = K, a.bits = bits, a.x = x, a.ldx = K, a.nb = 1;
     a.out = o, a.ldo = ldo, a.mode = mode;
+    const int prod = mode == FRK_OUT_SWIGLU ? FRK_P_GU
+                     : mode == FRK_OUT_ACC  ? (K > 8192 ? FRK_P_DOWN : FRK_P_O)
+                                            : (M > 65536 ? FRK_P_HEAD : FRK_P_QKV);
+    a.plan = *frk_plan_stream(bits, prod);
     frk_gemv_stream(&a, st);
 }
 
 /* The 32-layer chain of decode GEMVs (qkv, o, gate_up+SwiGLU, down) + LM head, captured as one
- * graph and replayed: the GEMV part of a batch-1 decode step without attention and norms, for
- * each bf16 kernel variant and with programmatic dependent launch on and off; int8/int4 too. */
+ * graph and replayed: the GEMV part of a batch-1 decode step without attention and norms, through
+ * the GEMV kernels and through the streamed kernels. */
 static void gemv_chain(int bits) {
     const int L = 32, E = 4096, F = 14336, V = 128256, Wq = 6144;
     const int Ms[4] = {Wq, E, 2 * F, E}, Ks[4] = {E, E, E, F}, modes[4] = {FRK_OUT_STORE, FRK_OUT_ACC, FRK_OUT_SWIGLU, FRK_OUT_ACC};
@@ -739,56 +413,44 @@ static void gemv_chain(int bits) {
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
             const size_t wb = bits == 16 ? (size_t)Ms[i] * Ks[i] * 2 : frk_quant_bytes(Ms[i], Ks[i], bits);
-            CK(cudaMalloc(&w[l][i], wb));
+            FR_CK(cudaMalloc(&w[l][i], wb));
             total += wb;
             sz[l][i] = NULL;
             if (bits == 16) {
                 frk_fill_bf16(w[l][i], (size_t)Ms[i] * Ks[i], 0.02f, 0.f, 100 + l * 4 + i, 0);
             } else {
-                CK(cudaMalloc((void **)&sz[l][i], frk_quant_sz_count(Ms[i], Ks[i]) * 4));
+                FR_CK(cudaMalloc((void **)&sz[l][i], frk_quant_sz_count(Ms[i], Ks[i]) * 4));
                 frk_quant_random(w[l][i], sz[l][i], Ms[i], Ks[i], bits, 0.02f, 100 + l * 4 + i, 0);
                 total += frk_quant_sz_count(Ms[i], Ks[i]) * 4;
             }
         }
     const size_t hb = bits == 16 ? (size_t)V * E * 2 : frk_quant_bytes(V, E, bits);
-    CK(cudaMalloc(&hw, hb));
+    FR_CK(cudaMalloc(&hw, hb));
     total += hb;
     if (bits == 16) frk_fill_bf16(hw, (size_t)V * E, 0.02f, 0.f, 99, 0);
     else {
-        CK(cudaMalloc((void **)&hsz, frk_quant_sz_count(V, E) * 4));
+        FR_CK(cudaMalloc((void **)&hsz, frk_quant_sz_count(V, E) * 4));
         frk_quant_random(hw, hsz, V, E, bits, 0.02f, 99, 0);
         total += frk_quant_sz_count(V, E) * 4;
     }
     uint16_t *xn, *act;
     float *y, *x, *lg;
-    CK(cudaMalloc((void **)&xn, (size_t)F * 2));
-    CK(cudaMalloc((void **)&act, (size_t)F * 2));
-    CK(cudaMalloc((void **)&y, (size_t)2 * F * 4));
-    CK(cudaMalloc((void **)&x, (size_t)E * 4));
-    CK(cudaMalloc((void **)&lg, (size_t)V * 4));
+    FR_CK(cudaMalloc((void **)&xn, (size_t)F * 2));
+    FR_CK(cudaMalloc((void **)&act, (size_t)F * 2));
+    FR_CK(cudaMalloc((void **)&y, (size_t)2 * F * 4));
+    FR_CK(cudaMalloc((void **)&x, (size_t)E * 4));
+    FR_CK(cudaMalloc((void **)&lg, (size_t)V * 4));
     frk_fill_bf16(xn, F, 1.f, 0.f, 7, 0);
     frk_fill_bf16(act, F, 1.f, 0.f, 8, 0);
-    CK(cudaMemset(x, 0, (size_t)E * 4));
+    FR_CK(cudaMemset(x, 0, (size_t)E * 4));
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    CK(cudaDeviceSynchronize());
-    const int nvar = bits == 16 ? 4 : 1;
-    /* variants: the GEMV kernels (bf16 shapes 0..3, or the INT kernel), then the streamed kernel
-     * (k_stream.cu) without and with 256 KiB of L2 prefetch per block */
-    for (int v = 0; v < nvar + 5; v++)
-        for (int pdl = 1; pdl >= 0; pdl--) {
-            const bool stream = v >= nvar;
-            if (v >= nvar + 3 && !pdl) continue; /* <= 80 registers (3rd block): stages 4 and 3, PDL on */
-            frk_set_pdl(pdl);
-            frk_set_gemv_variant(stream ? 1 : v);
-            frk_set_stream_loader(v == nvar ? 1 : 0);
-            frk_set_stream_bps(v >= nvar + 2 ? 2 : 1);
-            frk_set_stream_stages(v == nvar + 4 ? 3 : v >= nvar + 2 ? 4 : 8);
-            frk_set_stream_minb(v >= nvar + 3 ? 3 : 1);
-            if (v < nvar) frk_set_stream_bps(2), frk_set_stream_stages(4);
+    FR_CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    FR_CK(cudaDeviceSynchronize());
+    for (int v = 0; v < 2; v++) {
+            const bool stream = v == 1;
             cudaGraph_t g;
             cudaGraphExec_t ge;
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            FR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
             for (int l = 0; l < L; l++)
                 for (int i = 0; i < 4; i++) {
                     const uint16_t *in = i == 3 ? act : xn;
@@ -807,51 +469,38 @@ static void gemv_chain(int bits) {
                 frk_gemv_bf16(hw, V, E, xn, E, 1, lg, V, FRK_OUT_STORE, st);
             else
                 frk_gemv_q(hw, hsz, V, E, bits, xn, E, 1, lg, V, FRK_OUT_STORE, st);
-            CK(cudaStreamEndCapture(st, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
+            FR_CK(cudaStreamEndCapture(st, &g));
+            FR_CK(cudaGraphInstantiate(&ge, g, 0));
             cudaEvent_t e0, e1;
-            CK(cudaEventCreate(&e0));
-            CK(cudaEventCreate(&e1));
+            FR_CK(cudaEventCreate(&e0));
+            FR_CK(cudaEventCreate(&e1));
             double t[7];
             for (int r = 0; r < 9; r++) {
-                CK(cudaEventRecord(e0, st));
-                CK(cudaGraphLaunch(ge, st));
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
+                FR_CK(cudaEventRecord(e0, st));
+                FR_CK(cudaGraphLaunch(ge, st));
+                FR_CK(cudaEventRecord(e1, st));
+                FR_CK(cudaEventSynchronize(e1));
                 float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
+                FR_CK(cudaEventElapsedTime(&ms, e0, e1));
                 if (r >= 2) t[r - 2] = ms;
             }
             const double ms = median(t, 7);
-            char vn[96];
-            if (stream)
-                snprintf(vn, sizeof vn, "streamed %s%s%s", frk_get_stream_loader() ? "cp.async" : "TMA",
-                         frk_get_stream_bps() == 2 ? " 2 blocks/SM" : "",
-                         frk_get_stream_minb() == 3 ? (frk_get_stream_stages() == 3 ? " <=80 regs 3 stages" : " <=80 regs")
-                                                    : "");
-            else snprintf(vn, sizeof vn, "variant %d", v);
-            LOG("  GEMV chain %s %s pdl %d: %.3f ms/token, %.2f TB/s (%.2f GB)\n",
-                bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", vn, pdl, ms, total / (ms * 1e-3) / 1e12, total / 1e9);
-            CK(cudaEventDestroy(e0));
-            CK(cudaEventDestroy(e1));
-            CK(cudaGraphExecDestroy(ge));
-            CK(cudaGraphDestroy(g));
+            LOG("  GEMV chain %s %s: %.3f ms/token, %.2f TB/s (%.2f GB)\n", bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4",
+                stream ? "streamed" : "GEMV kernels", ms, total / (ms * 1e-3) / 1e12, total / 1e9);
+            FR_CK(cudaEventDestroy(e0));
+            FR_CK(cudaEventDestroy(e1));
+            FR_CK(cudaGraphExecDestroy(ge));
+            FR_CK(cudaGraphDestroy(g));
         }
-    frk_set_pdl(1);
-    frk_set_gemv_variant(1);
-    frk_set_stream_loader(0);
-    frk_set_stream_bps(2);
-    frk_set_stream_stages(4);
-    frk_set_stream_minb(1);
     for (int l = 0; l < L; l++)
         for (int i = 0; i < 4; i++) {
-            CK(cudaFree(w[l][i]));
-            if (sz[l][i]) CK(cudaFree(sz[l][i]));
+            FR_CK(cudaFree(w[l][i]));
+            if (sz[l][i]) FR_CK(cudaFree(sz[l][i]));
         }
-    CK(cudaFree(hw));
-    if (hsz) CK(cudaFree(hsz));
+    FR_CK(cudaFree(hw));
+    if (hsz) FR_CK(cudaFree(hsz));
     cudaFree(xn), cudaFree(act), cudaFree(y), cudaFree(x), cudaFree(lg);
-    CK(cudaStreamDestroy(st));
+    FR_CK(cudaStreamDestroy(st));
 }
 
 /* --timeline: a few batch-1 decode steps (graphs) per weight format on the 8B shape after a
@@ -861,16 +510,16 @@ static void timeline(void) {
     const fr_hparams hq = llama8b();
     for (int wi = 0; wi < 3; wi++) {
         seqset s1;
-        fr_cuda *c = engine_b1(wi, &s1);
+        fr_cuda *c = engine_b1(wi, &s1, 1);
         decode(c, &s1, 1, 4, NULL);
         fr_cuda_sync(c);
         const double t0 = fr_time_s();
         while (fr_time_s() - t0 < 0.05) {}
         const double t = decode(c, &s1, 1, 4, NULL);
         const char *fmt = wi == 0 ? "bf16" : wi == 1 ? "int8" : "int4";
-        printf("timeline %s: 4 steps, %.3f ms/token (untraced)\n", fmt, 1e3 * t / 4);
+        printf("timeline %s: 4 steps, %.3f ms/token (traced)\n", fmt, 1e3 * t / 4);
         /* the probes: one traced step after a traced warm-up step (graph capture) */
-        const int L = hq.n_layer, ns = fr_cuda_set_trace(c, 1);
+        const int L = hq.n_layer, ns = fr_cuda_trace_slots(c);
         if (ns > 0) {
             decode(c, &s1, 1, 2, NULL);
             const double tt = decode(c, &s1, 1, 1, NULL);
@@ -878,7 +527,7 @@ static void timeline(void) {
             unsigned long long *w = malloc((size_t)ns * TW * 8);
             fr_cuda_trace_read(c, w, ns * TW);
             const unsigned long long g0 = w[0];
-            /* per slot (fields of fr_cuda_set_trace, ns after the first qkv entry); ~0 = did not
+            /* per slot (fields of fr_cuda_trace_read, ns after the first qkv entry); ~0 = did not
              * run or not marked; latest marks are stored as complements */
             double sum[7][4] = {{0}}, sx[7][6] = {{0}};
             int cnt[7] = {0}, cx[7][6] = {{0}};
@@ -928,7 +577,6 @@ static void timeline(void) {
             printf("  %s traced step: %.3f ms wall; first qkv entry .. head end %.3f ms\n", fmt, 1e3 * tt,
                    w[(size_t)TW * 6 * L + 2] != ~0ull ? (double)(~w[(size_t)TW * 6 * L + 2] - g0) / 1e6 : -1.0);
             free(w);
-            fr_cuda_set_trace(c, 0);
         }
         ss_free(&s1);
         fr_cuda_free(c);
@@ -939,35 +587,24 @@ static void timeline(void) {
 static void profile_once(void) {
     cublasHandle_t cub = NULL;
     double us;
-    frk_set_pdl(0);
-    gemv_bench("profile: gemv bf16 qkv v0", 6144, 4096, 16, 1, FRK_OUT_STORE, false, cub, &us);
-    frk_set_gemv_variant(3);
-    gemv_bench("profile: gemv bf16 o v3", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
-    frk_set_gemv_variant(0);
-    gemv_bench("profile: gemv bf16 o v0", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
+    gemv_bench("profile: gemv bf16 qkv", 6144, 4096, 16, 1, FRK_OUT_STORE, false, cub, &us);
+    gemv_bench("profile: gemv bf16 o", 4096, 4096, 16, 1, FRK_OUT_ACC, false, cub, &us);
     gemv_bench("profile: gemv int4 qkv", 6144, 4096, 4, 1, FRK_OUT_STORE, false, cub, &us);
     gemv_bench("profile: gemv int8 down", 4096, 14336, 8, 1, FRK_OUT_ACC, false, cub, &us);
     g_stream_kernel = true;
-    frk_set_stream_loader(1);
-    frk_set_stream_bps(1);
-    gemv_bench("profile: stream cp.async bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    gemv_bench("profile: stream cp.async int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    frk_set_stream_loader(0);
-    frk_set_stream_bps(2);
-    gemv_bench("profile: stream TMA bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    gemv_bench("profile: stream TMA int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
-    gemv_bench("profile: stream TMA int8 gate_up", 28672, 4096, 8, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream bf16 gate_up", 28672, 4096, 16, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream int4 gate_up", 28672, 4096, 4, 1, FRK_OUT_SWIGLU, false, cub, &us);
+    gemv_bench("profile: stream int8 gate_up", 28672, 4096, 8, 1, FRK_OUT_SWIGLU, false, cub, &us);
     g_stream_kernel = false;
-    attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, &us);
-    attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, &us);
-    frk_set_pdl(1);
+    attn_bench("profile: attention b1 ctx 640", 1, 640, 33, 0, 0, 8, &us);
+    attn_bench("profile: attention b32 ctx 640", 32, 640, 4, 0, 0, 0, &us);
 }
 
 static void kernel_breakdown(void) {
     cublasHandle_t cub;
     if (cublasCreate(&cub) != CUBLAS_STATUS_SUCCESS) return;
     void *ws;
-    CK(cudaMalloc(&ws, 32u << 20));
+    FR_CK(cudaMalloc(&ws, 32u << 20));
     cublasSetWorkspace(cub, ws, 32u << 20);
     LOG("kernel breakdown (Llama-3-8B shapes; weights rotated through several copies, so HBM):\n");
     const int shp[5][3] = {{6144, 4096, FRK_OUT_STORE}, {4096, 4096, FRK_OUT_ACC},
@@ -975,11 +612,9 @@ static void kernel_breakdown(void) {
                            {128256, 4096, FRK_OUT_STORE}};
     const char *nm[5] = {"qkv", "o", "gate_up+swiglu", "down", "lm_head"};
     const int bitsv[3] = {16, 8, 4};
-    for (int bi = 0; bi < 9; bi++) {
+    for (int bi = 0; bi < 6; bi++) {
         double layer = 0, head = 0;
         g_stream_kernel = bi >= 3;
-        frk_set_stream_loader(bi < 6 ? 1 : 0);
-        frk_set_stream_bps(bi < 6 ? 1 : 2); /* cp.async needs its 8 stages in one block */
         for (int i = 0; i < 5; i++) {
             char name[96];
             double us = 0;
@@ -990,12 +625,10 @@ static void kernel_breakdown(void) {
             if (i < 4) layer += us; else head = us;
         }
         LOG("  => %s %s per token: 32 x %.1f + %.1f = %.2f ms\n", bitsv[bi % 3] == 16 ? "bf16" : bitsv[bi % 3] == 8 ? "int8" : "int4",
-            !g_stream_kernel ? "GEMVs" : bi < 6 ? "streamed GEMVs (cp.async)" : "streamed GEMVs (TMA)", layer, head,
+            !g_stream_kernel ? "GEMVs" : "streamed GEMVs", layer, head,
             (32 * layer + head) / 1e3);
     }
     g_stream_kernel = false;
-    frk_set_stream_loader(0);
-    frk_set_stream_bps(2);
     gemv_bench("cuBLAS bf16 b=1 gate_up 28672x4096", 28672, 4096, 16, 1, FRK_OUT_STORE, true, cub, NULL);
     gemv_bench("gemv bf16 b=4 gate_up 28672x4096", 28672, 4096, 16, 4, FRK_OUT_SWIGLU, false, cub, NULL);
     gemv_bench("cuBLAS bf16 b=8 gate_up 28672x4096", 28672, 4096, 16, 8, FRK_OUT_STORE, true, cub, NULL);
@@ -1009,11 +642,11 @@ static void kernel_breakdown(void) {
             gemv_ctx g;
             memset(&g, 0, sizeof g);
             g.M = shp[i][0], g.K = shp[i][1], g.nb = T, g.cub = cub, g.rot = 1, g.bits = 16;
-            CK(cudaMalloc(&g.w[0], (size_t)g.M * g.K * 2));
+            FR_CK(cudaMalloc(&g.w[0], (size_t)g.M * g.K * 2));
             frk_fill_bf16(g.w[0], (size_t)g.M * g.K, 0.02f, 0.f, 9, 0);
-            CK(cudaMalloc((void **)&g.x, (size_t)T * g.K * 2));
+            FR_CK(cudaMalloc((void **)&g.x, (size_t)T * g.K * 2));
             frk_fill_bf16(g.x, (size_t)T * g.K, 1.f, 0.f, 10, 0);
-            CK(cudaMalloc(&g.y, (size_t)T * g.M * 4));
+            FR_CK(cudaMalloc(&g.y, (size_t)T * g.M * 4));
             const double us = time_us(run_cublas, &g, 1, 20);
             LOG("  cuBLAS bf16 GEMM T=%d %-16s %8.1f us  %6.0f TFLOP/s\n", T, nm[i], us,
                 2.0 * T * g.M * g.K / (us * 1e-6) / 1e12);
@@ -1021,31 +654,21 @@ static void kernel_breakdown(void) {
         }
     }
     double us;
-    const int cl0 = frk_get_attn_cluster();
-    frk_set_attn_cluster(16);
-    attn_bench("attention decode b=1 ctx=640 cluster 16", 1, 640, 33, 0, 0, &us);
-    attn_bench("attention decode b=4 ctx=640 cluster 16", 4, 640, 16, 0, 0, &us);
-    frk_set_attn_cluster(8);
-    attn_bench("attention decode b=1 ctx=640 cluster 8", 1, 640, 33, 0, 0, &us);
-    frk_set_attn_cluster(0); /* the per-split kernels below */
-    attn_bench("attention decode b=1 ctx=640 split=33", 1, 640, 33, 0, 0, &us);
-    attn_bench("attention decode b=1 ctx=640 split=1", 1, 640, 1, 0, 0, &us);
-    g_attn_merged = true;
-    attn_bench("attention decode b=1 ctx=640 split=64 merged", 1, 640, 64, 0, 0, &us);
-    attn_bench("attention decode b=1 ctx=640 split=16 merged", 1, 640, 16, 0, 0, &us);
-    attn_bench("attention decode b=4 ctx=640 split=16 merged", 4, 640, 16, 0, 0, &us);
-    g_attn_merged = false;
-    attn_bench("attention decode b=32 ctx=640 split=2", 32, 640, 2, 0, 0, &us);
-    attn_bench("attention decode b=32 ctx=640 int8 KV split=2", 32, 640, 2, 0, 1, &us);
-    attn_bench("attention prefill T=512 mma", 512, 512, 1, 1, 0, &us);
-    attn_bench("attention prefill T=512 scalar kernel", 512, 512, 1, 2, 0, &us);
-    frk_set_attn_cluster(cl0);
+    attn_bench("attention decode b=1 ctx=640 cluster 16", 1, 640, 33, 0, 0, 16, &us);
+    attn_bench("attention decode b=4 ctx=640 cluster 16", 4, 640, 16, 0, 0, 16, &us);
+    attn_bench("attention decode b=1 ctx=640 cluster 8", 1, 640, 33, 0, 0, 8, &us);
+    attn_bench("attention decode b=1 ctx=640 split=33", 1, 640, 33, 0, 0, 0, &us);
+    attn_bench("attention decode b=1 ctx=640 split=1", 1, 640, 1, 0, 0, 0, &us);
+    attn_bench("attention decode b=32 ctx=640 split=2", 32, 640, 2, 0, 0, 0, &us);
+    attn_bench("attention decode b=32 ctx=640 int8 KV split=2", 32, 640, 2, 0, 1, 0, &us);
+    attn_bench("attention prefill T=512 mma", 512, 512, 1, 1, 0, 0, &us);
+    attn_bench("attention prefill T=512 scalar kernel", 512, 512, 1, 2, 0, 0, &us);
     {
         misc_ctx m;
         m.n = 1, m.E = 4096;
-        CK(cudaMalloc((void **)&m.x, 4096 * 4 * 32));
-        CK(cudaMalloc((void **)&m.w, 4096 * 4));
-        CK(cudaMalloc((void **)&m.out, 4096 * 2 * 32));
+        FR_CK(cudaMalloc((void **)&m.x, 4096 * 4 * 32));
+        FR_CK(cudaMalloc((void **)&m.w, 4096 * 4));
+        FR_CK(cudaMalloc((void **)&m.out, 4096 * 2 * 32));
         frk_fill_f32(m.x, 4096 * 32, 1.f, 0.f, 1, 0);
         frk_fill_f32(m.w, 4096, 0.1f, 1.f, 2, 0);
         LOG("  %-44s %8.1f us\n", "rmsnorm 1x4096", time_us(run_rms, &m, 1, 30));
@@ -1074,27 +697,27 @@ typedef struct res {
 static void ceilings(res *r, bool quick) {
     const size_t bytes = quick ? (256u << 20) : ((size_t)4 << 30);
     void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemset(a, 0x3c, bytes));
+    FR_CK(cudaMalloc(&a, bytes));
+    FR_CK(cudaMalloc(&b, bytes));
+    FR_CK(cudaMemset(a, 0x3c, bytes));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    FR_CK(cudaEventCreate(&e0));
+    FR_CK(cudaEventCreate(&e1));
     double t[9];
     for (int i = 0; i < 10; i++) {
-        CK(cudaEventRecord(e0, 0));
-        CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
+        FR_CK(cudaEventRecord(e0, 0));
+        FR_CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+        FR_CK(cudaEventRecord(e1, 0));
+        FR_CK(cudaEventSynchronize(e1));
         float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        FR_CK(cudaEventElapsedTime(&ms, e0, e1));
         if (i) t[i - 1] = ms;
     }
     r->copy_tbs = 2.0 * bytes / (median(t, 9) * 1e-3) / 1e12;
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+    FR_CK(cudaFree(a));
+    FR_CK(cudaFree(b));
+    FR_CK(cudaEventDestroy(e0));
+    FR_CK(cudaEventDestroy(e1));
 }
 
 int main(int argc, char **argv) {
@@ -1114,13 +737,6 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--timeline")) {
             timeline();
             return 0;
-        } else if (!strcmp(argv[i], "--sweep")) {
-            if (fr_cuda_device_count() <= 0) {
-                printf("gpu-bench: no CUDA device: skipped\n");
-                return 0;
-            }
-            sweeps(argv + i + 1, argc - i - 1);
-            return 0;
         }
     }
     if (fr_cuda_device_count() <= 0) {
@@ -1129,8 +745,8 @@ int main(int argc, char **argv) {
     }
     if (out) logf_ = fopen(out, "w");
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    nvml_open(0);
+    FR_CK(cudaGetDeviceProperties(&prop, 0));
+    nvml_open();
     char clk[128];
     nvml_clocks(clk, sizeof clk);
     LOG("gpu-bench on %s, %d SMs, %.1f GiB; %s\n", prop.name, prop.multiProcessorCount,
@@ -1205,25 +821,6 @@ int main(int argc, char **argv) {
             LOG("decode batch 1 (bf16, graphs) energy: %d tokens in %.3f s (%.1f tok/s), %.1f J -> %.3f J/token\n",
                 4 * G, tt, 4 * G / tt, jt, r.dec1_j);
         }
-        fr_cuda_set_graphs(c, 0);
-        const double te = decode(c, &s1, 1, G / 2, NULL);
-        r.dec1_eager_tps = (G / 2) / te;
-        fr_cuda_set_graphs(c, 1);
-        LOG("decode batch 1 (bf16, eager launches): %.1f tok/s\n", r.dec1_eager_tps);
-        sweep_b1(c, &s1, "bf16");
-        fr_cuda_set_fuse(c, 0);
-        for (int v = 0; v < 4; v++)
-            for (int pdl = 1; pdl >= 0; pdl--) {
-                fr_cuda_set_pdl(c, pdl);
-                fr_cuda_set_gemv_variant(c, v);
-                decode(c, &s1, 1, 2, NULL);
-                const double tv = decode(c, &s1, 1, 24, NULL);
-                LOG("decode batch 1 (bf16, graphs, unfused) gemv variant %d, pdl %d: %.1f tok/s, %.3f ms/token\n", v, pdl,
-                    24 / tv, 1e3 * tv / 24);
-            }
-        fr_cuda_set_fuse(c, -1);
-        fr_cuda_set_pdl(c, 1);
-        fr_cuda_set_gemv_variant(c, 1);
         ss_free(&s1);
         /* batch 32 */
         seqset s32;
@@ -1258,6 +855,25 @@ int main(int argc, char **argv) {
             stt.graph_replays, stt.graph_captures, stt.tokens);
         ss_free(&s32);
         ss_free(&ss);
+        fr_cuda_free(c);
+    }
+    /* ---------------- bf16 weights, eager launches (a decoder made with use_graphs = 0) */
+    {
+        fr_cuda_config cfg = fr_cuda_config_default();
+        cfg.max_tokens = 512;
+        cfg.max_seqs = 4;
+        cfg.max_ctx = 2048;
+        cfg.use_graphs = 0;
+        fr_cuda *c = fr_cuda_new_random(&hq, &cfg, 1, &err);
+        if (!c) die("bf16 eager engine", &err);
+        seqset s1;
+        ss_init(&s1, 1);
+        prefill(c, &s1, 0, P);
+        decode(c, &s1, 1, 4, NULL);
+        const double te = decode(c, &s1, 1, G / 2, NULL);
+        r.dec1_eager_tps = (G / 2) / te;
+        LOG("decode batch 1 (bf16, eager launches): %.1f tok/s\n", r.dec1_eager_tps);
+        ss_free(&s1);
         fr_cuda_free(c);
     }
     /* ---------------- bf16 weights, int8 KV */
@@ -1312,8 +928,6 @@ int main(int argc, char **argv) {
         r.dec1p_tps[wi] = G / tp1;
         LOG("%s weights: decode batch 1 pipelined: %.1f tok/s, %.3f ms/token\n", wi == 1 ? "INT8" : "INT4",
             G / tp1, 1e3 * tp1 / G);
-        sweep_pipe(c, &s1, wi == 1 ? "INT8" : "INT4");
-        sweep_b1(c, &s1, wi == 1 ? "INT8" : "INT4");
         seqset s32;
         ss_init(&s32, B);
         s32.next_block = 4096;

@@ -19,18 +19,11 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "base/base.h"
 #include "gpu/ref.h"
 
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
 
 static int n_pass, n_fail;
 static bool quick;
@@ -85,19 +78,19 @@ static int irand(int n) { return (int)(rnext() % (uint64_t)n); }
 
 static void *dupload(const void *h, size_t bytes) {
     void *d;
-    CK(cudaMalloc(&d, bytes ? bytes : 16));
-    if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    FR_CK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes) FR_CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 static void *dalloc_poison(size_t bytes) {
     void *d;
-    CK(cudaMalloc(&d, bytes ? bytes : 16));
-    CK(cudaMemset(d, 0xFF, bytes ? bytes : 16));
+    FR_CK(cudaMalloc(&d, bytes ? bytes : 16));
+    FR_CK(cudaMemset(d, 0xFF, bytes ? bytes : 16));
     return d;
 }
 static void download(void *h, const void *d, size_t bytes) {
-    CK(cudaStreamSynchronize(st));
-    CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    FR_CK(cudaStreamSynchronize(st));
+    FR_CK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
 }
 static uint16_t *bf16_vec(size_t n, float amp, float *f) { /* host bf16 and its float values */
     uint16_t *h = malloc(n * 2);
@@ -130,7 +123,7 @@ static void check_gemv_bf16(int M, int K) {
         download(got, dy, (size_t)nb * M * 4);
         snprintf(name, sizeof name, "gemv_bf16 M=%d K=%d nb=%d store", M, K, nb);
         report(name, ref_rel_l2(got, y, (size_t)nb * M), 1e-5);
-        CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
         frk_gemv_bf16(dW, M, K, dx, K, nb, dy, M, FRK_OUT_ACC, st);
         download(got, dy, (size_t)nb * M * 4);
         snprintf(name, sizeof name, "gemv_bf16 M=%d K=%d nb=%d accumulate", M, K, nb);
@@ -140,7 +133,7 @@ static void check_gemv_bf16(int M, int K) {
             uint16_t *gh = malloc((size_t)nb * (M / 2) * 2);
             ref_swiglu_pairs(y, nb, M, act);
             for (int i = 0; i < nb * M / 2; i++) act[i] = ref_bf16(act[i]);
-            CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
+            FR_CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
             frk_gemv_bf16(dW, M, K, dx, K, nb, dy, M / 2, FRK_OUT_SWIGLU, st);
             download(gh, dy, (size_t)nb * (M / 2) * 2);
             bf16_to_f32(gh, ga, (size_t)nb * (M / 2));
@@ -229,7 +222,7 @@ static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
         download(got, dy, (size_t)nb * M * 4);
         snprintf(name, sizeof name, "gemv_int%d (mma) M=%d K=%d nb=%d store", bits, M, K, nb);
         report(name, ref_rel_l2(got, y, (size_t)nb * M), 1e-4);
-        CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
         frk_gemv_q(dpk, dsz, M, K, bits, dx, K, nb, dy, M, FRK_OUT_ACC, st);
         download(got, dy, (size_t)nb * M * 4);
         snprintf(name, sizeof name, "gemv_int%d (mma) M=%d K=%d nb=%d accumulate", bits, M, K, nb);
@@ -239,7 +232,7 @@ static void check_gemv_q(int M, int K, int bits, const int *nbs, int n_nb) {
             uint16_t *gh = malloc((size_t)nb * (M / 2) * 2);
             ref_swiglu_pairs(y, nb, M, act);
             for (int i = 0; i < nb * M / 2; i++) act[i] = ref_bf16(act[i]);
-            CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
+            FR_CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
             frk_gemv_q(dpk, dsz, M, K, bits, dx, K, nb, dy, M / 2, FRK_OUT_SWIGLU, st);
             download(gh, dy, (size_t)nb * (M / 2) * 2);
             bf16_to_f32(gh, ga, (size_t)nb * (M / 2));
@@ -294,24 +287,64 @@ static void stream_in_free(stream_in *si) {
     cudaFree(si->dx), cudaFree(si->dres), cudaFree(si->dnw), cudaFree(si->drows);
     free(si->xin);
 }
-static int stream_prewait; /* frk_gemv_args.prewait of the streamed checks */
+static frk_stream_plan stream_plan; /* the kernel configuration of the streamed checks */
 static void stream_args(frk_gemv_args *a, void *dW, void *dsz, int M, int K, int bits, int nb,
                         const stream_in *si) {
     memset(a, 0, sizeof *a);
-    a->prewait = stream_prewait;
+    a->plan = stream_plan;
     a->W = dW, a->sz = dsz, a->M = M, a->K = K, a->bits = bits, a->nb = nb, a->eps = 1e-5f;
     if (si->dres) a->xf = si->dres, a->nw = si->dnw, a->rows = si->drows;
     else a->x = si->dx, a->ldx = K;
 }
 
+/* The configuration of the streamed checks, for their names. */
 static const char *ldr(void) {
-    static char qv[16];
-    const int v = frk_get_stream_qvar();
-    if (v < 0) qv[0] = 0;
-    else snprintf(qv, sizeof qv, "(v%d)", v);
-    return frk_get_stream_loader() ? "(cp.async)" : frk_get_stream_qstage() == 32768 ? "(32K)" : qv;
+    static char nm[48];
+    static const char *const qc[4] = {"PW", "FREE", "FREE_ZF", "PW3"};
+    const frk_stream_plan *p = &stream_plan;
+    snprintf(nm, sizeof nm, "[%s prewait %d tmap %d]", p->qcons >= 0 && p->qcons < 4 ? qc[p->qcons] : "?",
+             p->prewait, p->tmap);
+    return nm;
 }
+/* The configurations the decoder streams with for weights of `bits`: every distinct row of the
+ * plan table (plan.cu), and for INT8 the two-blocks-per-SM consumer that PW3 falls back to where
+ * three blocks' stages do not fit. Returns how many (<= FRK_P_COUNT + 1). */
+static int stream_plans(int bits, frk_stream_plan *out) {
+    int n = 0;
+    for (int p = 0; p < FRK_P_COUNT + 1; p++) {
+        frk_stream_plan c;
+        if (p < FRK_P_COUNT) {
+            c = *frk_plan_stream(bits, p);
+            if (bits != 16 && !frk_stream_qcons_supported(bits, c.qcons)) {
+                report_bool("plan table: a row names a consumer that is not built", false, "");
+                continue;
+            }
+        } else if (bits == 8 && frk_plan_stream(8, FRK_P_QKV)->qcons == FRK_QC_PW3) {
+            c = *frk_plan_stream(8, FRK_P_QKV);
+            c.qcons = FRK_QC_PW;
+        } else {
+            continue;
+        }
+        if (bits == 16) c.qcons = 0;
+        int dup = 0;
+        for (int i = 0; i < n; i++)
+            dup |= out[i].qcons == c.qcons && out[i].prewait == c.prewait && out[i].tmap == c.tmap;
+        if (!dup) out[n++] = c;
+    }
+    return n;
+}
+static void check_stream_one(int M, int K, int bits, int nb, bool norm);
+/* check_stream_one in every configuration the decoder uses for `bits`. */
 static void check_stream(int M, int K, int bits, int nb, bool norm) {
+    frk_stream_plan pl[FRK_P_COUNT + 1];
+    const int n = stream_plans(bits, pl);
+    for (int i = 0; i < n; i++) {
+        stream_plan = pl[i];
+        check_stream_one(M, K, bits, nb, norm);
+    }
+    memset(&stream_plan, 0, sizeof stream_plan);
+}
+static void check_stream_one(int M, int K, int bits, int nb, bool norm) {
     if (!frk_gemv_stream_supported(M, K, bits, nb)) {
         char nm[128];
         snprintf(nm, sizeof nm, "gemv_stream w%d M=%d K=%d nb=%d: supported", bits, M, K, nb);
@@ -339,7 +372,7 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
     snprintf(name, sizeof name, "gemv_stream%s %s M=%d K=%d nb=%d %sstore", ldr(), w, M, K, nb, norm ? "rmsnorm+" : "");
     report(name, ref_rel_l2(got, y, (size_t)nb * M), tol);
     if (!(ref_rel_l2(got, y, (size_t)nb * M) <= tol)) diag_rows(got, y, nb, M);
-    CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
+    FR_CK(cudaMemcpy(dy, init, (size_t)nb * M * 4, cudaMemcpyHostToDevice));
     a.mode = FRK_OUT_ACC;
     frk_gemv_stream(&a, st);
     download(got, dy, (size_t)nb * M * 4);
@@ -351,7 +384,7 @@ static void check_stream(int M, int K, int bits, int nb, bool norm) {
         uint16_t *gh = malloc((size_t)nb * (M / 2) * 2);
         ref_swiglu_pairs(y, nb, M, act);
         for (int i = 0; i < nb * M / 2; i++) act[i] = ref_bf16(act[i]);
-        CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
+        FR_CK(cudaMemset(dy, 0xFF, (size_t)nb * M * 4));
         a.ldo = M / 2, a.mode = FRK_OUT_SWIGLU;
         frk_gemv_stream(&a, st);
         download(gh, dy, (size_t)nb * (M / 2) * 2);
@@ -418,9 +451,22 @@ static void rope_readback(const void *dq, const void *dk, const void *dv, const 
 }
 
 /* The fused qkv projection: rows in pair order, epilogue bias + RoPE + K/V store, against the
- * model-order product rotated by the reference. */
+ * model-order product rotated by the reference; in every configuration the decoder uses for
+ * `bits` (the qkv row's and the others: a configuration is not tied to its product's mode). */
+static void check_stream_rope_one(int bits, int H, int Hkv, int D, int K, int nb, bool interleaved,
+                                  bool bias, bool staging, bool norm);
 static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bool interleaved,
                               bool bias, bool staging, bool norm) {
+    frk_stream_plan pl[FRK_P_COUNT + 1];
+    const int n = stream_plans(bits, pl);
+    for (int i = 0; i < n; i++) {
+        stream_plan = pl[i];
+        check_stream_rope_one(bits, H, Hkv, D, K, nb, interleaved, bias, staging, norm);
+    }
+    memset(&stream_plan, 0, sizeof stream_plan);
+}
+static void check_stream_rope_one(int bits, int H, int Hkv, int D, int K, int nb, bool interleaved,
+                                  bool bias, bool staging, bool norm) {
     const int L = 3, layer = 2, nq = H * D, nk = Hkv * D, M = nq + 2 * nk, NBLK = 64, bts = 8, half = D / 2;
     float *Wm = malloc((size_t)M * K * 4), *Wp = malloc((size_t)M * K * 4), *Wd = malloc((size_t)M * K * 4);
     for (size_t i = 0; i < (size_t)M * K; i++) Wm[i] = 0.05f * frand();
@@ -485,7 +531,7 @@ static void check_stream_rope(int bits, int H, int Hkv, int D, int K, int nb, bo
              interleaved ? "interleaved" : "halves", bias ? "+bias" : "", norm ? " rmsnorm" : "",
              staging ? "staging" : "cache");
     report(name, ref_rel_l2(gq, rq, (size_t)nb * nq), 1e-2);
-    snprintf(name, sizeof name, "gemv_stream %s qkv+rope H=%d/%d D=%d nb=%d -> %s: k, v",
+    snprintf(name, sizeof name, "gemv_stream%s %s qkv+rope H=%d/%d D=%d nb=%d -> %s: k, v", ldr(),
              bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4", H, Hkv, D, nb, staging ? "staging" : "cache");
     report(name, fmax(ref_rel_l2(gk, rk, (size_t)nb * nk), ref_rel_l2(gv, rv, (size_t)nb * nk)), 1e-2);
     cudaFree(dW), cudaFree(dsz), cudaFree(db), cudaFree(dpos), cudaFree(dseq), cudaFree(dbt);
@@ -644,10 +690,10 @@ static void check_kv_i8(void) {
             T += cnt;
             npos[s] += cnt;
         }
-        CK(cudaMemcpy(dnew, nh, (size_t)T * 2 * nk * 2, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(dseg, seg, (size_t)ns * 16, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(dseg0, seg0, (size_t)ns * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(drows, rows, sizeof rows, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(dnew, nh, (size_t)T * 2 * nk * 2, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(dseg, seg, (size_t)ns * 16, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(dseg0, seg0, (size_t)ns * 4, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpy(drows, rows, sizeof rows, cudaMemcpyHostToDevice));
         frk_kv_store_i8(dnew, dseg, dseg0, drows, ns, dbt, bts, layer, L, Hkv, D, dk, dv, dks, dvs, st);
     }
     int8_t *hk = malloc(pool), *hv = malloc(pool);
@@ -682,7 +728,7 @@ static void check_kv_i8(void) {
 }
 
 /* ---------------------------------------------------------------- attention */
-static bool attn_merged; /* split attention merges in-kernel (counters) instead of a combine kernel */
+static int attn_cluster = 0;       /* frk_attn_args.cluster of the attention checks */
 static int attn_want_cluster = -1; /* >= 0: check that the cluster kernel (does not) apply */
 typedef struct attn_case {
     int H, Hkv, D, kv_int8;
@@ -737,13 +783,7 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
     a.pos = dpos, a.tok_seq = dseq, a.block_tables = dbt;
     a.T = T, a.H = H, a.Hkv = Hkv, a.D = D, a.bt_stride = bts, a.layer = layer, a.n_layer = L;
     a.kv_int8 = ac.kv_int8, a.n_split = n_split > 0 ? n_split : 1, a.part = dpart, a.out = dout;
-    const bool merged = attn_merged && n_split > 1;
-    int *dcnt = NULL;
-    if (merged) {
-        CK(cudaMalloc((void **)&dcnt, (size_t)T * Hkv * sizeof(int)));
-        CK(cudaMemset(dcnt, 0, (size_t)T * Hkv * sizeof(int)));
-        a.counters = dcnt;
-    }
+    a.cluster = attn_cluster;
     const int cl_path = n_split > 0 ? frk_attention_cluster_size(&a) : 0;
     if (attn_want_cluster >= 0) {
         char what[96];
@@ -756,19 +796,8 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
     else
         frk_attention(&a, st);
     if (cl_path) { /* again, on a poisoned output: a graph replays it; nothing may depend on a previous launch */
-        CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
+        FR_CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
         frk_attention(&a, st);
-    }
-    if (merged) { /* twice: the tickets must be back at zero for the next launch (graph replay) */
-        CK(cudaMemset(dout, 0xFF, (size_t)T * H * D * 2));
-        frk_attention(&a, st);
-        int *hc = malloc((size_t)T * Hkv * sizeof(int));
-        download(hc, dcnt, (size_t)T * Hkv * sizeof(int));
-        bool zero = true;
-        for (int i = 0; i < T * Hkv; i++) zero = zero && hc[i] == 0;
-        report_bool("attention: split tickets reset to zero after the in-kernel merge", zero, "");
-        free(hc);
-        cudaFree(dcnt);
     }
     /* reference */
     float *ref = malloc((size_t)T * H * D * 4), *got = malloc((size_t)T * H * D * 4);
@@ -806,9 +835,8 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
         snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d run T=%d pos0=%d split=%d",
                  ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, T, pos0, n_split);
     else
-        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d%s%s%s",
+        snprintf(name, sizeof name, "attention %s H=%d Hkv=%d D=%d seqs=%d maxctx=%d split=%d%s",
                  ac.kv_int8 ? "int8kv" : "bf16kv", H, Hkv, D, n_seq, maxctx, n_split,
-                 merged ? " merged in-kernel" : "", frk_get_attn_minb() == 8 ? " (<= 64 registers)" : "",
                  cl_path == 16 ? " cluster 16" : cl_path == 8 ? " cluster 8" : "");
     report(name, ref_rel_l2(got, ref, (size_t)T * H * D), 1e-2);
     cudaFree(dk), cudaFree(dv), cudaFree(dks), cudaFree(dvs), cudaFree(dbt), cudaFree(dpos);
@@ -821,11 +849,10 @@ static void check_attention(attn_case ac, const int *ctxs, int n_seq, int n_spli
  * ranges), one key, ranges over several 64-key chunks, 1-16 query heads per KV head, D 64 / 128,
  * 1-4 tokens; and the cases it must leave to the per-split kernels. */
 static void check_attention_cluster(void) { /* (fewer cases with --quick) */
-    const int cl_def = frk_get_attn_cluster();
     const int a1[] = {546}, a2[] = {64, 65}, a3[] = {1000, 3, 300}, a4[] = {1, 17, 700, 2049};
     const int b2[] = {17, 1000}, b3[] = {5, 129, 2}, b4[] = {33, 2049, 16, 1};
-    for (int cl = 8; cl <= 16; cl += 8) {
-        frk_set_attn_cluster(cl);
+    for (int cl = 8; cl <= 16; cl += 8) { /* the sizes plan.cu uses */
+        attn_cluster = cl;
         attn_want_cluster = 1;
         check_attention((attn_case){32, 8, 128, 0}, a4, 4, 16, 0, 0);
         check_attention((attn_case){28, 4, 64, 0}, a3, 3, 3, 0, 0);
@@ -845,16 +872,10 @@ static void check_attention_cluster(void) { /* (fewer cases with --quick) */
         check_attention((attn_case){32, 8, 128, 0}, c5, 5, 13, 0, 0);
         check_attention((attn_case){32, 8, 128, 0}, a3, 3, 1, 0, 0);
     }
-    frk_set_attn_minb(8); /* the 64-register cluster kernels */
-    attn_want_cluster = 1;
-    for (int cl = 8; cl <= 16; cl += 8) {
-        frk_set_attn_cluster(cl);
-        check_attention((attn_case){32, 8, 128, 0}, a4, 4, 16, 0, 0);
-        check_attention((attn_case){28, 4, 64, 0}, a3, 3, 3, 0, 0);
-    }
-    frk_set_attn_minb(1);
+    attn_want_cluster = 0; /* cluster 0: the per-split kernels */
+    attn_cluster = 0;
+    check_attention((attn_case){32, 8, 128, 0}, a4, 4, 16, 0, 0);
     attn_want_cluster = -1;
-    frk_set_attn_cluster(cl_def);
 }
 
 /* ---------------------------------------------------------------- sampling */
@@ -886,8 +907,8 @@ static void check_sampling(void) {
     frk_sample_params Pc[4];
     for (int it = 0; it < draws; it++) {
         for (int r = 0; r < R; r++) Pc[r] = P[r], Pc[r].counter = (uint64_t)it;
-        CK(cudaMemcpy(dp, Pc, sizeof Pc, cudaMemcpyHostToDevice));
-        CK(cudaMemset(dids, 0xFF, (size_t)R * 4));
+        FR_CK(cudaMemcpy(dp, Pc, sizeof Pc, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemset(dids, 0xFF, (size_t)R * 4));
         frk_sample(dl, R, V, dp, dids, st);
         download(ids, dids, sizeof ids);
         for (int r = 0; r < R; r++)
@@ -1034,10 +1055,9 @@ static void quant_cb(const float *W, int M, int K, int bits, float *out) {
     host_quant_dequant(W, M, K, bits, out);
 }
 
-static int dec_fuse = 1; /* fr_cuda_config.fuse of the decoder checks */
-static int dec_probe = 0; /* 1: the attention's L2 prefetches (the o weights; the next layer's
-                           * weights, l2_ahead*) and the timeline probes (their kernel
-                           * instantiations) on, the combine kernel merging */
+static int dec_fuse = 1;    /* fr_cuda_config.fuse of the decoder checks */
+static int dec_cluster = 1; /* fr_cuda_config.attn_cluster of the decoder checks */
+static int dec_probe = 0; /* 1: the timeline probes on (their kernel instantiations) */
 /* Pipelined decode (fr_cuda_submit / fr_cuda_collect, tokens fed on the device) against the
  * synchronous greedy loop from the same prefix: the same ids, step for step, for B sequences;
  * and the misuses it must refuse. */
@@ -1128,6 +1148,106 @@ static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int g
     tiny_free(m, sh);
 }
 
+/* Two decoders in one process keep their own settings: A is made while the environment switches
+ * the fused path off (FRUGAL_CUDA_FUSE=0), B after it is unset, with graphs, the cluster attention
+ * and the probes off by config; their steps are interleaved. Each must report and run its own
+ * settings (A: graph replays and probes, B: none), both must match the CPU reference, and a
+ * switch set to anything but 0 or 1 must refuse creation. */
+static void check_two_decoders(const tiny_shape *sh) {
+    fr_model *m = tiny_model(sh);
+    const int V = sh->V, P = 12, N = 4;
+    int32_t toks[2][P + N + 1];
+    float *ref[2];
+    for (int e = 0; e < 2; e++) {
+        for (int i = 0; i < P + N + 1; i++) toks[e][i] = irand(V);
+        ref[e] = malloc((size_t)(P + N + 1) * V * 4);
+        ref_forward(m, toks[e], P + N + 1, 16, quant_cb, false, ref[e]);
+    }
+    fr_cuda_config ca = fr_cuda_config_default();
+    ca.max_tokens = 64, ca.max_seqs = 4, ca.kv_bytes = (size_t)32 << 20, ca.trace = 1;
+    fr_cuda_config cb = ca;
+    cb.use_graphs = 0, cb.attn_cluster = 0, cb.trace = 0;
+    fr_err err = {{0}};
+    setenv("FRUGAL_CUDA_FUSE", "yes", 1);
+    fr_cuda *bad = fr_cuda_new(m, &ca, &err);
+    report_bool("two decoders: FRUGAL_CUDA_FUSE=yes refuses creation", bad == NULL && err.msg[0], err.msg);
+    if (bad) fr_cuda_free(bad);
+    setenv("FRUGAL_CUDA_FUSE", "0", 1);
+    err.msg[0] = 0;
+    fr_cuda *a = fr_cuda_new(m, &ca, &err);
+    unsetenv("FRUGAL_CUDA_FUSE");
+    fr_cuda *b = a ? fr_cuda_new(m, &cb, &err) : NULL;
+    if (!a || !b) {
+        report_bool("two decoders: created", false, err.msg);
+        if (a) fr_cuda_free(a);
+        for (int e = 0; e < 2; e++) free(ref[e]);
+        tiny_free(m, sh);
+        return;
+    }
+    fr_cuda *c[2] = {a, b};
+    fr_seq seqs[2];
+    memset(seqs, 0, sizeof seqs);
+    next_block = 1;
+    float *lg = malloc((size_t)P * V * 4);
+    double worst = 0;
+    int agree = 0, rows = 0, rc = 0;
+    int32_t pos[P];
+    fr_seq *sp[P];
+    uint8_t want[P];
+    for (int e = 0; e < 2; e++) { /* prefill P tokens each, the last row's logits */
+        seq_grow(&seqs[e], P + N + 1);
+        for (int i = 0; i < P; i++) pos[i] = i, sp[i] = &seqs[e], want[i] = i == P - 1;
+        fr_batch bt = {P, toks[e], pos, sp, want};
+        rc |= fr_cuda_forward(c[e], &bt, lg, &err);
+        const double d = cmp_rows(lg, ref[e] + (size_t)(P - 1) * V, 1, V, &agree);
+        worst = d > worst || d != d ? d : worst;
+        rows++;
+    }
+    fr_sampling g;
+    memset(&g, 0, sizeof g);
+    for (int step = 0; step < N; step++) /* decode steps, the two decoders interleaved */
+        for (int e = 0; e < 2; e++) {
+            int32_t p = seqs[e].n_pos, tk = toks[e][p], id = 0;
+            fr_seq *s0 = &seqs[e];
+            uint8_t w1 = 1;
+            fr_batch bt = {1, &tk, &p, &s0, &w1};
+            rc |= fr_cuda_forward_sample(c[e], &bt, &g, 1, NULL, &id, lg, &err);
+            const double d = cmp_rows(lg, ref[e] + (size_t)p * V, 1, V, &agree);
+            worst = d > worst || d != d ? d : worst;
+            rows++;
+        }
+    fr_cuda_config ga, gb;
+    fr_cuda_get_config(a, &ga);
+    fr_cuda_get_config(b, &gb);
+    fr_cuda_stats sa, sb;
+    fr_cuda_get_stats(a, &sa);
+    fr_cuda_get_stats(b, &sb);
+    /* A's probes of its last step: slot 1 is layer 0's attention (A runs unfused: no qkv slot) */
+    unsigned long long tr[2 * FR_CUDA_TRACE_W];
+    const int ns = fr_cuda_trace_slots(a);
+    const int got = fr_cuda_trace_read(a, tr, 2 * FR_CUDA_TRACE_W);
+    char d[300];
+    snprintf(d, sizeof d, "A: fuse %d graphs %d cluster %d trace %d, replays %ld, trace slots %d; B: fuse %d graphs %d "
+             "cluster %d trace %d, replays %ld captures %ld, trace slots %d", ga.fuse, ga.use_graphs, ga.attn_cluster,
+             ga.trace, sa.graph_replays, ns, gb.fuse, gb.use_graphs, gb.attn_cluster, gb.trace, sb.graph_replays,
+             sb.graph_captures, fr_cuda_trace_slots(b));
+    report_bool("two decoders: each keeps its own settings", ga.fuse == 0 && ga.use_graphs == 1 && ga.attn_cluster == 1 &&
+                ga.trace == 1 && gb.fuse == 1 && gb.use_graphs == 0 && gb.attn_cluster == 0 && gb.trace == 0, d);
+    report_bool("two decoders: each runs its own settings (A replays graphs and records probes, B neither)",
+                sa.graph_replays > 0 && sb.graph_replays == 0 && sb.graph_captures == 0 && ns > 0 &&
+                got == 2 * FR_CUDA_TRACE_W && tr[0] == ~0ull && tr[FR_CUDA_TRACE_W] != ~0ull &&
+                fr_cuda_trace_slots(b) == 0, d);
+    char name[160];
+    snprintf(name, sizeof name, "two decoders %s: both against the reference (rc %d, argmax %d/%d)", sh->name, rc,
+             agree, rows);
+    report(name, rc ? INFINITY : worst, 1e-2);
+    fr_cuda_free(a);
+    fr_cuda_free(b);
+    for (int e = 0; e < 2; e++) free(seqs[e].blocks), free(ref[e]);
+    free(lg);
+    tiny_free(m, sh);
+}
+
 static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, int graphs, int mma) {
     fr_model *m = tiny_model(sh);
     const int V = sh->V;
@@ -1152,25 +1272,14 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     cfg.max_seqs = 8;
     cfg.kv_bytes = (size_t)64 << 20;
     cfg.fuse = dec_fuse;
-    cfg.attn_merge = dec_fuse && !dec_probe; /* the fused checks merge attention splits in-kernel too */
-    cfg.attn_prefetch = dec_probe;
-    if (dec_probe) { /* later weights into L2 from the attention kernels, all of them */
-        cfg.l2_ahead = 1ll << 30;
-        cfg.l2_ahead_gu = 1ll << 30;
-        cfg.l2_ahead_last = 1;
-    }
+    cfg.attn_cluster = dec_cluster;
+    cfg.trace = dec_probe;
     fr_err err = {{0}};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
-    if (c && dec_probe) fr_cuda_set_trace(c, 1);
-    if (c && stream_prewait) {
-        const int pw[5] = {stream_prewait, stream_prewait, stream_prewait, stream_prewait, stream_prewait};
-        fr_cuda_set_prewait(c, pw);
-    }
     char name[200];
-    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d%s%s", sh->name,
+    snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d cluster=%d%s", sh->name,
              wq == 16 ? "bf16" : wq == 8 ? "int8" : "int4", kv_int8 ? "int8" : "bf16", graphs, mma,
-             dec_fuse, dec_probe ? " o-prefetch+L2-ahead+probes" : "", wq < 16 ? ldr() : "");
-    if (stream_prewait) snprintf(name + strlen(name), sizeof name - strlen(name), " prewait=%d", stream_prewait);
+             dec_fuse, dec_cluster, dec_probe ? " probes" : "");
     if (!c) {
         report_bool(name, false, err.msg);
         for (int s = 0; s < NS; s++) free(ref[s]);
@@ -1272,6 +1381,12 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
             at += n;
         }
     }
+    if (dec_probe) { /* the probes recorded the last step: its first slot (layer 0's qkv) ran */
+        unsigned long long tr[FR_CUDA_TRACE_W];
+        const int got = fr_cuda_trace_read(c, tr, FR_CUDA_TRACE_W);
+        report_bool("  timeline probes recorded the step", fr_cuda_trace_slots(c) == 6 * sh->L + 1 &&
+                    got == FR_CUDA_TRACE_W && tr[0] != ~0ull && tr[2] != ~0ull, "");
+    }
     char d[700];
     snprintf(d, sizeof d, "rows %d, argmax agree %d/%d%s%s", rows, agree, rows,
              rc & 1 ? ", forward error: " : "", rc & 1 ? err.msg : "");
@@ -1309,11 +1424,13 @@ int main(int argc, char **argv) {
         printf("0 passed, 0 failed\n");
         return 0;
     }
-    CK(cudaStreamCreate(&st));
+    FR_CK(cudaStreamCreate(&st));
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    FR_CK(cudaGetDeviceProperties(&prop, 0));
     printf("gpu-check on %s (sm_%d%d), %s\n", prop.name, prop.major, prop.minor, quick ? "quick" : "full");
     double t0 = fr_time_s();
+    /* The streamed products run in every configuration of the plan table (check_stream walks
+     * them); the attention in the cluster sizes it names and with the cluster kernel off. */
     if (quick) {
         check_gemv_bf16(130, 64);
         check_gemv_bf16(257, 520);
@@ -1327,52 +1444,23 @@ int main(int argc, char **argv) {
         check_stream(130, 64, 16, 1, false);
         check_stream(66, 1544, 16, 3, true);
         check_stream(34, 200, 4, 1, true);
+        check_stream(66, 4160, 4, 3, true);
         check_stream(40, 256, 8, 5, false);
+        check_stream(40, 4096, 8, 2, true);
         check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
         check_stream_rope(4, 4, 2, 16, 256, 1, true, false, true, false);
-        frk_set_stream_bps(1); /* one and three blocks per SM too (default two) */
-        check_stream(40, 256, 8, 5, false);
-        frk_set_stream_bps(3);
-        check_stream(34, 200, 4, 2, true);
-        frk_set_stream_bps(2);
-        frk_set_stream_loader(1); /* the cp.async loader too (8 stages: one block per SM) */
-        frk_set_stream_bps(1);
-        check_stream(66, 1544, 16, 3, true);
-        check_stream(34, 200, 4, 1, true);
-        check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
-        frk_set_stream_loader(0);
-        frk_set_stream_bps(2);
-        frk_set_stream_qstage(32768); /* INT with 32 KiB stages */
-        check_stream(40, 4096, 8, 2, true);
-        check_stream(34, 4160, 4, 1, false);
-        frk_set_stream_qstage(16384);
-        frk_set_stream_minb(3); /* the <= 80-register kernels too */
-        check_stream(130, 64, 16, 1, false);
-        check_stream(40, 256, 8, 5, true);
-        check_stream(34, 200, 4, 2, false);
-        check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
-        frk_set_stream_minb(1);
-        static const int qvq[10] = {0, 3, 9, 11, 17, 27, 55, 123, 151, 279}; /* INT consumer variants (default per format) */
-        for (int i = 0; i < 10; i++) {
-            frk_set_stream_qvar(qvq[i]);
-            check_stream(66, 4160, 4, 3, true);
-            check_stream(40, 256, 8, 5, false);
-            check_stream_rope(16, 4, 2, 16, 64, 2, false, true, false, true);
-        }
-        frk_set_stream_qvar(-1);
+        check_stream_rope(8, 4, 2, 16, 64, 2, false, true, false, true);
         check_kv_i8();
         const int c1[] = {1, 17, 70};
         check_attention((attn_case){8, 2, 16, 0}, c1, 3, 1, 0, 0);
         check_attention((attn_case){8, 2, 16, 1}, c1, 3, 4, 0, 0);
-        attn_merged = true;
-        check_attention((attn_case){8, 2, 16, 1}, c1, 3, 4, 0, 0);
-        attn_merged = false;
         check_attention((attn_case){8, 2, 128, 0}, NULL, 0, 0, 20, 5);
         check_attention_cluster();
         check_sampling();
         const tiny_shape q = {"tiny-qwen2(E64,H4/2,D16)", 64, 4, 2, 16, 96, 300, 2, true, true, false, false};
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&q, FR_CUDA_W_INT4, 1, 1, 1);
+        check_decoder(&q, FR_CUDA_W_INT8, 0, 1, 1);
         dec_fuse = 0;
         check_decoder(&q, FR_CUDA_W_BF16, 1, 1, 1);
         dec_fuse = 1;
@@ -1381,6 +1469,7 @@ int main(int argc, char **argv) {
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&q, FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
+        check_two_decoders(&q);
     } else {
         check_gemv_bf16(4098, 4096);
         check_gemv_bf16(1000, 14336);
@@ -1404,172 +1493,48 @@ int main(int argc, char **argv) {
         for (int nb = 1; nb <= 4; nb++) check_stream(4098, 4096, 16, nb, nb % 2 == 1);
         check_stream(28672, 4096, 16, 1, true);
         check_stream(4096, 14336, 16, 1, false);
+        check_stream(6144, 4096, 16, 1, true);
         check_stream(130, 64, 16, 2, true);
         check_stream(1000, 1544, 16, 3, false);
-        for (int bits = 4; bits <= 8; bits += 4) {
+        for (int bits = 4; bits <= 8; bits += 4) { /* (the 8B shapes: qkv, o, gate/up, down, head / 8) */
+            check_stream(6144, 4096, bits, 1, true);
+            check_stream(4096, 4096, bits, 1, false);
+            check_stream(28672, 4096, bits, 1, true);
+            check_stream(4096, 14336, bits, 1, false);
+            check_stream(128256 / 8, 4096, bits, 1, true);
             check_stream(1000, 4096, bits, 1, true);
             check_stream(1000, 4096, bits, 4, false);
-            check_stream(4096, 14336, bits, 1, false);
+            check_stream(1000, 4096, bits, 3, true);
             check_stream(66, 4160, bits, 2, true);
             check_stream(66, 200, bits, 8, false);
-            check_stream(128256 / 8, 4096, bits, 1, true);
         }
         check_stream_rope(16, 32, 8, 128, 4096, 1, false, false, false, true);
         check_stream_rope(16, 32, 8, 128, 4096, 4, false, true, false, false);
         check_stream_rope(16, 28, 4, 128, 512, 3, true, true, true, true);
         check_stream_rope(4, 32, 8, 128, 4096, 1, false, false, false, true);
+        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
+        check_stream_rope(8, 32, 8, 128, 4096, 1, false, true, false, true);
         check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, true, false);
         check_stream_rope(4, 8, 2, 64, 384, 8, true, true, false, false);
-        frk_set_stream_bps(1); /* one and three blocks per SM too (default two) */
-        frk_set_stream_stages(8);
-        check_stream(4096, 14336, 4, 1, false);
-        check_stream(1000, 4096, 8, 4, true);
-        check_stream(4098, 4096, 16, 1, true);
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_bps(3);
-        frk_set_stream_stages(0);
-        check_stream(4096, 14336, 8, 1, false);
-        check_stream(4098, 4096, 16, 2, true);
-        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_bps(2);
-        frk_set_stream_stages(4);
-        frk_set_stream_loader(1); /* the cp.async loader too (8 stages: one block per SM) */
-        frk_set_stream_bps(1);
-        check_stream(4098, 4096, 16, 2, true);
-        check_stream(1000, 14336, 16, 1, false);
-        check_stream(1000, 4096, 4, 3, true);
-        check_stream(66, 4160, 8, 2, false);
-        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_loader(0);
-        frk_set_stream_bps(2);
-        frk_set_stream_minb(3); /* the <= 80-register kernels too (3 stages: a third block fits) */
-        frk_set_stream_stages(3);
-        check_stream(4098, 4096, 16, 1, true);
-        check_stream(4096, 14336, 16, 2, false);
-        check_stream(1000, 4096, 8, 3, true);
-        check_stream(4096, 14336, 4, 1, false);
-        check_stream_rope(16, 32, 8, 128, 4096, 1, false, true, false, true);
-        check_stream_rope(4, 32, 8, 128, 4096, 2, false, true, false, true);
-        frk_set_stream_stages(4);
-        frk_set_stream_minb(1);
-        frk_set_stream_qstage(32768); /* INT with 32 KiB stages: the v15, default and MMA-summed consumers */
-        static const int qv32[3] = {0, -1, 123};
-        for (int i = 0; i < 3; i++) {
-            frk_set_stream_qvar(qv32[i]);
-            for (int bits = 4; bits <= 8; bits += 4) {
-                check_stream(1000, 4096, bits, 1, true);
-                check_stream(4096, 14336, bits, 1, false);
-                check_stream(66, 4160, bits, 3, true);
-                check_stream(128256 / 8, 4096, bits, 1, false);
-            }
-            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-            check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
-        }
-        frk_set_stream_qvar(-1);
-        frk_set_stream_qstage(16384);
-        const int xk0 = frk_get_stream_xkeep();
-        for (int xk = 0; xk <= 1; xk++) { /* the one-row norm prologue: read twice, row in registers */
-            frk_set_stream_xkeep(xk);
-            for (int bits = 4; bits <= 16; bits *= 2) {
-                check_stream(1000, 4096, bits, 1, true);
-                check_stream(6144, 4096, bits, 1, true);
-            }
-            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-            const int tm = frk_get_stream_tmap();
-            frk_set_stream_tmap(1); /* (run 51 failed bf16 6144 x 4096 with the row in registers and these tiles) */
-            for (int bits = 4; bits <= 16; bits *= 2) check_stream(6144, 4096, bits, 1, true);
-            frk_set_stream_tmap(tm);
-        }
-        frk_set_stream_xkeep(xk0);
-        const int tm0 = frk_get_stream_tmap();
-        frk_set_stream_tmap(1); /* longer blocks first for every call (the default: per call) */
-        for (int bits = 4; bits <= 16; bits *= 2) {
-            check_stream(6144, 4096, bits, 1, true);
-            check_stream(1000, 4096, bits, 3, false);
-            check_stream(4096, 14336, bits, 2, false);
-        }
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_tmap(tm0);
-        static const int qvs[22] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* INT consumer variants */
-        for (int i = 0; i < 22; i++) {
-            const int v = qvs[i];
-            frk_set_stream_qvar(v);
-            for (int bits = 4; bits <= 8; bits += 4) {
-                check_stream(1000, 4096, bits, 1, v & 1);
-                check_stream(4096, 14336, bits, 1, false);
-                check_stream(66, 4160, bits, 3, !(v & 1));
-                check_stream(66, 200, bits, 8, false);
-            }
-            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        }
-        frk_set_stream_qvar(-1);
-        frk_set_stream_nstrim(1); /* stages trimmed to each block's range */
-        for (int bits = 4; bits <= 16; bits *= 2) {
-            check_stream(4096, 4096, bits, 1, false);
-            check_stream(6144, 4096, bits, 1, true);
-            check_stream(66, 200, bits, 3, true);
-        }
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_nstrim(0);
-        frk_set_stream_ropepre(0); /* the RoPE epilogue's loads in the epilogue */
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        check_stream_rope(8, 32, 8, 128, 4096, 2, false, true, false, false);
-        frk_set_stream_qvar(23);
-        check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        frk_set_stream_qvar(-1);
-        frk_set_stream_ropepre(1);
-        for (stream_prewait = 1; stream_prewait <= 3; stream_prewait++) { /* stages held back past the wait */
-            frk_set_stream_qvar(stream_prewait == 2 ? 59 : stream_prewait == 3 ? 0 : -1);
-            for (int bits = 4; bits <= 16; bits *= 2) {
-                check_stream(6144, 4096, bits, 1, true);
-                check_stream(4096, 14336, bits, 1, false);
-                check_stream(66, 4160, bits, 3, true);
-            }
-            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        }
-        stream_prewait = 0;
-        frk_set_stream_qvar(-1);
-        static const int qv1[3] = {23 | 512, 55 | 512, 59 | 512}; /* one block per SM */
-        for (int i = 0; i < 3; i++) {
-            frk_set_stream_qvar(qv1[i]);
-            for (int bits = 4; bits <= 8; bits += 4) {
-                check_stream(4096, 4096, bits, 1, false);
-                check_stream(1000, 4096, bits, 3, true);
-                check_stream(66, 200, bits, 8, false);
-            }
-            check_stream_rope(4, 32, 8, 128, 4096, 1, false, true, false, true);
-        }
-        frk_set_stream_qvar(-1);
         check_kv_i8();
         const int c1[] = {1, 16, 17, 64, 65, 700};
         const int c2[] = {3, 300, 1000, 2049};
-        const int cl_def = frk_get_attn_cluster();
-        frk_set_attn_cluster(0); /* the per-split kernels (and their combine) first */
+        attn_cluster = 0; /* the per-split kernels (and their combine) first */
         check_attention((attn_case){32, 8, 128, 0}, c1, 6, 1, 0, 0);
         check_attention((attn_case){32, 8, 128, 0}, c1, 6, 16, 0, 0);
         check_attention((attn_case){32, 8, 128, 1}, c2, 4, 8, 0, 0);
+        check_attention((attn_case){32, 8, 128, 1}, c2, 4, 64, 0, 0);
         check_attention((attn_case){28, 4, 64, 0}, c2, 4, 3, 0, 0);
         check_attention((attn_case){28, 4, 64, 1}, c1, 6, 1, 0, 0);
         check_attention((attn_case){8, 1, 256, 0}, c1, 6, 2, 0, 0);
         check_attention((attn_case){4, 2, 16, 0}, c1, 6, 5, 0, 0);
         check_attention((attn_case){8, 2, 8, 0}, c1, 6, 1, 0, 0);
-        frk_set_attn_minb(8); /* the decode attention with the 64-register cap too */
-        check_attention((attn_case){32, 8, 128, 0}, c1, 6, 16, 0, 0);
-        check_attention((attn_case){32, 8, 128, 1}, c2, 4, 8, 0, 0);
-        check_attention((attn_case){4, 2, 16, 0}, c1, 6, 5, 0, 0);
-        frk_set_attn_minb(1);
-        attn_merged = true;
-        check_attention((attn_case){32, 8, 128, 0}, c1, 6, 16, 0, 0);
-        check_attention((attn_case){32, 8, 128, 1}, c2, 4, 64, 0, 0);
-        check_attention((attn_case){8, 1, 256, 0}, c1, 6, 2, 0, 0);
-        attn_merged = false;
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 1, 100, 37);   /* general kernel, run */
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 0, 100, 37);   /* mma prefill */
         check_attention((attn_case){32, 8, 128, 0}, NULL, 0, 0, 512, 0);
         check_attention((attn_case){16, 2, 64, 0}, NULL, 0, 0, 70, 0);
         check_attention((attn_case){8, 8, 128, 0}, NULL, 0, 0, 130, 5);
         check_attention((attn_case){28, 4, 128, 0}, NULL, 0, 0, 45, 200);
-        frk_set_attn_cluster(cl_def);
         check_attention_cluster();
         check_sampling();
         const tiny_shape shapes[] = {
@@ -1581,48 +1546,29 @@ int main(int argc, char **argv) {
         check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 0, 0);
         check_decoder(&shapes[1], FR_CUDA_W_BF16, 1, 1, 1);
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        check_decoder(&shapes[0], FR_CUDA_W_INT4, 0, 1, 1);
         check_decoder(&shapes[2], FR_CUDA_W_INT4, 1, 0, 1);
         dec_fuse = 0; /* the unfused decode path stays checked too */
         check_decoder(&shapes[0], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT8, 1, 1, 1);
         dec_fuse = 1;
+        dec_cluster = 0; /* the cluster attention off */
+        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
+        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
+        dec_cluster = 1;
         check_pipelined(&shapes[1], FR_CUDA_W_INT4, 1, 1);
         check_pipelined(&shapes[0], FR_CUDA_W_BF16, 3, 1);
         check_pipelined(&shapes[1], FR_CUDA_W_INT8, 2, 0);
-        dec_probe = 1; /* the opt-in o-projection prefetch and the probed kernels */
+        dec_probe = 1; /* the probed kernels */
         check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
         check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
         dec_probe = 0;
-        static const int qvd[9] = {0, 11, 27, 55, 123, 151, 59, 187, 279}; /* the v15, folded-zero-point, producer-warp, free-running, MMA-summed, three-per-SM, sixteen-warp consumers */
-        for (int i = 0; i < 9; i++) {
-            frk_set_stream_qvar(qvd[i]);
-            check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
-            check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
-        }
-        frk_set_stream_qvar(-1);
-        /* the norm row in registers with its weights before the wait, trimmed stages, and a
-         * consumer at one block per SM, through the decoder */
-        const int xk1 = frk_get_stream_xkeep(), nt1 = frk_get_stream_nstrim();
-        frk_set_stream_xkeep(2);
-        frk_set_stream_nstrim(1);
-        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
-        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
-        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
-        frk_set_stream_qvar(23 | 512);
-        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
-        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
-        frk_set_stream_qvar(-1);
-        stream_prewait = 1; /* every product's stages but the first issued after the prologue */
-        check_decoder(&shapes[1], FR_CUDA_W_BF16, 0, 1, 1);
-        check_decoder(&shapes[0], FR_CUDA_W_INT8, 0, 1, 1);
-        check_decoder(&shapes[1], FR_CUDA_W_INT4, 0, 1, 1);
-        stream_prewait = 0;
-        frk_set_stream_xkeep(xk1);
-        frk_set_stream_nstrim(nt1);
+        check_two_decoders(&shapes[2]);
     }
-    CK(cudaDeviceSynchronize());
+    FR_CK(cudaDeviceSynchronize());
     printf("gpu-check: %.1f s\n", fr_time_s() - t0);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -1,7 +1,7 @@
-/* backend_cuda.cu — the CUDA row of the backend table (backend.h) over the engine in engine.cu.
+/* backend_cuda.cu — the CUDA row of the backend table (backend.h) over the CUDA decoder in decoder.cu.
  *
  * The scheduler-facing KV pool is a mirror with no storage: it hands out block ids 1..n-1 of the
- * device pool (block 0 is the engine's trash block) through the ordinary fr_seq_reserve /
+ * device pool (block 0 is the decoder's trash block) through the ordinary fr_seq_reserve /
  * fr_seq_release, so the serving engine's block accounting is unchanged.
  */
 #include "backend/cuda/cuda_backend.h"

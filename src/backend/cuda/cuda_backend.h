@@ -1,4 +1,4 @@
-/* cuda_backend.h — the decoder on one CUDA GPU (C API; implementation in engine.cu).
+/* cuda_backend.h — the decoder on one CUDA GPU (C API; implementation in decoder.cu).
  *
  * An fr_cuda holds, on one device: the weights (uploaded once: bf16, or weight-only INT8/INT4
  * with group 128), one paged KV pool (bf16 or int8 with per-block scales) allocated once at start
@@ -12,7 +12,12 @@
  * hands out blocks with that rule through fr_seq_reserve. As on the CPU, a forward advances each
  * sequence's n_pos, and logits come back in batch order for the tokens with logits[i] = 1.
  *
- * Not thread-safe: one engine thread calls everything.
+ * Settings: everything that can differ between two decoders is in the fr_cuda_config given at
+ * creation and stays with that decoder (fr_cuda_get_config reads it back); a few environment
+ * variables, read once at creation, can switch paths off (docs/CUDA.md). Two decoders in one
+ * process share nothing but per-device caches of facts (SM count, kernel attributes).
+ *
+ * Not thread-safe: one engine thread calls everything of a decoder.
  */
 #ifndef FRUGAL_CUDA_BACKEND_H
 #define FRUGAL_CUDA_BACKEND_H
@@ -35,28 +40,20 @@ typedef struct fr_cuda_config {
     int max_tokens;        /* tokens per forward (prefill chunk); default 512 */
     int max_seqs;          /* largest decode batch captured as a graph; default 64 */
     int max_ctx;           /* positions per sequence; default min(n_ctx_train, 8192) */
-    int use_graphs;        /* 1 (default): replay captured decode graphs */
-    int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported */
+    int use_graphs;        /* 1 (default): replay captured decode graphs; 0 eager launches.
+                            * Env FRUGAL_CUDA_GRAPHS=0 switches it off at creation. */
+    int prefill_mma;       /* 1 (default): tensor-core prefill attention where supported.
+                            * Env FRUGAL_CUDA_PREFILL_MMA=0. */
     int rope_freq_bf16;    /* round rotary frequencies to bf16 (see fr_decoder_opts) */
-    int fuse;              /* decode steps of few rows through the streamed, fused linear layers
-                            * (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store inside): 1
-                            * (default; measured faster for every weight format on an H200,
-                            * bench/GPU-NOTES.md); 0 never (one kernel per operation); -1 for
-                            * INT8/INT4 weights only. Env FRUGAL_CUDA_FUSE overrides at creation. */
-    int attn_merge;        /* 1: split attention merges in its last block (no combine kernel);
-                            * 0 (default, measured faster at batch 1). Env FRUGAL_CUDA_ATTN_MERGE. */
-    int attn_prefetch;     /* 1: the decode attention kernel's threads prefetch the output
-                            * projection's weights into L2 while they wait for the qkv product;
-                            * 0 (default: measured 1-3 % slower at batch 1 on an H200).
-                            * Env FRUGAL_CUDA_ATTN_PF. */
-    long long l2_ahead;    /* decode steps of <= 4 rows: bytes of the next layer's qkv weights
-                            * (after the last layer, of the LM head) that the attention kernel
-                            * moves into L2 after its dependency wait, their scales first; 0 off.
-                            * Env FRUGAL_CUDA_L2_AHEAD (bytes). */
-    long long l2_ahead_gu; /* likewise, bytes of this layer's gate/up weights; 0 off.
-                            * Env FRUGAL_CUDA_L2_AHEAD_GU. */
-    int l2_ahead_last;     /* 1: those prefetches carry the L2 evict_last hint.
-                            * Env FRUGAL_CUDA_L2_AHEAD_LAST. */
+    int fuse;              /* 1 (default): decode steps of few rows through the streamed, fused
+                            * linear layers (frk_gemv_stream: RMSNorm, SwiGLU, RoPE + KV store
+                            * inside; measured faster for every weight format on an H200); 0 one
+                            * kernel per operation. Env FRUGAL_CUDA_FUSE=0. */
+    int attn_cluster;      /* 1 (default): decode attention of <= 4 tokens with the bf16 cache as
+                            * one kernel of thread-block clusters (plan.cu); 0 the split kernel and
+                            * its combine. Env FRUGAL_CUDA_ATTN_CLUSTER=0. */
+    int trace;             /* 1: timeline probes of the fused decode path (fr_cuda_trace_read);
+                            * 0 (default) */
 } fr_cuda_config;
 
 typedef struct fr_cuda_mem {
@@ -105,43 +102,18 @@ int fr_cuda_submit(fr_cuda *c, const fr_batch *b, const fr_sampling *sp, int n_s
 int fr_cuda_collect(fr_cuda *c, int32_t *ids_out, fr_err *err);
 /* Wait for all work (for timing). */
 void fr_cuda_sync(fr_cuda *c);
-/* Switch decode-graph replay on or off (benchmarks compare the two). */
-void fr_cuda_set_graphs(fr_cuda *c, int on);
-/* Programmatic dependent launch on/off, and the batch-1 bf16 GEMV variant (kernels.h); both are
- * process-wide (env FRUGAL_CUDA_PDL, FRUGAL_CUDA_GEMV at creation) and drop captured graphs. */
-void fr_cuda_set_pdl(fr_cuda *c, int on);
-void fr_cuda_set_gemv_variant(fr_cuda *c, int v);
-/* Fused decode path on/off (fr_cuda_config.fuse) and the streamed GEMV's L2 prefetch per block
- * in bytes (kernels.h frk_set_stream_l2pf; env FRUGAL_CUDA_L2PF at creation); drop graphs. */
-void fr_cuda_set_fuse(fr_cuda *c, int on);
-void fr_cuda_set_attn_merge(fr_cuda *c, int on);
-/* Most splits of a decode token's keys over blocks (1..64, default 64; env FRUGAL_CUDA_SPLIT). */
-void fr_cuda_set_split_cap(fr_cuda *c, int n);
-void fr_cuda_set_l2pf(fr_cuda *c, int bytes);
-void fr_cuda_set_attn_prefetch(fr_cuda *c, int on);
-/* INT weights, measurement: the streamed consumer variant per product (qkv, o, gate/up, down, LM
- * head; k_stream.cu's V bits, 0 or NULL the format's default; env FRUGAL_CUDA_QVARS=a,b,c,d,e);
- * a process-wide frk_set_stream_qvar overrides it. Drops graphs. */
-void fr_cuda_set_qvars(fr_cuda *c, const int v[5]);
-void fr_cuda_get_qvars(const fr_cuda *c, int v[5]);
-/* Measurement: per product the stages each streamed block issues before its dependency wait
- * (the rest after its prologue's reads; 0 or NULL all in flight; env FRUGAL_CUDA_PREWAITS). Drops
- * graphs. */
-void fr_cuda_set_prewait(fr_cuda *c, const int v[5]);
-/* fr_cuda_config.l2_ahead, l2_ahead_gu, l2_ahead_last (measurement); drops graphs. */
-void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last);
-/* The LM head as RMSNorm + GEMV kernels instead of the streamed product (measurement; env
- * FRUGAL_CUDA_HEAD_GEMV); drops graphs. */
-void fr_cuda_set_head_gemv(fr_cuda *c, int on);
-/* Timeline probes of the fused decode path (measurement): on, each forward records per launch
- * slot (per layer: qkv, attention, combine, o, gate/up, down; then the LM head) %globaltimer
- * marks: the first and last block's entry, past its dependency wait and end, the last block's
- * prologue end and last stage's arrival (latest marks as complements; ~0 where a slot did not
- * run). Returns the slot count (on), 0 (off) or -1;
- * drops graphs. fr_cuda_trace_read copies up to max_words words (FR_CUDA_TRACE_W per slot: the
- * fields of cuda_util.cuh tl_mark_by) after a forward. */
+/* The decoder's settings as it runs them (the config given at creation, defaults filled in and
+ * the environment's off-switches applied). */
+void fr_cuda_get_config(const fr_cuda *c, fr_cuda_config *out);
+/* Timeline probes of the fused decode path (cfg.trace = 1): each step through
+ * fr_cuda_forward_sample / fr_cuda_submit records per launch slot (per layer: qkv, attention,
+ * combine, o, gate/up, down; then the LM head) %globaltimer marks: the first and last block's
+ * entry, past its dependency wait and end, the last block's prologue end and last stage's arrival
+ * (latest marks as complements; ~0 where a slot did not run). fr_cuda_trace_slots: the slot
+ * count (0 with cfg.trace off); fr_cuda_trace_read copies up to max_words words (FR_CUDA_TRACE_W
+ * per slot: the fields of cuda_util.cuh tl_mark_by) after a step and returns how many. */
 #define FR_CUDA_TRACE_W 8
-int fr_cuda_set_trace(fr_cuda *c, int on);
+int fr_cuda_trace_slots(const fr_cuda *c);
 int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words);
 
 /* Statistics since creation. */

@@ -1,11 +1,6 @@
-/* cuda_util.cuh — shared device helpers of the CUDA backend: error checks, bf16/f16 conversions,
- * warp reductions, 16-byte streaming loads.
- *
- * Every CUDA runtime / cuBLAS call goes through FR_CK / FR_CKB, and every kernel launch is followed
- * by FR_CK_LAUNCH(): a failure is a broken invariant of our own code (bad launch configuration,
- * illegal address), so it prints file:line and aborts (the same tier as FR_ASSERT in base.h).
- * Out-of-memory at start-up is the one expected failure; the engine checks those calls itself and
- * returns an fr_err instead.
+/* cuda_util.cuh — shared device helpers of the CUDA backend: launch checks (FR_CK / FR_CKB in
+ * cuda_check.h), bf16/f16 conversions, warp reductions, 16-byte streaming loads, the launch
+ * helper with programmatic dependent launch, timeline probes.
  */
 #ifndef FRUGAL_CUDA_UTIL_CUH
 #define FRUGAL_CUDA_UTIL_CUH
@@ -19,25 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FR_CK(call)                                                                        \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: CUDA error %s: %s (in %s)\n", __FILE__, __LINE__,      \
-                    cudaGetErrorName(e_), cudaGetErrorString(e_), #call);                 \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
-
-#define FR_CKB(call)                                                                       \
-    do {                                                                                   \
-        cublasStatus_t s_ = (call);                                                        \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-            fprintf(stderr, "%s:%d: cuBLAS error %d (%s) (in %s)\n", __FILE__, __LINE__,   \
-                    (int)s_, cublasGetStatusString(s_), #call);                            \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "backend/cuda/cuda_check.h"
 
 /* After every launch: configuration errors show up here at once; asynchronous faults show up at
  * the next synchronising call (also checked). */
@@ -130,36 +107,9 @@ static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
 
-/* One 128-byte line into L2 (a hint; never faults on a valid address). */
-static __device__ __forceinline__ void l2_prefetch_line(const void *p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-/* Bulk prefetch of [p, p + bytes) into L2 (16-byte aligned, bytes % 16 == 0), evict_last when last. */
-static __device__ __forceinline__ void l2_prefetch_bulk(const void *p, uint32_t bytes, bool last) {
-    if (last) {
-        uint64_t pol;
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p), "r"(bytes), "l"(pol)
-                     : "memory");
-    } else {
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-    }
-}
-/* Block blk of nblk's share of [p, p + bytes) into L2, in pieces of 32 KiB (the caller: one thread). */
-static __device__ __forceinline__ void l2_prefetch_share(const void *p, long long bytes, long long blk,
-                                                         long long nblk, bool last) {
-    if (!p || bytes <= 0) return;
-    const long long per = ((bytes + nblk - 1) / nblk + 15) & ~15LL;
-    const long long lo = blk * per;
-    long long hi = lo + per < bytes ? lo + per : bytes;
-    hi &= ~15LL;
-    for (long long o = lo; o < hi; o += 32768)
-        l2_prefetch_bulk((const char *)p + o, (uint32_t)(hi - o < 32768 ? hi - o : 32768), last);
-}
 static __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 static __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-extern int frk_pdl_on; /* k_misc.cu; frk_set_pdl */
 
 template <typename... KArgs, typename... Args>
 static inline void frk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
@@ -171,7 +121,7 @@ static inline void frk_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, s
     cfg.stream = st;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = frk_pdl_on;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
     FR_CK(cudaLaunchKernelEx(&cfg, kernel, args...));

@@ -9,13 +9,16 @@
  *   phase 3  o_h += p_hj v_j, each thread accumulating 8 columns for its keys; the per-thread
  *            partials are rescaled by alpha per chunk and reduced once at the end.
  * With n_split > 1 the chunks of a token are dealt round-robin to n_split blocks that write
- * (m, l, o) partials that are merged (flash-decoding), so batch-1 decode with a long context
- * still fills the GPU: by k_attn_combine, or, with counters, by the last block of each (token, KV
- * head) to finish (an atomic ticket), which saves a launch per layer.
+ * (m, l, o) partials that k_attn_combine merges (flash-decoding), so batch-1 decode with a long
+ * context still fills the GPU.
  *
- * k_attn_cl (decode with <= 4 tokens, bf16 cache; the default there): one kernel of thread-block
- * clusters, the context cut into one range per block, S and PV on the tensor cores, the ranges
- * merged through distributed shared memory (see its comment below).
+ * k_attn_cl (decode with <= 4 tokens, bf16 cache; frk_attn_args.cluster, from plan.cu): one kernel
+ * of thread-block clusters, the context cut into one range per block, S and PV on the tensor
+ * cores, the ranges merged through distributed shared memory (see its comment below).
+ *
+ * Instances: k_attn for D in {8, 16, 32, 64, 128, 256} x {<= 4, <= 8 heads per KV head} x {bf16,
+ * int8 cache} x {16-key chunks (split decode of <= 4 tokens), 64-key chunks}; k_attn_cl for D in
+ * {64, 128} x {8, 16 blocks}; k_attn_prefill for D in {64, 128}.
  *
  * frk_attention_prefill (a run of consecutive tokens of one sequence, bf16 cache): FlashAttention-2
  * style on the tensor cores. A block (4 warps) takes 64 query rows = QT tokens x G heads of one KV
@@ -30,8 +33,6 @@
 #include "backend/cuda/kernels.h"
 
 #define LOG2E 1.4426950408889634f
-#define ATTN_MINB_DEFAULT 1
-#define ATTN_CLUSTER_DEFAULT -1 /* per call: frk_attn_args.cluster */
 
 /* ------------------------------------------------------------------ scalar / decode kernel */
 /* 8 K (or V) values of one key, from the bf16 or int8 pool, as floats. */
@@ -60,48 +61,9 @@ static __device__ __forceinline__ void kv_unpack(const uint4 raw, float s, float
     }
 }
 
-/* Merge the first ns of the (o, m, l) partials of head hq of token t (partials laid out with
- * stride nsplit) into out (bf16), with one warp. The partials may come from other blocks of the
- * same grid, so they are read past L1 (__ldcg). */
-static __device__ void combine_warp(const float *part, int t, int hq, int nsplit, int ns, int H,
-                                    int D, bf16 *out) {
-    const int lane = threadIdx.x & 31;
-    const float *pp = part + ((size_t)t * H + hq) * nsplit * (D + 2);
-    float m0 = -INFINITY, l0 = 0.f, m1 = -INFINITY, l1 = 0.f;
-    if (lane < ns) m0 = __ldcg(pp + lane * (D + 2) + D), l0 = __ldcg(pp + lane * (D + 2) + D + 1);
-    if (lane + 32 < ns)
-        m1 = __ldcg(pp + (lane + 32) * (D + 2) + D), l1 = __ldcg(pp + (lane + 32) * (D + 2) + D + 1);
-    if (!(l0 > 0.f)) m0 = -INFINITY;
-    if (!(l1 > 0.f)) m1 = -INFINITY;
-    const float M = warp_max(fmaxf(m0, m1));
-    const float w0 = l0 > 0.f ? exp2f(m0 - M) : 0.f, w1 = l1 > 0.f ? exp2f(m1 - M) : 0.f;
-    const float L = warp_sum(w0 * l0 + w1 * l1);
-    const float inv_l = L > 0.f ? 1.f / L : 0.f;
-    for (int d = lane; d < D; d += 32) {
-        float acc = 0.f;
-#pragma unroll 8 /* eight independent L2 loads in flight, not one round trip per split */
-        for (int sp = 0; sp < ns; sp++) {
-            const float w = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
-            acc = fmaf(w, __ldcg(pp + sp * (D + 2) + d), acc);
-        }
-        out[(size_t)t * H * D + (size_t)hq * D + d] = __float2bfloat16(acc * inv_l);
-    }
-}
-
-/* The ranges of later weights (frk_attn_args.ahead) into L2: this block's share, by thread 0. */
-static __device__ __forceinline__ void attn_ahead(const frk_attn_args &a) {
-    if (threadIdx.x != 0 || !a.ahead_bytes[0] && !a.ahead_bytes[1] && !a.ahead_bytes[2]) return;
-    const long long nblk = (long long)gridDim.x * gridDim.y * gridDim.z;
-    const long long blk = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-#pragma unroll
-    for (int r = 0; r < 3; r++) l2_prefetch_share(a.ahead[r], a.ahead_bytes[r], blk, nblk, a.ahead_last != 0);
-}
-
-/* MINB 8 caps the registers at 64, so two blocks fit an SM beside two streamed-GEMV blocks (96
- * registers x 256 threads each) while those still run (frk_set_attn_minb(8)); measured slower on
- * an H200 (bench/GPU-NOTES.md v21: spills, and the attention's own time grows), so opt-in. */
-template <int D, int GM, bool I8, int CH, int MINB = 1>
-__global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int prewait) {
+/* The decode kernel: one block of 128 threads per (token, KV head, split). */
+template <int D, int GM, bool I8, int CH>
+__global__ void __launch_bounds__(128, 1) k_attn(frk_attn_args a, int G) {
     constexpr int TPK = D / 8;                          /* threads per key */
     constexpr int KPP = 128 / TPK;                      /* keys per pass */
     constexpr int NP = CH / KPP > 0 ? CH / KPP : 1;     /* passes per chunk */
@@ -113,20 +75,14 @@ __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int 
     pdl_trigger();
     const int t = blockIdx.z, g = blockIdx.y, split = blockIdx.x, nsplit = gridDim.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (a.pf) { /* while waiting: the next weights (the output projection) into L2, by every thread */
-        const long long nt = (long long)gridDim.x * gridDim.y * gridDim.z * 128;
-        const long long me = (((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 128 + tid;
-        for (long long o = me * 128; o < a.pf_bytes; o += nt * 128) l2_prefetch_line((const char *)a.pf + o);
-        for (long long o = me * 128; o < a.pf2_bytes; o += nt * 128) l2_prefetch_line((const char *)a.pf2 + o);
-    }
     const int H = a.H, Hkv = a.Hkv, L = a.n_layer, layer = a.layer;
     const int ctx = a.pos[t] + 1;
     const int32_t *bt = a.block_tables + (size_t)a.tok_seq[t] * a.bt_stride;
     const int kg = tid / TPK, part = tid % TPK;
     const int nchunks = (ctx + CH - 1) / CH;
     /* only the first min(nsplit, nchunks) splits of this token have keys; the rest leave at once
-     * (split 0 always waits, so this grid's completion still implies its predecessor's) and the
-     * merge (in-kernel or k_attn_combine) reads only those */
+     * (split 0 always waits, so this grid's completion still implies its predecessor's) and
+     * k_attn_combine reads only those */
     const int ns_eff = nsplit < nchunks ? nsplit : nchunks;
     if (nsplit > 1 && split >= ns_eff) return;
     /* every K and V row of a chunk this thread needs, all loads in flight at once. Rows below
@@ -136,7 +92,7 @@ __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int 
      * store may requantise old rows of a block that gets a new token: all after the wait). */
     uint4 kr[NP], vr[NP];
     float ks[NP], vs[NP];
-    const int old = I8 || !prewait ? 0 : ctx - a.T;
+    const int old = I8 ? 0 : ctx - a.T;
     auto load_chunk = [&](int c, int from, int to) { /* rows kp of chunk c with from <= kp < to */
         const int k0 = c * CH, nk = min(CH, ctx - k0);
 #pragma unroll
@@ -162,7 +118,6 @@ __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int 
     tl_mark(a.trace, 0);
     pdl_wait();
     tl_mark(a.trace, 1);
-    attn_ahead(a);
     if (split < nchunks) load_chunk(split, old, INT_MAX);
     const float qscale = rsqrtf((float)D) * LOG2E;
     const bf16 *q = (const bf16 *)a.q + (size_t)t * H * D + (size_t)g * G * D;
@@ -275,18 +230,7 @@ __global__ void __launch_bounds__(128, MINB) k_attn(frk_attn_args a, int G, int 
             }
         }
     }
-    tl_mark(a.trace, 2); /* (the in-kernel merge, when on, comes after) */
-    if (nsplit > 1 && a.counters) { /* the last split block of (t, g) merges the partials */
-        __shared__ int s_last;
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) s_last = atomicAdd(&a.counters[t * Hkv + g], 1) == ns_eff - 1;
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-        for (int h = warp; h < G; h += 4) combine_warp(a.part, t, g * G + h, nsplit, ns_eff, H, D, (bf16 *)a.out);
-        if (tid == 0) a.counters[t * Hkv + g] = 0;
-    }
+    tl_mark(a.trace, 2);
 }
 
 /* The separate merge: one block of min(D, 256) threads per (head, token), so each thread sums
@@ -405,10 +349,10 @@ struct cl_geom {
     static_assert(16 * D * 4 <= CL_KT * LDS * 2, "the partial O fits where K was");
 };
 
-/* MINB 7 holds it at 72 registers (one block fits beside two streamed INT4 blocks of 88 x 288);
- * 8 at 64 (frk_set_attn_minb(8), the slack for 96-register neighbours). */
-template <int D, int CL, int MINB = 7>
-__global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, int prewait) {
+/* At most 72 registers (7 blocks per SM): one block fits beside two streamed INT4 blocks of
+ * 88 x 288. */
+template <int D, int CL>
+__global__ void __launch_bounds__(128, 7) k_attn_cl(frk_attn_args a, int G) {
     typedef cl_geom<D> Gm;
     constexpr int LDS = Gm::LDS, LDP = Gm::LDP, NKS = D / 16, PCS = D / 8; /* 16-byte pieces a row */
     constexpr int NDT = D / 32;                                            /* PV n-tiles per warp */
@@ -439,7 +383,7 @@ __global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, i
             cp_async16(sptr(Vs + j * LDS + pc * 8), vc + off);
         }
     };
-    const int old = prewait ? ctx - a.T : 0;
+    const int old = ctx - a.T;
     if (k_lo < k_hi) load_rows(k_lo, min(CL_KT, k_hi - k_lo), INT_MIN, old);
     if (k_lo < k_hi)
         for (int i = tid; i < (16 - G) * PCS; i += 128) /* query rows past G: zero */
@@ -447,7 +391,6 @@ __global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, i
     tl_mark(a.trace, 0);
     pdl_wait();
     tl_mark(a.trace, 1);
-    attn_ahead(a);
     if (k_lo < k_hi) {
         const bf16 *q = (const bf16 *)a.q + ((size_t)t * H + (size_t)g * G) * D;
         for (int i = tid; i < G * PCS; i += 128) cp_async16(sptr(Qs + (i / PCS) * LDS + (i % PCS) * 8), q + (size_t)i * 8);
@@ -589,21 +532,12 @@ __global__ void __launch_bounds__(128, MINB) k_attn_cl(frk_attn_args a, int G, i
     cluster_sync_all(); /* no block leaves while a peer may still read its shared memory */
 }
 
-static int attn_prewait = 1;
-extern "C" void frk_set_attn_prewait(int on) { attn_prewait = on ? 1 : 0; }
-static int attn_minb = ATTN_MINB_DEFAULT;
-extern "C" void frk_set_attn_minb(int n) { attn_minb = n == 8 ? 8 : 1; }
-extern "C" int frk_get_attn_minb(void) { return attn_minb; }
 static bool attn_small(const frk_attn_args *a) { return a->T <= 4 && a->n_split > 1; }
 template <int D, int GM, bool I8>
 static void launch_attn_kv(const frk_attn_args *a, int G, cudaStream_t st) {
-    constexpr bool cap_ok = D <= 128 && GM <= 4; /* the 64-register kernel only where it fits */
     const dim3 grid(a->n_split, a->Hkv, a->T);
-    const bool small = attn_small(a);
-    if (small && cap_ok && attn_minb == 8)
-        frk_launch(k_attn<D, GM, I8, 16, cap_ok ? 8 : 1>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-    else if (small) frk_launch(k_attn<D, GM, I8, 16>, grid, dim3(128), 0, st, *a, G, attn_prewait);
-    else frk_launch(k_attn<D, GM, I8, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G, attn_prewait);
+    if (attn_small(a)) frk_launch(k_attn<D, GM, I8, 16>, grid, dim3(128), 0, st, *a, G);
+    else frk_launch(k_attn<D, GM, I8, FRK_CHUNK>, grid, dim3(128), 0, st, *a, G);
 }
 template <int D, int GM>
 static void launch_attn(const frk_attn_args *a, int G, cudaStream_t st) {
@@ -618,12 +552,9 @@ static void launch_attn_d(const frk_attn_args *a, int G, cudaStream_t st) {
         launch_attn<D, 8>(a, G, st);
 }
 
-/* The cluster kernel: size 0 (off), 8 or 16 (16 needs the non-portable cluster attribute and is
- * taken only where the device can schedule such a cluster of this kernel; else 8); -1: the
- * caller's choice (frk_attn_args.cluster). */
-static int attn_cluster = ATTN_CLUSTER_DEFAULT;
-extern "C" void frk_set_attn_cluster(int n) { attn_cluster = n == 8 || n == 16 || n == 0 ? n : -1; }
-extern "C" int frk_get_attn_cluster(void) { return attn_cluster; }
+/* The cluster kernel: frk_attn_args.cluster 0 (off), 8 or 16 (16 needs the non-portable cluster
+ * attribute and is taken only where the device can schedule such a cluster of this kernel; else
+ * 8). */
 /* The launch of a CL-block cluster kernel: the cluster shape first, then programmatic dependent
  * launch (at[1]; numAttrs 2). */
 static void cl_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute at[2], int cl, dim3 grid, cudaStream_t st) {
@@ -634,39 +565,37 @@ static void cl_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute at[2], int cl
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = cl, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = frk_pdl_on;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg->attrs = at;
     cfg->numAttrs = 2;
 }
+/* Whether the current device can schedule a CL-block cluster of k_attn_cl<D, CL> (setting the
+ * non-portable size attribute for CL > 8 first). Cached per device (devices 0..63): the answer
+ * and the attribute are the same for every decoder on a device. */
 template <int D, int CL>
 static bool cl_schedulable(void) {
-    static int ok = -1;
-    if (ok < 0) {
+    static signed char ok[64]; /* 0 not asked yet, 1 yes, -1 no */
+    int dev = 0;
+    FR_CK(cudaGetDevice(&dev));
+    signed char *o = &ok[dev & 63];
+    if (!*o) {
         if (CL > 8) FR_CK(cudaFuncSetAttribute(k_attn_cl<D, CL>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         cudaLaunchConfig_t cfg;
         cudaLaunchAttribute at[2];
         cl_config(&cfg, at, CL, dim3(CL, 1, 1), 0);
         cfg.numAttrs = 1; /* the cluster shape alone */
         int n = 0;
-        ok = cudaOccupancyMaxActiveClusters(&n, k_attn_cl<D, CL>, &cfg) == cudaSuccess && n > 0;
+        *o = cudaOccupancyMaxActiveClusters(&n, k_attn_cl<D, CL>, &cfg) == cudaSuccess && n > 0 ? 1 : -1;
         (void)cudaGetLastError();
     }
-    return ok == 1;
+    return *o == 1;
 }
 template <int D, int CL>
 static void launch_cl(const frk_attn_args *a, int G, cudaStream_t st) {
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
     cl_config(&cfg, at, CL, dim3(CL, a->Hkv, a->T), st);
-    if (attn_minb == 8) {
-        static bool set;
-        if (CL > 8 && !set)
-            FR_CK(cudaFuncSetAttribute(k_attn_cl<D, CL, 8>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        set = true;
-        FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL, 8>, *a, G, attn_prewait));
-    } else {
-        FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G, attn_prewait));
-    }
+    FR_CK(cudaLaunchKernelEx(&cfg, k_attn_cl<D, CL>, *a, G));
 }
 template <int D>
 static int cl_size(int want) {
@@ -674,7 +603,7 @@ static int cl_size(int want) {
     return want && cl_schedulable<D, 8>() ? 8 : 0;
 }
 extern "C" int frk_attention_cluster_size(const frk_attn_args *a) {
-    const int want = attn_cluster >= 0 ? attn_cluster : a->cluster;
+    const int want = a->cluster;
     if (!((want == 8 || want == 16) && attn_small(a) && !a->kv_int8 && (a->D == 64 || a->D == 128) &&
           a->Hkv > 0 && a->H % a->Hkv == 0 && a->H / a->Hkv <= 16))
         return 0;
@@ -703,7 +632,7 @@ extern "C" void frk_attention(const frk_attn_args *a, cudaStream_t st) {
     case 256: launch_attn_d<256>(a, G, st); break;
     default: FR_DEV_ASSERT(!"unsupported head_dim");
     }
-    if (a->n_split > 1 && !a->counters) {
+    if (a->n_split > 1) {
         dim3 grid(a->H, a->T);
         frk_launch(k_attn_combine, grid, dim3(a->D < 32 ? 32 : (a->D > 256 ? 256 : a->D)), 0, st,
                    (const float *)a->part, a->pos, attn_small(a) ? 16 : FRK_CHUNK, a->n_split, a->H,

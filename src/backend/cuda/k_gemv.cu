@@ -37,9 +37,9 @@ static __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf
 
 /* R rows per warp, U 16-byte loads per row per lane per round, DB: the next round is loaded
  * before the current one is computed (two rounds in flight), MINB: blocks per SM to fit. The first
- * round is issued before pdl_wait. Variants (batch 1 only; larger batches use variant 0):
- *   0: R2 U4 DB   1: R2 U4 single, 4 blocks/SM   2: R1 U8 DB   3: R1 U16 single
- * (SwiGLU needs both rows of a pair in one warp: R1 variants fall back to 0 for it). */
+ * round is issued before pdl_wait. Two rows per warp, four loads per row per round: batch 1 in
+ * single rounds at 4 blocks per SM, batches 2-4 double-buffered (the fastest in the full
+ * decode step on an H200 of the four shapes measured, run 2; the unfused path). */
 template <int NB, int MODE, int R, int U, bool DB, int MINB>
 __global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const bf16 *__restrict__ W, int M, int K,
                                                          const bf16 *__restrict__ x, int ldx,
@@ -125,10 +125,6 @@ __global__ void __launch_bounds__(256, MINB) k_gemv_bf16(const bf16 *__restrict_
     }
 }
 
-static int gemv_variant = 1; /* fastest in the full decode step on an H200 (bench/GPU-NOTES.md) */
-extern "C" void frk_set_gemv_variant(int v) { gemv_variant = v < 0 || v > 3 ? 1 : v; }
-extern "C" int frk_get_gemv_variant(void) { return gemv_variant; }
-
 template <int NB, int R, int U, bool DB, int MINB>
 static void gemv_bf16_v(const bf16 *W, int M, int K, const bf16 *x, int ldx, void *out, int ldo,
                         int mode, cudaStream_t st) {
@@ -137,10 +133,8 @@ static void gemv_bf16_v(const bf16 *W, int M, int K, const bf16 *x, int ldx, voi
         frk_launch(k_gemv_bf16<NB, FRK_OUT_STORE, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
     else if (mode == FRK_OUT_ACC)
         frk_launch(k_gemv_bf16<NB, FRK_OUT_ACC, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
-    else if (R == 2)
-        frk_launch(k_gemv_bf16<NB, FRK_OUT_SWIGLU, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
     else
-        FR_DEV_ASSERT(!"swiglu needs two rows per warp");
+        frk_launch(k_gemv_bf16<NB, FRK_OUT_SWIGLU, R, U, DB, MINB>, blocks, th, 0, st, W, M, K, x, ldx, out, ldo);
 }
 
 extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb,
@@ -149,15 +143,8 @@ extern "C" void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x
     FR_DEV_ASSERT(K % 8 == 0 && ldx % 8 == 0 && nb <= 4);
     FR_DEV_ASSERT(mode != FRK_OUT_SWIGLU || M % 2 == 0);
     const bf16 *w = (const bf16 *)W, *xx = (const bf16 *)x;
-    int v = gemv_variant;
-    if (mode == FRK_OUT_SWIGLU && v >= 2) v = 0;
     switch (nb) {
-    case 1:
-        if (v == 1) gemv_bf16_v<1, 2, 4, false, 4>(w, M, K, xx, ldx, out, ldo, mode, st);
-        else if (v == 2) gemv_bf16_v<1, 1, 8, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
-        else if (v == 3) gemv_bf16_v<1, 1, 16, false, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
-        else gemv_bf16_v<1, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st);
-        break;
+    case 1: gemv_bf16_v<1, 2, 4, false, 4>(w, M, K, xx, ldx, out, ldo, mode, st); break;
     case 2: gemv_bf16_v<2, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
     case 3: gemv_bf16_v<3, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;
     default: gemv_bf16_v<4, 2, 4, true, 1>(w, M, K, xx, ldx, out, ldo, mode, st); break;

@@ -12,9 +12,6 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/rope_kv.cuh"
 
-int frk_pdl_on = 1;
-extern "C" void frk_set_pdl(int on) { frk_pdl_on = on ? 1 : 0; }
-extern "C" int frk_get_pdl(void) { return frk_pdl_on; }
 
 /* ---------------------------------------------------------------- embedding */
 __global__ void k_embed(const bf16 *__restrict__ table, const int32_t *__restrict__ tokens, int E,

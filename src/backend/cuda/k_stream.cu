@@ -4,18 +4,16 @@
  * and the step is fast only if HBM never waits: not inside a kernel (enough bytes in flight),
  * not between kernels (ramp and tail), not during the small operations around the products.
  *
- *   - Blocks of 8 warps (INT: + a producer warp; two blocks per SM by default:
- *     frk_set_stream_bps) each own a contiguous range of rows. Weights arrive through the
- *     bulk-copy engine (cp.async.bulk global -> shared, completion counted in bytes on an
- *     mbarrier per stage), 4 stages of 16 KiB in flight per block by default (up to 12, as many
- *     as shared memory holds beside the input rows), no registers held by loads. bf16: warps
- *     compute from shared memory; one __syncthreads per stage releases a slot, and thread 0
- *     refills it (INT: see below). Slot, row group / tile, k-tile and mbarrier
- *     parity advance by increments: a few divisions per stage cost 5-6 % (GPU-NOTES v14).
+ *   - Blocks of 8 warps (INT: + a producer warp; two blocks per SM, three for FRK_QC_PW3) each
+ *     own a contiguous range of rows. Weights arrive through the bulk-copy engine
+ *     (cp.async.bulk global -> shared, completion counted in bytes on an mbarrier per stage),
+ *     4 stages of 16 KiB in flight per block, no registers held by loads. bf16: warps compute
+ *     from shared memory; one __syncthreads per stage releases a slot, and thread 0 refills it
+ *     (INT: see below). Slot, row group / tile, k-tile and mbarrier parity advance by
+ *     increments: a few divisions per stage cost 5-6 % (bench/gpu/NOTES.md §2).
  *   - A block signals its dependents (griddepcontrol.launch_dependents) when its last stages
- *     are in flight; the first stages are issued before griddepcontrol.wait (weights never
- *     depend on the previous kernel), and with l2pf more of the block's range is prefetched
- *     into L2 there.
+ *     are in flight; the first plan.prewait stages are issued before griddepcontrol.wait
+ *     (weights never depend on the previous kernel), the rest right after the prologue.
  *   - The operations around the product are fused in: RMSNorm of the residual rows in the
  *     prologue (every block normalises the few rows itself, into shared memory); SwiGLU, the
  *     residual add, or bias + rotary embedding + K/V store in the epilogue.
@@ -26,18 +24,16 @@
  * layout of k_gemv.cu (plus their scale words); each of 8 consumer warps takes 1 / 2 groups side
  * by side, two accumulator chains each, dequantises with prmt / lop3 (+ hsub2 / hfma2) and
  * multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as the N dimension) against
- * the activations held in shared memory as f16; the 8 warps' tile partials meet in shared memory
- * at the tile's last stage. The format's default consumer (variant 55, bits in k_stream_q; the
- * engine picks one per product, frk_gemv_args.qvar, GPU-NOTES v27) has a ninth,
- * producer warp that issues the bulk copies and runs the tile epilogues; consumer warps load a
- * stage's fragments into registers, arrive on the slot's "empty" mbarrier (no block barrier per
- * stage) and then compute; INT4 keeps odd nibbles 4 bits up (one shift per word) and the
- * activations are stored in B-fragment order (one 16-byte load per two MMAs). The earlier
- * consumers (one block barrier per stage, thread 0 refilling; folded zero point) stay selectable
- * with frk_set_stream_qvar and checked (GPU-NOTES v20-v23).
- * Opt-in variants, measured slower on an H200 and kept checked: the cp.async loader, at most 80
- * registers (frk_set_stream_minb), 32 KiB INT stages (frk_set_stream_qstage); the timeline
- * probes (frk_gemv_args.trace) live in a separate instantiation.
+ * the activations held in shared memory as f16 in B-fragment order (one 16-byte load per two
+ * MMAs); the 8 warps' tile partials meet in shared memory at the tile's last stage. A ninth,
+ * producer warp issues the bulk copies and runs the tile epilogues. The consumers (kernels.h
+ * frk_qcons, chosen per product by plan.cu) differ in how a slot is released (a block barrier per
+ * stage, or per-slot "empty" mbarriers), in the INT4 dequantisation (one shift per word, or the
+ * zero point folded out) and in the blocks per SM. The timeline probes (frk_gemv_args.trace) live
+ * in a separate instantiation.
+ *
+ * Instances: k_stream_bf16 for nb 1-4; k_stream_q for (INT4: PW, FREE_ZF) and (INT8: PW, FREE,
+ * PW3); each with and without the probes.
  */
 #include "backend/cuda/cuda_util.cuh"
 #include "backend/cuda/kernels.h"
@@ -45,57 +41,34 @@
 #include "backend/cuda/rope_kv.cuh"
 
 #define ST_BYTES 16384 /* bytes of weights per stage */
-#define ST_NS_MAX 12   /* stages in flight at most (as many as shared memory holds) */
+#define ST_NS_MAX 12   /* mbarriers per block (stages in flight at most) */
+#define ST_NS_CAP 4    /* stages in flight per block (4 x 2 blocks per SM measured best, NOTES §2) */
 #define ST_NS_MIN 2
+#define ST_BPS 2       /* blocks per SM (measured best on an H200, bench/gpu/NOTES.md §2) */
 #define ST_KC 1024     /* bf16: columns per stage row */
 #define ST_DYN_MAX (216 * 1024) /* + the static 8.5 KiB stays under the 227 KiB per block */
+/* Bytes of dynamic shared memory past an INT kernel's activations and group sums that every
+ * launch reserves: the launch geometry (dynamic shared memory, and with it the stages that fit
+ * and what fits beside a block on an SM) was measured with this reserve, once a buffer of
+ * prepared RoPE pairs (2 tiles x 16 pairs x 40 bytes). */
+#define ST_X_RESERVE 1280
 
-static int l2pf_bytes = 0;
-extern "C" void frk_set_stream_l2pf(int bytes) { l2pf_bytes = bytes < 0 ? 0 : (bytes & ~15); }
-extern "C" int frk_get_stream_l2pf(void) { return l2pf_bytes; }
-static int carve_max = 1; /* kernels' preferred carveout: all shared memory (1) or the driver's choice (0) */
-extern "C" void frk_set_stream_carveout(int on) { carve_max = on ? 1 : 0; }
-extern "C" int frk_get_stream_carveout(void) { return carve_max; }
-static int stages_cap = 4; /* per block; 0: as many as fit (4 x 2 blocks measured best on an H200) */
-static int loader = 0;     /* 0: TMA bulk copies (default, measured best), 1: cp.async */
-extern "C" void frk_set_stream_loader(int l) { loader = l ? 1 : 0; }
-extern "C" int frk_get_stream_loader(void) { return loader; }
-extern "C" void frk_set_stream_stages(int n) { stages_cap = n < 0 ? 0 : n; }
-static int blocks_per_sm = 2; /* measured best on an H200 (bench/GPU-NOTES.md) */
-extern "C" void frk_set_stream_bps(int n) { blocks_per_sm = n >= 1 && n <= 3 ? n : 2; }
-extern "C" int frk_get_stream_bps(void) { return blocks_per_sm; }
-extern "C" int frk_get_stream_stages(void) { return stages_cap; }
-/* Register budget of the TMA kernels: 1 (default) as the compiler likes (81-96 registers: two
- * blocks per SM), 3 at most 80 registers (no spills), so a third block (the next kernel's, under
- * programmatic dependent launch, or a third of the same one) fits when shared memory allows. */
-static int min_blocks = 1;
-static int tmap = 2;
-extern "C" void frk_set_stream_tmap(int m) { tmap = m == 1 || m == 2 ? m : 0; }
-extern "C" int frk_get_stream_tmap(void) { return tmap; }
-/* stage_x's one-row RMSNorm (K <= 4096): 0 reads the row twice, 1 keeps the row and the norm
- * weights in registers (one trip to L2; frk_set_stream_xkeep) */
-static int xkeep = 1;
-extern "C" void frk_set_stream_xkeep(int m) { xkeep = m ? 1 : 0; }
-extern "C" int frk_get_stream_xkeep(void) { return xkeep; }
-/* The producer warp's RoPE epilogue loads done before the dependency wait (1) or in the epilogue
- * (0) (frk_set_stream_ropepre) */
-static int ropepre = 0; /* measured slower (GPU-NOTES v28) */
-extern "C" void frk_set_stream_ropepre(int on) { ropepre = on ? 1 : 0; }
-extern "C" int frk_get_stream_ropepre(void) { return ropepre; }
-/* First unit (row group / tile) of block b of G over N units (frk_gemv_args.tmap); block b's
+/* First unit (row group / tile) of block b of G over N units (frk_stream_plan.tmap); block b's
  * range is [unit_lo(b), unit_lo(b + 1)). */
 static __device__ __forceinline__ int unit_lo(int b, int G, int N, int m) {
     if (!m) return (int)((long)b * N / G);
     const int base = N / G, extra = N - base * G;
     return b < extra ? b * (base + 1) : extra * (base + 1) + (b - extra) * base;
 }
-/* Stages a block issues before its dependency wait (frk_gemv_args.prewait; the rest right after
- * its prologue). */
+/* Stages a block issues before its dependency wait (frk_stream_plan.prewait; the rest right
+ * after its prologue). */
 static __device__ __forceinline__ int n_prewait(const frk_gemv_args &a, int ns) {
-    return a.prewait > 0 && a.prewait < ns ? a.prewait : ns;
+    return a.plan.prewait > 0 && a.plan.prewait < ns ? a.plan.prewait : ns;
 }
-extern "C" void frk_set_stream_minb(int n) { min_blocks = n == 3 ? 3 : 1; }
-extern "C" int frk_get_stream_minb(void) { return min_blocks; }
+/* Whether the stages held back past the dependency wait are still to be issued. */
+static __device__ __forceinline__ bool held_back(const frk_gemv_args &a, int ns) {
+    return a.plan.prewait > 0 && a.plan.prewait < ns;
+}
 
 /* ------------------------------------------------------------------ PTX helpers */
 static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -132,9 +105,6 @@ static __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void *src, u
                  "l"(src), "r"(bytes), "r"(bar), "l"(pol)
                  : "memory");
 }
-static __device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
 static __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -149,13 +119,6 @@ static __device__ __forceinline__ uint64_t tma_begin(uint64_t *bar, int ns) {
     fence_proxy_async();
     return policy_evict_first();
 }
-static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2pf) {
-    if (l2pf <= 0) return;
-    if (len > (size_t)l2pf) len = (size_t)l2pf;
-    len &= ~(size_t)15;
-    for (size_t off = 0; off < len; off += 16384)
-        l2_prefetch(p + off, (uint32_t)(len - off < 16384 ? len - off : 16384));
-}
 
 /* ------------------------------------------------------------------ prologue: the input rows */
 /* The f16 activations in the INT kernels' B-fragment order (PX): within each 32 columns (two
@@ -164,12 +127,12 @@ static __device__ void prefetch_range(const unsigned char *p, size_t len, int l2
 static __device__ __forceinline__ int xperm(int k) {
     return (k & ~31) | ((k & 7) >> 1) << 3 | (k >> 4 & 1) << 2 | (k >> 3 & 1) << 1 | (k & 1);
 }
-/* One row normalised with its values and norm weights in registers (xkeep): thread tid's
+/* One row normalised with its values and norm weights in registers: thread tid's
  * k = 4 tid + 1024 it, it < 4. */
 static __device__ __forceinline__ bool xkeep_row(const frk_gemv_args &a, int nb) {
-    return a.xf && a.xkeep && nb == 1 && a.K <= 4096;
+    return a.xf && nb == 1 && a.K <= 4096;
 }
-/* stage_x for one row with xkeep: its values and the norm weights stay in registers between the
+/* stage_x for one row of K <= 4096: its values and the norm weights stay in registers between the
  * sum of squares and the scaling (one trip to L2 instead of two; the same arithmetic in the same
  * order). Not inlined: its 32 live values would otherwise raise the whole kernel's register
  * count (and with it what fits beside the kernel on an SM). */
@@ -326,16 +289,13 @@ static __device__ void stage_x_zf(const frk_gemv_args &a, int nb, int Kp, half *
 static __device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
 
 /* Rows (row, row + 1) of the pair-ordered qkv output for token n, in two halves: rope_prep does
- * every load (position, block table, cos / sin, bias) and needs only inputs and constants, so it
- * may run before the dependency wait; rope_apply adds the bias, rotates and stores (the arithmetic
- * of k_rope_kv). A V pair is stored unrotated. */
+ * every load (position, block table, cos / sin, bias), rope_apply adds the bias, rotates and
+ * stores (the arithmetic of k_rope_kv). A V pair is stored unrotated. */
 struct rope_pre {
     bf16 *d;         /* y0 -> d[j0], y1 -> d[j1] */
     float c, s, b0, b1;
     int j0, j1, v;   /* v: a V pair (no rotation) */
 };
-#define RP_T 2  /* tiles of a block whose RoPE pairs are prepared before the wait */
-#define RP_N 16 /* pairs per tile: 8 per token, nb <= 2 */
 static __device__ __forceinline__ void rope_prep(const frk_rope_args &r, int n, int row, rope_pre &o) {
     const int D = r.D, half_d = D / 2, NQ = r.H * D, NK = r.Hkv * D;
     const int p = r.pos[n];
@@ -371,17 +331,6 @@ static __device__ __forceinline__ void rope_apply(const rope_pre &o, float v0, f
         o.d[o.j1] = __float2bfloat16(x0 * o.s + x1 * o.c);
     }
 }
-/* The pairs of a block's first RP_T tiles (rows rt0 * 16 ..) that lane `lane` of the producer
- * warp stores (nb <= 2: output i = lane of each tile), into rps[t * RP_N + n * 8 + r / 2]. Not
- * inlined: it runs before the dependency wait, beside the block's own set-up, and inlined it
- * raised the kernel's register count by eight. */
-static __device__ __noinline__ void rope_prep_block(const frk_rope_args *ra, int nb, int rt0, int rt1, int M,
-                                                    int lane, rope_pre *rps) {
-    const int r = lane & 15, n = lane >> 4;
-    if (n >= nb || (r & 1)) return;
-    for (int t = 0; t < RP_T && rt0 + t < rt1; t++)
-        if ((rt0 + t) * 16 + r + 1 < M) rope_prep(*ra, n, (rt0 + t) * 16 + r, rps[t * RP_N + n * 8 + r / 2]);
-}
 static __device__ void rope_pair(const frk_rope_args &r, int n, int row, float v0, float v1) {
     rope_pre o;
     rope_prep(r, n, row, o);
@@ -406,19 +355,6 @@ static __device__ __forceinline__ void epi_pair(const frk_gemv_args &a, int row,
 }
 
 
-/* ------------------------------------------------------------------ loaders */
-/* Two ways to fill the stages, chosen per process (frk_set_stream_loader):
- *   TMA (0): thread 0 issues cp.async.bulk copies completing on one mbarrier per stage; up to
- *            ST_NS_MAX stages; a slot is refilled after the __syncthreads that ends its use.
- *   cp.async (1): every thread copies 16-byte pieces (cp.async.cg, LDGSTS) of each stage,
- *            ST_NSA stages, one commit group per stage; cp.async.wait_group + __syncthreads
- *            make a stage visible, and the slot consumed in the previous iteration is refilled. */
-#define ST_NSA 8
-static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-static __device__ __forceinline__ void cp_wait_nsa() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(ST_NSA - 2) : "memory");
-}
-
 /* ------------------------------------------------------------------ bf16 */
 /* Output of row group rg (8 rows) from red (per row, per input). */
 template <int NB>
@@ -435,8 +371,8 @@ static __device__ __forceinline__ void epi_bf16(const frk_gemv_args &a, const fl
     }
 }
 
-template <int NB, bool ASYNC, int MINB = 1, bool TR = false>
-__global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a, int l2pf, int ns) {
+template <int NB, bool TR = false>
+__global__ void __launch_bounds__(256, 1) k_stream_bf16(const frk_gemv_args a, int ns) {
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     __shared__ float red[2][8][NB];
@@ -444,10 +380,9 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int M = a.M, K = a.K;
     const int NRG = (M + 7) / 8, NKT = (K + ST_KC - 1) / ST_KC;
-    const int rg0 = unit_lo(blockIdx.x, gridDim.x, NRG, a.tmap);
-    const int rg1 = unit_lo(blockIdx.x + 1, gridDim.x, NRG, a.tmap);
+    const int rg0 = unit_lo(blockIdx.x, gridDim.x, NRG, a.plan.tmap);
+    const int rg1 = unit_lo(blockIdx.x + 1, gridDim.x, NRG, a.plan.tmap);
     const int nst = (rg1 - rg0) * NKT;
-    if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
     bf16 *xs = (bf16 *)(dsm + (size_t)ns * ST_BYTES);
     const bf16 *W = (const bf16 *)a.W;
@@ -455,7 +390,7 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     /* stage indices advance incrementally (no division per stage): the issuer's (thread 0) and
      * the consumers' */
     int i_slot = 0, i_rg = rg0, i_kt = 0;
-    auto issue = [&]() { /* TMA: thread 0, stages in order */
+    auto issue = [&]() { /* thread 0, stages in order */
         const int kc = min(ST_KC, K - i_kt * ST_KC), nr = min(8, M - i_rg * 8);
         const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(nr * kc * 2));
@@ -465,30 +400,11 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
         if (++i_slot == ns) i_slot = 0;
         if (++i_kt == NKT) i_kt = 0, i_rg++;
     };
-    auto load_async = [&](int s) { /* cp.async: every thread, one commit group per stage */
-        if (s < nst) {
-            const int slot = s % ST_NSA, rg = rg0 + s / NKT, kt = s % NKT;
-            const int kc = min(ST_KC, K - kt * ST_KC);
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int c = tid + 256 * i, r = c >> 7, v = c & 127, row = rg * 8 + r;
-                if (row < M && v * 8 < kc)
-                    cp_async16(sptr(stg + slot * ST_BYTES + r * ST_KC * 2 + v * 16),
-                               W + (size_t)row * K + (size_t)kt * ST_KC + v * 8);
-            }
-        }
-        cp_commit();
-    };
-    if (ASYNC) {
-        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
-    } else if (tid == 0) {
+    if (tid == 0) {
         pol = tma_begin(bar, ns);
         const int npre = n_prewait(a, ns); /* the rest after the prologue */
         for (int s = 0; s < npre && s < nst; s++) issue();
     }
-    if (tid == 0)
-        prefetch_range((const unsigned char *)(W + (size_t)rg0 * 8 * K),
-                       (size_t)(min(M, rg1 * 8) - rg0 * 8) * K * 2, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     tl_mark(TR ? a.trace : nullptr, 0);
@@ -496,27 +412,18 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
     tl_mark(TR ? a.trace : nullptr, 1);
     stage_x<false>(a, NB, K, xs, wsum, inv); /* ends with __syncthreads (also publishes the barriers) */
     tl_mark(TR ? a.trace : nullptr, 3);
-    if (!ASYNC && a.prewait > 0 && a.prewait < ns && tid == 0) /* the stages held back until now */
-        for (int s = a.prewait; s < ns && s < nst; s++) issue();
+    if (held_back(a, ns) && tid == 0) /* the stages held back until now */
+        for (int s = a.plan.prewait; s < ns && s < nst; s++) issue();
     float acc[NB];
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[n] = 0.f;
-    int pend = -1; /* cp.async: row group whose epilogue waits for the next __syncthreads */
     int slot = 0, rg = rg0, kt = 0;
     uint32_t par = 0; /* (s / ns) & 1 */
     for (int s = 0; s < nst; s++) {
         if (s == trig && s > 0) pdl_trigger();
         const int kc = min(ST_KC, K - kt * ST_KC);
-        if (ASYNC) {
-            cp_wait_nsa();
-            __syncthreads();
-            if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
-            pend = -1;
-            load_async(s + ST_NSA - 1);
-        } else {
-            mbar_wait(sptr(&bar[slot]), par);
-            if (TR && s == nst - 1) tl_mark(a.trace, 4);
-        }
+        mbar_wait(sptr(&bar[slot]), par);
+        if (TR && s == nst - 1) tl_mark(a.trace, 4);
         if (rg * 8 + warp < M) {
             const uint4 *wr = (const uint4 *)(stg + slot * ST_BYTES + warp * ST_KC * 2);
             const uint4 *xk = (const uint4 *)(xs + (size_t)kt * ST_KC);
@@ -540,46 +447,37 @@ __global__ void __launch_bounds__(256, MINB) k_stream_bf16(const frk_gemv_args a
                 acc[n] = 0.f;
             }
         }
-        if (ASYNC) {
-            if (last) pend = rg;
-        } else {
-            __syncthreads();
-            if (tid == 0 && s + ns < nst) {
-                fence_proxy_async();
-                issue();
-            }
-            if (last) epi_bf16<NB>(a, red[buf], rg);
+        __syncthreads();
+        if (tid == 0 && s + ns < nst) {
+            fence_proxy_async();
+            issue();
         }
+        if (last) epi_bf16<NB>(a, red[buf], rg);
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++kt == NKT) kt = 0, rg++;
-    }
-    if (ASYNC) {
-        __syncthreads();
-        if (pend >= 0) epi_bf16<NB>(a, red[(pend - rg0) & 1], pend);
     }
     tl_mark(TR ? a.trace : nullptr, 2);
 }
 
 /* ------------------------------------------------------------------ INT8 / INT4 */
-template <int BITS, int SB = ST_BYTES, int NW = 8>
+#define Q_NW 8 /* consumer warps */
+template <int BITS>
 struct qgeom {
     static constexpr int CPG = BITS == 4 ? 2 : 4; /* 16-byte chunks per lane per group */
     static constexpr int KPC = 8 / CPG;           /* k-steps per chunk */
     static constexpr int GBYTES = CPG * 512;      /* bytes per (tile, group) */
-    static constexpr int GPS = SB / GBYTES;       /* groups per stage */
-    static constexpr int GPW = GPS / NW;          /* groups per warp per stage (NW consumer warps) */
+    static constexpr int GPS = ST_BYTES / GBYTES; /* groups per stage */
+    static constexpr int GPW = GPS / Q_NW;        /* groups per warp per stage */
     static constexpr int SZB = GPS * 64;          /* scale bytes per stage */
     static constexpr int NACC = GPW >= 4 ? 1 : 2; /* accumulator chains per group */
 };
 
 /* Output of row tile rt (16 rows) from the 8 warps' fragment partials red[w][lane][e]; output i
- * (row i % 16, batch column i / 16) by the thread with i0 + k * step = i (the block: threadIdx.x,
- * blockDim.x; the producer warp: its lane, 32). ACC mode: `pre` is the caller's residual value of
- * its first output, loaded when the tile started (each row belongs to one block, so it cannot
- * change meanwhile) to keep the read off the epilogue. */
-template <int NW = 8>
+ * (row i % 16, batch column i / 16) by the producer warp's lane with lane + 32 k = i. ACC mode:
+ * `pre` is the lane's residual value of its first output, loaded when the tile started (each row
+ * belongs to one block, so it cannot change meanwhile) to keep the read off the epilogue. */
 static __device__ __forceinline__ void epi_q_from(const frk_gemv_args &a, const float (*red)[32][4], int rt,
-                                                  float pre, int i0, int step, const rope_pre *rp = nullptr) {
+                                                  float pre, int i0, int step) {
     const bool pm = pair_mode(a.mode);
     for (int i = i0; i < 16 * a.nb; i += step) {
         const int r = i % 16, n = i / 16, row = rt * 16 + r;
@@ -589,24 +487,19 @@ static __device__ __forceinline__ void epi_q_from(const frk_gemv_args &a, const 
         {
             const int ln = (r % 8) * 4 + n / 2, e = (r / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < NW; w++) v0 += red[w][ln][e];
+            for (int w = 0; w < Q_NW; w++) v0 += red[w][ln][e];
         }
         if (pm) {
             const int r1 = r + 1, ln = (r1 % 8) * 4 + n / 2, e = (r1 / 8) * 2 + (n % 2);
 #pragma unroll
-            for (int w = 0; w < NW; w++) v1 += red[w][ln][e];
-            if (rp) rope_apply(rp[n * 8 + r / 2], v0, v1); /* prepared before the wait (RP_N) */
-            else epi_pair(a, row, n, v0, v1);
+            for (int w = 0; w < Q_NW; w++) v1 += red[w][ln][e];
+            epi_pair(a, row, n, v0, v1);
         } else if (a.mode == FRK_OUT_ACC && i == i0) {
             ((float *)a.out)[(size_t)n * a.ldo + row] = pre + v0;
         } else {
             epi_one(a, row, n, v0);
         }
     }
-}
-template <int NW = 8>
-static __device__ __forceinline__ void epi_q(const frk_gemv_args &a, const float (*red)[32][4], int rt, float pre) {
-    epi_q_from<NW>(a, red, rt, pre, threadIdx.x, blockDim.x);
 }
 /* The residual value of output i of tile rt for epi_q_from (ACC mode, i < 16 nb; else 0). */
 static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int rt, int i) {
@@ -615,42 +508,33 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
-/* V (bits) selects the consumer variant: 1 early release (a stage's fragments and scale words
- * go to registers first, then the block barrier, the slot's refill and the previous tile's
- * epilogue, then the MMAs: a slot is held for its load, not for its arithmetic); 2 the
- * activations in xperm order (one 16-byte shared load per two k-steps, no per-load select: the
- * batch columns past nb repeat column 0 and are never stored); 4 the INT4 dequantisation with one
- * shift (qf_frag4s); 8 the zero point folded out (the MMA sums raw (1024 + q) x, stage_x_zf's
- * group sums remove the offsets once per group); 16 (with 1) a ninth, producer warp: it joins
- * each stage's block barrier, then refills the slot (its lane 0) and runs the previous tile's
- * epilogue while the eight consumer warps do the MMAs, so neither the bulk-copy issue nor the
- * epilogue sits on a consumer warp's path to the next barrier (ncu: a third of the INT4
- * consumers' stall cycles were at that barrier); 32 (with 16) no block barrier per stage at all:
- * consumers arrive on per-slot "empty" mbarriers, tile partials go to the producer through
- * mbarriers; 64 (with 8) the group sums made by the consumers themselves, in the block's first
- * tile, by one more MMA per k-step with an all-ones A, kept in shared memory for the later tiles
- * (no prologue pass); 128 only picks the instantiation for three blocks per SM (at most 72
- * registers; launch_qv_bps); 256 (int4, with 16) sixteen consumer warps, one block per SM
- * (launch_qv_bps). 0 is the v15 consumer; 55 (1+2+4+16+32) the format's default
- * (GPU-NOTES v20-v23); the engine picks one per product (engine.cu qvars_int4). */
-template <int V> struct qthreads {
-    static constexpr int nw = (V & 256) ? 16 : 8; /* consumer warps */
-    static constexpr int n = 32 * nw + ((V & 16) ? 32 : 0);
-};
-template <int BITS, bool ASYNC, int MINB = 1, int SB = ST_BYTES, bool TR = false, int V = 0>
-__global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_constant__ frk_gemv_args a, int l2pf, int ns) {
-    static_assert(!ASYNC || (SB == ST_BYTES && !(V & 1)), "the cp.async loader fills 16 KiB stages, no early release");
-    static_assert(!(V & 16) || (V & 1), "the producer warp needs early release");
-    static_assert(!(V & 32) || (V & 16), "free-running consumers need the producer warp");
-    static_assert(!(V & 64) || (V & 8), "MMA-made group sums are for the folded zero point");
-    constexpr bool ER = (V & 1) != 0, PX = (V & 2) != 0, ZF = (V & 8) != 0, PW = (V & 16) != 0;
+/* V (bits) is the consumer (kernels.h frk_qcons; the numbers are those of the experiments in
+ * bench/gpu/NOTES.md §3):
+ *   1  early release: a stage's fragments and scale words go to registers first, then the slot
+ *      is released, then the MMAs (a slot is held for its load, not for its arithmetic);
+ *   2  the activations in xperm order (one 16-byte shared load per two k-steps, no per-load
+ *      select: the batch columns past nb repeat column 0 and are never stored);
+ *   4  the INT4 dequantisation with one shift (qf_frag4s);
+ *   8  the zero point folded out (the MMA sums raw (1024 + q) x, stage_x_zf's group sums remove
+ *      the offsets once per group);
+ *   16 a ninth, producer warp: it joins each stage's block barrier, then refills the slot (its
+ *      lane 0) and runs the previous tile's epilogue while the eight consumer warps do the MMAs,
+ *      so neither the bulk-copy issue nor the epilogue sits on a consumer warp's path to the next
+ *      barrier (ncu: a third of the INT4 consumers' stall cycles were at that barrier);
+ *   32 no block barrier per stage at all: consumers arrive on per-slot "empty" mbarriers, tile
+ *      partials go to the producer through mbarriers;
+ *   128 the register cap for three blocks per SM (at most 72 registers).
+ * FRK_QC_PW = 23 (1+2+4+16), FREE = 55 (23+32), FREE_ZF = 59 (1+2+8+16+32), PW3 = 151 (23+128). */
+#define Q_THREADS (32 * Q_NW + 32)
+template <int BITS, bool TR, int V>
+__global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const __grid_constant__ frk_gemv_args a, int ns) {
+    static_assert((V & 1) && (V & 2) && (V & 16), "every consumer: early release, B-fragment order, producer warp");
+    constexpr bool ZF = (V & 8) != 0;
     constexpr bool FR = (V & 32) != 0; /* no block barrier per stage: per-slot "empty" mbarriers */
-    constexpr bool ZS = (V & 64) != 0; /* ZF's group sums made by the consumers' MMA (block's first tile) */
-    constexpr int NW = qthreads<V>::nw; /* consumer warps (256: sixteen, one block per SM) */
-    static_assert(NW == 8 || ((V & 16) && BITS == 4 && SB == ST_BYTES), "sixteen consumer warps: int4, producer warp");
-    constexpr int ITID = PW ? 32 * NW : 0; /* the thread that issues the bulk copies */
+    constexpr int NW = Q_NW;
+    constexpr int ITID = 32 * NW; /* the thread that issues the bulk copies (the producer's lane 0) */
     constexpr bool D4S = BITS == 4 && (V & 4) != 0 && !ZF;
-    typedef qgeom<BITS, SB, NW> Q;
+    typedef qgeom<BITS> Q;
     extern __shared__ __align__(128) unsigned char dsm[];
     __shared__ __align__(8) uint64_t bar[ST_NS_MAX];
     /* FR: empty[slot] (8 consumer warps released it), tbar[b] (8 warps wrote tile partials b),
@@ -661,20 +545,13 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;
     const int M = a.M, K = a.K, nb = a.nb, NG = (K + FRK_GROUP - 1) / FRK_GROUP, Kp = NG * FRK_GROUP;
     const int NRT = (M + 15) / 16, NST = (NG + Q::GPS - 1) / Q::GPS;
-    const int rt0 = unit_lo(blockIdx.x, gridDim.x, NRT, a.tmap);
-    const int rt1 = unit_lo(blockIdx.x + 1, gridDim.x, NRT, a.tmap);
+    const int rt0 = unit_lo(blockIdx.x, gridDim.x, NRT, a.plan.tmap);
+    const int rt1 = unit_lo(blockIdx.x + 1, gridDim.x, NRT, a.plan.tmap);
     const int nst = (rt1 - rt0) * NST;
-    if (ASYNC) ns = ST_NSA;
     unsigned char *stg = dsm;
-    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * SB);
-    half *xs = (half *)(dsm + (size_t)ns * (SB + Q::SZB));
-    /* The producer warp's RoPE epilogue (nb <= 2: one output per lane and tile): the loads of its
-     * pairs (position, block table, cos / sin, bias) for the block's first RP_T tiles, into shared
-     * memory before the wait */
+    uint32_t *ssz = (uint32_t *)(dsm + (size_t)ns * ST_BYTES);
+    half *xs = (half *)(dsm + (size_t)ns * (ST_BYTES + Q::SZB));
     float *gsum = (float *)(xs + (size_t)nb * Kp); /* ZF: [NG][8] group sums of the activations */
-    rope_pre *rps = (rope_pre *)(gsum + (size_t)NG * 8); /* [RP_T][RP_N] */
-    const bool rprep = PW && a.mode == FRK_OUT_ROPE && nb <= 2 && a.ropepre;
-    if (rprep && warp == NW) rope_prep_block(&a.rope, nb, rt0, rt1, M, lane, rps);
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     int i_slot = 0, i_rt = rt0, i_j = 0; /* the issuer's stage indices (incremental) */
@@ -682,32 +559,14 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
         const int g0 = i_j * Q::GPS, ng = min(Q::GPS, NG - g0);
         const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
-        bulk_g2s(sptr(stg + i_slot * SB), Wp + ((size_t)i_rt * NG + g0) * Q::GBYTES,
+        bulk_g2s(sptr(stg + i_slot * ST_BYTES), Wp + ((size_t)i_rt * NG + g0) * Q::GBYTES,
                  (uint32_t)(ng * Q::GBYTES), b, pol);
         bulk_g2s(sptr(ssz + i_slot * (Q::SZB / 4)), a.sz + ((size_t)i_rt * NG + g0) * 16,
                  (uint32_t)(ng * 64), b, pol);
         if (++i_slot == ns) i_slot = 0;
         if (++i_j == NST) i_j = 0, i_rt++;
     };
-    auto load_async = [&](int s) {
-        if (s < nst) {
-            const int slot = s % ST_NSA, rt = rt0 + s / NST, g0 = (s % NST) * Q::GPS;
-            const int ng = min(Q::GPS, NG - g0);
-            const unsigned char *src = Wp + ((size_t)rt * NG + g0) * Q::GBYTES;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int c = tid + 256 * i;
-                if (c * 16 < ng * Q::GBYTES) cp_async16(sptr(stg + slot * ST_BYTES + c * 16), src + c * 16);
-            }
-            if (tid < ng * 4)
-                cp_async16(sptr(ssz + slot * (Q::SZB / 4) + tid * 4),
-                           a.sz + ((size_t)rt * NG + g0) * 16 + tid * 4);
-        }
-        cp_commit();
-    };
-    if (ASYNC) {
-        for (int s = 0; s < ST_NSA - 1; s++) load_async(s);
-    } else if (tid == ITID) {
+    if (tid == ITID) {
         if (FR) {
             for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), NW);
             for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), NW), mbar_init(sptr(&rfree[b]), 1);
@@ -716,25 +575,21 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
         const int npre = n_prewait(a, ns); /* the rest after the prologue */
         for (int s = 0; s < npre && s < nst; s++) issue();
     }
-    if (tid == ITID)
-        prefetch_range(Wp + (size_t)rt0 * NG * Q::GBYTES, (size_t)(rt1 - rt0) * NG * Q::GBYTES, l2pf);
     const int trig = nst > ns ? nst - ns : 0;
     if (trig == 0) pdl_trigger();
     tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
-    if (ZF && !ZS) stage_x_zf<PX>(a, nb, Kp, xs, gsum, wsum, inv);
-    else stage_x<true, PX>(a, nb, Kp, xs, wsum, inv);
+    if (ZF) stage_x_zf<true>(a, nb, Kp, xs, gsum, wsum, inv);
+    else stage_x<true, true>(a, nb, Kp, xs, wsum, inv);
     tl_mark(TR ? a.trace : nullptr, 3);
-    if (!ASYNC && a.prewait > 0 && a.prewait < ns && tid == ITID) /* the stages held back until now */
-        for (int s = a.prewait; s < ns && s < nst; s++) issue();
+    if (held_back(a, ns) && tid == ITID) /* the stages held back until now */
+        for (int s = a.plan.prewait; s < ns && s < nst; s++) issue();
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
-    const bool bcol = gq < nb;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    int pend = -1;
     int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
-    float pre = 0.f;               /* ACC: this thread's residual of the current tile */
+    float pre = 0.f;               /* the producer, ACC: this lane's residual of the current tile */
     if (FR && warp == NW) { /* the producer warp, free-running consumers */
         uint32_t epar = 0;
         int esl = 0, t = 0; /* slot of stage s, local tile index */
@@ -750,7 +605,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
                 mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
-                epi_q_from<NW>(a, red[t & 1], rt, pre, lane, 32, rprep && t < RP_T ? rps + t * RP_N : nullptr);
+                epi_q_from(a, red[t & 1], rt, pre, lane, 32);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
                 t++;
@@ -761,7 +616,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0); /* the block's last epilogue ends here */
         return;
     }
-    if (PW && warp == NW) { /* the producer warp: one barrier per stage, as the consumers */
+    if (warp == NW) { /* the producer warp: one barrier per stage, as the consumers */
+        int pend = -1; /* the tile whose epilogue waits for the next barrier */
         for (int s = 0; s < nst; s++) {
             if (s == trig && s > 0) pdl_trigger();
             __syncthreads(); /* every consumer holds stage s in registers: the slot is free */
@@ -769,34 +625,22 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
                 fence_proxy_async();
                 issue();
             }
-            if (pend >= 0)
-                epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32,
-                               rprep && pend - rt0 < RP_T ? rps + (pend - rt0) * RP_N : nullptr);
+            if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
             pend = -1;
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) pend = rt;
             if (++j == NST) j = 0, rt++;
         }
         __syncthreads();
-        if (pend >= 0)
-            epi_q_from<NW>(a, red[(pend - rt0) & 1], pend, pre, lane, 32,
-                           rprep && pend - rt0 < RP_T ? rps + (pend - rt0) * RP_N : nullptr);
+        if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0);
         return;
     }
-    for (int s = 0; s < nst; s++) {
+    for (int s = 0; s < nst; s++) { /* the consumer warps */
         if (s == trig && s > 0) pdl_trigger();
         const int g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
-        if (ASYNC) {
-            cp_wait_nsa();
-            __syncthreads();
-            if (pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
-            pend = -1;
-            load_async(s + ST_NSA - 1);
-        } else {
-            mbar_wait(sptr(&bar[slot]), par);
-        }
+        mbar_wait(sptr(&bar[slot]), par);
         /* The warp's GPW groups side by side, each with two accumulator chains (even / odd
          * k-steps), so four (int4) or two (int8) independent MMA chains are in flight rather
          * than one chain of 16 / 8 dependent MMAs. A group past the stage's end (partial last
@@ -810,35 +654,19 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
             sw[gi][0] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
             sw[gi][1] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
         }
-        if (ER) {
 #pragma unroll
-            for (int gi = 0; gi < Q::GPW; gi++)
+        for (int gi = 0; gi < Q::GPW; gi++)
 #pragma unroll
-                for (int ci = 0; ci < Q::CPG; ci++)
-                    ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
-            if (FR) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive(sptr(&empty[slot])); /* this warp is done with the slot */
-            } else {
-                __syncthreads(); /* the slot is free: refill it before the arithmetic */
-            }
-            if (!PW) {
-                if (tid == 0 && s + ns < nst) {
-                    fence_proxy_async();
-                    issue();
-                }
-                if (pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
-                pend = -1;
-            }
+            for (int ci = 0; ci < Q::CPG; ci++)
+                ch[gi][ci] = *(const uint4 *)(stg + slot * ST_BYTES + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+        if (FR) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(sptr(&empty[slot])); /* this warp is done with the slot */
+        } else {
+            __syncthreads(); /* the slot is free: the producer refills it during the arithmetic */
         }
-        if (!PW && j == 0) pre = acc_pre_at(a, rt, threadIdx.x); /* after the deferred epilogue that used the last one */
         uint32_t zz[Q::GPW][2], nz[Q::GPW];
         float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
-        /* ZS: in the block's first tile the sums of each group's activations S (per batch column)
-         * come from one more MMA per k-step with an all-ones A (every row of the result is S),
-         * then live in gsum for the later tiles (the same warp, the same lane reads them back) */
-        const bool zfirst = ZS && rt == rt0;
-        float zsum[ZS ? Q::GPW : 1][4];
         int Gk[Q::GPW];
 #pragma unroll
         for (int gi = 0; gi < Q::GPW; gi++) {
@@ -849,9 +677,6 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
             sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] & 0xffffu)));
             sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] & 0xffffu)));
             Gk[gi] = gl < ng ? g0 + gl : 0;
-            if (ZS)
-#pragma unroll
-                for (int e = 0; e < 4; e++) zsum[gi][e] = 0.f;
 #pragma unroll
             for (int h = 0; h < Q::NACC; h++)
 #pragma unroll
@@ -859,10 +684,6 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
         }
 #pragma unroll
         for (int ci = 0; ci < Q::CPG; ci++) {
-            if (!ER)
-#pragma unroll
-                for (int gi = 0; gi < Q::GPW; gi++)
-                    ch[gi][ci] = *(const uint4 *)(stg + slot * SB + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
             uint4 bx[Q::GPW];
 #pragma unroll
             for (int jj = 0; jj < Q::KPC; jj++)
@@ -874,21 +695,10 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
                     else if (D4S) qf_frag4s(wd, jj, zz[gi][0], nz[gi], A);
                     else qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
                     const int kst = ci * Q::KPC + jj; /* k-step in the group */
-                    uint32_t b0, b1;
-                    if (PX) {
-                        if (!(kst & 1)) bx[gi] = *(const uint4 *)(xn + Gk[gi] * FRK_GROUP + (kst >> 1) * 32 + tq * 8);
-                        b0 = kst & 1 ? bx[gi].z : bx[gi].x;
-                        b1 = kst & 1 ? bx[gi].w : bx[gi].y;
-                    } else {
-                        const int k = (Gk[gi] * 8 + kst) * 16 + 2 * tq;
-                        b0 = bcol ? *(const uint32_t *)(xn + k) : 0u;
-                        b1 = bcol ? *(const uint32_t *)(xn + k + 8) : 0u;
-                    }
+                    if (!(kst & 1)) bx[gi] = *(const uint4 *)(xn + Gk[gi] * FRK_GROUP + (kst >> 1) * 32 + tq * 8);
+                    const uint32_t b0 = kst & 1 ? bx[gi].z : bx[gi].x;
+                    const uint32_t b1 = kst & 1 ? bx[gi].w : bx[gi].y;
                     qf_mma(c[gi][kst % Q::NACC], A, b0, b1);
-                    if (ZS && zfirst) {
-                        const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
-                        qf_mma(zsum[gi], ones, b0, b1);
-                    }
                 }
         }
 #pragma unroll
@@ -898,13 +708,7 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
 #pragma unroll
                 for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
             if (ZF) { /* the MMA summed (1024 + q) x (int4 rows gq + 8: (1024 + 16 q) x) */
-                float2 S;
-                if (ZS && zfirst) { /* (a group past the stage's end aliases group 0: the same sums) */
-                    S = make_float2(zsum[gi][0], zsum[gi][1]);
-                    *(float2 *)(gsum + Gk[gi] * 8 + 2 * tq) = S;
-                } else {
-                    S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
-                }
+                const float2 S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
                 const float z0 = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] >> 16)));
                 const float z1 = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] >> 16)));
                 t[0] = fmaf(-z0, S.x, t[0]);
@@ -922,10 +726,8 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
             acc[2] = fmaf(sc[gi][1], t[2], acc[2]);
             acc[3] = fmaf(sc[gi][1], t[3], acc[3]);
         }
-        const bool last = j == NST - 1;
-        const int buf = (rt - rt0) & 1;
-        if (last) {
-            const int tl = rt - rt0; /* local tile index */
+        if (j == NST - 1) { /* the tile's partials to the producer */
+            const int tl = rt - rt0, buf = tl & 1; /* local tile index */
             if (FR && tl >= 2) mbar_wait(sptr(&rfree[buf]), ((tl >> 1) + 1) & 1); /* tile tl - 2 read */
             *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
             acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
@@ -934,71 +736,29 @@ __global__ void __launch_bounds__(qthreads<V>::n, MINB) k_stream_q(const __grid_
                 if (lane == 0) mbar_arrive(sptr(&tbar[buf]));
             }
         }
-        if (ASYNC || (ER && !PW)) {
-            if (last) pend = rt; /* (with the producer warp, the producer does the epilogue) */
-        } else if (!ER) {
-            __syncthreads();
-            if (tid == 0 && s + ns < nst) {
-                fence_proxy_async();
-                issue();
-            }
-            if (last) epi_q<NW>(a, red[buf], rt, pre);
-        }
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
-    if (ASYNC || (ER && !FR)) {
-        __syncthreads();
-        if (!PW && pend >= 0) epi_q<NW>(a, red[(pend - rt0) & 1], pend, pre);
-    }
+    if (!FR) __syncthreads(); /* the producer's last barrier */
     tl_mark(TR ? a.trace : nullptr, 2);
 }
 
 /* ------------------------------------------------------------------ host */
-static int qstage = ST_BYTES; /* INT stage bytes with the bulk-copy loader: 16 KiB (default) or 32 KiB */
-extern "C" void frk_set_stream_qstage(int bytes) { qstage = bytes == 32768 ? 32768 : ST_BYTES; }
-extern "C" int frk_get_stream_qstage(void) { return qstage; }
-static int q_sb(void) { return loader ? ST_BYTES : qstage; }
-/* The INT consumer variant of the default kernels (bits of V in k_stream_q; 0 the v15 one; -1
- * the best measured per format). */
-#define QVAR_INT4 55
-#define QVAR_INT8 55
-static int qvar = -1;
-static const int qvars[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 17, 23, 27, 55, 59, 123, 151, 183, 187, 279, 311}; /* instantiated in launch_q */
-static bool qvar_ok(int v) { /* (+ 512: the same consumer at one block per SM) */
-    if (v >= 0 && (v & 512)) v &= ~512;
-    for (int q : qvars)
-        if (q == v) return true;
-    return false;
-}
-/* Stages a block allocates: 0 as many as the cap allows, 1 no more than its longest range
- * streams (frk_set_stream_nstrim: the o product's one tile a block then leaves shared memory
- * for the next kernel's blocks). */
-static int nstrim = 0;
-extern "C" void frk_set_stream_nstrim(int on) { nstrim = on ? 1 : 0; }
-extern "C" int frk_get_stream_nstrim(void) { return nstrim; }
-extern "C" void frk_set_stream_qvar(int v) { qvar = qvar_ok(v) ? v : -1; }
-extern "C" int frk_get_stream_qvar(void) { return qvar; }
 static size_t stage_bytes(int bits) {
-    if (bits == 16) return ST_BYTES;
-    if (q_sb() == 32768) return 32768 + (size_t)(bits == 4 ? qgeom<4, 32768>::SZB : qgeom<8, 32768>::SZB);
-    return ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
+    return bits == 16 ? ST_BYTES : ST_BYTES + (size_t)(bits == 4 ? qgeom<4>::SZB : qgeom<8>::SZB);
 }
-static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group sums [NG][8] + RoPE pairs */
+static size_t x_bytes(int K, int bits, int nb) { /* INT: f16 rows + the group sums [NG][8] + the reserve */
     return bits == 16 ? (size_t)nb * K * 2
                       : (size_t)nb * fr_cdiv(K, FRK_GROUP) * FRK_GROUP * 2 + (size_t)fr_cdiv(K, FRK_GROUP) * 32 +
-                            RP_T * RP_N * sizeof(rope_pre);
+                            ST_X_RESERVE;
 }
-/* Stages in flight: TMA as many as fit beside the input rows, up to ST_NS_MAX; cp.async
- * ST_NSA (0 when they do not fit). */
-static int n_stages(int K, int bits, int nb, int bps = 0) {
-    if (bps <= 0) bps = blocks_per_sm;
+/* Stages that fit beside the input rows at bps blocks per SM, up to ST_NS_MAX (0: none). */
+static int n_stages(int K, int bits, int nb, int bps = ST_BPS) {
     /* n blocks per SM: each gets 1/n of the 227 KiB less its static part (<= 9 KiB) */
     const size_t avail = bps > 1 ? (size_t)(227 - 9 * bps) / bps * 1024 : (size_t)ST_DYN_MAX;
     const size_t xb = x_bytes(K, bits, nb);
     if (xb >= avail) return 0;
     const size_t n = (avail - xb) / stage_bytes(bits);
-    if (loader == 1) return n >= ST_NSA ? ST_NSA : 0;
     return n > ST_NS_MAX ? ST_NS_MAX : (int)n;
 }
 
@@ -1008,6 +768,14 @@ extern "C" int frk_gemv_stream_supported(int M, int K, int bits, int nb) {
     return n_stages(K, bits, nb) >= ST_NS_MIN;
 }
 
+extern "C" int frk_stream_qcons_supported(int bits, int qcons) {
+    if (bits == 4) return qcons == FRK_QC_PW || qcons == FRK_QC_FREE_ZF;
+    if (bits == 8) return qcons == FRK_QC_PW || qcons == FRK_QC_FREE || qcons == FRK_QC_PW3;
+    return 0;
+}
+
+/* Per-device caches (the same facts for every decoder on a device; devices 0..63): the SM count,
+ * and which kernels have had their attributes set (cudaFuncSetAttribute applies per device). */
 static int sm_count(void) {
     static int n[64];
     int dev = 0;
@@ -1016,117 +784,78 @@ static int sm_count(void) {
     if (!n[dev]) FR_CK(cudaDeviceGetAttribute(&n[dev], cudaDevAttrMultiProcessorCount, dev));
     return n[dev];
 }
+/* 1 the first time on the current device for the kernel owning *done (a per-kernel bit set). */
+static bool first_on_device(unsigned long long *done) {
+    int dev = 0;
+    FR_CK(cudaGetDevice(&dev));
+    const unsigned long long bit = 1ull << (dev & 63);
+    if (*done & bit) return false;
+    *done |= bit;
+    return true;
+}
 
 template <typename... KArgs>
-static void launch_stream(void (*kernel)(KArgs...), int *attr_set, int units, int ns,
-                          const frk_gemv_args *a, cudaStream_t st, int nthreads = 256, int bps = 0) {
-    if (bps <= 0) bps = blocks_per_sm;
-    if (*attr_set != 1 + carve_max) {
+static void launch_stream(void (*kernel)(KArgs...), unsigned long long *attr_done, int units, int ns,
+                          const frk_gemv_args *a, cudaStream_t st, int nthreads, int bps) {
+    if (first_on_device(attr_done)) {
         cudaFuncAttributes fa;
         FR_CK(cudaFuncGetAttributes(&fa, kernel));
         const int dyn_max = (int)FR_MIN_SZ((size_t)ST_DYN_MAX, (size_t)227 * 1024 - fa.sharedSizeBytes);
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn_max));
-        /* the whole unified L1 as shared memory (frk_set_stream_carveout): an SM set up for just
-         * two of these blocks has no room left for the next kernel's blocks, which then start
-         * only as these leave */
+        /* the whole unified L1 as shared memory: an SM set up for just two of these blocks has no
+         * room left for the next kernel's blocks, which then start only as these leave */
         FR_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   carve_max ? (int)cudaSharedmemCarveoutMaxShared : (int)cudaSharedmemCarveoutDefault));
-        *attr_set = 1 + carve_max;
+                                   (int)cudaSharedmemCarveoutMaxShared));
     }
     const int grid = units < bps * sm_count() ? units : bps * sm_count();
-    if (nstrim && !loader) { /* the stages of the longest range (either tile map) */
-        const int spu = a->bits == 16 ? fr_cdiv(a->K, ST_KC)
-                                      : fr_cdiv(fr_cdiv(a->K, FRK_GROUP), q_sb() / (a->bits == 4 ? 1024 : 2048));
-        const int need = fr_cdiv(units, grid) * spu;
-        if (ns > need) ns = need < ST_NS_MIN ? ST_NS_MIN : need;
-    }
     const size_t smem = (size_t)ns * stage_bytes(a->bits) + x_bytes(a->K, a->bits, a->nb);
-    frk_gemv_args g = *a;
-    g.tmap = tmap == 2 ? (a->tmap ? 1 : 0) : tmap; /* 2: as the call asks */
-    g.xkeep = xkeep;
-    g.ropepre = ropepre;
-    frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, g, l2pf_bytes, ns);
+    frk_launch(kernel, dim3(grid), dim3(nthreads), smem, st, *a, ns);
 }
 
-/* The kernel for the loader and register budget in force. */
 template <int NB>
 static void launch_bf16(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static int set[4];
-    if (loader) launch_stream(k_stream_bf16<NB, true>, &set[0], units, ns, a, st);
-    else if (a->trace) launch_stream(k_stream_bf16<NB, false, 1, true>, &set[3], units, ns, a, st);
-    else if (min_blocks == 3) launch_stream(k_stream_bf16<NB, false, 3>, &set[1], units, ns, a, st);
-    else launch_stream(k_stream_bf16<NB, false>, &set[2], units, ns, a, st);
+    static unsigned long long done[2];
+    if (a->trace) launch_stream(k_stream_bf16<NB, true>, &done[1], units, ns, a, st, 256, ST_BPS);
+    else launch_stream(k_stream_bf16<NB, false>, &done[0], units, ns, a, st, 256, ST_BPS);
 }
-template <int BITS, int V, int SB = ST_BYTES>
-static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st, int bps = 0) {
-    static int set[2];
-    constexpr int MB = SB == ST_BYTES ? 1 : 2; /* 32 KiB stages: registers capped for two blocks */
-    if (a->trace) launch_stream(k_stream_q<BITS, false, MB, SB, true, V>, &set[1], units, ns, a, st, qthreads<V>::n, bps);
-    else launch_stream(k_stream_q<BITS, false, MB, SB, false, V>, &set[0], units, ns, a, st, qthreads<V>::n, bps);
+/* Consumer V at two blocks per SM. */
+template <int BITS, int V>
+static void launch_qv(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    static unsigned long long done[2];
+    if (a->trace) launch_stream(k_stream_q<BITS, true, V>, &done[1], units, ns, a, st, Q_THREADS, ST_BPS);
+    else launch_stream(k_stream_q<BITS, false, V>, &done[0], units, ns, a, st, Q_THREADS, ST_BPS);
 }
-/* Variant V at BPS blocks per SM, fallback V where its stages do not fit:
- *   BPS 3 = V | 128: registers capped at 72, as many stages as fit beside them; for products with
- *     fewer row tiles than two blocks per SM take in one round (the qkv product: 384 tiles), so
- *     that no block streams two.
- *   BPS 1 = V | 256 (int4, with the producer warp): sixteen consumer warps and up to 8 stages, so a
- *     block's tiles go through twice the warps (each one group of a stage) and an SM holds at most
- *     ceil(tiles / SMs) tiles (two blocks per SM leave some SMs four of the qkv's 384). */
-template <int BITS, int V, int BPS>
-static void launch_qv_bps(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static_assert(BPS == 3 || BPS == 1, "three blocks per SM, or one of sixteen consumer warps");
-    constexpr int VB = V | (BPS == 3 ? 128 : 256);
-    if constexpr (BPS == 1 && (BITS != 4 || !(V & 16))) {
+/* Consumer V at three blocks per SM (V | 128: registers capped at 72, as many stages as fit
+ * beside them, at most ST_NS_CAP), for products with fewer row tiles than two blocks per SM take
+ * in one round (the qkv product: 384 tiles), so that no block streams two; V at two blocks per
+ * SM where three blocks' stages do not fit. */
+template <int BITS, int V>
+static void launch_qv3(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    constexpr int VB = V | 128;
+    static unsigned long long done[2];
+    int nsb = n_stages(a->K, BITS, a->nb, 3);
+    if (nsb > ST_NS_CAP) nsb = ST_NS_CAP;
+    if (nsb < ST_NS_MIN) {
         launch_qv<BITS, V>(units, ns, a, st);
-    } else {
-        static int set[2];
-        int nsb = n_stages(a->K, BITS, a->nb, BPS);
-        if (BPS == 3 && stages_cap >= ST_NS_MIN && nsb > stages_cap) nsb = stages_cap;
-        if (BPS == 1 && nsb > 8) nsb = 8; /* + 17 KiB of static shared memory stays under 227 KiB */
-        if (nsb < ST_NS_MIN) {
-            launch_qv<BITS, V>(units, ns, a, st);
-            return;
-        }
-        if (a->trace) launch_stream(k_stream_q<BITS, false, BPS, ST_BYTES, true, VB>, &set[1], units, nsb, a, st, qthreads<VB>::n, BPS);
-        else launch_stream(k_stream_q<BITS, false, BPS, ST_BYTES, false, VB>, &set[0], units, nsb, a, st, qthreads<VB>::n, BPS);
+        return;
+    }
+    if (a->trace) launch_stream(k_stream_q<BITS, true, VB>, &done[1], units, nsb, a, st, Q_THREADS, 3);
+    else launch_stream(k_stream_q<BITS, false, VB>, &done[0], units, nsb, a, st, Q_THREADS, 3);
+}
+/* The consumers of the plan table (plan.cu), per format. */
+static void launch_q4(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    switch (a->plan.qcons) {
+    case FRK_QC_PW: launch_qv<4, 23>(units, ns, a, st); break;
+    case FRK_QC_FREE_ZF: launch_qv<4, 59>(units, ns, a, st); break;
+    default: FR_DEV_ASSERT(!"INT4 streamed product: consumer not built");
     }
 }
-template <int BITS>
-static void launch_q(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
-    static int set[3];
-    if (loader) launch_stream(k_stream_q<BITS, true>, &set[0], units, ns, a, st);
-    else if (q_sb() == 32768) { /* the v15, default and MMA-summed consumers with 32 KiB stages */
-        const int v = qvar >= 0 ? qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8;
-        if (v == 123) launch_qv<BITS, 123, 32768>(units, ns, a, st);
-        else if (v == 55) launch_qv<BITS, 55, 32768>(units, ns, a, st);
-        else launch_stream(k_stream_q<BITS, false, 2, 32768>, &set[1], units, ns, a, st);
-    } else if (min_blocks == 3) launch_stream(k_stream_q<BITS, false, 3>, &set[2], units, ns, a, st);
-    else {
-        const int vsel = qvar >= 0 ? qvar : a->qvar > 0 && qvar_ok(a->qvar) ? a->qvar : BITS == 4 ? QVAR_INT4 : QVAR_INT8;
-        const int b1 = (vsel & 512) ? 1 : 0; /* one block per SM (the plain launchers) */
-        switch (vsel & ~512) {
-        case 0: launch_qv<BITS, 0>(units, ns, a, st, b1); break;
-        case 1: launch_qv<BITS, 1>(units, ns, a, st, b1); break;
-        case 2: launch_qv<BITS, 2>(units, ns, a, st, b1); break;
-        case 3: launch_qv<BITS, 3>(units, ns, a, st, b1); break;
-        case 4: launch_qv<BITS, 4>(units, ns, a, st, b1); break;
-        case 5: launch_qv<BITS, 5>(units, ns, a, st, b1); break;
-        case 6: launch_qv<BITS, 6>(units, ns, a, st, b1); break;
-        case 7: launch_qv<BITS, 7>(units, ns, a, st, b1); break;
-        case 9: launch_qv<BITS, 9>(units, ns, a, st, b1); break;
-        case 10: launch_qv<BITS, 10>(units, ns, a, st, b1); break;
-        case 17: launch_qv<BITS, 17>(units, ns, a, st, b1); break;
-        case 23: launch_qv<BITS, 23>(units, ns, a, st, b1); break;
-        case 27: launch_qv<BITS, 27>(units, ns, a, st, b1); break;
-        case 55: launch_qv<BITS, 55>(units, ns, a, st, b1); break;
-        case 59: launch_qv<BITS, 59>(units, ns, a, st, b1); break;
-        case 123: launch_qv<BITS, 123>(units, ns, a, st, b1); break;
-        case 151: launch_qv_bps<BITS, 23, 3>(units, ns, a, st); break;
-        case 183: launch_qv_bps<BITS, 55, 3>(units, ns, a, st); break;
-        case 187: launch_qv_bps<BITS, 59, 3>(units, ns, a, st); break;
-        case 279: launch_qv_bps<BITS, 23, 1>(units, ns, a, st); break;
-        case 311: launch_qv_bps<BITS, 55, 1>(units, ns, a, st); break;
-        default: launch_qv<BITS, 11>(units, ns, a, st, b1); break;
-        }
+static void launch_q8(int units, int ns, const frk_gemv_args *a, cudaStream_t st) {
+    switch (a->plan.qcons) {
+    case FRK_QC_PW: launch_qv<8, 23>(units, ns, a, st); break;
+    case FRK_QC_FREE: launch_qv<8, 55>(units, ns, a, st); break;
+    case FRK_QC_PW3: launch_qv3<8, 23>(units, ns, a, st); break;
+    default: FR_DEV_ASSERT(!"INT8 streamed product: consumer not built");
     }
 }
 
@@ -1140,7 +869,7 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
                    a->M == (a->rope.H + 2 * a->rope.Hkv) * a->rope.D &&
                    (a->rope.kc ? (a->rope.vc && a->rope.block_tables && a->rope.tok_seq) : a->rope.kvnew != nullptr)));
     int ns = n_stages(a->K, a->bits, a->nb);
-    if (!loader && stages_cap >= ST_NS_MIN && ns > stages_cap) ns = stages_cap;
+    if (ns > ST_NS_CAP) ns = ST_NS_CAP;
     if (a->bits == 16) {
         const int units = fr_cdiv(a->M, 8);
         switch (a->nb) {
@@ -1151,7 +880,7 @@ extern "C" void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st) {
         }
     } else {
         const int units = fr_cdiv(a->M, 16);
-        if (a->bits == 4) launch_q<4>(units, ns, a, st);
-        else launch_q<8>(units, ns, a, st);
+        if (a->bits == 4) launch_q4(units, ns, a, st);
+        else launch_q8(units, ns, a, st);
     }
 }

@@ -1,6 +1,13 @@
 /* kernels.h — C entry points of the CUDA backend's kernels (each launches on a stream, checks the
- * launch, and returns; nothing synchronises). The engine (engine.cu) and the kernel-comparison
+ * launch, and returns; nothing synchronises). The decoder (decoder.cu) and the kernel-comparison
  * program (tests/gpu/gpu_check.c) both call these, so what is tested is exactly what runs.
+ *
+ * No entry point keeps settings between calls: everything a launch depends on comes in its
+ * arguments (the kernel configuration of a streamed product in frk_gemv_args.plan, chosen from
+ * the table in plan.cu). The only process-wide state are per-device caches of facts and of
+ * idempotent set-up (SM count, cudaFuncSetAttribute done once per kernel and device, whether a
+ * cluster shape can be scheduled), which are the same for every decoder on that device.
+ * Programmatic dependent launch is always on for the decode-chain kernels.
  *
  * Conventions
  *   - 16-bit buffers are passed as uint16_t* (bf16 bit patterns) so this header stays plain C.
@@ -25,9 +32,6 @@ extern "C" {
 
 #define FRK_BLOCK 16   /* KV tokens per block */
 
-/* Programmatic dependent launch for the decode-chain kernels (default on; process-wide). */
-void frk_set_pdl(int on);
-int frk_get_pdl(void);
 #define FRK_CHUNK 64   /* keys per attention work chunk (4 KV blocks; 16 for split decode of <= 4 tokens) */
 #define FRK_GROUP 128  /* weight-only quantisation group along K */
 #define FRK_TL_W 8     /* timeline probe words per launch (cuda_util.cuh tl_mark_by) */
@@ -78,9 +82,10 @@ void frk_kv_store_i8(const uint16_t *kvnew, const int32_t *seg, const int32_t *s
 /* Attention of T query tokens over the paged cache (a token at position p attends to 0..p of its
  * sequence; its own K/V must already be stored). q bf16 [T][H D]; out bf16 [T][H D].
  * n_split > 1 splits each token's keys over n_split blocks (flash-decoding) and combines the
- * partials (part f32 [T][H][n_split][D + 2] scratch); n_split = 1 writes out directly.
- * kv_int8 selects the int8 pools (kscale/vscale used) instead of bf16. G = H / Hkv <= 8,
- * D in {8, 16, 32, 64, 128, 256}. */
+ * partials (part f32 [T][H][n_split][D + 2] scratch) in a second kernel; n_split = 1 writes out
+ * directly. kv_int8 selects the int8 pools (kscale/vscale used) instead of bf16. G = H / Hkv <= 8,
+ * D in {8, 16, 32, 64, 128, 256}. With the bf16 cache the decode kernels load the K/V rows that
+ * earlier steps stored before their dependency wait, the rows of this step after it. */
 typedef struct frk_attn_args {
     const uint16_t *q;
     const void *kc, *vc;
@@ -89,35 +94,14 @@ typedef struct frk_attn_args {
     int T, H, Hkv, D, bt_stride, layer, n_layer, kv_int8, n_split;
     float *part;
     uint16_t *out;
-    int *counters; /* n_split > 1: int [T][Hkv], zero; when set, the last split block of each
-                    * (token, KV head) merges the partials itself (no combine kernel) and resets
-                    * its counter to zero */
-    const void *pf, *pf2;         /* optional: ranges the decode kernel's threads prefetch into L2 */
-    long long pf_bytes, pf2_bytes; /* (prefetch.global.L2, before the dependency wait) */
-    unsigned long long *trace;     /* optional timeline probes: FRK_TL_W words attention, then combine */
-    /* optional: ranges of later weights the decode kernel moves into L2 after its dependency wait
-     * (HBM is otherwise idle during attention): bulk prefetches of each block's share, issued by
-     * its thread 0, with the evict_last hint when ahead_last (frk_l2_ahead) */
-    const void *ahead[3];
-    long long ahead_bytes[3];
-    int ahead_last;
-    int cluster; /* the cluster kernel's size (0 off, 8, 16) unless frk_set_attn_cluster overrides it */
+    unsigned long long *trace; /* optional timeline probes: FRK_TL_W words attention, then combine */
+    /* Decode attention (T <= 4, split, bf16 cache, D in {64, 128}, H / Hkv <= 16) as one kernel
+     * of thread-block clusters that merge their ranges in distributed shared memory: the cluster
+     * size 16 (8 where the device cannot schedule 16), 8, or 0 (k_attn and k_attn_combine); the
+     * decoder takes it from frk_plan_attn_cluster */
+    int cluster;
 } frk_attn_args;
 void frk_attention(const frk_attn_args *a, cudaStream_t st);
-/* Decode attention with the bf16 cache: 1 (default) loads the first chunk's K/V rows that earlier
- * steps stored before the dependency wait (programmatic dependent launch), 0 after it. */
-void frk_set_attn_prewait(int on);
-/* Decode attention (T <= 4, split; head_dim <= 128, <= 4 query heads per KV head) at most 64
- * registers (8) so two blocks fit beside the streamed products, or unconstrained (1, default);
- * the cluster kernel at 64 (8) or 72 registers (1). */
-void frk_set_attn_minb(int n);
-int frk_get_attn_minb(void);
-/* Decode attention (T <= 4, split, bf16 cache, D in {64, 128}, H / Hkv <= 16) as one kernel of
- * thread-block clusters that merge their ranges in distributed shared memory: cluster size 16
- * (8 where 16 cannot be scheduled), 8, or 0 (off: k_attn and k_attn_combine) for every call;
- * -1 (default): each call's frk_attn_args.cluster. */
-void frk_set_attn_cluster(int n);
-int frk_get_attn_cluster(void);
 int frk_attention_cluster_size(const frk_attn_args *a); /* the cluster size it takes, or 0 */
 /* Prefill attention for one run of `T` consecutive tokens of a single sequence (positions
  * pos0 .. pos0+T-1, the cache holding 0 .. pos0+T-1): tensor-core tiles (mma.sync bf16),
@@ -135,11 +119,6 @@ enum { FRK_OUT_STORE = 0, FRK_OUT_ACC = 1, FRK_OUT_SWIGLU = 2, FRK_OUT_ROPE = 3 
  * SWIGLU bf16 [nb][ldo] with out[n][i] = silu(y[2i]) * y[2i+1]. */
 void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, int nb, void *out,
                    int ldo, int mode, cudaStream_t st);
-/* Batch-1 bf16 GEMV kernel shape (k_gemv.cu): 0 two rows/warp, double-buffered;
- * 1 two rows/warp, single round, 4 blocks/SM (default); 2 one row/warp, 8 loads, double-buffered;
- * 3 one row/warp, 16 loads. Process-wide; the engine re-captures its graphs on change. */
-void frk_set_gemv_variant(int v);
-int frk_get_gemv_variant(void);
 
 /* Weight-only INT8/INT4, group 128 along K, per (row, group) f16 scale s and integer zero z:
  * w = (q - z) * s, q in [0, 2^bits). Tile-permuted layout (see k_gemv.cu): rows in tiles of 16,
@@ -172,15 +151,47 @@ void frk_dequant_q(const void *packed, const uint32_t *sz, int M, int K, int bit
  *           ([.][K] f32) with weight nw: each block normalises the rows itself into shared memory,
  *           rounding to bf16 exactly where frk_rmsnorm does;
  *   weights streamed HBM -> shared memory by the bulk-copy engine (cp.async.bulk, mbarrier
- *           completion), up to 12 stages of 16 KiB in flight per block, one block per SM over a
- *           contiguous range of rows; the first stages are issued before the dependency wait
- *           (programmatic dependent launch), optionally with the first l2pf bytes of the
- *           block's range prefetched into L2;
+ *           completion), 4 stages of 16 KiB in flight per block, two blocks per SM (three for
+ *           FRK_QC_PW3) over contiguous ranges of rows; plan.prewait stages are issued before
+ *           the dependency wait (programmatic dependent launch), the rest after the prologue;
  *   output  STORE / ACC / SWIGLU as frk_gemv_bf16, or ROPE: the fused qkv projection with rows in
  *           pair order (each rotation pair of a q/k head in adjacent rows 2i, 2i+1; v rows as
  *           is): bias, rotary embedding and the K/V store (bf16 cache or int8 staging) of
  *           frk_rope_kv (rope fields; rope.qkv unused) happen in the epilogue.
  * bits = 16 (bf16 row-major [M][K]) or 8 / 4 (packed as frk_quant_pack). */
+
+/* The consumer of the INT kernels (k_stream_q). All have a ninth, producer warp that issues the
+ * bulk copies and runs the tile epilogues, load a stage's fragments into registers before the
+ * arithmetic (early release), and hold the activations in mma B-fragment order. */
+typedef enum frk_qcons {
+    FRK_QC_PW = 0,  /* one block barrier per stage; INT4 dequantised with one shift per word */
+    FRK_QC_FREE,    /* as PW without the block barrier: consumers release each slot on its own
+                     * "empty" mbarrier, tile partials reach the producer through mbarriers */
+    FRK_QC_FREE_ZF, /* as FREE, with the zero point folded out (per-group activation sums) */
+    FRK_QC_PW3,     /* PW at three blocks per SM (<= 72 registers, as many stages as fit, <= 4);
+                     * PW at two where three blocks' stages do not fit */
+} frk_qcons;
+/* The kernel configuration of one streamed product (the decoder takes it from plan.cu). */
+typedef struct frk_stream_plan {
+    int qcons;   /* INT weights: frk_qcons (INT4: PW or FREE_ZF; INT8: PW, FREE or PW3);
+                  * ignored for bf16 */
+    int prewait; /* stages issued before the dependency wait (the rest right after the
+                  * prologue's reads of the previous kernel's output); 0 all that are in flight */
+    int tmap;    /* row tiles to blocks: 0 an even spread (a block with one more tile every
+                  * NRT % grid blocks); 1 the blocks with one more tile first, so that with two
+                  * blocks per SM (block b beside b + SMs) no SM holds two of them while another
+                  * holds none */
+} frk_stream_plan;
+/* The products of a decoder layer (and the LM head), the rows of the plan table. */
+typedef enum frk_product { FRK_P_QKV, FRK_P_O, FRK_P_GU, FRK_P_DOWN, FRK_P_HEAD, FRK_P_COUNT } frk_product;
+/* plan.cu: the measured configuration of product p (frk_product) for weights of `bits` (16, 8,
+ * 4); never NULL for those. */
+const frk_stream_plan *frk_plan_stream(int bits, int p);
+/* plan.cu: the decode attention's cluster size for the decoder with weights of `bits`. */
+int frk_plan_attn_cluster(int bits);
+/* Whether k_stream_q has the consumer qcons for `bits` (the ones the plan table uses). */
+int frk_stream_qcons_supported(int bits, int qcons);
+
 typedef struct frk_gemv_args {
     const void *W;
     const uint32_t *sz;
@@ -195,73 +206,10 @@ typedef struct frk_gemv_args {
     int ldo, mode;
     frk_rope_args rope;
     unsigned long long *trace; /* optional timeline probes [FRK_TL_W] (cuda_util.cuh tl_mark) */
-    int tmap;                  /* the call's tile map when frk_set_stream_tmap(2), else ignored */
-    int xkeep;                 /* set by frk_gemv_stream (frk_set_stream_xkeep) */
-    int ropepre;               /* set by frk_gemv_stream (frk_set_stream_ropepre) */
-    int prewait;               /* stages issued before the dependency wait (the rest after the
-                                * prologue's reads); 0 all that are in flight */
-    int qvar;                  /* INT: the consumer variant of this call (k_stream.cu's V bits, one
-                                * of the instantiated set), 0 the format's default; a variant set
-                                * with frk_set_stream_qvar overrides it */
+    frk_stream_plan plan;      /* the kernel configuration (frk_plan_stream) */
 } frk_gemv_args;
 int frk_gemv_stream_supported(int M, int K, int bits, int nb);
 void frk_gemv_stream(const frk_gemv_args *a, cudaStream_t st);
-/* Bytes of each block's weight range prefetched into L2 before the dependency wait (default
- * 0). Process-wide; the engine re-captures its graphs on change. */
-void frk_set_stream_l2pf(int bytes);
-int frk_get_stream_l2pf(void);
-/* Cap on the stages in flight per block (default 4; 0 = as many as fit, up to 12; below 2 = 0). */
-void frk_set_stream_stages(int n);
-int frk_get_stream_stages(void);
-/* How stages are filled: 0 (default) bulk copies (TMA); 1 cp.async by every thread, 8 stages. */
-void frk_set_stream_loader(int l);
-int frk_get_stream_loader(void);
-/* Blocks per SM: 1, 2 (default) or 3, each with 1/n of the shared memory (more warps, fewer
- * stages per block). */
-void frk_set_stream_bps(int n);
-int frk_get_stream_bps(void);
-/* How a streamed product's row tiles go to blocks: 0 even spread (a block with one more tile
- * every NRT % grid blocks), 1 the blocks with one more tile first, so that with two blocks per
- * SM (block b beside b + SMs) no SM holds two of them while another holds none; 2 (default)
- * each call's frk_gemv_args.tmap (the engine asks 1 for the INT4 qkv product only: measured
- * +0.8 % there, -2 % for every product, GPU-NOTES v27). */
-void frk_set_stream_tmap(int m);
-int frk_get_stream_tmap(void);
-/* The RMSNorm prologue of a one-row call (K <= 4096): 1 (default) keeps the row and the norm
- * weights in registers between the sum of squares and the scaling, 0 reads them twice. Same
- * arithmetic in the same order. */
-void frk_set_stream_xkeep(int m);
-int frk_get_stream_xkeep(void);
-/* Stages a streamed block allocates: 0 (default) as many as the stage cap allows, 1 no more than
- * its longest range streams (a one-tile block then leaves shared memory to the next kernel). */
-void frk_set_stream_nstrim(int on);
-int frk_get_stream_nstrim(void);
-/* The fused qkv's RoPE epilogue (INT, producer-warp consumers, nb <= 2): 1 its loads (position,
- * block table, cos / sin, bias) for a block's first two tiles are done before the dependency
- * wait, into shared memory; 0 (default; 1 measured slower) in the epilogue. */
-void frk_set_stream_ropepre(int on);
-int frk_get_stream_ropepre(void);
-/* Register budget of the bulk-copy kernels: 1 (default) unconstrained (two blocks per SM), 3 at
- * most 80 registers so a third block (e.g. the next kernel's, launched early) can be resident. */
-void frk_set_stream_minb(int n);
-int frk_get_stream_minb(void);
-/* INT stage size with the bulk-copy loader: 16384 (default) or 32768 bytes of weights. */
-void frk_set_stream_qstage(int bytes);
-int frk_get_stream_qstage(void);
-/* INT consumer variant of the bulk-copy, 16 KiB kernels for every call, a bit set: 1 early slot
- * release, 2 activations in B-fragment order, 4 INT4 dequantisation with one shift, 8 zero point
- * folded out (group sums of the activations), 16 a producer warp (refills and epilogues off the
- * consumer warps), 32 no block barrier per stage, 64 group sums made by the MMA, 128 three blocks
- * per SM, 256 sixteen consumer warps (int4); instantiated: 0-7, 9-11, 17, 23, 27, 55, 59, 123,
- * 151, 183, 187, 279, 311; + 512 runs one of those below 128 at one block per SM (the same
- * kernel, half the grid). It overrides each call's frk_gemv_args.qvar; -1 (default) leaves the
- * choice to the call (the engine's per-product table, else 55). */
-/* Streamed kernels ask for all of the unified L1 as shared memory (1, default) so the next
- * kernel's blocks fit beside two of theirs, or leave the carveout to the driver (0). */
-void frk_set_stream_carveout(int on);
-int frk_get_stream_carveout(void);
-void frk_set_stream_qvar(int v);
-int frk_get_stream_qvar(void);
 
 /* ---- fills ---- */
 /* bf16 [n] uniform in [-amp, amp] + offset from a counter hash (never zeros). */

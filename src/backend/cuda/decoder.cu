@@ -1,4 +1,4 @@
-/* engine.cu — the CUDA decoder engine behind cuda_backend.h.
+/* decoder.cu — the CUDA decoder behind cuda_backend.h (the serving engine is src/engine/).
  *
  * Start-up: weights are uploaded once (qkv fused into one matrix [q; k; v], gate/up fused with
  * rows interleaved so the SwiGLU can live in the GEMV epilogue), then every scratch buffer for
@@ -8,17 +8,22 @@
  * One forward (per layer): rmsnorm -> qkv linear -> rope + KV store -> attention -> o linear
  * (accumulated into the residual) -> rmsnorm -> gate/up linear with SwiGLU -> down linear
  * (accumulated); then the final norm over the wanted rows only and the LM head. The qkv rows are
- * stored in pair order (pair_order) so RoPE can sit in a GEMV epilogue. With INT weights (or
- * cfg.fuse = 1), decode steps of few rows (bf16 <= 4, INT <= 8) run each linear layer as one
- * streamed kernel with its neighbours fused (frk_gemv_stream: norm -> qkv -> rope + KV store;
- * o + residual; norm -> gate/up -> SwiGLU; down + residual; norm -> LM head), 5 kernels a layer.
+ * stored in pair order (pair_order) so RoPE can sit in a GEMV epilogue. With cfg.fuse (the
+ * default), decode steps of few rows (bf16 <= 4, INT <= 8) run each linear layer as one streamed
+ * kernel with its neighbours fused (frk_gemv_stream: norm -> qkv -> rope + KV store; o +
+ * residual; norm -> gate/up -> SwiGLU; down + residual; norm -> LM head), 5 kernels a layer, each
+ * in the configuration of plan.cu for its product and the weight format.
  * Otherwise "linear" picks:
  *   bf16 weights, <= 4 rows: own GEMV (k_gemv.cu); more rows: cuBLAS bf16 GEMM (fp32 accumulate,
  *   beta = 1 for the residual add);
  *   int8/int4 weights, <= 64 rows: tensor-core GEMV; more: dequantise to bf16 scratch + cuBLAS.
  * Attention: a run of tokens of one sequence (prefill) uses the tensor-core prefill kernel; any
  * other batch uses the paged decode kernel, split over the context (flash-decoding) when the batch
- * alone would not fill the GPU.
+ * alone would not fill the GPU; up to 4 decode tokens with the bf16 cache take the cluster kernel
+ * (plan.cu's size per weight format) unless cfg.attn_cluster is 0.
+ *
+ * Settings: everything that can differ between two decoders lives in its fr_cuda (cfg, after the
+ * environment's off-switches are applied at creation); nothing here is process-wide.
  *
  * Inputs of a step (token ids, positions, token -> sequence, wanted rows, int8 KV segments, block
  * tables) are packed on the host into one pinned buffer and sent with one copy; every kernel reads
@@ -71,7 +76,8 @@ struct fr_cuda {
     int n_blocks;
     size_t kv_block_bytes;
     /* sizes */
-    int MT, MS, bt_stride, max_split, split_cap, nq, nk;
+    int MT, MS, bt_stride, max_split, nq, nk;
+    int attn_cluster; /* the decode attention's cluster size (plan.cu), 0 with cfg.attn_cluster off */
     size_t weight_bytes, scratch_bytes, kv_bytes;
     /* scratch (device) */
     float *x;        /* [MT][E] residual stream */
@@ -85,11 +91,7 @@ struct fr_cuda {
     uint16_t *kvnew; /* [MT][2 nk] (int8 KV) */
     float *part;     /* [MS][H][max_split][D + 2] */
     uint16_t *wdq;   /* int weights: bf16 [max M*K] for prefill GEMMs */
-    int *attn_cnt;   /* [MT][Hkv] split tickets of the fused attention merge (zero between uses) */
-    int head_gemv;   /* 1: the LM head through norm + GEMV even where the streamed path applies */
-    int qvars[5];    /* INT consumer variant per product (qkv, o, gate/up, down, head); 0 default */
-    int prewait[5];  /* INT stages issued before the dependency wait per product; 0 all */
-    unsigned long long *trace; /* timeline probes: FRK_TL_W words per launch slot (fr_cuda_set_trace) */
+    unsigned long long *trace; /* cfg.trace: timeline probes, FRK_TL_W words per launch slot */
     int trace_slot;            /* next slot while run_layers records a step */
     size_t wdq_elems;
     int32_t *ids;    /* [MT] */
@@ -122,16 +124,6 @@ struct fr_cuda {
     int n_buckets;
     fr_cuda_stats stats;
 };
-
-static void qvars_default(fr_cuda *c);
-/* Five comma-separated integers (qkv, o, gate/up, down, LM head) from the environment into v;
- * v unchanged when unset or malformed. */
-static void env_per_product(const char *name, int v[5]) {
-    const char *e = getenv(name);
-    int t[5];
-    if (e && sscanf(e, "%d,%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5) memcpy(v, t, sizeof t);
-}
-static void prewait_default(fr_cuda *c);
 
 /* ------------------------------------------------------------------ small helpers */
 static int dalloc(fr_cuda *c, void **p, size_t bytes, size_t *acct, fr_err *err) {
@@ -170,9 +162,28 @@ extern "C" fr_cuda_config fr_cuda_config_default(void) {
     c.use_graphs = 1;
     c.prefill_mma = 1;
     c.fuse = 1;
-    c.attn_merge = 0;
-    c.attn_prefetch = 0;
+    c.attn_cluster = 1;
+    c.trace = 0;
     return c;
+}
+
+/* The environment's off-switch `name` ("0" or "1", nothing else) into *v when set. */
+static int env_switch(const char *name, int *v, fr_err *err) {
+    const char *e = getenv(name);
+    if (!e) return 0;
+    if (!strcmp(e, "0") || !strcmp(e, "1")) {
+        *v = e[0] == '1';
+        return 0;
+    }
+    fr_err_set(err, "cuda: %s=\"%.40s\" is not 0 or 1", name, e);
+    return -1;
+}
+/* The documented off-switches (docs/CUDA.md) over cfg. */
+static int env_switches(fr_cuda_config *cfg, fr_err *err) {
+    return env_switch("FRUGAL_CUDA_GRAPHS", &cfg->use_graphs, err) ||
+           env_switch("FRUGAL_CUDA_FUSE", &cfg->fuse, err) ||
+           env_switch("FRUGAL_CUDA_ATTN_CLUSTER", &cfg->attn_cluster, err) ||
+           env_switch("FRUGAL_CUDA_PREFILL_MMA", &cfg->prefill_mma, err);
 }
 
 extern "C" int fr_cuda_device_count(void) {
@@ -197,12 +208,9 @@ static int alloc_dmat(fr_cuda *c, dmat *d, int M, int K, fr_err *err) {
     return 0;
 }
 
-static long long dmat_bytes(const fr_cuda *c, const dmat *d) { /* the packed or bf16 weights */
-    return c->wbits == 16 ? (long long)d->M * d->K * 2 : (long long)frk_quant_bytes(d->M, d->K, c->wbits);
-}
 
 /* ------------------------------------------------------------------ creation */
-static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in, fr_err *err) {
+static fr_cuda *decoder_create(const fr_hparams *hp, const fr_cuda_config *cfg_in, fr_err *err) {
     fr_cuda_config cfg = cfg_in ? *cfg_in : fr_cuda_config_default();
     const int D = hp->head_dim;
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > 8) {
@@ -219,6 +227,11 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
                    hp->n_ff);
         return NULL;
     }
+    if (env_switches(&cfg, err)) return NULL;
+    cfg.use_graphs = cfg.use_graphs != 0;
+    cfg.fuse = cfg.fuse != 0;
+    cfg.attn_cluster = cfg.attn_cluster != 0;
+    cfg.prefill_mma = cfg.prefill_mma != 0;
     int n_dev = fr_cuda_device_count();
     if (n_dev <= 0) {
         fr_err_set(err, "cuda: no CUDA device is present");
@@ -241,8 +254,7 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     if (cfg.kv_fraction <= 0.f || cfg.kv_fraction > 0.98f) cfg.kv_fraction = 0.9f;
     c->cfg = cfg;
     c->wbits = cfg.weights == FR_CUDA_W_INT8 ? 8 : cfg.weights == FR_CUDA_W_INT4 ? 4 : 16;
-    qvars_default(c);
-    prewait_default(c);
+    c->attn_cluster = cfg.attn_cluster ? frk_plan_attn_cluster(c->wbits) : 0;
     c->dev = cfg.device;
     FR_CK(cudaSetDevice(c->dev));
     cudaDeviceProp prop;
@@ -250,58 +262,13 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     snprintf(c->name, sizeof c->name, "%.200s (sm_%d%d, %d SMs, %.1f GiB)", prop.name, prop.major,
              prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
     c->n_sm = prop.multiProcessorCount;
-    {
-        const char *e = getenv("FRUGAL_CUDA_PDL");
-        if (e) frk_set_pdl(atoi(e));
-        e = getenv("FRUGAL_CUDA_GEMV");
-        if (e) frk_set_gemv_variant(atoi(e));
-        e = getenv("FRUGAL_CUDA_FUSE");
-        if (e) c->cfg.fuse = atoi(e) < 0 ? -1 : atoi(e) ? 1 : 0;
-        e = getenv("FRUGAL_CUDA_ATTN_MERGE");
-        if (e) c->cfg.attn_merge = atoi(e) ? 1 : 0;
-        e = getenv("FRUGAL_CUDA_L2PF");
-        if (e) frk_set_stream_l2pf(atoi(e));
-        e = getenv("FRUGAL_CUDA_STAGES");
-        if (e) frk_set_stream_stages(atoi(e));
-        e = getenv("FRUGAL_CUDA_HEAD_GEMV");
-        if (e) c->head_gemv = atoi(e) ? 1 : 0;
-        e = getenv("FRUGAL_CUDA_ATTN_PF");
-        if (e) c->cfg.attn_prefetch = atoi(e) ? 1 : 0;
-        e = getenv("FRUGAL_CUDA_L2_AHEAD");
-        if (e) c->cfg.l2_ahead = atoll(e) > 0 ? atoll(e) : 0;
-        e = getenv("FRUGAL_CUDA_L2_AHEAD_GU");
-        if (e) c->cfg.l2_ahead_gu = atoll(e) > 0 ? atoll(e) : 0;
-        e = getenv("FRUGAL_CUDA_L2_AHEAD_LAST");
-        if (e) c->cfg.l2_ahead_last = atoi(e) ? 1 : 0;
-        e = getenv("FRUGAL_CUDA_ATTN_CLUSTER");
-        if (e) frk_set_attn_cluster(atoi(e));
-        e = getenv("FRUGAL_CUDA_CARVEOUT");
-        if (e) frk_set_stream_carveout(atoi(e));
-        env_per_product("FRUGAL_CUDA_QVARS", c->qvars);     /* the INT consumer variants */
-        env_per_product("FRUGAL_CUDA_PREWAITS", c->prewait); /* stages before the wait */
-        e = getenv("FRUGAL_CUDA_QVAR");
-        if (e) frk_set_stream_qvar(atoi(e));
-        e = getenv("FRUGAL_CUDA_TMAP");
-        if (e) frk_set_stream_tmap(atoi(e));
-        e = getenv("FRUGAL_CUDA_XKEEP");
-        if (e) frk_set_stream_xkeep(atoi(e));
-        e = getenv("FRUGAL_CUDA_NSTRIM");
-        if (e) frk_set_stream_nstrim(atoi(e));
-        e = getenv("FRUGAL_CUDA_ROPEPRE");
-        if (e) frk_set_stream_ropepre(atoi(e));
-    }
     FR_CK(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking));
     FR_CKB(cublasCreate(&c->cub));
     FR_CKB(cublasSetStream(c->cub, c->st));
     c->MT = cfg.max_tokens;
     c->MS = cfg.max_seqs;
     c->bt_stride = (cfg.max_ctx + FRK_BLOCK - 1) / FRK_BLOCK;
-    c->max_split = 64; /* partials allocated for this many */
-    c->split_cap = 64;
-    {
-        const char *e = getenv("FRUGAL_CUDA_SPLIT");
-        if (e && atoi(e) >= 1 && atoi(e) <= 64) c->split_cap = atoi(e);
-    }
+    c->max_split = 64; /* partials allocated for this many; the most splits of a token's keys */
     c->nq = hp->n_head * D;
     c->nk = hp->n_head_kv * D;
     /* buckets 1, 2, 4, ... and max_seqs */
@@ -310,7 +277,7 @@ static fr_cuda *engine_create(const fr_hparams *hp, const fr_cuda_config *cfg_in
     return c;
 }
 
-static int engine_alloc_weights(fr_cuda *c, bool share_embd_out, fr_err *err) {
+static int alloc_weights(fr_cuda *c, bool share_embd_out, fr_err *err) {
     const fr_hparams *hp = &c->hp;
     const int E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab;
     DALLOC(c->tok_embd, (size_t)V * E * 2, &c->weight_bytes);
@@ -371,7 +338,7 @@ static void set_inv_freq(fr_cuda *c, const float *freq_factors) {
     free(inv);
 }
 
-static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
+static int alloc_scratch(fr_cuda *c, fr_err *err) {
     const fr_hparams *hp = &c->hp;
     const size_t MT = (size_t)c->MT, E = hp->n_embd, F = hp->n_ff, V = hp->n_vocab;
     const size_t W = (size_t)c->nq + 2 * c->nk;
@@ -386,14 +353,13 @@ static int engine_alloc_scratch(fr_cuda *c, fr_err *err) {
     DALLOC(c->logits, MT * V * 4, a);
     if (c->cfg.kv_int8) DALLOC(c->kvnew, MT * 2 * c->nk * 2, a);
     DALLOC(c->part, (size_t)c->MS * hp->n_head * c->max_split * (hp->head_dim + 2) * 4, a);
-    DALLOC(c->attn_cnt, MT * hp->n_head_kv * sizeof(int), a);
-    FR_CK(cudaMemset(c->attn_cnt, 0, MT * hp->n_head_kv * sizeof(int)));
     if (c->wbits != 16) {
         c->wdq_elems = FR_MAX(FR_MAX(W * E, (size_t)E * c->nq), FR_MAX(2 * F * E, E * F));
         DALLOC(c->wdq, c->wdq_elems * 2, a);
     }
     DALLOC(c->ids, MT * 4, a);
     DALLOC(c->sp_d, MT * sizeof(frk_sample_params), a);
+    if (c->cfg.trace) DALLOC(c->trace, (size_t)FRK_TL_W * (6 * hp->n_layer + 1) * 8, a);
     /* cuBLAS workspace (set explicitly so graph capture never allocates) */
     void *ws;
     DALLOC(ws, 32u << 20, a);
@@ -439,7 +405,7 @@ host_oom:
     return -1;
 }
 
-static int engine_alloc_kv(fr_cuda *c, fr_err *err) {
+static int alloc_kv(fr_cuda *c, fr_err *err) {
     const fr_hparams *hp = &c->hp;
     const size_t per_head_block = (size_t)FRK_BLOCK * hp->head_dim;
     const size_t elem = c->cfg.kv_int8 ? 1 : 2;
@@ -481,7 +447,6 @@ extern "C" void fr_cuda_free(fr_cuda *c) {
     for (int i = 0; i < NBUCKETS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     for (int i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
-    if (c->trace) cudaFree(c->trace);
     for (int i = 0; i < 2; i++) {
         if (c->in_hb[i]) cudaFreeHost(c->in_hb[i]);
         if (c->ids_hb[i]) cudaFreeHost(c->ids_hb[i]);
@@ -716,11 +681,11 @@ static int upload_model(fr_cuda *c, const fr_model *m, fr_err *err) {
 }
 
 extern "C" fr_cuda *fr_cuda_new(const fr_model *m, const fr_cuda_config *cfg, fr_err *err) {
-    fr_cuda *c = engine_create(&m->hp, cfg, err);
+    fr_cuda *c = decoder_create(&m->hp, cfg, err);
     if (!c) return NULL;
     const bool shared = m->w.output.data == m->w.tok_embd.data || !fr_tensor_present(&m->w.output);
-    if (engine_alloc_weights(c, shared, err) || upload_model(c, m, err) ||
-        engine_alloc_scratch(c, err) || engine_alloc_kv(c, err)) {
+    if (alloc_weights(c, shared, err) || upload_model(c, m, err) ||
+        alloc_scratch(c, err) || alloc_kv(c, err)) {
         fr_cuda_free(c);
         return NULL;
     }
@@ -730,9 +695,9 @@ extern "C" fr_cuda *fr_cuda_new(const fr_model *m, const fr_cuda_config *cfg, fr
 
 extern "C" fr_cuda *fr_cuda_new_random(const fr_hparams *hp, const fr_cuda_config *cfg,
                                        uint64_t seed, fr_err *err) {
-    fr_cuda *c = engine_create(hp, cfg, err);
+    fr_cuda *c = decoder_create(hp, cfg, err);
     if (!c) return NULL;
-    if (engine_alloc_weights(c, hp->tied_embeddings, err)) {
+    if (alloc_weights(c, hp->tied_embeddings, err)) {
         fr_cuda_free(c);
         return NULL;
     }
@@ -760,7 +725,7 @@ extern "C" fr_cuda *fr_cuda_new_random(const fr_hparams *hp, const fr_cuda_confi
     }
     set_inv_freq(c, NULL);
     FR_CK(cudaStreamSynchronize(st));
-    if (engine_alloc_scratch(c, err) || engine_alloc_kv(c, err)) {
+    if (alloc_scratch(c, err) || alloc_kv(c, err)) {
         fr_cuda_free(c);
         return NULL;
     }
@@ -824,38 +789,18 @@ static int split_for(const fr_cuda *c, int T) {
     if (T > c->MS) return 1;
     int s = (4 * c->n_sm + c->hp.n_head_kv * T - 1) / (c->hp.n_head_kv * T);
     if (s < 1) s = 1;
-    if (s > c->split_cap) s = c->split_cap;
+    if (s > c->max_split) s = c->max_split;
     return s;
 }
 
 /* The streamed, fused linear layer when it applies (fuse on, few rows, shapes supported): input
  * bf16 rows `in`, or the RMSNorm (weight nw) of residual rows xf (rows: optional gather); output
- * as linear(), or mode ROPE with *ra. Returns 0 when it did not apply (the caller runs the
- * separate kernels). */
-/* The streamed products, for the INT consumer variant per product (fr_cuda_set_qvars). */
-enum { P_QKV, P_O, P_GU, P_DOWN, P_HEAD };
-/* The default variant per product and format (k_stream.cu's V bits; 0 the format's default
- * consumer), measured on an H200 (bench/GPU-NOTES.md v27). */
-static const int qvars_int4[5] = {23, 23, 59, 23, 59};
-static const int qvars_int8[5] = {151, 0, 0, 0, 0};
-/* Stages issued before the dependency wait per product (fr_cuda_set_prewait; 0 all in flight):
- * fewer, so that the prologue's reads of the previous kernel's output do not queue behind the
- * whole weight prefetch (measured best per format, GPU-NOTES v28) */
-static const int prewait_int4[5] = {2, 1, 2, 2, 0};
-static const int prewait_int8[5] = {2, 0, 3, 3, 0};
-static const int prewait_bf16[5] = {2, 0, 2, 2, 0};
-static void prewait_default(fr_cuda *c) {
-    memcpy(c->prewait, c->wbits == 4 ? prewait_int4 : c->wbits == 8 ? prewait_int8 : prewait_bf16, sizeof c->prewait);
-}
-static void qvars_default(fr_cuda *c) {
-    memcpy(c->qvars, c->wbits == 4 ? qvars_int4 : qvars_int8, sizeof c->qvars);
-}
-
+ * as linear(), or mode ROPE with *ra; the kernel configuration of product `prod` (frk_product)
+ * from plan.cu. Returns 0 when it did not apply (the caller runs the separate kernels). */
 static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const float *xf,
                          const float *nw, const int32_t *rows, int T, void *out, int mode,
                          const frk_rope_args *ra, int prod) {
-    const int fuse = c->cfg.fuse < 0 ? c->wbits != 16 : c->cfg.fuse;
-    if (!fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
+    if (!c->cfg.fuse || !frk_gemv_stream_supported(W->M, W->K, c->wbits, T)) return 0;
     frk_gemv_args g;
     memset(&g, 0, sizeof g);
     g.W = W->w;
@@ -875,9 +820,7 @@ static int stream_linear(fr_cuda *c, const dmat *W, const uint16_t *in, const fl
     g.mode = mode;
     if (ra) g.rope = *ra;
     if (c->trace) g.trace = c->trace + FRK_TL_W * c->trace_slot;
-    g.qvar = c->wbits < 16 ? c->qvars[prod] : 0;
-    g.prewait = c->prewait[prod];
-    g.tmap = prod == P_QKV && c->wbits == 4; /* longer blocks first (frk_set_stream_tmap, v27) */
+    g.plan = *frk_plan_stream(c->wbits, prod);
     frk_gemv_stream(&g, c->st);
     return 1;
 }
@@ -925,7 +868,7 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         }
         /* norm -> qkv -> rope + KV store */
         c->trace_slot = 6 * l;
-        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, P_QKV)) {
+        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, FRK_P_QKV)) {
             frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
             frk_rope_kv(&ra, st);
@@ -955,47 +898,26 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         aa.n_split = pl->n_split;
         aa.part = c->part;
         aa.out = c->attn;
-        aa.counters = c->cfg.attn_merge ? c->attn_cnt : NULL;
-        if (c->cfg.attn_prefetch && !pl->prefill) { /* the output projection's weights, into L2 */
-            aa.pf = L->o.w;
-            aa.pf_bytes = dmat_bytes(c, &L->o);
-            aa.pf2 = L->o.sz;
-            aa.pf2_bytes = L->o.sz ? (long long)frk_quant_sz_count(L->o.M, L->o.K) * 4 : 0;
-        }
-        if (!pl->prefill && T <= 4) { /* later weights into L2 while attention leaves HBM idle */
-            const dmat *nx = l + 1 < hp->n_layer ? &c->L[l + 1].qkv : &c->out;
-            if (c->cfg.l2_ahead > 0) {
-                aa.ahead[0] = nx->sz;
-                aa.ahead_bytes[0] = nx->sz ? (long long)frk_quant_sz_count(nx->M, nx->K) * 4 : 0;
-                aa.ahead[1] = nx->w;
-                aa.ahead_bytes[1] = FR_MIN(c->cfg.l2_ahead, dmat_bytes(c, nx));
-            }
-            if (c->cfg.l2_ahead_gu > 0) {
-                aa.ahead[2] = L->gu.w;
-                aa.ahead_bytes[2] = FR_MIN(c->cfg.l2_ahead_gu, dmat_bytes(c, &L->gu));
-            }
-            aa.ahead_last = c->cfg.l2_ahead_last;
-        }
         aa.trace = c->trace ? c->trace + FRK_TL_W * (6 * l + 1) : NULL;
-        aa.cluster = c->wbits == 16 ? 8 : 16; /* measured best per format (GPU-NOTES v24-v25, v27) */
+        aa.cluster = c->attn_cluster;
         if (pl->prefill)
             frk_attention_prefill(&aa, pl->pos0, st);
         else
             frk_attention(&aa, st);
         c->trace_slot = 6 * l + 3;
-        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, P_O))
+        if (!stream_linear(c, &L->o, c->attn, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, FRK_P_O))
             linear(c, &L->o, c->attn, T, c->x, FRK_OUT_ACC);
         c->trace_slot = 6 * l + 4;
-        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL, P_GU)) {
+        if (!stream_linear(c, &L->gu, NULL, c->x, L->ffn_norm, NULL, T, c->act, FRK_OUT_SWIGLU, NULL, FRK_P_GU)) {
             frk_rmsnorm(c->x, L->ffn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->gu, c->xn, T, c->act, FRK_OUT_SWIGLU);
         }
         c->trace_slot = 6 * l + 5;
-        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, P_DOWN))
+        if (!stream_linear(c, &L->down, c->act, NULL, NULL, NULL, T, c->x, FRK_OUT_ACC, NULL, FRK_P_DOWN))
             linear(c, &L->down, c->act, T, c->x, FRK_OUT_ACC);
     }
     c->trace_slot = 6 * hp->n_layer;
-    if (c->head_gemv || !stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL, P_HEAD)) {
+    if (!stream_linear(c, &c->out, NULL, c->x, c->out_norm, d_out, pl->n_out, c->logits, FRK_OUT_STORE, NULL, FRK_P_HEAD)) {
         frk_rmsnorm(c->x, c->out_norm, d_out, pl->n_out, E, hp->rms_eps, c->xn, st);
         linear(c, &c->out, c->xn, pl->n_out, c->logits, FRK_OUT_STORE);
     }
@@ -1326,53 +1248,7 @@ extern "C" int fr_cuda_forward_sample(fr_cuda *c, const fr_batch *b, const fr_sa
 }
 
 extern "C" void fr_cuda_sync(fr_cuda *c) { FR_CK(cudaStreamSynchronize(c->st)); }
-extern "C" void fr_cuda_set_graphs(fr_cuda *c, int on) { c->cfg.use_graphs = on; }
 
-static void drop_graphs(fr_cuda *c) {
-    FR_CK(cudaStreamSynchronize(c->st));
-    for (int i = 0; i < NBUCKETS; i++)
-        if (c->graphs[i]) {
-            FR_CK(cudaGraphExecDestroy(c->graphs[i]));
-            c->graphs[i] = NULL;
-        }
-}
-extern "C" void fr_cuda_set_pdl(fr_cuda *c, int on) {
-    drop_graphs(c);
-    frk_set_pdl(on);
-}
-extern "C" void fr_cuda_set_gemv_variant(fr_cuda *c, int v) {
-    drop_graphs(c);
-    frk_set_gemv_variant(v);
-}
-extern "C" void fr_cuda_set_fuse(fr_cuda *c, int on) {
-    drop_graphs(c);
-    c->cfg.fuse = on < 0 ? -1 : on ? 1 : 0;
-}
-extern "C" void fr_cuda_set_split_cap(fr_cuda *c, int n) {
-    drop_graphs(c);
-    c->split_cap = n < 1 ? 1 : n > c->max_split ? c->max_split : n;
-}
-extern "C" void fr_cuda_set_attn_merge(fr_cuda *c, int on) {
-    drop_graphs(c);
-    c->cfg.attn_merge = on ? 1 : 0;
-}
-extern "C" void fr_cuda_set_l2pf(fr_cuda *c, int bytes) {
-    drop_graphs(c);
-    frk_set_stream_l2pf(bytes);
-}
-extern "C" int fr_cuda_set_trace(fr_cuda *c, int on) {
-    drop_graphs(c);
-    if (!on) {
-        if (c->trace) FR_CK(cudaFree(c->trace));
-        c->trace = NULL;
-        return 0;
-    }
-    if (!c->trace && cudaMalloc((void **)&c->trace, (size_t)FRK_TL_W * (6 * c->hp.n_layer + 1) * 8) != cudaSuccess) {
-        c->trace = NULL;
-        return -1;
-    }
-    return 6 * c->hp.n_layer + 1;
-}
 extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_words) {
     if (!c->trace) return 0;
     const int n = FR_MIN(max_words, FRK_TL_W * (6 * c->hp.n_layer + 1));
@@ -1380,32 +1256,9 @@ extern "C" int fr_cuda_trace_read(fr_cuda *c, unsigned long long *out, int max_w
     FR_CK(cudaMemcpy(out, c->trace, (size_t)n * 8, cudaMemcpyDeviceToHost));
     return n;
 }
-extern "C" void fr_cuda_set_head_gemv(fr_cuda *c, int on) {
-    drop_graphs(c);
-    c->head_gemv = on ? 1 : 0;
-}
-extern "C" void fr_cuda_set_qvars(fr_cuda *c, const int v[5]) {
-    drop_graphs(c);
-    if (v) memcpy(c->qvars, v, sizeof c->qvars);
-    else qvars_default(c);
-}
-extern "C" void fr_cuda_get_qvars(const fr_cuda *c, int v[5]) { memcpy(v, c->qvars, sizeof c->qvars); }
-extern "C" void fr_cuda_set_prewait(fr_cuda *c, const int v[5]) {
-    drop_graphs(c);
-    if (v) memcpy(c->prewait, v, sizeof c->prewait);
-    else prewait_default(c);
-}
-extern "C" void fr_cuda_set_l2_ahead(fr_cuda *c, long long qkv_bytes, long long gu_bytes, int evict_last) {
-    drop_graphs(c);
-    c->cfg.l2_ahead = qkv_bytes > 0 ? qkv_bytes : 0;
-    c->cfg.l2_ahead_gu = gu_bytes > 0 ? gu_bytes : 0;
-    c->cfg.l2_ahead_last = evict_last ? 1 : 0;
-}
-extern "C" void fr_cuda_set_attn_prefetch(fr_cuda *c, int on) {
-    drop_graphs(c);
-    c->cfg.attn_prefetch = on ? 1 : 0;
-}
+extern "C" int fr_cuda_trace_slots(const fr_cuda *c) { return c->trace ? 6 * c->hp.n_layer + 1 : 0; }
 
+extern "C" void fr_cuda_get_config(const fr_cuda *c, fr_cuda_config *out) { *out = c->cfg; }
 extern "C" void fr_cuda_mem_info(const fr_cuda *c, fr_cuda_mem *o) {
     memset(o, 0, sizeof *o);
     FR_CK(cudaSetDevice(c->dev));
