@@ -67,6 +67,38 @@ static __device__ __forceinline__ uint4 ld_stream16(const void *p) {
     return r;
 }
 
+/* The counter hash of the fills and the sampler (splitmix64), and a [0, 1) float of its top 24 bits. */
+static __host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static __host__ __device__ __forceinline__ float u01(uint64_t h) { /* [0, 1) with 24 bits */
+    return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+/* Sum / max of v over the block (every thread gets it); sh: shared [32]. */
+static __device__ __forceinline__ float block_sum(float v, float *sh /* [32] */) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float r = 0.f;
+    for (int i = 0; i < nw; i++) r += sh[i];
+    return r;
+}
+static __device__ __forceinline__ float block_max(float v, float *sh) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    float r = -INFINITY;
+    for (int i = 0; i < nw; i++) r = fmaxf(r, sh[i]);
+    return r;
+}
+
 /* Programmatic dependent launch (Hopper). Kernels of the decode chain are launched with
  * frk_launch, which lets a kernel start while its predecessor drains: each such kernel calls
  * pdl_trigger() first (its own dependents may launch) and pdl_wait() before it touches anything a

@@ -21,7 +21,7 @@
  * BF16 weights (nb <= 4): a stage is 8 rows x 1024 columns (one row per warp); each lane does
  * 16-byte shared loads and fp32 FMAs, one warp reduction per row at the row's last stage.
  * INT8 / INT4 (nb <= 8): a stage is 8 / 16 groups of one 16-row tile in the packed fragment
- * layout of k_gemv.cu (plus their scale words); each of 8 consumer warps takes 1 / 2 groups side
+ * layout of k_quant.cu (plus their scale words); each of 8 consumer warps takes 1 / 2 groups side
  * by side, two accumulator chains each, dequantises with prmt / lop3 (+ hsub2 / hfma2) and
  * multiplies on the tensor cores (mma.sync m16n8k16 f16, the batch as the N dimension) against
  * the activations held in shared memory as f16 in B-fragment order (one 16-byte load per two

@@ -121,7 +121,7 @@ void frk_gemv_bf16(const uint16_t *W, int M, int K, const uint16_t *x, int ldx, 
                    int ldo, int mode, cudaStream_t st);
 
 /* Weight-only INT8/INT4, group 128 along K, per (row, group) f16 scale s and integer zero z:
- * w = (q - z) * s, q in [0, 2^bits). Tile-permuted layout (see k_gemv.cu): rows in tiles of 16,
+ * w = (q - z) * s, q in [0, 2^bits). Tile-permuted layout (see k_quant.cu): rows in tiles of 16,
  * K padded to Kp = 128 * ceil(K / 128); per tile and 16-wide k-step each lane of a warp holds
  * exactly its mma.sync A-fragment, so one 16-byte coalesced load per lane feeds 2 (int8) or 4
  * (int4) k-steps. Scale words sz u32 [Mt][NG][16] = f16 bits of s | f16 bits of (1024 + z) << 16. */

@@ -1,6 +1,6 @@
 /* quant_frag.cuh — the weight-only INT8/INT4 fragment arithmetic shared by the GEMV (k_gemv.cu)
  * and the streamed kernels (k_stream.cu): one k-step's mma.sync A fragment from a lane's packed
- * 16-byte chunk (layout in k_gemv.cu), dequantised to f16 (q - z) exactly, and the f16 MMA.
+ * 16-byte chunk (layout in k_quant.cu), dequantised to f16 (q - z) exactly, and the f16 MMA.
  *
  * q becomes f16 (1024 + q) by one lop3 (int4: bits at 0/16, 4/20, 8/24, 12/28) or prmt (int8)
  * per pair; the zero point word zz = f16(1024 + z) in both halves is removed with one hsub2, so

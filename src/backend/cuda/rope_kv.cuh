@@ -1,6 +1,6 @@
 /* rope_kv.cuh — where token t's new K and V rows go (frk_rope_args, kernels.h): the bf16 paged
  * cache (block from the sequence's block table, slot pos % 16, this layer) or the int8-KV
- * staging rows. Shared by k_rope_kv (k_misc.cu) and the fused qkv epilogue (k_stream.cu). */
+ * staging rows. Shared by k_rope_kv (k_kv.cu) and the fused qkv epilogue (k_stream.cu). */
 #ifndef FRUGAL_CUDA_ROPE_KV_CUH
 #define FRUGAL_CUDA_ROPE_KV_CUH
 
