@@ -1161,7 +1161,8 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
     fr_route_plan_reply(&x->ri, &x->plan);
     stage_end(&x->rs, FR_STAGE_NLU);
     if (rc) {
-        fr_api_error_set(e, 500, "server_error", "nlu_failed", NULL, "NLU failed: %s", ferr.msg);
+        fr_err_prefix(&ferr, "NLU failed");
+        fr_api_error_from_err(e, &ferr, "nlu_failed", NULL);
         return -1;
     }
     mask_question_numbers(x);
@@ -1184,7 +1185,7 @@ static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_a
     int brc = fr_budget_assemble(&bi, &x->br, &ferr);
     stage_end(&x->rs, FR_STAGE_BUDGET);
     if (brc) {
-        fr_api_error_set(e, 400, "invalid_request_error", NULL, "budget_tokens", "%s", ferr.msg);
+        fr_api_error_from_err(e, &ferr, NULL, "budget_tokens");
         return -1;
     }
     stage_begin(&x->rs, FR_STAGE_LLM);

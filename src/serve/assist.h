@@ -21,7 +21,8 @@
  *   5. the response JSON (docs/ASSIST.md).
  * Media stages are reached through fr_assist_media (function pointers): a build or server
  * without them reports the stage "unavailable" in the route with the reason, and a media error
- * from a stage (corrupt image, two-hour recording) becomes the 4xx that stage chose.
+ * from a stage (corrupt image, two-hour recording) becomes the status its error code maps to
+ * (serve/error.h).
  *
  * Thread safety: an fr_assist is read-only after set-up; fr_assist_handle runs on many threads
  * at once (the intent model and slot extractor are thread-safe, the engine has its own lock).

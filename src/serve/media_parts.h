@@ -6,7 +6,8 @@
  *     code "unsupported_content_part" naming the density and the reason (never a fake answer).
  *   - input_audio ({"data": base64, "format": "wav"|"flac"|"ogg"}): decoded, resampled and
  *     transcribed by ASR; the transcript is inserted.
- * Errors follow the stages: corrupt → 400, too large → 413, wrong media type → 415.
+ * Errors follow the stages' error codes (serve/error.h): corrupt → 400, too large → 413, wrong
+ * media type → 415.
  */
 #ifndef FRUGAL_MEDIA_PARTS_H
 #define FRUGAL_MEDIA_PARTS_H

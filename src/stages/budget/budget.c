@@ -194,7 +194,8 @@ static char *cut_to(const fr_budget_input *in, const char *q, size_t budget) {
 int fr_budget_assemble(const fr_budget_input *in, fr_budget_result *out, fr_err *err) {
     memset(out, 0, sizeof *out);
     if (in->budget_tokens < 1) {
-        fr_err_set(err, "token budget must be at least 1 (got %d)", in->budget_tokens);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "token budget must be at least 1 (got %d)",
+                    in->budget_tokens);
         return -1;
     }
     size_t budget = (size_t)in->budget_tokens;
