@@ -178,6 +178,21 @@ if XDG_STATE_HOME=$TMP/state start_server cfgpath --meter-config "$TMP/path.json
         || bad "config path: start-up line: $(grep serving "$TMP/cfgpath.err")"
 fi
 
+# ledger.path in the serve config's "metering" section (the one config format), no --ledger;
+# a typo in that section stops the server with the file, the line and the key
+printf '{"port": 0,\n "metering": {"ledger": {"path": "%s/from-serve-config.db"}}}\n' "$TMP" >"$TMP/serve.json"
+if XDG_STATE_HOME=$TMP/state start_server srvcfg --config "$TMP/serve.json"; then
+    t1=$(trace)
+    check "serve config metering: answered" "$(req a "$t1")" 200
+    stop_server srvcfg
+    check "serve config metering: the row is in its ledger.path" "$(row "$TMP/from-serve-config.db" "$t1")" "200|ok"
+fi
+printf '{"port": 0,\n "metering": {"ledger": {\n   "pth": "x.db"}}}\n' >"$TMP/typo.json"
+"$BIN" serve --model "$MODEL" --config "$TMP/typo.json" >"$TMP/typo.out" 2>"$TMP/typo.err"; rc=$?
+check "serve config typo: exit status" "$rc" 1
+grep -q "$TMP/typo.json:3: metering.ledger.pth: unknown key" "$TMP/typo.err" && ok "serve config typo: file:line and key" \
+    || bad "serve config typo: message: $(cat "$TMP/typo.err")"
+
 # the default: one file per server, named after the model and the port
 fixed=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 if XDG_STATE_HOME=$TMP/state start_server dflt_a; then

@@ -704,6 +704,7 @@ TEST(config_errors_name_the_line) {
         fr_err err = {{0}};
         CHECK_EQ_INT(fr_meter_config_parse(&c, cases[i].text, strlen(cases[i].text), &err), -1);
         CHECK_STR(err.msg, cases[i].msg);
+        CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
     }
     char big[6000];
     memset(big, 'a', sizeof big);
@@ -723,6 +724,9 @@ TEST(config_errors_name_the_line) {
     char want[500];
     snprintf(want, sizeof want, "%s:3: trace.batch: must be an integer in 1..4096", path);
     CHECK_STR(err.msg, want);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    CHECK_EQ_INT(fr_meter_config_load(&c, "/nonexistent/meter.json", &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_NOT_FOUND);
 }
 
 TEST(cost_model_components) {

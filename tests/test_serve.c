@@ -248,7 +248,7 @@ TEST(config_metering_section_and_lines) {
     static const struct { const char *text, *msg; } bad[] = {
         {"{\"port\": 0,\n \"prot\": 1}", "line 2: prot: unknown key"},
         {"{\"limits\": {\n\n  \"max_tokens\": 0}}", "line 3: limits.max_tokens: must be an integer in 1..16777216"},
-        {"{\"metering\": {\"cost\": {\n  \"pue\": 11}}}", "line 2: cost.pue: must be a number in 1..10"},
+        {"{\"metering\": {\"cost\": {\n  \"pue\": 11}}}", "line 2: metering.cost.pue: must be a number in 1..10"},
         {"{\"metering\": {\"costs\": {}}}",
          "line 1: metering.costs: unknown section (meter, cost, ledger, trace, audit, slo, ab)"},
         {"{\"port\": 1,\n \"port\": 2}", "line 2: port: key given twice in one object"},
@@ -262,6 +262,7 @@ TEST(config_metering_section_and_lines) {
     for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) {
         err.msg[0] = 0;
         CHECK_EQ_INT(fr_serve_config_apply_json(&c, bad[i].text, strlen(bad[i].text), &err), -1);
+        CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
         if (bad[i].msg) CHECK_STR(err.msg, bad[i].msg);
         else CHECK(!strncmp(err.msg, "line 1: device: ", 16));
     }

@@ -147,8 +147,8 @@ static void where(const char *text, size_t upto, int *line, int *col) {
 static int syntax(fr_conf_doc *d, const char *text, size_t at, fr_err *err, const char *msg) {
     int line, col;
     where(text, at, &line, &col);
-    if (d->what[0]) fr_err_set(err, "%s:%d:%d: %s", d->what, line, col, msg);
-    else fr_err_set(err, "line %d:%d: %s", line, col, msg);
+    if (d->what[0]) fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d:%d: %s", d->what, line, col, msg);
+    else fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d:%d: %s", line, col, msg);
     cJSON_Delete(d->root);
     d->root = NULL;
     return -1;
@@ -232,7 +232,7 @@ int fr_conf_fail(const fr_conf_doc *d, const cJSON *it, const char *name, fr_err
     if (line > 0 && d->what[0]) snprintf(at, sizeof at, "%.240s:%d", d->what, line);
     else if (line > 0) snprintf(at, sizeof at, "line %d", line);
     else snprintf(at, sizeof at, "%.240s", d->what[0] ? d->what : "config");
-    fr_err_set(err, "%s: %.120s: %s", at, name && *name ? name : "(top level)", msg);
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: %.120s: %s", at, name && *name ? name : "(top level)", msg);
     for (char *p = err->msg; *p; p++) /* keys are the file's bytes: keep the message one line */
         if ((unsigned char)*p < 0x20) *p = '?';
     return -1;

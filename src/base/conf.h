@@ -20,7 +20,9 @@
  *     fr_conf_free(&d);
  *
  * Thread safety: a document is used by one thread at a time; distinct documents are independent.
- * Every failing function returns -1 with err set; none of them allocates on failure.
+ * Every failing function returns -1 with err set, its code FR_ERR_BAD_REQUEST for a bad document
+ * (fr_conf_load keeps fr_read_file's code: FR_ERR_NOT_FOUND for a missing file, FR_ERR_TOO_LARGE
+ * over FR_CONF_MAX_BYTES); none of them allocates on failure.
  */
 #ifndef FRUGAL_BASE_CONF_H
 #define FRUGAL_BASE_CONF_H

@@ -135,18 +135,18 @@ bool fr_meter_name_ok(const char *s, size_t max) {
 
 int fr_meter_slo_put(fr_meter_config *c, const char *tier, double d, fr_err *err) {
     if (!fr_meter_name_ok(tier, sizeof c->slo[0].tier)) {
-        fr_err_set(err, "bad tier name '%s'", tier);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "bad tier name '%s'", tier);
         return -1;
     }
     if (!(d > 0 && d <= 86400)) {
-        fr_err_set(err, "slo.%s: %g is not a latency in seconds (0, 86400]", tier, d);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "slo.%s: %g is not a latency in seconds (0, 86400]", tier, d);
         return -1;
     }
     int i = 0;
     while (i < c->n_slo && strcmp(c->slo[i].tier, tier)) i++;
     if (i == c->n_slo) {
         if (c->n_slo == FR_METER_MAX_TIERS) {
-            fr_err_set(err, "more than %d SLO tiers", FR_METER_MAX_TIERS);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "more than %d SLO tiers", FR_METER_MAX_TIERS);
             return -1;
         }
         c->n_slo++;
@@ -158,22 +158,22 @@ int fr_meter_slo_put(fr_meter_config *c, const char *tier, double d, fr_err *err
 
 int fr_meter_arm_put(fr_meter_config *c, const char *arm, double w, const char *opt, fr_err *err) {
     if (!fr_meter_name_ok(arm, sizeof c->arms[0].name)) {
-        fr_err_set(err, "bad arm name '%s'", arm);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "bad arm name '%s'", arm);
         return -1;
     }
     if (!(w > 0 && w <= 1e6)) {
-        fr_err_set(err, "ab.%s: weight %g is not a number in (0, 1e6]", arm, w);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "ab.%s: weight %g is not a number in (0, 1e6]", arm, w);
         return -1;
     }
     if (strlen(opt) >= sizeof c->arms[0].options) {
-        fr_err_set(err, "ab.%s: options longer than %zu bytes", arm, sizeof c->arms[0].options - 1);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "ab.%s: options longer than %zu bytes", arm, sizeof c->arms[0].options - 1);
         return -1;
     }
     int i = 0;
     while (i < c->n_arms && strcmp(c->arms[i].name, arm)) i++;
     if (i == c->n_arms) {
         if (c->n_arms == FR_METER_MAX_ARMS) {
-            fr_err_set(err, "more than %d A/B arms", FR_METER_MAX_ARMS);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "more than %d A/B arms", FR_METER_MAX_ARMS);
             return -1;
         }
         c->n_arms++;
@@ -215,9 +215,11 @@ static void store_str(fr_meter_config *c, const key_def *k, const char *v) {
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-static int apply_key(fr_meter_config *c, const fr_conf_doc *d, const cJSON *it, const char *name,
-                     fr_err *err) {
-    const key_def *k = find_key(name);
+/* `key` is the full dotted key ("cost.pue"); `name` is how messages show it (with the prefix of
+ * the section's place in a larger file). */
+static int apply_key(fr_meter_config *c, const fr_conf_doc *d, const cJSON *it, const char *key,
+                     const char *name, fr_err *err) {
+    const key_def *k = find_key(key);
     if (!k) return fr_conf_fail(d, it, name, err, "unknown key");
     double v;
     long l;
@@ -248,11 +250,12 @@ static int apply_key(fr_meter_config *c, const fr_conf_doc *d, const cJSON *it, 
     }
 }
 
-static int apply_slo(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+static int apply_slo(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj,
+                     const char *prefix, fr_err *err) {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
         char name[96];
-        snprintf(name, sizeof name, "slo.%.60s", it->string);
+        snprintf(name, sizeof name, "%.20sslo.%.60s", prefix, it->string);
         double v;
         if (fr_conf_num(d, it, name, 1e-9, 86400, &v, err)) return -1;
         fr_err e;
@@ -262,11 +265,12 @@ static int apply_slo(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj,
 }
 
 /* "ab": {"arm": weight} or {"arm": {"weight": w, "options": "..."}} */
-static int apply_ab(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+static int apply_ab(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj,
+                    const char *prefix, fr_err *err) {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
         char name[96];
-        snprintf(name, sizeof name, "ab.%.60s", it->string);
+        snprintf(name, sizeof name, "%.20sab.%.60s", prefix, it->string);
         double w = 0;
         const char *opt = "";
         if (cJSON_IsNumber(it)) {
@@ -298,7 +302,7 @@ static int apply_ab(fr_meter_config *c, const fr_conf_doc *d, const cJSON *obj, 
 
 int fr_meter_config_check(const fr_meter_config *c, fr_err *err) {
     if (c->cost.hw_residual_usd > c->cost.hw_purchase_usd) {
-        fr_err_set(err, "cost.hw_residual_usd (%g) exceeds cost.hw_purchase_usd (%g)",
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "cost.hw_residual_usd (%g) exceeds cost.hw_purchase_usd (%g)",
                    c->cost.hw_residual_usd, c->cost.hw_purchase_usd);
         return -1;
     }
@@ -324,22 +328,26 @@ int fr_meter_config_apply(fr_meter_config *c, const fr_conf_doc *d, const cJSON 
                                 "unknown section (meter, cost, ledger, trace, audit, slo, ab)");
         if (fr_conf_object(d, sec, sname, err)) return -1;
         if (!strcmp(s, "slo")) {
-            if (apply_slo(c, d, sec, err)) return -1;
+            if (apply_slo(c, d, sec, prefix, err)) return -1;
             continue;
         }
         if (!strcmp(s, "ab")) {
-            if (apply_ab(c, d, sec, err)) return -1;
+            if (apply_ab(c, d, sec, prefix, err)) return -1;
             continue;
         }
         const cJSON *it;
         cJSON_ArrayForEach(it, sec) {
             char key[160];
+            char shown[200];
             snprintf(key, sizeof key, "%s.%.100s", s, it->string);
-            if (apply_key(c, d, it, key, err)) return -1;
+            snprintf(shown, sizeof shown, "%.20s%s", prefix, key);
+            if (apply_key(c, d, it, key, shown, err)) return -1;
         }
     }
     fr_err e;
-    if (fr_meter_config_check(c, &e)) return fr_conf_fail(d, obj, prefix[0] ? prefix : "cost", err, "%s", e.msg);
+    char cost[40];
+    snprintf(cost, sizeof cost, "%.20scost", prefix);
+    if (fr_meter_config_check(c, &e)) return fr_conf_fail(d, obj, cost, err, "%s", e.msg);
     return 0;
 }
 
@@ -396,7 +404,7 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
     if (!strncmp(key, "slo.", 4)) {
         double d;
         if (fr_meter_parse_num(v, &d)) {
-            fr_err_set(err, "slo.%s: '%s' is not a latency in seconds (0, 86400]", key + 4, v);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "slo.%s: '%s' is not a latency in seconds (0, 86400]", key + 4, v);
             return -1;
         }
         return fr_meter_slo_put(c, key + 4, d, err);
@@ -411,7 +419,7 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
         w[wl] = 0;
         double d;
         if (fr_meter_parse_num(w, &d)) {
-            fr_err_set(err, "ab.%s: weight '%s' is not a number in (0, 1e6]", key + 3, w);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "ab.%s: weight '%s' is not a number in (0, 1e6]", key + 3, w);
             return -1;
         }
         const char *opt = bar ? bar + 1 : "";
@@ -420,7 +428,7 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
     }
     const key_def *k = find_key(key);
     if (!k) {
-        fr_err_set(err, "unknown key '%s'", key);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "unknown key '%s'", key);
         return -1;
     }
     double d;
@@ -428,11 +436,11 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
     case T_NUM:
     case T_INT:
         if (fr_meter_parse_num(v, &d) || d < k->lo || d > k->hi) {
-            fr_err_set(err, "%s: '%s' is not a number in [%g, %g]", key, v, k->lo, k->hi);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: '%s' is not a number in [%g, %g]", key, v, k->lo, k->hi);
             return -1;
         }
         if (k->type == T_INT && d != floor(d)) {
-            fr_err_set(err, "%s: '%s' is not an integer", key, v);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: '%s' is not an integer", key, v);
             return -1;
         }
         store_num(c, k, d);
@@ -443,13 +451,13 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
         else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
             *(bool *)(void *)((char *)c + k->off) = false;
         else {
-            fr_err_set(err, "%s: '%s' is not on/off", key, v);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: '%s' is not on/off", key, v);
             return -1;
         }
         return 0;
     case T_STR:
         if (strlen(v) >= k->size) {
-            fr_err_set(err, "%s: value longer than %zu bytes", key, k->size - 1);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: value longer than %zu bytes", key, k->size - 1);
             return -1;
         }
         store_str(c, k, v);
@@ -461,7 +469,7 @@ int fr_meter_config_set(fr_meter_config *c, const char *key, const char *v, fr_e
                 store_enum(c, k, i);
                 return 0;
             }
-        fr_err_set(err, "%s: '%s' is not %s", key, v,
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: '%s' is not %s", key, v,
                    k->type == T_IDLE ? "report|amortise" : k->type == T_CPUSRC ? "auto|rapl|estimate" : "normal|full");
         return -1;
     }

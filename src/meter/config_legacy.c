@@ -32,14 +32,14 @@ int fr_meter_config_parse_legacy(fr_meter_config *c, const char *text, size_t le
         while (e < len && text[e] != '\n') e++;
         size_t n = e - pos;
         if (n >= sizeof line) {
-            fr_err_set(err, "line %d: longer than %zu bytes", lineno, sizeof line - 1);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: longer than %zu bytes", lineno, sizeof line - 1);
             return -1;
         }
         memcpy(line, text + pos, n);
         line[n] = 0;
         pos = e + 1;
         if (memchr(line, 0, n)) {
-            fr_err_set(err, "line %d: NUL byte", lineno);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: NUL byte", lineno);
             return -1;
         }
         char *b = line, *en = line + n;
@@ -57,20 +57,20 @@ int fr_meter_config_parse_legacy(fr_meter_config *c, const char *text, size_t le
         *en = 0;
         if (*b == '[') {
             if (en[-1] != ']' || en - b < 3 || (size_t)(en - b - 2) >= sizeof section) {
-                fr_err_set(err, "line %d: bad section header", lineno);
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: bad section header", lineno);
                 return -1;
             }
             memcpy(section, b + 1, (size_t)(en - b - 2));
             section[en - b - 2] = 0;
             if (!fr_meter_name_ok(section, sizeof section)) {
-                fr_err_set(err, "line %d: bad section name", lineno);
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: bad section name", lineno);
                 return -1;
             }
             continue;
         }
         char *eq = strchr(b, '=');
         if (!eq) {
-            fr_err_set(err, "line %d: expected key = value", lineno);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: expected key = value", lineno);
             return -1;
         }
         char *kb = b, *ke = eq, *vb = eq + 1, *ve = en;
@@ -83,11 +83,11 @@ int fr_meter_config_parse_legacy(fr_meter_config *c, const char *text, size_t le
             *--ve = 0;
         }
         if (strchr(vb, '"')) {
-            fr_err_set(err, "line %d: a quote inside a value", lineno);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: a quote inside a value", lineno);
             return -1;
         }
         if (!fr_meter_name_ok(kb, 128)) {
-            fr_err_set(err, "line %d: bad key", lineno);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "line %d: bad key", lineno);
             return -1;
         }
         if (section[0]) snprintf(key, sizeof key, "%.63s.%.127s", section, kb);

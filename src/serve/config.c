@@ -125,7 +125,7 @@ static int check_device_opt(const char *k, const char *v, fr_err *err) {
     if (!ok) return 0;
     for (int i = 0; ok[i]; i++)
         if (!strcmp(v, ok[i])) return 0;
-    fr_err_set(err, "%s: unknown value '%s' (%s)", k, v,
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: unknown value '%s' (%s)", k, v,
                ok == w ? "bf16, int8, int4 on CUDA; q8, q4 on the CPU" : "bf16 or int8");
     return -1;
 }
@@ -349,7 +349,7 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         }
         if (strcmp(argv[i], "--config")) continue;
         if (i + 1 >= argc) {
-            fr_err_set(err, "--config needs a file");
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "--config needs a file");
             return 2;
         }
         fr_conf_doc d;
@@ -362,11 +362,11 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long l;
         if (a[0] != '-' || a[1] != '-') {
-            fr_err_set(err, "unexpected argument '%s'", a);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "unexpected argument '%s'", a);
             return 2;
         }
         if (!v) {
-            fr_err_set(err, "option %s needs a value", a);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "option %s needs a value", a);
             return 2;
         }
         i++;
@@ -378,13 +378,13 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
             set_str(&c->host, v);
         } else if (!strcmp(a, "--port")) {
             if (!fr_parse_long(v, 0, 65535, &l)) {
-                fr_err_set(err, "--port must be an integer in 0..65535");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--port must be an integer in 0..65535");
                 return 2;
             }
             c->port = (int)l;
         } else if (!strcmp(a, "--quant")) {
             if (strcmp(v, "q8") && strcmp(v, "q4")) {
-                fr_err_set(err, "--quant must be q8 or q4");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--quant must be q8 or q4");
                 return 2;
             }
             set_str(&c->quant, v);
@@ -396,7 +396,7 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
             set_str(&c->served_name, v);
         } else if (!strcmp(a, "--kv-memory-mb")) {
             if (!fr_parse_long(v, 1, 1L << 24, &l)) {
-                fr_err_set(err, "--kv-memory-mb must be a positive integer");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--kv-memory-mb must be a positive integer");
                 return 2;
             }
             c->engine.kv_bytes = (size_t)l << 20;
@@ -409,13 +409,13 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         } else if (!strcmp(a, "--kv-fraction")) {
             double f;
             if (!fr_parse_double(v, 0.01, 1, &f)) {
-                fr_err_set(err, "--kv-fraction must be a number in 0.01..1");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--kv-fraction must be a number in 0.01..1");
                 return 2;
             }
             c->engine.kv_fraction = (float)f;
         } else if (!strcmp(a, "--meter")) {
             if (strcmp(v, "on") && strcmp(v, "off")) {
-                fr_err_set(err, "--meter must be on or off");
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--meter must be on or off");
                 return 2;
             }
             c->meter = !strcmp(v, "on");
@@ -424,12 +424,12 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
         } else if (!strcmp(a, "--ledger")) {
             set_str(&c->ledger, v);
         } else {
-            fr_err_set(err, "unknown option '%s'", a);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "unknown option '%s'", a);
             return 2;
         }
     }
     if (!c->model) {
-        fr_err_set(err, "--model PATH is required");
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "--model PATH is required");
         return 2;
     }
     return 0;
@@ -440,16 +440,16 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
 static int add_key(fr_serve_config *c, const char *k, size_t len, int def, int hi,
                    const char *what, int line, fr_err *err) {
     if (len < 1 || len > 512) {
-        fr_err_set(err, "%s:%d: a key must be 1..512 characters", what, line);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d: a key must be 1..512 characters", what, line);
         return -1;
     }
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)k[i] <= ' ' || (unsigned char)k[i] >= 127) {
-            fr_err_set(err, "%s:%d: a key must be printable ASCII without spaces", what, line);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d: a key must be printable ASCII without spaces", what, line);
             return -1;
         }
     if (c->n_keys >= MAX_KEYS) {
-        fr_err_set(err, "%s: more than %d keys", what, MAX_KEYS);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: more than %d keys", what, MAX_KEYS);
         return -1;
     }
     c->keys = fr_xrealloc(c->keys, (size_t)(c->n_keys + 1) * sizeof *c->keys);
@@ -489,7 +489,7 @@ int fr_serve_keys_parse(fr_serve_config *c, const char *text, const char *what, 
             nf++;
         }
         if (nf > 3) {
-            fr_err_set(err, "%s:%d: expected KEY [DEFAULT_TIER [HIGHEST_TIER]]", what, line);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d: expected KEY [DEFAULT_TIER [HIGHEST_TIER]]", what, line);
             return -1;
         }
         if (nf > 0) {
@@ -499,12 +499,12 @@ int fr_serve_keys_parse(fr_serve_config *c, const char *text, const char *what, 
                 snprintf(tb, sizeof tb, "%.*s", (int)FR_MIN(fl[i], 7), f[i]);
                 tiers[i - 1] = fl[i] < 7 ? fr_tier_parse(tb) : -1;
                 if (tiers[i - 1] < 0) {
-                    fr_err_set(err, "%s:%d: tier must be P0, P1 or P2", what, line);
+                    fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d: tier must be P0, P1 or P2", what, line);
                     return -1;
                 }
             }
             if (tiers[0] < tiers[1]) {
-                fr_err_set(err, "%s:%d: the default tier is above the highest tier", what, line);
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s:%d: the default tier is above the highest tier", what, line);
                 return -1;
             }
             if (add_key(c, f[0], fl[0], tiers[0], tiers[1], what, line, err)) return -1;
@@ -520,7 +520,7 @@ int fr_serve_config_load_keys(fr_serve_config *c, const char *env_name, fr_err *
         char *text = fr_read_file(c->api_keys_file, MAX_KEYS_FILE, &len, err);
         if (!text) return -1;
         if (strlen(text) != len) {
-            fr_err_set(err, "%s: contains a NUL byte", c->api_keys_file);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: contains a NUL byte", c->api_keys_file);
             free(text);
             return -1;
         }
@@ -530,7 +530,7 @@ int fr_serve_config_load_keys(fr_serve_config *c, const char *env_name, fr_err *
         free(text);
         if (rc) return -1;
         if (c->n_keys == 0) {
-            fr_err_set(err, "%s: no keys (an empty key file would leave the server open)",
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: no keys (an empty key file would leave the server open)",
                        c->api_keys_file);
             return -1;
         }
