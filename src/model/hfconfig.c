@@ -184,6 +184,26 @@ static int parse_rope(fr_hf_config *c, const cJSON *root, const char *path, fr_e
     return 0;
 }
 
+/* The JSON object in json[0..len), or, when json is NULL, in the file at path (at most
+ * HF_MAX_JSON bytes). The parsed object (caller frees), or NULL with err set ("path: invalid
+ * JSON", "path: not a JSON object", or the read error). */
+static cJSON *json_object(const char *json, size_t len, const char *path, fr_err *err) {
+    char *txt = NULL;
+    if (!json) {
+        txt = fr_read_file(path, HF_MAX_JSON, &len, err);
+        if (!txt) return NULL;
+        json = txt;
+    }
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    free(txt);
+    if (!cJSON_IsObject(root)) {
+        fr_err_set(err, "%s: %s", path, root ? "not a JSON object" : "invalid JSON");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
 int fr_hf_config_parse(fr_hf_config *c, const char *json, size_t len, const char *path,
                        fr_err *err) {
     memset(c, 0, sizeof *c);
@@ -191,12 +211,8 @@ int fr_hf_config_parse(fr_hf_config *c, const char *json, size_t len, const char
     hp->bos_id = hp->eos_id = -1;
     for (int i = 0; i < 4; i++) hp->eos_ids[i] = -1;
     c->tie = -1;
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!cJSON_IsObject(root)) {
-        fr_err_set(err, "%s: %s", path, root ? "not a JSON object" : "invalid JSON");
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = json_object(json, len, path, err);
+    if (!root) return -1;
     int rc = -1;
     const cJSON *archs = get(root, "architectures");
     const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
@@ -303,16 +319,8 @@ done:
 
 /* generation_config.json: its bos/eos take precedence over config.json's. */
 static int load_generation_config(fr_hf_config *c, const char *path, fr_err *err) {
-    size_t len;
-    char *txt = fr_read_file(path, HF_MAX_JSON, &len, err);
-    if (!txt) return -1;
-    cJSON *root = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(root)) {
-        fr_err_set(err, "%s: %s", path, root ? "not a JSON object" : "invalid JSON");
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = json_object(NULL, 0, path, err);
+    if (!root) return -1;
     int rc = -1, ids[8];
     fr_hparams *hp = &c->hp;
     int n = get_ids(root, "bos_token_id", ids, 8, path, err);
@@ -349,16 +357,8 @@ static int token_str(const cJSON *root, const char *key, char **out, const char 
 }
 
 static int load_tokenizer_config(fr_hf_config *c, const char *path, fr_err *err) {
-    size_t len;
-    char *txt = fr_read_file(path, HF_MAX_JSON, &len, err);
-    if (!txt) return -1;
-    cJSON *root = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!cJSON_IsObject(root)) {
-        fr_err_set(err, "%s: %s", path, root ? "not a JSON object" : "invalid JSON");
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = json_object(NULL, 0, path, err);
+    if (!root) return -1;
     int rc = -1;
     if (token_str(root, "bos_token", &c->bos_token_str, path, err) ||
         token_str(root, "eos_token", &c->eos_token_str, path, err))
