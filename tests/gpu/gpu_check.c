@@ -363,7 +363,13 @@ static void check_stream_one(int M, int K, int bits, int nb, bool norm) {
     void *dy = dalloc_poison((size_t)nb * M * 4);
     frk_gemv_args a;
     stream_args(&a, dW, dsz, M, K, bits, nb, &si);
-    const double tol = (bits == 16 ? 1e-5 : 1e-4) * (norm ? 3 : 1);
+    /* With the norm prologue the reference normalises in double and the kernel in fp32, so an
+     * element of the bf16-rounded row that lies within fp32 error of a rounding boundary can
+     * round one bf16 ulp the other way; one such element moves every output by w[r][k] times
+     * one ulp: rel L2 ~6e-5 on the 8B shapes (the run-51 "failures"; seen again on gate/up
+     * 28672 x 4096). 3e-4 admits a few such flips; a wrong stage, tile or race gives 1e-2 and
+     * more. */
+    const double tol = norm ? 3e-4 : bits == 16 ? 1e-5 : 1e-4;
     char name[160];
     const char *w = bits == 16 ? "bf16" : bits == 8 ? "int8" : "int4";
     a.out = dy, a.ldo = M, a.mode = FRK_OUT_STORE;
