@@ -94,8 +94,9 @@ typedef struct frugal_model_params {
 frugal_model_params frugal_model_default_params(void);
 
 /* path: an HF model folder (config.json, tokenizer.json, *.safetensors) or a .gguf file.
- * Returns the model (free with frugal_model_free) or NULL: FRUGAL_ERR_NOT_FOUND when path does
- * not exist, FRUGAL_ERR_INVALID_ARGUMENT for a bad quant or an unreadable / unsupported model.
+ * Returns the model (free with frugal_model_free) or NULL: FRUGAL_ERR_NOT_FOUND when path, or a
+ * file the model folder needs (tokenizer.json), does not exist; FRUGAL_ERR_INVALID_ARGUMENT for a
+ * bad quant or an unreadable / unsupported model.
  * Thread-safe (loads share nothing). */
 frugal_model *frugal_model_load(const char *path, frugal_model_params params, frugal_error *err);
 /* Frees the model; every context on it must be freed first. NULL is fine. */

@@ -4,15 +4,15 @@
  *
  * The context keeps its device settings and opens the backend for each frugal_generate call
  * (on the CPU, a KV pool of exactly prompt + max_tokens positions, as engine/generate does).
- * Errors: every internal fr_err message is copied to frugal_error with the status its caller
- * knows (what failed: loading, a parameter, the device). */
+ * Errors: every internal fr_err is copied to frugal_error with the status of its code
+ * (fr_err_code, base/base.h), or, where the raiser left the code unset, the status the step that
+ * failed implies (loading, a parameter, the device). */
 #include "frugal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/quant.h"
@@ -48,7 +48,20 @@ static frugal_status fail(frugal_error *err, frugal_status st, const char *fmt, 
     return st;
 }
 
-static frugal_status fail_fr(frugal_error *err, frugal_status st, const fr_err *e) {
+/* An internal error with the status its code gives; `fallback` when the raiser left the code at
+ * FR_ERR_INTERNAL (the caller knows which step failed: loading, a parameter, the device). */
+static frugal_status fail_fr(frugal_error *err, frugal_status fallback, const fr_err *e) {
+    frugal_status st = fallback;
+    switch (e->code) {
+    case FR_ERR_BAD_REQUEST: st = FRUGAL_ERR_INVALID_ARGUMENT; break;
+    case FR_ERR_TOO_LARGE: st = FRUGAL_ERR_TOO_LARGE; break;
+    case FR_ERR_UNSUPPORTED: st = FRUGAL_ERR_UNSUPPORTED; break;
+    case FR_ERR_NOT_FOUND: st = FRUGAL_ERR_NOT_FOUND; break;
+    case FR_ERR_UNAVAILABLE:
+    case FR_ERR_TIMEOUT:
+    case FR_ERR_CANCELLED: st = FRUGAL_ERR_UNAVAILABLE; break;
+    case FR_ERR_INTERNAL: break;
+    }
     return fail(err, st, "%s", e->msg);
 }
 
@@ -82,13 +95,8 @@ frugal_model_params frugal_model_default_params(void) {
 }
 
 frugal_model *frugal_model_load(const char *path, frugal_model_params params, frugal_error *err) {
-    struct stat st;
     if (!path || !*path) {
         fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "no model path given");
-        return NULL;
-    }
-    if (stat(path, &st) != 0) {
-        fail(err, FRUGAL_ERR_NOT_FOUND, "%s: no such model folder or .gguf file", path);
         return NULL;
     }
     if (params.quant && strcmp(params.quant, "q8") && strcmp(params.quant, "q4")) {

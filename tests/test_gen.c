@@ -316,6 +316,10 @@ TEST(api_errors_carry_codes) {
     snprintf(path, sizeof path, "%s/qwen2-tiny", t_fixtures());
     CHECK(frugal_model_load(path, mp, &err) == NULL);
     CHECK_EQ_INT(err.status, FRUGAL_ERR_INVALID_ARGUMENT);
+    /* a folder without its tokenizer: the loader's FR_ERR_NOT_FOUND comes through */
+    snprintf(path, sizeof path, "%s/ledger", t_fixtures());
+    CHECK(frugal_model_load(path, frugal_model_default_params(), &err) == NULL);
+    CHECK_EQ_INT(err.status, FRUGAL_ERR_NOT_FOUND);
     /* a file that is no model */
     snprintf(path, sizeof path, "%s/corpus-en.txt", t_fixtures());
     CHECK(frugal_model_load(path, frugal_model_default_params(), &err) == NULL);
