@@ -14,9 +14,7 @@
 CC       ?= cc
 BUILD    ?= build
 CSTD     := -std=c11 -D_GNU_SOURCE
-# -Wno-missing-field-initializers: `fr_err e = {{0}}` zeroes the fields after the first brace
-# too (C11 6.7.9 §21); the idiom is used everywhere a struct starts with an array.
-WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter
 OPT      ?= -O3 -fno-omit-frame-pointer -g
 ARCHFLAGS?= -mavx2 -mfma -mf16c
 ifeq ($(WERROR),1)
@@ -186,7 +184,7 @@ dev: $(DEV_BIN)
 FUZZ_BUILD  ?= build-fuzz
 FUZZ_CC     ?= clang
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS := $(CSTD) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
+FUZZ_CFLAGS := $(CSTD) -Wall -Wextra -Wno-unused-parameter -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
                -pthread -Iinclude -Isrc -I/usr/include/openblas \
                $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_LIBS   := $(TOOL_LDLIBS) $(filter-out $(LDSAN),$(LDLIBS))

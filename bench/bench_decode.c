@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
     if ((!path && !synth) || n_prompt < 1 || n_gen < 1) return usage();
     if (synth && strcmp(synth, "qwen2-0.5b")) return usage();
 
-    fr_err err = {{0}};
+    fr_err err = {0};
     double t0 = fr_time_s();
     fr_model *m = synth ? synthetic_qwen2_05b() : fr_model_load(path, &err);
     if (!m) {

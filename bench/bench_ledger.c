@@ -71,7 +71,7 @@ static fr_ledger *open_ledger(const opts *o) {
     snprintf(aux, sizeof aux, "%s-shm", o->db);
     remove(aux);
     fr_ledger_config lc = {.path = o->db, .queue = 4096, .sync_full = o->sync_full != 0};
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_ledger *l = fr_ledger_open(&lc, &err);
     if (!l) fprintf(stderr, "bench_ledger: %s\n", err.msg);
     return l;

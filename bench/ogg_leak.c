@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
             else refused++;
         } else {
             fr_audio a;
-            fr_err err = {{0}};
+            fr_err err = {0};
             if (fr_audio_decode(m.p, cut, NULL, 16000, &a, &err)) refused++;
             else fr_audio_free(&a);
         }

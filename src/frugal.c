@@ -103,7 +103,7 @@ frugal_model *frugal_model_load(const char *path, frugal_model_params params, fr
         fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "quant must be q8 or q4, not '%s'", params.quant);
         return NULL;
     }
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_model *m = fr_model_load(path, &e);
     if (!m) {
         fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
@@ -134,7 +134,7 @@ frugal_status frugal_tokenize(const frugal_model *h, const char *text, int add_s
     *ids = NULL;
     *n = 0;
     if (!text) return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "no text to tokenize");
-    fr_err e = {{0}};
+    fr_err e = {0};
     if (fr_tokenize(h->m->tok, text, strlen(text), add_special != 0, ids, n, &e))
         return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
     if (*n == 0) {
@@ -191,7 +191,7 @@ char *frugal_render_chat(const frugal_model *h, const char *messages_json,
                        .bos_token = m->bos_token_str ? m->bos_token_str : "",
                        .eos_token = m->eos_token_str ? m->eos_token_str : "",
                        .tools = NULL};
-    fr_err e = {{0}};
+    fr_err e = {0};
     char *out = fr_chat_render(tmpl, msgs, &co, &e);
     cJSON_Delete(msgs);
     if (!out) {
@@ -234,7 +234,7 @@ static bool one_of(const char *s, const char *a, const char *b, const char *c) {
 static frugal_status check_params(const frugal_context_params *p, fr_backend_kind *kind,
                                   frugal_error *err) {
     int index;
-    fr_err e = {{0}};
+    fr_err e = {0};
     const char *device = p->device ? p->device : "cpu";
     if (fr_backend_parse_device(device, kind, &index, &e))
         return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
@@ -354,7 +354,7 @@ frugal_status frugal_generate(frugal_context *c, const int32_t *prompt, size_t n
     fr_generate_device gd = {.device = c->device, .weights = c->weights, .kv = c->kv,
                              .kv_fraction = c->kv_fraction};
     fr_generate_result r;
-    fr_err e = {{0}};
+    fr_err e = {0};
     if (fr_generate_on(m, &gd, prompt, n_prompt, &s, &gp, p->on_text, p->user_data, &r, &e))
         /* what is left after the checks above is the device: opening it, its memory, a kernel */
         return fail_fr(err, c->kind == FR_BACKEND_CUDA ? FRUGAL_ERR_UNAVAILABLE : FRUGAL_ERR_INTERNAL,

@@ -70,7 +70,7 @@ TEST(arpa_writer) {
     CHECK(fd >= 0);
     FILE *f = fdopen(fd, "w");
     fr_lm_stats st;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_lm_write_arpa(b, 3, 1, f, &st, &err), 0);
     fclose(f);
     fr_lm_builder_free(b);
@@ -147,7 +147,7 @@ typedef struct pool_arg {
 static void *pool_thread(void *p) {
     pool_arg *a = p;
     fr_asr_result r;
-    fr_err err = {{0}};
+    fr_err err = {0};
     a->rc = fr_asr_pool_transcribe(a->pool, a->bytes, a->len, NULL, &r, &err);
     if (!a->rc) snprintf(a->text, sizeof a->text, "%s", r.text);
     fr_asr_result_free(&r);
@@ -164,7 +164,7 @@ TEST(recognise_espeak_sentence) {
     snprintf(cmd, sizeof cmd, "espeak-ng -v en-us -s 150 -w %s '%s'", wav, sentence);
     CHECK_EQ_INT(system(cmd), 0);
     size_t len = 0;
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *bytes = fr_read_file(wav, 1 << 24, &len, &err);
     CHECK(bytes != NULL);
     unlink(wav);

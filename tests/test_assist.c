@@ -59,7 +59,7 @@ static char *f_asr(void *ctx, void *a, const fr_assist_bound *b, fr_assist_media
 static fr_assist *mk(void) {
     fr_assist_config c;
     fr_assist_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_assist *a = fr_assist_new(&c, &err);
     fr_assist_config_free(&c);
     if (!a) fprintf(stderr, "  %s\n", err.msg);
@@ -326,7 +326,7 @@ static const cJSON *slot_of(const cJSON *o, const char *name, const char *source
 TEST(fusion_invoice_image_and_question) {
     fr_assist_config c;
     fr_assist_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_assist *a = fr_assist_new(&c, &err);
     fr_assist_config_free(&c);
     CHECK(a != NULL);
@@ -424,7 +424,7 @@ static int text_verdict(fr_assist *a, const char *text) {
 static fr_assist *mk_real(void) {
     fr_assist_config c;
     fr_assist_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_assist *a = fr_assist_new(&c, &err);
     fr_assist_config_free(&c);
     if (!a) fprintf(stderr, "  %s\n", err.msg);
@@ -451,7 +451,7 @@ TEST(out_of_scope_gets_a_handoff) {
             fr_image img = {0};
             fr_doc_photo(kind, 400, 300, 77 + (uint64_t)kind, &img);
             fr_buf png = {0};
-            fr_err err = {{0}};
+            fr_err err = {0};
             CHECK(fr_img_encode(&img, FR_IMG_PNG, 0, &png, &err) == 0);
             char *b = b64((const uint8_t *)png.data, png.len);
             size_t bl = strlen(b) + 128;
@@ -487,7 +487,7 @@ TEST(out_of_scope_gets_a_handoff) {
         char path[512];
         snprintf(path, sizeof path, "data/oos/eval/%s", de->d_name);
         fr_intent_data d = {0};
-        fr_err err = {{0}};
+        fr_err err = {0};
         CHECK(fr_intent_data_add_lines(&d, path, "out_of_scope", &err) == 0);
         for (size_t i = 0; i < d.n; i++) {
             int v = text_verdict(a, d.texts[i]);
@@ -512,7 +512,7 @@ TEST(in_scope_validation_rows_get_a_template) {
     fr_assist *a = mk_real();
     if (!a) return;
     fr_intent_data d;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_intent_data_load_csv(&d, "data/banking77/train.csv", &err) == 0);
     if (!d.n) return;
     uint8_t *val = malloc(d.n);
@@ -543,7 +543,7 @@ TEST(missing_templates_file_is_an_error_at_start) {
     fr_assist_config_init(&c);
     free(c.templates);
     c.templates = strdup("/nonexistent/reply-templates.json");
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_assist *a = fr_assist_new(&c, &err);
     fr_assist_config_free(&c);
     CHECK(a == NULL);
@@ -586,7 +586,7 @@ TEST(missing_templates_file_is_an_error_at_start) {
     fr_assist_free(a);
     fr_assist_config c2;
     fr_assist_config_init(&c2);
-    fr_err e2 = {{0}};
+    fr_err e2 = {0};
     CHECK_EQ_INT(fr_assist_config_apply_json(&c2, "{\"top_k\": 2.5}", 14, &e2), -1);
     CHECK_STR(e2.msg, "assist config: line 1: top_k: must be an integer in 1..20");
     fr_assist_config_free(&c2);

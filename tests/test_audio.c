@@ -81,7 +81,7 @@ static double rms(const float *x, size_t n) {
 static void roundtrip(int format, fr_audio_format want) {
     mfile m = encode(format, 44100, 2, 1.0);
     fr_audio a;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_audio_sniff(m.p, (size_t)m.len), want);
     int rc = fr_audio_decode(m.p, (size_t)m.len, NULL, 16000, &a, &err);
     if (rc) fprintf(stderr, "  %s\n", err.msg);
@@ -147,7 +147,7 @@ TEST(two_hour_header_refused_fast) {
     h[34] = 16;
     memcpy(h + 36, "data", 4);
     put32(h + 40, data);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_audio a;
     double t0 = fr_time_s();
     CHECK_EQ_INT(fr_audio_decode(h, sizeof h, NULL, 16000, &a, &err), -1);
@@ -170,7 +170,7 @@ TEST(two_hour_header_refused_fast) {
 }
 
 TEST(bad_inputs) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_audio a;
     CHECK_EQ_INT(fr_audio_decode("", 0, NULL, 16000, &a, &err), -1);
     CHECK(strstr(err.msg, "empty") != NULL);
@@ -219,7 +219,7 @@ TEST(resampled_full_scale_stays_in_range) {
     sf_writef_float(sf, buf, 8000);
     sf_close(sf);
     fr_audio a;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_audio_decode(m.p, (size_t)m.len, NULL, 16000, &a, &err), 0);
     float mx = 0;
     for (size_t i = 0; i < a.n; i++) mx = fabsf(a.pcm[i]) > mx ? fabsf(a.pcm[i]) : mx;
@@ -257,7 +257,7 @@ static void refused_without_leak(const mfile *m, int reps, int min_refused,
         if (k == 50) before = heap_bytes(); /* after the first calls have warmed every cache */
         size_t n = make(m, k, buf);
         fr_audio a;
-        fr_err err = {{0}};
+        fr_err err = {0};
         int rc = fr_audio_decode(buf, n, NULL, 16000, &a, &err);
         if (!rc) fr_audio_free(&a);
         refused += rc == -1;

@@ -38,7 +38,7 @@ TEST(parse_device) {
 static fr_model *load(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", t_fixtures(), name);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_model *m = fr_model_load(path, &err);
     if (!m) fprintf(stderr, "  load %s: %s\n", path, err.msg);
     return m;
@@ -51,7 +51,7 @@ TEST(cuda_absent_is_a_clear_error) {
     if (!m) return;
     fr_backend_params p = fr_backend_params_default();
     p.device = "cuda:0";
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_backend *b = fr_backend_new(m, &p, &err);
     CHECK(b == NULL);
     CHECK(strstr(err.msg, "without CUDA") != NULL);
@@ -97,7 +97,7 @@ TEST(cpu_backend_matches_decoder) {
     hfref r;
     CHECK(m != NULL && load_hf("qwen2-tiny.json", &r));
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_backend_params p = fr_backend_params_default();
     p.max_ctx = 256;
     p.max_tokens = 128;

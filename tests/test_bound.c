@@ -60,7 +60,7 @@ TEST(ocr_pixel_budget_downscales_legibly_or_refuses) {
     o.dpi = 300; /* A5 at 300 dpi: ~4.4 megapixels */
     fr_image img;
     fr_doc_truth t;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
     if (!img.pix) return;
     uint64_t px = (uint64_t)img.width * img.height;
@@ -98,7 +98,7 @@ static void *set_stop_later(void *arg) {
 }
 
 TEST(asr_stops_at_its_time_limit_and_on_cancel) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_asr *a = fr_asr_new(NULL, &err);
     CHECK(a != NULL); /* the acoustic model is a dependency (scripts/install-deps.sh) */
     if (!a) {
@@ -204,7 +204,7 @@ TEST(media_stages_map_their_bounds_to_http_errors) {
     fr_doc_opts_clean(&o, 5);
     fr_image img;
     fr_doc_truth tr;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_doc_render(&o, &img, &tr, &err) == 0);
     fr_cancel c = {always_shutdown, NULL};
     fr_assist_bound b = {.time_limit_s = 10, .cancel = &c};
@@ -261,7 +261,7 @@ static char *big_page_body(size_t *len) {
     fr_density_measure(&img, &den);
     if (den.score < 0.5) fprintf(stderr, "  the page's text density is only %.2f\n", den.score);
     fr_buf png = {0};
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_img_encode(&img, FR_IMG_PNG, 0, &png, &err)) return NULL;
     fr_image_free(&img);
     static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -48,7 +48,7 @@ TEST(key_fields_survive_tight_budget) {
                               .n_history = 8,
                               .budget_tokens = budgets[b]};
         fr_budget_result r;
-        fr_err err = {{0}};
+        fr_err err = {0};
         CHECK_EQ_INT(fr_budget_assemble(&in, &r, &err), 0);
         CHECK(r.tokens <= budgets[b]);
         CHECK(fr_budget_estimate(r.text, strlen(r.text)) <= (size_t)budgets[b]);
@@ -73,7 +73,7 @@ TEST(everything_fits_in_a_large_budget_in_original_order) {
     fr_budget_input in = {.question = "Where is my refund?", .ocr_text = ocr_text, .ticket = t,
                           .history = h, .n_history = 2, .budget_tokens = 100000};
     fr_budget_result r;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_budget_assemble(&in, &r, &err), 0);
     CHECK_EQ_INT(r.pieces_kept, r.pieces_total);
     const char *a = strstr(r.text, "line_item_00"), *b = strstr(r.text, "line_item_39");
@@ -90,7 +90,7 @@ TEST(question_alone_over_budget_is_cut_not_dropped) {
     for (int i = 0; i < 300; i++) strcat(q, "word ");
     fr_budget_input in = {.question = q, .budget_tokens = 50};
     fr_budget_result r;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_budget_assemble(&in, &r, &err), 0);
     CHECK(r.question_truncated);
     CHECK(r.tokens <= 50 && r.tokens > 30);
@@ -103,7 +103,7 @@ TEST(chinese_key_lines_and_estimate) {
     const char *zh = "谢谢惠顾\n发票号码: 12345678\n合计: ¥520.00\n地址: 上海市\n";
     fr_budget_input in = {.question = "为什么扣了两次款?", .ocr_text = zh, .budget_tokens = 40};
     fr_budget_result r;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_budget_assemble(&in, &r, &err), 0);
     CHECK(strstr(r.text, "12345678") && strstr(r.text, "520.00"));
     fr_budget_result_free(&r);
@@ -126,7 +126,7 @@ TEST(tokenizer_callback_is_used) {
     fr_budget_input in = {.question = "charged twice?", .ticket = t, .budget_tokens = 30,
                           .count = words};
     fr_budget_result r;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_budget_assemble(&in, &r, &err), 0);
     CHECK(words(NULL, r.text, strlen(r.text)) <= 30);
     CHECK(strstr(r.text, "INV-2024-00123") != NULL);

@@ -19,7 +19,7 @@
 static char *fixture(const char *rel) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", t_fixtures(), rel);
-    fr_err err = {{0}};
+    fr_err err = {0};
     size_t n;
     char *s = fr_read_file(path, 64u << 20, &n, &err);
     if (!s) fprintf(stderr, "  %s\n", err.msg);
@@ -46,7 +46,7 @@ static const char *MSGS =
 /* Render `tmpl` over MSGS and compare with `want`. */
 #define CHECK_RENDER(tmpl, want)                                                            \
     do {                                                                                    \
-        fr_err e_ = {{0}};                                                                  \
+        fr_err e_ = {0};                                                                  \
         fr_chat_opts o_ = {.add_generation_prompt = true};                                  \
         char *got_ = render_json((tmpl), MSGS, &o_, &e_);                                    \
         if (!got_) fprintf(stderr, "  render failed: %s\n", e_.msg);                        \
@@ -57,7 +57,7 @@ static const char *MSGS =
 /* Render `tmpl` over MSGS, expecting an error that contains `part`. */
 #define CHECK_FAILS(tmpl, part)                                                             \
     do {                                                                                    \
-        fr_err e_ = {{0}};                                                                  \
+        fr_err e_ = {0};                                                                  \
         fr_chat_opts o_ = {.add_generation_prompt = true};                                  \
         char *got_ = render_json((tmpl), MSGS, &o_, &e_);                                    \
         CHECK(got_ == NULL);                                                                \
@@ -86,7 +86,7 @@ static int check_ref_chats(const char *model, const char *tmpl, const char *bos,
     cJSON *c;
     cJSON_ArrayForEach(c, chats) {
         fr_chat_opts o = {.add_generation_prompt = true, .bos_token = bos, .eos_token = eos};
-        fr_err err = {{0}};
+        fr_err err = {0};
         char *got = fr_chat_render(tmpl, cJSON_GetObjectItem(c, "messages"), &o, &err);
         if (!got) fprintf(stderr, "  %s chat %d: %s\n", model, n, err.msg);
         CHECK_STR(got, cJSON_GetObjectItem(c, "rendered")->valuestring);
@@ -155,7 +155,7 @@ TEST(qwen25_tools_and_tool_calls) {
         " \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}]");
     CHECK(tools != NULL);
     fr_chat_opts o = {.add_generation_prompt = true, .eos_token = "<|im_end|>", .tools = tools};
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *got = render_json(fr_chat_builtin("chatml"), msgs, &o, &err);
     if (!got) fprintf(stderr, "  %s\n", err.msg);
     CHECK_STR(got,
@@ -359,7 +359,7 @@ TEST(jinja2_quirks) {
 }
 
 TEST(raise_exception_and_strftime) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_chat_opts o = {0};
     char *s = render_json("{% if messages[0].role == 'system' %}{{ raise_exception('System role "
                           "not supported') }}{% endif %}",
@@ -371,7 +371,7 @@ TEST(raise_exception_and_strftime) {
 }
 
 TEST(variables_from_options) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_chat_opts o = {.add_generation_prompt = false, .bos_token = "<s>", .eos_token = "</s>"};
     char *s = render_json("{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}|"
                           "{{ tools is none }}|{{ documents is none }}",
@@ -425,7 +425,7 @@ TEST(runtime_errors) {
     CHECK_FAILS("{{ messages.append(1) }}", "unsafe");
     CHECK_FAILS("{{ range(200000) | length }}", "range too big");
     CHECK_FAILS("{% for x in 5 %}{% endfor %}", "not iterable");
-    fr_err err = {{0}};
+    fr_err err = {0};
     cJSON *notarray = cJSON_Parse("{\"role\": \"user\"}");
     CHECK(fr_chat_render("x", notarray, NULL, &err) == NULL);
     CHECK(strstr(err.msg, "JSON array") != NULL);
@@ -508,7 +508,7 @@ TEST(hostile_loops_and_sizes) {
     size_t n = strlen(deep);
     char *msgs = malloc(n + 64);
     snprintf(msgs, n + 64, "[{\"role\": \"user\", \"content\": %s}]", deep);
-    fr_err err = {{0}};
+    fr_err err = {0};
     cJSON *m = cJSON_Parse(msgs); /* cJSON itself may refuse this depth */
     if (m) {
         char *s = fr_chat_render("{{ messages | tojson }}", m, NULL, &err);
@@ -522,7 +522,7 @@ TEST(hostile_loops_and_sizes) {
 
 TEST(hostile_bytes) {
     /* invalid UTF-8 and NULs in templates and content must not crash */
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *s =
         render_json("\xff\xfe{{ '\xc3' }}{{ messages[0].content | upper | length }}",
                     "[{\"role\": \"user\", \"content\": \"\\u00ff\\ud83d\\ude00x\"}]", NULL, &err);
@@ -547,7 +547,7 @@ typedef struct thread_job {
 static void *render_many(void *arg) {
     thread_job *j = arg;
     for (int i = 0; i < 200; i++) {
-        fr_err err = {{0}};
+        fr_err err = {0};
         fr_chat_opts o = {.add_generation_prompt = true};
         char *s = fr_chat_render_compiled(j->t, j->msgs, &o, &err);
         if (!s || strcmp(s, j->want)) j->bad++;
@@ -557,7 +557,7 @@ static void *render_many(void *arg) {
 }
 
 TEST(compiled_template_threads) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_chat_template *t = fr_chat_compile(fr_chat_builtin("chatml"), &err);
     CHECK(t != NULL);
     cJSON *m = cJSON_Parse(MSGS);

@@ -44,7 +44,7 @@ static int prefill(fr_decoder *d, fr_kv_pool *kv, fr_seq *s, const int32_t *ids,
     int32_t pos[512];
     fr_seq *seqs[512];
     uint8_t want[512];
-    fr_err err = {{0}};
+    fr_err err = {0};
     for (int i = 0; i < n; i += chunk) {
         int m = FR_MIN(chunk, n - i);
         for (int j = 0; j < m; j++) {
@@ -68,7 +68,7 @@ static int decode_one(fr_decoder *d, fr_kv_pool *kv, fr_seq *s, int32_t tok, flo
     fr_seq *seqs[1] = {s};
     uint8_t want = 1;
     fr_batch b = {1, &tok, &pos, seqs, &want};
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_decoder_forward(d, kv, &b, out, &err)) {
         fprintf(stderr, "  decode: %s\n", err.msg);
         return -1;
@@ -157,7 +157,7 @@ static void free_ref(ref_file *r) {
 static fr_model *load_model(const char *name, const char *quant) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", t_fixtures(), name);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_model *m = fr_model_load(path, &err);
     if (!m) {
         fprintf(stderr, "  load %s: %s\n", path, err.msg);
@@ -189,7 +189,7 @@ static void check_model(const char *model, const char *quant, const char *ref, c
         return;
     }
     CHECK_EQ_INT(m->hp.n_vocab, r.n_vocab);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_decoder_opts o = {.rope_freq_bf16 = rope_bf16};
     fr_decoder *d = fr_decoder_new_opts(m, 128, 256, &o, &err);
     CHECK(d != NULL);
@@ -300,7 +300,7 @@ static void batched_vs_alone(const char *model, const char *quant, const char *r
         return;
     }
     const int V = m->hp.n_vocab;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_decoder *d = fr_decoder_new(m, 64, 256, &err);
     fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 512, 16);
     static int32_t prompt[NSEQ][64];
@@ -415,7 +415,7 @@ static void chunked_vs_once(const char *model, const char *quant) {
         return;
     }
     const int V = m->hp.n_vocab;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_decoder *d = fr_decoder_new(m, 128, 256, &err);
     fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 64, 16);
     const ref_prompt *p = &r.p[3]; /* the longest prompt (73 tokens) */
@@ -453,7 +453,7 @@ TEST(bad_batches_rejected) {
     fr_model *m = load_model("qwen2-tiny", NULL);
     CHECK(m != NULL);
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_decoder *d = fr_decoder_new(m, 8, 64, &err);
     fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 16, 4);
     float *out = malloc((size_t)8 * m->hp.n_vocab * 4);
@@ -642,7 +642,7 @@ static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *log
 
 static void random_model_case(bool interleaved, const char *quant, double tol) {
     fr_model *m = random_model(interleaved);
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (quant) CHECK(fr_model_quantize(m, quant, &err) == 0);
     fr_decoder *d = fr_decoder_new(m, 64, 128, &err);
     CHECK(d != NULL);

@@ -145,7 +145,7 @@ static fr_model *tiny(void) {
     if (!m) {
         char path[512];
         snprintf(path, sizeof path, "%s/qwen2-tiny", t_fixtures());
-        fr_err err = {{0}};
+        fr_err err = {0};
         m = g_model = fr_model_load(path, &err);
         if (!m) fprintf(stderr, "  load: %s\n", err.msg);
     }
@@ -178,7 +178,7 @@ static int32_t *prompt_ids(const fr_model *m, int i, int *n) {
     }
     int32_t *ids = NULL;
     size_t nn = 0;
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_tokenize(m->tok, buf, strlen(buf), false, &ids, &nn, &err)) return NULL;
     *n = (int)nn;
     return ids;
@@ -213,7 +213,7 @@ static void run_batch_equivalence(fr_engine_config cfg, bool expect_preempt) {
     fr_model *m = tiny();
     CHECK(m != NULL);
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_engine_config solo_cfg = small_cfg();
     fr_engine *solo = fr_engine_new(m, &solo_cfg, &err);
     CHECK(solo != NULL);
@@ -280,7 +280,7 @@ TEST(batched_equals_alone_under_preemption) {
 TEST(cancel_and_deadline_free_blocks) {
     fr_model *m = tiny();
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_engine_config c = small_cfg();
     fr_engine *e = fr_engine_new(m, &c, &err);
     CHECK(e != NULL);
@@ -322,7 +322,7 @@ TEST(cancel_and_deadline_free_blocks) {
 TEST(admission_refusals) {
     fr_model *m = tiny();
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_engine_config c = small_cfg();
     c.max_running = 1;
     c.queue_max[2] = 1;
@@ -391,7 +391,7 @@ TEST(admission_refusals) {
 TEST(p0_preempts_p2_for_blocks) {
     fr_model *m = tiny();
     if (!m) return;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_engine_config c = small_cfg();
     c.kv_blocks = 10; /* 160 tokens: one long P2 request fills it */
     c.aging_s = 0;

@@ -163,7 +163,7 @@ static fr_buf encoded(fr_img_format f) {
     fr_image img;
     fr_doc_photo(0, 64, 48, 3, &img);
     fr_buf b = {0};
-    fr_err e = {{0}};
+    fr_err e = {0};
     if (fr_img_encode(&img, f, 90, &b, &e)) printf("  encode: %s\n", e.msg);
     fr_image_free(&img);
     return b;
@@ -314,7 +314,7 @@ TEST(each_decoder_site_raises_its_code) {
     build_cases();
     for (int i = 0; i < g_n_cases; i++) {
         const media_case *c = &g_cases[i];
-        fr_err e = {{0}};
+        fr_err e = {0};
         e.code = FR_ERR_N_CODES; /* not a code: a site that sets none shows */
         int rc;
         if (c->audio) {
@@ -407,7 +407,7 @@ TEST(real_server_answers_each_media_failure_by_its_code) {
     cfg.model = fr_xstrdup(MODEL);
     cfg.ledger = fr_xstrdup("");
     cfg.port = 0;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_model *m = fr_model_load(MODEL, &err);
     CHECK(m != NULL);
     fr_server *s = m ? fr_server_start(&cfg, m, &err) : NULL;

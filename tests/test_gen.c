@@ -12,7 +12,7 @@
 static fr_model *load(const char *name) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", t_fixtures(), name);
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_model *m = fr_model_load(p, &e);
     if (!m) fprintf(stderr, "  load %s: %s\n", p, e.msg);
     return m;

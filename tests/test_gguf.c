@@ -40,7 +40,7 @@ static bool one_line(const char *s) { return s[0] && !strchr(s, '\n'); }
 
 TEST(st_parse_qwen2_fixture) {
     fr_st_file f;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_st_open(&f, fx("qwen2-tiny/model.safetensors"), &e) == 0);
     CHECK_EQ_INT(f.n_tensors, 26); /* 2 layers x 12 + embed + norm; no lm_head (tied) */
     const fr_st_tensor *t = fr_st_find(&f, "model.embed_tokens.weight");
@@ -62,7 +62,7 @@ TEST(st_parse_qwen2_fixture) {
 
 TEST(st_parse_bf16_fixture) {
     fr_st_file f;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_st_open(&f, fx("qwen2-tiny-bf16/model.safetensors"), &e) == 0);
     const fr_st_tensor *t = fr_st_find(&f, "model.norm.weight");
     CHECK(t && t->dtype == FR_DTYPE_BF16 && t->nbytes == 128);
@@ -71,7 +71,7 @@ TEST(st_parse_bf16_fixture) {
 
 TEST(st_set_sharded) {
     fr_st_set s;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_st_set_open(&s, fx("llama-tiny"), &e) == 0);
     CHECK_EQ_INT(s.n_files, 3);
     CHECK(strstr(s.where, "model.safetensors.index.json") != NULL);
@@ -85,7 +85,7 @@ TEST(st_set_sharded) {
 
 TEST(st_set_missing_folder) {
     fr_st_set s;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_st_set_open(&s, "tests", &e) == -1);
     CHECK(strstr(e.msg, "tests") && strstr(e.msg, "model.safetensors"));
 }
@@ -103,7 +103,7 @@ static uint8_t *st_image(const char *header, size_t dlen, size_t *n) {
 /* Parse must fail naming "bad.safetensors" and containing `kw`. */
 static void st_expect_fail(const uint8_t *p, size_t n, const char *kw) {
     fr_st_file f;
-    fr_err e = {{0}};
+    fr_err e = {0};
     uint8_t *q = prefix(p, n);
     int rc = fr_st_parse(&f, "dir/bad.safetensors", q, n, &e);
     CHECK_EQ_INT(rc, -1);
@@ -134,7 +134,7 @@ TEST(st_corrupt_inputs) {
     /* truncated at every length */
     for (size_t k = 0; k < n; k++) {
         fr_st_file f;
-        fr_err e = {{0}};
+        fr_err e = {0};
         uint8_t *q = prefix(p, k);
         CHECK(fr_st_parse(&f, "dir/bad.safetensors", q, k, &e) == -1);
         CHECK(strstr(e.msg, "dir/bad.safetensors") != NULL);
@@ -199,7 +199,7 @@ TEST(st_truncated_fixture) {
     size_t lens[] = {0, 1, 7, 8, 9, 100, 2000, 2711, 2712, 2713, 100000, n / 2, n - 4, n - 1};
     for (size_t i = 0; i < FR_ARRAY_LEN(lens); i++) {
         fr_st_file f;
-        fr_err e = {{0}};
+        fr_err e = {0};
         uint8_t *q = prefix(p, lens[i]);
         CHECK(fr_st_parse(&f, "cut.safetensors", q, lens[i], &e) == -1);
         CHECK(strstr(e.msg, "cut.safetensors") != NULL);
@@ -220,7 +220,7 @@ TEST(gguf_parse_fixtures) {
         CHECK(p != NULL);
         if (!p) continue;
         fr_gguf g;
-        fr_err e = {{0}};
+        fr_err e = {0};
         CHECK(fr_gguf_parse(&g, files[i], p, n, &e) == 0);
         if (e.msg[0]) fprintf(stderr, "  %s\n", e.msg);
         CHECK_EQ_INT(g.version, 3);
@@ -421,7 +421,7 @@ static void gw_pad(gw *w, size_t al) { while (w->b.len % al) fr_buf_append(&w->b
 
 /* A valid file: 2 kv, 1 tensor (F32 [8, 2]). */
 static uint8_t *gguf_small(size_t *n) {
-    gw w = {{0}};
+    gw w = {0};
     fr_buf_append(&w.b, "GGUF", 4);
     gw_u32(&w, 3);
     gw_u64(&w, 1);
@@ -443,7 +443,7 @@ static uint8_t *gguf_small(size_t *n) {
 
 static void gguf_expect_fail(const uint8_t *p, size_t n, const char *kw) {
     fr_gguf g;
-    fr_err e = {{0}};
+    fr_err e = {0};
     uint8_t *q = prefix(p, n);
     int rc = fr_gguf_parse(&g, "dir/bad.gguf", q, n, &e);
     CHECK_EQ_INT(rc, -1);
@@ -472,7 +472,7 @@ TEST(gguf_corrupt_inputs) {
     uint8_t *p = gguf_small(&n);
     {
         fr_gguf g;
-        fr_err e = {{0}};
+        fr_err e = {0};
         CHECK(fr_gguf_parse(&g, "small.gguf", p, n, &e) == 0);
         const fr_gguf_tensor *t = fr_gguf_find_tensor(&g, "t");
         CHECK(t && t->ne[0] == 8 && t->ne[1] == 2 && t->nbytes == 64);
@@ -481,7 +481,7 @@ TEST(gguf_corrupt_inputs) {
     /* every truncation */
     for (size_t k = 0; k < n; k++) {
         fr_gguf g;
-        fr_err e = {{0}};
+        fr_err e = {0};
         uint8_t *q = prefix(p, k);
         CHECK(fr_gguf_parse(&g, "dir/bad.gguf", q, k, &e) == -1);
         CHECK(strstr(e.msg, "dir/bad.gguf") != NULL);
@@ -553,7 +553,7 @@ TEST(gguf_corrupt_inputs) {
     free(p);
 
     /* a huge array count and a deeply nested array */
-    gw w = {{0}};
+    gw w = {0};
     fr_buf_append(&w.b, "GGUF", 4);
     gw_u32(&w, 3);
     gw_u64(&w, 0);
@@ -625,7 +625,7 @@ TEST(gguf_truncated_fixture) {
     CHECK(p != NULL);
     if (!p) return;
     fr_gguf g;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_gguf_parse(&g, "full.gguf", p, n, &e) == 0);
     size_t data_end = 0;
     for (int64_t i = 0; i < g.n_tensors; i++)
@@ -655,7 +655,7 @@ TEST(gguf_truncated_fixture) {
 
 TEST(hfconfig_qwen2) {
     fr_hf_config c;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_hf_config_load(&c, fx("qwen2-tiny"), &e) == 0);
     if (e.msg[0]) fprintf(stderr, "  %s\n", e.msg);
     CHECK_EQ_INT(c.hp.arch, FR_ARCH_QWEN2);
@@ -681,7 +681,7 @@ TEST(hfconfig_qwen2) {
 
 TEST(hfconfig_llama_rope_factors) {
     fr_hf_config c;
-    fr_err e = {{0}};
+    fr_err e = {0};
     CHECK(fr_hf_config_load(&c, fx("llama-tiny"), &e) == 0);
     CHECK_EQ_INT(c.hp.arch, FR_ARCH_LLAMA);
     CHECK_EQ_INT(c.hp.n_layer, 3);
@@ -731,7 +731,7 @@ TEST(hfconfig_llama_rope_factors) {
 
 static void cfg_expect_fail(const char *json, const char *kw) {
     fr_hf_config c;
-    fr_err e = {{0}};
+    fr_err e = {0};
     int rc = fr_hf_config_parse(&c, json, strlen(json), "dir/config.json", &e);
     CHECK_EQ_INT(rc, -1);
     if (rc == 0) fr_hf_config_free(&c);

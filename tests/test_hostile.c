@@ -200,7 +200,7 @@ static fr_model *g_model;
 static bool srv_start(srv *v, const char *limits_json) {
     memset(v, 0, sizeof *v);
     fr_serve_config_init(&v->cfg);
-    fr_err err = {{0}};
+    fr_err err = {0};
     v->cfg.model = fr_xstrdup(MODEL);
     v->cfg.port = 0;
     snprintf(v->ledger, sizeof v->ledger, "%s/ledger.db", mu_tmpdir());

@@ -29,7 +29,7 @@ static fr_image pattern(uint32_t w, uint32_t h, uint32_t ch) {
 static void roundtrip(fr_img_format f, int q, uint32_t ch, const char *declared) {
     fr_image src = pattern(37, 23, ch);
     fr_buf b = {0};
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_img_encode(&src, f, q, &b, &err) == 0);
     CHECK(fr_img_sniff((const uint8_t *)b.data, b.len) == f);
     fr_img_info info;
@@ -75,7 +75,7 @@ static fr_buf encoded(fr_img_format f) {
 TEST(mismatched_magic) {
     fr_buf j = encoded(FR_IMG_JPEG);
     fr_image out;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_img_decode((const uint8_t *)j.data, j.len, "image/png", NULL, 3, &out, &err) == -1);
     CHECK(strstr(err.msg, "declared PNG but the data is JPEG") != NULL);
     CHECK(out.pix == NULL);
@@ -95,7 +95,7 @@ TEST(mismatched_magic) {
 
 TEST(zero_length) {
     fr_image out;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_img_decode((const uint8_t *)"", 0, "image/png", NULL, 1, &out, &err) == -1);
     CHECK(strstr(err.msg, "empty image") != NULL);
     CHECK(fr_img_decode(NULL, 0, NULL, NULL, 1, &out, &err) == -1);
@@ -106,7 +106,7 @@ TEST(truncated_and_corrupt) {
     for (size_t k = 0; k < FR_ARRAY_LEN(fs); k++) {
         fr_buf b = encoded(fs[k]);
         fr_image out;
-        fr_err err = {{0}};
+        fr_err err = {0};
         /* every truncation length: an error (or, rarely, a decode), never a crash */
         size_t step = b.len > 400 ? b.len / 97 : 1;
         for (size_t n = 1; n < b.len; n += step) {
@@ -130,7 +130,7 @@ TEST(limits_before_allocation) {
     uint8_t png[33] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
                        0, 0, 0x27, 0x10, 0, 0, 0x27, 0x10, 8, 2, 0, 0, 0}; /* 10000 x 10000 */
     fr_img_info info;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_img_probe(png, sizeof png, "image/png", NULL, &info, &err) == -1);
     CHECK(strstr(err.msg, "100.0 megapixels") != NULL);
     fr_image out;

@@ -204,7 +204,7 @@ TEST(server_meter_end_to_end) {
 
     fr_serve_config cfg;
     fr_serve_config_init(&cfg);
-    fr_err err = {{0}};
+    fr_err err = {0};
     cfg.model = fr_xstrdup(MODEL);
     cfg.port = 0;
     cfg.meter_config = fr_xstrdup(conf);

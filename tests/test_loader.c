@@ -22,7 +22,7 @@ static char *fx(const char *name) {
 }
 
 static fr_model *load(const char *path) {
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_model *m = fr_model_load(path, &e);
     if (!m) fprintf(stderr, "  load %s: %s\n", path, e.msg);
     return m;
@@ -32,7 +32,7 @@ static bool one_line(const char *s) { return s[0] && !strchr(s, '\n'); }
 
 /* Loading must fail; the message must name `file` and contain `kw`. */
 static void expect_fail(const char *path, const char *file, const char *kw) {
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_model *m = fr_model_load(path, &e);
     CHECK(m == NULL);
     fr_model_free(m);
@@ -485,7 +485,7 @@ TEST(gguf_buffer_misaligned) {
     uint8_t *p = slurp(fx("qwen2-tiny-f32.gguf"), &n);
     uint8_t *q = malloc(n + 1);
     memcpy(q + 1, p, n);
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_model *a = fr_model_load_gguf_buffer(p, n, "aligned.gguf", &e);
     fr_model *b = fr_model_load_gguf_buffer(q + 1, n, "odd.gguf", &e);
     CHECK(a && b);
@@ -840,7 +840,7 @@ TEST(mkmodel_formats) {
         const char *text = "hi \xc3\xa9!<|im_end|>";
         int32_t *ids = NULL;
         size_t n = 0;
-        fr_err e = {{0}};
+        fr_err e = {0};
         CHECK(fr_tokenize(m->tok, text, strlen(text), false, &ids, &n, &e) == 0);
         CHECK(n == 7 && ids[0] == 'h' && ids[2] == ' ' && ids[3] == 0xc3 && ids[6] == 258);
         char *back = fr_detokenize(m->tok, ids, n, false);

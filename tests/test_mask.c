@@ -198,7 +198,7 @@ static char *m_asr(void *ctx, void *a, const fr_assist_bound *b, fr_assist_media
 TEST(assist_response_is_masked) {
     fr_assist_config c;
     fr_assist_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_assist *a = fr_assist_new(&c, &err);
     fr_assist_config_free(&c);
     CHECK(a != NULL);

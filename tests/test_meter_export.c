@@ -593,7 +593,7 @@ static const char *CONFIG_LEGACY =
 TEST(config_json_sections_and_open_families) {
     fr_meter_config c;
     fr_meter_config_default(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_meter_config_parse(&c, CONFIG_JSON, strlen(CONFIG_JSON), &err), 0);
     CHECK_STR(err.msg, "");
     CHECK_NEAR(c.sample_ms, 50, 0);
@@ -701,7 +701,7 @@ TEST(config_errors_name_the_line) {
     for (size_t i = 0; i < FR_ARRAY_LEN(cases); i++) {
         fr_meter_config c;
         fr_meter_config_default(&c);
-        fr_err err = {{0}};
+        fr_err err = {0};
         CHECK_EQ_INT(fr_meter_config_parse(&c, cases[i].text, strlen(cases[i].text), &err), -1);
         CHECK_STR(err.msg, cases[i].msg);
         CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);

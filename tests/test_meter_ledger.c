@@ -173,7 +173,7 @@ TEST(every_outcome_gets_a_full_row) {
         const char *dump = q1(h, "SELECT value FROM meta WHERE key='config'");
         fr_meter_config back;
         fr_meter_config_default(&back);
-        fr_err e = {{0}};
+        fr_err e = {0};
         CHECK(dump[0] == '{');
         CHECK_EQ_INT(fr_meter_config_parse(&back, dump, strlen(dump), &e), 0);
         CHECK_NEAR(back.cost.hw_usd_per_hour, 36, 0);

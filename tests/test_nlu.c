@@ -292,7 +292,7 @@ static void put32(uint8_t *b, size_t off, uint32_t v) {
     for (int i = 0; i < 4; i++) b[off + i] = (uint8_t)(v >> (8 * i));
 }
 static int load_fails_with(const uint8_t *b, size_t n, int flags, const char *want) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_intent_model *m = fr_intent_load_mem(b, n, flags, &err);
     if (m) {
         fr_intent_free(m);
@@ -555,7 +555,7 @@ TEST(calibration_and_out_of_scope_rule) {
     CHECK(c->oos_label >= 0 && c->oos_label == fr_intent_label_index(m, FR_INTENT_OOS_LABEL));
     CHECK(c->temperature > 0.2f && c->temperature < 5.0f && c->temperature != 1.0f);
     fr_intent_data d;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_intent_data_load_csv(&d, DATA, &err), 0);
     uint8_t *is_val = malloc(d.n);
     fr_intent_split(&d, 0.1, 1, is_val);

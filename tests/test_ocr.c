@@ -46,7 +46,7 @@ TEST(english_invoice_fields) {
     fr_doc_opts_clean(&o, 42);
     fr_image img;
     fr_doc_truth t;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
     fr_ocr_cfg cfg = {.lang = "eng"};
     fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
@@ -97,7 +97,7 @@ TEST(chinese_line) {
     o.receipt = true;
     fr_image img;
     fr_doc_truth t;
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK(fr_doc_render(&o, &img, &t, &err) == 0);
     fr_ocr_cfg cfg = {.lang = "chi_sim"};
     fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
@@ -123,7 +123,7 @@ TEST(chinese_line) {
 }
 
 TEST(stage_routes_and_pool) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_ocr_cfg cfg = {.lang = "eng"};
     fr_ocr_pool *pool = fr_ocr_pool_new(&cfg, 2, &err);
     CHECK(pool != NULL);
@@ -171,7 +171,7 @@ TEST(stage_routes_and_pool) {
 }
 
 TEST(missing_language) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_ocr_cfg cfg = {.lang = "xx_nolang"};
     fr_ocr_engine *e = fr_ocr_engine_new(&cfg, &err);
     CHECK(e == NULL);

@@ -199,7 +199,7 @@ TEST(error_and_response_shapes) {
 TEST(config_json) {
     fr_serve_config c;
     fr_serve_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     const char *js = "{\"port\":0,\"kv_blocks\":64,\"step_tokens\":32,\"default_tier\":\"P2\","
                      "\"tiers\":{\"P0\":{\"weight\":5,\"max_wait_ms\":250,\"ttft_slo_ms\":100},"
                      "\"P2\":{\"queue_max\":3}},\"limits\":{\"max_body_bytes\":4096,"
@@ -235,7 +235,7 @@ TEST(config_json) {
 TEST(config_metering_section_and_lines) {
     fr_serve_config c;
     fr_serve_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     const char *js = "{\"port\": 0,\n"
                      " \"metering\": {\"cost\": {\"pue\": 1.25}, \"ledger\": {\"path\": \"\"},\n"
                      "              \"slo\": {\"P0\": 0.5}}}";
@@ -290,7 +290,7 @@ TEST(config_metering_section_and_lines) {
 TEST(config_args) {
     fr_serve_config c;
     fr_serve_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *argv[] = {"serve", "--model", "m", "--port", "0", "--host", "::1", "--quant", "q8",
                     "--chat-template", "chatml"};
     CHECK_EQ_INT(fr_serve_config_from_args(&c, 11, argv, &err), 0);
@@ -312,7 +312,7 @@ TEST(config_args) {
 TEST(api_keys) {
     fr_serve_config c;
     fr_serve_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     CHECK_EQ_INT(fr_serve_keys_parse(&c, "# comment\n\nsk-a P0\n  sk-b P2 P1 # note\nsk-c\n",
                                      "keys", false, &err), 0);
     CHECK_EQ_INT(c.n_keys, 3);

@@ -58,7 +58,7 @@ static cJSON *load_ref(const char *name) {
     char rel[128];
     snprintf(rel, sizeof rel, "ref/%s.json", name);
     char *p = fx_path(rel);
-    fr_err e = {{0}};
+    fr_err e = {0};
     size_t n = 0;
     char *txt = fr_read_file(p, 256u << 20, &n, &e);
     free(p);
@@ -87,7 +87,7 @@ static fr_tokenizer *load_fixture(const char *name) {
     char rel[128];
     snprintf(rel, sizeof rel, "%s/tokenizer.json", name);
     char *p = fx_path(rel);
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_tokenizer *t = fr_tokenizer_load_json(p, &e);
     if (!t) fprintf(stderr, "  load %s: %s\n", p, e.msg);
     free(p);
@@ -96,7 +96,7 @@ static fr_tokenizer *load_fixture(const char *name) {
 
 static int enc(const fr_tokenizer *t, const char *s, size_t n, bool add_special, int32_t **ids,
                size_t *nids) {
-    fr_err e = {{0}};
+    fr_err e = {0};
     int rc = fr_tokenize(t, s, n, add_special, ids, nids, &e);
     if (rc) fprintf(stderr, "  tokenize: %s\n", e.msg);
     return rc;
@@ -213,7 +213,7 @@ static bool vspec_make(vspec *v, const char *fixture, const char *pre) {
     char rel[128];
     snprintf(rel, sizeof rel, "%s/tokenizer.json", fixture);
     char *p = fx_path(rel);
-    fr_err e = {{0}};
+    fr_err e = {0};
     char *txt = fr_read_file(p, 64u << 20, NULL, &e);
     free(p);
     if (!txt) return false;
@@ -332,7 +332,7 @@ static void check_vocab_path(const char *fixture, const char *pre, bool llama) {
         v.spec.eos_id = 4002;
         v.spec.pad_id = 4000;
     }
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_tokenizer *t = fr_tokenizer_from_vocab(&v.spec, &e);
     if (!t) fprintf(stderr, "  from_vocab: %s\n", e.msg);
     CHECK(t != NULL);
@@ -372,7 +372,7 @@ TEST(vocab_errors) {
     vspec v;
     CHECK(vspec_make(&v, "qwen2-tiny", "no-such-pre"));
     if (!v.root) return;
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_tokenizer *t = fr_tokenizer_from_vocab(&v.spec, &e);
     CHECK(t == NULL);
     CHECK(strstr(e.msg, "no-such-pre") != NULL);
@@ -558,7 +558,7 @@ TEST(invalid_utf8_input_is_an_error) {
     for (size_t i = 0; i < FR_ARRAY_LEN(bad); i++) {
         int32_t *ids = (int32_t *)1;
         size_t n = 7;
-        fr_err e = {{0}};
+        fr_err e = {0};
         CHECK(fr_tokenize(t, bad[i], strlen(bad[i]), true, &ids, &n, &e) == -1);
         CHECK(ids == NULL && n == 0);
         CHECK(strstr(e.msg, "UTF-8") != NULL);
@@ -608,7 +608,7 @@ static fr_tokenizer *load_tree(const char *name, cJSON *j, fr_err *e, char **pat
 }
 
 static void expect_load_error(const char *name, cJSON *j, const char *needle) {
-    fr_err e = {{0}};
+    fr_err e = {0};
     char *path = NULL;
     fr_tokenizer *t = load_tree(name, j, &e, &path);
     if (t || !strstr(e.msg, path) || (needle && !strstr(e.msg, needle))) {
@@ -644,7 +644,7 @@ TEST(corrupt_files_give_errors_naming_the_file) {
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(raw); i++) {
         char *path = write_tmp(raw[i].name, raw[i].data, strlen(raw[i].data));
-        fr_err e = {{0}};
+        fr_err e = {0};
         fr_tokenizer *t = fr_tokenizer_load_json(path, &e);
         if (t || !strstr(e.msg, path) || !strstr(e.msg, raw[i].needle)) {
             fprintf(stderr, "  %s: got %s\n", raw[i].name, t ? "(loaded)" : e.msg);
@@ -657,7 +657,7 @@ TEST(corrupt_files_give_errors_naming_the_file) {
     /* truncated at several points */
     for (int k = 1; k < 8; k++) {
         char *path = write_tmp("truncated.json", txt, len * (size_t)k / 8);
-        fr_err e = {{0}};
+        fr_err e = {0};
         fr_tokenizer *t = fr_tokenizer_load_json(path, &e);
         CHECK(t == NULL && strstr(e.msg, path));
         fr_tokenizer_free(t);
@@ -667,7 +667,7 @@ TEST(corrupt_files_give_errors_naming_the_file) {
     free(txt);
     /* missing file */
     {
-        fr_err e = {{0}};
+        fr_err e = {0};
         char *path = fr_path_join(tmp_dir(), "does-not-exist.json");
         CHECK(fr_tokenizer_load_json(path, &e) == NULL && strstr(e.msg, path));
         free(path);
@@ -787,7 +787,7 @@ TEST(corrupt_files_give_errors_naming_the_file) {
     {
         const char *s = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1e999},\"merges\":[]}}";
         char *path = write_tmp("huge.json", s, strlen(s));
-        fr_err e = {{0}};
+        fr_err e = {0};
         fr_tokenizer *t = fr_tokenizer_load_json(path, &e);
         CHECK(t == NULL && strstr(e.msg, path));
         fr_tokenizer_free(t);
@@ -813,7 +813,7 @@ static fr_tokenizer *qwen_with(void (*edit)(cJSON *j)) {
     edit(j);
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
-    fr_err e = {{0}};
+    fr_err e = {0};
     fr_tokenizer *t = fr_tokenizer_from_json("edited.json", s, strlen(s), &e);
     if (!t) fprintf(stderr, "  %s\n", e.msg);
     free(s);

@@ -529,8 +529,8 @@ static void timeline(void) {
             const unsigned long long g0 = w[0];
             /* per slot (fields of fr_cuda_trace_read, ns after the first qkv entry); ~0 = did not
              * run or not marked; latest marks are stored as complements */
-            double sum[7][4] = {{0}}, sx[7][6] = {{0}};
-            int cnt[7] = {0}, cx[7][6] = {{0}};
+            double sum[7][4] = {0}, sx[7][6] = {0};
+            int cnt[7] = {0}, cx[7][6] = {0};
             static const char *kn[7] = {"qkv", "attention", "combine", "o", "gate/up", "down", "head"};
             for (int k = 0; k < ns; k++) {
                 const unsigned long long *e = w + (size_t)TW * k;

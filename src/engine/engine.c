@@ -738,7 +738,7 @@ static void *engine_main(void *arg) {
             ms = fr_meter_step_begin(e->cfg.meter, e->meter_dev, e->shares, ns);
         }
         pthread_mutex_unlock(&e->mu);
-        fr_err err = {{0}};
+        fr_err err = {0};
         double t0 = fr_time_s();
         int rc = e->dev_sample ? fr_backend_forward_sample(e->be, &b, e->row_sp, n_logits,
                                                            e->row_ctr, e->row_id, &err)
@@ -791,7 +791,7 @@ static void warmup(fr_engine *e) {
         e->b_seq[i] = &s;
         e->b_logit[i] = i == n - 1;
     }
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_batch one = {.n_tokens = 1, .tokens = e->b_tok, .pos = e->b_pos,
                     .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit};
     uint8_t keep = e->b_logit[0];

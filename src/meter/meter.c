@@ -782,7 +782,7 @@ fr_meter *fr_meter_open(const fr_meter_config *cfg, fr_err *err) {
     }
     fr_otlp_config oc = {m->cfg.otlp_url, m->cfg.trace_file, m->cfg.service_name, m->cfg.trace_queue,
                          m->cfg.trace_batch, m->cfg.trace_flush_ms, m->cfg.trace_timeout_ms};
-    fr_err e2 = {{0}};
+    fr_err e2 = {0};
     m->otlp = fr_otlp_open(&oc, &e2);
     if (!m->otlp && e2.msg[0]) {
         fr_err_set(err, "%s", e2.msg);

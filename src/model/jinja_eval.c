@@ -333,7 +333,7 @@ static bool try_fold(jj_rt *rt, jj_scope *sc, const jj_node *e, jj_val *out) {
     jmp_buf jb;
     jmp_buf *saved = rt->core.jb;
     int depth = rt->depth;
-    fr_err msg = {{0}}, *saved_err = rt->core.err;
+    fr_err msg = {0}, *saved_err = rt->core.err;
     rt->core.jb = &jb;
     rt->core.err = &msg; /* a failed fold is not an error */
     rt->folding = true;

@@ -222,7 +222,7 @@ const fr_assist_config *fr_assist_config_of(const fr_assist *a) { return &a->cfg
 fr_assist *fr_assist_for_server(struct fr_engine *e, const struct fr_model *m, const char *tmpl) {
     fr_assist_config cfg;
     fr_assist_config_init(&cfg);
-    fr_err err = {{0}};
+    fr_err err = {0};
     const char *path = getenv("FRUGAL_ASSIST_CONFIG");
     int bad = 0;
     if (path && *path) {
@@ -688,7 +688,7 @@ static size_t count_tokens(void *ctx, const char *s, size_t n) {
     const struct fr_model *m = ctx;
     int32_t *ids = NULL;
     size_t nid = 0;
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_tokenize(m->tok, s, n, false, &ids, &nid, &err)) return fr_budget_estimate(s, n);
     free(ids);
     return nid;
@@ -718,7 +718,7 @@ static int llm_reply(fr_assist *a, const char *prompt, const char *intent, int t
                        .bos_token = m->bos_token_str ? m->bos_token_str : "",
                        .eos_token = m->eos_token_str ? m->eos_token_str : "",
                        .tools = NULL};
-    fr_err ferr = {{0}};
+    fr_err ferr = {0};
     char *rendered = fr_chat_render(a->tmpl, msgs, &co, &ferr);
     cJSON_Delete(msgs);
     if (!rendered) {
@@ -1149,7 +1149,7 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
         fr_route_plan_reply(&x->ri, &x->plan);
         return 0;
     }
-    fr_err ferr = {{0}};
+    fr_err ferr = {0};
     stage_begin(&x->rs, FR_STAGE_NLU);
     bool typed = x->q.text != NULL, spoken = x->transcript && x->transcript[0];
     x->nlu_src = typed && spoken ? "text+audio" : typed ? "text" : "audio";
@@ -1172,7 +1172,7 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
 /* Step 5a: the LLM reply: budget assembler, then the engine. 0, or -1 with *e. */
 static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_arrival,
                      fr_api_error *e) {
-    fr_err ferr = {{0}};
+    fr_err ferr = {0};
     stage_begin(&x->rs, FR_STAGE_BUDGET);
     fr_budget_input bi = {.question = x->question.len ? x->question.data : NULL,
                           .ocr_text = x->ocr.text,

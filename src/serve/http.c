@@ -816,7 +816,7 @@ static bool request_settings(conn *c, gen_job *j, int pre_tier, enum MHD_Result 
 static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
     fr_server *s = c->s;
     fr_api_error err;
-    fr_err ferr = {{0}};
+    fr_err ferr = {0};
     const char *text = j->q.prompt;
     bool chat = j->kind == FR_API_CHAT;
     j->pparam = chat ? "messages" : "prompt";

@@ -51,7 +51,7 @@ static void *img_decode(void *ctx, const uint8_t *data, size_t n, const char *mi
                         fr_assist_media_err *e) {
     (void)ctx;
     fr_image *img = fr_xcalloc(1, sizeof *img);
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_img_decode(data, n, mime, NULL, 1, img, &err)) {
         free(img);
         fr_err_prefix(&err, "image");
@@ -88,7 +88,7 @@ static int run_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr
     (void)ctx;
     fr_ocr_result r;
     memset(&r, 0, sizeof r);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_ocr_limits lim = {0};
     if (b) {
         lim.time_limit_s = b->time_limit_s;
@@ -125,7 +125,7 @@ static void *aud_decode(void *ctx, const uint8_t *data, size_t n, const char *mi
     (void)ctx;
     (void)mime; /* the request parser already matched the declared type to the magic bytes */
     fr_audio *a = fr_xcalloc(1, sizeof *a);
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_audio_decode(data, n, NULL, FR_ASR_RATE, a, &err)) {
         free(a);
         set_err(e, &err, "invalid_audio");
@@ -146,7 +146,7 @@ static char *run_asr(void *ctx, void *aud, const fr_assist_bound *b, fr_assist_m
     if (a->n) fr_audio_to_s16(a->pcm, a->n, pcm);
     fr_asr_result r;
     memset(&r, 0, sizeof r);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_asr_limits lim = {0};
     if (b) {
         lim.time_limit_s = b->time_limit_s;
@@ -177,7 +177,7 @@ static void aud_free(void *ctx, void *a) {
 }
 
 static void setup(void) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     char dir[1024];
     fr_ocr_cfg oc;
     memset(&oc, 0, sizeof oc);

@@ -95,7 +95,7 @@ static char *default_ledger(const char *model, int port) {
 int fr_cmd_serve(int argc, char **argv) {
     fr_serve_config cfg;
     fr_serve_config_init(&cfg);
-    fr_err err = {{0}};
+    fr_err err = {0};
     int rc = fr_serve_config_from_args(&cfg, argc, argv, &err);
     if (rc) {
         if (rc > 0) fprintf(stderr, "frugal serve: %s%s\n", err.msg,

@@ -150,7 +150,7 @@ int fr_cmd_asr(int argc, char **argv) {
         fprintf(stderr, "usage: frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...\n");
         return 2;
     }
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_asr *a = fr_asr_new(&cfg, &err);
     if (!a) return fprintf(stderr, "frugal asr: %s\n", err.msg), 1;
     int rc = 0;
@@ -213,7 +213,7 @@ int fr_cmd_build_lm(int argc, char **argv) {
         fprintf(stderr, "frugal build-lm: --out and at least one of --csv/--nlupp/--text needed\n");
         return 2;
     }
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_wordset *ws = fr_wordset_load_dict(dict, &err);
     if (!ws) return fprintf(stderr, "frugal build-lm: %s\n", err.msg), 1;
     rows train = {0}, extra = {0}, held = {0};
@@ -353,7 +353,7 @@ static void *ev_worker(void *arg) {
             continue;
         }
         size_t len;
-        fr_err err = {{0}};
+        fr_err err = {0};
         char *bytes = fr_read_file(it->wav, (size_t)64 << 20, &len, &err);
         fr_asr_result r;
         if (!bytes || fr_asr_pool_transcribe(j->pool, bytes, len, NULL, &r, &err)) {
@@ -400,7 +400,7 @@ int fr_cmd_eval_asr(int argc, char **argv) {
             return fr_flags_unknown(&fl);
     }
     if (fl.rc) return fl.rc;
-    fr_err err = {{0}};
+    fr_err err = {0};
     rows r;
     char *csv_default = csv ? NULL : fr_data_path("data/banking77/train.csv");
     int crc = read_csv(csv ? csv : csv_default, &r, &err);

@@ -82,7 +82,7 @@ int fr_cmd_assist(int argc, char **argv) {
     size_t max_line = (size_t)max_line_u;
     fr_assist_config cfg;
     fr_assist_config_init(&cfg);
-    fr_err err = {{0}};
+    fr_err err = {0};
     int rc = 1;
     fr_model *m = NULL;
     fr_engine *eng = NULL;

@@ -158,7 +158,7 @@ static void print_ids(FILE *f, const int32_t *ids, size_t n) {
 
 /* The messages file's text (malloc'd), or NULL after printing why. */
 static char *read_messages(const char *file) {
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *src = fr_read_file(file, MAX_MESSAGES_FILE, NULL, &err);
     if (!src) fprintf(stderr, "frugal: %s\n", err.msg);
     return src;

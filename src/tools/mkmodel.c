@@ -921,7 +921,7 @@ int fr_cmd_mkmodel(int argc, char **argv) {
         (o.hidden % 32 || o.ffn % 32 || (o.heads * o.head_dim) % 32))
         return usage_error("q8_0/q4_0 need --hidden, --ffn and heads x head-dim to be multiples of 32");
 
-    fr_err err = {{0}};
+    fr_err err = {0};
     char *tok_json = NULL;
     if (o.tokenizer) {
         tok_json = fr_read_file(o.tokenizer, 256u << 20, NULL, &err);

@@ -166,7 +166,7 @@ int fr_cmd_train_intent(int argc, char **argv) {
         train_usage(stderr);
         return 2;
     }
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_intent_data d;
     if (fr_intent_data_load_csv(&d, data, &err)) {
         fprintf(stderr, "train-intent: %s\n", err.msg);
@@ -354,13 +354,13 @@ static bool value_match(const char *ours, const char *gold) {
 }
 
 static int eval_slots(const char *dir, int f0, int f1, const fr_slot_ref *ref, int show_errors) {
-    prf rows[N_ROWS] = {{0}};
+    prf rows[N_ROWS] = {0};
     long n_ex = 0;
     double t_total = 0;
     for (int f = f0; f <= f1; f++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/fold%d.json", dir, f);
-        fr_err err = {{0}};
+        fr_err err = {0};
         size_t len;
         char *buf = fr_read_file(path, (size_t)64 << 20, &len, &err);
         if (!buf) {
@@ -533,7 +533,7 @@ static int eval_oos(const fr_intent_model *m, const fr_intent_data *d, const uin
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dirs[k], files[f]);
             fr_intent_data nd = {0};
-            fr_err err = {{0}};
+            fr_err err = {0};
             size_t n = 0, fl = 0;
             if (!fr_intent_data_add_lines(&nd, path, FR_INTENT_OOS_LABEL, &err))
                 for (size_t i = 0; i < nd.n; i++) {
@@ -628,7 +628,7 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
     if (threads < 1) threads = 1;
     int rc = 0;
     if (model && data) {
-        fr_err err = {{0}};
+        fr_err err = {0};
         fr_intent_model *m = fr_intent_load(model, &err);
         if (!m) {
             fprintf(stderr, "eval-nlu: %s\n", err.msg);

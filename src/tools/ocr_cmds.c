@@ -65,7 +65,7 @@ int fr_cmd_ocr(int argc, char **argv) {
         fprintf(stderr, "usage: frugal ocr FILE [options]\n");
         return 2;
     }
-    fr_err err = {{0}};
+    fr_err err = {0};
     size_t len = 0;
     char *data = fr_read_file(file, FR_IMG_DEFAULT_MAX_BYTES + 1, &len, &err);
     if (!data) {
@@ -142,7 +142,7 @@ int fr_cmd_gen_docs(int argc, char **argv) {
         fprintf(stderr, "usage: frugal gen-docs --out DIR [--n N] [--lang eng|chi_sim|both]\n");
         return 2;
     }
-    fr_err derr = {{0}};
+    fr_err derr = {0};
     if (fr_mkdir_p(dir, 0755, &derr)) {
         fprintf(stderr, "gen-docs: %s\n", derr.msg);
         return 1;
@@ -158,7 +158,7 @@ int fr_cmd_gen_docs(int argc, char **argv) {
             o.jpeg_quality = 0; /* the file itself carries the JPEG artefacts */
             fr_image img;
             fr_doc_truth t;
-            fr_err err = {{0}};
+            fr_err err = {0};
             fr_buf b = {0};
             if (fr_doc_render(&o, &img, &t, &err) ||
                 fr_img_encode(&img, q ? FR_IMG_JPEG : FR_IMG_PNG, q, &b, &err)) {
@@ -224,7 +224,7 @@ static void *eval_worker(void *arg) {
         if (i >= c->n) break;
         eval_doc *d = &c->docs[i];
         int l = d->opts.chinese;
-        fr_err err = {{0}};
+        fr_err err = {0};
         if (!eng[l] && !(eng[l] = fr_ocr_engine_new(&c->cfg[l], &err))) {
             c->err = "cannot create the OCR engine (language data installed?)";
             continue;
@@ -283,7 +283,7 @@ int fr_cmd_eval_ocr(int argc, char **argv) {
             uint64_t s = seed * 1000003ull + (uint64_t)i * 2 + (uint64_t)l;
             if (clean) fr_doc_opts_clean(&d->opts, s), d->opts.chinese = l == 1;
             else fr_doc_opts_random(&d->opts, l == 1, s);
-            fr_err err = {{0}};
+            fr_err err = {0};
             if (fr_doc_render(&d->opts, &d->img, &d->truth, &err)) {
                 fprintf(stderr, "eval-ocr: %s\n", err.msg);
                 return 1;

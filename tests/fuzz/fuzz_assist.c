@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!A) {
         fr_assist_config c;
         fr_assist_config_init(&c);
-        fr_err err = {{0}};
+        fr_err err = {0};
         A = fr_assist_new(&c, &err);
         fr_assist_config_free(&c);
         if (!A) abort();

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fr_audio_limits lim;
     fr_audio_limits_default(&lim);
     lim.max_seconds = 30;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_audio_info info;
     int prc = fr_audio_probe(data, size, &lim, &info, &err);
     if (prc) {

@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       .bos_token = "<s>",
                       .eos_token = "</s>",
                       .tools = (size & 1) ? tools : NULL};
-    fr_err e1 = {{0}}, e2 = {{0}};
+    fr_err e1 = {0}, e2 = {0};
     char *r1 = fr_chat_render(tmpl, messages, &o, &e1);
     if (!r1) check_error(&e1);
 

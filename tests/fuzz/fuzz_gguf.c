@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
     if (size) memcpy(buf, data, size);
     fr_gguf g;
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_gguf_parse(&g, "fuzz.gguf", buf, size, &err) == 0) {
         for (int64_t i = 0; i < g.n_tensors; i++) {
             const fr_gguf_tensor *t = &g.tensors[i];

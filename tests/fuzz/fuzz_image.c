@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t ch = (data[0] >> 4) & 1 ? 3 : 1;
     fr_img_limits lim = {8u << 20, 4096, 4000000};
     fr_img_info info;
-    fr_err err = {{0}};
+    fr_err err = {0};
     int prc = fr_img_probe(data + 1, size - 1, declared, &lim, &info, &err);
     fr_image img;
     err.msg[0] = 0;

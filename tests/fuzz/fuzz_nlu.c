@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *s = malloc(n ? n : 1);
     if (n) memcpy(s, data + 1, n);
     if (mode <= 1) {
-        fr_err err = {{0}};
+        fr_err err = {0};
         fr_intent_model *m = fr_intent_load_mem(s, n, mode == 0 ? FR_INTENT_LOAD_NO_CHECKSUM : 0, &err);
         if (!m) {
             if (!err.msg[0] || strchr(err.msg, '\n')) abort();

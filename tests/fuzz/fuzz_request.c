@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     fr_serve_config c;
     fr_serve_config_init(&c);
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (mode == 2) {
         if (fr_serve_config_apply_json(&c, p, n, &err) && !err.msg[0]) fail("config error message");
     } else {

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
     if (size) memcpy(buf, data, size);
     fr_st_file f;
-    fr_err err = {{0}};
+    fr_err err = {0};
     if (fr_st_parse(&f, "fuzz.safetensors", buf, size, &err) == 0) {
         for (int i = 0; i < f.n_tensors; i++) {
             const fr_st_tensor *t = &f.tensors[i];

@@ -56,7 +56,7 @@ static int image(const char *dir) {
         fr_image img = {.pix = pix, .width = 24, .height = 16, .channels = (uint32_t)ch};
         for (size_t k = 0; k < 4; k++) {
             fr_buf b = {0};
-            fr_err err = {{0}};
+            fr_err err = {0};
             uint8_t sel = (uint8_t)(fm[k].sel | (ch == 3 ? 0x10 : 0));
             fr_buf_append(&b, &sel, 1);
             if (fr_img_encode(&img, fm[k].f, 80, &b, &err)) {

@@ -120,7 +120,7 @@ static void check(const char *dir, const char *model, const char *ref, const cha
     prompt *pr = NULL;
     int V = 0;
     const int np = load_ref(rp, &pr, &V);
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_model *m = np > 0 ? fr_model_load(mp, &err) : NULL;
     if (!m) {
         printf("FAIL %-44s cannot load: %s\n", model, err.msg);

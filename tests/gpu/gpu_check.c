@@ -1076,7 +1076,7 @@ static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int g
     cfg.max_tokens = 64;
     cfg.max_seqs = 8;
     cfg.kv_bytes = (size_t)64 << 20;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     char name[160];
     snprintf(name, sizeof name, "pipelined decode %s w=%s B=%d graphs=%d: same ids as the synchronous loop",
@@ -1173,7 +1173,7 @@ static void check_two_decoders(const tiny_shape *sh) {
     ca.max_tokens = 64, ca.max_seqs = 4, ca.kv_bytes = (size_t)32 << 20, ca.trace = 1;
     fr_cuda_config cb = ca;
     cb.use_graphs = 0, cb.attn_cluster = 0, cb.trace = 0;
-    fr_err err = {{0}};
+    fr_err err = {0};
     setenv("FRUGAL_CUDA_FUSE", "yes", 1);
     fr_cuda *bad = fr_cuda_new(m, &ca, &err);
     report_bool("two decoders: FRUGAL_CUDA_FUSE=yes refuses creation", bad == NULL && err.msg[0], err.msg);
@@ -1280,7 +1280,7 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
     cfg.fuse = dec_fuse;
     cfg.attn_cluster = dec_cluster;
     cfg.trace = dec_probe;
-    fr_err err = {{0}};
+    fr_err err = {0};
     fr_cuda *c = fr_cuda_new(m, &cfg, &err);
     char name[200];
     snprintf(name, sizeof name, "decoder %s w=%s kv=%s graphs=%d mma=%d fuse=%d cluster=%d%s", sh->name,
