@@ -28,8 +28,8 @@ run_suite() { # $1 = label, rest = make variables
             echo "ok   CUDA build (make cuda: gpu-check, gpu-bench, gpu-e2e, frugal-cuda)"
             total_p=$((total_p + 1))
             gc=$(build-cuda/gpu-check --quick 2>&1); rc=$?
-            if [ "$rc" -eq 0 ] && printf '%s\n' "$gc" | grep -Eq 'no CUDA device: skipped| passed, 0 failed$'; then
-                echo "ok   build-cuda/gpu-check --quick: $(printf '%s\n' "$gc" | tail -n 1)"
+            if [ "$rc" -eq 0 ] && printf '%s\n' "$gc" | grep -Eq 'no CUDA device: skipped|^[1-9][0-9]* passed, 0 failed$'; then
+                echo "ok   build-cuda/gpu-check --quick: $(printf '%s\n' "$gc" | grep -E 'no CUDA device: skipped|^[1-9][0-9]* passed, 0 failed$' | head -n 1)"
                 total_p=$((total_p + 1))
             else
                 printf '%s\n' "$gc" | tail -n 20; echo "FAIL build-cuda/gpu-check --quick (exit $rc)"
