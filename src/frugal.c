@@ -219,10 +219,11 @@ frugal_status frugal_tokenize_chat(const frugal_model *h, const char *messages_j
 /* ---- context ---- */
 
 frugal_context_params frugal_context_default_params(void) {
+    const fr_backend_params d = fr_backend_params_default(); /* the backend's defaults, not a copy */
     frugal_context_params p;
     memset(&p, 0, sizeof p);
-    p.device = "cpu";
-    p.kv_fraction = 0.9f;
+    p.device = d.device;
+    p.kv_fraction = d.kv_fraction;
     return p;
 }
 
@@ -285,7 +286,7 @@ frugal_context *frugal_context_new(const frugal_model *h, frugal_context_params 
     c->device = fr_xstrdup(p.device ? p.device : "cpu");
     c->weights = p.weights ? fr_xstrdup(p.weights) : NULL;
     c->kv = p.kv_cache ? fr_xstrdup(p.kv_cache) : NULL;
-    c->kv_fraction = p.kv_fraction > 0 ? p.kv_fraction : 0.9f;
+    c->kv_fraction = p.kv_fraction > 0 ? p.kv_fraction : fr_backend_params_default().kv_fraction;
     ok(err);
     return c;
 }
