@@ -4,7 +4,7 @@
  *
  * The first input byte picks the mode and the limits; the rest is the input:
  *   mode 0/1  a /v1/chat/completions or /v1/completions body through fr_api_parse. A refusal must
- *             be a 400 or 413 with a message, and its error JSON must parse back with the four
+ *             be a 400, 413 or 415 with a message, and its error JSON must parse back with the four
  *             OpenAI fields. An accepted request must satisfy every documented bound (messages
  *             1..max, roles normalised, max_tokens -1 or 1..limit, temperature 0..2, top_p 0..1,
  *             at most 4 stop strings, priority -1..2), and the response and stream chunk built
@@ -28,7 +28,7 @@ static void fail(const char *what) {
 }
 
 static void check_error(const fr_api_error *e) {
-    if (e->status != 400 && e->status != 413) fail("error status");
+    if (e->status != 400 && e->status != 413 && e->status != 415) fail("error status");
     if (!e->message[0]) fail("empty error message");
     char *js = fr_api_error_json(e);
     cJSON *j = cJSON_Parse(js);
