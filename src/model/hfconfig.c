@@ -210,6 +210,7 @@ int fr_hf_config_parse(fr_hf_config *c, const char *json, size_t len, const char
     fr_hparams *hp = &c->hp;
     hp->bos_id = hp->eos_id = -1;
     for (int i = 0; i < 4; i++) hp->eos_ids[i] = -1;
+    hp->image_token_id = hp->video_token_id = hp->vision_start_id = hp->vision_end_id = -1;
     c->tie = -1;
     cJSON *root = json_object(json, len, path, err);
     if (!root) return -1;

@@ -27,6 +27,7 @@
 #include "model/quote.h"
 #include "model/safetensors.h"
 #include "model/tokenizer.h"
+#include "model/vision.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)
@@ -82,6 +83,8 @@ void fr_model_free(fr_model *m) {
     for (int i = 0; i < m->n_maps; i++) fr_mmap_close(&m->maps[i]);
     free(m->maps);
     free(m->w.layers);
+    if (m->vision) free(m->vision->blocks);
+    free(m->vision);
     free(m->path);
     free(m->name);
     free(m->chat_template);
@@ -475,6 +478,7 @@ static fr_model *model_new(const char *path) {
     m->name = model_short_name(path);
     m->hp.bos_id = m->hp.eos_id = -1;
     for (int i = 0; i < 4; i++) m->hp.eos_ids[i] = -1;
+    m->hp.image_token_id = m->hp.video_token_id = m->hp.vision_start_id = m->hp.vision_end_id = -1;
     return m;
 }
 

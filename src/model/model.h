@@ -76,6 +76,13 @@ typedef struct fr_hparams {
     int bos_id, eos_id;    /* -1 when absent */
     int eos_ids[4];        /* extra end ids (generation_config eos list, the tokenizer's eos_token,
                               GGUF eot/eom ids), never equal to eos_id; -1 padded */
+    int mrope_section[3];  /* M-RoPE (Qwen2-VL / Qwen2.5-VL): rotary frequency pairs driven by the
+                              temporal, height and width position (sum = head_dim/2); all 0 =
+                              plain RoPE */
+    int image_token_id;    /* <|image_pad|>, or -1 when the model has no vision */
+    int video_token_id;    /* <|video_pad|>, or -1 */
+    int vision_start_id;   /* <|vision_start|>, or -1 */
+    int vision_end_id;     /* <|vision_end|>, or -1 */
 } fr_hparams;
 
 /* Append id to hp->eos_ids unless it is negative, equal to hp->eos_id or already listed; an id
@@ -102,6 +109,7 @@ typedef struct fr_weights {
 } fr_weights;
 
 struct fr_tokenizer;
+struct fr_vision; /* model/vision.h */
 
 typedef struct fr_model {
     char *path;            /* what the user passed */
@@ -109,6 +117,7 @@ typedef struct fr_model {
     fr_hparams hp;
     fr_weights w;
     struct fr_tokenizer *tok;
+    struct fr_vision *vision; /* the vision tower (model/vision.h), or NULL for a text-only model */
     char *chat_template;   /* Jinja source from the checkpoint, or NULL */
     char *bos_token_str;   /* bos_token for chat templates (tokenizer_config.json / GGUF vocab), or
                               NULL */
