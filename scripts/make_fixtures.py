@@ -16,6 +16,9 @@ What it writes (all under --out):
   qwen2-tiny-f32.gguf, qwen2-tiny-q8_0.gguf, qwen2-tiny-q4_0.gguf, llama-tiny-f16.gguf
   ref/qwen2-tiny.json, ref/llama-tiny.json: token ids, decoded text, last-position logits, greedy
                          continuations, rendered chat templates.
+  then the vision-language fixtures of scripts/make_vl_fixtures.py (qwen25vl-tiny/, qwen2vl-tiny/,
+  vl-images/, ref/qwen25vl-tiny/, ref/qwen2vl-tiny/, ref/resample/; see that script's header):
+  --vl-only makes only those, --no-vl skips them.
 
 The GGUF writer below follows the GGUF v3 specification (ggml's docs/gguf.md) and llama.cpp's
 tensor naming; it is written here from the spec so no gguf package is needed.
@@ -512,7 +515,11 @@ def unpermute(w, n_head):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures")
+    ap.add_argument("--vl-only", action="store_true", help="only the vision-language fixtures")
+    ap.add_argument("--no-vl", action="store_true", help="skip the vision-language fixtures")
     args = ap.parse_args()
+    if args.vl_only:
+        sys.exit(make_vl(args.out))
     torch.set_num_threads(max(1, min(8, os.cpu_count() or 1)))
     log("torch", torch.__version__, "transformers", transformers.__version__,
         "tokenizers", tokenizers.__version__, "numpy", np.__version__)
@@ -641,6 +648,14 @@ def main():
                       ensure_ascii=False)
         log(name, "done in %.1fs" % (time.time() - t0))
     log("all fixtures written to", out)
+    if not args.no_vl:
+        sys.exit(make_vl(out))
+
+
+def make_vl(out):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_vl_fixtures
+    return make_vl_fixtures.run(out)
 
 
 if __name__ == "__main__":
