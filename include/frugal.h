@@ -1,6 +1,8 @@
 /* frugal.h — the public C API of frugal: load a model, choose a device, tokenize, render a chat,
  * generate. The `frugal` CLI's model commands (tokenize, render, generate) are written against
- * this header only.
+ * this header only; `frugal serve` loads its model, chooses its device and tokenizes through it
+ * and hands the handles to its serving engine (that hand-over, src/frugal_internal.h, is not part
+ * of the public API).
  *
  * Objects
  *   frugal_model    weights, tokenizer and chat template of one model folder or .gguf file.

@@ -46,7 +46,7 @@ LAYERS='
 6  stages         ^src/stages/
 7  route          ^src/route/
 8  api            ^include/frugal\.h$
-8  api            ^src/(frugal|api)\.c$
+8  api            ^src/(frugal\.c|frugal_internal\.h|api\.c)$
 9  serve          ^src/serve/
 10 tools          ^src/tools/
 11 main           ^src/main\.c$

@@ -6,8 +6,10 @@
  * (on the CPU, a KV pool of exactly prompt + max_tokens positions, as engine/generate does).
  * Errors: every internal fr_err is copied to frugal_error with the status of its code
  * (fr_err_code, base/base.h), or, where the raiser left the code unset, the status the step that
- * failed implies (loading, a parameter, the device). */
+ * failed implies (loading, a parameter, the device). The server takes the model and device of
+ * its handles through frugal_internal.h. */
 #include "frugal.h"
+#include "frugal_internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -120,6 +122,8 @@ frugal_model *frugal_model_load(const char *path, frugal_model_params params, fr
     ok(err);
     return h;
 }
+
+const fr_model *frugal_model_impl(const frugal_model *h) { return h->m; }
 
 void frugal_model_free(frugal_model *h) {
     if (!h) return;
@@ -291,6 +295,12 @@ frugal_context *frugal_context_new(const frugal_model *h, frugal_context_params 
     return c;
 }
 
+fr_generate_device frugal_context_device(const frugal_context *c) {
+    fr_generate_device d = {.device = c->device, .weights = c->weights, .kv = c->kv,
+                            .kv_fraction = c->kv_fraction};
+    return d;
+}
+
 void frugal_context_free(frugal_context *c) {
     if (!c) return;
     free(c->device);
@@ -352,8 +362,7 @@ frugal_status frugal_generate(frugal_context *c, const int32_t *prompt, size_t n
         return fail(err, FRUGAL_ERR_TOO_LARGE,
                     "prompt (%zu tokens) + max_tokens (%d) exceeds the model's context of %d "
                     "tokens", n_prompt, p->max_tokens, m->hp.n_ctx_train);
-    fr_generate_device gd = {.device = c->device, .weights = c->weights, .kv = c->kv,
-                             .kv_fraction = c->kv_fraction};
+    fr_generate_device gd = frugal_context_device(c);
     fr_generate_result r;
     fr_err e = {0};
     if (fr_generate_on(m, &gd, prompt, n_prompt, &s, &gp, p->on_text, p->user_data, &r, &e))

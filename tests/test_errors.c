@@ -408,14 +408,14 @@ TEST(real_server_answers_each_media_failure_by_its_code) {
     cfg.ledger = fr_xstrdup("");
     cfg.port = 0;
     fr_err err = {0};
-    fr_model *m = fr_model_load(MODEL, &err);
+    frugal_model *m = frugal_model_load(MODEL, frugal_model_default_params(), NULL);
     CHECK(m != NULL);
-    fr_server *s = m ? fr_server_start(&cfg, m, &err) : NULL;
+    fr_server *s = m ? fr_server_start(&cfg, m, NULL, &err) : NULL;
     if (!s) printf("  server: %s\n", err.msg);
     CHECK(s != NULL);
     if (!s) {
         fr_serve_config_free(&cfg);
-        if (m) fr_model_free(m);
+        frugal_model_free(m);
         return;
     }
     g_port = fr_server_port(s);
@@ -457,7 +457,7 @@ TEST(real_server_answers_each_media_failure_by_its_code) {
     }
     fr_server_free(s);
     fr_serve_config_free(&cfg);
-    fr_model_free(m);
+    frugal_model_free(m);
 }
 
 int main(void) { return t_main(); }

@@ -190,12 +190,11 @@ static resp get(const char *path, const char *extra) {
 
 typedef struct srv {
     fr_serve_config cfg;
-    fr_model *m;
     fr_server *s;
     char ledger[300];
 } srv;
 
-static fr_model *g_model;
+static frugal_model *g_model; /* loaded through the public API, as `frugal serve` does */
 
 static bool srv_start(srv *v, const char *limits_json) {
     memset(v, 0, sizeof *v);
@@ -213,12 +212,13 @@ static bool srv_start(srv *v, const char *limits_json) {
     if (fr_serve_keys_parse(&v->cfg, KEY_GOLD " P1 P0\n" KEY_BATCH " P2 P2\n", "keys", false,
                             &err))
         return false;
-    if (!g_model) g_model = fr_model_load(MODEL, &err);
+    frugal_error fe;
+    if (!g_model) g_model = frugal_model_load(MODEL, frugal_model_default_params(), &fe);
     if (!g_model) {
-        printf("  model: %s\n", err.msg);
+        printf("  model: %s\n", fe.message);
         return false;
     }
-    v->s = fr_server_start(&v->cfg, g_model, &err);
+    v->s = fr_server_start(&v->cfg, g_model, NULL, &err);
     if (!v->s) {
         printf("  server: %s\n", err.msg);
         return false;
@@ -724,6 +724,6 @@ TEST(p2_flood_does_not_starve_p0) {
 
 int main(void) {
     int rc = t_main();
-    fr_model_free(g_model);
+    frugal_model_free(g_model);
     return rc;
 }

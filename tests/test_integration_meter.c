@@ -214,14 +214,14 @@ TEST(server_meter_end_to_end) {
     cfg.engine.meter_device = fr_meter_dev_gpu(0); /* steps charged to the fake 300 W GPU */
     cfg.shutdown_grace_s = 10;
     CHECK_EQ_INT(fr_serve_keys_parse(&cfg, KEY " P1 P0\n", "keys", false, &err), 0);
-    fr_model *m = fr_model_load(cfg.model, &err);
+    frugal_model *m = frugal_model_load(cfg.model, frugal_model_default_params(), NULL);
     CHECK(m != NULL);
     if (!m) return;
-    fr_server *s = fr_server_start(&cfg, m, &err);
+    fr_server *s = fr_server_start(&cfg, m, NULL, &err);
     CHECK(s != NULL);
     if (!s) {
         printf("  %s\n", err.msg);
-        fr_model_free(m);
+        frugal_model_free(m);
         return;
     }
     g_port = fr_server_port(s);
@@ -251,7 +251,7 @@ TEST(server_meter_end_to_end) {
 
     fr_server_shutdown(s, 10);
     fr_server_free(s); /* closes the meter: last sample, rows committed */
-    fr_model_free(m);
+    frugal_model_free(m);
     fr_serve_config_free(&cfg);
 
     /* client side */

@@ -435,6 +435,28 @@ int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err 
     return 0;
 }
 
+/* ---- the public API's settings ---- */
+
+void fr_serve_api_params(const fr_serve_config *c, frugal_model_params *mp,
+                         frugal_context_params *cp) {
+    *mp = frugal_model_default_params();
+    *cp = frugal_context_default_params();
+    mp->quant = c->quant;
+    if (c->device) cp->device = c->device;
+    cp->kv_fraction = c->engine.kv_fraction;
+    bool cpu = !c->device || !strcmp(c->device, "cpu");
+    const char *w = c->weights;
+    bool w8 = w && (!strcmp(w, "int8") || !strcmp(w, "q8"));
+    bool w4 = w && (!strcmp(w, "int4") || !strcmp(w, "q4"));
+    if (cpu) {
+        if (w8 || w4) mp->quant = w8 ? "q8" : "q4";
+        cp->kv_cache = c->kv_cache && strcmp(c->kv_cache, "f32") ? c->kv_cache : NULL;
+    } else {
+        cp->weights = w8 ? "int8" : w4 ? "int4" : w && strcmp(w, "f32") ? w : NULL;
+        cp->kv_cache = c->kv_cache;
+    }
+}
+
 /* ---- keys ---- */
 
 static int add_key(fr_serve_config *c, const char *k, size_t len, int def, int hi,

@@ -13,6 +13,7 @@
 #ifndef FRUGAL_SERVE_CONFIG_H
 #define FRUGAL_SERVE_CONFIG_H
 
+#include "frugal.h"
 #include "base/base.h"
 #include "engine/engine.h"
 #include "meter/meter.h"
@@ -86,6 +87,16 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
  * options then override it. Returns 0, 1 (bad input, message in err), 2 (usage, message in
  * err) or -1 (--help printed). */
 int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err *err);
+/* The public API's settings of c's model and device options (strings point into c):
+ *   mp->quant   --quant; on the CPU also --weights q8|q4 (or int8|int4), the load-time
+ *               quantisation (f32 and bf16 there mean the weights as stored);
+ *   cp->device  --device; cp->weights on CUDA --weights, with q8|q4 read as int8|int4 and f32 as
+ *               the default; cp->kv_cache --kv-cache (f32 on the CPU is its own cache, the
+ *               default); cp->kv_fraction --kv-fraction.
+ * fr_cmd_serve checks cp with frugal_context_params_check before the load and makes the device
+ * with frugal_context_new after it, so the API's statuses and messages are the server's. */
+void fr_serve_api_params(const fr_serve_config *c, frugal_model_params *mp,
+                         frugal_context_params *cp);
 /* Loads keys from c->api_keys_file and the environment variable `env_name` (may be NULL). */
 int fr_serve_config_load_keys(fr_serve_config *c, const char *env_name, fr_err *err);
 /* Parses key-file text (used by load_keys and tests). `what` names the source in messages. */

@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "frugal_internal.h"
 #include "meter/meter.h"
 #include "model/chat.h"
 #include "model/tokenizer.h"
@@ -75,7 +76,8 @@
 
 struct fr_server {
     const fr_serve_config *cfg; /* settings (caller's) */
-    const fr_model *model;      /* loaded model (caller's) */
+    const frugal_model *api;    /* the model as the public API loaded it (caller's) */
+    const fr_model *model;      /* the loaded model behind it, for the engine and templates */
     fr_engine *engine;          /* owned */
     fr_meter *meter;            /* owned, or NULL (metering off) */
     fr_assist *assist;          /* POST /v1/assist handler (owned; shared with `frugal assist`) */
@@ -841,9 +843,11 @@ static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
         }
         text = j->rendered;
     }
-    if (fr_tokenize(s->model->tok, text, strlen(text), !chat, &j->ids, &j->n_ids, &ferr)) {
+    /* the public API's tokenizer, whose BOS rule this is (frugal.h) */
+    frugal_error terr;
+    if (frugal_tokenize(s->api, text, !chat, &j->ids, &j->n_ids, &terr) != FRUGAL_OK) {
         fr_api_error_set(&err, 400, "invalid_request_error", NULL, j->pparam,
-                         "Cannot tokenize: %s", ferr.msg);
+                         "Cannot tokenize: %s", terr.message);
         *ret = send_error(c, &err);
         return false;
     }
@@ -1484,10 +1488,13 @@ static int listen_socket(const fr_serve_config *cfg, int *port, fr_err *err) {
     return fd;
 }
 
-fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err *err) {
+fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model,
+                           const frugal_context *dev, fr_err *err) {
     fr_server *s = fr_xcalloc(1, sizeof *s);
+    const fr_model *m = frugal_model_impl(model);
     s->lfd = -1;
     s->cfg = cfg;
+    s->api = model;
     s->model = m;
     s->model_name = cfg->served_name ? cfg->served_name : m->name ? m->name : "model";
     s->created = (long long)time(NULL);
@@ -1526,15 +1533,18 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const fr_model *m, fr_err
     }
     fr_engine_config ec_in = cfg->engine;
     ec_in.meter = s->meter;
-    ec_in.device = cfg->device;
-    ec_in.kv_type = cfg->kv_cache;
-    bool on_cpu = !cfg->device || !strcmp(cfg->device, "cpu");
-    /* CPU weights are the load-time quantisation (serve.c); CUDA takes its own names */
-    ec_in.weights = on_cpu || !cfg->weights          ? NULL
-                    : !strcmp(cfg->weights, "q8")    ? "int8"
-                    : !strcmp(cfg->weights, "q4")    ? "int4"
-                    : !strcmp(cfg->weights, "f32")   ? NULL
-                                                     : cfg->weights;
+    /* the device the public API chose (NULL: its default, the CPU); CPU weights were the
+     * load-time quantisation of the model */
+    ec_in.device = NULL;
+    ec_in.weights = NULL;
+    ec_in.kv_type = NULL;
+    if (dev) {
+        fr_generate_device d = frugal_context_device(dev);
+        ec_in.device = d.device;
+        ec_in.weights = d.weights;
+        ec_in.kv_type = d.kv;
+        ec_in.kv_fraction = d.kv_fraction;
+    }
     s->engine = fr_engine_new(m, &ec_in, err);
     if (!s->engine) goto fail;
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);

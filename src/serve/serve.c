@@ -8,8 +8,16 @@
  * watchdog thread: a second signal, or the drain still not done at grace + 4.8 s, ends the
  * process at once (exit status 1, logged), so the server always exits within grace + 5 s.
  *
- * Device and meter: on the CPU, --weights q8|q4 (or int8|int4) is the load-time quantisation
- * (--quant); on CUDA it is passed to the backend. The ledger is --ledger, else the meter config's
+ * Model and device through the public API (frugal.h), as any program would load them: the
+ * options become frugal_model_params and frugal_context_params (fr_serve_api_params: on the CPU,
+ * --weights q8|q4 or int8|int4 is the load-time quantisation, --quant; on CUDA it is the
+ * context's weights), frugal_context_params_check refuses a device this build cannot use before
+ * the load, frugal_model_load loads and quantises, frugal_context_new chooses the device, and the
+ * server runs its engine on what those handles hold (frugal_internal.h). Their failures are one
+ * line with the API's message and status name ("... (unsupported)"), exit status 2 for a setting
+ * the API calls invalid, else 1.
+ *
+ * Meter: the ledger is --ledger, else the meter config's
  * ledger.path, else the command's default: one file per server, named after the served model
  * and the port, $XDG_STATE_HOME/frugal/ledger-MODEL-PORT.db (~/.local/state/frugal/...; in the
  * working directory when neither variable is set; PORT is "pPID" for --port 0, whose port is
@@ -34,8 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
-#include "backend/cpu/quant.h"
+#include "frugal.h"
+#include "frugal_internal.h"
 #include "serve/serve.h"
 
 /* The shutdown watchdog: waits for a second signal or the deadline, then exits at once. */
@@ -92,6 +100,33 @@ static char *default_ledger(const char *model, int port) {
     return fr_xstrdup(path);
 }
 
+/* A failure of the public API: one line with its message and status name; exit 2 for a setting
+ * the API calls invalid when `usage`, else 1. */
+static int api_failure(const frugal_error *e, bool usage) {
+    fprintf(stderr, "frugal serve: %s (%s)\n", e->message, frugal_status_str(e->status));
+    return usage && e->status == FRUGAL_ERR_INVALID_ARGUMENT ? 2 : 1;
+}
+
+/* The model and its device through the public API, the device checked before the load. Returns 0
+ * with *m and *dev set, or an exit status after printing why. */
+static int open_model(const fr_serve_config *cfg, frugal_model **m, frugal_context **dev) {
+    if (cfg->device && strcmp(cfg->device, "cpu") && cfg->quant) {
+        fprintf(stderr, "frugal serve: --quant is the CPU's; on %s use --weights int8|int4\n",
+                cfg->device);
+        return 2;
+    }
+    frugal_model_params mp;
+    frugal_context_params cp;
+    fr_serve_api_params(cfg, &mp, &cp);
+    frugal_error e;
+    if (frugal_context_params_check(&cp, &e) != FRUGAL_OK) return api_failure(&e, true);
+    *m = frugal_model_load(cfg->model, mp, &e);
+    if (!*m) return api_failure(&e, false);
+    *dev = frugal_context_new(*m, cp, &e);
+    if (!*dev) return api_failure(&e, true);
+    return 0;
+}
+
 int fr_cmd_serve(int argc, char **argv) {
     fr_serve_config cfg;
     fr_serve_config_init(&cfg);
@@ -117,45 +152,19 @@ int fr_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
 
-    if (cfg.device && strcmp(cfg.device, "cpu") && !fr_backend_cuda_linked()) {
-        fprintf(stderr, "frugal serve: --device %s: built without CUDA: rebuild with make cuda "
-                        "(build-cuda/frugal-cuda)\n", cfg.device);
-        fr_serve_config_free(&cfg);
-        return 1;
+    frugal_model *m = NULL;
+    frugal_context *dev = NULL;
+    fr_server *s = NULL;
+    if ((rc = open_model(&cfg, &m, &dev))) goto fail;
+    if (cfg.meter && !cfg.ledger) { /* used unless the meter config names one */
+        const char *name = cfg.served_name ? cfg.served_name : frugal_model_impl(m)->name;
+        cfg.ledger_default = default_ledger(name, cfg.port);
     }
-    bool on_cpu = !cfg.device || !strcmp(cfg.device, "cpu");
-    if (on_cpu && cfg.weights && strcmp(cfg.weights, "f32") && strcmp(cfg.weights, "bf16")) {
-        const char *q = !strcmp(cfg.weights, "int8") || !strcmp(cfg.weights, "q8") ? "q8" : "q4";
-        free(cfg.quant);
-        cfg.quant = fr_xstrdup(q);
-    }
-    if (!on_cpu && cfg.quant) {
-        fprintf(stderr, "frugal serve: --quant is the CPU's; on %s use --weights int8|int4\n",
-                cfg.device);
-        fr_serve_config_free(&cfg);
-        return 2;
-    }
-
-    fr_model *m = fr_model_load(cfg.model, &err);
-    if (!m) {
-        fprintf(stderr, "frugal serve: %s\n", err.msg);
-        fr_serve_config_free(&cfg);
-        return 1;
-    }
-    if (cfg.quant && fr_model_quantize(m, cfg.quant, &err) != 0) {
-        fprintf(stderr, "frugal serve: %s\n", err.msg);
-        fr_model_free(m);
-        fr_serve_config_free(&cfg);
-        return 1;
-    }
-    if (cfg.meter && !cfg.ledger) /* used unless the meter config names one */
-        cfg.ledger_default = default_ledger(cfg.served_name ? cfg.served_name : m->name, cfg.port);
-    fr_server *s = fr_server_start(&cfg, m, &err);
+    s = fr_server_start(&cfg, m, dev, &err);
     if (!s) {
         fprintf(stderr, "frugal serve: %s\n", err.msg);
-        fr_model_free(m);
-        fr_serve_config_free(&cfg);
-        return 1;
+        rc = 1;
+        goto fail;
     }
     fr_info("data root %s (intent model, reply templates, speech LM; FRUGAL_DATA_DIR overrides)",
             fr_data_dir());
@@ -176,9 +185,15 @@ int fr_cmd_serve(int argc, char **argv) {
     if (pthread_create(&wt, NULL, watchdog_main, &wd) == 0) pthread_detach(wt);
     fr_server_shutdown(s, cfg.shutdown_grace_s);
     fr_server_free(s);
-    fr_model_free(m);
+    frugal_context_free(dev);
+    frugal_model_free(m);
     fr_serve_config_free(&cfg);
     atomic_store(&wd.done, true); /* what is left is the process's own exit */
     fr_info("stopped");
     return 0;
+fail:
+    frugal_context_free(dev);
+    frugal_model_free(m);
+    fr_serve_config_free(&cfg);
+    return rc;
 }

@@ -10,6 +10,8 @@
  *   frugal assist [--config FILE] [--intent-model PATH] [--templates PATH]
  *                 [--model PATH [--quant q8|q4] [--chat-template NAME|FILE]] [--max-line N]
  *
+ * The model is loaded through the public API (frugal_model_load); the serving engine runs on it.
+ *
  * Replies follow the cascade (docs/ASSIST.md): a confident intent gets its template; the rest
  * goes to the model given with --model (the LLM path), or, without one, to a hand-off reply.
  */
@@ -21,12 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/quant.h"
+#include "frugal.h"
+#include "frugal_internal.h"
 #include "base/conf.h"
 #include "base/flags.h"
 #include "engine/engine.h"
 #include "model/chat.h"
-#include "model/model.h"
 #include "serve/assist.h"
 
 static const char *const usage =
@@ -84,7 +86,7 @@ int fr_cmd_assist(int argc, char **argv) {
     fr_assist_config_init(&cfg);
     fr_err err = {0};
     int rc = 1;
-    fr_model *m = NULL;
+    frugal_model *fm = NULL;
     fr_engine *eng = NULL;
     fr_assist *as = NULL;
     char *tmpl_owned = NULL;
@@ -111,11 +113,16 @@ int fr_cmd_assist(int argc, char **argv) {
         goto out;
     }
     if (model_path) {
-        m = fr_model_load(model_path, &err);
-        if (!m || (quant && fr_model_quantize(m, quant, &err))) {
-            fprintf(stderr, "frugal assist: %s\n", err.msg);
+        /* loaded (and quantised) through the public API, as `frugal serve` loads its model */
+        frugal_model_params mp = frugal_model_default_params();
+        mp.quant = quant;
+        frugal_error fe;
+        fm = frugal_model_load(model_path, mp, &fe);
+        if (!fm) {
+            fprintf(stderr, "frugal assist: %s (%s)\n", fe.message, frugal_status_str(fe.status));
             goto out;
         }
+        const fr_model *m = frugal_model_impl(fm);
         const char *tmpl = m->chat_template;
         if (chat_tmpl) {
             tmpl = fr_chat_builtin(chat_tmpl);
@@ -182,7 +189,7 @@ out:
         fr_engine_close(eng);
         fr_engine_free(eng);
     }
-    fr_model_free(m);
+    frugal_model_free(fm);
     free(tmpl_owned);
     fr_assist_config_free(&cfg);
     return rc;
