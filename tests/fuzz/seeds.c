@@ -2,12 +2,15 @@
  *   seeds audio DIR   s.wav (16-bit PCM), s.flac, s.ogg (Vorbis), u.wav (8 kHz mu-law): 0.2 s tones
  *   seeds image DIR   24x16 PNG, JPEG, WebP and TIFF in gray and RGB, each prefixed with the
  *                     fuzz_image selector byte of its declared type and channel count
+ *   seeds npy DIR     small .npy arrays: float32 written by fr_npy_save_f32 (2-d, 1-d, scalar,
+ *                     empty) and hand-built |u1 (v1.0), <f8 (v2.0) and <i8 (v3.0) ones
  * Built with the release library: cc -Isrc tests/fuzz/seeds.c build/libfrugal.a $(LDLIBS). */
 #include <math.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/npy.h"
 #include "stages/image/image.h"
 
 static int write_file(const char *dir, const char *name, const void *p, size_t n) {
@@ -72,9 +75,53 @@ static int image(const char *dir) {
     return 0;
 }
 
+/* A .npy file of version major with the dict padded to 64 bytes, then dlen bytes of data. */
+static int npy_raw(const char *dir, const char *name, int major, const char *dict, const void *data,
+                   size_t dlen) {
+    uint8_t b[512];
+    size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
+    size_t total = (pre + dl + 1 + 63) / 64 * 64;
+    if (total + dlen > sizeof b) return 1;
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (uint8_t)major;
+    b[7] = 0;
+    memset(b + 8, 0, 4);
+    b[8] = (uint8_t)(total - pre);
+    b[9] = (uint8_t)((total - pre) >> 8);
+    memcpy(b + pre, dict, dl);
+    memset(b + pre + dl, ' ', total - pre - dl - 1);
+    b[total - 1] = '\n';
+    memcpy(b + total, data, dlen);
+    return write_file(dir, name, b, total + dlen);
+}
+
+static int npy(const char *dir) {
+    float v[12];
+    for (int i = 0; i < 12; i++) v[i] = (float)i * 0.25f - 1.0f;
+    int64_t s2[2] = {3, 4}, s1[1] = {5}, s0[3] = {2, 0, 3};
+    fr_err err = {0};
+    char path[1024];
+    struct { const char *name; int nd; const int64_t *shape; } f[] = {
+        {"f4-2d.npy", 2, s2}, {"f4-1d.npy", 1, s1}, {"f4-scalar.npy", 0, NULL}, {"f4-empty.npy", 3, s0}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, f[k].name);
+        if (fr_npy_save_f32(path, v, f[k].nd, f[k].shape, &err)) {
+            fprintf(stderr, "seeds: %s\n", err.msg);
+            return 1;
+        }
+    }
+    uint8_t u1[6] = {0, 1, 2, 127, 128, 255};
+    double f8[2] = {0.5, -1e300};
+    int64_t i8[2] = {-3, 1LL << 40};
+    return npy_raw(dir, "u1-v1.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", u1, 6) ||
+           npy_raw(dir, "f8-v2.npy", 2, "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (2,)}", f8, 16) ||
+           npy_raw(dir, "i8-v3.npy", 3, "{'shape': (1, 2), 'fortran_order': False, 'descr': '<i8', }", i8, 16);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "audio")) return audio(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "image")) return image(argv[2]);
-    fprintf(stderr, "usage: seeds audio|image DIR\n");
+    if (argc == 3 && !strcmp(argv[1], "npy")) return npy(argv[2]);
+    fprintf(stderr, "usage: seeds audio|image|npy DIR\n");
     return 2;
 }
