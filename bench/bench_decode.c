@@ -233,7 +233,7 @@ int main(int argc, char **argv) {
         fr_seq *ws = &w;
         uint8_t one = 1;
         fr_seq_reserve(&w, kv, 1);
-        fr_batch b = {1, ids, &p0, &ws, &one};
+        fr_batch b = {.n_tokens = 1, .tokens = ids, .pos = &p0, .seqs = &ws, .logits = &one};
         if (fr_decoder_forward(d, kv, &b, logits, &err)) {
             fprintf(stderr, "bench_decode: %s\n", err.msg);
             return 1;
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "prompt processing: %d tokens...\n", n_prompt);
     fr_seq_reserve(&s, kv, max_ctx);
     t0 = fr_time_s();
-    fr_batch b = {n_prompt, ids, pos, seqs, want};
+    fr_batch b = {.n_tokens = n_prompt, .tokens = ids, .pos = pos, .seqs = seqs, .logits = want};
     if (fr_decoder_forward(d, kv, &b, logits, &err)) {
         fprintf(stderr, "bench_decode: %s\n", err.msg);
         return 1;
@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
                 if (logits[i] > logits[tok]) tok = i;
             fr_seq *sp = &s;
             uint8_t one = 1;
-            fr_batch bd = {1, &tok, &p, &sp, &one};
+            fr_batch bd = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &one};
             if (fr_decoder_forward(d, kv, &bd, logits, &err)) {
                 fprintf(stderr, "bench_decode: %s\n", err.msg);
                 return 1;

@@ -110,6 +110,7 @@ TEST(cpu_backend_matches_decoder) {
     if (!b || !d || !kv) return;
     CHECK(fr_backend_supports(b, FR_BOP_FORWARD));
     CHECK(!fr_backend_supports(b, FR_BOP_KV_INT8));
+    CHECK(fr_backend_supports(b, FR_BOP_EMBD_INPUT) && fr_backend_supports(b, FR_BOP_MROPE));
     CHECK_STR(fr_backend_name(b), "cpu");
     const int V = m->hp.n_vocab;
     float *a = malloc((size_t)V * 4), *c = malloc((size_t)V * 4);
@@ -122,7 +123,8 @@ TEST(cpu_backend_matches_decoder) {
         fr_seq *sp1[256], *sp2[256];
         uint8_t want[256];
         for (int j = 0; j < n; j++) pos[j] = j, sp1[j] = &s1, sp2[j] = &s2, want[j] = j == n - 1;
-        fr_batch b1 = {n, r.ids[i], pos, sp1, want}, b2 = {n, r.ids[i], pos, sp2, want};
+        fr_batch b1 = {.n_tokens = n, .tokens = r.ids[i], .pos = pos, .seqs = sp1, .logits = want};
+        fr_batch b2 = {.n_tokens = n, .tokens = r.ids[i], .pos = pos, .seqs = sp2, .logits = want};
         CHECK(fr_backend_forward(b, &b1, a, &err) == 0);
         CHECK(fr_decoder_forward(d, kv, &b2, c, &err) == 0);
         CHECK(memcmp(a, c, (size_t)V * 4) == 0);
@@ -135,7 +137,7 @@ TEST(cpu_backend_matches_decoder) {
         uint8_t w = 1;
         const int expect = ref_argmax(a, V);
         tok = expect;
-        fr_batch one = {1, &tok, &ps, &s1p, &w};
+        fr_batch one = {.n_tokens = 1, .tokens = &tok, .pos = &ps, .seqs = &s1p, .logits = &w};
         CHECK(fr_backend_forward_sample(b, &one, &g, 1, NULL, &id, &err) == 0);
         CHECK(id >= 0 && id < V);
         fr_seq_release(&s1, fr_backend_kv(b));

@@ -52,7 +52,7 @@ static int prefill(fr_decoder *d, fr_kv_pool *kv, fr_seq *s, const int32_t *ids,
             seqs[j] = s;
             want[j] = (i + j == n - 1);
         }
-        fr_batch b = {m, ids + i, pos, seqs, want};
+        fr_batch b = {.n_tokens = m, .tokens = ids + i, .pos = pos, .seqs = seqs, .logits = want};
         if (fr_decoder_forward(d, kv, &b, out, &err)) {
             fprintf(stderr, "  forward: %s\n", err.msg);
             return -1;
@@ -67,7 +67,7 @@ static int decode_one(fr_decoder *d, fr_kv_pool *kv, fr_seq *s, int32_t tok, flo
     int32_t pos = s->n_pos;
     fr_seq *seqs[1] = {s};
     uint8_t want = 1;
-    fr_batch b = {1, &tok, &pos, seqs, &want};
+    fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &pos, .seqs = seqs, .logits = &want};
     fr_err err = {0};
     if (fr_decoder_forward(d, kv, &b, out, &err)) {
         fprintf(stderr, "  decode: %s\n", err.msg);
@@ -366,7 +366,7 @@ static void batched_vs_alone(const char *model, const char *quant, const char *r
             if (fed[i] == plen[i]) next_admit++;
         }
         if (n == 0) break;
-        fr_batch b = {n, bt, bp, bs, bw};
+        fr_batch b = {.n_tokens = n, .tokens = bt, .pos = bp, .seqs = bs, .logits = bw};
         CHECK(fr_decoder_forward(d, kv, &b, out, &err) == 0);
         int row = 0;
         for (int j = 0; j < n; j++) {
@@ -464,7 +464,7 @@ TEST(bad_batches_rejected) {
     uint8_t w[2] = {1, 1};
     /* token out of range, negative token */
     int32_t bad_t[2] = {1, m->hp.n_vocab};
-    fr_batch b = {2, bad_t, pos, ss, w};
+    fr_batch b = {.n_tokens = 2, .tokens = bad_t, .pos = pos, .seqs = ss, .logits = w};
     CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
     CHECK(strstr(err.msg, "out of range") != NULL);
     bad_t[1] = -1;
@@ -472,7 +472,7 @@ TEST(bad_batches_rejected) {
     CHECK_EQ_INT(s.n_pos, 0);
     /* position mismatch: starts at 1, or skips */
     int32_t p1[2] = {1, 2}, p2[2] = {0, 2};
-    b = (fr_batch){2, ok_t, p1, ss, w};
+    b = (fr_batch){.n_tokens = 2, .tokens = ok_t, .pos = p1, .seqs = ss, .logits = w};
     CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
     CHECK(strstr(err.msg, "position") != NULL);
     b.pos = p2;
@@ -489,7 +489,7 @@ TEST(bad_batches_rejected) {
     CHECK_EQ_INT(s.n_pos, 2);
     int32_t t8[7] = {1, 2, 3, 4, 5, 6, 7}, p8[7] = {2, 3, 4, 5, 6, 7, 8}; /* 8 reserved */
     fr_seq *s8[7] = {&s, &s, &s, &s, &s, &s, &s};
-    b = (fr_batch){7, t8, p8, s8, NULL};
+    b = (fr_batch){.n_tokens = 7, .tokens = t8, .pos = p8, .seqs = s8};
     CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
     CHECK(strstr(err.msg, "reserved") != NULL);
     CHECK_EQ_INT(s.n_pos, 2);
@@ -585,8 +585,11 @@ static fr_model *random_model(bool interleaved) {
     return m;
 }
 
-/* The forward pass from reference ops only: logits of the last of n tokens. */
-static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *logits) {
+/* The forward pass from reference ops only: logits of the last of n tokens. embd (n, n_embd)
+ * replaces the embedding of the tokens with use[i] (or NULL); rope_pos (3, n) are M-RoPE
+ * positions (or NULL: plain RoPE at 0..n-1). */
+static void ref_forward_mm(const fr_model *m, const int32_t *ids, int n, const float *embd,
+                           const uint8_t *use, const int32_t *rope_pos, float *logits) {
     const fr_hparams *hp = &m->hp;
     int E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
     float *x = malloc((size_t)n * E * 4), *xn = malloc((size_t)n * E * 4);    /* (n, E) */
@@ -600,6 +603,8 @@ static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *log
     int *blocks = malloc((size_t)n * sizeof(int)); /* one position per "block" */
     for (int i = 0; i < n; i++) pos[i] = blocks[i] = i;
     fr_ref_embed(x, &m->w.tok_embd, ids, n);
+    for (int i = 0; i < n; i++)
+        if (embd && use[i]) memcpy(x + (size_t)i * E, embd + (size_t)i * E, (size_t)E * 4);
     for (int l = 0; l < hp->n_layer; l++) {
         const fr_layer *L = &m->w.layers[l];
         fr_ref_rmsnorm(xn, x, L->attn_norm.data, n, E, hp->rms_eps);
@@ -613,10 +618,17 @@ static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *log
                 vv[t * KV + i] += ((const float *)L->bv.data)[i];
             }
         }
-        fr_ref_rope(q, n, hp->n_head, hp->head_dim, pos, hp->rope_theta, hp->rope_interleaved,
-                    m->w.rope_freq_factors);
-        fr_ref_rope(kk, n, hp->n_head_kv, hp->head_dim, pos, hp->rope_theta,
-                    hp->rope_interleaved, m->w.rope_freq_factors);
+        if (rope_pos) {
+            fr_ref_rope_mrope(q, n, hp->n_head, hp->head_dim, rope_pos, hp->mrope_section,
+                              hp->rope_theta, hp->rope_interleaved, m->w.rope_freq_factors);
+            fr_ref_rope_mrope(kk, n, hp->n_head_kv, hp->head_dim, rope_pos, hp->mrope_section,
+                              hp->rope_theta, hp->rope_interleaved, m->w.rope_freq_factors);
+        } else {
+            fr_ref_rope(q, n, hp->n_head, hp->head_dim, pos, hp->rope_theta,
+                        hp->rope_interleaved, m->w.rope_freq_factors);
+            fr_ref_rope(kk, n, hp->n_head_kv, hp->head_dim, pos, hp->rope_theta,
+                        hp->rope_interleaved, m->w.rope_freq_factors);
+        }
         for (int t = 0; t < n; t++) {
             memcpy(k + ((size_t)t * hp->n_layer + l) * KV, kk + (size_t)t * KV, (size_t)KV * 4);
             memcpy(v + ((size_t)t * hp->n_layer + l) * KV, vv + (size_t)t * KV, (size_t)KV * 4);
@@ -638,6 +650,10 @@ static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *log
     fr_ref_matmul(logits, xn, &m->w.output, 1);
     free(x); free(xn); free(q); free(att); free(k); free(v); free(kk); free(vv);
     free(g); free(u); free(o); free(pos); free(blocks);
+}
+
+static void ref_forward(const fr_model *m, const int32_t *ids, int n, float *logits) {
+    ref_forward_mm(m, ids, n, NULL, NULL, NULL, logits);
 }
 
 static void random_model_case(bool interleaved, const char *quant, double tol) {
@@ -674,6 +690,263 @@ TEST(random_model_vs_reference_forward) {
     random_model_case(true, NULL, 1e-5);
     random_model_case(false, "q8", 1e-4); /* same function: int8 activations in both */
     random_model_case(true, "q4", 1e-4);
+}
+
+/* ------------------------------------------------------------------ M-RoPE and embedding rows */
+/* The M-RoPE reference against plain RoPE: frequency i of section s must be exactly what 1D RoPE
+ * at position rope_pos[s] gives for that pair (both layouts, with and without freq factors). */
+TEST(mrope_reference_is_plain_rope_per_section) {
+    enum { T = 5, NH = 3, HD = 16, HALF = HD / 2 };
+    const int sect[3] = {2, 3, 3};
+    int32_t rp[3 * T];
+    for (int i = 0; i < 3 * T; i++) rp[i] = (i * 7 + 3) % 41;
+    float ff[HALF];
+    for (int i = 0; i < HALF; i++) ff[i] = 1.0f + 0.5f * (float)i;
+    for (int variant = 0; variant < 4; variant++) {
+        bool inter = variant & 1;
+        const float *fac = variant & 2 ? ff : NULL;
+        float x[T * NH * HD], got[T * NH * HD], plain[3][T * NH * HD];
+        for (int i = 0; i < T * NH * HD; i++) x[i] = frand();
+        memcpy(got, x, sizeof x);
+        fr_ref_rope_mrope(got, T, NH, HD, rp, sect, 10000.0f, inter, fac);
+        for (int s = 0; s < 3; s++) {
+            memcpy(plain[s], x, sizeof x);
+            fr_ref_rope(plain[s], T, NH, HD, rp + s * T, 10000.0f, inter, fac);
+        }
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int i = 0; i < HALF; i++) {
+                    int s = i < 2 ? 0 : i < 5 ? 1 : 2;
+                    int i0 = inter ? 2 * i : i, i1 = inter ? 2 * i + 1 : i + HALF;
+                    size_t o = ((size_t)t * NH + h) * HD;
+                    bad += got[o + i0] != plain[s][o + i0] || got[o + i1] != plain[s][o + i1];
+                }
+        CHECK_EQ_INT(bad, 0);
+    }
+}
+
+/* The table kernel against the reference; equal t/h/w rows reproduce 1D RoPE bit for bit. */
+TEST(mrope_kernel_vs_reference_and_equal_rows_bit_identical) {
+    enum { T = 9, NH = 4, HD = 16, HALF = HD / 2, NPOS = 64 };
+    const int sect[3] = {2, 3, 3};
+    float *cs = malloc(NPOS * HALF * 4), *sn = malloc(NPOS * HALF * 4);
+    for (int inter = 0; inter < 2; inter++) {
+        fr_cpu_rope_table(cs, sn, NPOS, HD, 1e6f, NULL, false);
+        int32_t rp[3 * T], pos[T], eq[3 * T];
+        for (int i = 0; i < 3 * T; i++) rp[i] = (i * 13 + 5) % NPOS;
+        for (int t = 0; t < T; t++) pos[t] = eq[t] = eq[T + t] = eq[2 * T + t] = (t * 11) % NPOS;
+        float x[T * NH * HD], a[T * NH * HD], b[T * NH * HD];
+        for (int i = 0; i < T * NH * HD; i++) x[i] = frand();
+        memcpy(a, x, sizeof x);
+        memcpy(b, x, sizeof x);
+        fr_cpu_rope_mrope(a, T, NH, HD, rp, sect, inter, cs, sn);
+        fr_ref_rope_mrope(b, T, NH, HD, rp, sect, 1e6f, inter, NULL);
+        double worst = 0;
+        for (int i = 0; i < T * NH * HD; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+        CHECK(worst < 1e-5);
+        memcpy(a, x, sizeof x);
+        memcpy(b, x, sizeof x);
+        fr_cpu_rope_mrope(a, T, NH, HD, eq, sect, inter, cs, sn);
+        fr_cpu_rope(b, T, NH, HD, pos, inter, cs, sn);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    free(cs);
+    free(sn);
+}
+
+/* A prompt with an "image" span: embedding rows for tokens [5, 17) and 3 x 4 grid positions as
+ * get_rope_index lays them out (t = start, h = start + row, w = start + col; text continues at
+ * start + 4), then decode steps at pos + delta. */
+enum { MM_N = 30, MM_IMG0 = 5, MM_IMG_N = 12 };
+static void mm_inputs(int n_embd, float *embd, uint8_t *use, int32_t *rp, int *delta) {
+    for (int i = 0; i < MM_N * n_embd; i++) embd[i] = frand();
+    int p = 0;
+    for (int i = 0; i < MM_N; i++) {
+        use[i] = i >= MM_IMG0 && i < MM_IMG0 + MM_IMG_N;
+        if (use[i]) {
+            int k = i - MM_IMG0, start = MM_IMG0;
+            rp[i] = start;
+            rp[MM_N + i] = start + k / 4;
+            rp[2 * MM_N + i] = start + k % 4;
+            if (k == MM_IMG_N - 1) p = start + 4;
+        } else {
+            rp[i] = rp[MM_N + i] = rp[2 * MM_N + i] = p++;
+        }
+    }
+    *delta = p - MM_N;
+}
+
+static fr_model *random_mrope_model(void) {
+    fr_model *m = random_model(false);
+    m->hp.mrope_section[0] = 2;
+    m->hp.mrope_section[1] = 3;
+    m->hp.mrope_section[2] = 3;
+    return m;
+}
+
+/* Prefill with embedding rows and M-RoPE positions, in `chunk`s (each chunk's rope_pos is its own
+ * (3, n) slice), then decode steps; last logits into out (n_steps + 1, n_vocab). */
+static int mm_run(fr_decoder *d, fr_kv_pool *kv, const int32_t *ids, const float *embd,
+                  const uint8_t *use, const int32_t *rp, int delta, int chunk, int n_steps,
+                  float *out, fr_err *err) {
+    const int V = 300, E = 64;
+    fr_seq s = {0};
+    int rc = -1;
+    if (fr_seq_reserve(&s, kv, MM_N + n_steps)) return -1;
+    int32_t pos[MM_N], crp[3 * MM_N];
+    fr_seq *seqs[MM_N];
+    uint8_t want[MM_N];
+    for (int i = 0; i < MM_N; i += chunk) {
+        int n = FR_MIN(chunk, MM_N - i);
+        for (int j = 0; j < n; j++) {
+            pos[j] = i + j;
+            seqs[j] = &s;
+            want[j] = i + j == MM_N - 1;
+            for (int r = 0; r < 3; r++) crp[r * n + j] = rp[r * MM_N + i + j];
+        }
+        fr_batch b = {.n_tokens = n, .tokens = ids + i, .pos = pos, .seqs = seqs, .logits = want,
+                      .embd = embd + (size_t)i * E, .embd_use = use + i, .rope_pos = crp};
+        if (fr_decoder_forward(d, kv, &b, out, err)) goto out;
+    }
+    for (int k = 0; k < n_steps; k++) {
+        int32_t tok = ids[MM_N - 1 - k], p = MM_N + k, r3[3] = {p + delta, p + delta, p + delta};
+        fr_seq *sp = &s;
+        uint8_t w = 1;
+        fr_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &p, .seqs = &sp, .logits = &w,
+                      .rope_pos = r3};
+        if (fr_decoder_forward(d, kv, &b, out + (size_t)(k + 1) * V, err)) goto out;
+    }
+    rc = 0;
+out:
+    fr_seq_release(&s, kv);
+    return rc;
+}
+
+TEST(decoder_mrope_embd_vs_reference_forward) {
+    enum { V = 300, E = 64, STEPS = 3 };
+    fr_model *m = random_mrope_model();
+    fr_err err = {0};
+    fr_decoder *d = fr_decoder_new(m, 64, 128, &err);
+    CHECK(d != NULL);
+    fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 32, 8);
+    int32_t ids[MM_N + STEPS], rp[3 * MM_N], rpx[3 * (MM_N + STEPS)];
+    for (int i = 0; i < MM_N; i++) ids[i] = (i * 37 + 11) % V;
+    float *embd = malloc((size_t)(MM_N + STEPS) * E * 4);
+    uint8_t use[MM_N + STEPS] = {0};
+    int delta;
+    mm_inputs(E, embd, use, rp, &delta);
+    CHECK(delta == 4 - MM_IMG_N);
+    float *got = malloc((size_t)(STEPS + 1) * V * 4), want[V];
+    CHECK(mm_run(d, kv, ids, embd, use, rp, delta, MM_N, STEPS, got, &err) == 0);
+    for (int k = 0; k <= STEPS; k++) { /* the reference over the whole sequence so far */
+        int n = MM_N + k;
+        if (k) ids[n - 1] = ids[MM_N - k];
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < n; i++)
+                rpx[r * n + i] = i < MM_N ? rp[r * MM_N + i] : i + delta;
+        ref_forward_mm(m, ids, n, embd, use, rpx, want);
+        double e = rel_l2(got + (size_t)k * V, want, V);
+        if (!(e <= 1e-5)) fprintf(stderr, "  step %d rel L2 %g\n", k, e);
+        CHECK(e <= 1e-5);
+    }
+    /* the reference without the image rows or without the positions differs: both are used */
+    ref_forward_mm(m, ids, MM_N, NULL, NULL, rp, want);
+    CHECK(rel_l2(got, want, V) > 1e-3);
+    ref_forward_mm(m, ids, MM_N, embd, use, NULL, want);
+    CHECK(rel_l2(got, want, V) > 1e-3);
+    /* chunked prefill (chunks of 7, each with its own rope_pos slice) is bit-identical */
+    float *got7 = malloc((size_t)(STEPS + 1) * V * 4);
+    CHECK(mm_run(d, kv, ids, embd, use, rp, delta, 7, STEPS, got7, &err) == 0);
+    CHECK(memcmp(got, got7, (size_t)(STEPS + 1) * V * 4) == 0);
+    free(got7);
+    free(got);
+    free(embd);
+    fr_kv_pool_free(kv);
+    fr_decoder_free(d);
+    fr_model_free(m);
+}
+
+/* rope_pos rows equal to pos give the logits of a batch without rope_pos, bit for bit, on an
+ * M-RoPE model; and a text model's logits do not depend on mrope_section being absent. */
+TEST(decoder_mrope_equal_rows_bit_identical) {
+    enum { V = 300, N = 20 };
+    fr_model *m = random_mrope_model();
+    fr_err err = {0};
+    fr_decoder *d = fr_decoder_new(m, 64, 128, &err);
+    fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 32, 8);
+    int32_t ids[N], pos[N], rp[3 * N];
+    fr_seq *seqs[N];
+    float a[V], b[V];
+    for (int i = 0; i < N; i++) ids[i] = (i * 31 + 7) % V, pos[i] = rp[i] = rp[N + i] = rp[2 * N + i] = i;
+    for (int pass = 0; pass < 2; pass++) {
+        fr_seq s = {0};
+        CHECK(fr_seq_reserve(&s, kv, N) == 0);
+        for (int i = 0; i < N; i++) seqs[i] = &s;
+        uint8_t want[N] = {0};
+        want[N - 1] = 1;
+        fr_batch bt = {.n_tokens = N, .tokens = ids, .pos = pos, .seqs = seqs, .logits = want,
+                       .rope_pos = pass ? rp : NULL};
+        CHECK(fr_decoder_forward(d, kv, &bt, pass ? b : a, &err) == 0);
+        fr_seq_release(&s, kv);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* the same weights without mrope_section: the same logits as the M-RoPE model's plain path */
+    fr_decoder_free(d);
+    m->hp.mrope_section[0] = m->hp.mrope_section[1] = m->hp.mrope_section[2] = 0;
+    d = fr_decoder_new(m, 64, 128, &err);
+    {
+        fr_seq s = {0};
+        CHECK(fr_seq_reserve(&s, kv, N) == 0);
+        for (int i = 0; i < N; i++) seqs[i] = &s;
+        uint8_t want[N] = {0};
+        want[N - 1] = 1;
+        fr_batch bt = {.n_tokens = N, .tokens = ids, .pos = pos, .seqs = seqs, .logits = want};
+        CHECK(fr_decoder_forward(d, kv, &bt, b, &err) == 0);
+        fr_seq_release(&s, kv);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    fr_kv_pool_free(kv);
+    fr_decoder_free(d);
+    fr_model_free(m);
+}
+
+TEST(decoder_mrope_bad_input_rejected) {
+    fr_model *m = random_model(false);
+    fr_err err = {0};
+    fr_decoder *d = fr_decoder_new(m, 8, 16, &err);
+    fr_kv_pool *kv = fr_kv_pool_new(&m->hp, 4, 8);
+    fr_seq s = {0};
+    CHECK(fr_seq_reserve(&s, kv, 2) == 0);
+    int32_t ids[2] = {1, 2}, pos[2] = {0, 1}, rp[6] = {0, 1, 0, 1, 0, 1};
+    fr_seq *ss[2] = {&s, &s};
+    fr_batch b = {.n_tokens = 2, .tokens = ids, .pos = pos, .seqs = ss, .rope_pos = rp};
+    float out[2 * 300];
+    /* a text model takes no M-RoPE positions */
+    CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
+    CHECK(err.code == FR_ERR_BAD_REQUEST);
+    CHECK_EQ_INT(s.n_pos, 0);
+    fr_decoder_free(d);
+    /* a position beyond the context */
+    m->hp.mrope_section[0] = 2, m->hp.mrope_section[1] = 3, m->hp.mrope_section[2] = 3;
+    d = fr_decoder_new(m, 8, 16, &err);
+    CHECK(d != NULL);
+    rp[5] = 16;
+    CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
+    CHECK(err.code == FR_ERR_BAD_REQUEST);
+    rp[5] = -1;
+    CHECK(fr_decoder_forward(d, kv, &b, out, &err) == -1);
+    CHECK_EQ_INT(s.n_pos, 0);
+    rp[5] = 1;
+    CHECK(fr_decoder_forward(d, kv, &b, out, &err) == 0);
+    fr_decoder_free(d);
+    /* sections that do not add up to head_dim/2 */
+    m->hp.mrope_section[2] = 4;
+    CHECK(fr_decoder_new(m, 8, 16, &err) == NULL);
+    CHECK(err.code == FR_ERR_UNSUPPORTED);
+    fr_seq_release(&s, kv);
+    fr_kv_pool_free(kv);
+    fr_model_free(m);
 }
 
 int main(void) { return t_main(); }

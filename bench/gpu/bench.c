@@ -128,7 +128,7 @@ static double prefill(fr_cuda *c, seqset *ss, int i, int n) {
             sp[j] = &ss->s[i];
             want[j] = j == m - 1;
         }
-        fr_batch b = {m, tok, pos, sp, want};
+        fr_batch b = {.n_tokens = m, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
         if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, &id, NULL, &err)) die("prefill", &err);
     }
     return fr_time_s() - t0;
@@ -158,7 +158,7 @@ static double decode_loop(fr_cuda *c, seqset *ss, int B, int steps, double *joul
                 sp[i] = &ss->s[i];
                 want[i] = 1;
             }
-            fr_batch b = {B, tok, pos, sp, want};
+            fr_batch b = {.n_tokens = B, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
             if (!pipe) {
                 if (fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err)) die("decode", &err);
             } else if (fr_cuda_submit(c, &b, &g, 1, NULL, s > 0, &err)) {

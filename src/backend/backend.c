@@ -88,7 +88,8 @@ static int cpu_forward(fr_backend *b, const fr_batch *batch, float *logits, fr_e
 }
 static bool cpu_supports(const fr_backend *b, fr_backend_op op) {
     (void)b;
-    return op == FR_BOP_FORWARD || op == FR_BOP_WEIGHTS_INT8 || op == FR_BOP_WEIGHTS_INT4;
+    return op == FR_BOP_FORWARD || op == FR_BOP_WEIGHTS_INT8 || op == FR_BOP_WEIGHTS_INT4 ||
+           op == FR_BOP_EMBD_INPUT || op == FR_BOP_MROPE;
 }
 static void cpu_mem(const fr_backend *b, fr_backend_mem *m) {
     memset(m, 0, sizeof *m);

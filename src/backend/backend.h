@@ -37,6 +37,8 @@ typedef enum fr_backend_op {
     FR_BOP_WEIGHTS_INT4,    /* weight-only 4-bit matrices */
     FR_BOP_KV_INT8,         /* 8-bit KV cache */
     FR_BOP_GRAPHS,          /* captured decode steps */
+    FR_BOP_EMBD_INPUT,      /* batches with embedding rows (fr_batch.embd: image features) */
+    FR_BOP_MROPE,           /* batches with M-RoPE positions (fr_batch.rope_pos) */
     FR_BOP_COUNT
 } fr_backend_op;
 

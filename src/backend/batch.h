@@ -7,6 +7,13 @@
  * before attention, and a token at position p attends to positions 0..p of its own sequence. A
  * forward advances each sequence's n_pos and returns logits in batch order for the tokens with
  * logits[i] = 1.
+ *
+ * Multimodal input (optional; NULL for text): `embd` gives rows used instead of the token
+ * embedding (image features after the vision merger), and `rope_pos` gives the M-RoPE positions
+ * of a model with hp.mrope_section set (the t/h/w of get_rope_index, model/mrope.h). The KV slot
+ * and the causal order stay `pos`; only the rotary angles follow rope_pos. A backend that cannot
+ * take them says so through fr_backend_supports (FR_BOP_EMBD_INPUT, FR_BOP_MROPE) and refuses such
+ * a batch with FR_ERR_UNSUPPORTED.
  */
 #ifndef FRUGAL_BATCH_H
 #define FRUGAL_BATCH_H
@@ -19,6 +26,13 @@ typedef struct fr_batch {
     const int32_t *pos;     /* (n_tokens) position of each token in its sequence */
     fr_seq *const *seqs;    /* (n_tokens) the sequence each token belongs to */
     const uint8_t *logits;  /* (n_tokens) 1 = return logits for this token; NULL = every token */
+    const float *embd;      /* (n_tokens, n_embd) input rows instead of the token embedding, or
+                               NULL; the token ids must still be valid ids */
+    const uint8_t *embd_use; /* (n_tokens) 1 = row i of embd replaces token i's embedding, 0 = the
+                               token's own; NULL = every row of embd is used */
+    const int32_t *rope_pos; /* (3, n_tokens) M-RoPE positions: t row, then h, then w, each in
+                               0..max_ctx-1; NULL = all three equal pos (plain RoPE). Needs a model
+                               with hp.mrope_section set */
 } fr_batch;
 
 #endif

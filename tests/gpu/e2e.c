@@ -86,7 +86,7 @@ static int run_prompt(fr_backend *be, const prompt *p, int V, float *lg, float *
     fr_seq *sp[256];
     uint8_t want[256];
     for (int i = 0; i < p->n_ids; i++) pos[i] = i, sp[i] = &s, want[i] = i == p->n_ids - 1;
-    fr_batch b = {p->n_ids, p->ids, pos, sp, want};
+    fr_batch b = {.n_tokens = p->n_ids, .tokens = p->ids, .pos = pos, .seqs = sp, .logits = want};
     if (fr_backend_forward(be, &b, lg, &err)) {
         fprintf(stderr, "forward: %s\n", err.msg);
         fr_seq_release(&s, fr_backend_kv(be));
@@ -102,7 +102,7 @@ static int run_prompt(fr_backend *be, const prompt *p, int V, float *lg, float *
         int32_t tok = p->greedy[g], ps = s.n_pos;
         fr_seq *s1 = &s;
         uint8_t w = 1;
-        fr_batch d = {1, &tok, &ps, &s1, &w};
+        fr_batch d = {.n_tokens = 1, .tokens = &tok, .pos = &ps, .seqs = &s1, .logits = &w};
         if (fr_backend_forward(be, &d, lg, &err)) {
             fprintf(stderr, "decode: %s\n", err.msg);
             break;

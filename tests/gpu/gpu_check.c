@@ -1098,14 +1098,14 @@ static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int g
     for (int s = 0; s < B; s++) { /* prefill P tokens each, the last one sampled */
         seq_grow(&seqs[s], P + N + 2);
         for (int i = 0; i < P; i++) tok[i] = irand(V), pos[i] = i, sp[i] = &seqs[s], want[i] = i == P - 1;
-        fr_batch b = {P, tok, pos, sp, want};
+        fr_batch b = {.n_tokens = P, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
         rc |= fr_cuda_forward_sample(c, &b, &g, 1, NULL, &ids[s], NULL, &err);
     }
     int32_t first[4];
     memcpy(first, ids, sizeof first);
     for (int step = 0; step < N; step++) { /* the synchronous loop */
         for (int s = 0; s < B; s++) tok[s] = ids[s], pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
-        fr_batch b = {B, tok, pos, sp, want};
+        fr_batch b = {.n_tokens = B, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
         rc |= fr_cuda_forward_sample(c, &b, &g, 1, NULL, ids, NULL, &err);
         for (int s = 0; s < B; s++) want_ids[s][step] = ids[s];
     }
@@ -1113,7 +1113,7 @@ static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int g
     for (int step = 0; step <= N; step++) { /* pipelined: submit step, then collect step - 1 */
         if (step < N) {
             for (int s = 0; s < B; s++) tok[s] = step ? 0 : first[s], pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
-            fr_batch b = {B, tok, pos, sp, want};
+            fr_batch b = {.n_tokens = B, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
             if (fr_cuda_submit(c, &b, &g, 1, NULL, step > 0, &err)) rc |= 4;
         }
         if (step > 0 && fr_cuda_collect(c, ids, &err) != B) rc |= 8;
@@ -1133,9 +1133,10 @@ static void check_pipelined(const tiny_shape *sh, fr_cuda_wtype wt, int B, int g
     err.msg[0] = 0;
     refused += fr_cuda_collect(c, ids, &err) < 0;
     for (int s = 0; s < B; s++) tok[s] = 0, pos[s] = seqs[s].n_pos, sp[s] = &seqs[s], want[s] = 1;
-    fr_batch b1 = {B, tok, pos, sp, want};
+    fr_batch b1 = {.n_tokens = B, .tokens = tok, .pos = pos, .seqs = sp, .logits = want};
     { /* B - 1 rows fed (B = 1: a fed step of 2 rows) */
-        fr_batch bs = {B > 1 ? B - 1 : 2, tok, pos, sp, want};
+        fr_batch bs = {.n_tokens = B > 1 ? B - 1 : 2, .tokens = tok, .pos = pos, .seqs = sp,
+                       .logits = want};
         if (B == 1) tok[1] = 0, pos[1] = seqs[1].n_pos, sp[1] = &seqs[1], want[1] = 1;
         refused += fr_cuda_submit(c, &bs, &g, 1, NULL, 1, &err) != 0;
     }
@@ -1203,7 +1204,7 @@ static void check_two_decoders(const tiny_shape *sh) {
     for (int e = 0; e < 2; e++) { /* prefill P tokens each, the last row's logits */
         seq_grow(&seqs[e], P + N + 1);
         for (int i = 0; i < P; i++) pos[i] = i, sp[i] = &seqs[e], want[i] = i == P - 1;
-        fr_batch bt = {P, toks[e], pos, sp, want};
+        fr_batch bt = {.n_tokens = P, .tokens = toks[e], .pos = pos, .seqs = sp, .logits = want};
         rc |= fr_cuda_forward(c[e], &bt, lg, &err);
         const double d = cmp_rows(lg, ref[e] + (size_t)(P - 1) * V, 1, V, &agree);
         worst = d > worst || d != d ? d : worst;
@@ -1216,7 +1217,7 @@ static void check_two_decoders(const tiny_shape *sh) {
             int32_t p = seqs[e].n_pos, tk = toks[e][p], id = 0;
             fr_seq *s0 = &seqs[e];
             uint8_t w1 = 1;
-            fr_batch bt = {1, &tk, &p, &s0, &w1};
+            fr_batch bt = {.n_tokens = 1, .tokens = &tk, .pos = &p, .seqs = &s0, .logits = &w1};
             rc |= fr_cuda_forward_sample(c[e], &bt, &g, 1, NULL, &id, lg, &err);
             const double d = cmp_rows(lg, ref[e] + (size_t)p * V, 1, V, &agree);
             worst = d > worst || d != d ? d : worst;
@@ -1310,7 +1311,8 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
             const int n = chunks[ci];
             seq_grow(&seqs[0], done + n);
             for (int i = 0; i < n; i++) pos[i] = done + i, sp[i] = &seqs[0], want[i] = 1;
-            fr_batch b = {n, toks[0] + done, pos, sp, want};
+            fr_batch b = {.n_tokens = n, .tokens = toks[0] + done, .pos = pos, .seqs = sp,
+                          .logits = want};
             rc |= fr_cuda_forward(c, &b, lg, &err);
             double e = cmp_rows(lg, ref[0] + (size_t)done * V, n, V, &agree);
             worst = e > worst || e != e ? e : worst;
@@ -1334,7 +1336,7 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
         int k = 0;
         for (int i = 0; i < n; i++)
             if (want[i]) k_of[sp[i] == &seqs[1] ? 1 : 2] = k++;
-        fr_batch b = {n, ids, pos, sp, want};
+        fr_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seqs = sp, .logits = want};
         rc |= fr_cuda_forward(c, &b, lg, &err);
         for (int s = 1; s < NS; s++) {
             double e = cmp_rows(lg + (size_t)k_of[s] * V, ref[s] + (size_t)(plen[s] - 1) * V, 1, V, &agree);
@@ -1349,7 +1351,7 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
             seq_grow(&seqs[s], p + 1);
             pos[s] = p, sp[s] = &seqs[s], want[s] = 1, ids[s] = toks[s][p];
         }
-        fr_batch b = {NS, ids, pos, sp, want};
+        fr_batch b = {.n_tokens = NS, .tokens = ids, .pos = pos, .seqs = sp, .logits = want};
         int32_t out_ids[NS];
         fr_sampling g;
     memset(&g, 0, sizeof g);
@@ -1377,7 +1379,7 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
                 pos[i] = p, sp[i] = &seqs[s], want[i] = 1, ids[i] = toks[s][p];
                 pp[i] = p;
             }
-            fr_batch b = {n, ids, pos, sp, want};
+            fr_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seqs = sp, .logits = want};
             rc |= fr_cuda_forward(c, &b, lg, &err);
             for (int i = 0; i < n; i++) {
                 double e = cmp_rows(lg + (size_t)i * V, ref[order[at + i]] + (size_t)pp[i] * V, 1, V, &agree);
@@ -1405,10 +1407,10 @@ static void check_decoder(const tiny_shape *sh, fr_cuda_wtype wt, int kv_int8, i
         int32_t badtok = V + 5, p = seqs[0].n_pos;
         fr_seq *s0 = &seqs[0];
         uint8_t w1 = 1;
-        fr_batch b = {1, &badtok, &p, &s0, &w1};
+        fr_batch b = {.n_tokens = 1, .tokens = &badtok, .pos = &p, .seqs = &s0, .logits = &w1};
         report_bool("  out-of-range token refused", fr_cuda_forward(c, &b, lg, &err) == -1, err.msg);
         int32_t tk = 1, wrong = p + 3;
-        fr_batch b2 = {1, &tk, &wrong, &s0, &w1};
+        fr_batch b2 = {.n_tokens = 1, .tokens = &tk, .pos = &wrong, .seqs = &s0, .logits = &w1};
         report_bool("  position mismatch refused", fr_cuda_forward(c, &b2, lg, &err) == -1, err.msg);
     }
     fr_cuda_free(c);

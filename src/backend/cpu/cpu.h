@@ -98,6 +98,12 @@ void fr_ref_rmsnorm(float *out, const float *x, const float *g, int T, int n, fl
  * else halves (i, i+head_dim/2). Angles in double. */
 void fr_ref_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, float theta,
                  bool interleaved, const float *freq_factors);
+/* M-RoPE (Qwen2-VL's apply_multimodal_rotary_pos_emb) in place on x (T, n_head*head_dim):
+ * frequency i (as in fr_ref_rope) turns by the token's position rope_pos[s*T + t], s the section
+ * of i: 0 (temporal) for i < sect[0], 1 (height) for i < sect[0]+sect[1], else 2 (width); the same
+ * section for both elements of a pair. rope_pos (3, T). Angles in double. */
+void fr_ref_rope_mrope(float *x, int T, int n_head, int head_dim, const int32_t *rope_pos,
+                       const int sect[3], float theta, bool interleaved, const float *freq_factors);
 /* out (n) = silu(gate) * up */
 void fr_ref_swiglu(float *out, const float *gate, const float *up, int64_t n);
 /* In place softmax of x (n), double accumulation. */
@@ -161,6 +167,11 @@ void fr_cpu_rmsnorm(float *out, const float *x, const float *g, int T, int n, fl
 /* Rotary embedding from precomputed tables cs, sn (n_pos, head_dim/2) (fr_cpu_rope_table). */
 void fr_cpu_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, bool interleaved,
                  const float *cs, const float *sn);
+/* M-RoPE from the same tables: frequency i reads the row of rope_pos[s*T + t], s its section
+ * (fr_ref_rope_mrope); rope_pos (3, T). With the three rows equal to pos it computes exactly what
+ * fr_cpu_rope does (same values, same operations). */
+void fr_cpu_rope_mrope(float *x, int T, int n_head, int head_dim, const int32_t *rope_pos,
+                       const int sect[3], bool interleaved, const float *cs, const float *sn);
 /* cos/sin tables (n_pos, head_dim/2) with the angles of fr_ref_rope; bf16_freqs rounds each
  * frequency to bf16 first (see fr_decoder_opts). */
 void fr_cpu_rope_table(float *cs, float *sn, int n_pos, int head_dim, float theta,

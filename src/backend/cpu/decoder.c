@@ -1,8 +1,9 @@
 /* decoder.c — the Qwen2/Llama forward pass over a batch of tokens from many sequences.
  *
  * One forward call, T tokens, each with its own sequence and position:
- *   x = embed(tokens)                                        (T, n_embd)
- *   per layer:  xn = rmsnorm(x); q,k,v = xn Wq/Wk/Wv (+bias); rope(q, k);
+ *   x = embed(tokens), or the batch's embd rows where embd_use (T, n_embd)
+ *   per layer:  xn = rmsnorm(x); q,k,v = xn Wq/Wk/Wv (+bias);
+ *               rope(q, k) at pos, or M-RoPE at the batch's rope_pos (t/h/w sections);
  *               write k, v of every token into its sequence's cache blocks;
  *               att = attention of each token over positions 0..pos of its own sequence;
  *               x += att Wo;  xn = rmsnorm(x);  x += (silu(xn Wg) * xn Wu) Wd
@@ -90,6 +91,13 @@ static bool check_model(const fr_model *m, const fr_tensor *out_w, fr_err *err) 
         hp->n_head % hp->n_head_kv || hp->head_dim < 2 || hp->head_dim % 2 || hp->n_ff < 8 ||
         hp->n_vocab < 1) {
         fr_err_set(err, "decoder: unsupported hyperparameters");
+        return false;
+    }
+    const int *ms = hp->mrope_section;
+    if ((ms[0] || ms[1] || ms[2]) &&
+        (ms[0] < 0 || ms[1] < 0 || ms[2] < 0 || ms[0] + ms[1] + ms[2] != hp->head_dim / 2)) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "decoder: mrope_section [%d, %d, %d] must add up to "
+                    "head_dim/2 = %d", ms[0], ms[1], ms[2], hp->head_dim / 2);
         return false;
     }
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
@@ -256,8 +264,45 @@ static int validate(fr_decoder *d, const fr_kv_pool *kv, const fr_batch *b, int 
         d->useq_next[u]++;
         d->tok_blocks[i] = s->blocks;
     }
+    if (b->rope_pos) {
+        const int *ms = d->hp.mrope_section;
+        if (!ms[0] && !ms[1] && !ms[2]) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "batch has M-RoPE positions but the model has no "
+                        "mrope_section");
+            return -1;
+        }
+        for (int i = 0; i < 3 * b->n_tokens; i++)
+            if (b->rope_pos[i] < 0 || b->rope_pos[i] >= d->max_ctx) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "token %d: M-RoPE position %d outside "
+                            "0..%d", i % b->n_tokens, b->rope_pos[i], d->max_ctx - 1);
+                return -1;
+            }
+    }
     *n_useq = nu;
     return 0;
+}
+
+/* x (T, n_embd): the token embeddings, or the batch's embd rows where it says so. */
+static void embed(fr_decoder *d, const fr_batch *b) {
+    const fr_tensor *te = &d->m->w.tok_embd;
+    const int E = d->hp.n_embd;
+    for (int t = 0; t < b->n_tokens; t++) {
+        float *x = d->x + (size_t)t * E;
+        if (b->embd && (!b->embd_use || b->embd_use[t]))
+            memcpy(x, b->embd + (size_t)t * E, (size_t)E * sizeof(float));
+        else
+            fr_cpu_dequantize_row(te->dtype, fr_cpu_row_ptr(te, b->tokens[t]), x, E);
+    }
+}
+
+static void rope(const fr_decoder *d, const fr_batch *b, float *x, int n_head) {
+    const fr_hparams *hp = &d->hp;
+    if (b->rope_pos)
+        fr_cpu_rope_mrope(x, b->n_tokens, n_head, hp->head_dim, b->rope_pos, hp->mrope_section,
+                          hp->rope_interleaved, d->rope_cos, d->rope_sin);
+    else
+        fr_cpu_rope(x, b->n_tokens, n_head, hp->head_dim, b->pos, hp->rope_interleaved,
+                    d->rope_cos, d->rope_sin);
 }
 
 static void add_bias(float *y, const fr_tensor *b, int T, int n) {
@@ -286,14 +331,11 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
     if (validate(d, kv, b, &n_useq, err)) return -1;
     const fr_model *m = d->m;
     const fr_hparams *hp = &d->hp;
-    const int T = b->n_tokens, E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
+    const int T = b->n_tokens, E = hp->n_embd, F = hp->n_ff;
     fr_pool *pool = d->pool;
     fr_cpu_scratch *s = d->scr;
 
-    /* (T, n_embd) embeddings */
-    for (int t = 0; t < T; t++)
-        fr_cpu_dequantize_row(m->w.tok_embd.dtype, fr_cpu_row_ptr(&m->w.tok_embd, b->tokens[t]),
-                              d->x + (size_t)t * E, E);
+    embed(d, b); /* (T, n_embd) */
 
     for (int l = 0; l < hp->n_layer; l++) {
         const fr_layer *L = &m->w.layers[l];
@@ -306,9 +348,8 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
         add_bias(d->q, &L->bq, T, d->q_dim);
         add_bias(d->k, &L->bk, T, d->kv_dim);
         add_bias(d->v, &L->bv, T, d->kv_dim);
-        fr_cpu_rope(d->q, T, hp->n_head, hd, b->pos, hp->rope_interleaved, d->rope_cos, d->rope_sin);
-        fr_cpu_rope(d->k, T, hp->n_head_kv, hd, b->pos, hp->rope_interleaved, d->rope_cos,
-                    d->rope_sin);
+        rope(d, b, d->q, hp->n_head);
+        rope(d, b, d->k, hp->n_head_kv);
         fr_kv_view view = {kv->k, kv->v, kv->n_layer, l, kv->block_size, d->kv_dim};
         for (int t = 0; t < T; t++) {
             memcpy((float *)fr_kv_at(kv->k, &view, d->tok_blocks[t], b->pos[t]),
@@ -317,7 +358,7 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
                    d->v + (size_t)t * d->kv_dim, (size_t)d->kv_dim * sizeof(float));
         }
         fr_cpu_attention(pool, d->att, d->q, &view, d->tok_blocks, b->pos, T, hp->n_head,
-                         hp->n_head_kv, hd, d->scores, d->max_ctx);
+                         hp->n_head_kv, hp->head_dim, d->scores, d->max_ctx);
         fr_cpu_matmul(pool, s, d->proj, d->att, &L->wo, T);
         for (size_t i = 0; i < (size_t)T * E; i++) d->x[i] += d->proj[i];
 

@@ -670,6 +670,25 @@ void fr_cpu_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, 
     }
 }
 
+void fr_cpu_rope_mrope(float *x, int T, int n_head, int head_dim, const int32_t *rope_pos,
+                       const int sect[3], bool interleaved, const float *cs, const float *sn) {
+    int half = head_dim / 2, b1 = sect[0], b2 = sect[0] + sect[1];
+    for (int t = 0; t < T; t++) {
+        const size_t r0 = (size_t)rope_pos[t] * half, r1 = (size_t)rope_pos[T + t] * half,
+                     r2 = (size_t)rope_pos[2 * (size_t)T + t] * half;
+        for (int h = 0; h < n_head; h++) {
+            float *v = x + ((size_t)t * n_head + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                size_t r = (i < b1 ? r0 : i < b2 ? r1 : r2) + (size_t)i;
+                int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+                float x0 = v[i0], x1 = v[i1];
+                v[i0] = x0 * cs[r] - x1 * sn[r];
+                v[i1] = x0 * sn[r] + x1 * cs[r];
+            }
+        }
+    }
+}
+
 void fr_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];

@@ -43,6 +43,27 @@ void fr_ref_rope(float *x, int T, int n_head, int head_dim, const int32_t *pos, 
     }
 }
 
+void fr_ref_rope_mrope(float *x, int T, int n_head, int head_dim, const int32_t *rope_pos,
+                       const int sect[3], float theta, bool interleaved,
+                       const float *freq_factors) {
+    int half = head_dim / 2;
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < n_head; h++) {
+            float *v = x + ((size_t)t * n_head + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                int sec = i < sect[0] ? 0 : i < sect[0] + sect[1] ? 1 : 2;
+                double inv = pow((double)theta, -2.0 * i / head_dim);
+                if (freq_factors) inv /= freq_factors[i];
+                double a = (double)rope_pos[(size_t)sec * T + t] * inv, c = cos(a), s = sin(a);
+                int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+                double x0 = v[i0], x1 = v[i1];
+                v[i0] = (float)(x0 * c - x1 * s);
+                v[i1] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+}
+
 void fr_ref_swiglu(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double g = gate[i];
