@@ -159,7 +159,7 @@ TEST(st_corrupt_inputs) {
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0]}}", 24, "data_offsets"},
         {"{\"a\":{\"dtype\":\"F99\",\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, "F99"},
         {"{\"a\":{\"dtype\":7,\"shape\":[2,3],\"data_offsets\":[0,24]}}", 24, "dtype"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,6],\"data_offsets\":[0,24]}}", 24, "dimensions"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,6],\"data_offsets\":[0,24]}}", 24, "dimensions"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", 24, "shape"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2,3],\"data_offsets\":[0,24]}}", 24, "shape"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1e300,3],\"data_offsets\":[0,24]}}", 24, "shape"},

@@ -554,7 +554,7 @@ TEST(hf_corrupt_safetensors) {
     st_edit(st, edit_set, &s4);
     expect_fail(d, "model.safetensors", "type I32");
     spit(st, orig, n);
-    item_set s5 = {"model.layers.0.self_attn.k_proj.weight", "shape", "[1000, 1000, 1000, 1000, 1000]"};
+    item_set s5 = {"model.layers.0.self_attn.k_proj.weight", "shape", "[1000, 1000, 1000, 1000, 1000, 1000, 1000]"};
     st_edit(st, edit_set, &s5);
     expect_fail(d, "model.safetensors", "dimensions");
     spit(st, orig, n);

@@ -1,5 +1,7 @@
 /* hfconfig.h — the JSON side of an HF model folder: config.json (architecture and
- * hyperparameters, RoPE theta and scaling), generation_config.json (bos/eos ids),
+ * hyperparameters, RoPE theta and scaling; for Qwen2-VL / Qwen2.5-VL the text model's fields from
+ * text_config (transformers 5) or the top level (older configs), mrope_section from
+ * rope_parameters or rope_scaling, the VL token ids and vision_config), generation_config.json (bos/eos ids),
  * tokenizer_config.json (bos_token / eos_token strings, chat_template) and chat_template.jinja.
  *
  * Both the transformers 4 layout (top-level rope_theta, rope_scaling) and the transformers 5 one
@@ -20,6 +22,8 @@ typedef struct fr_hf_config {
     char *chat_template;     /* chat_template.jinja or tokenizer_config.json's, or NULL */
     char *bos_token_str;     /* tokenizer_config.json bos_token, or NULL */
     char *eos_token_str;     /* tokenizer_config.json eos_token, or NULL */
+    struct fr_vision_hparams *vision; /* Qwen2-VL / Qwen2.5-VL: the vision_config (malloc'd; see
+                                         model/vision.h), else NULL */
 } fr_hf_config;
 
 /* Parse config.json text (`path` names it in messages). Sets hp, tie and rope_freq_factors.

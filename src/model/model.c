@@ -20,10 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "model/gguf.h"
 #include "model/hfconfig.h"
+#include "model/loader.h"
 #include "model/quote.h"
 #include "model/safetensors.h"
 #include "model/tokenizer.h"
@@ -93,9 +95,18 @@ void fr_model_free(fr_model *m) {
     free(m);
 }
 
-static void model_add_map(fr_model *m, fr_mmap map) {
+void fr_model_add_map(fr_model *m, fr_mmap map) {
     m->maps = fr_xrealloc(m->maps, (size_t)(m->n_maps + 1) * sizeof *m->maps);
     m->maps[m->n_maps++] = map;
+}
+
+void fr_model_release(fr_model *m, const void *p) {
+    for (int i = 0; p && i < m->n_owned; i++) {
+        if (m->owned[i] != p) continue;
+        free(m->owned[i]);
+        m->owned[i] = m->owned[--m->n_owned];
+        return;
+    }
 }
 
 /* Short name: the last path component without a trailing slash or ".gguf". */
@@ -120,51 +131,9 @@ void fr_hparams_add_eos(fr_hparams *hp, int id) {
     }
 }
 
-/* ---- tensors as found in a file ---- */
+/* ---- tensors as found in a file (types in model/loader.h) ---- */
 
-#define SRC_UNSUPPORTED UINT32_MAX
-
-typedef struct src_tensor {
-    const char *file;        /* file holding it (messages) */
-    const char *name;        /* its name there */
-    bool hf_order;           /* print shapes outermost-first (safetensors) in messages */
-    int n_dims;              /* dimensions */
-    int64_t ne[FR_MAX_DIMS]; /* ne[0] innermost */
-    int64_t n_elem;          /* elements */
-    uint32_t type;           /* storage as a ggml type id, or SRC_UNSUPPORTED */
-    const char *type_name;   /* storage type name for messages */
-    const uint8_t *data;     /* bytes in the map */
-    size_t nbytes;           /* their count */
-} src_tensor;
-
-/* One weight to load. */
-typedef struct job {
-    fr_tensor *dst;          /* where it goes */
-    char canon[64];          /* GGUF-style canonical name */
-    char file_name[128];     /* name in the file */
-    int n_dims;              /* expected dims */
-    int64_t ne[FR_MAX_DIMS]; /* expected shape (dims past n_dims are 1) */
-    bool required;           /* missing -> error; else the tensor stays absent */
-    bool force_f32;          /* norms, biases, rope factors */
-    bool found;              /* resolved in the file */
-    src_tensor src;          /* the resolved tensor */
-} job;
-
-typedef struct loader {
-    fr_model *m;             /* model being built */
-    const char *where;       /* file named in "tensor not found" messages */
-    const fr_st_set *st;     /* HF checkpoint, or NULL */
-    const fr_gguf *gg;       /* GGUF file, or NULL */
-    job *jobs;               /* weights to load */
-    int n_jobs, cap_jobs;    /* count / capacity */
-    size_t conv_total;       /* bytes of F32 output that conversions produce */
-    size_t conv_done;        /* ... produced so far */
-    int last_pct;            /* last progress percentage printed, -1 before the first */
-    bool progress;           /* print progress (files over 1 GiB) */
-    bool tty;                /* stderr is a terminal: redraw one line */
-} loader;
-
-static bool src_from_st(const fr_st_set *s, const char *name, src_tensor *o) {
+static bool src_from_st(const fr_st_set *s, const char *name, fr_ld_src *o) {
     const fr_st_file *f;
     const fr_st_tensor *t = fr_st_set_find(s, name, &f);
     if (!t) return false;
@@ -174,7 +143,14 @@ static bool src_from_st(const fr_st_set *s, const char *name, src_tensor *o) {
     o->hf_order = true;
     o->n_dims = t->n_dims;
     for (int i = 0; i < FR_MAX_DIMS; i++) o->ne[i] = 1;
-    for (int i = 0; i < t->n_dims; i++) o->ne[i] = t->shape[t->n_dims - 1 - i];
+    if (t->n_dims > FR_MAX_DIMS) { /* fold the innermost dimensions into ne[0] */
+        int fold = t->n_dims - FR_MAX_DIMS + 1;
+        o->n_dims = FR_MAX_DIMS;
+        for (int i = t->n_dims - fold; i < t->n_dims; i++) o->ne[0] *= t->shape[i];
+        for (int i = 1; i < FR_MAX_DIMS; i++) o->ne[i] = t->shape[t->n_dims - fold - i];
+    } else {
+        for (int i = 0; i < t->n_dims; i++) o->ne[i] = t->shape[t->n_dims - 1 - i];
+    }
     o->n_elem = t->n_elem;
     o->type = t->dtype == FR_DTYPE_F32    ? FR_GGML_F32
               : t->dtype == FR_DTYPE_F16  ? FR_GGML_F16
@@ -186,7 +162,7 @@ static bool src_from_st(const fr_st_set *s, const char *name, src_tensor *o) {
     return true;
 }
 
-static bool src_from_gguf(const fr_gguf *g, const char *name, src_tensor *o) {
+static bool src_from_gguf(const fr_gguf *g, const char *name, fr_ld_src *o) {
     const fr_gguf_tensor *t = fr_gguf_find_tensor(g, name);
     if (!t) return false;
     memset(o, 0, sizeof *o);
@@ -202,20 +178,25 @@ static bool src_from_gguf(const fr_gguf *g, const char *name, src_tensor *o) {
     return true;
 }
 
-static const char *shape_str(const src_tensor *s, const int64_t *ne, int n_dims, char *buf,
+bool fr_ld_has(const fr_loader *L, const char *name) {
+    return L->st ? fr_st_set_find(L->st, name, NULL) != NULL
+                 : fr_gguf_find_tensor(L->gg, name) != NULL;
+}
+
+static const char *shape_str(const fr_ld_src *s, const int64_t *ne, int n_dims, char *buf,
                              size_t cap) {
     int64_t v[FR_MAX_DIMS];
     for (int i = 0; i < n_dims; i++) v[i] = s->hf_order ? ne[n_dims - 1 - i] : ne[i];
     return fr_st_shape_str(v, n_dims, buf, cap);
 }
 
-static job *add_job(loader *L, fr_tensor *dst, const char *canon, const char *file_name,
+fr_ld_job *fr_ld_add_job(fr_loader *L, fr_tensor *dst, const char *canon, const char *file_name,
                     int n_dims, int64_t ne0, int64_t ne1, bool required, bool force_f32) {
     if (L->n_jobs == L->cap_jobs) {
         L->cap_jobs = L->cap_jobs ? 2 * L->cap_jobs : 64;
         L->jobs = fr_xrealloc(L->jobs, (size_t)L->cap_jobs * sizeof *L->jobs);
     }
-    job *j = &L->jobs[L->n_jobs++];
+    fr_ld_job *j = &L->jobs[L->n_jobs++];
     memset(j, 0, sizeof *j);
     j->dst = dst;
     snprintf(j->canon, sizeof j->canon, "%s", canon);
@@ -238,21 +219,28 @@ static bool type_direct(uint32_t t) {
 }
 
 /* Find and check one job: presence, shape, storage type. */
-static int resolve_job(loader *L, job *j, fr_err *err) {
+static int resolve_job(fr_loader *L, fr_ld_job *j, fr_err *err) {
     bool ok = L->st ? src_from_st(L->st, j->file_name, &j->src)
                     : src_from_gguf(L->gg, j->file_name, &j->src);
     if (!ok) {
         if (!j->required) return 0;
-        fr_err_set(err, "%s: tensor '%s' not found", L->where, j->file_name);
+        fr_err_setc(err, FR_ERR_NOT_FOUND, "%s: tensor '%s' not found", L->where, j->file_name);
         return -1;
     }
-    const src_tensor *s = &j->src;
+    const fr_ld_src *s = &j->src;
     bool shape_ok = s->n_dims >= j->n_dims;
-    for (int i = 0; shape_ok && i < s->n_dims; i++)
+    if (j->flatten) { /* outermost dimensions equal, the others multiply to the same count */
+        int64_t want = 1;
+        for (int i = 0; i < j->n_dims - 1; i++) want *= j->ne[i];
+        int64_t outer = j->ne[j->n_dims - 1];
+        shape_ok = s->n_dims >= 1 && s->ne[s->n_dims - 1] == outer && s->n_elem == want * outer;
+    }
+    for (int i = 0; !j->flatten && shape_ok && i < s->n_dims; i++)
         shape_ok = s->ne[i] == (i < j->n_dims ? j->ne[i] : 1);
     if (!shape_ok) {
         char a[96], b[96];
-        fr_err_set(err, "%s: tensor '%s' has shape %s, expected %s", s->file, j->file_name,
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s' has shape %s, expected %s", s->file,
+                    j->file_name,
                    shape_str(s, s->ne, s->n_dims, a, sizeof a),
                    shape_str(s, j->ne, j->n_dims, b, sizeof b));
         return -1;
@@ -267,7 +255,7 @@ static int resolve_job(loader *L, job *j, fr_err *err) {
     return 0;
 }
 
-static bool job_converts(const job *j) {
+static bool job_converts(const fr_ld_job *j) {
     return j->found && (type_convertible(j->src.type) || (j->force_f32 && j->src.type != FR_GGML_F32));
 }
 
@@ -310,7 +298,7 @@ static void convert_parallel(uint32_t type, const uint8_t *src, float *dst, int6
         if (started[i]) pthread_join(th[i], NULL);
 }
 
-static void progress_update(loader *L, size_t add) {
+static void progress_update(fr_loader *L, size_t add) {
     L->conv_done += add;
     if (!L->progress || !L->conv_total) return;
     int pct = (int)(100.0 * (double)L->conv_done / (double)L->conv_total);
@@ -324,8 +312,8 @@ static void progress_update(loader *L, size_t add) {
 }
 
 /* Fill j->dst from the resolved source. */
-static int materialise(loader *L, job *j, fr_err *err) {
-    const src_tensor *s = &j->src;
+static int materialise(fr_loader *L, fr_ld_job *j, fr_err *err) {
+    const fr_ld_src *s = &j->src;
     fr_tensor *t = j->dst;
     memset(t, 0, sizeof *t);
     t->name = own_str(L->m, j->canon);
@@ -372,16 +360,19 @@ static int materialise(loader *L, job *j, fr_err *err) {
     return 0;
 }
 
-/* The standard job list for both formats. hf: use HF names (else GGUF names). `want_output`:
- * 1 required, 0 skip (tied), -1 optional (absent -> tied). */
-static void plan_jobs(loader *L, bool hf, int want_output) {
+/* The standard job list for both formats. hf: HF names under the prefix `hf` ("model." or, for
+ * the VL models of transformers 5, "model.language_model."), else GGUF names (hf NULL).
+ * `want_output`: 1 required, 0 skip (tied), -1 optional (absent -> tied). */
+static void plan_jobs(fr_loader *L, const char *hf, int want_output) {
     fr_model *m = L->m;
     const fr_hparams *hp = &m->hp;
     fr_weights *w = &m->w;
     int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
     int64_t Q = (int64_t)hp->n_head * hp->head_dim, KV = (int64_t)hp->n_head_kv * hp->head_dim;
-    add_job(L, &w->tok_embd, "token_embd.weight", hf ? "model.embed_tokens.weight" : "token_embd.weight",
-            2, E, V, true, false);
+    char hname[128];
+    snprintf(hname, sizeof hname, "%sembed_tokens.weight", hf ? hf : "");
+    fr_ld_add_job(L, &w->tok_embd, "token_embd.weight", hf ? hname : "token_embd.weight", 2, E, V,
+                  true, false);
     bool bias_req = hp->arch == FR_ARCH_QWEN2;
     for (int l = 0; l < hp->n_layer; l++) {
         fr_layer *ly = &w->layers[l];
@@ -409,20 +400,21 @@ static void plan_jobs(loader *L, bool hf, int want_output) {
         for (size_t i = 0; i < FR_ARRAY_LEN(t); i++) {
             char canon[64], fname[128];
             snprintf(canon, sizeof canon, "blk.%d.%s", l, t[i].g);
-            if (hf) snprintf(fname, sizeof fname, "model.layers.%d.%s", l, t[i].h);
+            if (hf) snprintf(fname, sizeof fname, "%slayers.%d.%s", hf, l, t[i].h);
             else snprintf(fname, sizeof fname, "%s", canon);
-            add_job(L, t[i].dst, canon, fname, t[i].nd, t[i].ne0, t[i].ne1, t[i].req, t[i].f32);
+            fr_ld_add_job(L, t[i].dst, canon, fname, t[i].nd, t[i].ne0, t[i].ne1, t[i].req, t[i].f32);
         }
     }
-    add_job(L, &w->output_norm, "output_norm.weight", hf ? "model.norm.weight" : "output_norm.weight",
-            1, E, 1, true, true);
+    snprintf(hname, sizeof hname, "%snorm.weight", hf ? hf : "");
+    fr_ld_add_job(L, &w->output_norm, "output_norm.weight", hf ? hname : "output_norm.weight", 1, E,
+                  1, true, true);
     if (want_output)
-        add_job(L, &w->output, "output.weight", hf ? "lm_head.weight" : "output.weight", 2, E, V,
+        fr_ld_add_job(L, &w->output, "output.weight", hf ? "lm_head.weight" : "output.weight", 2, E, V,
                 want_output > 0, false);
 }
 
 /* Resolve all jobs, then convert/point. On success fills the derived model fields. */
-static int run_jobs(loader *L, size_t file_bytes, fr_err *err) {
+int fr_ld_run_jobs(fr_loader *L, size_t file_bytes, fr_err *err) {
     for (int i = 0; i < L->n_jobs; i++)
         if (resolve_job(L, &L->jobs[i], err) != 0) return -1;
     L->conv_total = 0;
@@ -505,7 +497,7 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
         return NULL;
     }
     fr_model *m = model_new(dir);
-    loader L = {.m = m, .where = st.where, .st = &st};
+    fr_loader L = {.m = m, .where = st.where, .st = &st};
     m->hp = cfg.hp;
     int tie = cfg.tie;
     m->arch_name = m->hp.arch == FR_ARCH_QWEN2 ? "qwen2" : "llama";
@@ -514,8 +506,12 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
     m->eos_token_str = cfg.eos_token_str;
     m->w.rope_freq_factors = cfg.rope_freq_factors;
     fr_model_own(m, cfg.rope_freq_factors);
+    fr_vision_hparams *vision_hp = cfg.vision; /* owned by the model until the jobs are planned */
+    fr_model_own(m, vision_hp);
+    if (vision_hp) m->arch_name = vision_hp->kind == FR_VISION_QWEN25VL ? "qwen2.5-vl" : "qwen2-vl";
     cfg.chat_template = cfg.bos_token_str = cfg.eos_token_str = NULL;
     cfg.rope_freq_factors = NULL;
+    cfg.vision = NULL;
     fr_hf_config_free(&cfg);
 
     char *tj = fr_path_join(dir, "tokenizer.json");
@@ -535,9 +531,21 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
 
     m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
     /* tie_word_embeddings: true -> lm_head ignored; false -> required; unset -> tied iff absent */
-    plan_jobs(&L, true, tie == 1 ? 0 : tie == 0 ? 1 : -1);
-    if (run_jobs(&L, fr_st_set_bytes(&st), err) != 0) goto fail;
+    /* transformers 5 keeps a VL model's text weights under model.language_model. */
+    const char *prefix = fr_ld_has(&L, "model.language_model.embed_tokens.weight")
+                             ? "model.language_model." : "model.";
+    plan_jobs(&L, prefix, tie == 1 ? 0 : tie == 0 ? 1 : -1);
+    if (vision_hp) {
+        m->vision = fr_xcalloc(1, sizeof *m->vision);
+        m->vision->hp = *vision_hp;
+        fr_vision_plan_hf(&L, m->vision);
+    }
+    if (fr_ld_run_jobs(&L, fr_st_set_bytes(&st), err) != 0) goto fail;
     finish_weights(m);
+    if (m->vision) {
+        fr_vision_finish(m->vision);
+        m->n_params += m->vision->n_params;
+    }
     /* keep the maps that weights point into; a BF16/F16 checkpoint needs none after conversion */
     for (int i = 0; i < st.n_files; i++) {
         uintptr_t lo = (uintptr_t)st.files[i].data, hi = lo + st.files[i].size;
@@ -547,7 +555,7 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
             used = d >= lo && d < hi;
         }
         if (!used) continue; /* unmapped by fr_st_set_close */
-        model_add_map(m, st.files[i].map);
+        fr_model_add_map(m, st.files[i].map);
         memset(&st.files[i].map, 0, sizeof st.files[i].map);
     }
     fr_st_set_close(&st);
@@ -594,13 +602,21 @@ static int gguf_hparams(fr_model *m, const fr_gguf *g, fr_err *err) {
     if (!strcmp(arch, "qwen2")) {
         hp->arch = FR_ARCH_QWEN2;
         m->arch_name = "qwen2";
+    } else if (!strcmp(arch, "qwen2vl")) { /* llama.cpp's Qwen2-VL / Qwen2.5-VL text model */
+        hp->arch = FR_ARCH_QWEN2;
+        m->arch_name = "qwen2vl";
+    } else if (!strcmp(arch, "clip")) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: architecture 'clip' is a vision projector "
+                    "(mmproj); load the text GGUF next to it", g->path);
+        free(arch);
+        return -1;
     } else if (!strcmp(arch, "llama")) {
         hp->arch = FR_ARCH_LLAMA;
         m->arch_name = "llama";
     } else {
         char q[128];
-        fr_err_set(err, "%s: unsupported architecture '%s' (supported: qwen2, llama)", g->path,
-                   fr_quotez(arch, q, sizeof q));
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: unsupported architecture '%s' (supported: "
+                    "qwen2, qwen2vl, llama)", g->path, fr_quotez(arch, q, sizeof q));
         free(arch);
         return -1;
     }
@@ -674,6 +690,27 @@ static int gguf_hparams(fr_model *m, const fr_gguf *g, fr_err *err) {
         fr_err_set(err, "%s: unsupported rope scaling type '%s' (supported: none; llama3 "
                         "scaling comes as rope_freqs.weight)", g->path, fr_quote(st.p, st.n, q, sizeof q));
         return -1;
+    }
+    if (!strcmp(m->arch_name, "qwen2vl")) { /* M-RoPE sections, written as 4 (the last 0) */
+        int32_t *sec = NULL;
+        int64_t ns = 0;
+        rc = fr_gguf_get_i32_array(g, akey(k, sizeof k, a, "rope.dimension_sections"), &sec, &ns,
+                                   err);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: missing metadata '%s'", g->path, k);
+            return -1;
+        }
+        bool ok = ns >= 3 && ns <= 4 && (ns < 4 || sec[3] == 0);
+        for (int i = 0; ok && i < 3; i++) ok = sec[i] >= 0;
+        if (ok) ok = sec[0] + sec[1] + sec[2] == hp->head_dim / 2;
+        if (ok) memcpy(hp->mrope_section, sec, 3 * sizeof(int));
+        free(sec);
+        if (!ok) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: %s must be three non-negative sections (and a "
+                        "0) summing to head_dim / 2 = %d", g->path, k, hp->head_dim / 2);
+            return -1;
+        }
     }
     /* llama.cpp's converter permutes Llama Q/K rows so RoPE rotates adjacent pairs */
     hp->rope_interleaved = hp->arch == FR_ARCH_LLAMA;
@@ -795,15 +832,22 @@ fr_model *fr_model_load_gguf_buffer(const uint8_t *data, size_t size, const char
     fr_gguf g;
     if (fr_gguf_parse(&g, name, data, size, err) != 0) return NULL;
     fr_model *m = model_new(name);
-    loader L = {.m = m, .where = g.path, .gg = &g};
+    fr_loader L = {.m = m, .where = g.path, .gg = &g};
     if (gguf_hparams(m, &g, err) != 0 || gguf_tokenizer(m, &g, err) != 0) goto fail;
+    if (m->hp.mrope_section[0] + m->hp.mrope_section[1] + m->hp.mrope_section[2] > 0) {
+        /* the VL token ids are the vocabulary's special tokens */
+        m->hp.image_token_id = fr_tokenizer_find(m->tok, "<|image_pad|>");
+        m->hp.video_token_id = fr_tokenizer_find(m->tok, "<|video_pad|>");
+        m->hp.vision_start_id = fr_tokenizer_find(m->tok, "<|vision_start|>");
+        m->hp.vision_end_id = fr_tokenizer_find(m->tok, "<|vision_end|>");
+    }
     m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
-    plan_jobs(&L, false, -1);
+    plan_jobs(&L, NULL, -1);
     fr_tensor rope;
     memset(&rope, 0, sizeof rope);
-    add_job(&L, &rope, "rope_freqs.weight", "rope_freqs.weight", 1, m->hp.head_dim / 2, 1, false,
+    fr_ld_add_job(&L, &rope, "rope_freqs.weight", "rope_freqs.weight", 1, m->hp.head_dim / 2, 1, false,
             true);
-    if (run_jobs(&L, size, err) != 0) goto fail;
+    if (fr_ld_run_jobs(&L, size, err) != 0) goto fail;
     if (fr_tensor_present(&rope)) {
         /* always an owned copy: fr_weights holds a mutable pointer */
         float *f = fr_xmalloc(rope.nbytes);
@@ -828,6 +872,31 @@ fail:
 static bool has_suffix(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* The mmproj GGUF next to a qwen2vl text GGUF: the one *.gguf file of its folder whose name holds
+ * "mmproj" (llama.cpp's naming). Returns it (malloc'd), or NULL with *count the number found (0,
+ * or more than one). */
+static char *find_mmproj(const char *path, int *count) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? fr_xstrndup(path, (size_t)(slash - path + 1)) : fr_xstrdup("./");
+    const char *self = slash ? slash + 1 : path;
+    char *found = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strstr(e->d_name, "mmproj") || !has_suffix(e->d_name, ".gguf") ||
+            !strcmp(e->d_name, self))
+            continue;
+        if (++*count == 1) found = fr_path_join(dir, e->d_name);
+    }
+    if (d) closedir(d);
+    free(dir);
+    if (*count != 1) {
+        free(found);
+        return NULL;
+    }
+    return found;
 }
 
 fr_model *fr_model_load(const char *path, fr_err *err) {
@@ -857,7 +926,26 @@ fr_model *fr_model_load(const char *path, fr_err *err) {
         fr_mmap_close(&map);
         return NULL;
     }
-    model_add_map(m, map);
+    fr_model_add_map(m, map);
+    if (!strcmp(m->arch_name, "qwen2vl")) {
+        int n;
+        char *mp = find_mmproj(path, &n);
+        if (n > 1) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: %d mmproj GGUF files next to the model; "
+                        "keep the one that belongs to it", path, n);
+            fr_model_free(m);
+            return NULL;
+        }
+        if (!mp) {
+            fr_warn("%s: no mmproj GGUF next to the model: loaded without its vision tower", path);
+        } else if (fr_vision_load_mmproj(m, mp, err) != 0) {
+            free(mp);
+            fr_model_free(m);
+            return NULL;
+        }
+        free(mp);
+    }
+    if (m->vision) m->n_params += m->vision->n_params;
     m->load_seconds = fr_time_s() - t0;
     log_loaded(m);
     return m;

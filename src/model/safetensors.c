@@ -90,9 +90,9 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s", info->name);
     t->dtype = info->dtype;
     int nd = cJSON_GetArraySize(sh);
-    if (nd > FR_MAX_DIMS) {
+    if (nd > FR_ST_MAX_DIMS) {
         fr_err_set(err, "%s: tensor '%s': %d dimensions (at most %d supported)", path, name, nd,
-                   FR_MAX_DIMS);
+                   FR_ST_MAX_DIMS);
         return -1;
     }
     t->n_dims = nd;
@@ -111,7 +111,7 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
         n *= (uint64_t)d;
         t->shape[i] = d;
     }
-    for (int i = nd; i < FR_MAX_DIMS; i++) t->shape[i] = 1;
+    for (int i = nd; i < FR_ST_MAX_DIMS; i++) t->shape[i] = 1;
     t->n_elem = (int64_t)n;
     if (cJSON_GetArraySize(off) != 2) {
         fr_err_set(err, "%s: tensor '%s': data_offsets must be [begin, end]", path, name);

@@ -6,7 +6,7 @@
  * to the data section); "__metadata__" is ignored. The parser works on a byte buffer (the memory
  * map of the file, or a fuzzer's input) and validates everything before anything points into it:
  * the header length (capped, within the buffer), each dtype (a known safetensors dtype), shape
- * (at most FR_MAX_DIMS dims, each > 0, element count overflow-checked), and offsets (inside the
+ * (at most FR_ST_MAX_DIMS dims, each > 0, element count overflow-checked), and offsets (inside the
  * data section, end - begin == elements x element size). Tensors of dtypes the model cannot use
  * (I8, F64, ...) parse fine and are rejected only if the loader asks for one of them.
  *
@@ -20,6 +20,10 @@
 
 #include "model/model.h"
 
+/* Dimensions a stored tensor may have (Conv3d kernels have 5); the loader folds the innermost ones
+ * when a tensor has more than FR_MAX_DIMS. */
+#define FR_ST_MAX_DIMS 6
+
 /* Largest JSON header accepted (real headers are well under 10 MB). */
 #define FR_ST_MAX_HEADER (100u * 1024u * 1024u)
 
@@ -27,8 +31,8 @@ typedef struct fr_st_tensor {
     char *name;                 /* tensor name (owned, NUL-terminated) */
     char dtype_name[8];         /* dtype as written in the file, e.g. "BF16" */
     int dtype;                  /* FR_DTYPE_F32/F16/BF16, or -1 for a dtype the model can't use */
-    int n_dims;                 /* 0..FR_MAX_DIMS (0 = scalar) */
-    int64_t shape[FR_MAX_DIMS]; /* HF / torch order: shape[0] outermost */
+    int n_dims;                 /* 0..FR_ST_MAX_DIMS (0 = scalar) */
+    int64_t shape[FR_ST_MAX_DIMS]; /* HF / torch order: shape[0] outermost */
     int64_t n_elem;             /* product of shape */
     const uint8_t *data;        /* nbytes of tensor data inside the parsed buffer */
     size_t nbytes;              /* data_offsets end - begin */

@@ -80,4 +80,9 @@ typedef struct fr_vision {
     int64_t n_params;           /* elements of all vision tensors */
 } fr_vision;
 
+/* Attach the vision tower of llama.cpp's mmproj GGUF at `path` to a loaded text model (a qwen2vl
+ * GGUF, whose fr_model_load finds an mmproj next to it by itself). The projector's output width
+ * must equal the text model's. Returns 0, or -1 with err (the model is left unchanged). */
+int fr_vision_load_mmproj(fr_model *m, const char *path, fr_err *err);
+
 #endif

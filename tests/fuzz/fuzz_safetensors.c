@@ -3,7 +3,7 @@
  *
  * The input is a whole .safetensors image, copied to a buffer of exactly its size. A successful
  * parse must give tensors whose data lies inside the buffer with nbytes = elements x dtype size,
- * names that are found again by lookup, and shapes within FR_MAX_DIMS; a failure must be one line
+ * names that are found again by lookup, and shapes within FR_ST_MAX_DIMS; a failure must be one line
  * that names the file. The bytes are also fed to fr_hf_config_parse as config.json text (JSON
  * fuzzing for free: safetensors headers are JSON too).
  */
@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < f.n_tensors; i++) {
             const fr_st_tensor *t = &f.tensors[i];
             if (t->data < buf || t->data + t->nbytes > buf + size) abort();
-            if (t->n_dims < 0 || t->n_dims > FR_MAX_DIMS) abort();
+            if (t->n_dims < 0 || t->n_dims > FR_ST_MAX_DIMS) abort();
             int64_t n = 1;
             for (int d = 0; d < t->n_dims; d++) n *= t->shape[d];
             if (n != t->n_elem) abort();
