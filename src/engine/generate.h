@@ -42,4 +42,27 @@ int fr_generate_on(const fr_model *m, const fr_generate_device *dev, const int32
                    size_t n_prompt, const fr_sampling *sampling, const fr_gen_params *gp,
                    fr_text_fn on_text, void *user, fr_generate_result *res, fr_err *err);
 
+/* What a prompt with images adds (everything borrowed for the call; all NULL / 0: a text prompt).
+ * The prompt's image tokens (ids == image_token_id, pads expanded, model/mrope.h) take the rows
+ * of embd in order instead of their token embedding; rope_pos gives the M-RoPE positions of the
+ * whole prompt (fr_vl_rope_index, or the kept tokens' original positions after pruning), and each
+ * decoded token at KV position q gets q + delta on all three rows, delta = max(rope_pos) + 1 -
+ * n_prompt (HF's rope_deltas when nothing was pruned). */
+typedef struct fr_generate_mm {
+    const float *embd;        /* (n_embd_rows, n_embd) image features after the merger, or NULL */
+    int64_t n_embd_rows;      /* must equal the prompt's count of image_token_id */
+    int image_token_id;       /* the placeholder id (hp.image_token_id) */
+    const int32_t *rope_pos;  /* (3, n_prompt) t, h, w rows, or NULL (plain positions) */
+    float *last_logits;       /* (n_vocab) out: the prompt's last-position logits, or NULL */
+} fr_generate_mm;
+
+/* fr_generate_on with a multimodal prompt (mm may be NULL). Errors as fr_generate_on, and
+ * FR_ERR_BAD_REQUEST when the image rows and the prompt's image tokens differ in number or
+ * rope_pos is given to a model without M-RoPE, FR_ERR_UNSUPPORTED when the device's backend takes
+ * no image rows or M-RoPE positions (CUDA for now). */
+int fr_generate_mm_on(const fr_model *m, const fr_generate_device *dev, const int32_t *prompt,
+                      size_t n_prompt, const fr_generate_mm *mm, const fr_sampling *sampling,
+                      const fr_gen_params *gp, fr_text_fn on_text, void *user,
+                      fr_generate_result *res, fr_err *err);
+
 #endif
