@@ -39,15 +39,17 @@ static const frk_stream_plan plan_int8[FRK_P_COUNT] = {
     {FRK_QC_FREE, 0, 0}, /* LM head */
 };
 static const frk_stream_plan plan_int4[FRK_P_COUNT] = {
-    /* qkv, o, down: the producer-warp consumer with a block barrier per stage; gate/up and the
+    /* qkv, o: the producer-warp consumer with a block barrier per stage; gate/up, down and the
      * head (the longest streams): free-running with the zero point folded out: 578.3 vs 557.3
-     * tok/s for FREE everywhere (NOTES §3, run 48). qkv with the longer blocks first: +0.8 %
-     * there, -2 % when every product does it (NOTES §2 "Tile map", runs 40, 47). Prewaits:
-     * +4.6 % (NOTES §2). */
+     * tok/s for FREE everywhere (NOTES §3, run 48); down moved from PW to FREE_ZF when the rows
+     * were re-measured on the restructured kernels: 601.0 / 605.9 vs 599.9 / 598.6 tok/s, every
+     * other single-row change lost 0.3-2 % (NOTES §3; h200-int4-plan-rows-remeasured.txt). qkv
+     * with the longer blocks first: +0.8 % there, -2 % when every product does it (NOTES §2
+     * "Tile map", runs 40, 47). Prewaits: +4.6 % (NOTES §2). */
     {FRK_QC_PW, 2, 1},      /* qkv */
     {FRK_QC_PW, 1, 0},      /* o */
     {FRK_QC_FREE_ZF, 2, 0}, /* gate/up */
-    {FRK_QC_PW, 2, 0},      /* down */
+    {FRK_QC_FREE_ZF, 2, 0}, /* down */
     {FRK_QC_FREE_ZF, 0, 0}, /* LM head */
 };
 
