@@ -28,6 +28,8 @@
 #                    that table (backend/cuda/backend_cuda.cu)
 #   5  engine        the serving engine, generation state, single-sequence generate
 #   6  stages        image, OCR, audio, ASR, NLU, token budget
+#   6  stages/vision visual-token pruning, background patch dropping, the encoder cache
+#                    (base and model only; a sibling of the other stages)
 #   7  route         modality detection and the plan of stages
 #   8  api           the public C API (include/frugal.h and its implementation)
 #   9  serve         HTTP server, OpenAI API, assist door, metrics, config
@@ -43,6 +45,7 @@ LAYERS='
 3  backend/cuda   ^src/backend/cuda/
 2  backend        ^src/backend/[^/]+$
 5  engine         ^src/engine/
+6  stages/vision  ^src/stages/vision/
 6  stages         ^src/stages/
 7  route          ^src/route/
 8  api            ^include/frugal\.h$
