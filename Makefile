@@ -25,13 +25,13 @@ override BUILD := $(BUILD)-san
 OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 LDSAN    := -fsanitize=$(SANITIZE)
 endif
-PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib \
+PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib libcrypto \
             tesseract lept libpng libjpeg libwebp libtiff-4 \
             pocketsphinx sphinxbase sndfile samplerate vorbisfile
 TOOL_PKGS:= cairo
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
             -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null)
-LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz) \
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz -lcrypto) \
             -lutf8proc -lopenblas -lm -pthread $(LDSAN)
 # what the offline tools add (linked into build/frugal and the tests, never needed by libfrugal.a)
 TOOL_LDLIBS := $(shell pkg-config --libs $(TOOL_PKGS) 2>/dev/null || echo -lcairo)

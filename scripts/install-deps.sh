@@ -6,7 +6,7 @@
 set -e
 PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libopenblas-dev libpcre2-dev libutf8proc-dev libcjson-dev
-      libmicrohttpd-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev
+      libmicrohttpd-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev zlib1g-dev libssl-dev
       prometheus curl
       libtesseract-dev tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-osd libleptonica-dev
       libpng-dev libjpeg-dev libwebp-dev libtiff-dev libcairo2-dev fonts-dejavu-core fonts-noto-cjk
