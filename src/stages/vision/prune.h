@@ -116,7 +116,7 @@ int fr_vision_prune_keep_counts(const int64_t *n_tokens, int n_images,
  * kept tokens' positions as (3, k): t row, then h, then w. relevance: optional [n], gets each
  * token's normalised relevance. rep: optional. Returns k >= 1, or -1 with err:
  * FR_ERR_BAD_REQUEST for a bad parameter or a non-finite feature or query value,
- * FR_ERR_INTERNAL when scratch memory (n * sketch width floats) cannot be allocated.
+ * FR_ERR_TOO_LARGE when n * m exceeds 2^28, FR_ERR_INTERNAL when scratch memory (n * sketch width floats) cannot be allocated.
  * Deterministic: the same inputs give the same output. When every token is kept (k == n) and
  * relevance is NULL, the features are not read at all (keep_ratio 1 costs nothing). */
 int64_t fr_vision_prune_select(const fr_vision_prune_input *in, const fr_vision_prune_params *p,
