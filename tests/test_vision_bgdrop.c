@@ -87,6 +87,14 @@ TEST(blank_page_with_text_blobs) {
         blob(img, W, blobs[b][0], blobs[b][1], blobs[b][2], blobs[b][3], 20);
         mark(content, GU, blobs[b][0], blobs[b][1], blobs[b][2], blobs[b][3]);
     }
+    /* a solid blue box (a logo, a shaded table header): flat, but not the paper, so kept */
+    for (int y = 252; y < 336; y++)
+        for (int x = 196; x < 280; x++) {
+            img[(y * W + x) * 3 + 0] = 50;
+            img[(y * W + x) * 3 + 1] = 100;
+            img[(y * W + x) * 3 + 2] = 200;
+        }
+    mark(content, GU, 252, 336, 196, 280);
     /* a faint grey label (15 levels below the paper): text, kept */
     blob(img, W, 200, 212, 60, 120, 240);
     mark(content, GU, 200, 212, 60, 120);
@@ -103,6 +111,7 @@ TEST(blank_page_with_text_blobs) {
         if (i) CHECK(kept[i] > kept[i - 1]);
     }
     for (int c = 0; c < 3; c++) CHECK_NEAR(rep.background[c], (1.0f - mean_[c]) / std_[c], 0.01);
+    CHECK(rep.flat > UNITS - want); /* the box's inner units are flat too */
     fprintf(stderr, "  %lld of %d units kept (%.0f %% background)\n", (long long)k, UNITS,
             100.0 * rep.share);
     free(img);
@@ -202,6 +211,13 @@ TEST(hostile_layouts) {
     CHECK_EQ_INT(fr_vision_bg_select(pix, 16, pd, 1, 4, 4, NULL, kept, NULL, &err), -1);
     CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
     CHECK_EQ_INT(fr_vision_bg_select(pix, 16, pd, 1, 4, 4, &p, kept, NULL, &err), 1); /* sane */
+    /* huge flat values and eps 0: the colour bins are clamped, never an out-of-range cast */
+    for (size_t i = 0; i < FR_ARRAY_LEN(pix); i++) pix[i] = i < FR_ARRAY_LEN(pix) / 2 ? 3e38f : -3e38f;
+    q = p;
+    q.eps = 0;
+    /* two flat colours of two units each: the tie goes to the lower bin, the other stays */
+    CHECK_EQ_INT(fr_vision_bg_select(pix, 16, pd, 1, 4, 4, &q, kept, NULL, &err), 2);
+    CHECK(kept[0] == 0 && kept[1] == 1);
 }
 
 int main(void) { return t_main(); }

@@ -135,7 +135,10 @@ int64_t fr_vision_bg_select(const float *pixels, int64_t n_patches, int64_t patc
     const float q = p->eps > 0 ? p->eps : 1e-6f;
     for (int64_t u = 0; u < units; u++) {
         if (!st[u].flat) continue;
-        for (int c = 0; c < nc; c++) st[u].bin[c] = (int64_t)floorf(st[u].mean[c] / q + 0.5f);
+        for (int c = 0; c < nc; c++) {
+            double b = floor((double)st[u].mean[c] / q + 0.5);
+            st[u].bin[c] = b > 1e18 ? (int64_t)1e18 : b < -1e18 ? (int64_t)-1e18 : (int64_t)b;
+        }
         flat[nf++] = st[u];
     }
     bin_sort(flat, nf, nc, tmp);
@@ -159,8 +162,7 @@ int64_t fr_vision_bg_select(const float *pixels, int64_t n_patches, int64_t patc
 
     /* droppable: every value within eps of the background */
     int64_t ndrop = 0;
-    unsigned char *drop = calloc((size_t)units, 1);
-    FR_ASSERT(drop);
+    unsigned char *drop = fr_xcalloc((size_t)units, 1); /* units <= 2^20: bounded above */
     if (best_at >= 0)
         for (int64_t u = 0; u < units; u++) {
             if (!st[u].flat) continue;

@@ -93,7 +93,8 @@ typedef struct fr_vision_prune_report {
     int64_t n_kept;       /* tokens kept */
     float rel_min;        /* raw relevance (soft-max cosine) range over the tokens; 0 and 0 */
     float rel_max;        /* when there was no question */
-    float kept_relevance; /* mean normalised relevance of the kept tokens, in [0, 1] */
+    float kept_relevance; /* mean normalised relevance of the kept tokens, in [0, 1] (1 when
+                             every token was kept and relevance was not asked for) */
     int sketch_dim;       /* width the distances were computed in (d when exact) */
     double ms;            /* wall time of the call */
 } fr_vision_prune_report;
