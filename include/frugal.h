@@ -209,6 +209,68 @@ frugal_status frugal_generate(frugal_context *ctx, const int32_t *prompt, size_t
 /* Frees what *r holds and empties it; an empty result is fine. */
 void frugal_result_free(frugal_result *r);
 
+/* ---- images (vision-language models: Qwen2-VL, Qwen2.5-VL) ------------------------------- */
+
+/* One image of a prompt: pixel values already preprocessed (HF's Qwen2VLImageProcessor output
+ * for this image), or the encoded file (this build does not preprocess files yet and refuses
+ * them with FRUGAL_ERR_UNSUPPORTED). Borrowed for the call. */
+typedef struct frugal_image {
+    const void *data;           /* encoded bytes, or NULL when pixel_values is given */
+    size_t size;                /* bytes at data */
+    const float *pixel_values;  /* (n_patches, patch_dim) rows as HF's processor emits, or NULL */
+    int64_t n_patches;          /* rows at pixel_values: grid_thw[0] * [1] * [2] */
+    int64_t patch_dim;          /* C * temporal * patch * patch of the model (checked) */
+    int grid_thw[3];            /* with pixel_values: frames, patch rows, patch columns */
+} frugal_image;
+
+typedef struct frugal_vl_params {
+    const frugal_image *images; /* n_images images, shown before the text in one user message */
+    int n_images;               /* 0..64 */
+    float keep_ratio;           /* share of image tokens kept (0, 1]; default 1 (pruning off) */
+    int max_image_tokens;       /* image token budget per request; 0 = none (default) */
+    const char *chat_template;  /* NULL: the model's; or a built-in name */
+    int want_last_logits;       /* nonzero: fill last_logits */
+    int want_pixel_values;      /* nonzero: fill pixel_values */
+    int want_image_features;    /* nonzero: fill image_features */
+} frugal_vl_params;
+
+/* No images, keep_ratio 1, no budget, the model's template, nothing extra. Thread-safe. */
+frugal_vl_params frugal_vl_default_params(void);
+
+typedef struct frugal_vl_result {
+    frugal_result gen;          /* ids, text, finish, timings */
+    int32_t *prompt_ids;        /* the prompt as run, image pads expanded (n_prompt_ids) */
+    size_t n_prompt_ids;
+    int32_t *image_grid_thw;    /* (n_images, 3) */
+    int n_images;
+    int64_t image_tokens;       /* image tokens after the merger, before pruning */
+    int64_t image_tokens_kept;  /* image tokens the LLM saw */
+    float *last_logits;         /* (n_vocab) the prompt's last-position logits, when asked */
+    int n_vocab;
+    float *pixel_values;        /* (n_patches, patch_dim) all images' rows, when asked */
+    int64_t n_patches, patch_dim;
+    float *image_features;      /* (image_tokens, feature_dim) the merger's output before
+                                   pruning, when asked */
+    int64_t feature_dim;
+    double vision_s;            /* seconds in preprocessing and the vision tower */
+} frugal_vl_result;
+
+/* Generates an answer to `prompt` about the images: the chat template renders one user message
+ * holding the images, then the text, with the generation prompt; each image placeholder becomes
+ * its grid's token count (t*h*w / merge^2), the vision tower's features replace those tokens'
+ * embeddings, and positions are HF's M-RoPE (get_rope_index). On FRUGAL_OK fills *out (free with
+ * frugal_vl_result_free; everything in it is the caller's); on failure *out is empty:
+ * FRUGAL_ERR_UNSUPPORTED for a model without a vision tower, a device whose backend takes no
+ * image features yet (CUDA), or pruning asked of this build (keep_ratio < 1 or a budget);
+ * FRUGAL_ERR_INVALID_ARGUMENT for corrupt or empty image data, pixel values that disagree with
+ * their grid or the model, or bad params; FRUGAL_ERR_TOO_LARGE for an image over the image limits
+ * or a prompt beyond the context. One call at a time per context. */
+frugal_status frugal_generate_vl(frugal_context *ctx, const char *prompt,
+                                 const frugal_vl_params *vp, const frugal_generate_params *gp,
+                                 frugal_vl_result *out, frugal_error *err);
+/* Frees what *r holds and empties it; an empty result is fine. */
+void frugal_vl_result_free(frugal_vl_result *r);
+
 #ifdef __cplusplus
 }
 #endif

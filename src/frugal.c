@@ -18,8 +18,11 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/vision.h"
 #include "engine/generate.h"
 #include "model/chat.h"
+#include "model/mrope.h"
+#include "model/vision.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 
@@ -383,5 +386,224 @@ void frugal_result_free(frugal_result *r) {
     if (!r) return;
     free(r->ids);
     free(r->text);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- images ---- */
+
+frugal_vl_params frugal_vl_default_params(void) {
+    frugal_vl_params p;
+    memset(&p, 0, sizeof p);
+    p.keep_ratio = 1.0f;
+    return p;
+}
+
+/* The rendered prompt of one user message holding n_images images, then the text, tokenised
+ * (the template's BOS only) with each image placeholder expanded to its grid's tokens. */
+static frugal_status vl_prompt_ids(const fr_model *m, const char *prompt, const char *tmpl_name,
+                                   const int32_t *grid, int n_images, int32_t **ids, size_t *n,
+                                   frugal_error *err) {
+    const char *tmpl = tmpl_name ? fr_chat_builtin(tmpl_name) : m->chat_template;
+    if (!tmpl)
+        return fail(err, tmpl_name ? FRUGAL_ERR_INVALID_ARGUMENT : FRUGAL_ERR_UNSUPPORTED,
+                    tmpl_name ? "unknown chat template '%s'" : "%s has no chat template",
+                    tmpl_name ? tmpl_name : m->path);
+    cJSON *msgs = cJSON_CreateArray(), *msg = cJSON_CreateObject(), *parts = cJSON_CreateArray();
+    cJSON_AddItemToArray(msgs, msg);
+    cJSON_AddStringToObject(msg, "role", "user");
+    cJSON_AddItemToObject(msg, "content", parts);
+    for (int i = 0; i < n_images; i++) {
+        cJSON *part = cJSON_CreateObject();
+        cJSON_AddStringToObject(part, "type", "image");
+        cJSON_AddItemToArray(parts, part);
+    }
+    cJSON *text = cJSON_CreateObject();
+    cJSON_AddStringToObject(text, "type", "text");
+    cJSON_AddStringToObject(text, "text", prompt);
+    cJSON_AddItemToArray(parts, text);
+    fr_chat_opts co = {.add_generation_prompt = true,
+                       .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                       .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                       .tools = NULL};
+    fr_err e = {0};
+    char *rendered = fr_chat_render(tmpl, msgs, &co, &e);
+    cJSON_Delete(msgs);
+    if (!rendered) return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    int32_t *raw = NULL;
+    size_t n_raw = 0;
+    int rc = fr_tokenize(m->tok, rendered, strlen(rendered), false, &raw, &n_raw, &e);
+    free(rendered);
+    if (!rc)
+        rc = fr_vl_expand_pads(raw, n_raw, m->hp.image_token_id, grid, n_images,
+                               m->vision->hp.merge, (size_t)INT32_MAX / 4, ids, n, &e);
+    free(raw);
+    return rc ? fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e) : FRUGAL_OK;
+}
+
+/* Image i given as pixel values: checked against its grid and the model, appended to *pix. */
+static frugal_status vl_given_pixels(const fr_vision_hparams *vh, const frugal_image *im, int i,
+                                     fr_buf *pix, int32_t grid[3], frugal_error *err) {
+    const int64_t pd = fr_vision_patch_dim(vh);
+    for (int k = 0; k < 3; k++) grid[k] = im->grid_thw[k];
+    if (fr_vl_image_tokens(grid, vh->merge) < 0)
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "image %d: bad grid [%d, %d, %d] (each > 0, "
+                    "h and w multiples of %d)", i, grid[0], grid[1], grid[2], vh->merge);
+    int64_t rows = (int64_t)grid[0] * grid[1] * grid[2];
+    if (rows > FR_VISION_MAX_PATCHES)
+        return fail(err, FRUGAL_ERR_TOO_LARGE, "image %d: %lld patches (at most %d)", i,
+                    (long long)rows, FR_VISION_MAX_PATCHES);
+    if (im->n_patches != rows || im->patch_dim != pd)
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "image %d: pixel values (%lld, %lld) do not "
+                    "match grid [%d, %d, %d] and the model's patch size: (%lld, %lld) expected", i,
+                    (long long)im->n_patches, (long long)im->patch_dim, grid[0], grid[1], grid[2],
+                    (long long)rows, (long long)pd);
+    fr_buf_append(pix, im->pixel_values, (size_t)(rows * pd) * sizeof(float));
+    return FRUGAL_OK;
+}
+
+/* Image i's pixel rows appended to *pix (grown), its grid into grid[3]. */
+static frugal_status vl_pixels(const fr_model *m, const frugal_image *im, int i, fr_buf *pix,
+                               int32_t grid[3], frugal_error *err) {
+    if (im->pixel_values) return vl_given_pixels(&m->vision->hp, im, i, pix, grid, err);
+    return fail(err, FRUGAL_ERR_UNSUPPORTED, "image %d: decoding and preprocessing image files is "
+                "not in this build yet; give pixel values", i);
+}
+
+/* Everything a VL call allocates, freed at once. */
+typedef struct vl_work {
+    fr_buf pix;       /* (n_patches, patch_dim) floats of every image */
+    int32_t *grid;    /* (n_images, 3) */
+    float *feats;     /* (n_tokens, out_hidden) */
+    int32_t *ids;     /* prompt ids, pads expanded */
+    size_t n_ids;
+    int32_t *rpos;    /* (3, n_ids) */
+    float *last;      /* (n_vocab) */
+} vl_work;
+
+static void vl_work_free(vl_work *w) {
+    fr_buf_free(&w->pix);
+    free(w->grid);
+    free(w->feats);
+    free(w->ids);
+    free(w->rpos);
+    free(w->last);
+    memset(w, 0, sizeof *w);
+}
+
+static frugal_status vl_check_params(const fr_model *m, const frugal_vl_params *vp,
+                                     const char *prompt, frugal_error *err) {
+    if (!m->vision || m->hp.image_token_id < 0)
+        return fail(err, FRUGAL_ERR_UNSUPPORTED, "%s has no vision tower (not a vision-language "
+                    "model)", m->path);
+    if (!prompt) return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "no prompt text");
+    if (vp->n_images < 0 || vp->n_images > FR_VL_MAX_IMAGES || (vp->n_images && !vp->images))
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "%d images (0..%d)", vp->n_images,
+                    FR_VL_MAX_IMAGES);
+    if (!(vp->keep_ratio > 0 && vp->keep_ratio <= 1) || vp->max_image_tokens < 0)
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "keep_ratio must be in (0, 1] and "
+                    "max_image_tokens >= 0");
+    if (vp->keep_ratio < 1 || vp->max_image_tokens > 0)
+        return fail(err, FRUGAL_ERR_UNSUPPORTED, "visual-token pruning (keep_ratio < 1 or an image "
+                    "token budget) is not in this build yet");
+    return FRUGAL_OK;
+}
+
+frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
+                                 const frugal_vl_params *vp_in, const frugal_generate_params *p,
+                                 frugal_vl_result *out, frugal_error *err) {
+    memset(out, 0, sizeof *out);
+    const fr_model *m = c->model->m;
+    frugal_vl_params vp = vp_in ? *vp_in : frugal_vl_default_params();
+    frugal_status st = vl_check_params(m, &vp, prompt, err);
+    fr_sampling s;
+    fr_gen_params gp;
+    if (st == FRUGAL_OK) st = to_internal(p, &s, &gp, err);
+    if (st != FRUGAL_OK) return st;
+    fr_generate_device gd = frugal_context_device(c);
+    const fr_vision_hparams *vh = &m->vision->hp;
+    vl_work w = {0};
+    fr_err e = {0};
+    double t0 = fr_time_s();
+    /* 1. pixel values and grids of every image */
+    w.grid = fr_xcalloc((size_t)vp.n_images * 3 + 1, sizeof(int32_t));
+    for (int i = 0; i < vp.n_images && st == FRUGAL_OK; i++)
+        st = vl_pixels(m, &vp.images[i], i, &w.pix, w.grid + 3 * i, err);
+    int64_t pd = fr_vision_patch_dim(vh), n_patches = (int64_t)(w.pix.len / sizeof(float)) / pd;
+    /* 2. the tower: features of every image token */
+    int64_t n_tok = 0;
+    for (int i = 0; i < vp.n_images; i++) n_tok += fr_vl_image_tokens(w.grid + 3 * i, vh->merge);
+    if (st == FRUGAL_OK && vp.n_images) {
+        w.feats = fr_xmalloc((size_t)n_tok * vh->out_hidden * sizeof(float));
+        if (fr_generate_vision(m, &gd, (const float *)w.pix.data, n_patches, w.grid, vp.n_images,
+                               w.feats, &e))
+            st = fail_fr(err, FRUGAL_ERR_INTERNAL, &e);
+    }
+    double vision_s = fr_time_s() - t0;
+    /* 3. the prompt: template, pads, M-RoPE positions */
+    if (st == FRUGAL_OK)
+        st = vl_prompt_ids(m, prompt, vp.chat_template, w.grid, vp.n_images, &w.ids, &w.n_ids,
+                           err);
+    if (st == FRUGAL_OK && m->hp.n_ctx_train > 0 &&
+        (int64_t)w.n_ids + p->max_tokens > m->hp.n_ctx_train)
+        st = fail(err, FRUGAL_ERR_TOO_LARGE, "prompt (%zu tokens with its images) + max_tokens "
+                  "(%d) exceeds the model's context of %d tokens", w.n_ids, p->max_tokens,
+                  m->hp.n_ctx_train);
+    if (st == FRUGAL_OK) {
+        w.rpos = fr_xmalloc(3 * w.n_ids * sizeof(int32_t));
+        int32_t delta;
+        if (fr_vl_rope_index(w.ids, w.n_ids, m->hp.image_token_id, w.grid, vp.n_images,
+                             vh->merge, w.rpos, &delta, &e))
+            st = fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    }
+    /* 4. generation with the features in place of the image tokens */
+    fr_generate_result r = {0};
+    if (st == FRUGAL_OK) {
+        w.last = vp.want_last_logits ? fr_xmalloc((size_t)m->hp.n_vocab * sizeof(float)) : NULL;
+        fr_generate_mm mm = {.embd = w.feats, .n_embd_rows = w.feats ? n_tok : 0,
+                             .image_token_id = m->hp.image_token_id, .rope_pos = w.rpos,
+                             .last_logits = w.last};
+        if (fr_generate_mm_on(m, &gd, w.ids, w.n_ids, &mm, &s, &gp, p->on_text, p->user_data,
+                              &r, &e))
+            st = fail_fr(err, c->kind == FR_BACKEND_CUDA ? FRUGAL_ERR_UNAVAILABLE
+                                                         : FRUGAL_ERR_INTERNAL, &e);
+    }
+    if (st != FRUGAL_OK) {
+        vl_work_free(&w);
+        return st;
+    }
+    out->gen.ids = r.ids;
+    out->gen.n_ids = r.n_ids;
+    out->gen.text = r.text;
+    out->gen.finish = r.finish == FR_FINISH_LENGTH ? FRUGAL_FINISH_LENGTH : FRUGAL_FINISH_STOP;
+    out->gen.prefill_s = r.prefill_s;
+    out->gen.decode_s = r.decode_s;
+    out->vision_s = vision_s;
+    out->prompt_ids = w.ids, w.ids = NULL;
+    out->n_prompt_ids = w.n_ids;
+    out->image_grid_thw = w.grid, w.grid = NULL;
+    out->n_images = vp.n_images;
+    out->image_tokens = out->image_tokens_kept = n_tok;
+    out->n_vocab = m->hp.n_vocab;
+    out->last_logits = w.last, w.last = NULL;
+    out->patch_dim = pd;
+    if (vp.want_pixel_values) {
+        out->pixel_values = (float *)(void *)w.pix.data, w.pix.data = NULL;
+        out->n_patches = n_patches;
+    }
+    out->feature_dim = vh->out_hidden;
+    if (vp.want_image_features) out->image_features = w.feats, w.feats = NULL;
+    vl_work_free(&w);
+    ok(err);
+    return FRUGAL_OK;
+}
+
+void frugal_vl_result_free(frugal_vl_result *r) {
+    if (!r) return;
+    frugal_result_free(&r->gen);
+    free(r->prompt_ids);
+    free(r->image_grid_thw);
+    free(r->last_logits);
+    free(r->pixel_values);
+    free(r->image_features);
     memset(r, 0, sizeof *r);
 }

@@ -1,4 +1,10 @@
-/* test_vl.c — generation with images (engine/generate.h fr_generate_mm_on).
+/* test_vl.c — generation with images (engine/generate.h fr_generate_mm_on, frugal_generate_vl).
+ *
+ * Against HF transformers 5.17 (tests/fixtures/ref/qwen25vl-tiny and qwen2vl-tiny, every case of
+ * ref.json: one image, two images of different sizes, text only, the two-region image): our
+ * get_rope_index gives HF's position_ids and rope_delta; frugal_generate_vl fed HF's pixel values
+ * gives HF's prompt ids (template + pads) and grids, last logits within 1e-4 relative L2 and HF's
+ * 12 greedy ids. A missing fixture file fails.
  *
  * On the qwen2-tiny fixture given M-RoPE sections: a prompt with a block of image rows that
  * crosses the 512-token prefill chunk gives the decoder's own logits (one batch of the whole
@@ -6,9 +12,13 @@
  * the positions both change the result; bad multimodal input is refused with its code.
  */
 #include "backend/cpu/decoder.h"
+#include "base/npy.h"
 #include "engine/generate.h"
+#include "frugal.h"
 #include "model/mrope.h"
 #include "t.h"
+
+#include <cjson/cJSON.h>
 
 static fr_model *load_tiny(void) {
     char path[512];
@@ -161,6 +171,233 @@ TEST(generate_bad_multimodal_input) {
     CHECK(r.ids == NULL && r.n_ids == 0);
     free(c.rows);
     fr_model_free(m);
+}
+
+/* ------------------------------------------------------------------ HF fixtures */
+static double rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : INFINITY;
+}
+
+static cJSON *load_ref(const char *model) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref/%s/ref.json", t_fixtures(), model);
+    fr_err err = {0};
+    size_t len = 0;
+    char *txt = fr_read_file(path, 1u << 24, &len, &err);
+    cJSON *root = txt ? cJSON_ParseWithLength(txt, len) : NULL;
+    free(txt);
+    if (!root) fprintf(stderr, "  %s: %s\n", path, txt ? "not JSON" : err.msg);
+    return root;
+}
+
+/* The JSON int array a into out (up to max); returns the count, -1 when not an int array. */
+static int ints(const cJSON *a, int32_t *out, int max) {
+    if (!cJSON_IsArray(a)) return -1;
+    int n = 0;
+    for (const cJSON *e = a->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || n == max) return -1;
+        out[n++] = (int32_t)e->valueint;
+    }
+    return n;
+}
+
+enum { MAX_IDS = 512, MAX_IMGS = 8 };
+typedef struct hf_case {
+    const char *name;
+    int32_t ids[MAX_IDS], pos[3 * MAX_IDS], grid[3 * MAX_IMGS], greedy[64];
+    int n_ids, n_images, n_greedy, delta;
+    const char *pixel_values, *last_logits;
+} hf_case;
+
+static bool read_case(const cJSON *c, hf_case *h) {
+    memset(h, 0, sizeof *h);
+    h->name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
+    h->n_ids = ints(cJSON_GetObjectItemCaseSensitive(c, "input_ids"), h->ids, MAX_IDS);
+    h->n_greedy = ints(cJSON_GetObjectItemCaseSensitive(c, "greedy_ids"), h->greedy, 64);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "image_grid_thw"), *e;
+    cJSON_ArrayForEach(e, g) {
+        if (h->n_images == MAX_IMGS || ints(e, h->grid + 3 * h->n_images, 3) != 3) return false;
+        h->n_images++;
+    }
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(c, "position_ids");
+    if (cJSON_GetArraySize(p) != 3 || h->n_ids < 1) return false;
+    for (int r = 0; r < 3; r++)
+        if (ints(cJSON_GetArrayItem(p, r), h->pos + r * h->n_ids, h->n_ids) != h->n_ids) return false;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "rope_delta");
+    h->delta = d ? d->valueint : 12345;
+    h->pixel_values = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "pixel_values"));
+    h->last_logits = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "last_logits"));
+    return h->name && h->n_greedy >= 8 && d && h->last_logits &&
+           (h->n_images == 0 || h->pixel_values);
+}
+
+static void check_positions(const char *model) {
+    cJSON *root = load_ref(model);
+    CHECK(root != NULL);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases"), *c;
+    int n = 0;
+    hf_case *h = malloc(sizeof *h);
+    int32_t *pos = malloc(3 * MAX_IDS * sizeof(int32_t));
+    cJSON_ArrayForEach(c, cases) {
+        CHECK(read_case(c, h));
+        int32_t delta = 0;
+        fr_err err = {0};
+        CHECK(fr_vl_rope_index(h->ids, (size_t)h->n_ids, 518, h->grid, h->n_images, 2, pos,
+                               &delta, &err) == 0);
+        CHECK(memcmp(pos, h->pos, 3 * (size_t)h->n_ids * sizeof(int32_t)) == 0);
+        CHECK_EQ_INT(delta, h->delta);
+        n++;
+    }
+    CHECK(n >= 2);
+    free(h), free(pos);
+    cJSON_Delete(root);
+}
+
+TEST(hf_position_ids_qwen25vl) { check_positions("qwen25vl-tiny"); }
+TEST(hf_position_ids_qwen2vl) { check_positions("qwen2vl-tiny"); }
+
+static bool npy(const char *model, const char *file, fr_npy *a) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/ref/%s/%s", t_fixtures(), model, file);
+    fr_err err = {0};
+    if (fr_npy_load_f32(path, a, &err) == 0) return true;
+    fprintf(stderr, "  %s\n", err.msg);
+    return false;
+}
+
+/* Every case through the public API with HF's pixel values. */
+static void check_generate(const char *model) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", t_fixtures(), model);
+    frugal_error e;
+    frugal_model *fm = frugal_model_load(dir, frugal_model_default_params(), &e);
+    if (!fm) fprintf(stderr, "  %s: %s\n", dir, e.message);
+    CHECK(fm != NULL);
+    frugal_context *ctx = fm ? frugal_context_new(fm, frugal_context_default_params(), &e) : NULL;
+    cJSON *root = load_ref(model);
+    CHECK(root != NULL && ctx != NULL);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases"), *c;
+    hf_case *h = malloc(sizeof *h);
+    int n = 0;
+    double worst = 0;
+    if (!ctx) cases = NULL;
+    cJSON_ArrayForEach(c, cases) {
+        CHECK(read_case(c, h));
+        const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "prompt"));
+        fr_npy pv = {0}, ll = {0};
+        CHECK(!h->n_images || npy(model, h->pixel_values, &pv));
+        CHECK(npy(model, h->last_logits, &ll));
+        frugal_image ims[MAX_IMGS];
+        memset(ims, 0, sizeof ims);
+        int64_t row = 0;
+        for (int i = 0; i < h->n_images && pv.data; i++) {
+            ims[i].pixel_values = pv.data + row * pv.shape[1];
+            ims[i].n_patches = (int64_t)h->grid[3 * i] * h->grid[3 * i + 1] * h->grid[3 * i + 2];
+            ims[i].patch_dim = pv.shape[1];
+            memcpy(ims[i].grid_thw, h->grid + 3 * i, 3 * sizeof(int));
+            row += ims[i].n_patches;
+        }
+        CHECK(!h->n_images || row == pv.shape[0]);
+        frugal_vl_params vp = frugal_vl_default_params();
+        vp.images = ims;
+        vp.n_images = h->n_images;
+        vp.want_last_logits = 1;
+        frugal_generate_params gp = frugal_generate_default_params();
+        gp.max_tokens = h->n_greedy;
+        gp.temperature = 0;
+        gp.ignore_eos = 1;
+        frugal_vl_result r;
+        frugal_status st = frugal_generate_vl(ctx, prompt, &vp, &gp, &r, &e);
+        if (st != FRUGAL_OK) fprintf(stderr, "  %s: %s\n", h->name, e.message);
+        CHECK(st == FRUGAL_OK);
+        if (st == FRUGAL_OK) {
+            CHECK_EQ_INT(r.n_prompt_ids, h->n_ids);
+            CHECK(r.n_prompt_ids == (size_t)h->n_ids &&
+                  memcmp(r.prompt_ids, h->ids, (size_t)h->n_ids * 4) == 0);
+            CHECK_EQ_INT(r.n_images, h->n_images);
+            CHECK(memcmp(r.image_grid_thw, h->grid, 3 * (size_t)h->n_images * 4) == 0);
+            CHECK(r.image_tokens == r.image_tokens_kept);
+            double d = ll.n == r.n_vocab ? rel_l2(r.last_logits, ll.data, ll.n) : INFINITY;
+            if (!(d <= 1e-4)) fprintf(stderr, "  %s: last logits rel L2 %g\n", h->name, d);
+            CHECK(d <= 1e-4);
+            worst = fmax(worst, d);
+            CHECK_EQ_INT(r.gen.n_ids, h->n_greedy);
+            CHECK(r.gen.n_ids == h->n_greedy &&
+                  memcmp(r.gen.ids, h->greedy, (size_t)h->n_greedy * 4) == 0);
+            frugal_vl_result_free(&r);
+        }
+        fr_npy_free(&pv);
+        fr_npy_free(&ll);
+        n++;
+    }
+    CHECK(n >= 2);
+    fprintf(stderr, "  %s: %d cases, worst last-logits rel L2 %.3g\n", model, n, worst);
+    free(h);
+    cJSON_Delete(root);
+    frugal_context_free(ctx);
+    frugal_model_free(fm);
+}
+
+TEST(hf_generate_qwen25vl) { check_generate("qwen25vl-tiny"); }
+TEST(hf_generate_qwen2vl) { check_generate("qwen2vl-tiny"); }
+
+/* The API's refusals, with their statuses. */
+TEST(vl_api_refusals) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/qwen25vl-tiny", t_fixtures());
+    frugal_error e;
+    frugal_model *fm = frugal_model_load(dir, frugal_model_default_params(), &e);
+    snprintf(dir, sizeof dir, "%s/qwen2-tiny", t_fixtures());
+    frugal_model *text = frugal_model_load(dir, frugal_model_default_params(), &e);
+    CHECK(fm && text);
+    if (!fm || !text) return;
+    frugal_context *ctx = frugal_context_new(fm, frugal_context_default_params(), &e);
+    frugal_context *tctx = frugal_context_new(text, frugal_context_default_params(), &e);
+    float px[4 * 1176] = {0};
+    frugal_image im = {.pixel_values = px, .n_patches = 4, .patch_dim = 1176,
+                       .grid_thw = {1, 2, 2}};
+    frugal_vl_params vp = frugal_vl_default_params();
+    vp.images = &im;
+    vp.n_images = 1;
+    frugal_generate_params gp = frugal_generate_default_params();
+    gp.max_tokens = 2;
+    frugal_vl_result r;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_OK);
+    CHECK_EQ_INT(r.image_tokens, 1);
+    frugal_vl_result_free(&r);
+    /* a text model */
+    CHECK(frugal_generate_vl(tctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_UNSUPPORTED);
+    /* rows that disagree with the grid, a grid not divisible by the merge, a wrong patch size */
+    im.n_patches = 3;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
+    im.n_patches = 4, im.grid_thw[1] = 1, im.grid_thw[2] = 4;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
+    im.grid_thw[1] = 2, im.grid_thw[2] = 2, im.patch_dim = 588;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
+    im.patch_dim = 1176;
+    /* too many patches */
+    im.grid_thw[1] = im.grid_thw[2] = 2048, im.n_patches = 2048 * 2048;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_TOO_LARGE);
+    im.grid_thw[1] = im.grid_thw[2] = 2, im.n_patches = 4;
+    /* pruning is not in this build; a bad ratio is invalid */
+    vp.keep_ratio = 0.5f;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_UNSUPPORTED);
+    vp.keep_ratio = 1.5f;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
+    vp.keep_ratio = 1;
+    vp.n_images = 65;
+    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
+    CHECK(r.prompt_ids == NULL && r.gen.ids == NULL);
+    frugal_context_free(ctx);
+    frugal_context_free(tctx);
+    frugal_model_free(fm);
+    frugal_model_free(text);
 }
 
 int main(void) { return t_main(); }

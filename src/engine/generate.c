@@ -4,6 +4,7 @@
 #include "engine/generate.h"
 
 #include "backend/backend.h"
+#include "backend/cpu/vision.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -209,4 +210,21 @@ void fr_generate_result_free(fr_generate_result *r) {
     free(r->ids);
     free(r->text);
     memset(r, 0, sizeof *r);
+}
+
+int fr_generate_vision(const fr_model *m, const fr_generate_device *dev, const float *pixels,
+                       int64_t n_patches, const int32_t *grid_thw, int n_images, float *out,
+                       fr_err *err) {
+    fr_backend_kind kind;
+    int dev_index;
+    if (fr_backend_parse_device(dev ? dev->device : NULL, &kind, &dev_index, err)) return -1;
+    if (kind != FR_BACKEND_CPU) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "the vision tower runs on the CPU only for now "
+                    "(use --device cpu)");
+        return -1;
+    }
+    fr_pool *pool = fr_pool_new(0);
+    int rc = fr_vision_forward(m, pool, pixels, n_patches, grid_thw, n_images, out, err);
+    fr_pool_free(pool);
+    return rc;
 }

@@ -65,4 +65,14 @@ int fr_generate_mm_on(const fr_model *m, const fr_generate_device *dev, const in
                       const fr_gen_params *gp, fr_text_fn on_text, void *user,
                       fr_generate_result *res, fr_err *err);
 
+/* The vision tower of m (m->vision) on the device: pixels (n_patches, patch_dim) of n_images
+ * images with grid_thw (n_images, 3), HF's processor layout, into out (n_tokens, out_hidden),
+ * n_tokens = sum of t*h*w / merge^2 (the merger's output, before pruning). Runs on the CPU (fp32,
+ * backend/cpu/vision.h) with one worker per core; a CUDA device is FR_ERR_UNSUPPORTED until the
+ * CUDA tower lands. Returns 0 or -1 with err (the tower's codes: no tower FR_ERR_UNSUPPORTED, a
+ * grid that does not match FR_ERR_BAD_REQUEST). */
+int fr_generate_vision(const fr_model *m, const fr_generate_device *dev, const float *pixels,
+                       int64_t n_patches, const int32_t *grid_thw, int n_images, float *out,
+                       fr_err *err);
+
 #endif
