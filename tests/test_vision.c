@@ -512,7 +512,7 @@ TEST(hf_qwen2vl_flat_bf16_loads) {
         /* BF16 converted: the first value rounds like fr_f32_to_bf16 */
         CHECK(((const float *)m->vision->patch_w.data)[0] ==
               fr_bf16_to_f32(fr_f32_to_bf16(l.t[0].data[0])));
-        CHECK_EQ_INT(m->hp.video_token_id, 151656); /* HF's default when absent */
+        CHECK_EQ_INT(m->hp.video_token_id, -1); /* HF's default 151656 is past the vocabulary */
         CHECK_STR(m->arch_name, "qwen2-vl");
         fast_vs_ref(m, GRID2, 2, NP2);
     }
@@ -613,6 +613,12 @@ TEST(hf_errors_name_the_problem) {
     memcpy(a, "\"out_hidden_size\": 65", 21);
     d = hf_folder("q25-out", cfg, &l, ST_ONE, NULL);
     load_fails(d, FR_ERR_BAD_REQUEST, "output width");
+    free(d);
+    snprintf(cfg, sizeof cfg, "%s", CFG25_FLAT);
+    a = strstr(cfg, "\"image_token_id\": 4001");
+    memcpy(a, "\"image_token_id\": 4005", 22);
+    d = hf_folder("q25-ids", cfg, &l, ST_ONE, NULL);
+    load_fails(d, FR_ERR_BAD_REQUEST, "vision token id 4005");
     free(d);
     /* a wrong patch-embedding shape */
     l.t[0].shape[0] = 16;

@@ -529,6 +529,15 @@ static fr_model *load_hf(const char *dir, fr_err *err) {
     else fr_hparams_add_eos(&m->hp, eos_tok);
     free(tj);
 
+    /* a video id past the vocabulary (HF's default on a small model) can never occur */
+    if (m->hp.video_token_id >= m->hp.n_vocab) m->hp.video_token_id = -1;
+    const int vl_ids[] = {m->hp.image_token_id, m->hp.vision_start_id, m->hp.vision_end_id};
+    for (size_t i = 0; i < FR_ARRAY_LEN(vl_ids); i++)
+        if (vl_ids[i] >= m->hp.n_vocab) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s/config.json: vision token id %d is outside the "
+                        "vocabulary (%d)", dir, vl_ids[i], m->hp.n_vocab);
+            goto fail;
+        }
     m->w.layers = fr_xcalloc((size_t)m->hp.n_layer, sizeof *m->w.layers);
     /* tie_word_embeddings: true -> lm_head ignored; false -> required; unset -> tied iff absent */
     /* transformers 5 keeps a VL model's text weights under model.language_model. */

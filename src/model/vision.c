@@ -353,18 +353,14 @@ static void mm_join(fr_model *m, fr_vision *v, mm_split *sp) {
     }
 }
 
-int fr_vision_load_mmproj(fr_model *m, const char *path, fr_err *err) {
+int fr_vision_load_mmproj_buffer(fr_model *m, const uint8_t *data, size_t size,
+                                 const char *name, fr_err *err) {
     if (m->vision) {
-        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: the model already has a vision tower", path);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: the model already has a vision tower", name);
         return -1;
     }
-    fr_mmap map;
-    if (fr_mmap_open(&map, path, err) != 0) return -1;
     fr_gguf g;
-    if (fr_gguf_parse(&g, path, map.data, map.size, err) != 0) {
-        fr_mmap_close(&map);
-        return -1;
-    }
+    if (fr_gguf_parse(&g, name, data, size, err) != 0) return -1;
     fr_vision *v = fr_xcalloc(1, sizeof *v);
     fr_loader L = {.m = m, .where = g.path, .gg = &g};
     mm_split sp;
@@ -379,13 +375,11 @@ int fr_vision_load_mmproj(fr_model *m, const char *path, fr_err *err) {
     sp.kb = fr_xcalloc(d, sizeof *sp.kb);
     sp.vb = fr_xcalloc(d, sizeof *sp.vb);
     mm_plan(&L, v, &sp);
-    if (fr_ld_run_jobs(&L, map.size, err) != 0) goto done;
+    if (fr_ld_run_jobs(&L, size, err) != 0) goto done;
     mm_join(m, v, &sp);
     fr_vision_finish(v);
     m->vision = v;
     v = NULL;
-    fr_model_add_map(m, map); /* F32 tensors point into it */
-    map.data = NULL;
     rc = 0;
 done:
     free(L.jobs);
@@ -395,6 +389,16 @@ done:
         free(v->blocks);
         free(v);
     }
-    if (map.data) fr_mmap_close(&map);
     return rc;
+}
+
+int fr_vision_load_mmproj(fr_model *m, const char *path, fr_err *err) {
+    fr_mmap map;
+    if (fr_mmap_open(&map, path, err) != 0) return -1;
+    if (fr_vision_load_mmproj_buffer(m, map.data, map.size, path, err) != 0) {
+        fr_mmap_close(&map);
+        return -1;
+    }
+    fr_model_add_map(m, map); /* F32 tensors point into it */
+    return 0;
 }

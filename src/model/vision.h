@@ -84,5 +84,9 @@ typedef struct fr_vision {
  * GGUF, whose fr_model_load finds an mmproj next to it by itself). The projector's output width
  * must equal the text model's. Returns 0, or -1 with err (the model is left unchanged). */
 int fr_vision_load_mmproj(fr_model *m, const char *path, fr_err *err);
+/* The same from an mmproj image in memory that the caller keeps alive until fr_model_free (tensors
+ * may point into it); `name` is used in messages (the fuzzer's entry). */
+int fr_vision_load_mmproj_buffer(fr_model *m, const uint8_t *data, size_t size,
+                                 const char *name, fr_err *err);
 
 #endif

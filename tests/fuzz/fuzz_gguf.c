@@ -6,14 +6,18 @@
  * sees any read past the end. A successful parse must yield tensors that lie inside the buffer (the
  * harness touches each tensor's first and last byte) and getters that never fail on a parsed file
  * in ways other than a typed error. Then fr_model_load_gguf_buffer runs on the same bytes; it must
- * return a model or NULL with a one-line message naming the file, never crash.
+ * return a model or NULL with a one-line message naming the file, never crash. Last the bytes are
+ * read as a llama.cpp mmproj (fr_vision_load_mmproj_buffer) onto a text model of width 64, with the
+ * same rule; a tower that loads runs once on a one-token image.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gguf.h"
+#include "backend/cpu/vision.h"
 #include "model/model.h"
+#include "model/vision.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -26,6 +30,36 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static volatile uint8_t sink;
+
+/* The same bytes as an mmproj attached to a text model of width 64; a tower that loads runs on
+ * one merged token of zero pixels (small towers only) and must not fail. */
+static void mmproj(const uint8_t *buf, size_t size) {
+    fr_model *t = fr_xcalloc(1, sizeof *t);
+    t->name = fr_xstrdup("fuzz");
+    t->hp.n_embd = 64;
+    fr_err err = {0};
+    if (fr_vision_load_mmproj_buffer(t, buf, size, "fuzz.gguf", &err) != 0) {
+        if (!strstr(err.msg, "fuzz.gguf") || strchr(err.msg, '\n')) abort();
+        fr_model_free(t);
+        return;
+    }
+    const fr_vision_hparams *h = &t->vision->hp;
+    if (h->depth < 1 || h->head_dim % 4 || h->head_dim * h->n_head != h->hidden ||
+        h->out_hidden != 64 || !t->vision->patch_w.data || !t->vision->blocks[0].qkv_w.data)
+        abort();
+    int64_t pd = fr_vision_patch_dim(h);
+    if (pd * h->hidden < (1 << 20) && (int64_t)h->n_ff * h->hidden < (1 << 20) &&
+        (int64_t)h->hidden * h->merge * h->merge < 4096) {
+        int32_t grid[3] = {1, h->merge, h->merge};
+        float *px = fr_xcalloc((size_t)(pd * h->merge * h->merge), sizeof(float));
+        float *out = fr_xcalloc(64, sizeof(float));
+        if (fr_vision_forward(t, NULL, px, (int64_t)h->merge * h->merge, grid, 1, out, &err) != 0)
+            abort();
+        free(px);
+        free(out);
+    }
+    fr_model_free(t);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
@@ -80,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fr_model *m = fr_model_load_gguf_buffer(buf, size, "fuzz.gguf", &err);
     if (!m && (!strstr(err.msg, "fuzz.gguf") || strchr(err.msg, '\n'))) abort();
     fr_model_free(m);
+    mmproj(buf, size);
     free(buf);
     return 0;
 }

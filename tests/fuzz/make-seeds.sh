@@ -18,6 +18,7 @@ cc -std=c11 -D_GNU_SOURCE -O1 -Isrc tests/fuzz/seeds.c "$B/libfrugal.a" -o "$T/s
 "$T/seeds" audio "$C/audio"
 "$T/seeds" image "$C/image"
 "$T/seeds" npy "$C/npy"
+"$T/seeds" mmproj "$C/gguf"
 
 # assist: a text request, an image + ticket + history request, an {"data","format"} audio request
 printf '{"text":"I still have not received my card, it was sent on 3 March","top_k":3}' > "$C/assist/text"
@@ -38,6 +39,9 @@ cp "$C/gguf/q-f32.gguf" "$C/gguf/l-q8.gguf" "$C/gguf_spec/"
 "$B/frugal" mkmodel --out "$C/gguf_spec/l-q4.gguf" --arch llama --hidden 32 --layers 1 --heads 2 --kv-heads 2 --ffn 32 --vocab 260 --gguf-type q4_0 --tied >/dev/null
 "$B/frugal" mkmodel --out "$T/st" --arch qwen2 --hidden 8 --layers 1 --heads 2 --kv-heads 1 --ffn 8 --vocab 260 --dtype bf16 >/dev/null
 cp "$T/st/model.safetensors" "$T/st/config.json" "$C/safetensors/"
+# the Qwen2.5-VL (nested) and Qwen2-VL (flat) configs
+cp tests/fixtures/qwen25vl-tiny/config.json "$C/safetensors/qwen25vl-config.json"
+cp tests/fixtures/qwen2vl-tiny/config.json "$C/safetensors/qwen2vl-config.json"
 cp tests/fixtures/llama-tiny/config.json "$C/safetensors/llama-config.json"
 head -c 3000 tests/fixtures/llama-tiny/model-00003-of-00003.safetensors > "$C/safetensors/shard-head"
 

@@ -4,8 +4,12 @@
  *                     fuzz_image selector byte of its declared type and channel count
  *   seeds npy DIR     small .npy arrays: float32 written by fr_npy_save_f32 (2-d, 1-d, scalar,
  *                     empty) and hand-built |u1 (v1.0), <f8 (v2.0) and <i8 (v3.0) ones
+ *   seeds mmproj DIR  llama.cpp-style mmproj GGUFs of tiny Qwen2.5-VL (q25-mmproj.gguf) and
+ *                     Qwen2-VL (q2-mmproj.gguf) vision towers (hidden 8, 2 heads, 2 blocks,
+ *                     patch 2, projection 64), for fuzz_gguf
  * Built with the release library: cc -Isrc tests/fuzz/seeds.c build/libfrugal.a $(LDLIBS). */
 #include <math.h>
+#include <stdbool.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,10 +122,132 @@ static int npy(const char *dir) {
            npy_raw(dir, "i8-v3.npy", 3, "{'shape': (1, 2), 'fortran_order': False, 'descr': '<i8', }", i8, 16);
 }
 
+/* ---- mmproj GGUF (metadata + F32 tensors, the names of llama.cpp's converter) ---- */
+
+typedef struct gw {
+    uint8_t kv[8192], ti[16384], data[65536];
+    size_t nkv_b, nti_b, nd_b;
+    uint64_t n_kv, n_t;
+} gw;
+
+static void put(uint8_t *dst, size_t *at, const void *p, size_t n) {
+    memcpy(dst + *at, p, n);
+    *at += n;
+}
+static void gw_key(gw *g, const char *k, uint32_t type) {
+    uint64_t n = strlen(k);
+    put(g->kv, &g->nkv_b, &n, 8);
+    put(g->kv, &g->nkv_b, k, n);
+    put(g->kv, &g->nkv_b, &type, 4);
+    g->n_kv++;
+}
+static void gw_str(gw *g, const char *k, const char *v) {
+    gw_key(g, k, 8);
+    uint64_t n = strlen(v);
+    put(g->kv, &g->nkv_b, &n, 8);
+    put(g->kv, &g->nkv_b, v, n);
+}
+static void gw_u32(gw *g, const char *k, uint32_t v) {
+    gw_key(g, k, 4);
+    put(g->kv, &g->nkv_b, &v, 4);
+}
+static void gw_f32(gw *g, const char *k, float v) {
+    gw_key(g, k, 6);
+    put(g->kv, &g->nkv_b, &v, 4);
+}
+static void gw_tensor(gw *g, const char *name, int nd, const uint64_t *ne) {
+    uint64_t n = strlen(name), cnt = 1;
+    uint32_t d = (uint32_t)nd, type = 0;
+    put(g->ti, &g->nti_b, &n, 8);
+    put(g->ti, &g->nti_b, name, n);
+    put(g->ti, &g->nti_b, &d, 4);
+    for (int i = 0; i < nd; i++) {
+        put(g->ti, &g->nti_b, &ne[i], 8);
+        cnt *= ne[i];
+    }
+    put(g->ti, &g->nti_b, &type, 4);
+    while (g->nd_b % 32) g->data[g->nd_b++] = 0;
+    uint64_t off = g->nd_b;
+    put(g->ti, &g->nti_b, &off, 8);
+    for (uint64_t i = 0; i < cnt; i++) {
+        float v = (float)((i * 37 + n * 11) % 17) / 17.0f - 0.5f;
+        put(g->data, &g->nd_b, &v, 4);
+    }
+    g->n_t++;
+}
+
+static int mmproj_one(const char *dir, const char *name, bool q25) {
+    static gw g;
+    memset(&g, 0, sizeof g);
+    const uint64_t H = 8, F = 12, M = 32, P = 2, O = 64;
+    gw_str(&g, "general.architecture", "clip");
+    gw_str(&g, "clip.projector_type", q25 ? "qwen2.5vl_merger" : "qwen2vl_merger");
+    gw_u32(&g, "clip.vision.embedding_length", (uint32_t)H);
+    gw_u32(&g, "clip.vision.block_count", 2);
+    gw_u32(&g, "clip.vision.attention.head_count", 2);
+    gw_u32(&g, "clip.vision.patch_size", (uint32_t)P);
+    gw_u32(&g, "clip.vision.projection_dim", (uint32_t)O);
+    gw_f32(&g, "clip.vision.attention.layer_norm_epsilon", 1e-6f);
+    if (q25) {
+        gw_u32(&g, "clip.vision.n_wa_pattern", 2);
+        gw_u32(&g, "clip.vision.window_size", 8);
+    }
+    gw_tensor(&g, "v.patch_embd.weight", 4, (uint64_t[]){P, P, 3, H});
+    gw_tensor(&g, "v.patch_embd.weight.1", 4, (uint64_t[]){P, P, 3, H});
+    char n[64];
+    for (int b = 0; b < 2; b++) {
+        const char *mats[] = {"attn_q", "attn_k", "attn_v", "attn_out"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(n, sizeof n, "v.blk.%d.%s.weight", b, mats[i]);
+            gw_tensor(&g, n, 2, (uint64_t[]){H, H});
+            snprintf(n, sizeof n, "v.blk.%d.%s.bias", b, mats[i]);
+            gw_tensor(&g, n, 1, (uint64_t[]){H});
+        }
+        for (int i = 0; i < (q25 ? 2 : 4); i++) {
+            snprintf(n, sizeof n, "v.blk.%d.ln%d.%s", b, 1 + i % 2, i < 2 ? "weight" : "bias");
+            gw_tensor(&g, n, 1, (uint64_t[]){H});
+        }
+        const char *ffn[] = {"ffn_up", "ffn_gate"};
+        for (int i = 0; i < (q25 ? 2 : 1); i++) {
+            snprintf(n, sizeof n, "v.blk.%d.%s.weight", b, ffn[i]);
+            gw_tensor(&g, n, 2, (uint64_t[]){H, F});
+            snprintf(n, sizeof n, "v.blk.%d.%s.bias", b, ffn[i]);
+            gw_tensor(&g, n, 1, (uint64_t[]){F});
+        }
+        snprintf(n, sizeof n, "v.blk.%d.ffn_down.weight", b);
+        gw_tensor(&g, n, 2, (uint64_t[]){F, H});
+        snprintf(n, sizeof n, "v.blk.%d.ffn_down.bias", b);
+        gw_tensor(&g, n, 1, (uint64_t[]){H});
+    }
+    gw_tensor(&g, "v.post_ln.weight", 1, (uint64_t[]){H});
+    if (!q25) gw_tensor(&g, "v.post_ln.bias", 1, (uint64_t[]){H});
+    gw_tensor(&g, "mm.0.weight", 2, (uint64_t[]){M, M});
+    gw_tensor(&g, "mm.0.bias", 1, (uint64_t[]){M});
+    gw_tensor(&g, "mm.2.weight", 2, (uint64_t[]){M, O});
+    gw_tensor(&g, "mm.2.bias", 1, (uint64_t[]){O});
+    static uint8_t out[8 + 4 + 16 + sizeof g.kv + sizeof g.ti + 32 + sizeof g.data];
+    size_t at = 0;
+    uint32_t ver = 3;
+    put(out, &at, "GGUF", 4);
+    put(out, &at, &ver, 4);
+    put(out, &at, &g.n_t, 8);
+    put(out, &at, &g.n_kv, 8);
+    put(out, &at, g.kv, g.nkv_b);
+    put(out, &at, g.ti, g.nti_b);
+    while (at % 32) out[at++] = 0;
+    put(out, &at, g.data, g.nd_b);
+    return write_file(dir, name, out, at);
+}
+
+static int mmproj(const char *dir) {
+    return mmproj_one(dir, "q25-mmproj.gguf", true) || mmproj_one(dir, "q2-mmproj.gguf", false);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "mmproj")) return mmproj(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "audio")) return audio(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "image")) return image(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "npy")) return npy(argv[2]);
-    fprintf(stderr, "usage: seeds audio|image|npy DIR\n");
+    fprintf(stderr, "usage: seeds audio|image|npy|mmproj DIR\n");
     return 2;
 }
