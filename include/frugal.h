@@ -211,9 +211,10 @@ void frugal_result_free(frugal_result *r);
 
 /* ---- images (vision-language models: Qwen2-VL, Qwen2.5-VL) ------------------------------- */
 
-/* One image of a prompt: pixel values already preprocessed (HF's Qwen2VLImageProcessor output
- * for this image), or the encoded file (this build does not preprocess files yet and refuses
- * them with FRUGAL_ERR_UNSUPPORTED). Borrowed for the call. */
+/* One image of a prompt: either the encoded file (PNG, JPEG, WebP, TIFF; decoded to RGB under the
+ * image stage's limits, then preprocessed as HF's Qwen2VLImageProcessor does with the model's
+ * processor_config.json / preprocessor_config.json) or pixel values already preprocessed (HF's
+ * processor output for this image). Borrowed for the call. */
 typedef struct frugal_image {
     const void *data;           /* encoded bytes, or NULL when pixel_values is given */
     size_t size;                /* bytes at data */

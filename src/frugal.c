@@ -23,6 +23,8 @@
 #include "model/chat.h"
 #include "model/mrope.h"
 #include "model/vision.h"
+#include "stages/image/image.h"
+#include "stages/image/vlproc.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 
@@ -461,12 +463,58 @@ static frugal_status vl_given_pixels(const fr_vision_hparams *vh, const frugal_i
     return FRUGAL_OK;
 }
 
+/* Image i from its encoded bytes: decoded to RGB under the image stage's default limits
+ * (stages/image/image.h), preprocessed as HF's processor (stages/image/vlproc.h, cfg: the model's
+ * processor configuration), appended to *pix. */
+static frugal_status vl_decode(const fr_vision_hparams *vh, const fr_vl_proc_cfg *cfg,
+                               const frugal_image *im, int i, fr_buf *pix, int32_t grid[3],
+                               frugal_error *err) {
+    if (!im->data || im->size == 0)
+        return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "image %d: no image data", i);
+    fr_err e = {0};
+    fr_image rgb = {0};
+    if (fr_img_decode(im->data, im->size, NULL, NULL, 3, &rgb, &e)) {
+        fr_err_prefix(&e, "image %d", i);
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    }
+    fr_vl_pixels px = {0};
+    int rc = fr_vl_preprocess(&rgb, cfg, &px, &e);
+    fr_image_free(&rgb);
+    if (rc) {
+        fr_err_prefix(&e, "image %d", i);
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    }
+    frugal_image given = {.pixel_values = px.data, .n_patches = px.n_patches,
+                          .patch_dim = px.patch_dim, .grid_thw = {px.grid_t, px.grid_h, px.grid_w}};
+    frugal_status st = vl_given_pixels(vh, &given, i, pix, grid, err);
+    fr_vl_pixels_free(&px);
+    return st;
+}
+
 /* Image i's pixel rows appended to *pix (grown), its grid into grid[3]. */
-static frugal_status vl_pixels(const fr_model *m, const frugal_image *im, int i, fr_buf *pix,
-                               int32_t grid[3], frugal_error *err) {
+static frugal_status vl_pixels(const fr_model *m, const fr_vl_proc_cfg *cfg,
+                               const frugal_image *im, int i, fr_buf *pix, int32_t grid[3],
+                               frugal_error *err) {
     if (im->pixel_values) return vl_given_pixels(&m->vision->hp, im, i, pix, grid, err);
-    return fail(err, FRUGAL_ERR_UNSUPPORTED, "image %d: decoding and preprocessing image files is "
-                "not in this build yet; give pixel values", i);
+    return vl_decode(&m->vision->hp, cfg, im, i, pix, grid, err);
+}
+
+/* The model's processor configuration, when some image needs preprocessing. */
+static frugal_status vl_proc_cfg(const fr_model *m, const frugal_vl_params *vp,
+                                 fr_vl_proc_cfg *cfg, frugal_error *err) {
+    fr_vl_proc_cfg_default(cfg);
+    bool need = false;
+    for (int i = 0; i < vp->n_images; i++) need |= !vp->images[i].pixel_values;
+    fr_err e = {0};
+    if (need && fr_vl_proc_cfg_load(m->path, cfg, &e))
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    if (need && (cfg->patch != m->vision->hp.patch || cfg->merge != m->vision->hp.merge ||
+                 cfg->temporal != m->vision->hp.temporal))
+        return fail(err, FRUGAL_ERR_UNSUPPORTED, "%s: the processor's patch %d, merge %d, temporal "
+                    "%d differ from the vision tower's %d, %d, %d", m->path, cfg->patch,
+                    cfg->merge, cfg->temporal, m->vision->hp.patch, m->vision->hp.merge,
+                    m->vision->hp.temporal);
+    return FRUGAL_OK;
 }
 
 /* Everything a VL call allocates, freed at once. */
@@ -525,9 +573,11 @@ frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
     fr_err e = {0};
     double t0 = fr_time_s();
     /* 1. pixel values and grids of every image */
+    fr_vl_proc_cfg cfg;
+    st = vl_proc_cfg(m, &vp, &cfg, err);
     w.grid = fr_xcalloc((size_t)vp.n_images * 3 + 1, sizeof(int32_t));
     for (int i = 0; i < vp.n_images && st == FRUGAL_OK; i++)
-        st = vl_pixels(m, &vp.images[i], i, &w.pix, w.grid + 3 * i, err);
+        st = vl_pixels(m, &cfg, &vp.images[i], i, &w.pix, w.grid + 3 * i, err);
     int64_t pd = fr_vision_patch_dim(vh), n_patches = (int64_t)(w.pix.len / sizeof(float)) / pd;
     /* 2. the tower: features of every image token */
     int64_t n_tok = 0;

@@ -7,6 +7,11 @@
 #     image_grid_thw, image_tokens and image_tokens_kept as HF's grid says, --last-logits within
 #     1e-4 relative L2 of HF's, --dump-pixel-values writes the rows it was given,
 #     --dump-image-features the merger's output within 1e-4 of HF's image_embeds;
+#   - --image files decoded and preprocessed by us (the JPEG of one_image, the PNG of the region
+#     image): the same prompt ids, grids, greedy ids and last logits;
+#   - hostile images (corrupt bytes, a truncated PNG, an empty file, a PNG header claiming
+#     20000 x 20000 pixels, text named .png) are refused with invalid_argument / too_large /
+#     unsupported (a format we do not take);
 #   - usage errors exit 2; refusals exit 1 and name their status (a text model, rows that do not
 #     match the grids, pruning not in this build, a missing file).
 # A missing fixture is a failure. Prints "N passed, N failed".
@@ -80,6 +85,42 @@ if gen --pixel-values "$REF/two_images-pixel_values.npy" --grid-thw 1,6,4 --grid
    r=$(check two_images "$TMP/two.json"); then
     ok "two images: prompt ids, greedy ids, grids, token counts, last logits equal HF's"
 else bad "two images: ${r:-$(tail -c 300 "$TMP/two.err")}"; fi
+
+# ---- image files through our decoder and preprocessing ----
+if gen --image "$FX/vl-images/odd-123x77.jpg" --prompt "Describe this image." --last-logits \
+       >"$TMP/f1.json" 2>"$TMP/f1.err" && r=$(check one_image "$TMP/f1.json"); then
+    ok "--image JPEG: prompt ids, greedy ids, grid, token counts, last logits equal HF's"
+else bad "--image JPEG: ${r:-$(tail -c 300 "$TMP/f1.err")}"; fi
+if gen --image "$FX/vl-images/regions-112x56.png" --prompt "What is in the left half of the picture?" \
+       --last-logits >"$TMP/f2.json" 2>"$TMP/f2.err" && r=$(check regions_left "$TMP/f2.json"); then
+    ok "--image PNG: prompt ids, greedy ids, grid, token counts, last logits equal HF's"
+else bad "--image PNG: ${r:-$(tail -c 300 "$TMP/f2.err")}"; fi
+
+# ---- hostile images ----
+python3 - "$TMP" "$FX/vl-images/wide-200x120.png" <<'PY'
+import struct, sys, zlib
+tmp, png = sys.argv[1], open(sys.argv[2], 'rb').read()
+open(tmp + '/corrupt.png', 'wb').write(png[:8] + bytes((i * 37) & 255 for i in range(400)))
+open(tmp + '/truncated.png', 'wb').write(png[:len(png) // 3])
+open(tmp + '/empty.png', 'wb').write(b'')
+open(tmp + '/text.png', 'wb').write(b'this is not an image\n' * 10)
+ihdr = struct.pack('>IIBBBBB', 20000, 20000, 8, 2, 0, 0, 0)
+chunk = struct.pack('>I', 13) + b'IHDR' + ihdr + struct.pack('>I', zlib.crc32(b'IHDR' + ihdr))
+open(tmp + '/huge.png', 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk + b'\x00' * 64)
+PY
+for h in corrupt truncated empty; do
+    gen --image "$TMP/$h.png" --prompt x >"$TMP/h.out" 2>"$TMP/h.err"; rc=$?
+    if [ "$rc" -eq 1 ] && grep -q "(invalid_argument)\$" "$TMP/h.err"; then ok "hostile image ($h): invalid_argument"
+    else bad "hostile image ($h): exit $rc: $(cat "$TMP/h.err")"; fi
+done
+gen --image "$TMP/text.png" --prompt x >"$TMP/h.out" 2>"$TMP/h.err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q "(unsupported)\$" "$TMP/h.err"; then ok "text named .png: unsupported"
+else bad "text named .png: exit $rc: $(cat "$TMP/h.err")"; fi
+gen --image "$TMP/huge.png" --prompt x >"$TMP/h.out" 2>"$TMP/h.err"; rc=$?
+if [ "$rc" -eq 1 ] && grep -q "(too_large)\$" "$TMP/h.err"; then ok "hostile image (20000 x 20000 header): too_large"
+else bad "hostile image (huge): exit $rc: $(cat "$TMP/h.err")"; fi
+gen --image "$TMP/missing.png" --prompt x >"$TMP/h.out" 2>"$TMP/h.err"; rc=$?
+[ "$rc" -eq 1 ] && ok "a missing image file: exit 1" || bad "missing image: exit $rc"
 
 # ---- usage errors: exit 2 ----
 usage() {
