@@ -284,9 +284,15 @@ static int centre_and_sketch(const fr_vision_prune_input *in, int r, prune_ws *w
     const int64_t n = in->n;
     const int d = in->d;
     const int64_t ma = w->ma;
+    float *blk = w->e; /* fp32 partial sums of up to 32 rows, flushed into the double mean */
+    memset(blk, 0, (size_t)d * sizeof *blk);
     for (int64_t i = 0; i < n; i++) { /* the mean, and the raw dots while the row is hot */
         const float *v = in->feat + i * (int64_t)d;
-        for (int c = 0; c < d; c++) w->mean[c] += v[c];
+        for (int c = 0; c < d; c++) blk[c] += v[c];
+        if (i % 32 == 31 || i == n - 1) {
+            for (int c = 0; c < d; c++) w->mean[c] += blk[c];
+            memset(blk, 0, (size_t)d * sizeof *blk);
+        }
         float *dt = w->dots + i * ma;
         int64_t j = 0;
         for (; j + 4 <= ma; j += 4) vdot4(v, w->qrow + j, d, dt + j);
