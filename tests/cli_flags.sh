@@ -46,6 +46,24 @@ expect "roi --a without a value" 2 "--a needs a value" roi --a
 expect "asr --lm without a value" 2 "--lm needs a value" asr --lm
 expect "unknown option" 2 "unknown option '--nope'" gen-docs --out "$TMP/d" --nope
 expect "extra argument" 2 "unexpected argument 'b'" ocr a b
+# mkmodel and serve read their flags through the same reader
+MK="--arch llama --hidden 64 --layers 1 --heads 2 --kv-heads 1 --ffn 128 --vocab 300"
+expect "mkmodel --hidden 0" 2 "--hidden must be an integer in 1..1048576 (got '0')" mkmodel --out "$TMP/m.gguf" $MK --hidden 0
+expect "mkmodel --ctx 1e3" 2 "--ctx must be an integer" mkmodel --out "$TMP/m.gguf" $MK --ctx 1e3
+expect "mkmodel --seed -1" 2 "--seed must be a non-negative integer" mkmodel --out "$TMP/m.gguf" $MK --seed -1
+[ -e "$TMP/m.gguf" ] && bad "mkmodel wrote a model after a bad number" || ok "mkmodel wrote nothing"
+expect "mkmodel --vocab without a value" 2 "--vocab needs a value" mkmodel --out "$TMP/m.gguf" $MK --vocab
+expect "mkmodel unknown option" 2 "unknown option '--nope' (see \`frugal mkmodel --help\`)" mkmodel --out "$TMP/m.gguf" $MK --nope
+expect "mkmodel extra argument" 2 "unexpected argument 'extra'" mkmodel --out "$TMP/m.gguf" $MK extra
+if "$BIN" mkmodel --out="$TMP/eq.gguf" --arch=llama --hidden=64 --layers=1 --heads=2 --kv-heads=1 \
+    --ffn=128 --vocab=300 --seed=7 --tied >"$TMP/out" 2>"$TMP/err" && [ -s "$TMP/eq.gguf" ]; then
+    ok "mkmodel --name=value"
+else bad "mkmodel --name=value ($(head -c 200 "$TMP/err"))"; fi
+expect "serve --port 8o" 2 "--port must be an integer in 0..65535 (got '8o')" serve --model "$TMP/none" --port 8o
+expect "serve --kv-fraction 0" 2 "--kv-fraction must be a number in 0.01..1" serve --model "$TMP/none" --kv-fraction 0
+expect "serve --ledger without a value" 2 "--ledger needs a value" serve --model "$TMP/none" --ledger
+expect "serve unknown option" 2 "unknown option '--nope' (see \`frugal serve --help\`)" serve --model "$TMP/none" --nope
+expect "serve --port=1 reads the value" 1 "no such file or folder" serve --model "$TMP/none" --port=1
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

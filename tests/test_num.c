@@ -157,4 +157,42 @@ TEST(flags_stop_at_the_first_bad_value) {
     CHECK(r.out == NULL);
 }
 
+/* With fr_flags_errors_to the usage error is returned, not printed: code FR_ERR_BAD_REQUEST and
+ * the bare message (an unknown option without the pointer to --help, which the caller adds). */
+TEST(flags_errors_to_an_fr_err) {
+    struct {
+        int argc;
+        char *argv[4];
+        const char *msg;
+    } cases[] = {
+        {2, {"test", "--out"}, "--out needs a value"},
+        {3, {"test", "--n", "7x"}, "--n must be an integer in 1..100 (got '7x')"},
+        {3, {"test", "--seed", "-1"}, "--seed must be a non-negative integer (got '-1')"},
+        {3, {"test", "--frac=2"}, "--frac must be a number in 0..1 (got '2')"},
+        {2, {"test", "--nope"}, "unknown option '--nope'"},
+        {3, {"test", "a", "b"}, "unexpected argument 'b'"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        fr_err err = {0};
+        fr_flags f;
+        fr_flags_init(&f, "test", cases[k].argc, cases[k].argv);
+        fr_flags_errors_to(&f, &err);
+        const char *out = NULL, *file = NULL;
+        int n = 5;
+        uint64_t seed = 0;
+        double frac = 0;
+        while (fr_flags_next(&f)) {
+            if (fr_flag_str(&f, "--out", &out) || fr_flag_int(&f, "--n", 1, 100, &n) ||
+                fr_flag_u64(&f, "--seed", &seed) || fr_flag_double(&f, "--frac", 0, 1, &frac))
+                continue;
+            if (fr_flags_positional(&f) && !file) file = f.arg;
+            else fr_flags_unknown(&f);
+        }
+        CHECK_EQ_INT(f.rc, 2);
+        CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+        CHECK_STR(err.msg, cases[k].msg);
+        CHECK_EQ_INT(n, 5);
+    }
+}
+
 int main(void) { return t_main(); }

@@ -309,6 +309,112 @@ TEST(config_args) {
     fr_serve_config_free(&c);
 }
 
+/* The command line through base/flags: every usage error is exit status 2 with the code
+ * FR_ERR_BAD_REQUEST and a message that names the option (nothing printed: the command prints
+ * err); "--name=value" works; the options override --config wherever they stand, and several
+ * --config files apply in order. */
+static void args_fail(int argc, char **argv, const char *msg_start) {
+    fr_serve_config c;
+    fr_serve_config_init(&c);
+    fr_err err = {0};
+    int rc = fr_serve_config_from_args(&c, argc, argv, &err);
+    if (rc != 2 || err.code != FR_ERR_BAD_REQUEST || strncmp(err.msg, msg_start, strlen(msg_start)))
+        printf("  %s %s: rc %d, code %s, '%s'\n", argv[1], argc > 2 ? argv[2] : "", rc,
+               fr_err_code_name(err.code), err.msg);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    CHECK(!strncmp(err.msg, msg_start, strlen(msg_start)));
+    fr_serve_config_free(&c);
+}
+
+TEST(config_args_errors) {
+    /* unknown options and stray arguments */
+    args_fail(4, (char *[]){"serve", "--model", "m", "--nope"}, "unknown option '--nope'");
+    args_fail(5, (char *[]){"serve", "--nope", "1", "--model", "m"}, "unknown option '--nope'");
+    args_fail(4, (char *[]){"serve", "--model", "m", "stray"}, "unexpected argument 'stray'");
+    /* a missing value, for each option */
+    static const char *const opts[] = {
+        "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
+        "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
+        "--kv-fraction", "--meter", "--meter-config", "--ledger"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(opts); i++) {
+        char want[64];
+        snprintf(want, sizeof want, "%s needs a value", opts[i]);
+        args_fail(4, (char *[]){"serve", "--model", "m", (char *)opts[i]}, want);
+    }
+    /* bad numbers and bad words */
+    args_fail(5, (char *[]){"serve", "--port", "99999", "--model", "m"}, "--port must be an integer in 0..65535");
+    args_fail(5, (char *[]){"serve", "--port", "80x", "--model", "m"}, "--port must be an integer");
+    args_fail(4, (char *[]){"serve", "--port=-1", "--model", "m"}, "--port must be an integer");
+    args_fail(5, (char *[]){"serve", "--kv-memory-mb", "0", "--model", "m"}, "--kv-memory-mb must be an integer");
+    args_fail(5, (char *[]){"serve", "--kv-memory-mb", "1.5", "--model", "m"}, "--kv-memory-mb must be an integer");
+    args_fail(5, (char *[]){"serve", "--kv-fraction", "2", "--model", "m"}, "--kv-fraction must be a number in 0.01..1");
+    args_fail(5, (char *[]){"serve", "--kv-fraction", "nan", "--model", "m"}, "--kv-fraction must be a number");
+    args_fail(5, (char *[]){"serve", "--quant", "q5", "--model", "m"}, "--quant must be q8 or q4");
+    args_fail(5, (char *[]){"serve", "--meter", "yes", "--model", "m"}, "--meter must be on or off");
+    args_fail(5, (char *[]){"serve", "--device", "gpu", "--model", "m"}, "unknown device 'gpu'");
+    args_fail(5, (char *[]){"serve", "--weights", "int3", "--model", "m"}, "weights: unknown value 'int3'");
+    args_fail(4, (char *[]){"serve", "--kv-cache=fp8", "--model", "m"}, "kv_cache: unknown value 'fp8'");
+    args_fail(3, (char *[]){"serve", "--port", "1"}, "--model PATH is required");
+
+    /* good values, --name=value, and the precedence over --config */
+    char path[] = "/tmp/frugal-serve-args-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    const char *text = "{\"model\": \"file-model\", \"port\": 1234, \"host\": \"10.0.0.1\"}\n";
+    CHECK_EQ_INT((int)write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    char path2[] = "/tmp/frugal-serve-args2-XXXXXX";
+    fd = mkstemp(path2);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    const char *text2 = "{\"host\": \"10.0.0.2\"}\n";
+    CHECK_EQ_INT((int)write(fd, text2, strlen(text2)), (int)strlen(text2));
+    close(fd);
+    fr_serve_config c;
+    fr_serve_config_init(&c);
+    fr_err err = {0};
+    char *argv[] = {"serve", "--port=5", "--kv-memory-mb", "64", "--config", path,
+                    "--kv-fraction=0.5", "--meter", "off", "--device", "cpu", "--weights=q4",
+                    "--config", path2};
+    CHECK_EQ_INT(fr_serve_config_from_args(&c, (int)FR_ARRAY_LEN(argv), argv, &err), 0);
+    CHECK_STR(c.model, "file-model");    /* from the file */
+    CHECK_EQ_INT(c.port, 5);             /* the option, though the file came later */
+    CHECK_STR(c.host, "10.0.0.2");       /* the second file over the first */
+    CHECK(c.engine.kv_bytes == (size_t)64 << 20);
+    CHECK(c.engine.kv_fraction == 0.5f);
+    CHECK(!c.meter);
+    CHECK_STR(c.device, "cpu");
+    CHECK_STR(c.weights, "q4");
+    /* the API's settings of those options: the CPU's q4 is the load-time quantisation */
+    frugal_model_params mp;
+    frugal_context_params cp;
+    fr_serve_api_params(&c, &mp, &cp);
+    CHECK(mp.quant && !strcmp(mp.quant, "q4"));
+    CHECK(cp.weights == NULL);
+    CHECK_STR(cp.device, "cpu");
+    CHECK(cp.kv_fraction == 0.5f);
+    fr_serve_config_free(&c);
+    /* on CUDA the weights are the context's (q8 = int8), f32 the default */
+    fr_serve_config_init(&c);
+    char *cuda[] = {"serve", "--model", "m", "--device", "cuda:1", "--weights", "q8",
+                    "--kv-cache", "int8"};
+    CHECK_EQ_INT(fr_serve_config_from_args(&c, (int)FR_ARRAY_LEN(cuda), cuda, &err), 0);
+    fr_serve_api_params(&c, &mp, &cp);
+    CHECK(mp.quant == NULL);
+    CHECK(cp.weights && !strcmp(cp.weights, "int8"));
+    CHECK_STR(cp.device, "cuda:1");
+    CHECK(cp.kv_cache && !strcmp(cp.kv_cache, "int8"));
+    free(c.weights);
+    c.weights = fr_xstrdup("f32");
+    fr_serve_api_params(&c, &mp, &cp);
+    CHECK(cp.weights == NULL);
+    fr_serve_config_free(&c);
+    unlink(path);
+    unlink(path2);
+}
+
 TEST(api_keys) {
     fr_serve_config c;
     fr_serve_config_init(&c);

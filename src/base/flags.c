@@ -9,8 +9,11 @@
 #include "base/num.h"
 
 void fr_flags_init(fr_flags *f, const char *cmd, int argc, char **argv) {
-    *f = (fr_flags){.cmd = cmd, .argc = argc, .argv = argv, .i = 0, .arg = NULL, .rc = 0};
+    *f = (fr_flags){.cmd = cmd, .argc = argc, .argv = argv, .i = 0, .arg = NULL, .rc = 0,
+                    .err = NULL};
 }
+
+void fr_flags_errors_to(fr_flags *f, fr_err *err) { f->err = err; }
 
 bool fr_flags_next(fr_flags *f) {
     if (f->rc || f->i + 1 >= f->argc) return false;
@@ -23,9 +26,15 @@ bool fr_flag_help(const fr_flags *f) { return !strcmp(f->arg, "--help") || !strc
 int fr_flags_fail(fr_flags *f, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "frugal %s: ", f->cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    if (f->err) {
+        char msg[sizeof f->err->msg];
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        fr_err_setc(f->err, FR_ERR_BAD_REQUEST, "%s", msg);
+    } else {
+        fprintf(stderr, "frugal %s: ", f->cmd);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
     va_end(ap);
     return f->rc = 2;
 }
@@ -99,5 +108,6 @@ bool fr_flags_positional(const fr_flags *f) { return f->arg[0] != '-' || !f->arg
 
 int fr_flags_unknown(fr_flags *f) {
     if (fr_flags_positional(f)) return fr_flags_fail(f, "unexpected argument '%s'", f->arg);
+    if (f->err) return fr_flags_fail(f, "unknown option '%s'", f->arg);
     return fr_flags_fail(f, "unknown option '%s' (see `frugal %s --help`)", f->arg, f->cmd);
 }

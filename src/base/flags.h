@@ -19,6 +19,11 @@
  *
  * "--name=value" is accepted as well as "--name value". Not thread-safe per reader (one reader per
  * parse); no allocation; argv is not modified and values point into it.
+ *
+ * A parser that returns its errors instead of printing them (serve's settings, read by a library
+ * function) calls fr_flags_errors_to after fr_flags_init: each usage error then fills that fr_err
+ * with the code FR_ERR_BAD_REQUEST and the bare message ("--port must be ...", "unknown option
+ * '--x'"), and nothing is printed; the caller says how to get help.
  */
 #ifndef FRUGAL_BASE_FLAGS_H
 #define FRUGAL_BASE_FLAGS_H
@@ -34,11 +39,15 @@ typedef struct fr_flags {
     char **argv;      /* the arguments */
     int i;            /* index of the current argument */
     const char *arg;  /* the current argument (argv[i]) */
-    int rc;           /* 0, or 2 after a usage error (message already printed) */
+    int rc;           /* 0, or 2 after a usage error (message already printed or in *err) */
+    fr_err *err;      /* NULL: usage errors go to stderr; else they fill *err (fr_flags_errors_to) */
 } fr_flags;
 
 /* Starts a walk over argv[1..argc). */
 void fr_flags_init(fr_flags *f, const char *cmd, int argc, char **argv);
+
+/* Usage errors of this walk fill *err (code FR_ERR_BAD_REQUEST) instead of being printed. */
+void fr_flags_errors_to(fr_flags *f, fr_err *err);
 
 /* Moves to the next argument; false at the end or after a usage error (f->rc). */
 bool fr_flags_next(fr_flags *f);
@@ -63,10 +72,11 @@ bool fr_flag_float(fr_flags *f, const char *name, double lo, double hi, float *o
 bool fr_flags_positional(const fr_flags *f);
 
 /* Reports the current argument as an unknown option (or an unexpected argument when it is not an
- * option); sets and returns f->rc = 2. */
+ * option; printed with a pointer to `frugal CMD --help`); sets and returns f->rc = 2. */
 int fr_flags_unknown(fr_flags *f);
 
-/* Reports a usage error "frugal CMD: <message>"; sets and returns f->rc = 2. */
+/* Reports a usage error "frugal CMD: <message>" (or fills f->err with <message>); sets and
+ * returns f->rc = 2. */
 int fr_flags_fail(fr_flags *f, const char *fmt, ...) FR_PRINTF(2, 3);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "base/conf.h"
+#include "base/flags.h"
 #include "base/num.h"
 
 #include <cjson/cJSON.h>
@@ -117,7 +118,9 @@ static int check_device_opt(const char *k, const char *v, fr_err *err) {
     if (!strcmp(k, "device")) {
         fr_backend_kind kind;
         int idx;
-        return fr_backend_parse_device(v, &kind, &idx, err);
+        if (!fr_backend_parse_device(v, &kind, &idx, err)) return 0;
+        if (err) err->code = FR_ERR_BAD_REQUEST; /* the backend's message, a bad value */
+        return -1;
     }
     static const char *const w[] = {"bf16", "int8", "int4", "q8", "q4", "f32", NULL};
     static const char *const kv[] = {"bf16", "int8", "f32", NULL};
@@ -335,99 +338,114 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
     return rc;
 }
 
-/* ---- command line ---- */
+/* ---- command line (base/flags.h, its errors in err) ---- */
 
+/* Every option of `frugal serve` takes a value. */
+static const char *const value_opts[] = {
+    "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
+    "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
+    "--kv-fraction", "--meter", "--meter-config", "--ledger",
+};
 
-int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err *err) {
-    /* --config first, so the other options override the file */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+/* The first walk: --help, and every --config FILE applied in order (so that the options override
+ * the files); the other options' values are stepped over, their errors left to the second walk.
+ * Returns 0, 1 (a bad file), 2 (--config without a value) or -1 (help printed). */
+static int apply_config_files(fr_serve_config *c, int argc, char **argv, fr_err *err) {
+    fr_flags f;
+    fr_flags_init(&f, "serve", argc, argv);
+    fr_flags_errors_to(&f, err);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_help(&f)) {
             fputs(fr_serve_usage, stdout);
             fputs(fr_serve_env_usage, stdout);
             printf("  (data root now: %s)\n", fr_data_dir());
             return -1;
         }
-        if (strcmp(argv[i], "--config")) continue;
-        if (i + 1 >= argc) {
-            fr_err_setc(err, FR_ERR_BAD_REQUEST, "--config needs a file");
-            return 2;
-        }
-        fr_conf_doc d;
-        if (fr_conf_load(&d, argv[i + 1], err)) return 1; /* messages name file:line */
-        int rc = fr_serve_config_apply(c, &d, err);
-        fr_conf_free(&d);
-        if (rc) return 1;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long l;
-        if (a[0] != '-' || a[1] != '-') {
-            fr_err_setc(err, FR_ERR_BAD_REQUEST, "unexpected argument '%s'", a);
-            return 2;
-        }
-        if (!v) {
-            fr_err_setc(err, FR_ERR_BAD_REQUEST, "option %s needs a value", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--config")) {
+        const char *v = NULL;
+        if (fr_flag_str(&f, "--config", &v)) {
+            if (!v) break;
+            fr_conf_doc d;
+            if (fr_conf_load(&d, v, err)) return 1; /* messages name file:line */
+            int rc = fr_serve_config_apply(c, &d, err);
+            fr_conf_free(&d);
+            if (rc) return 1;
             continue;
-        } else if (!strcmp(a, "--model")) {
-            set_str(&c->model, v);
-        } else if (!strcmp(a, "--host")) {
-            set_str(&c->host, v);
-        } else if (!strcmp(a, "--port")) {
-            if (!fr_parse_long(v, 0, 65535, &l)) {
-                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--port must be an integer in 0..65535");
-                return 2;
-            }
-            c->port = (int)l;
-        } else if (!strcmp(a, "--quant")) {
-            if (strcmp(v, "q8") && strcmp(v, "q4")) {
-                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--quant must be q8 or q4");
-                return 2;
-            }
-            set_str(&c->quant, v);
-        } else if (!strcmp(a, "--chat-template")) {
-            set_str(&c->chat_template, v);
-        } else if (!strcmp(a, "--api-keys")) {
-            set_str(&c->api_keys_file, v);
-        } else if (!strcmp(a, "--served-model-name")) {
-            set_str(&c->served_name, v);
-        } else if (!strcmp(a, "--kv-memory-mb")) {
-            if (!fr_parse_long(v, 1, 1L << 24, &l)) {
-                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--kv-memory-mb must be a positive integer");
-                return 2;
-            }
-            c->engine.kv_bytes = (size_t)l << 20;
-            c->engine.kv_blocks = 0;
-        } else if (!strcmp(a, "--device") || !strcmp(a, "--weights") ||
-                   !strcmp(a, "--kv-cache")) {
-            const char *k = a[2] == 'd' ? "device" : a[2] == 'w' ? "weights" : "kv_cache";
-            if (check_device_opt(k, v, err)) return 2;
-            set_str(a[2] == 'd' ? &c->device : a[2] == 'w' ? &c->weights : &c->kv_cache, v);
-        } else if (!strcmp(a, "--kv-fraction")) {
-            double f;
-            if (!fr_parse_double(v, 0.01, 1, &f)) {
-                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--kv-fraction must be a number in 0.01..1");
-                return 2;
-            }
-            c->engine.kv_fraction = (float)f;
-        } else if (!strcmp(a, "--meter")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) {
-                fr_err_setc(err, FR_ERR_BAD_REQUEST, "--meter must be on or off");
-                return 2;
-            }
-            c->meter = !strcmp(v, "on");
-        } else if (!strcmp(a, "--meter-config")) {
-            set_str(&c->meter_config, v);
-        } else if (!strcmp(a, "--ledger")) {
-            set_str(&c->ledger, v);
-        } else {
-            fr_err_setc(err, FR_ERR_BAD_REQUEST, "unknown option '%s'", a);
-            return 2;
+        }
+        for (size_t k = 1; k < FR_ARRAY_LEN(value_opts); k++)
+            if (fr_flag_str(&f, value_opts[k], &v)) break;
+        if (f.rc) { /* another option's missing value: the second walk reports it */
+            f.rc = 0;
+            break;
         }
     }
+    return f.rc;
+}
+
+/* A value of one of `names` (NULL-terminated): true, or false after filling err. */
+static bool one_of_opt(const char *opt, const char *v, const char *const *names, fr_err *err) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i])) return true;
+    fr_buf b = {0};
+    for (int i = 0; names[i]; i++) fr_buf_printf(&b, "%s%s", i ? " or " : "", names[i]);
+    fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s must be %s", opt, b.data);
+    fr_buf_free(&b);
+    return false;
+}
+
+/* One option of the second walk: true when the current argument was one (f->rc set, or err
+ * filled and *rc = 2, on a bad value). */
+static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) {
+    static const char *const quants[] = {"q8", "q4", NULL}, *const onoff[] = {"on", "off", NULL};
+    static const struct { const char *opt; size_t off; } strs[] = {
+        {"--model", SC(model)},         {"--host", SC(host)},
+        {"--chat-template", SC(chat_template)}, {"--api-keys", SC(api_keys_file)},
+        {"--served-model-name", SC(served_name)}, {"--meter-config", SC(meter_config)},
+        {"--ledger", SC(ledger)},
+    };
+    const char *v = NULL;
+    int mb;
+    if (fr_flag_str(f, "--config", &v) || fr_flag_int(f, "--port", 0, 65535, &c->port) ||
+        fr_flag_float(f, "--kv-fraction", 0.01, 1, &c->engine.kv_fraction))
+        return true;
+    for (size_t k = 0; k < FR_ARRAY_LEN(strs); k++)
+        if (fr_flag_str(f, strs[k].opt, &v)) {
+            if (v) set_str((char **)(void *)((char *)c + strs[k].off), v);
+            return true;
+        }
+    if (fr_flag_int(f, "--kv-memory-mb", 1, 1 << 24, &mb)) {
+        if (!f->rc) {
+            c->engine.kv_bytes = (size_t)mb << 20;
+            c->engine.kv_blocks = 0;
+        }
+    } else if (fr_flag_str(f, "--quant", &v)) {
+        if (v && !one_of_opt("--quant", v, quants, err)) *rc = 2;
+        else if (v) set_str(&c->quant, v);
+    } else if (fr_flag_str(f, "--meter", &v)) {
+        if (v && !one_of_opt("--meter", v, onoff, err)) *rc = 2;
+        else if (v) c->meter = !strcmp(v, "on");
+    } else if (fr_flag_str(f, "--device", &v) || fr_flag_str(f, "--weights", &v) ||
+               fr_flag_str(f, "--kv-cache", &v)) {
+        const char *a = f->arg; /* "--device", "--weights", "--kv-cache" or "--NAME=value" */
+        const char *k = a[2] == 'd' ? "device" : a[2] == 'w' ? "weights" : "kv_cache";
+        if (v && check_device_opt(k, v, err)) *rc = 2;
+        else if (v) set_str(a[2] == 'd' ? &c->device : a[2] == 'w' ? &c->weights : &c->kv_cache, v);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+int fr_serve_config_from_args(fr_serve_config *c, int argc, char **argv, fr_err *err) {
+    int rc = apply_config_files(c, argc, argv, err);
+    if (rc) return rc;
+    fr_flags f;
+    fr_flags_init(&f, "serve", argc, argv);
+    fr_flags_errors_to(&f, err);
+    while (fr_flags_next(&f)) {
+        if (!serve_option(c, &f, &rc, err)) return fr_flags_unknown(&f);
+        if (rc) return rc;
+    }
+    if (f.rc) return f.rc;
     if (!c->model) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "--model PATH is required");
         return 2;

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/flags.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -827,15 +828,6 @@ static int usage_error(const char *msg) {
     return 2;
 }
 
-static bool parse_pos(const char *s, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 1 || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 static int pick(const char *s, const char *const *names, int n) {
     for (int i = 0; i < n; i++)
         if (!strcmp(s, names[i])) return i;
@@ -847,54 +839,33 @@ int fr_cmd_mkmodel(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.ctx = 4096;
     const char *format = NULL, *dtype = "f32", *gtype = "f32";
-    struct { const char *name; long *dst; long hi; } nums[] = {
+    struct { const char *name; long *dst; int hi; } nums[] = {
         {"--hidden", &o.hidden, 1 << 20}, {"--layers", &o.layers, 4096},
         {"--heads", &o.heads, 4096},      {"--kv-heads", &o.kv_heads, 4096},
         {"--ffn", &o.ffn, 1 << 22},       {"--vocab", &o.vocab, 1 << 24},
         {"--head-dim", &o.head_dim, 4096}, {"--ctx", &o.ctx, INT32_MAX},
     };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    uint64_t seed = 0;
+    fr_flags f;
+    fr_flags_init(&f, "mkmodel", argc, argv);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_help(&f)) {
             fputs(USAGE, stdout);
             return 0;
         }
-        if (!strcmp(a, "--tied")) {
-            o.tied = true;
-            continue;
+        bool hit = fr_flag_switch(&f, "--tied", &o.tied) || fr_flag_str(&f, "--out", &o.out) ||
+                   fr_flag_str(&f, "--arch", &o.arch) || fr_flag_str(&f, "--format", &format) ||
+                   fr_flag_str(&f, "--dtype", &dtype) || fr_flag_str(&f, "--gguf-type", &gtype) ||
+                   fr_flag_str(&f, "--tokenizer", &o.tokenizer) ||
+                   fr_flag_u64(&f, "--seed", &seed);
+        for (size_t k = 0; k < FR_ARRAY_LEN(nums) && !hit; k++) {
+            int v;
+            if ((hit = fr_flag_int(&f, nums[k].name, 1, nums[k].hi, &v)) && !f.rc) *nums[k].dst = v;
         }
-        if (!v) return usage_error("option needs a value");
-        bool done = false;
-        for (size_t k = 0; k < FR_ARRAY_LEN(nums) && !done; k++)
-            if (!strcmp(a, nums[k].name)) {
-                if (!parse_pos(v, nums[k].hi, nums[k].dst)) {
-                    fprintf(stderr, "frugal mkmodel: %s must be an integer in 1..%ld\n", a,
-                            nums[k].hi);
-                    return 2;
-                }
-                done = true;
-            }
-        if (done) {
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--arch")) o.arch = v;
-        else if (!strcmp(a, "--format")) format = v;
-        else if (!strcmp(a, "--dtype")) dtype = v;
-        else if (!strcmp(a, "--gguf-type")) gtype = v;
-        else if (!strcmp(a, "--tokenizer")) o.tokenizer = v;
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            o.seed = strtoull(v, &end, 10);
-            if (errno || *end || end == v) return usage_error("bad --seed");
-        } else {
-            fprintf(stderr, "frugal mkmodel: unknown option '%s'\n", a);
-            return 2;
-        }
-        i++;
+        if (!hit) return fr_flags_unknown(&f);
     }
+    if (f.rc) return f.rc;
+    o.seed = seed;
     if (!o.out) return usage_error("--out is required");
     if (!o.arch || (strcmp(o.arch, "qwen2") && strcmp(o.arch, "llama")))
         return usage_error("--arch must be qwen2 or llama");

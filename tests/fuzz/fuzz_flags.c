@@ -8,7 +8,8 @@
  * range; an accepted double must come from a string strtod reads whole, without leading space,
  * and lie in range. The strings, as an argv, are then walked by the flag reader with one flag of
  * each kind: the walk must end, every value handed out must point into argv, a failed value must
- * leave the target unchanged, and f.rc must be 0 or 2. Build and run: `make fuzz`
+ * leave the target unchanged, and f.rc must be 0 or 2; walked again with the errors captured
+ * (fr_flags_errors_to), a usage error must carry FR_ERR_BAD_REQUEST and a message. Build and run: `make fuzz`
  * (tests/fuzz/README.md). */
 #include <ctype.h>
 #include <limits.h>
@@ -82,7 +83,10 @@ static bool in_argv(const char *p, int argc, char **argv) {
     return false;
 }
 
-static void check_walk(int argc, char **argv) {
+/* capture: usage errors go to an fr_err (fr_flags_errors_to), which must then hold the code
+ * FR_ERR_BAD_REQUEST and a non-empty message. */
+static void check_walk(int argc, char **argv, bool capture) {
+    fr_err err = {0};
     const char *str = NULL;
     int n = -7;
     uint64_t u = 9;
@@ -91,6 +95,7 @@ static void check_walk(int argc, char **argv) {
     bool sw = false;
     fr_flags f;
     fr_flags_init(&f, "fuzz", argc, argv);
+    if (capture) fr_flags_errors_to(&f, &err);
     int steps = 0;
     while (fr_flags_next(&f)) {
         if (++steps > argc) FAIL("the walk does not end");
@@ -115,6 +120,9 @@ static void check_walk(int argc, char **argv) {
         }
     }
     if (f.rc != 0 && f.rc != 2) FAIL("rc");
+    if (capture && f.rc == 2 && (err.code != FR_ERR_BAD_REQUEST || !err.msg[0]))
+        FAIL("a captured usage error without its code or message");
+    if (capture && f.rc == 0 && err.msg[0]) FAIL("a message without a usage error");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -133,7 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         p += l + 1;
     }
     argv[argc] = NULL;
-    check_walk(argc, argv);
+    check_walk(argc, argv, false);
+    check_walk(argc, argv, true);
     free(buf);
     return 0;
 }
