@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/decoder.h"
 #include "backend/cpu/quant.h"
+#include "base/flags.h"
 
 #include <immintrin.h>
 #include <stdatomic.h>
@@ -172,17 +173,21 @@ static int usage(void) {
 int main(int argc, char **argv) {
     const char *path = NULL, *quant = NULL, *synth = NULL;
     int n_prompt = 512, n_gen = 128, n_threads = 0, bw_mib = 1024;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quant") && i + 1 < argc) quant = argv[++i];
-        else if (!strcmp(argv[i], "--synthetic") && i + 1 < argc) synth = argv[++i];
-        else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc) bw_mib = atoi(argv[++i]);
-        else if (argv[i][0] != '-' && !path) path = argv[i];
-        else return usage();
+    fr_flags f; /* base/flags.h: bad numbers are usage errors, never atoi's 0 */
+    fr_flags_init(&f, "bench_decode", argc, argv);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_help(&f)) return usage(), 0;
+        if (fr_flag_str(&f, "--quant", &quant) || fr_flag_str(&f, "--synthetic", &synth) ||
+            fr_flag_int(&f, "--prompt", 1, 1 << 20, &n_prompt) ||
+            fr_flag_int(&f, "--gen", 1, 1 << 20, &n_gen) ||
+            fr_flag_int(&f, "--threads", 0, 1024, &n_threads) ||
+            fr_flag_int(&f, "--bw-mib", 1, 1 << 20, &bw_mib))
+            continue;
+        if (fr_flags_positional(&f) && !path) path = f.arg;
+        else return fr_flags_unknown(&f), usage();
     }
-    if ((!path && !synth) || n_prompt < 1 || n_gen < 1) return usage();
+    if (f.rc) return usage();
+    if (!path && !synth) return usage();
     if (synth && strcmp(synth, "qwen2-0.5b")) return usage();
 
     fr_err err = {0};

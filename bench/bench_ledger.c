@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "meter/ledger.h"
 
 static double now_s(void) {
@@ -359,20 +360,21 @@ int main(int argc, char **argv) {
         return 2;
     }
     o.mode = argv[1];
-    for (int i = 2; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--db")) o.db = v;
-        else if (!strcmp(a, "--sync")) o.sync_full = !strcmp(v, "full");
-        else if (!strcmp(a, "--seconds")) o.seconds = atof(v);
-        else if (!strcmp(a, "--threads")) o.threads = atoi(v);
-        else if (!strcmp(a, "--rate")) o.rate = atof(v);
-        else if (!strcmp(a, "--url")) o.url = v;
-        else if (!strcmp(a, "--clients")) o.clients = atoi(v);
-        else {
-            fprintf(stderr, "bench_ledger: unknown option %s\n", a);
-            return 2;
-        }
+    const char *sync = "normal";
+    fr_flags f; /* base/flags.h, after the mode */
+    fr_flags_init(&f, "bench_ledger", argc - 1, argv + 1);
+    while (fr_flags_next(&f)) {
+        if (fr_flag_str(&f, "--db", &o.db) || fr_flag_str(&f, "--sync", &sync) ||
+            fr_flag_double(&f, "--seconds", 0.001, 1e6, &o.seconds) ||
+            fr_flag_int(&f, "--threads", 1, 1024, &o.threads) ||
+            fr_flag_double(&f, "--rate", 0.001, 1e9, &o.rate) || fr_flag_str(&f, "--url", &o.url) ||
+            fr_flag_int(&f, "--clients", 1, 100000, &o.clients))
+            continue;
+        return fr_flags_unknown(&f);
     }
+    if (f.rc) return f.rc;
+    if (strcmp(sync, "normal") && strcmp(sync, "full")) return fr_flags_fail(&f, "--sync must be normal or full");
+    o.sync_full = !strcmp(sync, "full");
     fr_log_level = FR_LOG_ERROR; /* throughput fills the queue on purpose: no "queue full" lines */
     if (!strcmp(o.mode, "throughput")) return run_throughput(&o);
     if (!strcmp(o.mode, "latency")) return run_latency(&o);
