@@ -6,7 +6,6 @@
 #include "backend/backend.h"
 #include "base/conf.h"
 #include "base/flags.h"
-#include "base/num.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
