@@ -10,6 +10,7 @@
 #include "tools/ocr_cmds.h"
 #include "tools/asr_cmds.h"
 #include "tools/assist_cmd.h"
+#include "tools/analyze_heads.h"
 
 typedef struct {
     const char *name;
@@ -34,6 +35,7 @@ static const command commands[] = {
     {"ocr", fr_cmd_ocr, "ocr FILE [--type MEDIA] [--lang L] [--threshold T] [--force-ocr]: density, route, OCR lines, fields as JSON"},
     {"gen-docs", fr_cmd_gen_docs, "gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] [--seed S]: synthetic invoices/receipts + truth JSON"},
     {"eval-ocr", fr_cmd_eval_ocr, "eval-ocr [--n N] [--lang eng|chi_sim|both] [--threads T]: OCR field accuracy, pages/s, density separation"},
+    {"analyze", fr_cmd_analyze, "analyze heads --model DIR --data FILE.jsonl --out DIR: attention-head redundancy over image tokens"},
     /* commands of later subsystems are added here */
 };
 

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec http_head image mask meter_config nlu npy request safetensors tokenizer traceparent; do
+for h in assist audio chat gguf gguf_spec http_head image mask meter_config nlu npy request safetensors tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -92,4 +92,8 @@ printf 'POST /v1/chat/completions HTTP/1.0\r\nContent-Length: 12\r\nX-Priority: 
 # traceparent
 printf '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' > "$C/traceparent/v00"
 printf '  cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-extra\t' > "$C/traceparent/future"
+# vl_sample: the JSONL lines of analyze heads / eval-vqa (image paths, pixel values + grids)
+printf '{"image": "a.png", "question": "What is the total?", "answers": ["12.50", "$12.50"], "id": "s1"}' > "$C/vl_sample/image"
+printf '{"image": ["a.png", "sub/b.jpg"], "question": "Compare them."}' > "$C/vl_sample/images"
+printf '{"pixel_values": "p.npy", "grid_thw": [[1, 6, 8], [1, 4, 4]], "question": "q", "answers": []}' > "$C/vl_sample/pixels"
 du -sh "$C"

@@ -48,6 +48,8 @@ struct fr_decoder {
     fr_seq **useq;          /* (max_tokens) distinct sequences of the batch */
     int *useq_next;         /* (max_tokens) next expected position of each distinct sequence */
     int *wanted;            /* (max_tokens) batch rows that return logits */
+    fr_attn_probe_fn probe; /* analysis callback (decoder.h), or NULL */
+    void *probe_user;       /* its argument */
 };
 
 static bool matrix_ok(const fr_tensor *t, int64_t in, int64_t out, fr_err *err, const char *what) {
@@ -312,6 +314,39 @@ static void add_bias(float *y, const fr_tensor *b, int T, int n) {
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] += bv[i];
 }
 
+void fr_decoder_set_attn_probe(fr_decoder *d, fr_attn_probe_fn fn, void *user) {
+    d->probe = fn;
+    d->probe_user = user;
+}
+
+/* The attention probabilities of layer l for the rows that return logits, handed to d->probe
+ * (analysis only; the forward's own attention is untouched). q: the batch's rotated queries. */
+static void probe_layer(fr_decoder *d, const fr_batch *b, const fr_kv_view *view, int l) {
+    const fr_hparams *hp = &d->hp;
+    const int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const double scale = 1.0 / sqrt((double)hd);
+    float *p = d->scores; /* (max_ctx): free between attention calls */
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (b->logits && !b->logits[t]) continue;
+        int n = b->pos[t] + 1;
+        for (int h = 0; h < hp->n_head; h++) {
+            const float *qh = d->q + (size_t)t * d->q_dim + (size_t)h * hd;
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < n; j++) {
+                const float *kj = fr_kv_at(view->k, view, d->tok_blocks[t], j) +
+                                  (size_t)(h / group) * hd;
+                double s = 0;
+                for (int i = 0; i < hd; i++) s += (double)qh[i] * kj[i];
+                p[j] = (float)(s * scale);
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = 0; j < n; j++) sum += exp((double)p[j] - mx);
+            for (int j = 0; j < n; j++) p[j] = (float)(exp((double)p[j] - mx) / sum);
+            d->probe(d->probe_user, l, t, h, p, n);
+        }
+    }
+}
+
 typedef struct swiglu_ctx {
     float *a;
     const float *b;
@@ -359,6 +394,7 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
         }
         fr_cpu_attention(pool, d->att, d->q, &view, d->tok_blocks, b->pos, T, hp->n_head,
                          hp->n_head_kv, hp->head_dim, d->scores, d->max_ctx);
+        if (d->probe) probe_layer(d, b, &view, l);
         fr_cpu_matmul(pool, s, d->proj, d->att, &L->wo, T);
         for (size_t i = 0; i < (size_t)T * E; i++) d->x[i] += d->proj[i];
 

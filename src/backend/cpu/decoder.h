@@ -43,4 +43,14 @@ void fr_decoder_free(fr_decoder *d);
 int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *logits_out,
                        fr_err *err);
 
+/* Analysis only (`frugal analyze heads`), never set on a serving path: after each layer's
+ * attention, fn receives the attention probabilities of every batch row that returns logits
+ * (b->logits[row] = 1, or every row when NULL): p (n = pos + 1) = softmax(q k^T / sqrt(head_dim))
+ * over positions 0..pos of the row's sequence, for query head `head` (scores and the softmax in
+ * double, as fr_ref_attention). Called on the forward's thread, layer by layer, rows in batch
+ * order, heads in order; p is the decoder's scratch, valid during the call. fn NULL turns it off
+ * (the default: one branch per layer when off). */
+typedef void (*fr_attn_probe_fn)(void *user, int layer, int row, int head, const float *p, int n);
+void fr_decoder_set_attn_probe(fr_decoder *d, fr_attn_probe_fn fn, void *user);
+
 #endif
