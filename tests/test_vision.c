@@ -753,7 +753,8 @@ static const tw *find_tw(const tlist *l, const char *name) {
 
 /* The mmproj llama.cpp's converter writes for the old-named Qwen2.5-VL tensors of l. skip: a
  * tensor left out; projector: the type string. */
-static void write_mmproj(const char *path, const tlist *l, const char *projector, const char *skip) {
+static void write_mmproj(const char *path, const tlist *l, const char *projector, const char *skip,
+                         bool swap_ffn) {
     gw g = {0};
     gw_str(&g, "general.architecture", "clip");
     gw_str(&g, "clip.projector_type", projector);
@@ -807,7 +808,13 @@ static void write_mmproj(const char *path, const tlist *l, const char *projector
             {"mlp.down_proj.weight", "ffn_down.weight"}, {"mlp.down_proj.bias", "ffn_down.bias"}};
         for (size_t i = 0; i < FR_ARRAY_LEN(map); i++) {
             snprintf(hn, sizeof hn, "visual.blocks.%d.%s", b, map[i].h);
-            snprintf(n, sizeof n, "v.blk.%d.%s", b, map[i].g);
+            const char *gn = map[i].g;
+            if (swap_ffn && !strncmp(gn, "ffn_up", 6))
+                snprintf(n, sizeof n, "v.blk.%d.ffn_down%s", b, gn + 6);
+            else if (swap_ffn && !strncmp(gn, "ffn_down", 8))
+                snprintf(n, sizeof n, "v.blk.%d.ffn_up%s", b, gn + 8);
+            else
+                snprintf(n, sizeof n, "v.blk.%d.%s", b, gn);
             const tw *t = find_tw(l, hn);
             int64_t ne[2] = {t->nd > 1 ? t->shape[1] : t->shape[0], t->shape[0]};
             if (!skip || strcmp(skip, n)) gw_tensor(&g, n, t->nd, ne, t->data);
@@ -882,7 +889,7 @@ TEST(gguf_text_plus_mmproj_equals_hf) {
     snprintf(mmproj, sizeof mmproj, "%s/mmproj-Qwen2.5-VL-tiny-F32.gguf", gdir);
     const int32_t sec[4] = {2, 3, 3, 0};
     write_text_gguf(text, sec);
-    write_mmproj(mmproj, &l, "qwen2.5vl_merger", NULL);
+    write_mmproj(mmproj, &l, "qwen2.5vl_merger", NULL, false);
     fr_model *m = load_ok(text), *r = load_ok(hf);
     CHECK(m && m->vision && r && r->vision);
     if (m && m->vision && r && r->vision) {
@@ -910,16 +917,26 @@ TEST(gguf_text_plus_mmproj_equals_hf) {
         CHECK_EQ_INT(fr_vision_forward(m, NULL, px, NP2, GRID2, 2, o1, &e), 0);
         CHECK_EQ_INT(fr_vision_forward(r, NULL, px, NP2, GRID2, 2, o2, &e), 0);
         CHECK(!memcmp(o1, o2, NT2 * TE * 4));
+        /* an older conversion with ffn_up / ffn_down swapped: the same tower */
+        fr_model_free(m);
+        write_mmproj(mmproj, &l, "qwen2.5vl_merger", NULL, true);
+        m = load_ok(text);
+        CHECK(m && m->vision);
+        if (m && m->vision) {
+            memset(o1, 0, NT2 * TE * 4);
+            CHECK_EQ_INT(fr_vision_forward(m, NULL, px, NP2, GRID2, 2, o1, &e), 0);
+            CHECK(!memcmp(o1, o2, NT2 * TE * 4));
+        }
         free(px), free(o1), free(o2);
     }
     fr_model_free(m);
     fr_model_free(r);
     /* a missing vision tensor, a projector we do not know, a missing sections key */
-    write_mmproj(mmproj, &l, "qwen2.5vl_merger", "v.blk.1.attn_k.weight");
+    write_mmproj(mmproj, &l, "qwen2.5vl_merger", "v.blk.1.attn_k.weight", false);
     load_fails(text, FR_ERR_NOT_FOUND, "v.blk.1.attn_k.weight");
-    write_mmproj(mmproj, &l, "qwen2.5vl_merger", "mm.2.weight");
+    write_mmproj(mmproj, &l, "qwen2.5vl_merger", "mm.2.weight", false);
     load_fails(text, FR_ERR_NOT_FOUND, "mm.2.weight");
-    write_mmproj(mmproj, &l, "qwen3vl_merger", NULL);
+    write_mmproj(mmproj, &l, "qwen3vl_merger", NULL, false);
     load_fails(text, FR_ERR_UNSUPPORTED, "qwen3vl_merger");
     load_fails(mmproj, FR_ERR_UNSUPPORTED, "mmproj");
     write_text_gguf(text, NULL);

@@ -128,7 +128,7 @@ static int mm_float3(const fr_gguf *g, const char *key, float *out, fr_err *err)
 /* Hyperparameters from clip.* metadata; the MLP width from the tensors (the converter writes
  * Qwen2-VL's feed_forward_length from the wrong field). */
 static int mm_hparams(const fr_gguf *g, const fr_hparams *text, fr_vision_hparams *h,
-                      fr_err *err) {
+                      bool *ffn_swapped, fr_err *err) {
     int rc;
     char *arch = fr_gguf_get_strdup(g, "general.architecture", &rc, err);
     if (rc == 1) fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: missing metadata 'general.architecture'",
@@ -236,10 +236,16 @@ static int mm_hparams(const fr_gguf *g, const fr_hparams *text, fr_vision_hparam
     h->in_chans = (int)pe->ne[2];
     h->temporal = fr_gguf_find_tensor(g, "v.patch_embd.weight.1") ? 2 : 1;
     const fr_gguf_tensor *up = fr_gguf_find_tensor(g, "v.blk.0.ffn_up.weight");
+    const fr_gguf_tensor *down = fr_gguf_find_tensor(g, "v.blk.0.ffn_down.weight");
     if (!up) {
         fr_err_setc(err, FR_ERR_NOT_FOUND, "%s: tensor 'v.blk.0.ffn_up.weight' not found", g->path);
         return -1;
     }
+    /* files of llama.cpp's older conversion script have ffn_up and ffn_down swapped; clip.cpp
+     * swaps them back when ffn_down takes the embedding as input; so do we (when unambiguous) */
+    *ffn_swapped = down && down->n_dims == 2 && up->n_dims == 2 && down->ne[0] == h->hidden &&
+                   up->ne[0] != h->hidden;
+    if (*ffn_swapped) up = down;
     if (up->n_dims != 2 || up->ne[0] != h->hidden || up->ne[1] < 1 || up->ne[1] > (1 << 20)) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor 'v.blk.0.ffn_up.weight' has shape [%lld, "
                     "%lld], expected [%d, n_ff]", g->path, (long long)up->ne[0],
@@ -255,6 +261,7 @@ typedef struct mm_split {
     fr_tensor patch[2];        /* per frame: (P*P*C... ) ne {P, P, C, hidden} */
     fr_tensor *q, *k, *v;      /* depth x weight (hidden, hidden) */
     fr_tensor *qb, *kb, *vb;   /* depth x bias (hidden) */
+    bool ffn_swapped;          /* ffn_up / ffn_down hold each other's matrices (old files) */
 } mm_split;
 
 static void mm_job(fr_loader *L, fr_tensor *dst, int b, const char *suffix, int64_t in,
@@ -295,10 +302,17 @@ static void mm_plan(fr_loader *L, fr_vision *v, mm_split *sp) {
             mm_job(L, &k->gate_w, b, "ffn_gate.weight", H, F);
             mm_job(L, &k->gate_b, b, "ffn_gate.bias", F, 0);
         }
-        mm_job(L, &k->up_w, b, "ffn_up.weight", H, F);
-        mm_job(L, &k->up_b, b, "ffn_up.bias", F, 0);
-        mm_job(L, &k->down_w, b, "ffn_down.weight", F, H);
-        mm_job(L, &k->down_b, b, "ffn_down.bias", H, 0);
+        const char *up = sp->ffn_swapped ? "ffn_down" : "ffn_up";
+        const char *dn = sp->ffn_swapped ? "ffn_up" : "ffn_down";
+        char nm[32];
+        snprintf(nm, sizeof nm, "%s.weight", up);
+        mm_job(L, &k->up_w, b, nm, H, F);
+        snprintf(nm, sizeof nm, "%s.bias", up);
+        mm_job(L, &k->up_b, b, nm, F, 0);
+        snprintf(nm, sizeof nm, "%s.weight", dn);
+        mm_job(L, &k->down_w, b, nm, F, H);
+        snprintf(nm, sizeof nm, "%s.bias", dn);
+        mm_job(L, &k->down_b, b, nm, H, 0);
     }
     mm_job(L, &v->merger_ln_w, -1, "v.post_ln.weight", H, 0);
     if (ln) mm_job(L, &v->merger_ln_b, -1, "v.post_ln.bias", H, 0);
@@ -366,7 +380,7 @@ int fr_vision_load_mmproj_buffer(fr_model *m, const uint8_t *data, size_t size,
     mm_split sp;
     memset(&sp, 0, sizeof sp);
     int rc = -1;
-    if (mm_hparams(&g, &m->hp, &v->hp, err) != 0) goto done;
+    if (mm_hparams(&g, &m->hp, &v->hp, &sp.ffn_swapped, err) != 0) goto done;
     size_t d = (size_t)v->hp.depth;
     sp.q = fr_xcalloc(d, sizeof *sp.q);
     sp.k = fr_xcalloc(d, sizeof *sp.k);

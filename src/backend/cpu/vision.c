@@ -175,8 +175,9 @@ static int plan_make(const fr_model *m, const int32_t *g, int n_images, int64_t 
         plan_free(p);
         return -1;
     }
-    fr_vision_rot_pos(hp, g, n_images, p->pos);
-    fr_vision_window_index(hp, g, n_images, p->win, p->cu_win, &p->n_win);
+    /* the grids are valid (checked above) and the loaders accept no window under one unit */
+    FR_ASSERT(fr_vision_rot_pos(hp, g, n_images, p->pos) == 0);
+    FR_ASSERT(fr_vision_window_index(hp, g, n_images, p->win, p->cu_win, &p->n_win) == 0);
     int64_t at = 0;
     p->cu_full[0] = 0;
     for (int i = 0; i < n_images; i++)
