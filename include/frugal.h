@@ -227,8 +227,9 @@ typedef struct frugal_image {
 typedef struct frugal_vl_params {
     const frugal_image *images; /* n_images images, shown before the text in one user message */
     int n_images;               /* 0..64 */
-    float keep_ratio;           /* share of image tokens kept (0, 1]; default 1 (pruning off) */
-    int max_image_tokens;       /* image token budget per request; 0 = none (default) */
+    float keep_ratio;           /* share of each image's tokens kept, (0, 1]; default 1 (off) */
+    int max_image_tokens;       /* image token budget of the request, shared by the images in
+                                   proportion (each keeps at least 1); 0 = none (default) */
     const char *chat_template;  /* NULL: the model's; or a built-in name */
     int want_last_logits;       /* nonzero: fill last_logits */
     int want_pixel_values;      /* nonzero: fill pixel_values */
@@ -240,12 +241,14 @@ frugal_vl_params frugal_vl_default_params(void);
 
 typedef struct frugal_vl_result {
     frugal_result gen;          /* ids, text, finish, timings */
-    int32_t *prompt_ids;        /* the prompt as run, image pads expanded (n_prompt_ids) */
+    int32_t *prompt_ids;        /* the prompt as run: image pads expanded, less the pruned ones */
     size_t n_prompt_ids;
     int32_t *image_grid_thw;    /* (n_images, 3) */
     int n_images;
     int64_t image_tokens;       /* image tokens after the merger, before pruning */
-    int64_t image_tokens_kept;  /* image tokens the LLM saw */
+    int64_t image_tokens_kept;  /* image tokens the LLM saw (after pruning) */
+    int64_t *kept_index;        /* (image_tokens_kept) which image tokens were kept: indices over
+                                   all images' tokens in prompt order, increasing */
     float *last_logits;         /* (n_vocab) the prompt's last-position logits, when asked */
     int n_vocab;
     float *pixel_values;        /* (n_patches, patch_dim) all images' rows, when asked */
@@ -259,10 +262,12 @@ typedef struct frugal_vl_result {
 /* Generates an answer to `prompt` about the images: the chat template renders one user message
  * holding the images, then the text, with the generation prompt; each image placeholder becomes
  * its grid's token count (t*h*w / merge^2), the vision tower's features replace those tokens'
- * embeddings, and positions are HF's M-RoPE (get_rope_index). On FRUGAL_OK fills *out (free with
- * frugal_vl_result_free; everything in it is the caller's); on failure *out is empty:
- * FRUGAL_ERR_UNSUPPORTED for a model without a vision tower, a device whose backend takes no
- * image features yet (CUDA), or pruning asked of this build (keep_ratio < 1 or a budget);
+ * embeddings, and positions are HF's M-RoPE (get_rope_index). With keep_ratio < 1 or a budget,
+ * query-guided pruning (docs/VISION.md) keeps a subset of each image's tokens chosen for the
+ * prompt's text; kept tokens keep their original positions and the rest leave the prompt. On
+ * FRUGAL_OK fills *out (free with frugal_vl_result_free; everything in it is the caller's); on
+ * failure *out is empty: FRUGAL_ERR_UNSUPPORTED for a model without a vision tower or a device
+ * whose backend takes no image features yet (CUDA);
  * FRUGAL_ERR_INVALID_ARGUMENT for corrupt or empty image data, pixel values that disagree with
  * their grid or the model, or bad params; FRUGAL_ERR_TOO_LARGE for an image over the image limits
  * or a prompt beyond the context. One call at a time per context. */

@@ -25,6 +25,7 @@
 #include "model/vision.h"
 #include "stages/image/image.h"
 #include "stages/image/vlproc.h"
+#include "stages/vision/prune.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 
@@ -526,6 +527,7 @@ typedef struct vl_work {
     size_t n_ids;
     int32_t *rpos;    /* (3, n_ids) */
     float *last;      /* (n_vocab) */
+    int64_t *kept;    /* (n_kept) image tokens kept, indices over all images' tokens */
 } vl_work;
 
 static void vl_work_free(vl_work *w) {
@@ -535,7 +537,114 @@ static void vl_work_free(vl_work *w) {
     free(w->ids);
     free(w->rpos);
     free(w->last);
+    free(w->kept);
     memset(w, 0, sizeof *w);
+}
+
+/* The question's token embeddings (m, n_embd) and weights for pruning: the prompt text's tokens,
+ * their embedding rows, weight 0 for special tokens and stop words. *m = 0 for an empty text. */
+static void vl_query(const fr_model *m, const char *prompt, float **q, float **qw, int64_t *nq) {
+    *q = *qw = NULL;
+    *nq = 0;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    fr_err e = {0};
+    if (fr_tokenize(m->tok, prompt, strlen(prompt), false, &ids, &n, &e) || n == 0 ||
+        n > FR_VISION_PRUNE_MAX_QUERY) {
+        free(ids);
+        return;
+    }
+    const int E = m->hp.n_embd;
+    *q = fr_xmalloc(n * (size_t)E * sizeof(float));
+    *qw = fr_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        fr_cpu_dequantize_row(m->w.tok_embd.dtype, fr_cpu_row_ptr(&m->w.tok_embd, ids[i]),
+                              *q + i * E, E);
+        size_t len = 0;
+        const char *piece = fr_token_data(m->tok, ids[i], &len);
+        bool skip = fr_tokenizer_is_special(m->tok, ids[i]) || !piece ||
+                    fr_vision_prune_is_stopword(piece, len);
+        (*qw)[i] = skip ? 0.0f : 1.0f;
+    }
+    *nq = (int64_t)n;
+    free(ids);
+}
+
+/* Query-guided pruning (stages/vision/prune.h) of each image's tokens: w->ids, w->rpos and
+ * w->feats shrink to the kept image tokens (every text token stays; kept tokens keep their
+ * original positions). *n_kept gets the image tokens kept. */
+static frugal_status vl_prune(const fr_model *m, const frugal_vl_params *vp, const char *prompt,
+                              vl_work *w, int64_t n_tok, int64_t *n_kept, frugal_error *err) {
+    *n_kept = n_tok;
+    w->kept = fr_xmalloc(((size_t)n_tok + 1) * sizeof(int64_t));
+    for (int64_t t = 0; t < n_tok; t++) w->kept[t] = t;
+    if (vp->n_images == 0 || (vp->keep_ratio >= 1 && vp->max_image_tokens == 0))
+        return FRUGAL_OK;
+    const int merge = m->vision->hp.merge, E = m->hp.n_embd, img = m->hp.image_token_id;
+    fr_vision_prune_params pp = fr_vision_prune_default_params();
+    pp.keep_ratio = vp->keep_ratio;
+    if (vp->max_image_tokens > 0) pp.max_image_tokens = vp->max_image_tokens;
+    int64_t counts[FR_VL_MAX_IMAGES], keep[FR_VL_MAX_IMAGES];
+    for (int i = 0; i < vp->n_images; i++) counts[i] = fr_vl_image_tokens(w->grid + 3 * i, merge);
+    fr_err e = {0};
+    if (fr_vision_prune_keep_counts(counts, vp->n_images, &pp, keep, &e))
+        return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+    float *q, *qw;
+    int64_t nq;
+    vl_query(m, prompt, &q, &qw, &nq);
+    const size_t n = w->n_ids;
+    uint8_t *drop = fr_xcalloc(n, 1);          /* (n) prompt rows to drop */
+    int64_t *kept = fr_xmalloc((size_t)n_tok * sizeof(int64_t));
+    int32_t *ipos = fr_xmalloc(3 * (size_t)n_tok * sizeof(int32_t)); /* (3, n_i) of one image */
+    frugal_status st = FRUGAL_OK;
+    size_t at = 0;       /* prompt row of the current image's first token */
+    int64_t row0 = 0, total = 0;
+    for (int i = 0; i < vp->n_images && st == FRUGAL_OK; i++) {
+        while (at < n && w->ids[at] != img) at++; /* the image's run (fr_vl_rope_index checked) */
+        const int64_t ni = counts[i];
+        for (int r = 0; r < 3; r++)
+            for (int64_t k = 0; k < ni; k++) ipos[r * ni + k] = w->rpos[r * n + at + (size_t)k];
+        pp.max_image_tokens = keep[i]; /* the shared budget's count for this image */
+        pp.keep_ratio = 1.0;
+        fr_vision_prune_input in = {.feat = w->feats + row0 * E, .n = ni, .d = E, .pos = ipos,
+                                    .query = q, .query_w = qw, .m = nq};
+        int64_t k = fr_vision_prune_select(&in, &pp, kept, NULL, NULL, NULL, &e);
+        if (k < 0) {
+            st = fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
+            break;
+        }
+        int64_t j = 0;
+        for (int64_t t = 0; t < ni; t++) {
+            bool keep_t = j < k && kept[j] == t;
+            if (keep_t) {
+                memmove(w->feats + (total + j) * E, w->feats + (row0 + t) * E,
+                        (size_t)E * sizeof(float));
+                w->kept[total + j] = row0 + t;
+                j++;
+            }
+            drop[at + (size_t)t] = !keep_t;
+        }
+        total += k;
+        row0 += ni;
+        at += (size_t)ni;
+    }
+    if (st == FRUGAL_OK) { /* compact the ids and the three position rows */
+        size_t o = 0;
+        for (size_t t = 0; t < n; t++) {
+            if (drop[t]) continue;
+            w->ids[o] = w->ids[t];
+            o++;
+        }
+        for (int r = 0; r < 3; r++) {
+            size_t oo = 0;
+            for (size_t t = 0; t < n; t++)
+                if (!drop[t]) w->rpos[(size_t)r * o + oo++] = w->rpos[(size_t)r * n + t];
+        }
+        w->n_ids = o;
+        *n_kept = total;
+    }
+    free(drop), free(kept), free(ipos), free(q), free(qw);
+    return st;
 }
 
 static frugal_status vl_check_params(const fr_model *m, const frugal_vl_params *vp,
@@ -550,9 +659,6 @@ static frugal_status vl_check_params(const fr_model *m, const frugal_vl_params *
     if (!(vp->keep_ratio > 0 && vp->keep_ratio <= 1) || vp->max_image_tokens < 0)
         return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "keep_ratio must be in (0, 1] and "
                     "max_image_tokens >= 0");
-    if (vp->keep_ratio < 1 || vp->max_image_tokens > 0)
-        return fail(err, FRUGAL_ERR_UNSUPPORTED, "visual-token pruning (keep_ratio < 1 or an image "
-                    "token budget) is not in this build yet");
     return FRUGAL_OK;
 }
 
@@ -605,11 +711,19 @@ frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
                              vh->merge, w.rpos, &delta, &e))
             st = fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
     }
+    /* 3b. pruning: the kept image tokens with their original positions */
+    int64_t n_kept = n_tok;
+    float *features_before = NULL; /* the merger's output before pruning, when asked */
+    if (st == FRUGAL_OK && vp.want_image_features && w.feats) {
+        features_before = fr_xmalloc((size_t)n_tok * vh->out_hidden * sizeof(float));
+        memcpy(features_before, w.feats, (size_t)n_tok * vh->out_hidden * sizeof(float));
+    }
+    if (st == FRUGAL_OK) st = vl_prune(m, &vp, prompt, &w, n_tok, &n_kept, err);
     /* 4. generation with the features in place of the image tokens */
     fr_generate_result r = {0};
     if (st == FRUGAL_OK) {
         w.last = vp.want_last_logits ? fr_xmalloc((size_t)m->hp.n_vocab * sizeof(float)) : NULL;
-        fr_generate_mm mm = {.embd = w.feats, .n_embd_rows = w.feats ? n_tok : 0,
+        fr_generate_mm mm = {.embd = w.feats, .n_embd_rows = w.feats ? n_kept : 0,
                              .image_token_id = m->hp.image_token_id, .rope_pos = w.rpos,
                              .last_logits = w.last};
         if (fr_generate_mm_on(m, &gd, w.ids, w.n_ids, &mm, &s, &gp, p->on_text, p->user_data,
@@ -618,6 +732,7 @@ frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
                                                          : FRUGAL_ERR_INTERNAL, &e);
     }
     if (st != FRUGAL_OK) {
+        free(features_before);
         vl_work_free(&w);
         return st;
     }
@@ -632,7 +747,9 @@ frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
     out->n_prompt_ids = w.n_ids;
     out->image_grid_thw = w.grid, w.grid = NULL;
     out->n_images = vp.n_images;
-    out->image_tokens = out->image_tokens_kept = n_tok;
+    out->image_tokens = n_tok;
+    out->image_tokens_kept = n_kept;
+    out->kept_index = w.kept, w.kept = NULL;
     out->n_vocab = m->hp.n_vocab;
     out->last_logits = w.last, w.last = NULL;
     out->patch_dim = pd;
@@ -641,7 +758,7 @@ frugal_status frugal_generate_vl(frugal_context *c, const char *prompt,
         out->n_patches = n_patches;
     }
     out->feature_dim = vh->out_hidden;
-    if (vp.want_image_features) out->image_features = w.feats, w.feats = NULL;
+    out->image_features = features_before;
     vl_work_free(&w);
     ok(err);
     return FRUGAL_OK;
@@ -655,5 +772,6 @@ void frugal_vl_result_free(frugal_vl_result *r) {
     free(r->last_logits);
     free(r->pixel_values);
     free(r->image_features);
+    free(r->kept_index);
     memset(r, 0, sizeof *r);
 }

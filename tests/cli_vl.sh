@@ -12,8 +12,11 @@
 #   - hostile images (corrupt bytes, a truncated PNG, an empty file, a PNG header claiming
 #     20000 x 20000 pixels, text named .png) are refused with invalid_argument / too_large /
 #     unsupported (a format we do not take);
+#   - pruning: --keep-ratio and --max-image-tokens keep the counts asked for and the pruned pads
+#     leave the prompt (which tokens, at which positions: tests/test_vl.c); --keep-ratio 1 is
+#     exactly no pruning;
 #   - usage errors exit 2; refusals exit 1 and name their status (a text model, rows that do not
-#     match the grids, pruning not in this build, a missing file).
+#     match the grids, a budget below one token per image, a missing file).
 # A missing fixture is a failure. Prints "N passed, N failed".
 cd "$(dirname "$0")/.." || exit 1
 BIN=${FRUGAL_BIN:-build/frugal}
@@ -69,6 +72,7 @@ sys.exit(1 if errs else 0)
 PY
 }
 
+PV0=$REF/one_image-pixel_values.npy
 gen() { "$BIN" generate --model "$M" --max-tokens 12 --temperature 0 --ignore-eos --json "$@"; }
 
 # ---- one image from HF's pixel values: everything the contract prints, the dumps ----
@@ -122,6 +126,24 @@ else bad "hostile image (huge): exit $rc: $(cat "$TMP/h.err")"; fi
 gen --image "$TMP/missing.png" --prompt x >"$TMP/h.out" 2>"$TMP/h.err"; rc=$?
 [ "$rc" -eq 1 ] && ok "a missing image file: exit 1" || bad "missing image: exit $rc"
 
+# ---- pruning: the counts asked for; the pruned pads leave the prompt; ratio 1 changes nothing ----
+prune() { # NAME WANT_KEPT WANT_PROMPT_LEN ARGS...
+    name=$1; k=$2; len=$3; shift 3
+    if gen --pixel-values "$REF/one_image-pixel_values.npy" --grid-thw 1,6,8 \
+           --prompt "Describe this image." "$@" >"$TMP/p.json" 2>"$TMP/p.err" &&
+       r=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["image_tokens"], j["image_tokens_kept"], len(j["prompt_ids"]), j["prompt_ids"].count(518))' "$TMP/p.json") &&
+       [ "$r" = "12 $k $len $k" ]; then ok "pruning $name: 12 image tokens, $k kept, a prompt of $len"
+    else bad "pruning $name: got '${r:-}' $(tail -c 300 "$TMP/p.err")"; fi
+}
+prune "--keep-ratio 0.5" 6 60 --keep-ratio 0.5
+prune "--max-image-tokens 4" 4 58 --max-image-tokens 4
+prune "--keep-ratio 0.5 --max-image-tokens 5 (the tighter wins)" 5 59 --keep-ratio 0.5 --max-image-tokens 5
+gen --pixel-values "$PV0" --grid-thw 1,6,8 --prompt "Describe this image." --last-logits \
+    --keep-ratio 1 >"$TMP/k1.json" 2>/dev/null
+if python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a["ids"] == b["ids"] and a["last_logits"] == b["last_logits"] else 1)' "$TMP/k1.json" "$TMP/one.json"; then
+    ok "--keep-ratio 1: the ids and last logits of no pruning"
+else bad "--keep-ratio 1 differs from no pruning"; fi
+
 # ---- usage errors: exit 2 ----
 usage() {
     name=$1; shift
@@ -147,10 +169,9 @@ refused() {
 }
 refused "a text-only model" unsupported --model "$FX/qwen2-tiny" --pixel-values "$PV" \
     --grid-thw 1,6,8 --prompt x
-refused "pruning (--keep-ratio 0.5) is not in this build" unsupported --model "$M" \
-    --pixel-values "$PV" --grid-thw 1,6,8 --prompt x --keep-ratio 0.5
-refused "a token budget is not in this build" unsupported --model "$M" \
-    --pixel-values "$PV" --grid-thw 1,6,8 --prompt x --max-image-tokens 4
+refused "a budget below one token per image" invalid_argument --model "$M" \
+    --pixel-values "$REF/two_images-pixel_values.npy" --grid-thw 1,6,4 --grid-thw 1,8,4 \
+    --prompt x --max-image-tokens 1
 refused "a grid not divisible by the merge size" invalid_argument --model "$M" \
     --pixel-values "$PV" --grid-thw 1,3,16 --prompt x
 # rows that do not match the grids, a missing pixel-values file: the CLI's own checks

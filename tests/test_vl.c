@@ -347,6 +347,114 @@ static void check_generate(const char *model) {
 TEST(hf_generate_qwen25vl) { check_generate("qwen25vl-tiny"); }
 TEST(hf_generate_qwen2vl) { check_generate("qwen2vl-tiny"); }
 
+/* Pruning through the API: the counts asked for, and the pruned prompt is exactly HF's prompt
+ * without the dropped image tokens, each kept token at HF's position (the decoder run on that
+ * prompt, with the kept features, gives the API's logits and ids bit for bit). */
+static void check_pruned(const char *case_name, float keep_ratio, int budget, int64_t want_kept) {
+    const char *model = "qwen25vl-tiny";
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", t_fixtures(), model);
+    frugal_error e;
+    frugal_model *fm = frugal_model_load(dir, frugal_model_default_params(), &e);
+    fr_err err = {0};
+    fr_model *m = fr_model_load(dir, &err);
+    cJSON *root = load_ref(model);
+    CHECK(fm && m && root);
+    if (!fm || !m || !root) return;
+    frugal_context *ctx = frugal_context_new(fm, frugal_context_default_params(), &e);
+    const cJSON *c;
+    hf_case *h = malloc(sizeof *h);
+    bool found = false;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
+        if (!read_case(c, h) || strcmp(h->name, case_name)) continue;
+        found = true;
+        const char *prompt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "prompt"));
+        fr_npy pv = {0};
+        CHECK(npy(model, h->pixel_values, &pv));
+        frugal_image ims[MAX_IMGS];
+        memset(ims, 0, sizeof ims);
+        int64_t row = 0, n_tok = 0;
+        for (int i = 0; i < h->n_images && pv.data; i++) {
+            ims[i].pixel_values = pv.data + row * pv.shape[1];
+            ims[i].n_patches = (int64_t)h->grid[3 * i] * h->grid[3 * i + 1] * h->grid[3 * i + 2];
+            ims[i].patch_dim = pv.shape[1];
+            memcpy(ims[i].grid_thw, h->grid + 3 * i, 3 * sizeof(int));
+            row += ims[i].n_patches;
+            n_tok += ims[i].n_patches / 4;
+        }
+        frugal_vl_params vp = frugal_vl_default_params();
+        vp.images = ims;
+        vp.n_images = h->n_images;
+        vp.keep_ratio = keep_ratio;
+        vp.max_image_tokens = budget;
+        vp.want_last_logits = vp.want_image_features = 1;
+        frugal_generate_params gp = frugal_generate_default_params();
+        gp.max_tokens = 6;
+        gp.temperature = 0;
+        gp.ignore_eos = 1;
+        frugal_vl_result r;
+        CHECK(frugal_generate_vl(ctx, prompt, &vp, &gp, &r, &e) == FRUGAL_OK);
+        CHECK_EQ_INT(r.image_tokens, n_tok);
+        CHECK_EQ_INT(r.image_tokens_kept, want_kept);
+        CHECK_EQ_INT(r.n_prompt_ids, h->n_ids - (n_tok - want_kept));
+        /* HF's prompt less the dropped image tokens, at HF's positions, with the kept features */
+        const int E = m->hp.n_embd;
+        int32_t *ids = malloc((size_t)h->n_ids * 4), *rp = malloc(3 * (size_t)h->n_ids * 4);
+        float *rows = malloc((size_t)want_kept * E * 4), *last = malloc((size_t)r.n_vocab * 4);
+        size_t n = 0;
+        int64_t img = 0, k = 0;
+        for (int t = 0; t < h->n_ids; t++) {
+            if (h->ids[t] == 518) {
+                bool kept = k < r.image_tokens_kept && r.kept_index[k] == img;
+                if (kept) memcpy(rows + k * E, r.image_features + img * E, (size_t)E * 4), k++;
+                img++;
+                if (!kept) continue;
+            }
+            ids[n++] = h->ids[t];
+        }
+        CHECK_EQ_INT(k, want_kept);
+        { /* the same rows of HF's positions */
+            size_t o = 0;
+            int64_t im2 = 0, k2 = 0;
+            for (int t = 0; t < h->n_ids; t++) {
+                if (h->ids[t] == 518) {
+                    bool kept = k2 < r.image_tokens_kept && r.kept_index[k2] == im2;
+                    im2++;
+                    if (!kept) continue;
+                    k2++;
+                }
+                for (int q = 0; q < 3; q++) rp[q * n + o] = h->pos[q * h->n_ids + t];
+                o++;
+            }
+        }
+        CHECK(n == r.n_prompt_ids && memcmp(ids, r.prompt_ids, n * 4) == 0);
+        fr_sampling sp = fr_sampling_default();
+        sp.temperature = 0;
+        fr_gen_params g2 = fr_gen_params_default();
+        g2.max_tokens = 6;
+        g2.ignore_eos = true;
+        fr_generate_mm mm = {.embd = rows, .n_embd_rows = want_kept, .image_token_id = 518,
+                             .rope_pos = rp, .last_logits = last};
+        fr_generate_result gr;
+        CHECK(fr_generate_mm_on(m, NULL, ids, n, &mm, &sp, &g2, NULL, NULL, &gr, &err) == 0);
+        CHECK(memcmp(last, r.last_logits, (size_t)r.n_vocab * 4) == 0);
+        CHECK(gr.n_ids == r.gen.n_ids && memcmp(gr.ids, r.gen.ids, (size_t)gr.n_ids * 4) == 0);
+        fr_generate_result_free(&gr);
+        free(ids), free(rp), free(rows), free(last);
+        frugal_vl_result_free(&r);
+        fr_npy_free(&pv);
+    }
+    CHECK(found);
+    free(h);
+    cJSON_Delete(root);
+    frugal_context_free(ctx);
+    frugal_model_free(fm);
+    fr_model_free(m);
+}
+
+TEST(pruned_keep_ratio_keeps_hf_positions) { check_pruned("one_image", 0.5f, 0, 6); }
+TEST(pruned_budget_shared_by_two_images) { check_pruned("two_images", 1.0f, 5, 5); }
+
 /* The API's refusals, with their statuses. */
 TEST(vl_api_refusals) {
     char dir[512];
@@ -385,9 +493,7 @@ TEST(vl_api_refusals) {
     im.grid_thw[1] = im.grid_thw[2] = 2048, im.n_patches = 2048 * 2048;
     CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_TOO_LARGE);
     im.grid_thw[1] = im.grid_thw[2] = 2, im.n_patches = 4;
-    /* pruning is not in this build; a bad ratio is invalid */
-    vp.keep_ratio = 0.5f;
-    CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_UNSUPPORTED);
+    /* a bad ratio */
     vp.keep_ratio = 1.5f;
     CHECK(frugal_generate_vl(ctx, "hi", &vp, &gp, &r, &e) == FRUGAL_ERR_INVALID_ARGUMENT);
     vp.keep_ratio = 1;

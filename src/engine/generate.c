@@ -116,6 +116,11 @@ int fr_generate_mm_on(const fr_model *m, const fr_generate_device *dev, const in
     bp.max_tokens = chunk;
     bp.max_seqs = 1;
     bp.max_ctx = n_ctx;
+    if (mm->rope_pos) { /* pruned prompts keep their original (larger) positions */
+        int32_t top = 0;
+        for (size_t i = 0; i < 3 * n_prompt; i++) top = FR_MAX(top, mm->rope_pos[i]);
+        if ((int64_t)top + 1 + max_tokens > bp.max_ctx) bp.max_ctx = top + 1 + max_tokens;
+    }
     if (kind == FR_BACKEND_CPU) /* exactly the sequence's blocks, as before the backend */
         bp.kv_bytes = (size_t)((n_ctx + 15) / 16) * 2 * (size_t)m->hp.n_layer * 16 *
                       (size_t)m->hp.n_head_kv * (size_t)m->hp.head_dim * sizeof(float);
