@@ -121,6 +121,7 @@ TEST(admission_refusals_map_in_one_place) {
         {FR_ADMIT_DEADLINE, 429, "rate_limit_error", "deadline"},
         {FR_ADMIT_TOO_LARGE, 400, "invalid_request_error", "context_length_exceeded"},
         {FR_ADMIT_CLOSED, 503, "server_error", "shutting_down"},
+        {FR_ADMIT_INVALID, 400, "invalid_request_error", "invalid_image_input"},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(tab); i++) {
         fr_admission adm = {.verdict = tab[i].v, .retry_after_s = 2};

@@ -18,6 +18,13 @@
  * engine, so the order engine -> meter cannot deadlock); its calls are O(1) (O(shares) for a
  * step) and never block on I/O.
  *
+ * Images (vision-language prompts, engine.h): a request may carry feature rows for its prompt's
+ * image tokens and M-RoPE positions. A step that holds such a request passes fr_batch.embd /
+ * embd_use / rope_pos for the whole batch (text tokens: their own embedding and pos on all three
+ * rows, which the decoder computes bit-identically to plain RoPE); a step of text requests only
+ * passes none of them, so text-only serving is what it was. Generated tokens (and their
+ * recomputation after preemption) take KV position + the request's delta.
+ *
  * Memory: requests allocate at submit (token array sized prompt + max_tokens, sampler, gen
  * state); the step loop itself only uses scratch allocated in fr_engine_new (batch arrays,
  * logits, plan items), plus whatever fr_seq_reserve needs to grow a block table and the amortised
@@ -63,6 +70,11 @@ struct fr_req {
     fr_sampler sampler;    /* sampling state (engine thread) */
     bool gen_live;         /* gen and sampler initialised and not yet freed */
     fr_sampling sp;        /* sampling parameters (device sampling) */
+    float *img_embd;       /* (n_img_rows, n_embd) image feature rows (owned), or NULL */
+    int32_t *img_row;      /* (n_prompt) row of img_embd of each prompt token, -1 for text; NULL
+                              without images */
+    int32_t *rope_pos;     /* (3, n_prompt) M-RoPE rows (owned), or NULL */
+    int32_t rope_delta;    /* positions of tokens after the prompt: KV position + rope_delta */
     fr_meter_req *mreq;    /* meter account (owned once accepted), or NULL */
     fr_meter_step *mq;     /* open queue step, or NULL */
     /* cross-thread */
@@ -96,6 +108,10 @@ struct fr_engine {
     uint64_t *row_ctr;      /* (max_running) device sampling: draw counter per logits row */
     int32_t *row_id;        /* (max_running) device sampling: sampled ids */
     fr_meter_share *shares; /* (max_running) meter shares of one step */
+    bool takes_images;      /* vision model with M-RoPE on a backend that takes both */
+    float *b_embd;          /* (step_tokens, n_embd) image rows of a step (takes_images only) */
+    uint8_t *b_use;         /* (step_tokens) which rows of b_embd are used */
+    int32_t *b_rope;        /* (3, step_tokens) M-RoPE rows of a step (packed to (3, nb)) */
     fr_buf delta;           /* text released by one token */
     /* shared state (mu) */
     pthread_mutex_t mu;
@@ -134,6 +150,7 @@ const char *fr_admit_name(fr_admit a) {
     case FR_ADMIT_DEADLINE: return "deadline";
     case FR_ADMIT_TOO_LARGE: return "too_large";
     case FR_ADMIT_CLOSED: return "closed";
+    case FR_ADMIT_INVALID: return "invalid";
     case FR_ADMIT_COUNT: break;
     }
     return "?";
@@ -166,6 +183,9 @@ static void req_free(fr_req *r) {
         fr_sampler_free(&r->sampler);
     }
     free(r->tokens);
+    free(r->img_embd);
+    free(r->img_row);
+    free(r->rope_pos);
     free(r->seq.blocks);
     fr_buf_free(&r->out);
     pthread_mutex_destroy(&r->mu);
@@ -389,6 +409,46 @@ static void refuse(fr_engine *e, fr_admission *adm, fr_admit v, int tier, bool l
     if (!locked) pthread_mutex_unlock(&e->mu);
 }
 
+/* The image input of p checked against its prompt, the model and the backend; 0, or -1 with
+ * adm->msg set. */
+static int check_images(const fr_engine *e, const fr_req_params *p, fr_admission *adm) {
+    if (!e->takes_images) {
+        snprintf(adm->msg, sizeof adm->msg, "image input needs a vision-language model with "
+                 "M-RoPE on a backend that takes image features (%s does not)",
+                 fr_backend_name(e->be));
+        return -1;
+    }
+    if (!p->img_embd) return 0;
+    int n_img = 0;
+    for (int i = 0; i < p->n_prompt; i++) n_img += p->prompt[i] == p->image_token_id;
+    if (n_img != p->n_img_rows || p->n_img_rows < 1) {
+        snprintf(adm->msg, sizeof adm->msg, "%d image feature rows for %d image tokens in the "
+                 "prompt", p->n_img_rows, n_img);
+        return -1;
+    }
+    return 0;
+}
+
+/* The image input of p copied into r (validated by check_images). */
+static void copy_images(const fr_engine *e, fr_req *r, const fr_req_params *p) {
+    int n = p->n_prompt;
+    if (p->img_embd) {
+        size_t bytes = sizeof(float) * (size_t)p->n_img_rows * (size_t)e->m->hp.n_embd;
+        r->img_embd = fr_xmalloc(bytes);
+        memcpy(r->img_embd, p->img_embd, bytes);
+        r->img_row = fr_xmalloc(sizeof(int32_t) * (size_t)n);
+        int32_t k = 0;
+        for (int i = 0; i < n; i++) r->img_row[i] = p->prompt[i] == p->image_token_id ? k++ : -1;
+    }
+    if (p->rope_pos) {
+        r->rope_pos = fr_xmalloc(sizeof(int32_t) * 3 * (size_t)n);
+        memcpy(r->rope_pos, p->rope_pos, sizeof(int32_t) * 3 * (size_t)n);
+        int32_t max = -1;
+        for (int i = 0; i < 3 * n; i++) max = FR_MAX(max, r->rope_pos[i]);
+        r->rope_delta = max + 1 - (int32_t)n;
+    }
+}
+
 fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm) {
     fr_admission dummy;
     if (!adm) adm = &dummy;
@@ -418,6 +478,11 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
         return NULL;
     }
 
+    if ((p->img_embd || p->rope_pos) && check_images(e, p, adm)) {
+        refuse(e, adm, FR_ADMIT_INVALID, tier, false);
+        return NULL;
+    }
+
     fr_req *r = fr_xcalloc(1, sizeof *r);
     r->tier = tier;
     r->n_prompt = p->n_prompt;
@@ -428,6 +493,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     r->tokens = fr_xmalloc((size_t)r->cap_tok * sizeof(int32_t));
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_tok = p->n_prompt;
+    copy_images(e, r, p);
     fr_gen_init(&r->gen, e->m, &p->gen);
     fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
     r->sp = p->sampling;
@@ -604,8 +670,9 @@ static int run_cmp(const void *a, const void *b) {
 }
 
 /* Plan the step, reserve blocks (preempting when the pool runs dry) and fill the batch arrays.
- * Returns the number of batch tokens; *n_logits gets the logits rows. */
-static int build_step(fr_engine *e, int *n_logits, int *n_batch_req) {
+ * Returns the number of batch tokens; *n_logits gets the logits rows, *any_mm whether a request
+ * of the batch has image input (then b_embd / b_use / b_rope hold the whole batch's rows). */
+static int build_step(fr_engine *e, int *n_logits, int *n_batch_req, bool *any_mm) {
     *n_logits = 0;
     *n_batch_req = 0;
     if (e->n_run == 0) return 0;
@@ -633,14 +700,33 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req) {
         }
     }
     int nb = 0;
+    *any_mm = false;
     for (int i = 0; i < e->n_run; i++) {
         fr_req *r = e->run[i];
         if (r->gone || r->take == 0) continue;
         e->batch_req[(*n_batch_req)++] = r;
+        *any_mm |= r->img_embd || r->rope_pos;
+    }
+    const int st = e->cfg.step_tokens;
+    for (int k = 0; k < *n_batch_req; k++) {
+        fr_req *r = e->batch_req[k];
         for (int j = 0; j < r->take; j++) {
             int pos = r->n_done + j;
             e->b_tok[nb] = r->tokens[pos];
             e->b_pos[nb] = pos;
+            if (*any_mm) { /* rows at stride step_tokens, packed below */
+                bool in_prompt = pos < r->n_prompt;
+                int32_t row = r->img_row && in_prompt ? r->img_row[pos] : -1;
+                e->b_use[nb] = row >= 0;
+                if (row >= 0)
+                    memcpy(e->b_embd + (size_t)nb * e->m->hp.n_embd,
+                           r->img_embd + (size_t)row * e->m->hp.n_embd,
+                           sizeof(float) * (size_t)e->m->hp.n_embd);
+                for (int q = 0; q < 3; q++)
+                    e->b_rope[q * st + nb] = !r->rope_pos ? pos
+                                             : in_prompt ? r->rope_pos[q * r->n_prompt + pos]
+                                                         : pos + r->rope_delta;
+            }
             e->b_seq[nb] = &r->seq;
             e->b_logit[nb] = pos == r->n_tok - 1;
             if (e->b_logit[nb]) {
@@ -652,6 +738,10 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req) {
             }
             nb++;
         }
+    }
+    if (*any_mm && nb < st) { /* (3, st) -> (3, nb) */
+        memmove(e->b_rope + nb, e->b_rope + st, sizeof(int32_t) * (size_t)nb);
+        memmove(e->b_rope + 2 * nb, e->b_rope + 2 * st, sizeof(int32_t) * (size_t)nb);
     }
     run_compact(e);
     return nb;
@@ -711,7 +801,8 @@ static void *engine_main(void *arg) {
         sweep(e, now);
         admit(e, now);
         int n_logits = 0, n_breq = 0;
-        int nb = build_step(e, &n_logits, &n_breq);
+        bool any_mm = false;
+        int nb = build_step(e, &n_logits, &n_breq, &any_mm);
         if (nb == 0) {
             /* Work exists but none can run (e.g. waiting for blocks): nap, then look again. */
             if (waiting_total(e) > 0) {
@@ -722,7 +813,9 @@ static void *engine_main(void *arg) {
             continue;
         }
         fr_batch b = {.n_tokens = nb, .tokens = e->b_tok, .pos = e->b_pos,
-                      .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit};
+                      .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit,
+                      .embd = any_mm ? e->b_embd : NULL, .embd_use = any_mm ? e->b_use : NULL,
+                      .rope_pos = any_mm ? e->b_rope : NULL};
         fr_meter_step *ms = NULL;
         if (e->cfg.meter) {
             int ns = 0;
@@ -925,6 +1018,15 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->row_ctr = fr_xcalloc(mr, sizeof(uint64_t));
     e->row_id = fr_xcalloc(mr, sizeof(int32_t));
     e->shares = fr_xcalloc(mr, sizeof(fr_meter_share));
+    const int *ms = hp->mrope_section;
+    e->takes_images = m->vision && hp->image_token_id >= 0 && (ms[0] || ms[1] || ms[2]) &&
+                      fr_backend_supports(be, FR_BOP_EMBD_INPUT) &&
+                      fr_backend_supports(be, FR_BOP_MROPE);
+    if (e->takes_images) {
+        e->b_embd = fr_xmalloc(st * (size_t)hp->n_embd * sizeof(float));
+        e->b_use = fr_xmalloc(st);
+        e->b_rope = fr_xmalloc(3 * st * sizeof(int32_t));
+    }
     fr_sched_fair_init(&e->fair, c.weight);
     e->st.kv_blocks_total = n_blocks;
     e->st.block_size = c.block_size;
@@ -955,6 +1057,7 @@ void fr_engine_free(fr_engine *e) {
     free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e->logits);
     free(e->logit_req), free(e->batch_req), free(e->items), free(e->cands), free(e->run);
     free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
+    free(e->b_embd), free(e->b_use), free(e->b_rope);
     fr_buf_free(&e->delta);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -964,6 +1067,7 @@ void fr_engine_free(fr_engine *e) {
 const fr_engine_config *fr_engine_cfg(const fr_engine *e) { return &e->cfg; }
 const char *fr_engine_backend_name(const fr_engine *e) { return fr_backend_name(e->be); }
 int fr_engine_max_ctx(const fr_engine *e) { return e->cfg.max_ctx; }
+bool fr_engine_takes_images(const fr_engine *e) { return e->takes_images; }
 
 void fr_engine_close(fr_engine *e) {
     pthread_mutex_lock(&e->mu);

@@ -99,6 +99,7 @@ typedef enum fr_admit {
     FR_ADMIT_DEADLINE,   /* predicted wait exceeds the request's own deadline */
     FR_ADMIT_TOO_LARGE,  /* can never fit (context or KV pool) */
     FR_ADMIT_CLOSED,     /* the engine no longer accepts work (shutting down) */
+    FR_ADMIT_INVALID,    /* image input that does not fit the prompt, the model or the backend */
     FR_ADMIT_COUNT
 } fr_admit;
 const char *fr_admit_name(fr_admit a);
@@ -120,6 +121,17 @@ typedef struct fr_req_params {
     double deadline;         /* absolute fr_time_s() deadline, 0 = none */
     struct fr_meter_req *meter; /* the request's meter account or NULL; taken over by the engine
                                    when fr_engine_submit returns a request (see above) */
+    /* Image input of a vision-language prompt (all NULL / 0: a text prompt; copied at submit).
+     * The prompt's tokens equal to image_token_id (pads expanded, model/mrope.h) take the rows of
+     * img_embd in order instead of their token embedding; rope_pos gives the whole prompt's
+     * M-RoPE positions (fr_vl_rope_index, or the kept tokens' original ones after pruning), and
+     * a token at KV position q >= n_prompt gets q + delta on all three rows, delta =
+     * max(rope_pos) + 1 - n_prompt. Refused with FR_ADMIT_INVALID when the rows and the image
+     * tokens differ in number, the model has no M-RoPE or the backend takes neither. */
+    const float *img_embd;      /* (n_img_rows, n_embd) image features after the merger, or NULL */
+    int n_img_rows;             /* rows of img_embd */
+    int image_token_id;         /* the placeholder id (hp.image_token_id) */
+    const int32_t *rope_pos;    /* (3, n_prompt) t, h, w rows, or NULL (plain positions) */
 } fr_req_params;
 
 typedef struct fr_engine fr_engine;
@@ -173,6 +185,10 @@ void fr_req_release(fr_req *r);
 /* Generated token ids so far (EOS included), copied into out (at most cap); returns the count.
  * Ids already returned never change, so a stream can send the new ones after each wait. */
 int fr_req_output_ids(fr_req *r, int32_t *out, int cap);
+
+/* Whether the engine takes image input (fr_req_params.img_embd / rope_pos): a model with a
+ * vision tower and M-RoPE on a backend that takes embedding rows and M-RoPE positions. */
+bool fr_engine_takes_images(const fr_engine *e);
 
 /* Stop accepting new requests (submit refuses with FR_ADMIT_CLOSED). */
 void fr_engine_close(fr_engine *e);

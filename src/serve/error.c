@@ -48,6 +48,10 @@ void fr_api_error_from_admission(fr_api_error *e, const fr_admission *adm) {
         fr_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", NULL, "%s",
                          adm->msg);
         return;
+    case FR_ADMIT_INVALID:
+        fr_api_error_set(e, 400, "invalid_request_error", "invalid_image_input", NULL, "%s",
+                         adm->msg);
+        return;
     case FR_ADMIT_OK:
     case FR_ADMIT_CLOSED:
     case FR_ADMIT_COUNT: break;
