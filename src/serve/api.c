@@ -58,9 +58,36 @@ static bool is_int(const cJSON *it) {
            it->valuedouble == floor(it->valuedouble);
 }
 
-/* Text of a content value (string or array of parts). 0, or -1 with err. */
-static int content_text(const cJSON *content, int idx, const fr_api_limits *lim, unsigned *inputs,
-                        fr_buf *out, fr_api_error *err) {
+/* An image part of a request to a vision-language model: its bytes appended to out->images, a
+ * {"type": "image"} part to *parts. 0, or -1 with err. */
+static int collect_image(const cJSON *part, const char *t, const char *param,
+                         const fr_api_limits *lim, fr_api_req *out, cJSON *parts,
+                         fr_api_error *err) {
+    if (out->n_images >= lim->max_images) {
+        fr_api_error_set(err, 400, "invalid_request_error", "too_many_images", param,
+                         "%s: more than %d images in one request", param, lim->max_images);
+        return -1;
+    }
+    fr_api_image im;
+    memset(&im, 0, sizeof im);
+    if (fr_api_media_image_bytes(part, t, param, lim, &im.data, &im.len, im.mime, sizeof im.mime,
+                                 err))
+        return -1;
+    snprintf(im.param, sizeof im.param, "%s", param);
+    out->images = fr_xrealloc(out->images, sizeof *out->images * (size_t)(out->n_images + 1));
+    out->images[out->n_images++] = im;
+    cJSON *ip = cJSON_CreateObject();
+    cJSON_AddStringToObject(ip, "type", "image");
+    cJSON_AddItemToArray(parts, ip);
+    return 0;
+}
+
+/* Text of a content value (string or array of parts). With parts non-NULL (a vision-language
+ * model) image parts are collected into out->images and *parts gets the message's parts in
+ * order ({"type": "text"} / {"type": "image"}). 0, or -1 with err. */
+static int content_text(const cJSON *content, int idx, const fr_api_limits *lim,
+                        fr_api_req *req, cJSON *parts, fr_buf *out, fr_api_error *err) {
+    unsigned *inputs = &req->inputs;
     char param[96];
     if (cJSON_IsString(content)) {
         if (content->valuestring[0]) *inputs |= FR_MODALITY_TEXT;
@@ -94,6 +121,15 @@ static int content_text(const cJSON *content, int idx, const fr_api_limits *lim,
             if (n_text++) fr_buf_puts(out, "\n");
             if (txt->valuestring[0]) *inputs |= FR_MODALITY_TEXT;
             fr_buf_puts(out, txt->valuestring);
+            if (parts) {
+                cJSON *tp = cJSON_CreateObject();
+                cJSON_AddStringToObject(tp, "type", "text");
+                cJSON_AddStringToObject(tp, "text", txt->valuestring);
+                cJSON_AddItemToArray(parts, tp);
+            }
+        } else if (parts && (!strcmp(t, "image_url") || !strcmp(t, "image"))) {
+            *inputs |= FR_MODALITY_IMAGE;
+            if (collect_image(part, t, param, lim, req, parts, err)) return -1;
         } else if (!strcmp(t, "image_url") || !strcmp(t, "input_audio")) {
             /* turned into text by OCR / ASR as the route says (media_parts.h) */
             if (n_text++) fr_buf_puts(out, "\n");
@@ -181,6 +217,8 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         char param[96];
+        cJSON *parts = lim->max_images > 0 ? cJSON_CreateArray() : NULL;
+        int images_before = out->n_images;
         const char *r = message_role(m, i, err);
         if (!r) goto fail;
         const cJSON *content = field(m, "content");
@@ -193,12 +231,18 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
                                  "%s is required", param);
                 goto fail;
             }
-        } else if (content_text(content, i, lim, &out->inputs, &text, err)) {
+        } else if (content_text(content, i, lim, out, parts, &text, err)) {
+            cJSON_Delete(parts);
             goto fail;
         }
         cJSON *nm = cJSON_CreateObject();
         cJSON_AddStringToObject(nm, "role", !strcmp(r, "developer") ? "system" : r);
-        cJSON_AddStringToObject(nm, "content", fr_buf_cstr(&text));
+        if (parts && out->n_images > images_before) /* the template places the images */
+            cJSON_AddItemToObject(nm, "content", parts);
+        else {
+            cJSON_AddStringToObject(nm, "content", fr_buf_cstr(&text));
+            cJSON_Delete(parts);
+        }
         cJSON_AddItemToArray(out->messages, nm);
         i++;
     }
@@ -391,6 +435,31 @@ static int parse_extensions(const cJSON *root, fr_api_req *out, fr_api_error *er
             BAD("return_token_ids", "\"return_token_ids\" must be true or false");
         out->return_token_ids = cJSON_IsTrue(it);
     }
+    if ((it = field(root, "keep_ratio"))) {
+        if (!cJSON_IsNumber(it) || !(it->valuedouble > 0 && it->valuedouble <= 1))
+            BAD("keep_ratio", "\"keep_ratio\" must be a number in (0, 1]");
+        out->keep_ratio = it->valuedouble;
+    }
+    if ((it = field(root, "max_image_tokens"))) {
+        if (!is_int(it) || it->valuedouble < 1 || it->valuedouble > (double)(1 << 24))
+            BAD("max_image_tokens", "\"max_image_tokens\" must be an integer in 1..%d", 1 << 24);
+        out->max_image_tokens = (int64_t)it->valuedouble;
+    }
+    if ((it = field(root, "mm_processor_kwargs"))) {
+        if (!cJSON_IsObject(it))
+            BAD("mm_processor_kwargs", "\"mm_processor_kwargs\" must be an object");
+        const cJSON *k;
+        cJSON_ArrayForEach(k, it) {
+            bool mn = !strcmp(k->string, "min_pixels"), mx = !strcmp(k->string, "max_pixels");
+            if (!mn && !mx)
+                BAD("mm_processor_kwargs", "mm_processor_kwargs.%.40s is not supported (min_pixels "
+                    "and max_pixels are)", k->string);
+            if (!is_int(k) || k->valuedouble < 1 || k->valuedouble > 1e12)
+                BAD("mm_processor_kwargs", "mm_processor_kwargs.%s must be a positive integer",
+                    k->string);
+            *(mn ? &out->min_pixels : &out->max_pixels) = (int64_t)k->valuedouble;
+        }
+    }
     return 0;
 fail:
     return -1;
@@ -448,6 +517,8 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
     out->temperature = 1;
     out->top_p = 1;
     out->priority = -1;
+    out->keep_ratio = -1;
+    out->max_image_tokens = -1;
     cJSON *root = fr_api_parse_object(body, len, lim->max_body_bytes, err);
     if (!root) return -1;
     int rc = parse_input(root, kind, lim, out, err) || parse_sampling(root, lim, out, err) ||
@@ -469,9 +540,13 @@ void fr_api_req_free(fr_api_req *r) {
     free(r->prompt);
     free(r->model);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
+    free(r->images);
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
     r->priority = -1;
+    r->keep_ratio = -1;
+    r->max_image_tokens = -1;
 }
 
 int fr_api_max_tokens(int requested, int dflt, int ctx, size_t n_prompt, const char *param,
@@ -559,6 +634,11 @@ static cJSON *usage_obj(const fr_api_result *r) {
     cJSON_AddNumberToObject(u, "prompt_tokens", r->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", r->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", r->prompt_tokens + r->completion_tokens);
+    if (r->image_tokens > 0) { /* a prompt with images (docs/SERVING.md) */
+        cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+        cJSON_AddNumberToObject(d, "image_tokens", (double)r->image_tokens);
+        cJSON_AddNumberToObject(u, "image_tokens_kept", (double)r->image_tokens_kept);
+    }
     return u;
 }
 

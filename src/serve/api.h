@@ -9,8 +9,11 @@
  *   - known fields we cannot honour with a non-default value (n > 1, logprobs, tools,
  *     response_format other than text, penalties, logit_bias, echo, best_of, suffix) are a 400
  *     that says so, never silently ignored;
- *   - content parts: "text" parts are joined with "\n"; image_url / input_audio / file parts
- *     are a 400 naming the part.
+ *   - content parts: "text" parts are joined with "\n"; image_url / input_audio parts become
+ *     text by OCR / ASR (serve/media_parts.h), or, for a vision-language model
+ *     (fr_api_limits.max_images > 0), image_url and image parts are collected as images
+ *     (fr_api_req.images) and stay in the message as {"type": "image"} parts for the chat
+ *     template; file parts are a 400 naming the part.
  */
 #ifndef FRUGAL_SERVE_API_H
 #define FRUGAL_SERVE_API_H
@@ -35,6 +38,14 @@ typedef struct fr_api_error {
 void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
                       const char *param, const char *fmt, ...) FR_PRINTF(6, 7);
 
+/* An image of a request to a vision-language model, as received. */
+typedef struct fr_api_image {
+    uint8_t *data;   /* the encoded bytes (owned) */
+    size_t len;
+    char mime[64];   /* the declared media type ("" = none) */
+    char param[96];  /* the part that held it ("messages[0].content[1]"), for messages */
+} fr_api_image;
+
 typedef struct fr_api_limits {
     size_t max_body_bytes;   /* checked by the HTTP layer before parsing; repeated here */
     int max_messages;        /* chat messages */
@@ -45,6 +56,11 @@ typedef struct fr_api_limits {
     struct fr_meter_req *meter_req;
     const fr_cancel *cancel; /* image / audio parts: the door's cancel check for OCR / ASR
                                 (client gone, shutdown), or NULL */
+    /* a vision-language model (0 = none: image parts go to OCR) */
+    int max_images;          /* images a request may hold (more: 400 too_many_images) */
+    bool allow_remote_images; /* fetch http(s) image URLs (else 400 remote_image_refused) */
+    double remote_timeout_s; /* a fetch's whole time */
+    size_t remote_max_bytes; /* a fetched image's size */
 } fr_api_limits;
 
 #define FR_API_MAX_STOP 4
@@ -68,6 +84,12 @@ typedef struct fr_api_req {
     bool return_token_ids;   /* extension: add the generated ids to the (last) choice */
     unsigned inputs;         /* FR_MODALITY_* bits (meter.h) of the content seen, also when the
                               * parse fails (a part may have been read before the error) */
+    fr_api_image *images;    /* images collected for a vision-language model, prompt order */
+    int n_images;
+    double keep_ratio;       /* body "keep_ratio" in (0, 1], or -1 (not given) */
+    int64_t max_image_tokens; /* body "max_image_tokens" >= 1, or -1 (not given) */
+    int64_t min_pixels;      /* body "mm_processor_kwargs": {"min_pixels", "max_pixels"}, 0 = */
+    int64_t max_pixels;      /* not given */
 } fr_api_req;
 
 /* Parse and validate. 0, or -1 with *err (status 400 and the field). */
@@ -117,6 +139,8 @@ typedef struct fr_api_result {
     int prompt_tokens, completion_tokens;
     const int32_t *token_ids; /* generated ids to return (extension), or NULL */
     int n_token_ids;
+    int64_t image_tokens;      /* image tokens of the prompt before pruning, 0 = no images */
+    int64_t image_tokens_kept; /* and after (prompt_tokens counts these) */
 } fr_api_result;
 
 /* Non-streaming response bodies (malloc'd JSON). */

@@ -68,6 +68,11 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->default_tier = FR_TIER_P1;
     c->max_body_bytes = 1u << 20;
     c->max_messages = 256;
+    c->vision.max_images = 8;
+    c->vision.keep_ratio = 1.0f;
+    c->vision.encoder_cache_bytes = (size_t)256 << 20;
+    c->vision.remote_timeout_s = 10;
+    c->vision.remote_max_bytes = 20u * 1000u * 1000u;
     c->max_prompt_tokens = 0;
     c->max_tokens = 4096;
     c->default_max_tokens = 1024;
@@ -173,6 +178,15 @@ static const num_key limit_nums[] = {
     {"body_timeout_s", V_DBL, false, 0.1, 86400, 1, SC(body_timeout_s)},
 };
 
+static const num_key vision_nums[] = {
+    {"max_images", V_INT, true, 1, 64, 1, SC(vision.max_images)},
+    {"keep_ratio", V_FLT, false, 1e-6, 1, 1, SC(vision.keep_ratio)},
+    {"max_image_tokens", V_INT, true, 0, 1L << 24, 1, SC(vision.max_image_tokens)},
+    {"encoder_cache_mb", V_SIZE, false, 0, 1 << 20, 1048576.0, SC(vision.encoder_cache_bytes)},
+    {"remote_timeout_s", V_DBL, false, 0.1, 600, 1, SC(vision.remote_timeout_s)},
+    {"remote_max_bytes", V_SIZE, true, 1024, 1L << 30, 1, SC(vision.remote_max_bytes)},
+};
+
 /* Sets the numeric key `it` if the table knows it: 1 done, 0 not in the table, -1 bad value. */
 static int apply_num(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, const char *name,
                      const num_key *t, size_t n, fr_err *err) {
@@ -267,6 +281,23 @@ static int apply_limits(fr_serve_config *c, const fr_conf_doc *d, const cJSON *o
     return 0;
 }
 
+static int apply_vision(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+    if (fr_conf_object(d, obj, "vision", err)) return -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        char name[96];
+        snprintf(name, sizeof name, "vision.%.60s", it->string);
+        if (!strcmp(it->string, "allow_remote_images")) {
+            if (fr_conf_bool(d, it, name, &c->vision.allow_remote_images, err)) return -1;
+            continue;
+        }
+        int r = apply_num(c, d, it, name, vision_nums, FR_ARRAY_LEN(vision_nums), err);
+        if (r < 0) return -1;
+        if (r == 0) return fr_conf_unknown(d, it, "vision.", err);
+    }
+    return 0;
+}
+
 /* String keys: where each goes and which values it takes. */
 static char **str_dst(fr_serve_config *c, const char *k) {
     static const struct { const char *key; size_t off; } t[] = {
@@ -302,6 +333,7 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
     if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
     if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
+    if (!strcmp(k, "vision")) return apply_vision(c, d, it, err);
     if (!strcmp(k, "default_tier")) {
         static const char *const tiers[] = {"P0", "P1", "P2", NULL};
         return fr_conf_enum(d, it, k, tiers, &c->default_tier, err);

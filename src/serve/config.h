@@ -27,6 +27,17 @@ typedef struct fr_api_key {
                           (32 bits of a 64-bit FNV-1a: names the key, cannot give it back) */
 } fr_api_key;
 
+/* Images for a vision-language model (config section "vision"; docs/SERVING.md). */
+typedef struct fr_serve_vision {
+    int max_images;              /* images per request (8) */
+    float keep_ratio;            /* share of each image's tokens kept by pruning, (0, 1] (1) */
+    int max_image_tokens;        /* image tokens a request keeps at most (0 = no budget) */
+    size_t encoder_cache_bytes;  /* encoder cache budget (256 MiB); 0 = no cache */
+    bool allow_remote_images;    /* fetch http(s) image URLs (default off: refused) */
+    double remote_timeout_s;     /* a fetch's whole time (10 s) */
+    size_t remote_max_bytes;     /* a fetched image's size (20 MB, the image stage's limit) */
+} fr_serve_vision;
+
 typedef struct fr_serve_config {
     char *model;                    /* model path (required) */
     char *served_name;              /* model id in the API; NULL = the model's name */
@@ -73,6 +84,7 @@ typedef struct fr_serve_config {
                                        ledger.path, else ledger_default; "" = no ledger */
     char *ledger_default;           /* used when neither names one; NULL = none (the library's
                                        default); `frugal serve` sets one per server, see serve.c */
+    fr_serve_vision vision;         /* images for a vision-language model */
 } fr_serve_config;
 
 void fr_serve_config_init(fr_serve_config *c);

@@ -70,6 +70,7 @@
 #include "serve/guard.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
+#include "serve/vlm.h"
 
 #define WAIT_SLICE_S 0.05
 #define KEEPALIVE_S 10.0
@@ -81,6 +82,7 @@ struct fr_server {
     fr_engine *engine;          /* owned */
     fr_meter *meter;            /* owned, or NULL (metering off) */
     fr_assist *assist;          /* POST /v1/assist handler (owned; shared with `frugal assist`) */
+    fr_vlm *vlm;                /* images for a vision-language model (owned), or NULL */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -496,7 +498,9 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_server *s = c->s;
     fr_engine_stats st;
     fr_engine_stats_get(s->engine, &st);
-    fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s)};
+    fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s),
+                          .vision = s->vlm != NULL};
+    if (s->vlm) fr_vlm_stats_get(s->vlm, &x.vision_cache);
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
     guard_prometheus(s->guard, &o);
@@ -714,6 +718,8 @@ typedef struct gen_job {
     char *rendered;        /* chat: the rendered prompt (malloc'd) */
     int32_t *ids;          /* prompt ids (malloc'd) */
     size_t n_ids;
+    fr_vlm_prompt vp;      /* a prompt with images: ids, positions, feature rows (n_images 0:
+                              none; then ids above are the same as vp.ids, not owned twice) */
     const char *pparam;    /* the body field errors name: "messages" or "prompt" */
     int tier;
     double deadline, deadline_ms;
@@ -764,7 +770,11 @@ static bool parse_body(conn *c, gen_job *j, int pre_tier, enum MHD_Result *ret) 
                          .max_tokens = cfg->max_tokens,
                          .meter = s->meter,
                          .meter_req = c->mr,
-                         .cancel = &media_cancel};
+                         .cancel = &media_cancel,
+                         .max_images = s->vlm ? cfg->vision.max_images : 0,
+                         .allow_remote_images = cfg->vision.allow_remote_images,
+                         .remote_timeout_s = cfg->vision.remote_timeout_s,
+                         .remote_max_bytes = cfg->vision.remote_max_bytes};
     fr_api_error err;
     atomic_fetch_add(&s->stage_busy, 1);
     int prc = fr_api_parse(j->kind, c->body.data ? c->body.data : "", c->body.len, &lim, &j->q,
@@ -812,6 +822,32 @@ static bool request_settings(conn *c, gen_job *j, int pre_tier, enum MHD_Result 
     return true;
 }
 
+/* The images of a chat for a vision-language model (serve/vlm.h): the encoder (through its
+ * cache), the pad expansion, the M-RoPE positions and the pruning; j->ids becomes the expanded
+ * prompt. Returns false with *ret set. */
+static bool image_prompt(conn *c, gen_job *j, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    const fr_serve_vision *vc = &s->cfg->vision;
+    fr_vlm_opts o = {.keep_ratio = j->q.keep_ratio > 0 ? j->q.keep_ratio : vc->keep_ratio,
+                     .max_image_tokens = j->q.max_image_tokens > 0 ? j->q.max_image_tokens
+                                                                   : vc->max_image_tokens,
+                     .min_pixels = j->q.min_pixels,
+                     .max_pixels = j->q.max_pixels};
+    fr_api_error err;
+    atomic_fetch_add(&s->stage_busy, 1);
+    int rc = fr_vlm_prepare(s->vlm, j->ids, j->n_ids, j->q.images, j->q.n_images, &o, s->meter,
+                            c->mr, &j->vp, &err);
+    atomic_fetch_sub(&s->stage_busy, 1);
+    if (rc) {
+        *ret = send_error(c, &err);
+        return false;
+    }
+    free(j->ids);
+    j->ids = j->vp.ids;
+    j->n_ids = j->vp.n;
+    return true;
+}
+
 /* The prompt ids: a chat rendered with the template (which holds BOS: tokenized without special
  * tokens, as apply_chat_template(tokenize=True)), a completion prompt as Tokenizer.encode.
  * Returns false with *ret set. */
@@ -855,6 +891,7 @@ static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
         *ret = fail(c, 400, "invalid_request_error", NULL, j->pparam, "The prompt is empty.");
         return false;
     }
+    if (j->q.n_images) return image_prompt(c, j, ret);
     return true;
 }
 
@@ -889,6 +926,12 @@ static fr_req *submit(conn *c, const gen_job *j, enum MHD_Result *ret) {
     fr_api_req_params_init(&p, j->ids, j->n_ids, j->max_tokens, j->tier, c->t_start, j->deadline);
     fr_api_req_params_apply(&p, &j->q, j->q.has_seed ? j->q.seed : random_seed());
     p.meter = c->mr;
+    if (j->vp.n_images) {
+        p.img_embd = j->vp.embd;
+        p.n_img_rows = j->vp.n_rows;
+        p.image_token_id = s->model->hp.image_token_id;
+        p.rope_pos = j->vp.rope_pos;
+    }
     fr_admission adm;
     fr_req *r = fr_engine_submit(s->engine, &p, &adm);
     if (!r) {
@@ -1023,9 +1066,13 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         res.model = c->s->model_name;
         res.created = (long long)time(NULL);
         res.prompt_tokens = (int)j.n_ids;
+        res.image_tokens = j.vp.image_tokens;
+        res.image_tokens_kept = j.vp.image_tokens_kept;
         ret = j.q.stream ? start_stream(c, &j, r, &res) : answer_whole(c, &j, r, &res);
     }
     meter_end_http(c); /* a request refused before the engine took it */
+    if (j.vp.n_images) j.vp.ids = NULL; /* j.ids is that array */
+    fr_vlm_prompt_free(&j.vp);
     free(j.ids);
     free(j.rendered);
     fr_api_req_free(&j.q);
@@ -1547,6 +1594,14 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
     }
     s->engine = fr_engine_new(m, &ec_in, err);
     if (!s->engine) goto fail;
+    if (m->vision) { /* a vision-language model serves images on the chat door */
+        if (!fr_engine_takes_images(s->engine)) {
+            fr_warn("the %s backend takes no image features: image parts are refused",
+                    fr_engine_backend_name(s->engine));
+        } else if (!(s->vlm = fr_vlm_new(m, cfg->vision.encoder_cache_bytes, err))) {
+            goto fail;
+        }
+    }
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
     const fr_assist_config *acfg = fr_assist_config_of(s->assist); /* chat media parts too */
@@ -1603,6 +1658,7 @@ fail:
     if (s->d) MHD_stop_daemon(s->d);
     if (s->lfd >= 0) close(s->lfd);
     fr_assist_free(s->assist);
+    fr_vlm_free(s->vlm);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
     free(s->tmpl_owned);
@@ -1654,6 +1710,7 @@ void fr_server_free(fr_server *s) {
     if (!s) return;
     if (!s->stopped) fr_server_shutdown(s, 0);
     fr_assist_free(s->assist);
+    fr_vlm_free(s->vlm);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
     fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <curl/curl.h>
+
 #include "meter/meter.h"
 #include "serve/assist.h"
 #include "serve/error.h"
@@ -111,6 +113,107 @@ static uint8_t *decode(const char *s, const char *param, char *mime, size_t mime
     }
     *n_out = (size_t)dn;
     return buf;
+}
+
+/* ---- images for a vision-language model ---- */
+
+typedef struct fetch_buf {
+    fr_buf b;     /* the body so far */
+    size_t cap;   /* most bytes taken */
+    bool over;    /* the body went over cap */
+} fetch_buf;
+
+static size_t fetch_write(char *p, size_t size, size_t n, void *user) {
+    fetch_buf *f = user;
+    size_t k = size * n;
+    if (f->b.len + k > f->cap) {
+        f->over = true;
+        return 0; /* aborts the transfer */
+    }
+    fr_buf_append(&f->b, p, k);
+    return k;
+}
+
+/* GET url within the limits; the body malloc'd into *data. */
+static int fetch_remote(const char *url, const char *param, const fr_api_limits *lim,
+                        uint8_t **data, size_t *len, char *mime, size_t mime_cap,
+                        fr_api_error *err) {
+    CURL *h = curl_easy_init();
+    if (!h) {
+        fr_api_error_set(err, 500, "server_error", NULL, param, "%s: cannot start a fetch", param);
+        return -1;
+    }
+    fetch_buf f = {.cap = lim->remote_max_bytes};
+    char ebuf[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(lim->remote_timeout_s * 1000));
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)lim->remote_max_bytes);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetch_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    char *ct = NULL;
+    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+    mime[0] = 0;
+    if (ct) snprintf(mime, mime_cap, "%s", ct);
+    curl_easy_cleanup(h);
+    if (f.over || rc == CURLE_FILESIZE_EXCEEDED) {
+        fr_buf_free(&f.b);
+        fr_api_error_set(err, 413, "invalid_request_error", "media_too_large", param,
+                         "%s: the remote image exceeds %zu bytes", param, lim->remote_max_bytes);
+        return -1;
+    }
+    if (rc != CURLE_OK || status != 200 || f.b.len == 0) {
+        fr_buf_free(&f.b);
+        fr_api_error_set(err, 400, "invalid_request_error", "remote_image_failed", param,
+                         "%s: fetching the image failed (%s, HTTP status %ld)", param,
+                         rc != CURLE_OK ? (ebuf[0] ? ebuf : curl_easy_strerror(rc))
+                                        : f.b.len ? "not 200" : "empty body",
+                         status);
+        return -1;
+    }
+    *data = (uint8_t *)f.b.data;
+    *len = f.b.len;
+    return 0;
+}
+
+int fr_api_media_image_bytes(const cJSON *part, const char *type, const char *param,
+                             const fr_api_limits *lim, uint8_t **data, size_t *len, char *mime,
+                             size_t mime_cap, fr_api_error *err) {
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(part, type);
+    if (!strcmp(type, "image_url") && cJSON_IsObject(u)) u = cJSON_GetObjectItemCaseSensitive(u, "url");
+    if (!cJSON_IsString(u)) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s.%s%s must be a string (a base64 data URL)", param, type,
+                         !strcmp(type, "image_url") ? ".url" : "");
+        return -1;
+    }
+    const char *s = u->valuestring;
+    bool remote = !strncasecmp(s, "http:", 5) || !strncasecmp(s, "https:", 6);
+    metered mt = {lim->meter, lim->meter_req, NULL, lim->cancel};
+    stage_begin(&mt, FR_MSTAGE_DECODE_MEDIA);
+    int rc = 0;
+    if (remote && !lim->allow_remote_images) {
+        fr_api_error_set(err, 400, "invalid_request_error", "remote_image_refused", param,
+                         "%s: remote image URLs are not fetched by this server (vision."
+                         "allow_remote_images is off); send the image as a base64 data URL",
+                         param);
+        rc = -1;
+    } else if (remote) {
+        rc = fetch_remote(s, param, lim, data, len, mime, mime_cap, err);
+    } else {
+        *data = decode(s, param, mime, mime_cap, len, err);
+        rc = *data ? 0 : -1;
+    }
+    stage_end(&mt);
+    return rc;
 }
 
 static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf *out,

@@ -33,6 +33,19 @@ int fr_api_media_part_text_metered(const struct cJSON *part, const char *type, c
                                    struct fr_meter *m, struct fr_meter_req *r,
                                    const fr_cancel *cancel, fr_buf *out, fr_api_error *err);
 
+/* The bytes of an image part for a vision-language model (type "image_url": {"url": U} or U;
+ * type "image": {"image": U}), U a base64 data URL, plain base64, or, when
+ * lim->allow_remote_images, an http(s) URL fetched with libcurl within lim->remote_timeout_s and
+ * lim->remote_max_bytes (no redirects to other protocols; an HTTP error status is an error).
+ * Metered as the "decode_media" stage of lim's account. *data is malloc'd (the caller frees),
+ * mime gets the declared type (data URL or Content-Type; "" = none). Returns 0, or -1 with *err:
+ * 400 remote_image_refused (a URL when remote images are off), 400 invalid_data_url /
+ * invalid_base64 / invalid_media, 413 media_too_large, 400 remote_image_failed (the fetch
+ * failed: status, timeout, size). Thread-safe. */
+int fr_api_media_image_bytes(const struct cJSON *part, const char *type, const char *param,
+                             const fr_api_limits *lim, uint8_t **data, size_t *len, char *mime,
+                             size_t mime_cap, fr_api_error *err);
+
 /* Text-density threshold used for image parts (default 0.35). */
 void fr_api_media_set_threshold(double t);
 /* The OCR / ASR bounds of media parts (default: fr_assist_config_init's); the server sets its

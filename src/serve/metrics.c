@@ -124,6 +124,27 @@ static void per_tier_int(fr_buf *o, const char *name, const char *help, const in
         fr_buf_printf(o, "%s{tier=\"%s\"} %d\n", name, fr_tier_name(t), v[t]);
 }
 
+/* The vision encoder cache (serve/vlm.h, stages/vision/cache.h). */
+static void render_vision_cache(fr_buf *o, const fr_vlm_stats *c) {
+    fr_prom_head(o, "frugal_vision_cache_hits_total", "counter",
+                 "Images whose encoder output was found in the vision encoder cache (no ViT run).");
+    fr_buf_printf(o, "frugal_vision_cache_hits_total %llu\n", (unsigned long long)c->hits);
+    fr_prom_head(o, "frugal_vision_cache_misses_total", "counter",
+                 "Images looked up in the vision encoder cache and not found.");
+    fr_buf_printf(o, "frugal_vision_cache_misses_total %llu\n", (unsigned long long)c->misses);
+    fr_prom_head(o, "frugal_vision_cache_evictions_total", "counter",
+                 "Entries dropped from the vision encoder cache to make room (LRU).");
+    fr_buf_printf(o, "frugal_vision_cache_evictions_total %llu\n",
+                  (unsigned long long)c->evictions);
+    fr_prom_head(o, "frugal_vision_cache_entries", "gauge", "Images held by the vision encoder cache.");
+    fr_buf_printf(o, "frugal_vision_cache_entries %lld\n", (long long)c->entries);
+    fr_prom_head(o, "frugal_vision_cache_bytes", "gauge", "Bytes held by the vision encoder cache.");
+    fr_buf_printf(o, "frugal_vision_cache_bytes %zu\n", c->bytes);
+    fr_prom_head(o, "frugal_vision_cache_capacity_bytes", "gauge",
+                 "Byte budget of the vision encoder cache.");
+    fr_buf_printf(o, "frugal_vision_cache_capacity_bytes %zu\n", c->budget);
+}
+
 void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metrics_extra *x,
                        fr_buf *o) {
     pthread_mutex_lock(&m->mu);
@@ -207,4 +228,5 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
     fr_buf_printf(o, "frugal_http_connections %d\n", x ? x->connections : 0);
     fr_prom_head(o, "frugal_ready", "gauge", "1 when the model is loaded and the engine accepts work.");
     fr_buf_printf(o, "frugal_ready %d\n", x && x->ready ? 1 : 0);
+    if (x && x->vision) render_vision_cache(o, &x->vision_cache);
 }

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "engine/engine.h"
+#include "serve/vlm.h"
 
 typedef enum fr_endpoint {
     FR_EP_CHAT = 0,    /* /v1/chat/completions */
@@ -67,6 +68,8 @@ void fr_metrics_generation(fr_metrics *m, const fr_req_info *info, double ttft_s
 typedef struct fr_metrics_extra {
     int connections; /* open HTTP connections */
     bool ready;      /* /ready would answer 200 */
+    bool vision;     /* a vision-language model is served: the encoder cache families follow */
+    fr_vlm_stats vision_cache; /* its counters */
 } fr_metrics_extra;
 /* Appends the whole exposition. */
 void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metrics_extra *x,
