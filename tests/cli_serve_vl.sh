@@ -7,7 +7,9 @@
 # stay); the "image" part type and several images per request; hostile images through every
 # door (corrupt PNG, huge declared dimensions, wrong declared type, a remote URL when remote
 # images are off, too many images, bad pruning fields) get their status and code and the server
-# keeps serving text; with remote images allowed, an http URL is fetched (a local python3 HTTP
+# keeps serving text; /v1/assist routes a photo to the VLM with pruning, a document to OCR or,
+# when the question needs the picture, to the VLM at the larger budget, and keeps the old route
+# without a VLM; with remote images allowed, an http URL is fetched (a local python3 HTTP
 # server) and gives the same ids. A missing fixture fails. Prints "N passed, N failed".
 cd "$(dirname "$0")/.." || exit 1
 BIN=${FRUGAL_BIN:-build/frugal}
@@ -155,8 +157,43 @@ EOF
     check "text request: no image usage" "$(grep -c prompt_tokens_details "$TMP/body")" 0
     check "after it all: the image request still = HF" \
         "$([ "$(post "$TMP/one.json")" = 200 ] && ids)" "$WANT_IDS"
+    # /v1/assist routes pictures: a photo to the VLM with pruning, a document to OCR unless the
+    # question needs the picture (then the VLM at the larger budget); the answer is the VLM's
+    "$BIN" gen-docs --out "$TMP/docs" --n 1 --lang eng >/dev/null 2>&1
+    DOC=$(ls "$TMP"/docs/*.jpg 2>/dev/null | head -n 1)
+    [ -n "$DOC" ] || bad "gen-docs made a document"
+    assist() { # TEXT IMAGEFILE: status, body in $TMP/body
+        printf '{"text":"%s","image":"data:image/jpeg;base64,%s"}' "$1" "$(base64 -w0 "$2")" >"$TMP/assist.json"
+        curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/assist" -H Content-Type:application/json \
+            --data-binary @"$TMP/assist.json"
+    }
+    ran_stages() { grep -o '"stages_run":\[[^]]*\]' "$TMP/body" | sed 's/.*://'; }
+    check "assist photo 200" "$(assist "What is in this picture?" "$IMGS/odd-123x77.jpg")" 200
+    check "assist photo: stages" "$(ran_stages)" '["decode_image","density","vision","nlu"]'
+    check "assist photo: the answer is the VLM's" "$(sed -n 's/.*"response_source":"\([^"]*\)".*/\1/p' "$TMP/body")" vision
+    check "assist photo: pruned (keep 0.5)" "$(num image_tokens_kept)/$(num image_tokens)" "$((WANT_IMG / 2))/$WANT_IMG"
+    check "assist document, an OCR question 200" "$(assist "What is the total amount due?" "$DOC")" 200
+    case "$(ran_stages)" in *'"ocr"'*) ok "assist document: OCR answers" ;;
+                            *) bad "assist document: OCR answers (got $(ran_stages))" ;; esac
+    check "assist document: no vision" "$(ran_stages | grep -c vision)" 0
+    check "assist document, a question about the picture 200" "$(assist "Does the signature look genuine?" "$DOC")" 200
+    case "$(ran_stages)" in *'"vision"'*) ok "assist document + visual question: the VLM" ;;
+                            *) bad "assist document + visual question: the VLM (got $(ran_stages))" ;; esac
+    check "assist document + visual question: the larger budget (all tokens kept)" \
+        "$([ "$(num image_tokens_kept)" = "$(num image_tokens)" ] && echo yes)" yes
     stop_server vl
 fi
+
+# without a VLM (the text model) /v1/assist keeps the old route and its reason
+MODEL=tests/fixtures/qwen2-tiny
+if start_server text --ledger ""; then
+    check "assist photo without a VLM 200" "$(assist "What is in this picture?" "$IMGS/odd-123x77.jpg")" 200
+    check "assist photo without a VLM: no vision stage" "$(ran_stages | grep -c vision)" 0
+    grep -q 'no vision-language model is served' "$TMP/body" && ok "assist photo without a VLM: the reason" \
+        || bad "assist photo without a VLM: the reason ($(cat "$TMP/body" | head -c 400))"
+    stop_server text
+fi
+MODEL=tests/fixtures/qwen25vl-tiny
 
 # remote images allowed: fetched from a local HTTP server, the same answer
 if command -v python3 >/dev/null 2>&1; then

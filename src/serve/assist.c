@@ -22,6 +22,7 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "serve/error.h"
+#include "serve/vlm.h"
 #include "stages/budget/budget.h"
 #include "stages/image/density.h"
 #include "stages/nlu/attach.h"
@@ -42,6 +43,8 @@ struct fr_assist {
     const struct fr_model *model;/* the engine's model (tokenizer) */
     const char *tmpl;            /* chat template source */
     struct fr_meter *meter;      /* stage metering, or NULL */
+    fr_vlm *vlm;                 /* pictures: a vision-language model (the server's), or NULL */
+    struct fr_engine *vlm_engine;/* the engine that runs it (also when text replies are templates) */
     char setup_error[sizeof(fr_err)]; /* non-empty: every request gets 503 with this */
 };
 
@@ -216,6 +219,10 @@ void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model 
 }
 
 void fr_assist_set_meter(fr_assist *a, struct fr_meter *m) { a->meter = m; }
+void fr_assist_set_vlm(fr_assist *a, fr_vlm *v, struct fr_engine *e) {
+    a->vlm = v;
+    a->vlm_engine = v ? e : NULL;
+}
 
 const fr_assist_config *fr_assist_config_of(const fr_assist *a) { return &a->cfg; }
 
@@ -819,7 +826,8 @@ typedef struct areq_state {
     bool fused;                     /* the intent was computed on question + OCR text */
     bool doc_in_reply;              /* the reply names the document's fields */
     fr_buf reply;                   /* the reply text */
-    const char *reply_src;          /* "template" | "llm" | "handoff" */
+    const char *reply_src;          /* "template" | "llm" | "handoff" | "vision" */
+    fr_vlm_prompt vp;               /* the vision stage's prompt (image tokens before / after) */
     fr_budget_result br;            /* the LLM prompt (budget path) */
     int llm_prompt_tokens;          /* prompt tokens sent to the LLM (-1: none) */
 } areq_state;
@@ -833,6 +841,7 @@ static void areq_state_free(const fr_assist *a, areq_state *x) {
     fr_buf_free(&x->question);
     fr_buf_free(&x->reply);
     fr_budget_result_free(&x->br);
+    fr_vlm_prompt_free(&x->vp);
     areq_free(&x->q);
 }
 
@@ -908,6 +917,11 @@ static void plan_route(const fr_assist *a, areq_state *x) {
     ri->unavailable_reason[FR_STAGE_OCR] = md->why_ocr;
     ri->unavailable_reason[FR_STAGE_DECODE_AUDIO] = md->why_audio;
     ri->unavailable_reason[FR_STAGE_ASR] = md->why_asr;
+    ri->available[FR_STAGE_VISION] = a->vlm && a->vlm_engine && a->tmpl && a->model;
+    if (!ri->available[FR_STAGE_VISION])
+        ri->unavailable_reason[FR_STAGE_VISION] =
+            "unavailable: no vision-language model is served (pictures are not described)";
+    ri->question_visual = fr_route_question_visual(x->q.text, NULL);
     fr_route_plan_make(ri, &x->plan);
 }
 
@@ -1169,6 +1183,83 @@ static int run_nlu(const fr_assist *a, areq_state *x, fr_api_error *e) {
     return 0;
 }
 
+/* Step 4b: the picture through the vision-language model (serve/vlm.h) at the route's keep
+ * ratio: one user message holding the image, then the question; its greedy generation is the
+ * reply. Metered as the request's vision stage (image and generation). 0, or -1 with *e. */
+static int run_vision(fr_assist *a, areq_state *x, double t_arrival, fr_api_error *e) {
+    if (!x->plan.run[FR_STAGE_VISION]) return 0;
+    const struct fr_model *m = a->model;
+    cJSON *msgs = cJSON_CreateArray(), *usr = cJSON_CreateObject(), *parts = cJSON_CreateArray();
+    cJSON *ip = cJSON_CreateObject(), *tp = cJSON_CreateObject();
+    cJSON_AddStringToObject(ip, "type", "image");
+    cJSON_AddItemToArray(parts, ip);
+    cJSON_AddStringToObject(tp, "type", "text");
+    cJSON_AddStringToObject(tp, "text", x->q.text ? x->q.text : "Describe this picture.");
+    cJSON_AddItemToArray(parts, tp);
+    cJSON_AddStringToObject(usr, "role", "user");
+    cJSON_AddItemToObject(usr, "content", parts);
+    cJSON_AddItemToArray(msgs, usr);
+    fr_chat_opts co = {.add_generation_prompt = true,
+                       .bos_token = m->bos_token_str ? m->bos_token_str : "",
+                       .eos_token = m->eos_token_str ? m->eos_token_str : "",
+                       .tools = NULL};
+    fr_err ferr = {0};
+    stage_begin(&x->rs, FR_STAGE_VISION);
+    char *rendered = fr_chat_render(a->tmpl, msgs, &co, &ferr);
+    cJSON_Delete(msgs);
+    int32_t *raw = NULL;
+    size_t n_raw = 0;
+    int rc = -1;
+    fr_req *r = NULL;
+    if (!rendered || fr_tokenize(m->tok, rendered, strlen(rendered), false, &raw, &n_raw, &ferr)) {
+        fr_api_error_set(e, 500, "server_error", "chat_template_error", NULL,
+                         "Cannot render or tokenize the picture's prompt: %s", ferr.msg);
+        goto out;
+    }
+    fr_api_image im = {.data = x->q.image.data, .len = x->q.image.n};
+    snprintf(im.mime, sizeof im.mime, "%s", x->q.image.mime);
+    snprintf(im.param, sizeof im.param, "image");
+    fr_vlm_opts o = {.keep_ratio = x->plan.vision_keep_ratio};
+    if (fr_vlm_prepare(a->vlm, raw, n_raw, &im, 1, &o, NULL, NULL, &x->vp, e)) goto out;
+    int ctx = fr_engine_max_ctx(a->vlm_engine);
+    int max_tokens = fr_api_max_tokens(-1, a->cfg.llm_max_tokens, ctx, x->vp.n, "image", e);
+    if (max_tokens < 0) goto out;
+    fr_req_params p;
+    fr_api_req_params_init(&p, x->vp.ids, x->vp.n, max_tokens, x->tier, t_arrival,
+                           x->rs.call ? x->rs.call->deadline : 0);
+    p.sampling.temperature = 0;
+    p.img_embd = x->vp.embd;
+    p.n_img_rows = x->vp.n_rows;
+    p.image_token_id = m->hp.image_token_id;
+    p.rope_pos = x->vp.rope_pos;
+    fr_admission adm;
+    r = fr_engine_submit(a->vlm_engine, &p, &adm);
+    if (!r) {
+        fr_api_error_from_admission(e, &adm);
+        goto out;
+    }
+    fr_req_info info;
+    while (!fr_req_wait(r, &x->reply, 0.05, &info)) {
+    }
+    if (info.end != FR_END_STOP && info.end != FR_END_LENGTH) {
+        fr_api_error_set(e, info.end == FR_END_DEADLINE ? 504 : info.end == FR_END_SHUTDOWN ? 503 : 500,
+                         info.end == FR_END_DEADLINE ? "timeout_error" : "server_error",
+                         info.end == FR_END_DEADLINE ? "deadline_exceeded" : fr_end_name(info.end),
+                         NULL, "The picture's answer did not finish (%s)%s%s",
+                         fr_end_name(info.end), info.error[0] ? ": " : "", info.error);
+        goto out;
+    }
+    x->llm_prompt_tokens = (int)x->vp.n;
+    x->reply_src = "vision";
+    rc = 0;
+out:
+    fr_req_release(r);
+    stage_end(&x->rs, FR_STAGE_VISION);
+    free(rendered);
+    free(raw);
+    return rc;
+}
+
 /* Step 5a: the LLM reply: budget assembler, then the engine. 0, or -1 with *e. */
 static int reply_llm(fr_assist *a, areq_state *x, const char *intent, double t_arrival,
                      fr_api_error *e) {
@@ -1250,6 +1341,7 @@ static void reply_template(const fr_assist *a, areq_state *x, const char *intent
  * and confident; else the LLM when one is configured; else the hand-off reply. 0, or -1 with *e. */
 static int make_reply(fr_assist *a, areq_state *x, double t_arrival, fr_api_error *e) {
     const char *intent = x->in_scope ? x->preds[0].name : NULL;
+    if (x->rs.ran[FR_STAGE_VISION]) return 0; /* the vision-language model answered */
     if (x->plan.run[FR_STAGE_LLM]) return reply_llm(a, x, intent, t_arrival, e);
     reply_template(a, x, intent);
     return 0;
@@ -1282,6 +1374,13 @@ static void add_route(cJSON *out, const areq_state *x) {
         cJSON_AddStringToObject(route, "image_is", x->plan.image_is_text ? "text" : "picture");
     }
     cJSON_AddNumberToObject(route, "threshold", x->ri.threshold);
+    if (x->rs.ran[FR_STAGE_VISION]) {
+        cJSON *v = cJSON_AddObjectToObject(route, "vision");
+        cJSON_AddStringToObject(v, "why", x->plan.vision_why);
+        cJSON_AddNumberToObject(v, "keep_ratio", x->plan.vision_keep_ratio);
+        cJSON_AddNumberToObject(v, "image_tokens", (double)x->vp.image_tokens);
+        cJSON_AddNumberToObject(v, "image_tokens_kept", (double)x->vp.image_tokens_kept);
+    }
     cJSON_AddStringToObject(route, "tier", fr_tier_name(x->tier));
 }
 
@@ -1404,7 +1503,7 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
     if (check_deadline(call, "before work began", e)) goto fail;
     plan_route(a, x);
     if (run_image(a, x, e) || run_audio(a, x, e) || run_ocr(a, x, e) || run_nlu(a, x, e) ||
-        make_reply(a, x, t_arrival, e) || check_deadline(call, "before it finished", e))
+        run_vision(a, x, t_arrival, e) || make_reply(a, x, t_arrival, e) || check_deadline(call, "before it finished", e))
         goto fail;
     out = build_response(x, t_start);
     add_frugal(&x->rs, out);

@@ -162,6 +162,11 @@ void fr_assist_set_llm(fr_assist *a, struct fr_engine *e, const struct fr_model 
                        const char *tmpl);
 /* Attaches a meter: stages of requests that carry a meter account are recorded with it. */
 void fr_assist_set_meter(fr_assist *a, struct fr_meter *m);
+/* Attaches a vision-language model's image path (serve/vlm.h; the server's, outlives a) and the
+ * engine that runs the model: the route sends pictures to it (route/route.h) and its generation
+ * is the reply, whether or not text replies use the LLM ("llm"). v NULL: none. */
+struct fr_vlm;
+void fr_assist_set_vlm(fr_assist *a, struct fr_vlm *v, struct fr_engine *e);
 /* The handler's settings (read-only; valid while a lives). */
 const fr_assist_config *fr_assist_config_of(const fr_assist *a);
 

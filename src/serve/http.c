@@ -1604,6 +1604,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
     }
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
+    fr_assist_set_vlm(s->assist, s->vlm, s->engine);
     const fr_assist_config *acfg = fr_assist_config_of(s->assist); /* chat media parts too */
     fr_api_media_set_bounds(acfg->ocr_time_limit_s, acfg->ocr_max_pixels,
                             acfg->asr_time_limit_s_per_min);

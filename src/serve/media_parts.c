@@ -254,7 +254,7 @@ static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     if (density < g_threshold) {
         fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
                          "%s: the image looks like a picture (text density %.2f < %.2f), which needs "
-                         "the vision stage; it is not available in this build",
+                         "a vision-language model; this server runs none for images",
                          param, density, g_threshold);
     } else if (!g_media.ocr) {
         fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,

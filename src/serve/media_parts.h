@@ -2,8 +2,10 @@
  * the LLM, by the same stages and routing rule as /v1/assist:
  *   - image_url (a base64 data URL; PNG, JPEG, WebP, TIFF): the text-density estimate runs first;
  *     a mostly-text image (density >= threshold, 0.35 by default) goes to OCR and its text is
- *     inserted; a picture would need the vision stage, which this build does not have: 400 with
- *     code "unsupported_content_part" naming the density and the reason (never a fake answer).
+ *     inserted; a picture would need a vision-language model, which this server does not run
+ *     for images: 400 with code "unsupported_content_part" naming the density and the reason
+ *     (never a fake answer). A server that runs one takes image parts through serve/vlm.h
+ *     instead (fr_api_media_image_bytes below).
  *   - input_audio ({"data": base64, "format": "wav"|"flac"|"ogg"}): decoded, resampled and
  *     transcribed by ASR; the transcript is inserted.
  * Errors follow the stages' error codes (serve/error.h): corrupt → 400, too large → 413, wrong
