@@ -8,7 +8,10 @@
  *             OpenAI fields. An accepted request must satisfy every documented bound (messages
  *             1..max, roles normalised, max_tokens -1 or 1..limit, temperature 0..2, top_p 0..1,
  *             at most 4 stop strings, priority -1..2), and the response and stream chunk built
- *             from its text must be valid JSON.
+ *             from its text must be valid JSON. With the limits' bit 32 the body is parsed for a
+ *             vision-language model (max_images 2, remote URLs off): images are collected (at
+ *             most 2, none empty) and a message holding one keeps an array of text / image parts;
+ *             keep_ratio, max_image_tokens and mm_processor_kwargs stay within their bounds.
  *   mode 2    the bytes as a JSON config document (fr_serve_config_apply_json).
  *   mode 3    the bytes as an API key file (fr_serve_keys_parse, file and environment syntax);
  *             every key accepted must be found again by fr_serve_find_key with sane tiers, and
@@ -64,7 +67,19 @@ static void request(fr_api_kind kind, const fr_api_limits *lim, const char *data
         cJSON_ArrayForEach(m, q.messages) {
             const cJSON *role = cJSON_GetObjectItem(m, "role");
             const cJSON *content = cJSON_GetObjectItem(m, "content");
-            if (!cJSON_IsString(role) || !cJSON_IsString(content)) fail("normalised message");
+            if (!cJSON_IsString(role)) fail("normalised message");
+            if (cJSON_IsArray(content)) { /* a message holding images (vision-language model) */
+                if (!q.n_images) fail("parts without images");
+                const cJSON *pt;
+                cJSON_ArrayForEach(pt, content) {
+                    const cJSON *ty = cJSON_GetObjectItem(pt, "type");
+                    if (!cJSON_IsString(ty) || (strcmp(ty->valuestring, "image") &&
+                                                strcmp(ty->valuestring, "text")))
+                        fail("normalised part");
+                }
+                continue;
+            }
+            if (!cJSON_IsString(content)) fail("normalised message");
             const char *r = role->valuestring;
             if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
                 strcmp(r, "tool"))
@@ -83,6 +98,12 @@ static void request(fr_api_kind kind, const fr_api_limits *lim, const char *data
     for (int i = 0; i < q.n_stop; i++)
         if (!q.stop[i]) fail("stop string");
     if (q.priority < -1 || q.priority > 2) fail("priority");
+    if (q.n_images < 0 || q.n_images > lim->max_images) fail("image count");
+    for (int i = 0; i < q.n_images; i++)
+        if (!q.images[i].data || q.images[i].len == 0) fail("empty image");
+    if (q.keep_ratio != -1 && !(q.keep_ratio > 0 && q.keep_ratio <= 1)) fail("keep_ratio bound");
+    if (q.max_image_tokens != -1 && q.max_image_tokens < 1) fail("max_image_tokens bound");
+    if (q.min_pixels < 0 || q.max_pixels < 0) fail("pixel bounds");
     if (q.model && !fr_utf8_valid(q.model, strlen(q.model))) fail("model UTF-8");
     fr_api_result r = {.id = "x", .model = q.model ? q.model : "m", .created = 1, .text = text,
                        .text_len = strlen(text), .finish = "stop", .prompt_tokens = 1,
@@ -105,7 +126,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int mode = data[0] & 3;
     fr_api_limits lim = {.max_body_bytes = (data[0] & 4) ? 256 : 1 << 20,
                          .max_messages = (data[0] & 8) ? 2 : 64,
-                         .max_tokens = (data[0] & 16) ? 10 : 4096};
+                         .max_tokens = (data[0] & 16) ? 10 : 4096,
+                         .max_images = (data[0] & 32) ? 2 : 0};
     const char *p = (const char *)data + 1;
     size_t n = size - 1;
     if (mode <= 1) {
