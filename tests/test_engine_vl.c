@@ -218,6 +218,29 @@ TEST(engine_vl_refuses_image_input_that_does_not_fit) {
         fr_engine_stats st;
         if (eng) fr_engine_stats_get(eng, &st);
         CHECK(eng && st.rejected[FR_TIER_P1][FR_ADMIT_INVALID] == 1);
+        /* positions kept from before pruning may not run past the context (rotary tables) */
+        p = params(m, &vc);
+        int32_t *far = fr_xmalloc(sizeof(int32_t) * 3 * (size_t)vc.n);
+        memcpy(far, vc.rpos, sizeof(int32_t) * 3 * (size_t)vc.n);
+        far[3 * vc.n - 1] = fr_engine_max_ctx(eng) - p.gen.max_tokens; /* one past the end */
+        p.rope_pos = far;
+        r = fr_engine_submit(eng, &p, &adm);
+        CHECK(r == NULL);
+        CHECK_EQ_INT(adm.verdict, FR_ADMIT_TOO_LARGE);
+        far[3 * vc.n - 1] = -1;
+        r = fr_engine_submit(eng, &p, &adm);
+        CHECK(r == NULL);
+        CHECK_EQ_INT(adm.verdict, FR_ADMIT_INVALID);
+        far[3 * vc.n - 1] = fr_engine_max_ctx(eng) - p.gen.max_tokens - 1; /* the last one */
+        r = fr_engine_submit(eng, &p, &adm);
+        CHECK(r != NULL);
+        if (r) {
+            fr_req_info info;
+            while (!fr_req_wait(r, NULL, 0.05, &info)) {}
+            CHECK(info.end == FR_END_LENGTH);
+            fr_req_release(r);
+        }
+        free(far);
         fr_engine_free(eng);
     }
     if (ok) case_free(&vc);

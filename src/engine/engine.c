@@ -409,24 +409,42 @@ static void refuse(fr_engine *e, fr_admission *adm, fr_admit v, int tier, bool l
     if (!locked) pthread_mutex_unlock(&e->mu);
 }
 
-/* The image input of p checked against its prompt, the model and the backend; 0, or -1 with
- * adm->msg set. */
-static int check_images(const fr_engine *e, const fr_req_params *p, fr_admission *adm) {
+/* The image input of p checked against its prompt, the model and the backend: FR_ADMIT_OK, or
+ * the verdict with adm->msg set (INVALID; TOO_LARGE when the positions, which a pruned prompt
+ * keeps from before pruning, would run past the context: the rotary tables end there). */
+static fr_admit check_images(const fr_engine *e, const fr_req_params *p, fr_admission *adm) {
     if (!e->takes_images) {
         snprintf(adm->msg, sizeof adm->msg, "image input needs a vision-language model with "
                  "M-RoPE on a backend that takes image features (%s does not)",
                  fr_backend_name(e->be));
-        return -1;
+        return FR_ADMIT_INVALID;
     }
-    if (!p->img_embd) return 0;
+    if (p->rope_pos) {
+        int32_t lo = INT32_MAX, hi = INT32_MIN;
+        for (int i = 0; i < 3 * p->n_prompt; i++) {
+            lo = FR_MIN(lo, p->rope_pos[i]);
+            hi = FR_MAX(hi, p->rope_pos[i]);
+        }
+        if (lo < 0) {
+            snprintf(adm->msg, sizeof adm->msg, "negative M-RoPE position %d", (int)lo);
+            return FR_ADMIT_INVALID;
+        }
+        if ((int64_t)hi + 1 + p->gen.max_tokens > e->cfg.max_ctx) {
+            snprintf(adm->msg, sizeof adm->msg, "the prompt's positions (up to %d) plus max_tokens "
+                     "(%d) exceed the context length (%d)", (int)hi, p->gen.max_tokens,
+                     e->cfg.max_ctx);
+            return FR_ADMIT_TOO_LARGE;
+        }
+    }
+    if (!p->img_embd) return FR_ADMIT_OK;
     int n_img = 0;
     for (int i = 0; i < p->n_prompt; i++) n_img += p->prompt[i] == p->image_token_id;
     if (n_img != p->n_img_rows || p->n_img_rows < 1) {
         snprintf(adm->msg, sizeof adm->msg, "%d image feature rows for %d image tokens in the "
                  "prompt", p->n_img_rows, n_img);
-        return -1;
+        return FR_ADMIT_INVALID;
     }
-    return 0;
+    return FR_ADMIT_OK;
 }
 
 /* The image input of p copied into r (validated by check_images). */
@@ -478,8 +496,9 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
         return NULL;
     }
 
-    if ((p->img_embd || p->rope_pos) && check_images(e, p, adm)) {
-        refuse(e, adm, FR_ADMIT_INVALID, tier, false);
+    fr_admit iv = p->img_embd || p->rope_pos ? check_images(e, p, adm) : FR_ADMIT_OK;
+    if (iv != FR_ADMIT_OK) {
+        refuse(e, adm, iv, tier, false);
         return NULL;
     }
 
