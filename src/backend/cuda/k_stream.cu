@@ -30,7 +30,8 @@
  * frk_qcons, chosen per product by plan.cu) differ in how a slot is released (a block barrier per
  * stage, or per-slot "empty" mbarriers), in the INT4 dequantisation (one shift per word, or the
  * zero point folded out) and in the blocks per SM. The timeline probes (frk_gemv_args.trace) live
- * in a separate instantiation.
+ * in a separate instantiation. The INT kernel is a list of named steps (q_*), forced inline; a
+ * restructuring must leave its SASS byte-identical (dev/cuda/sass_diff.py).
  *
  * Instances: k_stream_bf16 for nb 1-4; k_stream_q for (INT4: PW, FREE_ZF) and (INT8: PW, FREE,
  * PW3); each with and without the probes.
@@ -508,6 +509,235 @@ static __device__ __forceinline__ float acc_pre_at(const frk_gemv_args &a, int r
     return ((const float *)a.out)[(size_t)n * a.ldo + row];
 }
 
+/* The INT kernel's steps. Each is forced inline into k_stream_q, and the kernel must compile to
+ * the same code as when they were one body (check: dev/cuda/sass_diff.py). nvcc optimises a step
+ * on its own before inlining it, so two habits keep the code the same: a stage's loop state (slot,
+ * tile, stage in the tile, parity) stays in the kernel's loops, passed in by value; and a step
+ * that fills arrays of its caller computes into its own locals first and stores them at its end
+ * (dev/cuda/README.md, "Restructuring a kernel"). */
+
+/* Thread ITID, first: one mbarrier per slot (FR: also empty per slot, and tbar / rfree per tile
+ * partial buffer) made visible to the copy engine; returns the weight stream's L2 policy. */
+template <bool FR>
+static __device__ __forceinline__ uint64_t q_barriers_init(uint64_t *bar, uint64_t *empty, uint64_t *tbar,
+                                                           uint64_t *rfree, int ns) {
+    if (FR) {
+        for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), Q_NW);
+        for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), Q_NW), mbar_init(sptr(&rfree[b]), 1);
+    }
+    return tma_begin(bar, ns); /* (its fence publishes the inits above too) */
+}
+
+/* The producer warp, free-running consumers: once all eight consumer warps have released slot
+ * esl (its empty mbarrier, phase epar), lane 0 refills it with the next stage in order. */
+template <typename Issue>
+static __device__ __forceinline__ void q_refill_free(uint64_t *empty, int esl, uint32_t epar, int lane, Issue &issue) {
+    mbar_wait(sptr(&empty[esl]), epar); /* all eight consumer warps hold stage s */
+    if (lane == 0) {
+        fence_proxy_async();
+        issue();
+    }
+}
+/* The producer warp, free-running consumers, at tile rt's last stage (local tile index t): waits
+ * for the eight warps' partials (tbar), runs the tile's epilogue, then frees the buffer (rfree). */
+static __device__ __forceinline__ void q_tile_epi_free(const frk_gemv_args &a, uint64_t *tbar, uint64_t *rfree,
+                                                       float (*red)[Q_NW][32][4], int rt, float pre, int lane,
+                                                       int t) {
+    mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
+    epi_q_from(a, red[t & 1], rt, pre, lane, 32);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
+}
+/* The producer warp with one block barrier per stage, as the consumers: after stage s's barrier
+ * (every consumer holds it in registers, so its slot is free) lane 0 refills the slot, then the
+ * warp runs the epilogue of the tile whose partials the barrier published, while the consumers
+ * do the next stage's MMAs. ACC mode: `pre` is loaded at each tile's first stage (acc_pre_at). */
+template <typename Issue>
+static __device__ __forceinline__ void q_producer_sync(const frk_gemv_args &a, int nst, int ns, int NST, int rt0,
+                                                       int trig, int lane, float (*red)[Q_NW][32][4],
+                                                       Issue &issue) {
+    int rt = rt0, j = 0;
+    float pre = 0.f;
+    int pend = -1; /* the tile whose epilogue waits for the next barrier */
+    for (int s = 0; s < nst; s++) {
+        if (s == trig && s > 0) pdl_trigger();
+        __syncthreads(); /* every consumer holds stage s in registers: the slot is free */
+        if (lane == 0 && s + ns < nst) {
+            fence_proxy_async();
+            issue();
+        }
+        if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+        pend = -1;
+        if (j == 0) pre = acc_pre_at(a, rt, lane);
+        if (j == NST - 1) pend = rt;
+        if (++j == NST) j = 0, rt++;
+    }
+    __syncthreads();
+    if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+}
+
+/* Consumer, load: the warp's scale words (rows gq and gq + 8 of each of its GPW groups) and
+ * packed fragments of the stage in slot `slot` into registers. A group past the stage's end
+ * (ng groups in it: a partial last stage) gets scale 0 and zero point 1024. */
+template <int BITS>
+static __device__ __forceinline__ void q_load(const unsigned char *stg, const uint32_t *ssz, int slot, int ng,
+                                              int warp, int lane, int gq, uint32_t (&sw)[qgeom<BITS>::GPW][2],
+                                              uint4 (&ch)[qgeom<BITS>::GPW][qgeom<BITS>::CPG]) {
+    typedef qgeom<BITS> Q;
+    uint32_t w[Q::GPW][2]; /* (filled here, stored to sw at the end: see above) */
+#pragma unroll
+    for (int gi = 0; gi < Q::GPW; gi++) {
+        const int gl = warp * Q::GPW + gi;
+        const bool ok = gl < ng;
+        w[gi][0] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
+        w[gi][1] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
+    }
+#pragma unroll
+    for (int gi = 0; gi < Q::GPW; gi++) sw[gi][0] = w[gi][0], sw[gi][1] = w[gi][1];
+#pragma unroll
+    for (int gi = 0; gi < Q::GPW; gi++)
+#pragma unroll
+        for (int ci = 0; ci < Q::CPG; ci++)
+            ch[gi][ci] = *(const uint4 *)(stg + slot * ST_BYTES + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
+}
+/* Consumer, release: the warp holds its share of the stage, so the slot may be refilled during
+ * the arithmetic. FR: the warp's arrival on the slot's empty mbarrier; else the block barrier
+ * that the producer warp joins. */
+template <bool FR>
+static __device__ __forceinline__ void q_release(uint64_t *empty, int slot, int lane) {
+    if (FR) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(sptr(&empty[slot])); /* this warp is done with the slot */
+    } else {
+        __syncthreads(); /* the slot is free: the producer refills it during the arithmetic */
+    }
+}
+/* Consumer, unpack: from the scale words the zero points as f16 pairs (zz; D4S: nz = 960 -
+ * (1024 + z) for the one-shift INT4 dequantisation) and the scales in fp32 (sc); each group's
+ * index in the row (Gk: 0 for a group past the stage's end, so it reads column 0); the
+ * accumulator chains cleared. */
+template <int BITS, bool D4S>
+static __device__ __forceinline__ void q_unpack(int g0, int ng, int warp, const uint32_t (&sw)[qgeom<BITS>::GPW][2],
+                                                uint32_t (&zz)[qgeom<BITS>::GPW][2], uint32_t (&nz)[qgeom<BITS>::GPW],
+                                                float (&sc)[qgeom<BITS>::GPW][2], int (&Gk)[qgeom<BITS>::GPW],
+                                                float (&c)[qgeom<BITS>::GPW][qgeom<BITS>::NACC][4]) {
+    typedef qgeom<BITS> Q;
+#pragma unroll
+    for (int gi = 0; gi < Q::GPW; gi++) {
+        const int gl = warp * Q::GPW + gi;
+        zz[gi][0] = __byte_perm(sw[gi][0], sw[gi][0], 0x3232);
+        zz[gi][1] = __byte_perm(sw[gi][1], sw[gi][1], 0x3232);
+        if (D4S) nz[gi] = qf_hsub2(0x63806380u, zz[gi][1]); /* f16 960 - (1024 + z) */
+        sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] & 0xffffu)));
+        sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] & 0xffffu)));
+        Gk[gi] = gl < ng ? g0 + gl : 0;
+#pragma unroll
+        for (int h = 0; h < Q::NACC; h++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) c[gi][h][e] = 0.f;
+    }
+}
+/* Consumer, dequantise and multiply: per k-step and group, the A fragment dequantised from the
+ * packed words (ZF: raw 1024 + q; D4S: one shift; else minus the zero point), the B fragment
+ * from the activations (one 16-byte shared load per two k-steps) and one m16n8k16 MMA into the
+ * group's chain of the k-step's parity. */
+template <int BITS, bool ZF, bool D4S>
+static __device__ __forceinline__ void q_mma(const half *xn, int tq, const uint4 (&ch)[qgeom<BITS>::GPW][qgeom<BITS>::CPG],
+                                             const uint32_t (&zz)[qgeom<BITS>::GPW][2],
+                                             const uint32_t (&nz)[qgeom<BITS>::GPW], const int (&Gk)[qgeom<BITS>::GPW],
+                                             float (&c)[qgeom<BITS>::GPW][qgeom<BITS>::NACC][4]) {
+    typedef qgeom<BITS> Q;
+#pragma unroll
+    for (int ci = 0; ci < Q::CPG; ci++) {
+        uint4 bx[Q::GPW];
+#pragma unroll
+        for (int jj = 0; jj < Q::KPC; jj++)
+#pragma unroll
+            for (int gi = 0; gi < Q::GPW; gi++) {
+                const uint32_t wd[4] = {ch[gi][ci].x, ch[gi][ci].y, ch[gi][ci].z, ch[gi][ci].w};
+                uint32_t A[4];
+                if (ZF) qf_frag_raw<BITS>(wd, jj, A);
+                else if (D4S) qf_frag4s(wd, jj, zz[gi][0], nz[gi], A);
+                else qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
+                const int kst = ci * Q::KPC + jj; /* k-step in the group */
+                if (!(kst & 1)) bx[gi] = *(const uint4 *)(xn + Gk[gi] * FRK_GROUP + (kst >> 1) * 32 + tq * 8);
+                const uint32_t b0 = kst & 1 ? bx[gi].z : bx[gi].x;
+                const uint32_t b1 = kst & 1 ? bx[gi].w : bx[gi].y;
+                qf_mma(c[gi][kst % Q::NACC], A, b0, b1);
+            }
+    }
+}
+/* Consumer, fold: each group's chains summed, (ZF) its zero point taken out with the
+ * activations' group sums, times its scales, into the warp's tile accumulator acc. */
+template <int BITS, bool ZF>
+static __device__ __forceinline__ void q_fold(const float *gsum, int tq, const uint32_t (&sw)[qgeom<BITS>::GPW][2],
+                                              const float (&sc)[qgeom<BITS>::GPW][2], const int (&Gk)[qgeom<BITS>::GPW],
+                                              const float (&c)[qgeom<BITS>::GPW][qgeom<BITS>::NACC][4],
+                                              float (&acc)[4]) {
+    typedef qgeom<BITS> Q;
+#pragma unroll
+    for (int gi = 0; gi < Q::GPW; gi++) {
+        float t[4] = {c[gi][0][0], c[gi][0][1], c[gi][0][2], c[gi][0][3]};
+        if (Q::NACC == 2)
+#pragma unroll
+            for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
+        if (ZF) { /* the MMA summed (1024 + q) x (int4 rows gq + 8: (1024 + 16 q) x) */
+            const float2 S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
+            const float z0 = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] >> 16)));
+            const float z1 = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] >> 16)));
+            t[0] = fmaf(-z0, S.x, t[0]);
+            t[1] = fmaf(-z0, S.y, t[1]);
+            if (BITS == 4) {
+                t[2] = fmaf(-(z1 - 960.f), S.x, t[2] * 0.0625f);
+                t[3] = fmaf(-(z1 - 960.f), S.y, t[3] * 0.0625f);
+            } else {
+                t[2] = fmaf(-z1, S.x, t[2]);
+                t[3] = fmaf(-z1, S.y, t[3]);
+            }
+        }
+        acc[0] = fmaf(sc[gi][0], t[0], acc[0]);
+        acc[1] = fmaf(sc[gi][0], t[1], acc[1]);
+        acc[2] = fmaf(sc[gi][1], t[2], acc[2]);
+        acc[3] = fmaf(sc[gi][1], t[3], acc[3]);
+    }
+}
+/* One consumer warp's stage, after its slot has filled: load, release the slot, unpack,
+ * dequantise and multiply, fold into acc. The warp's GPW groups side by side, each with two
+ * accumulator chains (even / odd k-steps), so four (int4) or two (int8) independent MMA chains
+ * are in flight rather than one chain of 16 / 8 dependent MMAs. A group past the stage's end
+ * runs on column 0 with scale 0 and zero point 1024, adding exactly 0. */
+template <int BITS, bool FR, bool ZF, bool D4S>
+static __device__ __forceinline__ void q_stage(const unsigned char *stg, const uint32_t *ssz, uint64_t *empty,
+                                               const half *xn, const float *gsum, int slot, int g0, int ng, int warp,
+                                               int lane, int gq, int tq, float (&acc)[4]) {
+    typedef qgeom<BITS> Q;
+    uint32_t sw[Q::GPW][2];
+    uint4 ch[Q::GPW][Q::CPG];
+    q_load<BITS>(stg, ssz, slot, ng, warp, lane, gq, sw, ch);
+    q_release<FR>(empty, slot, lane);
+    uint32_t zz[Q::GPW][2], nz[Q::GPW];
+    float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
+    int Gk[Q::GPW];
+    q_unpack<BITS, D4S>(g0, ng, warp, sw, zz, nz, sc, Gk, c);
+    q_mma<BITS, ZF, D4S>(xn, tq, ch, zz, nz, Gk, c);
+    q_fold<BITS, ZF>(gsum, tq, sw, sc, Gk, c, acc);
+}
+/* Consumer, at a tile's last stage: the warp's tile partials into buffer tl & 1 of red (local
+ * tile index tl; FR: once the producer has read tile tl - 2 from it, then signalled on tbar) and
+ * the accumulator cleared. */
+template <bool FR>
+static __device__ __forceinline__ void q_tile_out(float (*red)[Q_NW][32][4], uint64_t *tbar, uint64_t *rfree, int tl,
+                                                  int warp, int lane, float (&acc)[4]) {
+    const int buf = tl & 1;
+    if (FR && tl >= 2) mbar_wait(sptr(&rfree[buf]), ((tl >> 1) + 1) & 1); /* tile tl - 2 read */
+    *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+    if (FR) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(sptr(&tbar[buf]));
+    }
+}
+
 /* V (bits) is the consumer (kernels.h frk_qcons; the numbers are those of the experiments in
  * bench/gpu/NOTES.md §3):
  *   1  early release: a stage's fragments and scale words go to registers first, then the slot
@@ -555,7 +785,7 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
     const unsigned char *Wp = (const unsigned char *)a.W;
     uint64_t pol = 0;
     int i_slot = 0, i_rt = rt0, i_j = 0; /* the issuer's stage indices (incremental) */
-    auto issue = [&]() {
+    auto issue = [&]() { /* the next stage: weights and scale words onto the slot's mbarrier */
         const int g0 = i_j * Q::GPS, ng = min(Q::GPS, NG - g0);
         const uint32_t b = sptr(&bar[i_slot]);
         mbar_expect_tx(b, (uint32_t)(ng * (Q::GBYTES + 64)));
@@ -567,11 +797,7 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
         if (++i_j == NST) i_j = 0, i_rt++;
     };
     if (tid == ITID) {
-        if (FR) {
-            for (int i = 0; i < ns; i++) mbar_init(sptr(&empty[i]), NW);
-            for (int b = 0; b < 2; b++) mbar_init(sptr(&tbar[b]), NW), mbar_init(sptr(&rfree[b]), 1);
-        }
-        pol = tma_begin(bar, ns); /* (its fence publishes the inits above too) */
+        pol = q_barriers_init<FR>(bar, empty, tbar, rfree, ns);
         const int npre = n_prewait(a, ns); /* the rest after the prologue */
         for (int s = 0; s < npre && s < nst; s++) issue();
     }
@@ -580,14 +806,14 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
     tl_mark(TR ? a.trace : nullptr, 0);
     pdl_wait();
     tl_mark(TR ? a.trace : nullptr, 1);
-    if (ZF) stage_x_zf<true>(a, nb, Kp, xs, gsum, wsum, inv);
+    if (ZF) stage_x_zf<true>(a, nb, Kp, xs, gsum, wsum, inv); /* the prologue: the activations */
     else stage_x<true, true>(a, nb, Kp, xs, wsum, inv);
     tl_mark(TR ? a.trace : nullptr, 3);
     if (held_back(a, ns) && tid == ITID) /* the stages held back until now */
         for (int s = a.plan.prewait; s < ns && s < nst; s++) issue();
     const half *xn = xs + (size_t)(gq < nb ? gq : 0) * Kp;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    int slot = 0, rt = rt0, j = 0; /* the consumers' stage indices (incremental) */
+    int slot = 0, rt = rt0, j = 0; /* the stage indices of the loops below (incremental) */
     uint32_t par = 0;              /* (s / ns) & 1 */
     float pre = 0.f;               /* the producer, ACC: this lane's residual of the current tile */
     if (FR && warp == NW) { /* the producer warp, free-running consumers */
@@ -595,19 +821,10 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
         int esl = 0, t = 0; /* slot of stage s, local tile index */
         for (int s = 0; s < nst; s++) {
             if (s == trig && s > 0) pdl_trigger();
-            if (s + ns < nst) {
-                mbar_wait(sptr(&empty[esl]), epar); /* all eight consumer warps hold stage s */
-                if (lane == 0) {
-                    fence_proxy_async();
-                    issue();
-                }
-            }
+            if (s + ns < nst) q_refill_free(empty, esl, epar, lane, issue);
             if (j == 0) pre = acc_pre_at(a, rt, lane);
             if (j == NST - 1) { /* the tile's partials, then its epilogue, then the buffer is free */
-                mbar_wait(sptr(&tbar[t & 1]), (t >> 1) & 1);
-                epi_q_from(a, red[t & 1], rt, pre, lane, 32);
-                __syncwarp();
-                if (lane == 0) mbar_arrive(sptr(&rfree[t & 1]));
+                q_tile_epi_free(a, tbar, rfree, red, rt, pre, lane, t);
                 t++;
             }
             if (++esl == ns) esl = 0, epar ^= 1u;
@@ -617,22 +834,7 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
         return;
     }
     if (warp == NW) { /* the producer warp: one barrier per stage, as the consumers */
-        int pend = -1; /* the tile whose epilogue waits for the next barrier */
-        for (int s = 0; s < nst; s++) {
-            if (s == trig && s > 0) pdl_trigger();
-            __syncthreads(); /* every consumer holds stage s in registers: the slot is free */
-            if (lane == 0 && s + ns < nst) {
-                fence_proxy_async();
-                issue();
-            }
-            if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
-            pend = -1;
-            if (j == 0) pre = acc_pre_at(a, rt, lane);
-            if (j == NST - 1) pend = rt;
-            if (++j == NST) j = 0, rt++;
-        }
-        __syncthreads();
-        if (pend >= 0) epi_q_from(a, red[(pend - rt0) & 1], pend, pre, lane, 32);
+        q_producer_sync(a, nst, ns, NST, rt0, trig, lane, red, issue);
         tl_mark_by(TR ? a.trace : nullptr, 2, lane == 0);
         return;
     }
@@ -641,101 +843,8 @@ __global__ void __launch_bounds__(Q_THREADS, (V & 128) ? 3 : 1) k_stream_q(const
         const int g0 = j * Q::GPS;
         const int ng = min(Q::GPS, NG - g0);
         mbar_wait(sptr(&bar[slot]), par);
-        /* The warp's GPW groups side by side, each with two accumulator chains (even / odd
-         * k-steps), so four (int4) or two (int8) independent MMA chains are in flight rather
-         * than one chain of 16 / 8 dependent MMAs. A group past the stage's end (partial last
-         * stage) runs on column 0 with scale 0 and zero point 1024, adding exactly 0. */
-        uint32_t sw[Q::GPW][2];
-        uint4 ch[Q::GPW][Q::CPG];
-#pragma unroll
-        for (int gi = 0; gi < Q::GPW; gi++) {
-            const int gl = warp * Q::GPW + gi;
-            const bool ok = gl < ng;
-            sw[gi][0] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq] : 0x64000000u;
-            sw[gi][1] = ok ? ssz[slot * (Q::SZB / 4) + gl * 16 + gq + 8] : 0x64000000u;
-        }
-#pragma unroll
-        for (int gi = 0; gi < Q::GPW; gi++)
-#pragma unroll
-            for (int ci = 0; ci < Q::CPG; ci++)
-                ch[gi][ci] = *(const uint4 *)(stg + slot * ST_BYTES + ((warp * Q::GPW + gi) * Q::CPG + ci) * 512 + lane * 16);
-        if (FR) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(sptr(&empty[slot])); /* this warp is done with the slot */
-        } else {
-            __syncthreads(); /* the slot is free: the producer refills it during the arithmetic */
-        }
-        uint32_t zz[Q::GPW][2], nz[Q::GPW];
-        float sc[Q::GPW][2], c[Q::GPW][Q::NACC][4];
-        int Gk[Q::GPW];
-#pragma unroll
-        for (int gi = 0; gi < Q::GPW; gi++) {
-            const int gl = warp * Q::GPW + gi;
-            zz[gi][0] = __byte_perm(sw[gi][0], sw[gi][0], 0x3232);
-            zz[gi][1] = __byte_perm(sw[gi][1], sw[gi][1], 0x3232);
-            if (D4S) nz[gi] = qf_hsub2(0x63806380u, zz[gi][1]); /* f16 960 - (1024 + z) */
-            sc[gi][0] = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] & 0xffffu)));
-            sc[gi][1] = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] & 0xffffu)));
-            Gk[gi] = gl < ng ? g0 + gl : 0;
-#pragma unroll
-            for (int h = 0; h < Q::NACC; h++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) c[gi][h][e] = 0.f;
-        }
-#pragma unroll
-        for (int ci = 0; ci < Q::CPG; ci++) {
-            uint4 bx[Q::GPW];
-#pragma unroll
-            for (int jj = 0; jj < Q::KPC; jj++)
-#pragma unroll
-                for (int gi = 0; gi < Q::GPW; gi++) {
-                    const uint32_t wd[4] = {ch[gi][ci].x, ch[gi][ci].y, ch[gi][ci].z, ch[gi][ci].w};
-                    uint32_t A[4];
-                    if (ZF) qf_frag_raw<BITS>(wd, jj, A);
-                    else if (D4S) qf_frag4s(wd, jj, zz[gi][0], nz[gi], A);
-                    else qf_frag<BITS>(wd, jj, zz[gi][0], zz[gi][1], A);
-                    const int kst = ci * Q::KPC + jj; /* k-step in the group */
-                    if (!(kst & 1)) bx[gi] = *(const uint4 *)(xn + Gk[gi] * FRK_GROUP + (kst >> 1) * 32 + tq * 8);
-                    const uint32_t b0 = kst & 1 ? bx[gi].z : bx[gi].x;
-                    const uint32_t b1 = kst & 1 ? bx[gi].w : bx[gi].y;
-                    qf_mma(c[gi][kst % Q::NACC], A, b0, b1);
-                }
-        }
-#pragma unroll
-        for (int gi = 0; gi < Q::GPW; gi++) {
-            float t[4] = {c[gi][0][0], c[gi][0][1], c[gi][0][2], c[gi][0][3]};
-            if (Q::NACC == 2)
-#pragma unroll
-                for (int e = 0; e < 4; e++) t[e] += c[gi][Q::NACC - 1][e];
-            if (ZF) { /* the MMA summed (1024 + q) x (int4 rows gq + 8: (1024 + 16 q) x) */
-                const float2 S = *(const float2 *)(gsum + Gk[gi] * 8 + 2 * tq);
-                const float z0 = __half2float(__ushort_as_half((unsigned short)(sw[gi][0] >> 16)));
-                const float z1 = __half2float(__ushort_as_half((unsigned short)(sw[gi][1] >> 16)));
-                t[0] = fmaf(-z0, S.x, t[0]);
-                t[1] = fmaf(-z0, S.y, t[1]);
-                if (BITS == 4) {
-                    t[2] = fmaf(-(z1 - 960.f), S.x, t[2] * 0.0625f);
-                    t[3] = fmaf(-(z1 - 960.f), S.y, t[3] * 0.0625f);
-                } else {
-                    t[2] = fmaf(-z1, S.x, t[2]);
-                    t[3] = fmaf(-z1, S.y, t[3]);
-                }
-            }
-            acc[0] = fmaf(sc[gi][0], t[0], acc[0]);
-            acc[1] = fmaf(sc[gi][0], t[1], acc[1]);
-            acc[2] = fmaf(sc[gi][1], t[2], acc[2]);
-            acc[3] = fmaf(sc[gi][1], t[3], acc[3]);
-        }
-        if (j == NST - 1) { /* the tile's partials to the producer */
-            const int tl = rt - rt0, buf = tl & 1; /* local tile index */
-            if (FR && tl >= 2) mbar_wait(sptr(&rfree[buf]), ((tl >> 1) + 1) & 1); /* tile tl - 2 read */
-            *(float4 *)red[buf][warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-            acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-            if (FR) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive(sptr(&tbar[buf]));
-            }
-        }
+        q_stage<BITS, FR, ZF, D4S>(stg, ssz, empty, xn, gsum, slot, g0, ng, warp, lane, gq, tq, acc);
+        if (j == NST - 1) q_tile_out<FR>(red, tbar, rfree, rt - rt0, warp, lane, acc); /* to the producer */
         if (++slot == ns) slot = 0, par ^= 1u;
         if (++j == NST) j = 0, rt++;
     }
