@@ -16,6 +16,13 @@ Writes, from deterministic uint8 sources (seeded noise, gradients, hard edges):
                           rescale cast to float32, float32 normalise, the frame repeated T times,
                           the patch reshape/transpose), restated here with numpy
 
+  tests/fixtures/ref/exif-pil/
+    index.json            {"cases": [{"name", "file", "orientation", "upright"}]}
+    o<N>.png, o<N>.webp, o<N>.jpg   a 24x16 four-colour image stored with EXIF Orientation N
+                          (PNG eXIf chunk, WebP EXIF chunk, JPEG APP1), and RGBA / LA / P PNGs
+    <name>.upright.npy    uint8 [h, w, 3]: PIL.Image.open, ImageOps.exif_transpose,
+                          convert("RGB") (what HF's load_image and processor see)
+
 Run from the repository root with Debian's python3-pil and python3-numpy (dev only; the tests read
 the committed files and need no Python):  python3 scripts/make_resample_refs.py
 tests/test_resample.c and tests/test_vlproc.c compare the C code with these files.
@@ -146,6 +153,61 @@ def vlproc_refs():
         f.write("\n")
 
 
+def quadrants(w, h, alpha=False):
+    """Four colours (red, green / blue, white) with a gradient so every pixel differs a little."""
+    a = np.zeros((h, w, 4 if alpha else 3), np.uint8)
+    a[: h // 2, : w // 2, :3] = (220, 30, 30)
+    a[: h // 2, w // 2 :, :3] = (30, 200, 40)
+    a[h // 2 :, : w // 2, :3] = (40, 50, 210)
+    a[h // 2 :, w // 2 :, :3] = (240, 240, 240)
+    a[..., 1] = np.clip(a[..., 1].astype(int) + np.arange(w)[None, :], 0, 255).astype(np.uint8)
+    if alpha:
+        a[..., 3] = np.linspace(0, 255, w * h).reshape(h, w).astype(np.uint8)
+    return a
+
+
+def exif_refs():
+    from PIL import ImageOps
+    folder = os.path.join(ROOT, "exif-pil")
+    os.makedirs(folder, exist_ok=True)
+    img = Image.fromarray(quadrants(24, 16), "RGB")
+    index = []
+
+    def add(name, fname, orientation):
+        up = ImageOps.exif_transpose(Image.open(os.path.join(folder, fname))).convert("RGB")
+        index.append({"name": name, "file": fname, "orientation": orientation,
+                      "upright": save(folder, name + ".upright.npy", np.asarray(up))})
+
+    for o in range(1, 9):
+        ex = Image.Exif()
+        ex[0x0112] = o
+        img.save(os.path.join(folder, "o%d.png" % o), exif=ex.tobytes())
+        add("png-o%d" % o, "o%d.png" % o, o)
+    for o in (3, 6, 8):
+        ex = Image.Exif()
+        ex[0x0112] = o
+        img.save(os.path.join(folder, "o%d.webp" % o), lossless=True, exif=ex.tobytes())
+        add("webp-o%d" % o, "o%d.webp" % o, o)
+        img.save(os.path.join(folder, "o%d.jpg" % o), quality=95, subsampling=0, exif=ex.tobytes())
+        add("jpeg-o%d" % o, "o%d.jpg" % o, o)
+    # convert("RGB") of other modes: alpha dropped, gray repeated, palette looked up
+    Image.fromarray(quadrants(24, 16, alpha=True), "RGBA").save(os.path.join(folder, "rgba.png"))
+    add("rgba", "rgba.png", 1)
+    la = Image.fromarray(quadrants(24, 16, alpha=True), "RGBA").convert("LA")
+    la.save(os.path.join(folder, "la.png"))
+    add("la", "la.png", 1)
+    pal = img.convert("P", palette=Image.ADAPTIVE, colors=6)
+    pal.info["transparency"] = 2
+    pal.save(os.path.join(folder, "palette.png"), transparency=2)
+    add("palette", "palette.png", 1)
+    Image.fromarray(quadrants(24, 16, alpha=True), "RGBA").save(os.path.join(folder, "rgba.webp"), lossless=True)
+    add("rgba-webp", "rgba.webp", 1)
+    with open(os.path.join(folder, "index.json"), "w") as f:
+        json.dump({"pil": Image.__version__, "numpy": np.__version__, "cases": index}, f, indent=1)
+        f.write("\n")
+
+
 if __name__ == "__main__":
     resample_refs()
     vlproc_refs()
+    exif_refs()

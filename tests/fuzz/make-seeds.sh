@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec http_head image mask meter_config nlu npy request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy request safetensors tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -88,6 +88,19 @@ printf '\004gpt2\n\001a\n\001b\n\001c\n\001ab\n\001abc\n\003<s>\n\na b\nab c\n' 
 printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' > "$C/http_head/a"
 printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n' > "$C/http_head/b"
 printf 'POST /v1/chat/completions HTTP/1.0\r\nContent-Length: 12\r\nX-Priority: P0\r\n\r\n' > "$C/http_head/c"
+
+# exif: EXIF blocks in both byte orders (selector 0), and PIL-written JPEG / PNG / WebP files with
+# an orientation (selectors 1, 2, 3; tests/fixtures/ref/exif-pil)
+printf '\000Exif\000\000II*\000\010\000\000\000\001\000\022\001\003\000\001\000\000\000\006\000\000\000\000\000\000\000' > "$C/exif/le"
+printf '\000MM\000*\000\000\000\010\000\001\001\022\000\004\000\000\000\001\000\000\000\010\000\000\000\000' > "$C/exif/be"
+{ printf '\001'; cat tests/fixtures/ref/exif-pil/o6.jpg; } > "$C/exif/jpeg"
+{ printf '\002'; cat tests/fixtures/ref/exif-pil/o5.png; } > "$C/exif/png"
+{ printf '\003'; cat tests/fixtures/ref/exif-pil/o8.webp; } > "$C/exif/webp"
+# image: the same files as RGB with alpha dropped (selector bits: type, 0x10 RGB, 0x20 drop)
+{ printf '\062'; cat tests/fixtures/ref/exif-pil/o6.jpg; } > "$C/image/exif6-jpg"
+{ printf '\061'; cat tests/fixtures/ref/exif-pil/o7.png; } > "$C/image/exif7-png"
+{ printf '\063'; cat tests/fixtures/ref/exif-pil/rgba.webp; } > "$C/image/rgba-webp"
+{ printf '\061'; cat tests/fixtures/ref/exif-pil/palette.png; } > "$C/image/palette-png"
 
 # traceparent
 printf '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' > "$C/traceparent/v00"

@@ -9,6 +9,8 @@
  */
 #include "stages/image/image.h"
 
+#include "stages/image/exif.h"
+
 #include <ctype.h>
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which needs FILE */
@@ -308,7 +310,7 @@ static void from_rgba(const uint8_t *src, size_t npix, uint32_t ch, uint8_t *dst
 
 /* ---- decoders --------------------------------------------------------------------------------- */
 
-static int decode_png(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_err *err) {
+static int decode_png(const uint8_t *d, size_t n, uint32_t ch, bool drop, fr_image *o, fr_err *err) {
     png_image im;
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
@@ -322,20 +324,29 @@ static int decode_png(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_e
         png_image_free(&im);
         return -1;
     }
-    im.format = ch == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    /* alpha dropped: read with alpha (not composited) and keep the colour channels */
+    drop = drop && (im.format & PNG_FORMAT_FLAG_ALPHA);
+    uint32_t rc = drop ? ch + 1 : ch;
+    im.format = ch == 1 ? (drop ? PNG_FORMAT_GA : PNG_FORMAT_GRAY) : (drop ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB);
     png_color white = {255, 255, 255};
-    o->pix = malloc((size_t)o->width * o->height * ch);
-    if (!o->pix) {
+    uint8_t *buf = malloc((size_t)o->width * o->height * rc);
+    if (!buf) {
         fr_err_set(err, "out of memory decoding PNG");
         png_image_free(&im);
         return -1;
     }
-    if (!png_image_finish_read(&im, &white, o->pix, (png_int_32)(o->width * ch), NULL)) {
+    if (!png_image_finish_read(&im, &white, buf, (png_int_32)(o->width * rc), NULL)) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "corrupt or truncated PNG: %s", im.message);
         png_image_free(&im);
+        free(buf);
         return -1;
     }
     png_image_free(&im);
+    if (drop) {
+        size_t np = (size_t)o->width * o->height;
+        for (size_t i = 0; i < np; i++) memmove(buf + i * ch, buf + i * rc, ch);
+    }
+    o->pix = buf;
     return 0;
 }
 
@@ -434,7 +445,7 @@ static int decode_jpeg(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
     return 0;
 }
 
-static int decode_webp(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_err *err) {
+static int decode_webp(const uint8_t *d, size_t n, uint32_t ch, bool drop, fr_image *o, fr_err *err) {
     size_t np = (size_t)o->width * o->height;
     uint8_t *rgba = malloc(np * 4);
     if (!rgba) {
@@ -452,13 +463,21 @@ static int decode_webp(const uint8_t *d, size_t n, uint32_t ch, fr_image *o, fr_
         fr_err_set(err, "out of memory decoding WebP");
         return -1;
     }
-    from_rgba(rgba, np, ch, o->pix);
+    if (drop) {
+        for (size_t i = 0; i < np; i++) {
+            const uint8_t *s = rgba + 4 * i;
+            if (ch == 1) o->pix[i] = luma(s[0], s[1], s[2]);
+            else memcpy(o->pix + 3 * i, s, 3);
+        }
+    } else {
+        from_rgba(rgba, np, ch, o->pix);
+    }
     free(rgba);
     return 0;
 }
 
 static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint32_t ch,
-                       fr_image *o, fr_err *err) {
+                       bool drop, fr_image *o, fr_err *err) {
     tiff_mem m = {d, n, 0, err, false};
     TIFF *t = tiff_open(&m, l);
     if (!t) {
@@ -509,7 +528,7 @@ static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint3
         tmp[4 * i] = (uint8_t)TIFFGetR(rgba[i]);
         tmp[4 * i + 1] = (uint8_t)TIFFGetG(rgba[i]);
         tmp[4 * i + 2] = (uint8_t)TIFFGetB(rgba[i]);
-        tmp[4 * i + 3] = (uint8_t)TIFFGetA(rgba[i]);
+        tmp[4 * i + 3] = drop ? 255 : (uint8_t)TIFFGetA(rgba[i]);
     }
     from_rgba(tmp, np, ch, o->pix);
     free(tmp);
@@ -519,7 +538,14 @@ static int decode_tiff(const uint8_t *d, size_t n, const fr_img_limits *l, uint3
 
 int fr_img_decode(const uint8_t *data, size_t len, const char *declared, const fr_img_limits *lim,
                   uint32_t channels, fr_image *out, fr_err *err) {
+    return fr_img_decode_flags(data, len, declared, lim, channels, 0, out, err);
+}
+
+int fr_img_decode_flags(const uint8_t *data, size_t len, const char *declared,
+                        const fr_img_limits *lim, uint32_t channels, unsigned flags, fr_image *out,
+                        fr_err *err) {
     memset(out, 0, sizeof *out);
+    bool drop = flags & FR_IMG_DECODE_ALPHA_DROP;
     if (channels != 1 && channels != 3) {
         fr_err_set(err, "image decode: channels must be 1 or 3");
         return -1;
@@ -532,16 +558,24 @@ int fr_img_decode(const uint8_t *data, size_t len, const char *declared, const f
     out->channels = channels;
     int rc;
     switch (info.format) {
-    case FR_IMG_PNG: rc = decode_png(data, len, channels, out, err); break;
+    case FR_IMG_PNG: rc = decode_png(data, len, channels, drop, out, err); break;
     case FR_IMG_JPEG: rc = decode_jpeg(data, len, channels, out, err); break;
-    case FR_IMG_WEBP: rc = decode_webp(data, len, channels, out, err); break;
-    case FR_IMG_TIFF: rc = decode_tiff(data, len, &l, channels, out, err); break;
+    case FR_IMG_WEBP: rc = decode_webp(data, len, channels, drop, out, err); break;
+    case FR_IMG_TIFF: rc = decode_tiff(data, len, &l, channels, drop, out, err); break;
     default: rc = -1; break;
     }
     if (rc) {
         free(out->pix);
         memset(out, 0, sizeof *out);
         return -1;
+    }
+    /* shown upright, as PIL.ImageOps.exif_transpose shows it */
+    int orient = fr_img_file_orientation(data, len, info.format);
+    if (orient != 1) {
+        fr_image up;
+        fr_image_orient(out, orient, &up);
+        fr_image_free(out);
+        *out = up;
     }
     return 0;
 }

@@ -8,7 +8,11 @@
  * libtiff's directory read) and checked against fr_img_limits, so a 100-megapixel image is refused
  * after reading a few dozen bytes. Decoding uses the hardened system libraries from memory (libpng
  * simplified API, libjpeg-turbo with a longjmp error manager and a memory cap, libwebp, libtiff with
- * per-handle error handlers and an allocation cap). Alpha is composited onto white (documents).
+ * per-handle error handlers and an allocation cap). Alpha is composited onto white (documents),
+ * or dropped as PIL's convert("RGB") drops it (FR_IMG_DECODE_ALPHA_DROP, the vision-language
+ * path). The EXIF Orientation of a JPEG (APP1), PNG (eXIf) or WebP (EXIF chunk) is applied, as
+ * PIL.ImageOps.exif_transpose applies it (stages/image/exif.h): the decoded image is upright, and
+ * for orientations 5..8 its width and height are the stored height and width.
  * Corrupt, truncated or empty data gives a one-line fr_err message, never a crash.
  *
  * Thread safety: no global state is touched (libtiff and libpng errors go to per-call handlers);
@@ -76,6 +80,15 @@ int fr_img_probe(const uint8_t *data, size_t len, const char *declared, const fr
  * with err set and *out zeroed. */
 int fr_img_decode(const uint8_t *data, size_t len, const char *declared, const fr_img_limits *lim,
                   uint32_t channels, fr_image *out, fr_err *err);
+
+/* Flags of fr_img_decode_flags. */
+#define FR_IMG_DECODE_ALPHA_DROP 1u /* drop alpha (PIL's convert("RGB")) instead of compositing
+                                       onto white; TIFF gives libtiff's premultiplied colours */
+
+/* fr_img_decode with flags (0 = fr_img_decode). */
+int fr_img_decode_flags(const uint8_t *data, size_t len, const char *declared,
+                        const fr_img_limits *lim, uint32_t channels, unsigned flags, fr_image *out,
+                        fr_err *err);
 
 /* Free the pixels (safe on a zeroed image) and zero the struct. */
 void fr_image_free(fr_image *img);
