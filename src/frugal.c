@@ -464,7 +464,8 @@ static frugal_status vl_given_pixels(const fr_vision_hparams *vh, const frugal_i
     return FRUGAL_OK;
 }
 
-/* Image i from its encoded bytes: decoded to RGB under the image stage's default limits
+/* Image i from its encoded bytes: decoded to RGB (alpha dropped, EXIF orientation applied, as
+ * PIL's exif_transpose + convert("RGB")) under the image stage's default limits
  * (stages/image/image.h), preprocessed as HF's processor (stages/image/vlproc.h, cfg: the model's
  * processor configuration), appended to *pix. */
 static frugal_status vl_decode(const fr_vision_hparams *vh, const fr_vl_proc_cfg *cfg,
@@ -474,7 +475,7 @@ static frugal_status vl_decode(const fr_vision_hparams *vh, const fr_vl_proc_cfg
         return fail(err, FRUGAL_ERR_INVALID_ARGUMENT, "image %d: no image data", i);
     fr_err e = {0};
     fr_image rgb = {0};
-    if (fr_img_decode(im->data, im->size, NULL, NULL, 3, &rgb, &e)) {
+    if (fr_img_decode_flags(im->data, im->size, NULL, NULL, 3, FR_IMG_DECODE_ALPHA_DROP, &rgb, &e)) {
         fr_err_prefix(&e, "image %d", i);
         return fail_fr(err, FRUGAL_ERR_INVALID_ARGUMENT, &e);
     }
