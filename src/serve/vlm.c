@@ -109,14 +109,16 @@ static int image_fail(fr_api_error *err, fr_err *e, const char *param) {
     return -1;
 }
 
-/* Decode, preprocess and encode one image (cfg: the request's processor settings). */
+/* Decode (alpha dropped, EXIF orientation applied, as PIL), preprocess and encode one image
+ * (cfg: the request's processor settings). */
 static int encode_image(fr_vlm *v, const fr_api_image *im, const fr_vl_proc_cfg *cfg,
                         img_feat *f, fr_api_error *err) {
     fr_err e = {0};
     fr_image rgb = {0};
     fr_vl_pixels px = {0};
     int rc = -1;
-    if (fr_img_decode(im->data, im->len, im->mime[0] ? im->mime : NULL, NULL, 3, &rgb, &e) ||
+    if (fr_img_decode_flags(im->data, im->len, im->mime[0] ? im->mime : NULL, NULL, 3,
+                            FR_IMG_DECODE_ALPHA_DROP, &rgb, &e) ||
         fr_vl_preprocess(&rgb, cfg, &px, &e)) {
         if (e.code == FR_ERR_INTERNAL) e.code = FR_ERR_BAD_REQUEST; /* a decoder's complaint */
         image_fail(err, &e, im->param);
