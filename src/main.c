@@ -11,6 +11,7 @@
 #include "tools/asr_cmds.h"
 #include "tools/assist_cmd.h"
 #include "tools/analyze_heads.h"
+#include "tools/eval_vqa.h"
 
 typedef struct {
     const char *name;
@@ -36,6 +37,7 @@ static const command commands[] = {
     {"gen-docs", fr_cmd_gen_docs, "gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] [--seed S]: synthetic invoices/receipts + truth JSON"},
     {"eval-ocr", fr_cmd_eval_ocr, "eval-ocr [--n N] [--lang eng|chi_sim|both] [--threads T]: OCR field accuracy, pages/s, density separation"},
     {"analyze", fr_cmd_analyze, "analyze heads --model DIR --data FILE.jsonl --out DIR: attention-head redundancy over image tokens"},
+    {"eval-vqa", fr_cmd_eval_vqa, "eval-vqa --model DIR --data FILE.jsonl [--keep-ratios L] [--budgets L] [--json]: VQA exact match, ANLS, latency, joules"},
     /* commands of later subsystems are added here */
 };
 

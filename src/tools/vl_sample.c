@@ -12,6 +12,8 @@
 #include "model/mrope.h"
 #include "model/tokenizer.h"
 #include "model/vision.h"
+#include "stages/image/image.h"
+#include "stages/image/vlproc.h"
 
 #define MAX_PROMPT_IDS (1 << 20) /* ids of one prompt after pad expansion */
 
@@ -216,13 +218,52 @@ void fr_vl_prompt_free(fr_vl_prompt *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* The pixel values of s: (n_patches, patch_dim) rows and the grids, from the .npy. */
-static int load_pixels(const fr_vision_hparams *vh, const fr_vl_sample *s, fr_npy *px,
-                       int32_t *grid, int *n_images, fr_err *err) {
-    if (!s->pixel_values) {
-        fr_err_setc(err, FR_ERR_UNSUPPORTED, "image files need the image preprocessor; give "
-                    "\"pixel_values\" and \"grid_thw\"");
+/* Decodes and preprocesses each image file of s (the image stage, then HF's processor as
+ * stages/image/vlproc.h), rows appended to px in order. */
+static int load_images(const fr_model *m, const fr_vl_sample *s, fr_npy *px, int32_t *grid,
+                       fr_err *err) {
+    fr_vl_proc_cfg cfg;
+    if (fr_vl_proc_cfg_load(m->path, &cfg, err)) return -1;
+    fr_buf rows = {0};
+    int64_t n_rows = 0, dim = 0;
+    int rc = 0;
+    for (int i = 0; i < s->n_images && !rc; i++) {
+        size_t len = 0;
+        char *bytes = fr_read_file(s->images[i], FR_IMG_DEFAULT_MAX_BYTES, &len, err);
+        fr_image img = {0};
+        fr_vl_pixels vp = {0};
+        rc = !bytes || fr_img_decode((const uint8_t *)bytes, len, NULL, NULL, 3, &img, err) ||
+             fr_vl_preprocess(&img, &cfg, &vp, err);
+        if (rc) {
+            if (bytes) fr_err_prefix(err, "%s", s->images[i]);
+        } else {
+            fr_buf_append(&rows, vp.data, (size_t)(vp.n_patches * vp.patch_dim) * sizeof(float));
+            n_rows += vp.n_patches;
+            dim = vp.patch_dim;
+            grid[3 * i] = vp.grid_t;
+            grid[3 * i + 1] = vp.grid_h;
+            grid[3 * i + 2] = vp.grid_w;
+        }
+        fr_vl_pixels_free(&vp);
+        fr_image_free(&img);
+        free(bytes);
+    }
+    if (rc) {
+        fr_buf_free(&rows);
         return -1;
+    }
+    *px = (fr_npy){.n_dims = 2, .shape = {n_rows, dim}, .n = n_rows * dim, .data = (float *)rows.data};
+    return 0;
+}
+
+/* The pixel values of s: (n_patches, patch_dim) rows and the grids, from the .npy or the
+ * image files. */
+static int load_pixels(const fr_model *m, const fr_vl_sample *s, fr_npy *px, int32_t *grid,
+                       int *n_images, fr_err *err) {
+    const fr_vision_hparams *vh = &m->vision->hp;
+    if (!s->pixel_values) {
+        *n_images = s->n_images;
+        return load_images(m, s, px, grid, err);
     }
     if (fr_npy_load_f32(s->pixel_values, px, err)) return -1;
     int64_t dim = (int64_t)vh->in_chans * vh->temporal * vh->patch * vh->patch, need = 0;
@@ -283,7 +324,7 @@ int fr_vl_prompt_build(const fr_model *m, fr_pool *pool, const fr_vl_sample *s, 
     int32_t *raw = NULL;
     size_t n_raw = 0, n = 0;
     int rc = -1;
-    if (load_pixels(vh, s, &px, out->grid_thw, &out->n_images, err)) return -1;
+    if (load_pixels(m, s, &px, out->grid_thw, &out->n_images, err)) return -1;
     out->n_img = fr_vision_n_tokens(vh, out->grid_thw, out->n_images);
     if (out->n_img < 1) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "grid_thw does not fit the vision tower (merge %d)",
