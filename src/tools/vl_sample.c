@@ -218,8 +218,8 @@ void fr_vl_prompt_free(fr_vl_prompt *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* Decodes and preprocesses each image file of s (the image stage, then HF's processor as
- * stages/image/vlproc.h), rows appended to px in order. */
+/* Decodes each image file of s as PIL does for HF (the image stage: EXIF orientation applied,
+ * alpha dropped), then preprocesses it as HF's processor (stages/image/vlproc.h), rows appended to px in order. */
 static int load_images(const fr_model *m, const fr_vl_sample *s, fr_npy *px, int32_t *grid,
                        fr_err *err) {
     fr_vl_proc_cfg cfg;
@@ -232,7 +232,8 @@ static int load_images(const fr_model *m, const fr_vl_sample *s, fr_npy *px, int
         char *bytes = fr_read_file(s->images[i], FR_IMG_DEFAULT_MAX_BYTES, &len, err);
         fr_image img = {0};
         fr_vl_pixels vp = {0};
-        rc = !bytes || fr_img_decode((const uint8_t *)bytes, len, NULL, NULL, 3, &img, err) ||
+        rc = !bytes || fr_img_decode_flags((const uint8_t *)bytes, len, NULL, NULL, 3,
+                                       FR_IMG_DECODE_ALPHA_DROP, &img, err) ||
              fr_vl_preprocess(&img, &cfg, &vp, err);
         if (rc) {
             if (bytes) fr_err_prefix(err, "%s", s->images[i]);

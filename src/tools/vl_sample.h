@@ -12,7 +12,8 @@
  * chat template (generation prompt added), tokenized, image pads expanded to each grid's token
  * count (model/mrope.h), M-RoPE positions as HF's get_rope_index, and the image features from the
  * CPU vision tower (backend/cpu/vision.h), in prompt order. Image files are decoded by the image
- * stage (fr_img_decode, RGB, its default limits) and preprocessed as HF's processor
+ * stage (RGB with alpha dropped and EXIF orientation applied, as PIL's convert("RGB") after
+ * exif_transpose; its default limits) and preprocessed as HF's processor
  * (stages/image/vlproc.h, the model folder's processor config).
  *
  * Errors carry codes: a malformed line or field FR_ERR_BAD_REQUEST, a missing file
