@@ -217,7 +217,7 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs) {
         char param[96];
-        cJSON *parts = lim->max_images > 0 ? cJSON_CreateArray() : NULL;
+        cJSON *parts = NULL; /* the message's parts (vision-language model), made below */
         int images_before = out->n_images;
         const char *r = message_role(m, i, err);
         if (!r) goto fail;
@@ -231,9 +231,12 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
                                  "%s is required", param);
                 goto fail;
             }
-        } else if (content_text(content, i, lim, out, parts, &text, err)) {
-            cJSON_Delete(parts);
-            goto fail;
+        } else {
+            parts = lim->max_images > 0 ? cJSON_CreateArray() : NULL;
+            if (content_text(content, i, lim, out, parts, &text, err)) {
+                cJSON_Delete(parts);
+                goto fail;
+            }
         }
         cJSON *nm = cJSON_CreateObject();
         cJSON_AddStringToObject(nm, "role", !strcmp(r, "developer") ? "system" : r);
