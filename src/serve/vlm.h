@@ -6,7 +6,8 @@
  *   1. the encoder cache key: SHA-256 of the bytes as received + the resolved min/max pixels
  *      (stages/vision/cache.h); a hit takes the cached merger output and skips 2-4;
  *   2. decode through the image stage and its limits (stages/image/image.h: format sniffed and
- *      checked against the declared type, side / pixel / byte caps);
+ *      checked against the declared type, side / pixel / byte caps; EXIF orientation applied and
+ *      alpha dropped as PIL's convert("RGB") does for HF's processor);
  *   3. preprocessing equal to HF's Qwen2VLImageProcessor (stages/image/vlproc.h), with the
  *      request's mm_processor_kwargs min_pixels / max_pixels over the model's processor config;
  *   4. the vision tower on the CPU (backend/cpu/vision.h), its output put in the cache;
