@@ -27,10 +27,10 @@ LDSAN    := -fsanitize=$(SANITIZE)
 endif
 PKGS     := libpcre2-8 libcjson libmicrohttpd sqlite3 libcurl zlib libcrypto \
             tesseract lept libpng libjpeg libwebp libtiff-4 \
-            pocketsphinx sphinxbase sndfile samplerate vorbisfile
+            pocketsphinx sphinxbase sndfile samplerate vorbisfile libprotobuf-c
 TOOL_PKGS:= cairo
 CFLAGS   += $(CSTD) $(WARN) $(OPT) $(ARCHFLAGS) -pthread -Iinclude -Isrc \
-            -I/usr/include/openblas $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null)
+            -I/usr/include/openblas -I$(BUILD)/gen $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd -lsqlite3 -lcurl -lz -lcrypto) \
             -lutf8proc -lopenblas -lm -pthread $(LDSAN)
 # what the offline tools add (linked into build/frugal and the tests, never needed by libfrugal.a)
@@ -44,6 +44,10 @@ TOOL_SRC := $(sort $(shell find src/tools -name '*.c')) src/stages/ocr/docgen.c 
             src/stages/nlu/intent_train.c src/stages/nlu/intent_calib.c src/stages/asr/lm.c
 LIB_SRC  := $(filter-out $(TOOL_SRC),$(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# generated at build time by protoc-c (protobuf-c-compiler) from src/model/onnx/onnx.proto
+PROTO    := src/model/onnx/onnx.proto
+GEN_OBJ  := $(BUILD)/gen/onnx.pb-c.o
+LIB_OBJ  += $(GEN_OBJ)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -52,6 +56,19 @@ all: $(BUILD)/frugal
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# onnx.proto → onnx.pb-c.{c,h} (protoc-c writes both); only onnx.c includes the header
+define proto_rules
+$(1)/gen/onnx.pb-c.c: $(PROTO)
+	@mkdir -p $(1)/gen
+	protoc-c --c_out=$(1)/gen --proto_path=$(dir $(PROTO)) $(notdir $(PROTO))
+$(1)/gen/onnx.pb-c.h: $(1)/gen/onnx.pb-c.c
+	@test -f $$@
+$(1)/src/model/onnx/onnx.o: | $(1)/gen/onnx.pb-c.h
+endef
+$(eval $(call proto_rules,$(BUILD)))
+$(BUILD)/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libfrugal.a: $(LIB_OBJ)
@@ -185,17 +202,20 @@ FUZZ_BUILD  ?= build-fuzz
 FUZZ_CC     ?= clang
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := $(CSTD) -Wall -Wextra -Wno-unused-parameter -O1 -g -fno-omit-frame-pointer $(ARCHFLAGS) \
-               -pthread -Iinclude -Isrc -I/usr/include/openblas \
+               -pthread -Iinclude -Isrc -I/usr/include/openblas -I$(FUZZ_BUILD)/gen \
                $(shell pkg-config --cflags $(PKGS) $(TOOL_PKGS) 2>/dev/null) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_LIBS   := $(TOOL_LDLIBS) $(filter-out $(LDSAN),$(LDLIBS))
 FUZZ_SRC    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
-FUZZ_OBJ    := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_OBJ    := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/gen/onnx.pb-c.o
 FUZZ_TOOL_OBJ := $(TOOL_SRC:%.c=$(FUZZ_BUILD)/%.o)
 
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(eval $(call proto_rules,$(FUZZ_BUILD)))
+$(FUZZ_BUILD)/gen/onnx.pb-c.o: $(FUZZ_BUILD)/gen/onnx.pb-c.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -I$(FUZZ_BUILD)/gen -c $< -o $@
 $(FUZZ_BUILD)/libfrugal.a: $(FUZZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

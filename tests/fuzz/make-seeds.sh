@@ -10,15 +10,16 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy onnx request safetensors tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
-cc -std=c11 -D_GNU_SOURCE -O1 -Isrc tests/fuzz/seeds.c "$B/libfrugal.a" -o "$T/seeds" $LIBS
+cc -std=c11 -D_GNU_SOURCE -O1 -Isrc -Itests -I"$B/gen" tests/fuzz/seeds.c "$B/libfrugal.a" -o "$T/seeds" $LIBS
 "$T/seeds" audio "$C/audio"
 "$T/seeds" image "$C/image"
 "$T/seeds" npy "$C/npy"
 "$T/seeds" mmproj "$C/gguf"
+"$T/seeds" onnx "$C/onnx"
 
 # assist: a text request, an image + ticket + history request, an {"data","format"} audio request
 printf '{"text":"I still have not received my card, it was sent on 3 March","top_k":3}' > "$C/assist/text"

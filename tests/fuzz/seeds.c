@@ -7,7 +7,11 @@
  *   seeds mmproj DIR  llama.cpp-style mmproj GGUFs of tiny Qwen2.5-VL (q25-mmproj.gguf) and
  *                     Qwen2-VL (q2-mmproj.gguf) vision towers (hidden 8, 2 heads, 2 blocks,
  *                     patch 2, projection 64), for fuzz_gguf
- * Built with the release library: cc -Isrc tests/fuzz/seeds.c build/libfrugal.a $(LDLIBS). */
+ *   seeds onnx DIR    small ONNX models written through protobuf-c (tests/onnx_build.h): a
+ *                     Constant + Conv + Relu graph in file order and reversed, and a graph with
+ *                     every attribute type the loader reads and an int64 initializer
+ * Built with the release library:
+ *   cc -Isrc -Itests -Ibuild/gen tests/fuzz/seeds.c build/libfrugal.a $(LDLIBS). */
 #include <math.h>
 #include <stdbool.h>
 #include <sndfile.h>
@@ -15,6 +19,7 @@
 #include <string.h>
 
 #include "base/npy.h"
+#include "onnx_build.h"
 #include "stages/image/image.h"
 
 static int write_file(const char *dir, const char *name, const void *p, size_t n) {
@@ -243,11 +248,56 @@ static int mmproj(const char *dir) {
     return mmproj_one(dir, "q25-mmproj.gguf", true) || mmproj_one(dir, "q2-mmproj.gguf", false);
 }
 
+static int onnx(const char *dir) {
+    size_t len;
+    uint8_t *a = ob_conv_relu(0, &len);
+    int rc = write_file(dir, "conv-relu.onnx", a, len);
+    free(a);
+    a = ob_conv_relu(1, &len);
+    rc |= write_file(dir, "conv-relu-rev.onnx", a, len);
+    free(a);
+    ob b = {0};
+    ob_input(&b, "x", 4, (const int64_t[]){1, 2, 4, 4});
+    Onnx__TensorProto *shape = ob_tensor(&b, "shape", 1, (const int64_t[]){2}, NULL, 0, 0);
+    shape->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    shape->n_int64_data = 2;
+    shape->int64_data = ob_alloc(&b, 2 * sizeof(int64_t));
+    shape->int64_data[0] = 1;
+    shape->int64_data[1] = -1;
+    ob_init(&b, shape);
+    Onnx__NodeProto *r = ob_node(&b, "Resize", "up", (const char *[]){"x", "", "", NULL},
+                                 (const char *[]){"u", NULL});
+    Onnx__AttributeProto *mode = ob_attr(&b, r, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    mode->has_s = 1;
+    mode->s.data = (uint8_t *)ob_str(&b, "nearest");
+    mode->s.len = 7;
+    Onnx__NodeProto *h = ob_node(&b, "HardSigmoid", "hs", (const char *[]){"u", NULL},
+                                 (const char *[]){"h", NULL});
+    Onnx__AttributeProto *al = ob_attr(&b, h, "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    al->has_f = 1;
+    al->f = 0.2f;
+    Onnx__AttributeProto *fl = ob_attr(&b, h, "extra", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS);
+    fl->n_floats = 2;
+    fl->floats = ob_alloc(&b, 2 * sizeof(float));
+    fl->floats[1] = 1.5f;
+    Onnx__NodeProto *t = ob_node(&b, "Transpose", "tr", (const char *[]){"h", NULL},
+                                 (const char *[]){"t", NULL});
+    ob_attr_ints(&b, t, "perm", 4, (const int64_t[]){0, 2, 3, 1});
+    ob_node(&b, "Reshape", "rs", (const char *[]){"t", "shape", NULL}, (const char *[]){"y", NULL});
+    ob_output(&b, "y");
+    a = ob_pack(&b, &len);
+    ob_free(&b);
+    rc |= write_file(dir, "attrs.onnx", a, len);
+    free(a);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "onnx")) return onnx(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "mmproj")) return mmproj(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "audio")) return audio(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "image")) return image(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "npy")) return npy(argv[2]);
-    fprintf(stderr, "usage: seeds audio|image|npy|mmproj DIR\n");
+    fprintf(stderr, "usage: seeds audio|image|npy|mmproj|onnx DIR\n");
     return 2;
 }

@@ -1,0 +1,562 @@
+/* onnx.c — the bounded ONNX loader (onnx.h): protobuf-c decodes, this file checks and copies.
+ *
+ * Steps: read the file (size cap) → onnx__model_proto__unpack → model header (IR version,
+ * default-domain opset) → values: graph inputs, initializers (shape vs data length) → nodes: op
+ * known, attributes copied (sizes capped, GRAPH / SPARSE attributes refused), Constant outputs
+ * become constants → every node input resolved to a value (dangling names refused) → Kahn's
+ * topological order (a cycle is refused, naming a node on it) → graph outputs resolved.
+ * Names are looked up through an open-addressing hash table of value ids.
+ */
+#include "model/onnx/onnx.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <onnx.pb-c.h>
+
+static const char *const op_names[FR_ONNX_OP_N] = {
+#define FR_ONNX_OP_NAME(n) #n,
+    FR_ONNX_OPS(FR_ONNX_OP_NAME)
+#undef FR_ONNX_OP_NAME
+};
+
+const char *fr_onnx_op_name(fr_onnx_op op) {
+    return (unsigned)op < FR_ONNX_OP_N ? op_names[op] : "?";
+}
+
+const fr_onnx_attr *fr_onnx_node_attr(const fr_onnx_node *n, const char *name) {
+    for (int i = 0; i < n->n_attr; i++)
+        if (!strcmp(n->attr[i].name, name)) return &n->attr[i];
+    return NULL;
+}
+
+/* A name from the file, made safe to print in a one-line message: at most 200 bytes, control
+ * bytes as '?'. Returns buf. */
+static const char *q(char buf[static 208], const char *s) {
+    size_t i = 0;
+    for (; s && s[i] && i < 200; i++) buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    buf[i] = 0;
+    return buf;
+}
+
+/* ---- name table: value ids by name ---------------------------------------------------------- */
+typedef struct names {
+    fr_onnx_model *m;
+    int *slot;       /* value id + 1, 0 = empty */
+    size_t cap;      /* power of two, > 2 x the values it can hold */
+} names;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int names_find(const names *t, const char *s) {
+    for (size_t i = hash_str(s) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        if (!t->slot[i]) return -1;
+        if (!strcmp(t->m->values[t->slot[i] - 1].name, s)) return t->slot[i] - 1;
+    }
+}
+
+/* Adds a value called s (copied); returns its id, or -1 when the name is taken. */
+static int names_add(names *t, const char *s, int cap_values) {
+    if (names_find(t, s) >= 0) return -1;
+    fr_onnx_model *m = t->m;
+    FR_ASSERT(m->n_values < cap_values);
+    int id = m->n_values++;
+    m->values[id] = (fr_onnx_value){.name = fr_xstrdup(s), .producer = -1};
+    size_t i = hash_str(s) & (t->cap - 1);
+    while (t->slot[i]) i = (i + 1) & (t->cap - 1);
+    t->slot[i] = id + 1;
+    return id;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+static void tensor_free(fr_onnx_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    free(t);
+}
+
+/* Copies a TensorProto into a new fr_onnx_tensor (FLOAT, INT64 or INT32 → int64). NULL with
+ * err set ("what: ...") when it is not one of those, is external, or its data does not match. */
+static fr_onnx_tensor *tensor_from_proto(const Onnx__TensorProto *p, const char *what,
+                                         fr_err *err) {
+    if (p->n_external_data || (p->has_data_location &&
+                               p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: external tensor data is not supported", what);
+        return NULL;
+    }
+    if (p->n_dims > FR_ONNX_MAX_RANK) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: rank %zu over %d", what, p->n_dims,
+                    FR_ONNX_MAX_RANK);
+        return NULL;
+    }
+    int64_t n = 1;
+    for (size_t i = 0; i < p->n_dims; i++) {
+        if (p->dims[i] < 0) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: negative dimension %lld", what,
+                        (long long)p->dims[i]);
+            return NULL;
+        }
+        if (p->dims[i] && n > FR_ONNX_MAX_ELEMS / p->dims[i]) {
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: more than %lld elements", what,
+                        (long long)FR_ONNX_MAX_ELEMS);
+            return NULL;
+        }
+        n *= p->dims[i];
+    }
+    int dt = p->has_data_type ? p->data_type : 0;
+    if (dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+        dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT32) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: element type %d is not supported", what, dt);
+        return NULL;
+    }
+    size_t esz = dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 4;
+    size_t have; /* elements present in the file */
+    if (p->has_raw_data)
+        have = p->raw_data.len % esz ? SIZE_MAX : p->raw_data.len / esz;
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        have = p->n_float_data;
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        have = p->n_int64_data;
+    else
+        have = p->n_int32_data;
+    if (have != (size_t)n) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: shape holds %lld elements, data holds %s%zu",
+                    what, (long long)n, have == SIZE_MAX ? "a partial element after " : "",
+                    have == SIZE_MAX ? p->raw_data.len / esz : have);
+        return NULL;
+    }
+    fr_onnx_tensor *t = fr_xcalloc(1, sizeof *t);
+    t->rank = (int)p->n_dims;
+    for (int i = 0; i < t->rank; i++) t->dims[i] = p->dims[i];
+    t->n = n;
+    if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        t->dtype = FR_ONNX_DTYPE_F32;
+        t->data = fr_xmalloc((size_t)n * 4 + 1);
+        if (n)
+            memcpy(t->data, p->has_raw_data ? (const void *)p->raw_data.data : p->float_data,
+                   (size_t)n * 4);
+    } else {
+        t->dtype = FR_ONNX_DTYPE_I64;
+        int64_t *d = fr_xmalloc((size_t)n * 8 + 1);
+        for (int64_t i = 0; i < n; i++) {
+            if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+                if (p->has_raw_data) memcpy(&d[i], p->raw_data.data + i * 8, 8);
+                else d[i] = p->int64_data[i];
+            } else {
+                int32_t v;
+                if (p->has_raw_data) memcpy(&v, p->raw_data.data + i * 4, 4);
+                else v = p->int32_data[i];
+                d[i] = v;
+            }
+        }
+        t->data = d;
+    }
+    return t;
+}
+
+/* ---- attributes -------------------------------------------------------------------------------- */
+static int attr_from_proto(fr_onnx_attr *a, const Onnx__AttributeProto *p, const char *node,
+                           fr_err *err) {
+    a->name = fr_xstrdup(p->name ? p->name : "");
+    int type = p->has_type ? (int)p->type : 0;
+    switch (type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        a->f = p->f;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        a->i = p->i;
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+        if (p->s.len && memchr(p->s.data, 0, p->s.len)) {
+            char b1[208];
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "node %s: attribute %s holds a NUL byte", node,
+                        q(b1, a->name));
+            return -1;
+        }
+        a->s = p->s.len ? fr_xstrndup((const char *)p->s.data, p->s.len) : fr_xstrdup("");
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        char b1[208];
+        if (!p->t) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "node %s: attribute %s has no tensor", node,
+                        q(b1, a->name));
+            return -1;
+        }
+        char what[320];
+        snprintf(what, sizeof what, "node %s: attribute %s", node, q(b1, a->name));
+        if (!(a->t = tensor_from_proto(p->t, what, err))) return -1;
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: {
+        size_t n = type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS ? p->n_ints : p->n_floats;
+        if (n > FR_ONNX_MAX_ATTR_INTS) {
+            char b1[208];
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "node %s: attribute %s has %zu values (over %d)",
+                        node, q(b1, a->name), n, FR_ONNX_MAX_ATTR_INTS);
+            return -1;
+        }
+        a->n = (int)n;
+        if (type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) {
+            a->ints = fr_xmalloc(n * sizeof *a->ints + 1);
+            if (n) memcpy(a->ints, p->ints, n * sizeof *a->ints);
+        } else {
+            a->floats = fr_xmalloc(n * sizeof *a->floats + 1);
+            if (n) memcpy(a->floats, p->floats, n * sizeof *a->floats);
+        }
+        break;
+    }
+    default: {
+        char b1[208];
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "node %s: attribute %s has type %d (not supported)",
+                    node, q(b1, a->name), type);
+        return -1;
+    }
+    }
+    a->type = (fr_onnx_attr_type)type;
+    return 0;
+}
+
+/* ---- model ------------------------------------------------------------------------------------ */
+void fr_onnx_model_free(fr_onnx_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_nodes; i++) {
+        fr_onnx_node *n = &m->nodes[i];
+        for (int k = 0; k < n->n_attr; k++) {
+            fr_onnx_attr *a = &n->attr[k];
+            free(a->name);
+            free(a->s);
+            free(a->ints);
+            free(a->floats);
+            tensor_free(a->t);
+        }
+        free(n->attr);
+        free(n->in);
+        free(n->out);
+        free(n->name);
+    }
+    for (int i = 0; i < m->n_values; i++) {
+        free(m->values[i].name);
+        tensor_free(m->values[i].konst);
+    }
+    for (int i = 0; i < m->n_inputs; i++)
+        for (int k = 0; k < FR_ONNX_MAX_RANK; k++) free(m->inputs[i].dim_names[k]);
+    for (int i = 0; i < m->n_outputs; i++)
+        for (int k = 0; k < FR_ONNX_MAX_RANK; k++) free(m->outputs[i].dim_names[k]);
+    free(m->inputs);
+    free(m->outputs);
+    free(m->values);
+    free(m->nodes);
+    free(m->path);
+    free(m);
+}
+
+static int io_from_proto(fr_onnx_io *io, const Onnx__ValueInfoProto *v, fr_err *err) {
+    char nb[208];
+    const char *vname = q(nb, v->name);
+    const Onnx__TypeProto *ty = v->type;
+    if (!ty || ty->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !ty->tensor_type) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "graph input/output %s is not a tensor", vname);
+        return -1;
+    }
+    const Onnx__TypeProto__Tensor *tt = ty->tensor_type;
+    int et = tt->has_elem_type ? tt->elem_type : 0;
+    if (et != FR_ONNX_DTYPE_F32 && et != FR_ONNX_DTYPE_I64) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "graph input/output %s: element type %d", vname,
+                    et);
+        return -1;
+    }
+    io->dtype = (fr_onnx_dtype)et;
+    io->rank = -1; /* no shape given */
+    if (!tt->shape) return 0;
+    if (tt->shape->n_dim > FR_ONNX_MAX_RANK) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "graph input/output %s: rank %zu over %d", vname,
+                    tt->shape->n_dim, FR_ONNX_MAX_RANK);
+        return -1;
+    }
+    io->rank = (int)tt->shape->n_dim;
+    for (int k = 0; k < io->rank; k++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
+        io->dims[k] = -1;
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (d->dim_value < 0 || d->dim_value > FR_ONNX_MAX_ELEMS) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "graph input/output %s: dimension %lld",
+                            vname, (long long)d->dim_value);
+                return -1;
+            }
+            io->dims[k] = d->dim_value;
+        } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM) {
+            io->dim_names[k] = fr_xstrdup(d->dim_param);
+        }
+    }
+    return 0;
+}
+
+static int op_lookup(const char *s) {
+    for (int i = 0; i < FR_ONNX_OP_N; i++)
+        if (!strcmp(op_names[i], s)) return i;
+    return -1;
+}
+
+/* Orders m->nodes topologically (Kahn). On a cycle: -1, err names a node on it. */
+static int topo_sort(fr_onnx_model *m, fr_err *err) {
+    int nn = m->n_nodes;
+    int *indeg = fr_xcalloc((size_t)nn + 1, sizeof *indeg);
+    /* consumers: for each value, the nodes that read it (CSR) */
+    int *cstart = fr_xcalloc((size_t)m->n_values + 1, sizeof *cstart);
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < m->nodes[i].n_in; k++) {
+            int v = m->nodes[i].in[k];
+            if (v >= 0 && m->values[v].producer >= 0) {
+                indeg[i]++;
+                cstart[v + 1]++;
+            }
+        }
+    for (int v = 0; v < m->n_values; v++) cstart[v + 1] += cstart[v];
+    int *fill = fr_xmalloc(((size_t)m->n_values + 1) * sizeof *fill);
+    memcpy(fill, cstart, (size_t)m->n_values * sizeof *fill);
+    int *cons = fr_xmalloc(((size_t)cstart[m->n_values] + 1) * sizeof *cons);
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < m->nodes[i].n_in; k++) {
+            int v = m->nodes[i].in[k];
+            if (v >= 0 && m->values[v].producer >= 0) cons[fill[v]++] = i;
+        }
+    int *order = fr_xmalloc(((size_t)nn + 1) * sizeof *order);
+    int head = 0, tail = 0;
+    for (int i = 0; i < nn; i++)
+        if (!indeg[i]) order[tail++] = i;
+    while (head < tail) {
+        const fr_onnx_node *n = &m->nodes[order[head++]];
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            for (int c = cstart[v]; c < cstart[v + 1]; c++)
+                if (--indeg[cons[c]] == 0) order[tail++] = cons[c];
+        }
+    }
+    int rc = 0;
+    if (tail < nn) {
+        int stuck = 0;
+        while (!indeg[stuck]) stuck++;
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "node %s: the graph has a cycle through it",
+                    m->nodes[stuck].name);
+        rc = -1;
+    } else {
+        fr_onnx_node *sorted = fr_xmalloc(((size_t)nn + 1) * sizeof *sorted);
+        int *pos = fr_xmalloc(((size_t)nn + 1) * sizeof *pos);
+        for (int i = 0; i < nn; i++) {
+            sorted[i] = m->nodes[order[i]];
+            pos[order[i]] = i;
+        }
+        for (int v = 0; v < m->n_values; v++)
+            if (m->values[v].producer >= 0) m->values[v].producer = pos[m->values[v].producer];
+        free(m->nodes);
+        m->nodes = sorted;
+        free(pos);
+    }
+    free(order);
+    free(cons);
+    free(fill);
+    free(cstart);
+    free(indeg);
+    return rc;
+}
+
+/* Builds the model from the decoded proto; -1 with err set (without the file prefix). */
+static int build(fr_onnx_model *m, const Onnx__ModelProto *p, fr_err *err) {
+    m->ir_version = p->has_ir_version ? p->ir_version : 0;
+    for (size_t i = 0; i < p->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = p->opset_import[i];
+        if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx"))
+            m->opset = o->has_version ? o->version : 0;
+    }
+    const Onnx__GraphProto *g = p->graph;
+    if (!g) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "no graph");
+        return -1;
+    }
+    if (g->n_node > FR_ONNX_MAX_NODES) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%zu nodes (over %d)", g->n_node, FR_ONNX_MAX_NODES);
+        return -1;
+    }
+    /* Every value is a graph input, an initializer or a node output. */
+    size_t cap_values = g->n_input + g->n_initializer;
+    for (size_t i = 0; i < g->n_node; i++) {
+        char b1[208];
+        if (g->node[i]->n_input > FR_ONNX_MAX_IO || g->node[i]->n_output > FR_ONNX_MAX_IO) {
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "node %s: over %d inputs or outputs",
+                        q(b1, g->node[i]->name), FR_ONNX_MAX_IO);
+            return -1;
+        }
+        cap_values += g->node[i]->n_output;
+    }
+    if (cap_values > INT_MAX / 4) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%zu values", cap_values);
+        return -1;
+    }
+    m->values = fr_xcalloc(cap_values + 1, sizeof *m->values);
+    names t = {.m = m, .cap = 16};
+    while (t.cap < 2 * cap_values + 2) t.cap *= 2;
+    t.slot = fr_xcalloc(t.cap, sizeof *t.slot);
+    int rc = -1;
+
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *tp = g->initializer[i];
+        const char *nm = tp->name ? tp->name : "";
+        char what[300];
+        char b1[208];
+        snprintf(what, sizeof what, "initializer %s", q(b1, nm));
+        int id = *nm ? names_add(&t, nm, (int)cap_values) : -1;
+        if (id < 0) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: empty or repeated name", what);
+            goto out;
+        }
+        if (!(m->values[id].konst = tensor_from_proto(tp, what, err))) goto out;
+    }
+    /* graph inputs (those that repeat an initializer are constants with a default: skipped) */
+    m->inputs = fr_xcalloc(g->n_input + 1, sizeof *m->inputs);
+    for (size_t i = 0; i < g->n_input; i++) {
+        const char *nm = g->input[i]->name ? g->input[i]->name : "";
+        if (*nm && names_find(&t, nm) >= 0 && m->values[names_find(&t, nm)].konst) continue;
+        int id = *nm ? names_add(&t, nm, (int)cap_values) : -1;
+        if (id < 0) {
+            char b1[208];
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "graph input %s: empty or repeated name",
+                        q(b1, nm));
+            goto out;
+        }
+        fr_onnx_io *io = &m->inputs[m->n_inputs++];
+        io->value = id;
+        if (io_from_proto(io, g->input[i], err) < 0) goto out;
+    }
+    /* nodes: op, outputs named (each name written once), attributes */
+    m->nodes = fr_xcalloc(g->n_node + 1, sizeof *m->nodes);
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *np = g->node[i];
+        fr_onnx_node *n = &m->nodes[m->n_nodes++];
+        const char *ot = np->op_type ? np->op_type : "";
+        char b1[208], b2[208];
+        if (np->name && *np->name) n->name = fr_xstrdup(q(b1, np->name));
+        else {
+            char b[256];
+            snprintf(b, sizeof b, "%s#%zu", q(b1, ot), i);
+            n->name = fr_xstrdup(b);
+        }
+        int op = (np->domain && *np->domain && strcmp(np->domain, "ai.onnx")) ? -1 : op_lookup(ot);
+        if (op < 0) {
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "node %s: op %s%s%s is not supported", n->name,
+                        q(b1, np->domain && *np->domain ? np->domain : ""),
+                        np->domain && *np->domain ? "." : "", q(b2, ot));
+            goto out;
+        }
+        n->op = (fr_onnx_op)op;
+        n->n_in = (int)np->n_input;
+        n->n_out = (int)np->n_output;
+        n->in = fr_xcalloc((size_t)n->n_in + 1, sizeof *n->in);
+        n->out = fr_xcalloc((size_t)n->n_out + 1, sizeof *n->out);
+        for (int k = 0; k < n->n_out; k++) {
+            const char *on = np->output[k];
+            int id = *on ? names_add(&t, on, (int)cap_values) : -1;
+            if (id < 0) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST,
+                            "node %s: output %s is empty or written twice", n->name, q(b1, on));
+                goto out;
+            }
+            m->values[id].producer = (int)i;
+            n->out[k] = id;
+        }
+        n->attr = fr_xcalloc(np->n_attribute + 1, sizeof *n->attr);
+        for (size_t k = 0; k < np->n_attribute; k++) {
+            n->n_attr++;
+            if (attr_from_proto(&n->attr[k], np->attribute[k], n->name, err) < 0) goto out;
+        }
+        if (n->op == FR_ONNX_OP_Constant) {
+            const fr_onnx_attr *a = fr_onnx_node_attr(n, "value");
+            if (n->n_in != 0 || n->n_out != 1 || !a || a->type != FR_ONNX_ATTR_TENSOR) {
+                fr_err_setc(err, FR_ERR_UNSUPPORTED,
+                            "node %s: Constant needs one output and a tensor 'value'", n->name);
+                goto out;
+            }
+        }
+    }
+    /* inputs resolved: graph input, constant or some node's output (anywhere in the file) */
+    for (int i = 0; i < m->n_nodes; i++) {
+        fr_onnx_node *n = &m->nodes[i];
+        const Onnx__NodeProto *np = g->node[i];
+        for (int k = 0; k < n->n_in; k++) {
+            const char *in = np->input[k];
+            n->in[k] = *in ? names_find(&t, in) : -1;
+            if (*in && n->in[k] < 0) {
+                char b1[208];
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "node %s: input %s is not defined",
+                            n->name, q(b1, in));
+                goto out;
+            }
+        }
+    }
+    m->outputs = fr_xcalloc(g->n_output + 1, sizeof *m->outputs);
+    for (size_t i = 0; i < g->n_output; i++) {
+        const char *nm = g->output[i]->name ? g->output[i]->name : "";
+        int id = names_find(&t, nm);
+        if (id < 0) {
+            char b1[208];
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "graph output %s is not defined", q(b1, nm));
+            goto out;
+        }
+        fr_onnx_io *io = &m->outputs[m->n_outputs++];
+        io->value = id;
+        if (io_from_proto(io, g->output[i], err) < 0) goto out;
+    }
+    if (topo_sort(m, err) < 0) goto out;
+    /* Constant nodes: their output value holds the tensor (the node stays in the list) */
+    for (int i = 0; i < m->n_nodes; i++) {
+        fr_onnx_node *n = &m->nodes[i];
+        if (n->op != FR_ONNX_OP_Constant) continue;
+        fr_onnx_attr *a = (fr_onnx_attr *)fr_onnx_node_attr(n, "value");
+        m->values[n->out[0]].konst = a->t;
+        a->t = NULL;
+    }
+    rc = 0;
+out:
+    free(t.slot);
+    return rc;
+}
+
+fr_onnx_model *fr_onnx_model_load_buffer(const void *buf, size_t len, const char *name,
+                                         fr_err *err) {
+    if (!name) name = "onnx";
+    if (len > FR_ONNX_MAX_FILE) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: %zu bytes (over %zu)", name, len,
+                    FR_ONNX_MAX_FILE);
+        return NULL;
+    }
+    Onnx__ModelProto *p = onnx__model_proto__unpack(NULL, len, buf);
+    if (!p) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: not a valid ONNX protobuf (truncated or corrupt)",
+                    name);
+        return NULL;
+    }
+    fr_onnx_model *m = fr_xcalloc(1, sizeof *m);
+    m->path = fr_xstrdup(name);
+    if (build(m, p, err) < 0) {
+        fr_err_prefix(err, "%s", name);
+        fr_onnx_model_free(m);
+        m = NULL;
+    }
+    onnx__model_proto__free_unpacked(p, NULL);
+    return m;
+}
+
+fr_onnx_model *fr_onnx_model_load(const char *path, fr_err *err) {
+    size_t len = 0;
+    char *buf = fr_read_file(path, FR_ONNX_MAX_FILE, &len, err);
+    if (!buf) return NULL;
+    fr_onnx_model *m = fr_onnx_model_load_buffer(buf, len, path, err);
+    free(buf);
+    return m;
+}
