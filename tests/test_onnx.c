@@ -4,9 +4,12 @@
  * shorter than its shape, external data, unknown ops, cycles, dangling inputs, repeated outputs,
  * subgraph attributes) are refused with a one-line message and the right code; the three PP-OCR
  * models installed by scripts/install-deps.sh (models/ppocr/) load with the op counts that
- * docs/ONNX.md lists. A missing model is a failure. */
+ * docs/ONNX.md lists; the onnxruntime references of tests/fixtures/ref/onnx (tests/onnx/make_refs.mjs)
+ * fit the models' declared inputs and outputs (the recogniser's class count is the dictionary's
+ * size plus blank and space; softmax rows sum to 1). A missing model or fixture is a failure. */
 #include <stdint.h>
 
+#include "base/npy.h"
 #include "model/onnx/onnx.h"
 #include "onnx_build.h"
 #include "t.h"
@@ -279,6 +282,82 @@ TEST(ppocr_cls) {
         OP(HardSigmoid) = 9, OP(MatMul) = 1, OP(MaxPool) = 1, OP(Mul) = 27, OP(Relu) = 15,
         OP(Reshape) = 1, OP(Shape) = 1, OP(Slice) = 1, OP(Softmax) = 1};
     check_model("ch_ppocr_mobile_v2.0_cls_infer.onnx", want, 471, "softmax_0.tmp_0");
+}
+
+static fr_npy ref(const char *name) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/fixtures/ref/onnx/%s.npy", name);
+    fr_npy a = {0};
+    fr_err err = {0};
+    if (fr_npy_load_f32(rel, &a, &err) != 0) {
+        fprintf(stderr, "  %s (node tests/onnx/make_refs.mjs writes it)\n", err.msg);
+        CHECK(0);
+    }
+    return a;
+}
+
+static void rows_sum_to_one(const fr_npy *a, int64_t k) {
+    for (int64_t r = 0; k && r < a->n / k; r++) {
+        double s = 0;
+        for (int64_t j = 0; j < k; j++) s += a->data[r * k + j];
+        CHECK_NEAR(s, 1.0, 1e-4);
+    }
+}
+
+TEST(onnxruntime_references_fit_the_models) {
+    /* the dictionary: 6,623 characters, one a line */
+    char *keys = fr_data_path("models/ppocr/ppocr_keys_v1.txt");
+    size_t len = 0;
+    fr_err err = {0};
+    char *txt = fr_read_file(keys, 1 << 20, &len, &err);
+    free(keys);
+    CHECK(txt != NULL);
+    int lines = 0;
+    for (size_t i = 0; txt && i < len; i++) lines += txt[i] == '\n';
+    if (txt && len && txt[len - 1] != '\n') lines++; /* the last line has no newline */
+    free(txt);
+    CHECK_EQ_INT(lines, 6623);
+    static const struct { const char *name; int64_t n, h, w; } det[] = {{"det_64x96", 1, 64, 96},
+                                                                        {"det_96x128", 1, 96, 128}};
+    for (size_t i = 0; i < 2; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s.in", det[i].name);
+        fr_npy x = ref(nm);
+        snprintf(nm, sizeof nm, "%s.out", det[i].name);
+        fr_npy y = ref(nm);
+        CHECK(x.n_dims == 4 && x.shape[0] == det[i].n && x.shape[1] == 3 && x.shape[2] == det[i].h &&
+              x.shape[3] == det[i].w);
+        CHECK(y.n_dims == 4 && y.shape[1] == 1 && y.shape[2] == det[i].h && y.shape[3] == det[i].w);
+        for (int64_t k = 0; k < y.n; k++) CHECK(y.data[k] >= 0 && y.data[k] <= 1); /* sigmoid */
+        free(x.data);
+        free(y.data);
+    }
+    fr_npy x = ref("rec_1x48x160.in"), y = ref("rec_1x48x160.out");
+    CHECK(x.n_dims == 4 && x.shape[2] == 48 && x.shape[3] == 160);
+    CHECK(y.n_dims == 3 && y.shape[0] == 1 && y.shape[1] == 160 / 8 && y.shape[2] == lines + 2);
+    rows_sum_to_one(&y, y.n_dims == 3 ? y.shape[2] : 0);
+    free(x.data);
+    free(y.data);
+    x = ref("rec_2x48x320.in");
+    fr_npy am = ref("rec_2x48x320.argmax"), mx = ref("rec_2x48x320.max"), hd = ref("rec_2x48x320.head");
+    CHECK(x.n_dims == 4 && x.shape[0] == 2 && x.shape[3] == 320);
+    CHECK(am.n == 2 * 40 && mx.n == 2 * 40 && hd.n == 2 * 40 * 128);
+    for (int64_t r = 0; r < am.n && r < mx.n; r++) {
+        CHECK(am.data[r] >= 0 && am.data[r] < lines + 2 && am.data[r] == (int)am.data[r]);
+        CHECK(mx.data[r] > 0 && mx.data[r] <= 1);
+        if (am.data[r] < 128 && hd.n == 2 * 40 * 128) CHECK(hd.data[r * 128 + (int)am.data[r]] == mx.data[r]);
+    }
+    free(x.data);
+    free(am.data);
+    free(mx.data);
+    free(hd.data);
+    x = ref("cls_1x48x192.in");
+    y = ref("cls_1x48x192.out");
+    CHECK(x.n_dims == 4 && x.shape[2] == 48 && x.shape[3] == 192);
+    CHECK(y.n_dims == 2 && y.shape[0] == 1 && y.shape[1] == 2);
+    rows_sum_to_one(&y, 2);
+    free(x.data);
+    free(y.data);
 }
 
 int main(void) { return t_main(); }
