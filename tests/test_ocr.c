@@ -40,6 +40,84 @@ TEST(fields_from_text) {
     CHECK(!fr_fields_norm_date("no date here 99/99/9999", d, sizeof d));
 }
 
+/* Chinese labels (金额, 小写 over 大写, 发票号码 not 发票代码, 销售方名称 not 购买方名称), OCR-misread
+ * labels within one edit (收吉方, 票号码) but not unrelated words, fullwidth digits (NFKC) */
+TEST(fields_chinese_labels_noisy) {
+    fr_fields f;
+    fr_fields_extract("增值税普通发票\n发票代码: 031002300111\n发票号码: 08812345\n"
+                      "开票日期: 2024年3月5日\n购买方名称: 北京甲公司 销售方名称: 上海乙科技有限公司\n"
+                      "合计 ¥1,000.00 ¥130.00\n价税合计(大写) 壹仟壹佰叁拾元整 (小写) ¥1,130.00\n", &f);
+    CHECK_STR(f.invoice_no, "08812345");
+    CHECK_STR(f.amount, "1130.00");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.payee, "上海乙科技有限公司");
+    CHECK_STR(f.currency, "CNY");
+    /* the label 金额 alone; misread labels; fullwidth digits and colon */
+    fr_fields_extract("收 据\n票号码 : ＮＯ-２０２４-００４２\n收吉方 : 杭州丙商贸\n"
+                      "日期：２０２４／３／５\n金额：￥８８８．５０\n", &f);
+    CHECK_STR(f.invoice_no, "NO-2024-0042");
+    CHECK_STR(f.amount, "888.50");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.payee, "杭州丙商贸");
+    CHECK_STR(f.currency, "CNY");
+    /* chi_sim reads the dash as '.': repaired after a letter prefix; the buyer is not the payee */
+    fr_fields_extract("发票号码: INV.2024.0042\n付款方: 某某\n", &f);
+    CHECK_STR(f.invoice_no, "INV-2024-0042");
+    CHECK(strcmp(f.payee, "某某") != 0);
+    /* one edit is the bound: two misread characters do not make a label */
+    fr_fields_extract("收吉吉: 丁公司\n", &f);
+    CHECK(strstr(f.payee, "丁公司") == NULL || !strncmp(f.payee, "收吉吉", 9));
+    /* the value on the next line (table and two-column layouts) */
+    fr_fields_extract("Amount due\n$ 2,500.00\n", &f);
+    CHECK_STR(f.amount, "2500.00");
+    CHECK_STR(f.currency, "USD");
+}
+
+/* English labels and forms: Invoice Number / Balance due / Issue date / Bill to (not the payee),
+ * both decimal conventions, dates in the common forms, the ambiguity rule */
+TEST(fields_english_forms) {
+    fr_fields f;
+    fr_fields_extract("INVOICE\nFrom: Northwind Traders\nBill to: Contoso Ltd\n"
+                      "Invoice Number: INV-2024-0042 Issue date: 5 March 2024\n"
+                      "Due date: 2024-04-05\nSubtotal 1,000.00\nBalance due EUR 1.210,50\n", &f);
+    CHECK_STR(f.invoice_no, "INV-2024-0042");
+    CHECK_STR(f.amount, "1210.50");
+    CHECK_STR(f.currency, "EUR");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.payee, "Northwind Traders");
+    fr_fields_extract("Receipt\nNo. 12345678\nPayee: Blue Sky Cafe\nDate: March 5, 2024\n"
+                      "Total due: HK$ 1 234,5\n", &f);
+    CHECK_STR(f.invoice_no, "12345678");
+    CHECK_STR(f.amount, "1234.50");
+    CHECK_STR(f.currency, "HKD");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.payee, "Blue Sky Cafe");
+    /* OCR-misread English label ("lnvoice Number") and an em dash in the number */
+    fr_fields_extract("lnvoice Number: A\xe2\x80\x94" "77 Date: 05.03.2024\nTotal: \xc2\xa3 99\n", &f);
+    CHECK_STR(f.invoice_no, "A-77");
+    CHECK_STR(f.date, "2024-03-05");
+    CHECK_STR(f.currency, "GBP");
+    CHECK_STR(f.amount, "99.00");
+    /* 03/05/2024: month first on a dollar invoice, day first otherwise; 13/05 is never month */
+    fr_fields_extract("Date: 03/05/2024\nTotal: $10\n", &f);
+    CHECK_STR(f.date, "2024-03-05");
+    fr_fields_extract("Date: 03/05/2024\nTotal: 10 EUR\n", &f);
+    CHECK_STR(f.date, "2024-05-03");
+    fr_fields_extract("Date: 05/13/2024\nTotal: 10 EUR\n", &f);
+    CHECK_STR(f.date, "2024-05-13");
+    char a[32], d[16];
+    CHECK(fr_fields_norm_amount("1.234.567,89", a, sizeof a) && !strcmp(a, "1234567.89"));
+    CHECK(fr_fields_norm_amount("1,234,567", a, sizeof a) && !strcmp(a, "1234567.00"));
+    CHECK(fr_fields_norm_amount("12,5", a, sizeof a) && !strcmp(a, "12.50"));
+    CHECK(fr_fields_norm_date("2024/3/5", d, sizeof d) && !strcmp(d, "2024-03-05"));
+    CHECK(fr_fields_norm_date("Mar. 5, 2024", d, sizeof d) && !strcmp(d, "2024-03-05"));
+    CHECK(!fr_fields_norm_date("2024-13-05", d, sizeof d));
+    /* the due date is not the issue date; an invoice date is not an invoice number */
+    fr_fields_extract("Due Date: 2024-04-30\nInvoice Date: 2024-04-01\nTotal 5\n", &f);
+    CHECK_STR(f.date, "2024-04-01");
+    CHECK_STR(f.invoice_no, "");
+}
+
 TEST(english_invoice_fields) {
     setenv("OMP_THREAD_LIMIT", "1", 0);
     fr_doc_opts o;

@@ -30,11 +30,12 @@
 #include "stages/ocr/image_stage.h"
 #include "stages/ocr/ocr.h"
 
-/* {"invoice_no":..,"amount":..,"date":..,"payee":..} as read from the OCR text. */
+/* {"invoice_no":..,"amount":..,"currency":..,"date":..,"payee":..} as read from the OCR text. */
 static cJSON *fields_json(const fr_fields *f) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "invoice_no", f->invoice_no);
     cJSON_AddStringToObject(o, "amount", f->amount);
+    cJSON_AddStringToObject(o, "currency", f->currency);
     cJSON_AddStringToObject(o, "date", f->date);
     cJSON_AddStringToObject(o, "payee", f->payee);
     return o;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdint.h>
+#include <utf8proc.h>
 
 #include "base/base.h"
 
@@ -51,7 +53,59 @@ static const char *orig_from(const sq_line *q, int k) {
     return k < q->n ? q->orig + q->map[k] : q->orig + q->orig_len;
 }
 
-static int find_label(const sq_line *q, const char *const *labels, size_t nl, size_t *which) {
+/* ---- labels ------------------------------------------------------------------------------------ */
+
+#define LABEL_CPS 24 /* longest label in code points */
+
+/* Decode UTF-8 s[0..n) into code points cp[] with their byte offsets off[] (off[count] = n).
+ * Invalid bytes become U+FFFD of one byte. Returns the count (at most cap). */
+static int utf8_decode(const char *s, int n, uint32_t *cp, int *off, int cap) {
+    int c = 0, i = 0;
+    while (i < n && c < cap) {
+        utf8proc_int32_t u = 0;
+        utf8proc_ssize_t l = utf8proc_iterate((const utf8proc_uint8_t *)s + i, n - i, &u);
+        if (l <= 0) u = 0xFFFD, l = 1;
+        off[c] = i;
+        cp[c++] = (uint32_t)u;
+        i += (int)l;
+    }
+    off[c] = i;
+    return c;
+}
+
+/* Levenshtein distance of a[0..na) and b[0..nb), both at most LABEL_CPS + 1 long. */
+static int edit_distance(const uint32_t *a, int na, const uint32_t *b, int nb) {
+    int row[LABEL_CPS + 3];
+    for (int j = 0; j <= nb; j++) row[j] = j;
+    for (int i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= nb; j++) {
+            int up = row[j];
+            int v = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < v) v = up + 1;
+            if (row[j - 1] + 1 < v) v = row[j - 1] + 1;
+            row[j] = v;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* A label may be matched with one edit (OCR misreads a character: "收吉方" for "收款方", drops one:
+ * "票号码" for "发票号码") when it is long enough that one edit leaves it recognisable: 3 or more
+ * CJK code points, or 7 or more ASCII letters. Shorter labels match exactly only. */
+static bool label_fuzzy_ok(const uint32_t *cp, int n) {
+    bool cjk = n > 0 && cp[0] >= 0x2E80;
+    return n <= LABEL_CPS && (cjk ? n >= 3 : n >= 7);
+}
+
+/* Find the first label of labels[] (priority order) in the squeezed line: exact first, then
+ * within one edit (label_fuzzy_ok), where the window must be closer to the label than to any
+ * of neg[] (words one edit away that mean something else: 发票代码 for 发票号码, 付款方 for
+ * 收款方). Returns the squeezed byte offset just past the match and sets *which, or -1. */
+static int find_label_neg(const sq_line *q, const char *const *labels, size_t nl,
+                          const char *const *neg, size_t nneg, size_t *which) {
     for (size_t i = 0; i < nl; i++) {
         const char *p = strstr(q->s, labels[i]);
         if (p) {
@@ -59,7 +113,45 @@ static int find_label(const sq_line *q, const char *const *labels, size_t nl, si
             return (int)(p - q->s) + (int)strlen(labels[i]);
         }
     }
+    uint32_t s[LINE_MAX_BYTES];
+    int off[LINE_MAX_BYTES + 1];
+    int ns = utf8_decode(q->s, q->n, s, off, LINE_MAX_BYTES);
+    for (size_t i = 0; i < nl; i++) {
+        uint32_t lab[LABEL_CPS + 1];
+        int loff[LABEL_CPS + 2];
+        int nlab = utf8_decode(labels[i], (int)strlen(labels[i]), lab, loff, LABEL_CPS + 1);
+        if (!label_fuzzy_ok(lab, nlab)) continue;
+        int min_m = nlab - 1 < 3 ? 3 : nlab - 1;
+        for (int st = 0; st < ns; st++) {
+            for (int m = nlab + 1; m >= min_m; m--) { /* longest window first */
+                if (st + m > ns) continue;
+                if (edit_distance(lab, nlab, s + st, m) > 1) continue;
+                /* the window's ends must be label characters (no edit at the edges) */
+                if (s[st] != lab[0] && s[st + m - 1] != lab[nlab - 1]) continue;
+                bool other = false;
+                for (size_t k = 0; k < nneg && !other; k++) {
+                    uint32_t ng[LABEL_CPS + 1];
+                    int noff[LABEL_CPS + 2];
+                    int nn = utf8_decode(neg[k], (int)strlen(neg[k]), ng, noff, LABEL_CPS + 1);
+                    for (int mm = nn - 1; mm <= nn + 1 && !other; mm++)
+                        for (int t = st - 1; t <= st + 1 && !other; t++)
+                            if (t >= 0 && mm > 0 && t + mm <= ns &&
+                                edit_distance(ng, nn, s + t, mm) == 0)
+                                other = true;
+                    if (edit_distance(ng, nn, s + st, m) <= edit_distance(lab, nlab, s + st, m))
+                        other = true;
+                }
+                if (other) continue;
+                *which = i;
+                return off[st + m];
+            }
+        }
+    }
     return -1;
+}
+
+static int find_label(const sq_line *q, const char *const *labels, size_t nl, size_t *which) {
+    return find_label_neg(q, labels, nl, NULL, 0, which);
 }
 
 void fr_fields_norm_id(const char *s, char *out, size_t cap) {
@@ -88,8 +180,50 @@ void fr_fields_norm_payee(const char *s, char *out, size_t cap) {
     out[n] = 0;
 }
 
+/* Digits with separators from p: '.', ',', ';' (OCR reads a bold comma as ';'), '\''. The
+ * decimal mark is the last '.' or ',' followed by one or two digits (both conventions:
+ * "1,234.56", "1.234,56", "1234,5"); every other separator groups thousands ("1,234" and
+ * "1.234" are 1234). More than two decimals after a '.' that is the only separator are cut to
+ * two ("12.3456" -> "12.34"). */
+static bool amount_at(const char *p, char *out, size_t cap) {
+    char run[64];
+    size_t n = 0;
+    while (n < sizeof run - 1 && (isdigit((unsigned char)*p) || *p == '.' || *p == ',' ||
+                                  *p == ';' || *p == '\''))
+        run[n++] = *p++;
+    while (n && !isdigit((unsigned char)run[n - 1])) n--;
+    run[n] = 0;
+    if (!n) return false;
+    int last = -1, nsep = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)run[i])) {
+            if (i == 0 || !isdigit((unsigned char)run[i - 1])) continue; /* ",;" counts once */
+            nsep++;
+            last = (int)i;
+        }
+    int dec = -1;
+    if (last >= 0 && (run[last] == '.' || run[last] == ',')) {
+        size_t tail = n - (size_t)last - 1;
+        if (tail == 1 || tail == 2) dec = last;
+        else if (tail > 3 && run[last] == '.' && nsep == 1) dec = last;
+    }
+    char ip[48], fp[3] = "00";
+    size_t ni = 0;
+    for (int i = 0; i < (dec >= 0 ? dec : (int)n) && ni < sizeof ip - 1; i++)
+        if (isdigit((unsigned char)run[i])) ip[ni++] = run[i];
+    ip[ni] = 0;
+    if (dec >= 0) {
+        fp[0] = run[dec + 1];
+        fp[1] = dec + 2 < (int)n ? run[dec + 2] : '0';
+    }
+    const char *ipp = ip;
+    while (ipp[0] == '0' && ipp[1]) ipp++;
+    snprintf(out, cap, "%s.%s", ni ? ipp : "0", fp);
+    return true;
+}
+
 bool fr_fields_norm_amount(const char *in, char *out, size_t cap) {
-    /* squeeze spaces, map fullwidth comma/full stop (U+FF0C, U+FF0E) to ASCII */
+    /* squeeze spaces ("1 234,50"), map fullwidth comma/full stop (U+FF0C, U+FF0E) to ASCII */
     char s[LINE_MAX_BYTES];
     size_t m = 0;
     for (const char *c = in; *c && m < sizeof s - 1; c++) {
@@ -103,44 +237,8 @@ bool fr_fields_norm_amount(const char *in, char *out, size_t cap) {
         s[m++] = *c;
     }
     s[m] = 0;
-    /* first run of digits with optional thousands separators and decimals */
-    for (const char *p = s; *p; p++) {
-        if (!isdigit((unsigned char)*p)) continue;
-        char digits[40];
-        size_t n = 0;
-        const char *q = p;
-        int frac = -1;
-        while (*q && n < sizeof digits - 1) {
-            if (isdigit((unsigned char)*q)) {
-                digits[n++] = *q;
-                if (frac >= 0) frac++;
-            } else if ((*q == ',' || *q == ';') && frac < 0) {
-                /* thousands separator; OCR often reads a bold comma as ';' or ',;' */
-                const char *t = q;
-                while (*t == ',' || *t == ';') t++;
-                if (!isdigit((unsigned char)*t)) break;
-                q = t;
-                continue;
-            } else if (*q == '.' && frac < 0 && isdigit((unsigned char)q[1])) {
-                frac = 0;
-                digits[n++] = '.';
-            } else break;
-            q++;
-        }
-        digits[n] = 0;
-        if (frac < 0) { /* an integer amount */
-            snprintf(out, cap, "%s.00", digits);
-        } else if (frac == 1) {
-            snprintf(out, cap, "%s0", digits);
-        } else {
-            if (frac > 2) digits[n - (size_t)(frac - 2)] = 0;
-            snprintf(out, cap, "%s", digits);
-        }
-        /* strip leading zeros of the integer part */
-        char *o = out;
-        while (o[0] == '0' && isdigit((unsigned char)o[1])) memmove(o, o + 1, strlen(o));
-        return true;
-    }
+    for (const char *p = s; *p; p++)
+        if (isdigit((unsigned char)*p)) return amount_at(p, out, cap);
     return false;
 }
 
@@ -157,31 +255,48 @@ static bool valid_ymd(int y, int m, int d) {
     return y >= 1900 && y <= 2100 && m >= 1 && m <= 12 && d >= 1 && d <= 31;
 }
 
-bool fr_fields_norm_date(const char *s, char *out, size_t cap) {
+/* The date in s (see fields.h). A numeric date with the year last and both leading numbers
+ * 12 or less ("03/05/2024") is day first unless month_first; *ambiguous says it was such a
+ * date. */
+static bool date_parse(const char *s, bool month_first, char *out, size_t cap, bool *ambiguous) {
     /* work on a squeezed copy: "2024 年 03 月 15 日" -> "2024年03月15日" */
     char b[LINE_MAX_BYTES];
     size_t n = 0;
+    if (ambiguous) *ambiguous = false;
     for (const char *p = s; *p && n < sizeof b - 1; p++)
         if (*p != ' ' && *p != '\t') b[n++] = *p;
     b[n] = 0;
     for (size_t i = 0; i < n; i++) {
         const char *p = b + i;
         int y = 0, m = 0, d = 0, k = 0;
+        char s1 = 0, s2 = 0;
         if (isdigit((unsigned char)*p) && (i == 0 || !isdigit((unsigned char)p[-1]))) {
-            /* YYYY-MM-DD, YYYY/MM/DD, YYYY.MM.DD, YYYY年MM月DD日 */
-            if (sscanf(p, "%4d-%2d-%2d%n", &y, &m, &d, &k) == 3 ||
-                sscanf(p, "%4d/%2d/%2d%n", &y, &m, &d, &k) == 3 ||
-                sscanf(p, "%4d.%2d.%2d%n", &y, &m, &d, &k) == 3 ||
+            /* YYYY-MM-DD, YYYY/M/D, YYYY.MM.DD, YYYY年M月D日 */
+            if ((sscanf(p, "%4d%c%2d%c%2d%n", &y, &s1, &m, &s2, &d, &k) == 5 && s1 == s2 &&
+                 (s1 == '-' || s1 == '/' || s1 == '.')) ||
                 sscanf(p, "%4d\xe5\xb9\xb4%2d\xe6\x9c\x88%2d%n", &y, &m, &d, &k) == 3) {
-                if (y >= 1000 && valid_ymd(y, m, d)) goto ok;
+                if (y >= 1000 && valid_ymd(y, m, d) && !isdigit((unsigned char)p[k])) goto ok;
             }
-            /* DD/MM/YYYY */
-            if (sscanf(p, "%2d/%2d/%4d%n", &d, &m, &y, &k) == 3 && valid_ymd(y, m, d)) goto ok;
-            /* DDMonthYYYY (squeezed "15March2024") */
+            /* DD/MM/YYYY, DD.MM.YYYY, DD-MM-YYYY (MM/DD/YYYY when the first is over 12 or
+             * when month_first for an ambiguous one) */
+            int a = 0, c = 0;
+            if (sscanf(p, "%2d%c%2d%c%4d%n", &a, &s1, &c, &s2, &y, &k) == 5 && s1 == s2 &&
+                (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1000 &&
+                !isdigit((unsigned char)p[k])) {
+                bool amb = a <= 12 && c <= 12 && a != c;
+                if (a > 12 || (amb && !month_first) || a == c) d = a, m = c;
+                else d = c, m = a;
+                if (valid_ymd(y, m, d)) {
+                    if (ambiguous) *ambiguous = amb;
+                    goto ok;
+                }
+            }
+            /* DDMonthYYYY (squeezed "15March2024", "5Mar.2024") */
             int dd = 0, kk = 0;
             if (sscanf(p, "%2d%n", &dd, &kk) == 1 && (m = month_at(p + kk)) > 0) {
                 const char *q = p + kk;
                 while (isalpha((unsigned char)*q)) q++;
+                if (*q == '.') q++;
                 if (*q == ',') q++;
                 if (sscanf(q, "%4d", &y) == 1 && valid_ymd(y, m, dd)) {
                     d = dd;
@@ -190,9 +305,10 @@ bool fr_fields_norm_date(const char *s, char *out, size_t cap) {
             }
         } else if (isalpha((unsigned char)*p) && (m = month_at(p)) > 0 &&
                    (i == 0 || !isalpha((unsigned char)p[-1]))) {
-            /* MonthDD,YYYY */
+            /* MonthDD,YYYY ("March5,2024", "Mar.5,2024") */
             const char *q = p;
             while (isalpha((unsigned char)*q)) q++;
+            if (*q == '.') q++;
             if (sscanf(q, "%2d,%4d", &d, &y) == 2 && valid_ymd(y, m, d)) goto ok;
         }
         continue;
@@ -203,16 +319,100 @@ bool fr_fields_norm_date(const char *s, char *out, size_t cap) {
     return false;
 }
 
+bool fr_fields_norm_date(const char *s, char *out, size_t cap) {
+    return date_parse(s, false, out, cap, NULL);
+}
+
 static void copy_trim(char *dst, size_t cap, const char *s, const char *end) {
-    while (s < end && (*s == ' ' || *s == '\t')) s++;
+    while (s < end && (*s == ' ' || *s == '\t' || *s == ':')) s++;
     while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) end--;
     size_t n = FR_MIN((size_t)(end - s), cap - 1);
     memcpy(dst, s, n);
     dst[n] = 0;
 }
 
-void fr_fields_extract(const char *text, fr_fields *out) {
+/* The text as the extractor reads it (malloc'd): NFKC (fullwidth digits, letters and
+ * punctuation become ASCII: "１２３，４５" -> "123,45", "：" -> ":", "№" -> "No", "￥" -> "¥"),
+ * then dashes U+2010..U+2015 and U+2212 become '-'. Invalid UTF-8 is kept as it is. */
+static char *fields_normalise(const char *text) {
+    char *t = (char *)utf8proc_NFKC((const utf8proc_uint8_t *)text);
+    if (!t) {
+        size_t n = strlen(text);
+        t = malloc(n + 1);
+        if (!t) return NULL;
+        memcpy(t, text, n + 1);
+    }
+    char *w = t;
+    for (const char *r = t; *r;) {
+        unsigned char c0 = (unsigned char)r[0], c1 = c0 ? (unsigned char)r[1] : 0,
+                      c2 = c1 ? (unsigned char)r[2] : 0;
+        if (c0 == 0xE2 && ((c1 == 0x80 && c2 >= 0x90 && c2 <= 0x95) || (c1 == 0x88 && c2 == 0x92))) {
+            *w++ = '-';
+            r += 3;
+        } else *w++ = *r++;
+    }
+    *w = 0;
+    return t;
+}
+
+/* The invoice number at s (up to end): the first token of [A-Za-z0-9-/_.] holding a digit,
+ * trailing '.' dropped. A dash read as '.' is repaired where the pattern says so: a letter
+ * prefix then digit groups ("INV.2024.0042"), or a token whose other separators are dashes
+ * ("INV-2024.0042"); a '.' between digits alone ("12.345") stays. Returns false if none. */
+static bool invoice_token(const char *s, const char *end, char *out, size_t cap) {
+    while (s < end && (*s == ' ' || *s == ':' || *s == '#' || *s == '.')) s++;
+    const char *t = s;
+    while (t < end && (isalnum((unsigned char)*t) || *t == '-' || *t == '/' || *t == '_' ||
+                       *t == '.'))
+        t++;
+    while (t > s && (t[-1] == '.' || t[-1] == '-')) t--;
+    bool digit = false, dash = false, dot = false;
+    for (const char *c = s; c < t; c++) {
+        digit |= isdigit((unsigned char)*c) != 0;
+        dash |= *c == '-';
+        dot |= *c == '.';
+    }
+    if (!digit || t - s < 2) return false;
+    copy_trim(out, cap, s, t);
+    if (dot) {
+        /* letter prefix then '.'-separated digits: every '.' after the prefix is a dash */
+        size_t i = 0;
+        while (isalpha((unsigned char)out[i])) i++;
+        bool prefix_then_digits = i > 0 && out[i] == '.';
+        for (size_t j = i; out[j] && prefix_then_digits; j++)
+            prefix_then_digits = isdigit((unsigned char)out[j]) || out[j] == '.' || out[j] == '-';
+        if (prefix_then_digits || dash)
+            for (char *c = out; *c; c++)
+                if (*c == '.') *c = '-';
+    }
+    return true;
+}
+
+/* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ..."). */
+static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
+    static const char *const STOP[] = {
+        "date", "invoice", "total", "amount", "billto", "tel",
+        "\xe6\x97\xa5\xe6\x9c\x9f",             /* 日期 */
+        "\xe5\x8f\x91\xe7\xa5\xa8",             /* 发票 */
+        "\xe8\xb4\xad\xe4\xb9\xb0\xe6\x96\xb9", /* 购买方 */
+        "\xe9\x87\x91\xe9\xa2\x9d",             /* 金额 */
+        "\xe7\xba\xb3\xe7\xa8\x8e",             /* 纳税 (纳税人识别号) */
+        "\xe5\x9c\xb0\xe5\x9d\x80",             /* 地址 */
+        "\xe7\x94\xb5\xe8\xaf\x9d",             /* 电话 */
+    };
+    int stop = q->n;
+    for (size_t i = 0; i < FR_ARRAY_LEN(STOP); i++) {
+        const char *p = strstr(q->s + k, STOP[i]);
+        if (p && p - q->s > k && p - q->s < stop) stop = (int)(p - q->s);
+    }
+    const char *end = stop < q->n ? q->orig + q->map[stop] : q->orig + q->orig_len;
+    copy_trim(out, cap, orig_from(q, k), end);
+}
+
+void fr_fields_extract(const char *text_in, fr_fields *out) {
     memset(out, 0, sizeof *out);
+    if (!text_in) return;
+    char *text = fields_normalise(text_in);
     if (!text) return;
     static const char *const L_INV[] = {
         "invoiceno", "invoicenumber", "invoice#", "receiptno", "receiptnumber", "receipt#",
@@ -220,26 +420,55 @@ void fr_fields_extract(const char *text, fr_fields *out) {
         "\xe5\x8f\x91\xe7\xa5\xa8\xe5\x8f\xb7",                     /* 发票号 */
         "\xe6\x94\xb6\xe6\x8d\xae\xe5\x8f\xb7",                     /* 收据号 */
         "\xe5\x8d\x95\xe5\x8f\xb7",                                 /* 单号 */
+        "invoice", "no.",
+    };
+    static const char *const N_INV[] = {
+        "\xe5\x8f\x91\xe7\xa5\xa8\xe4\xbb\xa3\xe7\xa0\x81",         /* 发票代码: the code */
+        "invoicedate", "invoicetotal",
     };
     static const char *const L_AMT[] = {
-        "amountdue", "totaldue", "grandtotal", "total",
+        "\xe5\xb0\x8f\xe5\x86\x99",                                 /* 小写 (the figures) */
+        "amountdue", "totaldue", "balancedue", "grandtotal", "totalamount", "amountpayable",
         "\xe4\xbb\xb7\xe7\xa8\x8e\xe5\x90\x88\xe8\xae\xa1",         /* 价税合计 */
         "\xe5\x90\x88\xe8\xae\xa1\xe9\x87\x91\xe9\xa2\x9d",         /* 合计金额 */
+        "\xe5\xba\x94\xe4\xbb\x98\xe9\x87\x91\xe9\xa2\x9d",         /* 应付金额 */
+        "\xe6\x80\xbb\xe9\x87\x91\xe9\xa2\x9d",                     /* 总金额 */
+        "total",
         "\xe5\x90\x88\xe8\xae\xa1",                                 /* 合计 */
         "\xe6\x80\xbb\xe8\xae\xa1",                                 /* 总计 */
+        "\xe9\x87\x91\xe9\xa2\x9d",                                 /* 金额 */
+        "amount",
     };
-    static const char *const L_DATE[] = {"date", "\xe6\x97\xa5\xe6\x9c\x9f"}; /* 日期 */
+    static const char *const N_AMT[] = {"subtotal", "amountpaid"};
+    static const char *const L_DATE[] = {
+        "issuedate", "invoicedate", "\xe5\xbc\x80\xe7\xa5\xa8\xe6\x97\xa5\xe6\x9c\x9f", /* 开票日期 */
+        "date", "\xe6\x97\xa5\xe6\x9c\x9f",                                             /* 日期 */
+    };
+    static const char *const N_DATE[] = {"duedate", "\xe5\x88\xb0\xe6\x9c\x9f"}; /* 到期 */
     static const char *const L_PAYEE[] = {
-        "payee", "merchant", "seller",
-        "\xe6\x94\xb6\xe6\xac\xbe\xe6\x96\xb9",                     /* 收款方 */
-        "\xe6\x94\xb6\xe6\xac\xbe\xe5\x8d\x95\xe4\xbd\x8d",         /* 收款单位 */
-        "\xe5\x95\x86\xe6\x88\xb7",                                 /* 商户 */
+        "payee", "merchant", "seller", "vendor", "supplier", "payto",
+        "\xe9\x94\x80\xe5\x94\xae\xe6\x96\xb9\xe5\x90\x8d\xe7\xa7\xb0", /* 销售方名称 */
+        "\xe6\x94\xb6\xe6\xac\xbe\xe6\x96\xb9",                         /* 收款方 */
+        "\xe6\x94\xb6\xe6\xac\xbe\xe4\xba\xba",                         /* 收款人 */
+        "\xe6\x94\xb6\xe6\xac\xbe\xe5\x8d\x95\xe4\xbd\x8d",             /* 收款单位 */
+        "\xe9\x94\x80\xe5\x94\xae\xe6\x96\xb9",                         /* 销售方 */
+        "\xe5\x95\x86\xe6\x88\xb7",                                     /* 商户 */
+        "from",
     };
-    size_t best_amt = FR_ARRAY_LEN(L_AMT);
+    static const char *const N_PAYEE[] = {
+        "\xe4\xbb\x98\xe6\xac\xbe\xe6\x96\xb9",                         /* 付款方 */
+        "\xe4\xbb\x98\xe6\xac\xbe\xe4\xba\xba",                         /* 付款人 */
+        "\xe8\xb4\xad\xe4\xb9\xb0\xe6\x96\xb9\xe5\x90\x8d\xe7\xa7\xb0", /* 购买方名称: the buyer */
+        "\xe8\xb4\xad\xe4\xb9\xb0\xe6\x96\xb9",                         /* 购买方 */
+        "billto", "shipto",
+    };
+    size_t best_amt = FR_ARRAY_LEN(L_AMT), best_date = FR_ARRAY_LEN(L_DATE) + 1;
     const char *amt_line = NULL; /* the line the amount came from */
     int amt_len = 0;
+    size_t pending_amt = SIZE_MAX; /* a label whose value is on the next line */
+    bool pending_inv = false;
     char first_line[128] = "";
-    char any_date[16] = "";
+    char date_line[LINE_MAX_BYTES] = "", any_date_line[LINE_MAX_BYTES] = "";
     sq_line q;
     const char *p = text;
     while (*p) {
@@ -250,57 +479,94 @@ void fr_fields_extract(const char *text, fr_fields *out) {
         size_t w;
         int k;
         if (q.n) {
-            if (!out->invoice_no[0] && (k = find_label(&q, L_INV, FR_ARRAY_LEN(L_INV), &w)) >= 0) {
-                k = skip_sep(&q, k);
-                /* the id: first token of [A-Za-z0-9-/] holding a digit */
-                const char *s = orig_from(&q, k), *end = q.orig + q.orig_len;
-                while (s < end && (*s == ' ' || *s == ':')) s++;
-                const char *t = s;
-                while (t < end && (isalnum((unsigned char)*t) || *t == '-' || *t == '/')) t++;
-                bool digit = false;
-                for (const char *c = s; c < t; c++) digit |= isdigit((unsigned char)*c) != 0;
-                if (digit) copy_trim(out->invoice_no, sizeof out->invoice_no, s, t);
+            const char *end = q.orig + q.orig_len;
+            if (!out->invoice_no[0] && pending_inv)
+                invoice_token(q.orig, end, out->invoice_no, sizeof out->invoice_no);
+            pending_inv = false;
+            if (!out->invoice_no[0] &&
+                (k = find_label_neg(&q, L_INV, FR_ARRAY_LEN(L_INV), N_INV, FR_ARRAY_LEN(N_INV),
+                                    &w)) >= 0) {
+                /* "invoice" and "no." alone: only with a number right after them */
+                bool weak = !strcmp(L_INV[w], "invoice") || !strcmp(L_INV[w], "no.");
+                if (weak && !strcmp(L_INV[w], "no.") && k != 3) k = -1;
+                if (weak && k >= 0 && k < q.n && isalpha((unsigned char)q.s[k])) k = -1;
+                if (k >= 0) {
+                    k = skip_sep(&q, k);
+                    if (!invoice_token(orig_from(&q, k), end, out->invoice_no,
+                                       sizeof out->invoice_no) && !weak && k >= q.n)
+                        pending_inv = true;
+                }
             }
             bool sub = strstr(q.s, "subtotal") || strstr(q.s, "\xe5\xb0\x8f\xe8\xae\xa1"); /* 小计 */
-            if (!sub && (k = find_label(&q, L_AMT, FR_ARRAY_LEN(L_AMT), &w)) >= 0 && w <= best_amt) {
-                char a[32];
+            char a[32];
+            if (pending_amt < best_amt && !sub && fr_fields_norm_amount(q.s, a, sizeof a)) {
+                const char *c = q.s;
+                while (*c && !isdigit((unsigned char)*c)) c++;
+                if (c - q.s <= 6) { /* the value line starts with the number (or a symbol) */
+                    snprintf(out->amount, sizeof out->amount, "%s", a);
+                    best_amt = pending_amt;
+                    amt_line = q.orig;
+                    amt_len = q.orig_len;
+                }
+            }
+            pending_amt = SIZE_MAX;
+            if (!sub &&
+                (k = find_label_neg(&q, L_AMT, FR_ARRAY_LEN(L_AMT), N_AMT, FR_ARRAY_LEN(N_AMT),
+                                    &w)) >= 0 &&
+                w < best_amt) {
                 if (fr_fields_norm_amount(orig_from(&q, k), a, sizeof a)) {
                     snprintf(out->amount, sizeof out->amount, "%s", a);
                     best_amt = w;
                     amt_line = q.orig;
                     amt_len = q.orig_len;
+                } else pending_amt = w;
+            }
+            bool due = false;
+            for (size_t i = 0; i < FR_ARRAY_LEN(N_DATE); i++) due |= strstr(q.s, N_DATE[i]) != NULL;
+            if ((k = find_label(&q, L_DATE, FR_ARRAY_LEN(L_DATE), &w)) >= 0 &&
+                w + (due ? 1 : 0) < best_date) {
+                char tmp[LINE_MAX_BYTES], d[16];
+                copy_trim(tmp, sizeof tmp, orig_from(&q, k), end);
+                if (fr_fields_norm_date(tmp, d, sizeof d)) {
+                    best_date = w + (due ? 1 : 0);
+                    snprintf(date_line, sizeof date_line, "%s", tmp);
                 }
             }
-            if (!out->date[0] && find_label(&q, L_DATE, FR_ARRAY_LEN(L_DATE), &w) >= 0) {
-                char tmp[LINE_MAX_BYTES];
-                copy_trim(tmp, sizeof tmp, q.orig, q.orig + q.orig_len);
-                fr_fields_norm_date(tmp, out->date, sizeof out->date);
+            if (!any_date_line[0]) {
+                char tmp[LINE_MAX_BYTES], d[16];
+                copy_trim(tmp, sizeof tmp, q.orig, end);
+                if (fr_fields_norm_date(tmp, d, sizeof d))
+                    snprintf(any_date_line, sizeof any_date_line, "%s", tmp);
             }
-            if (!any_date[0]) {
-                char tmp[LINE_MAX_BYTES];
-                copy_trim(tmp, sizeof tmp, q.orig, q.orig + q.orig_len);
-                fr_fields_norm_date(tmp, any_date, sizeof any_date);
-            }
-            if (!out->payee[0] && (k = find_label(&q, L_PAYEE, FR_ARRAY_LEN(L_PAYEE), &w)) >= 0) {
+            if (!out->payee[0] &&
+                (k = find_label_neg(&q, L_PAYEE, FR_ARRAY_LEN(L_PAYEE), N_PAYEE,
+                                    FR_ARRAY_LEN(N_PAYEE), &w)) >= 0 &&
+                (strcmp(L_PAYEE[w], "from") || k == 4)) {
                 k = skip_sep(&q, k);
-                copy_trim(out->payee, sizeof out->payee, orig_from(&q, k), q.orig + q.orig_len);
+                /* 销售方 名称: ... */
+                if (k + 6 <= q.n && !memcmp(q.s + k, "\xe5\x90\x8d\xe7\xa7\xb0", 6))
+                    k = skip_sep(&q, k + 6);
+                payee_value(&q, k, out->payee, sizeof out->payee);
             }
             if (!first_line[0]) {
                 bool title = !strcmp(q.s, "invoice") || !strcmp(q.s, "receipt") ||
-                             !strcmp(q.s, "\xe5\x8f\x91\xe7\xa5\xa8") ||  /* 发票 */
+                             strstr(q.s, "\xe5\x8f\x91\xe7\xa5\xa8") ||  /* 发票 */
                              !strcmp(q.s, "\xe6\x94\xb6\xe6\x8d\xae");    /* 收据 */
                 bool letters = false;
                 for (int i = 0; i < q.n; i++)
                     letters |= isalpha((unsigned char)q.s[i]) || (unsigned char)q.s[i] >= 0x80;
                 if (!title && letters && q.n >= 4)
-                    copy_trim(first_line, sizeof first_line, q.orig, q.orig + q.orig_len);
+                    copy_trim(first_line, sizeof first_line, q.orig, end);
             }
         }
         p = *e ? e + 1 : e;
     }
-    if (!out->date[0]) memcpy(out->date, any_date, sizeof any_date);
     if (!out->payee[0]) memcpy(out->payee, first_line, sizeof first_line);
     fields_currency(text, amt_line, (size_t)amt_len, out->currency, sizeof out->currency);
+    /* an ambiguous numeric date is month first on a dollar invoice, day first otherwise */
+    const char *dl = date_line[0] ? date_line : any_date_line;
+    if (dl[0]) date_parse(dl, !strcmp(out->currency, "USD"), out->date, sizeof out->date, NULL);
+    free(text);
 }
 
 /* ---- currency ---------------------------------------------------------------------------------- */
