@@ -1,0 +1,179 @@
+/* ppocr.h — the PP-OCR pipeline around the three networks (DB detection, the 180° direction
+ * classifier, SVTR/CTC recognition), as PaddleOCR's predict_system runs it. Pure C on images and
+ * float arrays: nothing here runs a network, so every step is testable on constructed inputs and
+ * the executor that runs the models is wired in by the caller.
+ *
+ *   fr_ppocr_det_params dp = fr_ppocr_det_default_params();
+ *   uint32_t mw, mh; fr_ppocr_det_size(img->width, img->height, dp.limit_side, &mw, &mh);
+ *   float *x = malloc(3 * mw * mh * sizeof *x);            // (3, mh, mw) network input
+ *   fr_ppocr_det_prep(img, mw, mh, x);
+ *   ... run the det model: prob (1, 1, mh, mw) ...
+ *   fr_ppocr_box boxes[FR_PPOCR_MAX_BOXES];
+ *   int n = fr_ppocr_det_boxes(prob, mw, mh, img->width, img->height, &dp, boxes,
+ *                              FR_PPOCR_MAX_BOXES, &err);  // in reading order
+ *   for each box: fr_ppocr_crop(img, &boxes[i], &line) → cls input (fr_ppocr_cls_prep), flip
+ *   with fr_ppocr_flip180 when fr_ppocr_cls_says_flip; rec input (fr_ppocr_rec_width,
+ *   fr_ppocr_rec_prep); ... run rec: probs (T, C) ... fr_ppocr_ctc_decode(probs, T, C, dict, ...).
+ *
+ * Channel order: PaddleOCR reads images with OpenCV (BGR) and its models were trained so; every
+ * *_prep here writes channel 0 = blue, 1 = green, 2 = red from an RGB (or gray) fr_image.
+ *
+ * Bounds: a probability map above FR_PPOCR_MAX_MAP_PIXELS is refused (FR_ERR_TOO_LARGE); at most
+ * FR_PPOCR_MAX_CANDIDATES components are examined (PaddleOCR's max_candidates) and at most the
+ * caller's cap of boxes kept; a component's outline holds at most 2 points per map row; crops are
+ * at most FR_PPOCR_MAX_CROP_SIDE per side; the dictionary holds at most FR_PPOCR_MAX_DICT entries.
+ * NaN in a probability map counts as 0 (below every threshold).
+ *
+ * Threads: every function is reentrant; a dictionary is read-only after loading and can be shared.
+ */
+#ifndef FRUGAL_PPOCR_H
+#define FRUGAL_PPOCR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "stages/image/image.h"
+#include "stages/ocr/ocr.h"
+
+#define FR_PPOCR_MAX_MAP_PIXELS (4096u * 4096u) /* largest probability map taken */
+#define FR_PPOCR_MAX_CANDIDATES 1000            /* components examined per map */
+#define FR_PPOCR_MAX_BOXES 1000                 /* a good cap for the caller's box array */
+#define FR_PPOCR_MAX_CROP_SIDE 4096u            /* longest side of one rectified line crop */
+#define FR_PPOCR_MAX_DICT 100000                /* dictionary entries */
+#define FR_PPOCR_REC_H 48                       /* recognition / classifier input height */
+#define FR_PPOCR_CLS_W 192                      /* classifier input width */
+
+/* DB post-processing settings (PaddleOCR's defaults). */
+typedef struct fr_ppocr_det_params {
+    int limit_side;     /* the longer side of the network input is at most this; 960 */
+    float thresh;       /* binarisation threshold of the probability map; 0.3 */
+    float box_thresh;   /* a box whose mean probability is below this is dropped; 0.6 */
+    float unclip_ratio; /* grow each box by area * ratio / perimeter on every side; 1.5 */
+    float min_size;     /* shorter side (map pixels) below this is dropped; 3 */
+    float line_tol;     /* boxes whose top-left y differ by less are one line; 10 image px */
+} fr_ppocr_det_params;
+
+/* A text box: a quadrilateral in image pixels, points clockwise from top-left. */
+typedef struct fr_ppocr_box {
+    float x[4], y[4]; /* top-left, top-right, bottom-right, bottom-left */
+    float score;      /* mean probability inside the box before unclipping, 0..1 */
+} fr_ppocr_box;
+
+/* The recognition dictionary: index 0 is the CTC blank, 1..n the file's lines, then " ". */
+typedef struct fr_ppocr_dict {
+    char **chars;  /* [n]: chars[0] = "" (blank), chars[n-1] = " "; each malloc'd UTF-8 */
+    size_t n;      /* number of classes the recogniser's output must have */
+} fr_ppocr_dict;
+
+/* One decoded text line. */
+typedef struct fr_ppocr_text {
+    char *text;       /* UTF-8, malloc'd (possibly "") */
+    float conf;       /* mean of the kept steps' max probability, 0..1 (0 when nothing kept) */
+    int n_unknown;    /* kept steps whose class is outside the dictionary (skipped) */
+} fr_ppocr_text;
+
+/* The script of a text, from the share of CJK ideographs among its letters and ideographs. */
+typedef enum fr_ppocr_script {
+    FR_PPOCR_SCRIPT_NONE = 0, /* no letters at all */
+    FR_PPOCR_SCRIPT_LATIN,    /* mostly Latin (and other non-CJK) letters: lang "eng" */
+    FR_PPOCR_SCRIPT_HAN,      /* CJK ideographs are at least 30 % of the letters: lang "chi_sim" */
+} fr_ppocr_script;
+
+fr_ppocr_det_params fr_ppocr_det_default_params(void);
+
+/* ---- detection ---- */
+
+/* The network input size for a w x h image: scaled so the longer side is at most limit_side
+ * (never up), then each side rounded to the nearest multiple of 32 (at least 32). */
+void fr_ppocr_det_size(uint32_t w, uint32_t h, int limit_side, uint32_t *out_w, uint32_t *out_h);
+/* Bilinear resize of img (gray or RGB) to out_w x out_h and ImageNet normalisation into
+ * out (3, out_h, out_w), BGR order: (v / 255 - mean) / std with mean 0.485 0.456 0.406 and std
+ * 0.229 0.224 0.225 for channels 0 1 2. Cannot fail (the caller sizes out). */
+void fr_ppocr_det_prep(const fr_image *img, uint32_t out_w, uint32_t out_h, float *out);
+/* DB post-processing of prob (map_h, map_w) for an image of img_w x img_h: binarise at
+ * p->thresh, take the 8-connected components (at most FR_PPOCR_MAX_CANDIDATES, in raster order of
+ * their first pixel), the minimum-area rectangle of each component's outline, drop it when its
+ * shorter side < min_size or its score (mean probability over the rectangle's polygon mask) <
+ * box_thresh, grow it by unclip_ratio, drop it when the grown shorter side < min_size + 2, map it
+ * to image pixels, clip, drop it when a side is <= 3 px, and sort into reading order. Writes at
+ * most cap boxes; returns their count (>= 0), or -1 with err set (map too large: TOO_LARGE; zero
+ * sizes or NULL: BAD_REQUEST). */
+int fr_ppocr_det_boxes(const float *prob, uint32_t map_w, uint32_t map_h, uint32_t img_w,
+                       uint32_t img_h, const fr_ppocr_det_params *p, fr_ppocr_box *out, int cap,
+                       fr_err *err);
+/* Reading order in place: by the top-left corner's y then x; boxes whose top-left y differ by less
+ * than line_tol are one line and go left to right (PaddleOCR's sorted_boxes). */
+void fr_ppocr_sort_boxes(fr_ppocr_box *b, int n, float line_tol);
+/* The minimum-area enclosing rectangle of n points (x, y interleaved), as a box with corners
+ * ordered as fr_ppocr_box says; *short_side gets its shorter side. n >= 1. */
+void fr_ppocr_min_area_rect(const float *pts, int n, fr_ppocr_box *out, float *short_side);
+/* Grow a rectangle box by d = area * ratio / perimeter on each side (exactly what PaddleOCR's
+ * polygon offset followed by the minimum-area rectangle gives for a rectangle). */
+void fr_ppocr_unclip(fr_ppocr_box *b, float ratio);
+
+/* ---- crop, classifier ---- */
+
+/* The line under box b, rectified: a bilinear perspective warp of the quad to a w x h rectangle
+ * (w = the longer of the top and bottom edges, h = the longer of the side edges, truncated,
+ * border pixels replicated), then turned 90° counter-clockwise when h / w >= 1.5. out has img's
+ * channels. 0, or -1 with err set (degenerate box: BAD_REQUEST; a side over
+ * FR_PPOCR_MAX_CROP_SIDE: TOO_LARGE; out of memory). */
+int fr_ppocr_crop(const fr_image *img, const fr_ppocr_box *b, fr_image *out, fr_err *err);
+/* The classifier's input (3, 48, 192): the crop resized to height 48 keeping its aspect ratio
+ * (width ceil(48 w / h), at most 192), v / 127.5 - 1, BGR, zero padding on the right. */
+void fr_ppocr_cls_prep(const fr_image *crop, float *out);
+/* Whether the classifier's probabilities (2: 0°, 180°) ask for a flip: label 1 and p > thresh
+ * (PaddleOCR: 0.9). NaN never flips. */
+int fr_ppocr_cls_says_flip(const float probs[2], float thresh);
+/* Rotate an image by 180° in place. */
+void fr_ppocr_flip180(fr_image *img);
+
+/* ---- recognition ---- */
+
+/* Width of the recognition input for a batch whose widest crop has aspect ratio max_ratio (w/h):
+ * max(min_w, 48 * max_ratio) rounded up to a multiple of step (step <= 1: none), at most max_w. */
+uint32_t fr_ppocr_rec_width(float max_ratio, uint32_t min_w, uint32_t step, uint32_t max_w);
+/* One crop into the recognition input out (3, 48, width): resized to height 48 and width
+ * min(width, ceil(48 w / h)), v / 127.5 - 1, BGR, zero padding on the right. */
+void fr_ppocr_rec_prep(const fr_image *crop, uint32_t width, float *out);
+/* Indices 0..n-1 of n crops sorted by aspect ratio (w / h), ascending: batches of consecutive
+ * indices then pad little (PaddleOCR's order). */
+void fr_ppocr_rec_order(const fr_image *crops, int n, int *idx);
+
+/* Load the dictionary file (one entry per line, UTF-8; "\r\n" accepted); with_space adds " " as
+ * the last class (PaddleOCR's use_space_char, on for ppocr_keys_v1). 0, or -1 with err set
+ * (NOT_FOUND, BAD_REQUEST for invalid UTF-8 / empty / over FR_PPOCR_MAX_DICT entries). */
+int fr_ppocr_dict_load(const char *path, int with_space, fr_ppocr_dict *d, fr_err *err);
+/* The same from bytes in memory. */
+int fr_ppocr_dict_parse(const char *data, size_t len, int with_space, fr_ppocr_dict *d,
+                        fr_err *err);
+void fr_ppocr_dict_free(fr_ppocr_dict *d);
+
+/* CTC greedy decoding of probs (T, C) (the recogniser's softmax output, row per time step): the
+ * argmax of each step, repeats collapsed, blanks (class 0) removed; classes >= d->n are counted in
+ * n_unknown and skipped; NaN entries never win. conf = mean max probability of the kept steps.
+ * 0, or -1 with err set (out of memory, or C == 0). out->text is malloc'd. */
+int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d,
+                        fr_ppocr_text *out, fr_err *err);
+
+/* ---- result ---- */
+
+/* The script of UTF-8 text (invalid bytes are skipped); *cjk_share (may be NULL) gets the share
+ * of CJK ideographs among letters and ideographs. */
+fr_ppocr_script fr_ppocr_detect_script(const char *text, float *cjk_share);
+/* tesseract-style language name of a script: "chi_sim", "eng" or "" (none). */
+const char *fr_ppocr_script_lang(fr_ppocr_script s);
+/* Assemble an fr_ocr_result from n recognised lines (texts[i] for boxes[i], in reading order;
+ * lines with empty text are left out and boxes is compacted in place to the kept lines, so
+ * boxes[0..res->n_lines) match res->lines; the text is moved out of texts, which keep NULL): line boxes
+ * are the quads' bounding boxes, confidences 0..100, text joined with '\n', mean_conf the mean of
+ * the kept lines'. 0, or -1 with err set (out of memory). */
+int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, fr_ocr_result *res,
+                    fr_err *err);
+/* fr_ocr_result_json plus "engine":"ppocr", "script", "lang" (detected from the text) and each
+ * line's "quad" [x0,y0,...,x3,y3] from boxes (the boxes of the kept lines, res->n_lines).
+ * Never NULL. */
+struct cJSON *fr_ppocr_result_json(const fr_ocr_result *res, const fr_ppocr_box *kept_boxes);
+
+#endif

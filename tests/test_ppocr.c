@@ -1,0 +1,461 @@
+/* test_ppocr.c — the PP-OCR pipeline around the networks on constructed inputs: detection sizes
+ * and normalisation, DB post-processing of synthetic probability maps (axis-aligned and rotated
+ * boxes, reading order, unclip, score and size filters, hostile maps), the perspective crop, the
+ * classifier and recogniser inputs, the dictionary, CTC decoding, script detection and the JSON. */
+#include "t.h"
+
+#include <cjson/cJSON.h>
+
+#include "stages/ocr/ppocr.h"
+
+/* ---- helpers ---- */
+
+/* Whether pixel centre (x, y) lies inside the convex quad (edges included). */
+static int in_quad(const float *qx, const float *qy, double x, double y) {
+    int pos = 0, neg = 0;
+    for (int i = 0; i < 4; i++) {
+        int j = (i + 1) & 3;
+        double c = (qx[j] - qx[i]) * (y - qy[i]) - (qy[j] - qy[i]) * (x - qx[i]);
+        pos |= c > 1e-9;
+        neg |= c < -1e-9;
+    }
+    return !(pos && neg);
+}
+
+/* IoU of two convex quads by counting 0.25-px samples over [0, w) x [0, h). */
+static double quad_iou(const float *ax, const float *ay, const float *bx, const float *by, int w,
+                       int h) {
+    long inter = 0, uni = 0;
+    for (double y = 0; y < h; y += 0.25)
+        for (double x = 0; x < w; x += 0.25) {
+            int a = in_quad(ax, ay, x, y), b = in_quad(bx, by, x, y);
+            inter += a && b;
+            uni += a || b;
+        }
+    return uni ? (double)inter / uni : 0;
+}
+
+/* A rectangle of size rw x rh centred at (cx, cy) turned by deg degrees, as corner arrays. */
+static void rot_rect(double cx, double cy, double rw, double rh, double deg, float *qx, float *qy) {
+    double a = deg * M_PI / 180, ux = cos(a), uy = sin(a), vx = -sin(a), vy = cos(a);
+    const double su[4] = {-1, 1, 1, -1}, sv[4] = {-1, -1, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        qx[i] = (float)(cx + su[i] * rw / 2 * ux + sv[i] * rh / 2 * vx);
+        qy[i] = (float)(cy + su[i] * rw / 2 * uy + sv[i] * rh / 2 * vy);
+    }
+}
+
+/* Paint value v into map (w x h) at the pixels whose centres lie inside the quad. */
+static void paint(float *map, int w, int h, const float *qx, const float *qy, float v) {
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            if (in_quad(qx, qy, x, y)) map[y * w + x] = v;
+}
+
+static double side(const fr_ppocr_box *b, int i, int j) {
+    return hypot(b->x[i] - b->x[j], b->y[i] - b->y[j]);
+}
+
+/* ---- detection ---- */
+
+TEST(det_size_limits_and_rounds_to_32) {
+    uint32_t w, h;
+    fr_ppocr_det_size(1000, 500, 960, &w, &h); /* 960 x 480 */
+    CHECK_EQ_INT(w, 960);
+    CHECK_EQ_INT(h, 480);
+    fr_ppocr_det_size(100, 50, 960, &w, &h); /* never up: 3.125 -> 96, 1.5625 -> 64 */
+    CHECK_EQ_INT(w, 96);
+    CHECK_EQ_INT(h, 64);
+    fr_ppocr_det_size(10, 3, 960, &w, &h);
+    CHECK_EQ_INT(w, 32);
+    CHECK_EQ_INT(h, 32);
+    fr_ppocr_det_size(3000, 4000, 960, &w, &h); /* 720 x 960; 720 / 32 = 22.5 -> 22 (half to even) */
+    CHECK_EQ_INT(w, 704);
+    CHECK_EQ_INT(h, 960);
+}
+
+TEST(det_prep_normalises_bgr_chw) {
+    uint8_t pix[4 * 2 * 3];
+    for (int i = 0; i < 8; i++) {
+        pix[3 * i] = 255; /* red */
+        pix[3 * i + 1] = 0;
+        pix[3 * i + 2] = 51;
+    }
+    fr_image img = {pix, 4, 2, 3};
+    float out[3 * 32 * 32];
+    fr_ppocr_det_prep(&img, 32, 32, out);
+    size_t plane = 32 * 32;
+    CHECK_NEAR(out[0], (0.2 - 0.485) / 0.229, 1e-4);              /* channel 0 = blue */
+    CHECK_NEAR(out[plane + 100], (0 - 0.456) / 0.224, 1e-4);      /* green */
+    CHECK_NEAR(out[2 * plane + 1023], (1 - 0.406) / 0.225, 1e-4); /* red */
+}
+
+TEST(db_boxes_axis_aligned_and_rotated_in_reading_order) {
+    enum { W = 240, H = 160 };
+    static float map[W * H];
+    memset(map, 0, sizeof map);
+    float ax[4], ay[4], bx[4], by[4], cx[4], cy[4];
+    rot_rect(160, 20, 60, 14, 0, ax, ay); /* right on the first line */
+    rot_rect(60, 22, 70, 12, 0, bx, by);  /* left on the first line, 2 px lower */
+    rot_rect(120, 100, 100, 20, 20, cx, cy);
+    paint(map, W, H, ax, ay, 0.9f);
+    paint(map, W, H, bx, by, 0.8f);
+    paint(map, W, H, cx, cy, 0.95f);
+    fr_ppocr_det_params p = fr_ppocr_det_default_params();
+    p.unclip_ratio = 0; /* the boxes themselves */
+    fr_ppocr_box b[8];
+    fr_err err = {0};
+    int n = fr_ppocr_det_boxes(map, W, H, W, H, &p, b, 8, &err);
+    CHECK_EQ_INT(n, 3);
+    if (n != 3) return;
+    CHECK(quad_iou(b[0].x, b[0].y, bx, by, W, H) > 0.9); /* reading order: left, right, below */
+    CHECK(quad_iou(b[1].x, b[1].y, ax, ay, W, H) > 0.9);
+    CHECK(quad_iou(b[2].x, b[2].y, cx, cy, W, H) > 0.9);
+    CHECK_NEAR(b[0].score, 0.8, 1e-4);
+    /* the mask's truncated vertices take in a rim of the rotated box's 0 neighbours */
+    CHECK(b[2].score > 0.88 && b[2].score <= 0.95);
+    CHECK(b[2].y[1] > b[2].y[0]); /* turned clockwise by 20 degrees: top edge goes down */
+    /* the same map at half resolution maps back to image scale */
+    n = fr_ppocr_det_boxes(map, W, H, 2 * W, 2 * H, &p, b, 8, &err);
+    CHECK_EQ_INT(n, 3);
+    if (n == 3) CHECK_NEAR(b[2].x[0] + b[2].x[2], 2 * 240, 4);
+}
+
+TEST(db_unclip_grows_by_area_ratio_over_perimeter) {
+    enum { W = 200, H = 100 };
+    static float map[W * H];
+    memset(map, 0, sizeof map);
+    float qx[4], qy[4];
+    rot_rect(100, 50, 81, 21, 0, qx, qy); /* pixel centres 60..140 x 40..60: 80 x 20 */
+    paint(map, W, H, qx, qy, 0.9f);
+    fr_ppocr_det_params p = fr_ppocr_det_default_params();
+    fr_ppocr_box b[2];
+    int n = fr_ppocr_det_boxes(map, W, H, W, H, &p, b, 2, NULL);
+    CHECK_EQ_INT(n, 1);
+    if (n != 1) return;
+    double d = 80.0 * 20 * 1.5 / (2 * (80 + 20)); /* 12 */
+    CHECK_NEAR(side(&b[0], 0, 1), 80 + 2 * d, 1.5);
+    CHECK_NEAR(side(&b[0], 0, 3), 20 + 2 * d, 1.5);
+    CHECK_NEAR(b[0].x[0], 60 - d, 1);
+    CHECK_NEAR(b[0].y[0], 40 - d, 1);
+    /* unclip alone on a rotated rectangle keeps its centre and angle */
+    fr_ppocr_box r;
+    rot_rect(50, 50, 40, 10, 30, r.x, r.y);
+    fr_ppocr_unclip(&r, 2.0f);
+    double dd = 40.0 * 10 * 2 / (2 * 50.0);
+    CHECK_NEAR(side(&r, 0, 1), 40 + 2 * dd, 1e-3);
+    CHECK_NEAR(side(&r, 1, 2), 10 + 2 * dd, 1e-3);
+    CHECK_NEAR((r.x[0] + r.x[2]) / 2, 50, 1e-3);
+    CHECK_NEAR(atan2(r.y[1] - r.y[0], r.x[1] - r.x[0]) * 180 / M_PI, 30, 1e-3);
+}
+
+TEST(db_filters_low_score_and_small_boxes) {
+    enum { W = 128, H = 64 };
+    static float map[W * H];
+    memset(map, 0, sizeof map);
+    float qx[4], qy[4];
+    rot_rect(30, 20, 40, 12, 0, qx, qy);
+    paint(map, W, H, qx, qy, 0.5f); /* above thresh, below box_thresh */
+    rot_rect(90, 20, 2, 2, 0, qx, qy);
+    paint(map, W, H, qx, qy, 0.99f); /* too small */
+    rot_rect(60, 50, 40, 10, 0, qx, qy);
+    paint(map, W, H, qx, qy, 0.99f); /* kept */
+    fr_ppocr_det_params p = fr_ppocr_det_default_params();
+    fr_ppocr_box b[4];
+    int n = fr_ppocr_det_boxes(map, W, H, W, H, &p, b, 4, NULL);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) CHECK(b[0].y[0] > 30);
+}
+
+TEST(db_hostile_maps_are_bounded) {
+    fr_ppocr_det_params p = fr_ppocr_det_default_params();
+    fr_ppocr_box *b = malloc(FR_PPOCR_MAX_BOXES * sizeof *b);
+    fr_err err = {0};
+    enum { W = 256, H = 256 };
+    float *map = calloc(W * H, sizeof *map);
+    CHECK_EQ_INT(fr_ppocr_det_boxes(map, W, H, W, H, &p, b, FR_PPOCR_MAX_BOXES, &err), 0);
+    for (int i = 0; i < W * H; i++) map[i] = 1.0f; /* everything is text: one box, clipped */
+    int n = fr_ppocr_det_boxes(map, W, H, 500, 400, &p, b, FR_PPOCR_MAX_BOXES, &err);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK_NEAR(b[0].x[0], 0, 1e-6);
+        CHECK_NEAR(b[0].y[0], 0, 1e-6);
+        CHECK_NEAR(b[0].x[2], 499, 1e-6);
+        CHECK_NEAR(b[0].y[2], 399, 1e-6);
+    }
+    for (int i = 0; i < W * H; i++) map[i] = NAN;
+    CHECK_EQ_INT(fr_ppocr_det_boxes(map, W, H, W, H, &p, b, FR_PPOCR_MAX_BOXES, &err), 0);
+    for (int i = 0; i < W * H; i++) map[i] = (i % 7 == 0) ? INFINITY : 0.0f;
+    n = fr_ppocr_det_boxes(map, W, H, W, H, &p, b, FR_PPOCR_MAX_BOXES, &err);
+    CHECK_EQ_INT(n, 0); /* infinities count as 0 */
+    /* a grid of 6x6 blocks: 1024 components, only the first FR_PPOCR_MAX_CANDIDATES examined */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) map[y * W + x] = (x % 8 < 6 && y % 8 < 6) ? 1.0f : 0.0f;
+    n = fr_ppocr_det_boxes(map, W, H, 4 * W, 4 * H, &p, b, FR_PPOCR_MAX_BOXES, &err);
+    CHECK_EQ_INT(n, FR_PPOCR_MAX_CANDIDATES);
+    n = fr_ppocr_det_boxes(map, W, H, 4 * W, 4 * H, &p, b, 5, &err); /* the caller's cap */
+    CHECK_EQ_INT(n, 5);
+    /* pseudo-random noise: bounded, boxes inside the image */
+    unsigned s = 12345;
+    for (int i = 0; i < W * H; i++) {
+        s = s * 1103515245u + 12345u;
+        map[i] = (float)((s >> 16) & 1023) / 1023.0f;
+    }
+    n = fr_ppocr_det_boxes(map, W, H, W, H, &p, b, FR_PPOCR_MAX_BOXES, &err);
+    CHECK(n >= 0 && n <= FR_PPOCR_MAX_BOXES);
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < 4; q++) CHECK(b[i].x[q] >= 0 && b[i].x[q] <= W - 1);
+    /* over the bound and empty: errors with codes, nothing read */
+    CHECK_EQ_INT(fr_ppocr_det_boxes(map, 5000, 5000, 10, 10, &p, b, 4, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_TOO_LARGE);
+    CHECK_EQ_INT(fr_ppocr_det_boxes(map, 0, 10, 10, 10, &p, b, 4, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    free(map);
+    free(b);
+}
+
+TEST(sort_boxes_groups_lines_by_tolerance) {
+    fr_ppocr_box b[4] = {0};
+    float pos[4][2] = {{300, 100}, {10, 105}, {0, 200}, {150, 100}};
+    for (int i = 0; i < 4; i++) {
+        b[i].x[0] = pos[i][0];
+        b[i].y[0] = pos[i][1];
+        b[i].score = (float)i;
+    }
+    fr_ppocr_sort_boxes(b, 4, 10);
+    CHECK_EQ_INT((int)b[0].score, 1); /* (10,105), (150,100), (300,100), (0,200) */
+    CHECK_EQ_INT((int)b[1].score, 3);
+    CHECK_EQ_INT((int)b[2].score, 0);
+    CHECK_EQ_INT((int)b[3].score, 2);
+}
+
+/* ---- crop ---- */
+
+/* Solve the 8x8 system for the projective map (u, v) in the unit square -> quad. */
+static void homography(const float *qx, const float *qy, double *hm) {
+    double a[8][9] = {{0}};
+    const double us[4] = {0, 1, 1, 0}, vs[4] = {0, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        double *r = a[2 * i], *s = a[2 * i + 1];
+        r[0] = us[i]; r[1] = vs[i]; r[2] = 1; r[6] = -us[i] * qx[i]; r[7] = -vs[i] * qx[i]; r[8] = qx[i];
+        s[3] = us[i]; s[4] = vs[i]; s[5] = 1; s[6] = -us[i] * qy[i]; s[7] = -vs[i] * qy[i]; s[8] = qy[i];
+    }
+    for (int c = 0; c < 8; c++) {
+        int piv = c;
+        for (int r = c + 1; r < 8; r++)
+            if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
+        for (int k = 0; k < 9; k++) {
+            double t = a[c][k];
+            a[c][k] = a[piv][k];
+            a[piv][k] = t;
+        }
+        for (int r = 0; r < 8; r++) {
+            if (r == c) continue;
+            double f = a[r][c] / a[c][c];
+            for (int k = 0; k < 9; k++) a[r][k] -= f * a[c][k];
+        }
+    }
+    for (int i = 0; i < 8; i++) hm[i] = a[i][8] / a[i][i];
+}
+
+static int pattern(double u, double v) { return (((int)(u * 4) + (int)(v * 2)) % 2) ? 220 : 30; }
+
+TEST(crop_rectifies_a_perspective_quad) {
+    enum { W = 240, H = 200 };
+    fr_ppocr_box b = {{40, 210, 220, 20}, {50, 30, 170, 160}, 1};
+    double hm[8];
+    homography(b.x, b.y, hm);
+    /* render: each image pixel takes the pattern at its (u, v), found by a fine forward scan */
+    uint8_t *pix = malloc(W * H);
+    memset(pix, 128, W * H);
+    for (double v = 0; v < 1; v += 0.0015)
+        for (double u = 0; u < 1; u += 0.0015) {
+            double q = hm[6] * u + hm[7] * v + 1;
+            int x = (int)lrint((hm[0] * u + hm[1] * v + hm[2]) / q);
+            int y = (int)lrint((hm[3] * u + hm[4] * v + hm[5]) / q);
+            if (x >= 0 && y >= 0 && x < W && y < H) pix[y * W + x] = (uint8_t)pattern(u, v);
+        }
+    fr_image img = {pix, W, H, 1}, crop;
+    fr_err err = {0};
+    CHECK_EQ_INT(fr_ppocr_crop(&img, &b, &crop, &err), 0);
+    CHECK_EQ_INT(crop.width, 200);  /* the longer of top (171.2) and bottom (200.2) */
+    CHECK_EQ_INT(crop.height, 140); /* the longer of left (111.8) and right (140.4) */
+    long good = 0, total = 0;
+    for (uint32_t y = 0; y < crop.height; y++)
+        for (uint32_t x = 0; x < crop.width; x++) {
+            double u = (double)x / crop.width, v = (double)y / crop.height;
+            /* away from the cell edges */
+            if (fabs(u * 4 - lrint(u * 4)) < 0.06 || fabs(v * 2 - lrint(v * 2)) < 0.06) continue;
+            total++;
+            good += abs(crop.pix[y * crop.width + x] - pattern(u, v)) < 40;
+        }
+    CHECK(total > 1000);
+    CHECK(good > total * 98 / 100);
+    fr_image_free(&crop);
+    /* a tall box is turned 90 degrees counter-clockwise: its top-right corner comes first */
+    memset(pix, 0, W * H);
+    pix[10 * W + 29] = 255; /* top-right pixel of the box x 10..30, y 10..70 */
+    fr_ppocr_box t = {{10, 30, 30, 10}, {10, 10, 70, 70}, 1};
+    CHECK_EQ_INT(fr_ppocr_crop(&img, &t, &crop, &err), 0);
+    CHECK_EQ_INT(crop.width, 60);
+    CHECK_EQ_INT(crop.height, 20);
+    if (crop.pix) { /* (19, 0) in the box -> (0, 0) after the turn, (19, 1) -> (1, 0) */
+        CHECK(crop.pix[0] > 100);
+        CHECK(crop.pix[1] < 50);
+    }
+    fr_image_free(&crop);
+    fr_ppocr_box z = {{5, 5, 5, 5}, {5, 5, 5, 5}, 1};
+    CHECK_EQ_INT(fr_ppocr_crop(&img, &z, &crop, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    fr_ppocr_box big = {{0, 9000, 9000, 0}, {0, 0, 10, 10}, 1};
+    CHECK_EQ_INT(fr_ppocr_crop(&img, &big, &crop, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_TOO_LARGE);
+    free(pix);
+}
+
+/* ---- classifier and recogniser inputs ---- */
+
+TEST(cls_input_flip_rule_and_flip) {
+    uint8_t pix[48 * 48];
+    memset(pix, 255, sizeof pix);
+    fr_image sq = {pix, 48, 48, 1};
+    static float in[3 * 48 * 192];
+    fr_ppocr_cls_prep(&sq, in);
+    CHECK_NEAR(in[47], 1, 1e-6);
+    CHECK_NEAR(in[48], 0, 1e-6); /* padding */
+    CHECK_NEAR(in[2 * 48 * 192 + 47 * 192], 1, 1e-6);
+    float f1[2] = {0.05f, 0.95f}, f2[2] = {0.15f, 0.85f}, f3[2] = {0.95f, 0.05f}, f4[2] = {NAN, NAN};
+    CHECK(fr_ppocr_cls_says_flip(f1, 0.9f));
+    CHECK(!fr_ppocr_cls_says_flip(f2, 0.9f));
+    CHECK(!fr_ppocr_cls_says_flip(f3, 0.9f));
+    CHECK(!fr_ppocr_cls_says_flip(f4, 0.9f));
+    uint8_t p6[6] = {1, 2, 3, 4, 5, 6};
+    fr_image im = {p6, 3, 2, 1};
+    fr_ppocr_flip180(&im);
+    CHECK(p6[0] == 6 && p6[2] == 4 && p6[5] == 1);
+}
+
+TEST(rec_width_prep_and_order) {
+    CHECK_EQ_INT(fr_ppocr_rec_width(2.0f, 320, 32, 1600), 320);
+    CHECK_EQ_INT(fr_ppocr_rec_width(10.0f, 320, 32, 1600), 480);
+    CHECK_EQ_INT(fr_ppocr_rec_width(10.1f, 320, 32, 1600), 512);
+    CHECK_EQ_INT(fr_ppocr_rec_width(100.0f, 320, 32, 1600), 1600);
+    CHECK_EQ_INT(fr_ppocr_rec_width(NAN, 320, 32, 1600), 320);
+    uint8_t pix[100 * 48 * 3];
+    for (int i = 0; i < 100 * 48; i++) {
+        pix[3 * i] = 255;
+        pix[3 * i + 1] = 0;
+        pix[3 * i + 2] = 0;
+    }
+    fr_image c = {pix, 100, 48, 3};
+    static float in[3 * 48 * 320];
+    fr_ppocr_rec_prep(&c, 320, in);
+    size_t plane = 48 * 320;
+    CHECK_NEAR(in[0], -1, 1e-6);            /* blue */
+    CHECK_NEAR(in[2 * plane + 99], 1, 1e-6); /* red, last column of the line */
+    CHECK_NEAR(in[2 * plane + 100], 0, 1e-6);
+    fr_image crops[3] = {{NULL, 300, 30, 1}, {NULL, 50, 50, 1}, {NULL, 200, 40, 1}};
+    int idx[3];
+    fr_ppocr_rec_order(crops, 3, idx);
+    CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 0);
+}
+
+/* ---- dictionary and CTC ---- */
+
+TEST(dict_parse_conventions_and_errors) {
+    fr_ppocr_dict d;
+    fr_err err = {0};
+    const char *s = "a\nb\r\n\xe4\xb8\xad\n";
+    CHECK_EQ_INT(fr_ppocr_dict_parse(s, strlen(s), 1, &d, &err), 0);
+    CHECK_EQ_INT(d.n, 5);
+    if (d.n == 5) {
+        CHECK_STR(d.chars[0], "");
+        CHECK_STR(d.chars[2], "b");
+        CHECK_STR(d.chars[3], "\xe4\xb8\xad");
+        CHECK_STR(d.chars[4], " ");
+    }
+    fr_ppocr_dict_free(&d);
+    CHECK_EQ_INT(fr_ppocr_dict_parse("a\nb", 3, 0, &d, &err), 0); /* no final newline */
+    CHECK_EQ_INT(d.n, 3);
+    fr_ppocr_dict_free(&d);
+    CHECK_EQ_INT(fr_ppocr_dict_parse("a\n\xff\n", 4, 1, &d, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    CHECK_EQ_INT(fr_ppocr_dict_parse("", 0, 1, &d, &err), -1);
+    CHECK_EQ_INT(fr_ppocr_dict_load("/nonexistent/ppocr_keys.txt", 1, &d, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_NOT_FOUND);
+}
+
+/* probs (T, C) with the argmax of step t at cls[t] holding p[t], the rest sharing what is left. */
+static void make_probs(float *probs, int T, int C, const int *cls, const float *p) {
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++)
+            probs[t * C + c] = c == cls[t] ? p[t] : (1 - p[t]) / (C - 1);
+}
+
+TEST(ctc_greedy_decoding) {
+    fr_ppocr_dict d;
+    CHECK_EQ_INT(fr_ppocr_dict_parse("a\nb\nc\n", 6, 1, &d, NULL), 0); /* "", a, b, c, " " */
+    enum { C = 7 };                                                   /* 2 classes unknown */
+    int cls[10] = {1, 1, 0, 1, 2, 2, 4, 3, 6, 0};
+    float p[10] = {0.9f, 0.7f, 0.99f, 0.8f, 0.6f, 0.6f, 0.5f, 0.9f, 0.9f, 0.9f};
+    float probs[10 * C];
+    make_probs(probs, 10, C, cls, p);
+    fr_ppocr_text t;
+    fr_err err = {0};
+    CHECK_EQ_INT(fr_ppocr_ctc_decode(probs, 10, C, &d, &t, &err), 0);
+    CHECK_STR(t.text, "aab c");
+    CHECK_EQ_INT(t.n_unknown, 1);
+    CHECK_NEAR(t.conf, (0.9 + 0.8 + 0.6 + 0.5 + 0.9) / 5, 1e-5);
+    free(t.text);
+    /* all blanks, NaN rows and no steps give "" with confidence 0 */
+    for (int i = 0; i < 10 * C; i++) probs[i] = NAN;
+    CHECK_EQ_INT(fr_ppocr_ctc_decode(probs, 10, C, &d, &t, &err), 0);
+    CHECK_STR(t.text, "");
+    CHECK_NEAR(t.conf, 0, 0);
+    free(t.text);
+    CHECK_EQ_INT(fr_ppocr_ctc_decode(probs, 0, C, &d, &t, &err), 0);
+    CHECK_STR(t.text, "");
+    free(t.text);
+    CHECK_EQ_INT(fr_ppocr_ctc_decode(probs, 1, 0, &d, &t, &err), -1);
+    fr_ppocr_dict_free(&d);
+}
+
+/* ---- script and result ---- */
+
+TEST(script_from_cjk_share) {
+    float share;
+    CHECK_EQ_INT(fr_ppocr_detect_script("Invoice No. INV-2024-001", &share), FR_PPOCR_SCRIPT_LATIN);
+    CHECK_NEAR(share, 0, 0);
+    CHECK_EQ_INT(fr_ppocr_detect_script("\xe5\x8f\x91\xe7\xa5\xa8\xe5\x8f\xb7\xe7\xa0\x81 INV-1",
+                                        &share),
+                 FR_PPOCR_SCRIPT_HAN); /* 发票号码: 4 of 7 letters */
+    CHECK_NEAR(share, 4.0 / 7, 1e-6);
+    CHECK_EQ_INT(fr_ppocr_detect_script("12 345 ,.", NULL), FR_PPOCR_SCRIPT_NONE);
+    CHECK_EQ_INT(fr_ppocr_detect_script("\xff\xfe ab", NULL), FR_PPOCR_SCRIPT_LATIN);
+    CHECK_STR(fr_ppocr_script_lang(FR_PPOCR_SCRIPT_HAN), "chi_sim");
+}
+
+TEST(result_and_json) {
+    fr_ppocr_box b[2] = {{{10, 50, 50, 10}, {5, 5, 20, 20}, 0.9f},
+                         {{0, 9, 9, 0}, {30, 30, 40, 40}, 0.8f}};
+    fr_ppocr_text t[2] = {{fr_xstrdup(""), 0, 0}, {fr_xstrdup("Total 5"), 0.75f, 0}};
+    fr_ocr_result r;
+    CHECK_EQ_INT(fr_ppocr_result(b, t, 2, &r, NULL), 0);
+    CHECK_EQ_INT(r.n_lines, 1);
+    CHECK_STR(r.text, "Total 5");
+    CHECK_NEAR(r.mean_conf, 75, 1e-4);
+    CHECK(r.lines[0].x0 == 0 && r.lines[0].y0 == 30 && r.lines[0].x1 == 9 && r.lines[0].y1 == 40);
+    CHECK(t[1].text == NULL);
+    free(t[0].text);
+    cJSON *o = fr_ppocr_result_json(&r, b);
+    char *s = cJSON_PrintUnformatted(o);
+    CHECK(strstr(s, "\"engine\":\"ppocr\"") != NULL);
+    CHECK(strstr(s, "\"lang\":\"eng\"") != NULL);
+    CHECK(strstr(s, "\"quad\":[0,30,9,30,9,40,0,40]") != NULL);
+    CHECK(strstr(s, "\"box\":[0,30,9,40]") != NULL);
+    free(s);
+    cJSON_Delete(o);
+    fr_ocr_result_free(&r);
+}
+
+int main(void) { return t_main(); }
