@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy onnx request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy onnx ppocr request safetensors tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -110,4 +110,12 @@ printf '  cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09-extra\t' > "$C
 printf '{"image": "a.png", "question": "What is the total?", "answers": ["12.50", "$12.50"], "id": "s1"}' > "$C/vl_sample/image"
 printf '{"image": ["a.png", "sub/b.jpg"], "question": "Compare them."}' > "$C/vl_sample/images"
 printf '{"pixel_values": "p.npy", "grid_thw": [[1, 6, 8], [1, 4, 4]], "question": "q", "answers": []}' > "$C/vl_sample/pixels"
+# ppocr: mode byte 0 + a dictionary; mode byte 1 + width, height, map bytes (two boxes)
+printf '\000a\nb\r\n\344\270\255\n \n' > "$C/ppocr/dict"
+python3 -c 'import sys; w,h=32,16; m=[0]*(w*h)
+for y in range(3,8):
+  for x in range(2,14): m[y*w+x]=230
+for y in range(9,14):
+  for x in range(16,30): m[y*w+x]=200
+sys.stdout.buffer.write(bytes([1,w-1,h-1]+m))' > "$C/ppocr/map"
 du -sh "$C"
