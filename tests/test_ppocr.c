@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/npy.h"
 #include "stages/ocr/ppocr.h"
 
 /* ---- helpers ---- */
@@ -456,6 +457,50 @@ TEST(result_and_json) {
     free(s);
     cJSON_Delete(o);
     fr_ocr_result_free(&r);
+}
+
+/* ---- on the real models' outputs (onnxruntime references, tests/onnx/make_refs.mjs) ---- */
+
+TEST(real_dictionary_fits_the_recogniser_and_decodes_its_output) {
+    char *keys = fr_data_path("models/ppocr/ppocr_keys_v1.txt");
+    fr_ppocr_dict d;
+    fr_err err = {0};
+    int rc = fr_ppocr_dict_load(keys, 1, &d, &err);
+    if (rc) fprintf(stderr, "  %s (run scripts/install-deps.sh)\n", err.msg);
+    free(keys);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) return;
+    CHECK_EQ_INT(d.n, 6625); /* blank + 6,623 lines + " " */
+    fr_npy y = {0};
+    CHECK_EQ_INT(fr_npy_load_f32("tests/fixtures/ref/onnx/rec_1x48x160.out.npy", &y, &err), 0);
+    if (y.data && y.n_dims == 3) {
+        CHECK_EQ_INT(y.shape[2], (int64_t)d.n); /* the model's classes are the dictionary's */
+        fr_ppocr_text t;
+        CHECK_EQ_INT(fr_ppocr_ctc_decode(y.data, (int)y.shape[1], (int)y.shape[2], &d, &t, &err), 0);
+        CHECK_EQ_INT(t.n_unknown, 0);
+        CHECK(fr_utf8_valid(t.text, strlen(t.text)));
+        CHECK(t.conf >= 0 && t.conf <= 1);
+        free(t.text);
+    }
+    free(y.data);
+    fr_ppocr_dict_free(&d);
+}
+
+TEST(db_on_the_detector_output_is_bounded) {
+    fr_npy y = {0};
+    fr_err err = {0};
+    CHECK_EQ_INT(fr_npy_load_f32("tests/fixtures/ref/onnx/det_96x128.out.npy", &y, &err), 0);
+    if (!y.data || y.n_dims != 4) return;
+    uint32_t mw = (uint32_t)y.shape[3], mh = (uint32_t)y.shape[2];
+    fr_ppocr_det_params p = fr_ppocr_det_default_params();
+    fr_ppocr_box b[FR_PPOCR_MAX_BOXES];
+    int n = fr_ppocr_det_boxes(y.data, mw, mh, 2 * mw, 2 * mh, &p, b, FR_PPOCR_MAX_BOXES, &err);
+    CHECK(n >= 0);
+    for (int i = 0; i < n; i++) {
+        CHECK(b[i].score >= p.box_thresh && b[i].score <= 1);
+        for (int q = 0; q < 4; q++) CHECK(b[i].x[q] >= 0 && b[i].x[q] <= 2 * mw - 1);
+    }
+    free(y.data);
 }
 
 int main(void) { return t_main(); }
