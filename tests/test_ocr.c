@@ -71,6 +71,10 @@ TEST(fields_chinese_labels_noisy) {
     fr_fields_extract("Amount due\n$ 2,500.00\n", &f);
     CHECK_STR(f.amount, "2500.00");
     CHECK_STR(f.currency, "USD");
+    /* a label alone does not take a number from further down the page */
+    fr_fields_extract("Total\nInvoice No. INV-2022-8401\n", &f);
+    CHECK_STR(f.amount, "");
+    CHECK_STR(f.invoice_no, "INV-2022-8401");
 }
 
 /* English labels and forms: Invoice Number / Balance due / Issue date / Bill to (not the payee),

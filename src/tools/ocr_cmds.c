@@ -50,7 +50,8 @@ int fr_cmd_ocr(int argc, char **argv) {
     while (fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
             printf("usage: frugal ocr FILE [--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] "
-                   "[--threshold T] [--force-ocr] [--binarize 0|1|2]\n");
+                   "[--threshold T] [--force-ocr] [--binarize 0|1|2]\n"
+                   "  no --lang: eng+chi_sim when the chi_sim model is installed, else eng\n");
             return 0;
         }
         if (fr_flag_str(&fl, "--type", &type) || fr_flag_str(&fl, "--lang", &oc.lang) ||
@@ -66,6 +67,14 @@ int fr_cmd_ocr(int argc, char **argv) {
         fprintf(stderr, "usage: frugal ocr FILE [options]\n");
         return 2;
     }
+    /* no --lang: read both scripts in one pass (eng+chi_sim) when the Chinese model is
+     * installed, so a Chinese page needs no flag; eng alone otherwise */
+    char dir[512];
+    if (!oc.lang)
+        oc.lang = fr_ocr_tessdata_dir(&(fr_ocr_cfg){.lang = "chi_sim", .tessdata = oc.tessdata},
+                                      dir, sizeof dir)
+                      ? "eng+chi_sim"
+                      : "eng";
     fr_err err = {0};
     size_t len = 0;
     char *data = fr_read_file(file, FR_IMG_DEFAULT_MAX_BYTES + 1, &len, &err);

@@ -514,7 +514,9 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                 (k = find_label_neg(&q, L_AMT, FR_ARRAY_LEN(L_AMT), N_AMT, FR_ARRAY_LEN(N_AMT),
                                     &w)) >= 0 &&
                 w < best_amt) {
-                if (fr_fields_norm_amount(orig_from(&q, k), a, sizeof a)) {
+                char rest[LINE_MAX_BYTES]; /* the rest of this line only */
+                copy_trim(rest, sizeof rest, orig_from(&q, k), end);
+                if (fr_fields_norm_amount(rest, a, sizeof a)) {
                     snprintf(out->amount, sizeof out->amount, "%s", a);
                     best_amt = w;
                     amt_line = q.orig;
