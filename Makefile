@@ -140,7 +140,8 @@ tests: $(BUILD)/gguf-spec
 #   make cuda        nvcc-compiles src/backend/cuda (sm_90 + compute_90 PTX) into build-cuda/ and
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
 #                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
-#                    backend.h) and frugal-cuda (the CLI with the CUDA backend linked in).
+#                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF) and
+#                    frugal-cuda (the CLI with the CUDA backend linked in).
 #   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: base.o, and for
 #                    gpu-bench the meter's NVML loader nvml.o; what a bare GPU host can build).
 NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
@@ -152,6 +153,9 @@ CUDA_CFLAGS  := $(CSTD) $(WARN) -O2 -g -pthread -Iinclude -Isrc -Itests -I$(CUDA
                 $(shell pkg-config --cflags libcjson 2>/dev/null)
 CUDA_SRC     := $(sort $(wildcard src/backend/cuda/*.cu))
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
+# the vision tower (vision.cu) calls backend/vision_plan.c (libfrugal): only the
+# programs that link libfrugal take it; gpu-check and gpu-bench link the kernels alone
+CUDA_KOBJ    := $(filter-out $(CUDA_BUILD)/src/backend/cuda/vision.o,$(CUDA_OBJ))
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static \
                 -ldl -lrt -lpthread -lstdc++ -lm
 
@@ -163,18 +167,20 @@ $(CUDA_BUILD)/%.o: %.c
 	$(CC) $(CUDA_CFLAGS) -MMD -MP -c $< -o $@
 
 $(CUDA_BUILD)/gpu-check: $(CUDA_BUILD)/tests/gpu/gpu_check.o $(CUDA_BUILD)/tests/gpu/ref.o \
-                         $(BUILD)/src/base/base.o $(CUDA_OBJ)
+                         $(CUDA_BUILD)/tests/gpu/vit_check.o $(BUILD)/src/base/base.o $(CUDA_KOBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o \
-                         $(BUILD)/src/meter/nvml.o $(CUDA_OBJ)
+                         $(BUILD)/src/meter/nvml.o $(CUDA_KOBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-vision: $(CUDA_BUILD)/tests/gpu/vision.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS)
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
-cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/frugal-cuda
+cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
 

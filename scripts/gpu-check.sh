@@ -12,7 +12,7 @@
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
 # Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
-# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,sanitizer.log,bench.log,summary.txt}.
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,sanitizer.log,bench.log,summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
 out=${1:-${GPU_CHECK_OUT:-gpu-check-out}}
@@ -80,6 +80,21 @@ if [ -x "$bin/gpu-e2e" ] && "$bin/gpu-e2e" --version >/dev/null 2>&1; then
     [ "$rc" -eq 0 ] || status=1
 else
     note "== gpu-e2e: not built"
+fi
+
+# ---- 4b. the CUDA vision tower vs the CPU tower and HF
+if [ -x "$bin/gpu-vision" ]; then
+    timeout 120 "$bin/gpu-vision" tests/fixtures >"$out/vision.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/vision.log" | tail -n 1)
+    note "== gpu-vision (CUDA vision tower vs CPU tower and HF): ${line:-no summary} (exit $rc, $(el) s)"
+    grep -E '^(ok|FAIL) ' "$out/vision.log" | tee -a "$sum"
+    [ "$rc" -eq 0 ] || status=1
+    timeout 180 "$bin/gpu-vision" --bench >>"$out/vision.log" 2>&1
+    note "== gpu-vision --bench (random Qwen2.5-VL-7B-shape tower, exit $?):"
+    grep -E '^vit ' "$out/vision.log" | tee -a "$sum"
+else
+    note "== gpu-vision: not built"
 fi
 
 # ---- 5. benchmarks

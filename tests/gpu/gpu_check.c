@@ -23,6 +23,7 @@
 #include "backend/cuda/kernels.h"
 #include "base/base.h"
 #include "gpu/ref.h"
+#include "gpu/vit_check.h"
 
 
 static int n_pass, n_fail;
@@ -1465,6 +1466,7 @@ int main(int argc, char **argv) {
         check_attention((attn_case){8, 2, 128, 0}, NULL, 0, 0, 20, 5);
         check_attention_cluster();
         check_sampling();
+        check_vit(st, true, &n_pass, &n_fail);
         const tiny_shape q = {"tiny-qwen2(E64,H4/2,D16)", 64, 4, 2, 16, 96, 300, 2, true, true, false, false};
         check_decoder(&q, FR_CUDA_W_BF16, 0, 1, 1);
         check_decoder(&q, FR_CUDA_W_INT4, 1, 1, 1);
@@ -1545,6 +1547,7 @@ int main(int argc, char **argv) {
         check_attention((attn_case){28, 4, 128, 0}, NULL, 0, 0, 45, 200);
         check_attention_cluster();
         check_sampling();
+        check_vit(st, false, &n_pass, &n_fail);
         const tiny_shape shapes[] = {
             {"tiny-llama(E256,H8/2,D32,ff)", 256, 8, 2, 32, 512, 1000, 2, false, false, true, true},
             {"tiny-llama(E512,H4/1,D128)", 512, 4, 1, 128, 1024, 600, 2, false, false, false, false},

@@ -23,13 +23,8 @@
 #define FRUGAL_CPU_VISION_H
 
 #include "backend/cpu/cpu.h"
+#include "backend/vision_plan.h"
 #include "model/vision.h"
-
-#define FR_VISION_MAX_PATCHES (1 << 20) /* patches per call accepted */
-
-/* Tokens after the merger for these grids: sum of t*h*w / merge^2. -1 when a grid is invalid
- * (a dimension < 1, h or w not a multiple of merge, or the total above FR_VISION_MAX_PATCHES). */
-int64_t fr_vision_n_tokens(const fr_vision_hparams *hp, const int32_t *grid_thw, int n_images);
 
 /* The tower over n_images images: pixels (n_patches, patch_dim), grid_thw (n_images, 3); out
  * (n_tokens, out_hidden). pool: worker threads for attention and element-wise ops, or NULL (the
@@ -40,17 +35,5 @@ int fr_vision_forward(const fr_model *m, fr_pool *pool, const float *pixels, int
 /* The plain reference of the same function (slow: for tests). */
 int fr_vision_forward_ref(const fr_model *m, const float *pixels, int64_t n_patches,
                           const int32_t *grid_thw, int n_images, float *out, fr_err *err);
-
-/* The pieces HF computes from the grid, exposed for tests (and the CUDA path):
- * rot_pos (n_patches, 2): the (row, column) of each patch in processor order (HF's
- * get_vision_position_ids). window_index (n_patches / merge^2): merged unit at each window-order
- * place (HF's get_vision_window_index); cu_window (n_windows + 1, in patches, consecutive
- * duplicates removed) with *n_windows set. window_size 0: identity order, one window per frame.
- * Buffers are the caller's: rot_pos 2*n_patches, window_index n_patches/merge^2, cu_window
- * n_patches/merge^2 + n_images*t + 1 entries. Return 0, or -1 for invalid grids. */
-int fr_vision_rot_pos(const fr_vision_hparams *hp, const int32_t *grid_thw, int n_images,
-                      int32_t *rot_pos);
-int fr_vision_window_index(const fr_vision_hparams *hp, const int32_t *grid_thw, int n_images,
-                           int32_t *window_index, int32_t *cu_window, int *n_windows);
 
 #endif

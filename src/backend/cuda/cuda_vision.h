@@ -1,0 +1,47 @@
+/* cuda_vision.h — the Qwen2-VL / Qwen2.5-VL vision tower on one CUDA device: the same function
+ * as the CPU tower's fr_vision_forward (backend/cpu/vision.h), with bf16 weights and matrix
+ * inputs (cuBLAS, fp32 accumulation) and fp32 residual stream, norms, softmax and outputs.
+ *
+ *   fr_cuda_vision *cv = fr_cuda_vision_new(model, 0, &err);       // uploads the weights
+ *   fr_cuda_vision_forward(cv, pixels, n_patches, grid_thw, n_images, out, &err);
+ *   fr_cuda_vision_free(cv);
+ *
+ * Not used by serving or generate yet (the CPU tower is the path they use): written, compiled,
+ * checked by gpu-vision against the CPU tower, not yet run on a GPU.
+ *
+ * Thread safety: one fr_cuda_vision per thread (it owns a stream, a cuBLAS handle and
+ * activation buffers that grow to the largest call); the model stays shared read-only.
+ * It computes its plan with backend/vision_plan.h (in libfrugal), so it is linked into
+ * gpu-e2e, gpu-vision and frugal-cuda, not into gpu-check / gpu-bench.
+ */
+#ifndef FRUGAL_CUDA_VISION_H
+#define FRUGAL_CUDA_VISION_H
+
+#include <stdint.h>
+
+#include "base/base.h"
+#include "model/vision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fr_cuda_vision fr_cuda_vision;
+
+/* Upload m's vision tower (bf16 linear weights, f32 norms and biases) to `device`. Returns NULL
+ * with err: no vision tower (FR_ERR_UNSUPPORTED), head_dim above 128 or not a multiple of 4
+ * (FR_ERR_UNSUPPORTED), a weight not F32 (FR_ERR_UNSUPPORTED), out of device memory
+ * (FR_ERR_TOO_LARGE). The model must outlive the handle. */
+fr_cuda_vision *fr_cuda_vision_new(const fr_model *m, int device, fr_err *err);
+void fr_cuda_vision_free(fr_cuda_vision *cv);
+
+/* fr_vision_forward's contract: pixels (n_patches, patch_dim) host f32, grid_thw (n_images, 3);
+ * out host f32 (n_tokens, out_hidden) in the original token order. Synchronous. Returns 0, or
+ * -1 with err (invalid grids: FR_ERR_BAD_REQUEST; out of device memory: FR_ERR_TOO_LARGE). */
+int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
+                           const int32_t *grid_thw, int n_images, float *out, fr_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
