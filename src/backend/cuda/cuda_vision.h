@@ -17,14 +17,14 @@
 #ifndef FRUGAL_CUDA_VISION_H
 #define FRUGAL_CUDA_VISION_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include <stdint.h>
 
 #include "base/base.h"
 #include "model/vision.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 typedef struct fr_cuda_vision fr_cuda_vision;
 
