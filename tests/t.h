@@ -9,6 +9,7 @@
 #define FRUGAL_T_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,18 @@ static int t_ncases, t_fail_cur;
             t_fail_cur++;                                                                    \
         }                                                                                    \
     } while (0)
+
+/* Relative L2 error of a against the reference b, in double; INFINITY when b is all zeros (a NaN
+ * in a gives NaN, which no tolerance passes). */
+static inline double t_rel_l2(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : INFINITY;
+}
 
 static inline int t_main(void) {
     int pass = 0, fail = 0;

@@ -13,15 +13,6 @@
 #include "model/model.h"
 #include "model/vision.h"
 
-static double rel_l2(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return s > 0 ? sqrt(d / s) : INFINITY;
-}
-
 static bool npy(const char *dir, const char *file, fr_npy *a) {
     char p[700];
     snprintf(p, sizeof p, "%s/ref/%s/%s", t_fixtures(), dir, file);
@@ -86,7 +77,7 @@ static int compare_model(const char *name, fr_vision_kind kind) {
                 float *slow = fr_xcalloc((size_t)ref.n, sizeof(float));
                 CHECK_EQ_INT(fr_vision_forward(m, pool, px.data, px.shape[0], grid, n_img, fast, &e), 0);
                 CHECK_EQ_INT(fr_vision_forward_ref(m, px.data, px.shape[0], grid, n_img, slow, &e), 0);
-                double rf = rel_l2(fast, ref.data, ref.n), rs = rel_l2(slow, ref.data, ref.n);
+                double rf = t_rel_l2(fast, ref.data, ref.n), rs = t_rel_l2(slow, ref.data, ref.n);
                 fprintf(stderr, "  %s %s: %d image(s), %lld tokens: rel L2 fast %.2e, reference "
                         "%.2e\n", name, cJSON_IsString(cn) ? cn->valuestring : "?", n_img,
                         (long long)nt, rf, rs);

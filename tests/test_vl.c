@@ -174,16 +174,6 @@ TEST(generate_bad_multimodal_input) {
 }
 
 /* ------------------------------------------------------------------ HF fixtures */
-static double rel_l2(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : INFINITY;
-}
-
 static cJSON *load_ref(const char *model) {
     char path[512];
     snprintf(path, sizeof path, "%s/ref/%s/ref.json", t_fixtures(), model);
@@ -323,7 +313,7 @@ static void check_generate(const char *model) {
             CHECK_EQ_INT(r.n_images, h->n_images);
             CHECK(memcmp(r.image_grid_thw, h->grid, 3 * (size_t)h->n_images * 4) == 0);
             CHECK(r.image_tokens == r.image_tokens_kept);
-            double d = ll.n == r.n_vocab ? rel_l2(r.last_logits, ll.data, ll.n) : INFINITY;
+            double d = ll.n == r.n_vocab ? t_rel_l2(r.last_logits, ll.data, ll.n) : INFINITY;
             if (!(d <= 1e-4)) fprintf(stderr, "  %s: last logits rel L2 %g\n", h->name, d);
             CHECK(d <= 1e-4);
             worst = fmax(worst, d);
