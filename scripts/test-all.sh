@@ -5,7 +5,7 @@
 #   2. build with warnings as errors (and, where nvcc is installed, the CUDA backend: it must
 #      compile and link without a GPU) and run every test,
 #   3. build with AddressSanitizer + UndefinedBehaviorSanitizer and run every test again,
-#   4. build every libFuzzer harness (make fuzz) and run each for 10 s over its seed corpus
+#   4. build every libFuzzer harness (make fuzz) and run each for 5 s over its seed corpus
 #      (tests/fuzz/run.sh; each harness counts as one test).
 # Ends with one line "N passed, N failed" summing both runs; exit status 0 only if all passed.
 set -u
@@ -50,9 +50,9 @@ run_suite() { # $1 = label, rest = make variables
 run_suite "release build (-Werror)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite "sanitizer build (address,undefined)" SANITIZE=address,undefined
-echo "=== fuzzers (make fuzz; 10 s each over tests/fuzz/corpus)"
+echo "=== fuzzers (make fuzz; 5 s each over tests/fuzz/corpus)"
 if make -j"$jobs" fuzz >"/tmp/frugal-build-$$.log" 2>&1; then
-    out=$(sh tests/fuzz/run.sh 10 2>&1); printf '%s\n' "$out"
+    out=$(sh tests/fuzz/run.sh 5 2>&1); printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then
         total_f=$((total_f + 1))
