@@ -111,6 +111,19 @@ if start_server vl --ledger "$TMP/ledger.db" --config "$TMP/conf.json"; then
     body two "" "$(durl "$IMGS/rgba-64x96.png" image/png)" "$JPG"
     check "two images 200" "$(post "$TMP/two.json")" 200
     check "two images: tokens of both" "$([ "$(num image_tokens)" -gt "$WANT_IMG" ] && echo yes)" yes
+    # a document page: its plain background units are dropped before the tower (on by default),
+    # and a cache hit gives back the same kept set
+    DOC=tests/fixtures/ocr_lang/en.png
+    body doc ',"mm_processor_kwargs":{"max_pixels":200704}' "$(durl "$DOC" image/png)"
+    check "document page 200" "$(post "$TMP/doc.json")" 200
+    DOC_ALL=$(num image_tokens); DOC_KEPT=$(num image_tokens_kept); DOC_IDS=$(ids)
+    check "document: background units dropped before the tower ($DOC_KEPT of $DOC_ALL kept)" \
+        "$([ -n "$DOC_KEPT" ] && [ "$DOC_KEPT" -gt 0 ] && [ "$DOC_KEPT" -lt "$DOC_ALL" ] && echo yes)" yes
+    check "document again 200 (a cache hit)" "$(post "$TMP/doc.json")" 200
+    check "document cache hit: same kept count" "$(num image_tokens_kept)" "$DOC_KEPT"
+    check "document cache hit: same ids" "$(ids)" "$DOC_IDS"
+    check "photo: nothing dropped (odd-123x77.jpg, no pruning)" \
+        "$(post "$TMP/one.json" >/dev/null; num image_tokens_kept)" "$WANT_IMG"
     # the ledger row: the vision stage and the image modality
     sleep 0.3
     row=$(sqlite3 "$TMP/ledger.db" "select modality || '|' || stages from requests where id = 1" 2>/dev/null)
@@ -195,12 +208,13 @@ if start_server text --ledger ""; then
 fi
 MODEL=tests/fixtures/qwen25vl-tiny
 
-# remote images allowed: fetched from a local HTTP server, the same answer
+# remote images allowed: fetched from a local HTTP server, the same answer; background
+# dropping off: the document keeps every unit
 if command -v python3 >/dev/null 2>&1; then
     HP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     (cd "$IMGS" && exec python3 -m http.server "$HP" --bind 127.0.0.1) >"$TMP/http.log" 2>&1 &
     HPID=$!
-    printf '{"vision": {"allow_remote_images": true, "remote_max_bytes": 100000}}\n' >"$TMP/remote.conf"
+    printf '{"vision": {"allow_remote_images": true, "remote_max_bytes": 100000, "background_drop": false}}\n' >"$TMP/remote.conf"
     if start_server remote --ledger "" --config "$TMP/remote.conf"; then
         i=0; while [ $i -lt 50 ] && ! curl -s -o /dev/null "http://127.0.0.1:$HP/"; do sleep 0.1; i=$((i + 1)); done
         body rurl "" "{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://127.0.0.1:$HP/odd-123x77.jpg\"}}"
@@ -209,6 +223,8 @@ if command -v python3 >/dev/null 2>&1; then
         body r404 "" "{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://127.0.0.1:$HP/none.jpg\"}}"
         check "remote URL 404 400" "$(post "$TMP/r404.json")" 400
         check "remote URL 404 code" "$(ecode)" remote_image_failed
+        check "background_drop false: document 200" "$(post "$TMP/doc.json")" 200
+        check "background_drop false: every document unit kept" "$(num image_tokens_kept)" "$DOC_ALL"
         stop_server remote
     fi
     kill "$HPID" 2>/dev/null; wait "$HPID" 2>/dev/null; HPID=

@@ -584,6 +584,51 @@ TEST(window_attention_is_local) {
     list_free(&l);
 }
 
+TEST(kept_units_run_as_the_smaller_image) {
+    /* dropping the bottom band of windows (stages/vision/bgdrop.h) is the top part run alone:
+     * same positions, windows and full-attention set; dropping a whole second image is the first
+     * one alone; keeping everything is the plain tower */
+    tlist l = {0};
+    build(&l, FR_VISION_QWEN25VL, NAMES_NEW);
+    char *dir = hf_folder("q25-kept", CFG25_NESTED, &l, ST_ONE, NULL);
+    fr_model *m = load_ok(dir);
+    CHECK(m != NULL);
+    if (m) {
+        fr_err e = {0};
+        const int32_t g[6] = {1, 8, 8, 1, 4, 4}; /* 4 x 4 units (windows of 2 x 2), 2 x 2 */
+        const int32_t top[3] = {1, 4, 8};        /* the first two unit rows */
+        float *px = pixels(64 + 16, "pixels");
+        float *all = fr_xcalloc(20 * TE, 4), *kept = fr_xcalloc(20 * TE, 4),
+              *ref = fr_xcalloc(20 * TE, 4);
+        uint8_t keep[20];
+        memset(keep, 1, sizeof keep);
+        CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 80, g, 2, all, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK(memcmp(all, kept, 20 * TE * sizeof(float)) == 0);
+        /* image 1 without its bottom half, image 2 whole */
+        for (int u = 8; u < 16; u++) keep[u] = 0;
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 32, top, 1, ref, &e), 0);
+        CHECK(rel_l2(kept, ref, 8 * TE) < 1e-5);
+        CHECK(rel_l2(kept + 8 * TE, all + 16 * TE, 4 * TE) < 1e-5);
+        CHECK(rel_l2(kept, all, 8 * TE) > 1e-4); /* the dropped half did reach the full block */
+        /* image 2 dropped: image 1 alone */
+        memset(keep, 1, sizeof keep);
+        for (int u = 16; u < 20; u++) keep[u] = 0;
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 64, g, 1, ref, &e), 0);
+        CHECK(rel_l2(kept, ref, 16 * TE) < 1e-5);
+        /* nothing kept */
+        memset(keep, 0, sizeof keep);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), -1);
+        CHECK_EQ_INT(e.code, FR_ERR_BAD_REQUEST);
+        free(px), free(all), free(kept), free(ref);
+    }
+    fr_model_free(m);
+    free(dir);
+    list_free(&l);
+}
+
 TEST(hf_errors_name_the_problem) {
     tlist l = {0};
     build(&l, FR_VISION_QWEN25VL, NAMES_OLD);

@@ -114,6 +114,46 @@ TEST(hit_returns_identical_bytes) {
     fr_vision_cache_free(c);
 }
 
+TEST(kept_entry_carries_its_mask) {
+    /* an image whose background units were dropped: n rows of n_all, the mask comes back */
+    fr_err err = {0};
+    fr_vision_cache *c = fr_vision_cache_new(1 << 20, &err);
+    enum { ALL = 12, D = 8 };
+    uint8_t keep[ALL] = {1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0}; /* 5 kept */
+    float f[5 * D];
+    fill(f, 5, D, 3);
+    fr_vision_key k;
+    key_of(&k, 11);
+    int g[3] = {1, 6, 8};
+    CHECK_EQ_INT(fr_vision_cache_put_kept(c, &k, f, 4, D, g, keep, ALL, &err), -1); /* 4 != 5 */
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    CHECK_EQ_INT(fr_vision_cache_put_kept(c, &k, f, 5, D, g, keep, 4, &err), -1); /* n_all < n */
+    CHECK_EQ_INT(fr_vision_cache_put_kept(c, &k, f, 5, D, g, keep, ALL, &err), 1);
+    keep[1] = 1; /* the cache holds its own copy */
+    const fr_vision_entry *e = fr_vision_cache_get(c, &k);
+    CHECK(e != NULL);
+    if (e) {
+        CHECK_EQ_INT(e->n, 5);
+        CHECK_EQ_INT(e->n_all, ALL);
+        CHECK(e->keep != NULL);
+        if (e->keep) {
+            int ones = 0;
+            for (int u = 0; u < ALL; u++) ones += e->keep[u];
+            CHECK_EQ_INT(ones, 5);
+            CHECK(e->keep[0] == 1 && e->keep[1] == 0 && e->keep[10] == 1 && e->keep[11] == 0);
+        }
+        CHECK(!memcmp(e->feat, f, sizeof f));
+    }
+    fr_vision_entry_release(e);
+    /* a plain put: no mask, n_all == n */
+    key_of(&k, 12);
+    CHECK_EQ_INT(fr_vision_cache_put(c, &k, f, 5, D, g, &err), 1);
+    e = fr_vision_cache_get(c, &k);
+    CHECK(e && e->keep == NULL && e->n_all == 5);
+    fr_vision_entry_release(e);
+    fr_vision_cache_free(c);
+}
+
 /* Bytes one entry of n x d costs, measured from the stats. */
 static size_t entry_cost(int64_t n, int d) {
     fr_err err = {0};

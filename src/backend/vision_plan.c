@@ -2,6 +2,7 @@
 #include "backend/vision_plan.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 int64_t fr_vision_n_tokens(const fr_vision_hparams *hp, const int32_t *g, int n_images) {
     if (n_images < 1 || hp->merge < 1) return -1;
@@ -71,6 +72,43 @@ int fr_vision_window_index(const fr_vision_hparams *hp, const int32_t *g, int n_
     }
     *n_windows = nw;
     return 0;
+}
+
+/* Boundaries cu[0..*nb] (in patches of the unfiltered window order) recounted over the kept
+ * units: unit at window-order place i is win[i]; before[i] = kept units among places < i. */
+static void recount(int32_t *cu, int *nb, const int64_t *before, int64_t n_tok, int mu) {
+    int o = 0;
+    cu[0] = 0;
+    for (int s = 1; s <= *nb; s++) {
+        int64_t place = cu[s] / mu;
+        int32_t v = (int32_t)((place >= n_tok ? before[n_tok] : before[place]) * mu);
+        if (v != cu[o]) cu[++o] = v;
+    }
+    *nb = o;
+}
+
+void fr_vision_plan_keep(const fr_vision_hparams *hp, const uint8_t *keep, int64_t n_tok,
+                         int32_t *win, int32_t *cu_window, int *n_windows, int32_t *cu_full,
+                         int *n_full, int64_t *n_kept) {
+    if (!keep) {
+        *n_kept = n_tok;
+        return;
+    }
+    const int mu = hp->merge * hp->merge;
+    int64_t *before = malloc(sizeof(int64_t) * (size_t)(n_tok + 1));
+    FR_ASSERT(before);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n_tok; i++) {
+        before[i] = k;
+        if (keep[win[i]]) win[k++] = win[i];
+    }
+    before[n_tok] = k;
+    recount(cu_window, n_windows, before, n_tok, mu);
+    /* the window order permutes units only inside a frame, so a frame boundary has the same
+     * units before it in either order */
+    recount(cu_full, n_full, before, n_tok, mu);
+    *n_kept = k;
+    free(before);
 }
 
 void fr_vision_rope_table(const fr_vision_hparams *hp, const int32_t *pos, const int32_t *win,

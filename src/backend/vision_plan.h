@@ -26,6 +26,17 @@ int fr_vision_rot_pos(const fr_vision_hparams *hp, const int32_t *grid_thw, int 
 int fr_vision_window_index(const fr_vision_hparams *hp, const int32_t *grid_thw, int n_images,
                            int32_t *window_index, int32_t *cu_window, int *n_windows);
 
+/* Background units dropped before the tower (stages/vision/bgdrop.h): keep (n_tok, one per
+ * merged unit in processor order, 1 = kept) filters a plan made by fr_vision_window_index in
+ * place. win keeps the kept units in window order (*n_kept of them); cu_window and cu_full
+ * (n_full + 1 frame boundaries in patches, as made from the grids) are recounted over the kept
+ * units, and a window or frame left empty disappears (consecutive equal boundaries are merged).
+ * The tower then runs on n_kept * merge^2 patches: each kept patch keeps its rotary angles, so a
+ * kept token sees only kept tokens of its window / frame. keep NULL: no change. */
+void fr_vision_plan_keep(const fr_vision_hparams *hp, const uint8_t *keep, int64_t n_tok,
+                         int32_t *win, int32_t *cu_window, int *n_windows, int32_t *cu_full,
+                         int *n_full, int64_t *n_kept);
+
 /* The 2D rotary table of the n patches in window order: cs, sn (n, head_dim/2) = cos / sin of
  * pair k's angle, row * inv[k] for k < head_dim/4, else col * inv[k - head_dim/4], with
  * inv[j] = theta^(-2j/(head_dim/2)) and the angles in float32 as torch computes them (cos / sin

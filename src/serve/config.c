@@ -70,6 +70,7 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->max_messages = 256;
     c->vision.max_images = 8;
     c->vision.keep_ratio = 1.0f;
+    c->vision.background_drop = true;
     c->vision.encoder_cache_bytes = (size_t)256 << 20;
     c->vision.remote_timeout_s = 10;
     c->vision.remote_max_bytes = 20u * 1000u * 1000u;
@@ -289,6 +290,10 @@ static int apply_vision(fr_serve_config *c, const fr_conf_doc *d, const cJSON *o
         snprintf(name, sizeof name, "vision.%.60s", it->string);
         if (!strcmp(it->string, "allow_remote_images")) {
             if (fr_conf_bool(d, it, name, &c->vision.allow_remote_images, err)) return -1;
+            continue;
+        }
+        if (!strcmp(it->string, "background_drop")) {
+            if (fr_conf_bool(d, it, name, &c->vision.background_drop, err)) return -1;
             continue;
         }
         int r = apply_num(c, d, it, name, vision_nums, FR_ARRAY_LEN(vision_nums), err);

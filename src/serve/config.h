@@ -34,6 +34,7 @@ typedef struct fr_serve_vision {
     int max_image_tokens;        /* image tokens a request keeps at most (0 = no budget) */
     size_t encoder_cache_bytes;  /* encoder cache budget (256 MiB); 0 = no cache */
     bool allow_remote_images;    /* fetch http(s) image URLs (default off: refused) */
+    bool background_drop;        /* drop document background units before the tower (on) */
     double remote_timeout_s;     /* a fetch's whole time (10 s) */
     size_t remote_max_bytes;     /* a fetched image's size (20 MB, the image stage's limit) */
 } fr_serve_vision;

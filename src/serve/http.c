@@ -1600,6 +1600,8 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
                     fr_engine_backend_name(s->engine));
         } else if (!(s->vlm = fr_vlm_new(m, cfg->vision.encoder_cache_bytes, err))) {
             goto fail;
+        } else {
+            fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);

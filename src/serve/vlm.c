@@ -17,6 +17,7 @@
 #include "serve/error.h"
 #include "stages/image/image.h"
 #include "stages/image/vlproc.h"
+#include "stages/vision/bgdrop.h"
 #include "stages/vision/cache.h"
 #include "stages/vision/prune.h"
 
@@ -24,6 +25,7 @@ struct fr_vlm {
     const fr_model *m;      /* the model (borrowed) */
     fr_vl_proc_cfg proc;    /* the model's processor config */
     fr_vision_cache *cache; /* encoder cache, or NULL */
+    bool bg_drop;           /* drop document background units before the tower */
 };
 
 fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err) {
@@ -60,6 +62,8 @@ fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err) {
     return v;
 }
 
+void fr_vlm_set_background_drop(fr_vlm *v, bool on) { v->bg_drop = on; }
+
 void fr_vlm_free(fr_vlm *v) {
     if (!v) return;
     fr_vision_cache_free(v->cache);
@@ -83,19 +87,25 @@ void fr_vlm_prompt_free(fr_vlm_prompt *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* One image's features (n_tok, out_hidden) and grid, from the cache or computed. */
+/* One image's features and grid, from the cache or computed: rows for the n_rows tokens the
+ * tower ran on, of the grid's n_tok (fewer when background units were dropped: bg says which). */
 typedef struct img_feat {
     const fr_vision_entry *hit; /* cache reference, or NULL */
     float *own;                 /* computed rows when not cached (malloc'd) */
-    int64_t n_tok;
+    uint8_t *own_bg;            /* computed mask when not cached (malloc'd), or NULL */
+    int64_t n_tok;              /* tokens of the grid */
+    int64_t n_rows;             /* rows computed (== n_tok when nothing was dropped) */
     int32_t grid[3];
 } img_feat;
 
 static const float *feat_rows(const img_feat *f) { return f->hit ? f->hit->feat : f->own; }
+/* 1 for the tokens with a row; NULL when every token has one. */
+static const uint8_t *feat_bg(const img_feat *f) { return f->hit ? f->hit->keep : f->own_bg; }
 
 static void img_feat_free(img_feat *f) {
     fr_vision_entry_release(f->hit);
     free(f->own);
+    free(f->own_bg);
     memset(f, 0, sizeof *f);
 }
 
@@ -107,6 +117,29 @@ static int image_fail(fr_api_error *err, fr_err *e, const char *param) {
                                                        : NULL;
     fr_api_error_from_err(err, e, code, param);
     return -1;
+}
+
+/* The document background units of one preprocessed image (bgdrop.h): f->own_bg and f->n_rows
+ * when some are dropped, left alone otherwise. */
+static int background(const fr_vlm *v, const fr_vl_pixels *px, img_feat *f, fr_err *e) {
+    fr_vision_bg_params bp = fr_vision_bg_default_params();
+    const fr_vision_hparams *hp = &v->m->vision->hp;
+    bp.channels = hp->in_chans, bp.temporal = hp->temporal, bp.patch = hp->patch;
+    bp.merge = hp->merge;
+    int64_t *kept = fr_xmalloc(sizeof(int64_t) * (size_t)f->n_tok);
+    int64_t k = fr_vision_bg_select(px->data, px->n_patches, px->patch_dim, px->grid_t,
+                                    px->grid_h, px->grid_w, &bp, kept, NULL, e);
+    if (k < 0) {
+        free(kept);
+        return -1;
+    }
+    if (k < f->n_tok) {
+        f->own_bg = fr_xcalloc((size_t)f->n_tok, 1);
+        for (int64_t i = 0; i < k; i++) f->own_bg[kept[i]] = 1;
+        f->n_rows = k;
+    }
+    free(kept);
+    return 0;
 }
 
 /* Decode (alpha dropped, EXIF orientation applied, as PIL), preprocess and encode one image
@@ -132,8 +165,14 @@ static int encode_image(fr_vlm *v, const fr_api_image *im, const fr_vl_proc_cfg 
         image_fail(err, &e, im->param);
         goto out;
     }
-    f->own = fr_xmalloc(sizeof(float) * (size_t)f->n_tok * (size_t)v->m->vision->hp.out_hidden);
-    if (fr_vision_forward(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own, &e)) {
+    f->n_rows = f->n_tok;
+    if (v->bg_drop && background(v, &px, f, &e)) {
+        image_fail(err, &e, im->param);
+        goto out;
+    }
+    f->own = fr_xmalloc(sizeof(float) * (size_t)f->n_rows * (size_t)v->m->vision->hp.out_hidden);
+    if (fr_vision_forward_kept(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own_bg, f->own,
+                               &e)) {
         image_fail(err, &e, im->param);
         goto out;
     }
@@ -161,15 +200,17 @@ static int image_features(fr_vlm *v, const fr_api_image *images, int n_images,
         bool keyed = v->cache && !fr_vision_key_make(&key, images[i].data, images[i].len,
                                                      cfg->min_pixels, cfg->max_pixels, &e);
         if (keyed && (f[i].hit = fr_vision_cache_get(v->cache, &key))) {
-            f[i].n_tok = f[i].hit->n;
+            f[i].n_tok = f[i].hit->n_all;
+            f[i].n_rows = f[i].hit->n;
             for (int k = 0; k < 3; k++) f[i].grid[k] = f[i].hit->grid_thw[k];
             (*hits)++;
             continue;
         }
         if (encode_image(v, &images[i], cfg, &f[i], err)) return -1;
         int g[3] = {f[i].grid[0], f[i].grid[1], f[i].grid[2]};
-        if (keyed && fr_vision_cache_put(v->cache, &key, f[i].own, f[i].n_tok,
-                                         v->m->vision->hp.out_hidden, g, &e) < 0)
+        if (keyed && fr_vision_cache_put_kept(v->cache, &key, f[i].own, f[i].n_rows,
+                                              v->m->vision->hp.out_hidden, g, f[i].own_bg,
+                                              f[i].n_tok, &e) < 0)
             fr_warn("vision: encoder cache: %s", e.msg); /* the request goes on uncached */
     }
     return 0;
@@ -200,15 +241,21 @@ static void question(const fr_model *m, const int32_t *ids, size_t n, float **q,
     }
 }
 
-/* Which image tokens stay: keep[i] for each of the n_img_tok image tokens in prompt order. */
+/* Which image tokens stay: keep[i] for each of the n_img_tok image tokens in prompt order. The
+ * background units dropped before the tower are out; pruning chooses among the others (ratio and
+ * budget count those). */
 static int choose_kept(const fr_vlm *v, const img_feat *f, int n_images, const int32_t *ids,
                        size_t n, const fr_vlm_opts *o, uint8_t *keep,
                        int64_t *n_kept, fr_api_error *err) {
-    int64_t total = 0;
-    for (int i = 0; i < n_images; i++) total += f[i].n_tok;
-    memset(keep, 1, (size_t)total);
-    *n_kept = total;
-    bool prune = o->keep_ratio < 1 || (o->max_image_tokens > 0 && o->max_image_tokens < total);
+    int64_t total = 0, rows = 0;
+    for (int i = 0; i < n_images; i++) {
+        const uint8_t *bg = feat_bg(&f[i]);
+        for (int64_t u = 0; u < f[i].n_tok; u++) keep[total + u] = bg ? bg[u] : 1;
+        total += f[i].n_tok;
+        rows += f[i].n_rows;
+    }
+    *n_kept = rows;
+    bool prune = o->keep_ratio < 1 || (o->max_image_tokens > 0 && o->max_image_tokens < rows);
     if (!prune) return 0;
     fr_err e = {0};
     fr_vision_prune_params pp = fr_vision_prune_default_params();
@@ -217,7 +264,7 @@ static int choose_kept(const fr_vlm *v, const img_feat *f, int n_images, const i
                                                   : FR_VISION_PRUNE_NO_BUDGET;
     int64_t *n_tok = fr_xmalloc(sizeof(int64_t) * (size_t)n_images);
     int64_t *k_img = fr_xmalloc(sizeof(int64_t) * (size_t)n_images);
-    for (int i = 0; i < n_images; i++) n_tok[i] = f[i].n_tok;
+    for (int i = 0; i < n_images; i++) n_tok[i] = f[i].n_rows;
     float *q = NULL, *qw = NULL;
     int64_t m = 0, *kept = NULL;
     int rc = -1;
@@ -228,7 +275,7 @@ static int choose_kept(const fr_vlm *v, const img_feat *f, int n_images, const i
     *n_kept = 0;
     int64_t base = 0;
     for (int i = 0; i < n_images; i++) {
-        int64_t nt = f[i].n_tok;
+        int64_t nt = f[i].n_rows;
         fr_vision_prune_params pi = pp;
         pi.keep_ratio = 1.0;
         pi.max_image_tokens = k_img[i];
@@ -237,9 +284,16 @@ static int choose_kept(const fr_vlm *v, const img_feat *f, int n_images, const i
                                     .query = q, .query_w = qw, .m = m};
         int64_t k = fr_vision_prune_select(&in, &pi, kept, NULL, NULL, NULL, &e);
         if (k < 0) goto bad;
-        for (int64_t j = 0; j < k; j++) keep[base + kept[j]] = 1;
+        const uint8_t *bg = feat_bg(&f[i]);
+        if (!bg) {
+            for (int64_t j = 0; j < k; j++) keep[base + kept[j]] = 1;
+        } else { /* row r is the image's r-th token with a row */
+            int64_t r = 0, j = 0;
+            for (int64_t u = 0; u < f[i].n_tok && j < k; u++)
+                if (bg[u] && r++ == kept[j]) keep[base + u] = 1, j++;
+        }
         *n_kept += k;
-        base += nt;
+        base += f[i].n_tok;
     }
     rc = 0;
     goto out;
@@ -270,17 +324,19 @@ static void assemble(const fr_vlm *v, const img_feat *f, int n_images, const int
     size_t o = 0;
     int64_t tok = 0, row = 0;
     int img = 0;
-    int64_t in_img = 0; /* token index within image img */
+    int64_t in_img = 0, in_row = 0; /* token index and feature row within image img */
     for (size_t i = 0; i < n; i++) {
         bool is_img = ids[i] == v->m->hp.image_token_id;
         if (is_img) {
             bool k = keep[tok++];
+            const uint8_t *bg = feat_bg(&f[img]);
             if (k) {
-                memcpy(out->embd + (size_t)row * E, feat_rows(&f[img]) + (size_t)in_img * E,
+                memcpy(out->embd + (size_t)row * E, feat_rows(&f[img]) + (size_t)in_row * E,
                        sizeof(float) * (size_t)E);
                 row++;
             }
-            if (++in_img == f[img].n_tok) img++, in_img = 0;
+            if (!bg || bg[in_img]) in_row++;
+            if (++in_img == f[img].n_tok) img++, in_img = 0, in_row = 0;
             if (!k) continue;
         }
         out->ids[o] = ids[i];

@@ -44,6 +44,10 @@ typedef struct fr_vlm_stats {
  * no vision tower (FR_ERR_UNSUPPORTED) or its processor config cannot be read. */
 fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err);
 void fr_vlm_free(fr_vlm *v);
+/* Drop the plain background units of document images before the tower (stages/vision/bgdrop.h;
+ * a photo has too few to qualify and keeps every unit). Set before serving: the encoder cache
+ * holds what the tower computed under this setting. Default off. */
+void fr_vlm_set_background_drop(fr_vlm *v, bool on);
 void fr_vlm_stats_get(fr_vlm *v, fr_vlm_stats *out);
 
 /* A request's pruning and preprocessing settings. */

@@ -40,7 +40,8 @@
 
 /* Everything derived from the grids, in window order. */
 typedef struct vplan {
-    int64_t n, n_tok;   /* patches, merged tokens */
+    int64_t n, n_tok;   /* patches, merged tokens the tower runs on (the kept ones) */
+    int64_t n_all;      /* merged tokens of the grids */
     int mu;             /* patches per merged token */
     int32_t *pos;       /* (n, 2) processor order */
     int32_t *win;       /* (n_tok) */
@@ -70,7 +71,7 @@ static void *vmalloc(size_t n, fr_err *err) {
 }
 
 static int plan_make(const fr_model *m, const int32_t *g, int n_images, int64_t n_patches,
-                     vplan *p, fr_err *err) {
+                     const uint8_t *keep, vplan *p, fr_err *err) {
     memset(p, 0, sizeof *p);
     if (!m->vision) {
         fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: the model has no vision tower", m->name);
@@ -115,6 +116,18 @@ static int plan_make(const fr_model *m, const int32_t *g, int n_images, int64_t 
             at += (int64_t)g[3 * i + 1] * g[3 * i + 2];
             p->cu_full[++p->n_full] = (int32_t)at;
         }
+    p->n_all = nt;
+    if (keep) {
+        int64_t k;
+        fr_vision_plan_keep(hp, keep, nt, p->win, p->cu_win, &p->n_win, p->cu_full, &p->n_full, &k);
+        if (k < 1) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "vision: every image token was dropped");
+            plan_free(p);
+            return -1;
+        }
+        p->n_tok = k;
+        p->n = k * p->mu;
+    }
     fr_vision_rope_table(hp, p->pos, p->win, p->n, p->cs, p->sn);
     return 0;
 }
@@ -356,12 +369,14 @@ typedef struct vbufs {
     float *fa;   /* (n, n_ff) */
     float *fb;   /* (n, n_ff) */
     float *mo;   /* (n_tok, out_hidden) merger output, window order */
+    float *px;   /* (n, patch_dim) the kept pixel rows in window order */
     att_scratch as;
 } vbufs;
 
 static void bufs_free(vbufs *b) {
     free(b->x), free(b->xn), free(b->qkv), free(b->att), free(b->t), free(b->fa), free(b->fb);
     free(b->mo);
+    free(b->px);
     free(b->as.q), free(b->as.k), free(b->as.vt), free(b->as.s), free(b->as.o);
     memset(b, 0, sizeof *b);
 }
@@ -372,8 +387,8 @@ static int bufs_new(vbufs *b, const fr_vision_hparams *hp, const vplan *p, bool 
     size_t n = (size_t)p->n, H = (size_t)hp->hidden, F = (size_t)hp->n_ff, f = sizeof(float);
     /* the merger's input (n_tok, hidden*mu) is xn; its hidden layer (n_tok, hidden*mu) reuses t */
     size_t sizes[] = {n * H, n * H, n * 3 * H, n * H, n * H, n * F, n * F,
-                      (size_t)p->n_tok * (size_t)hp->out_hidden};
-    float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->t, &b->fa, &b->fb, &b->mo};
+                      (size_t)p->n_tok * (size_t)hp->out_hidden, n * (size_t)fr_vision_patch_dim(hp)};
+    float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->t, &b->fa, &b->fb, &b->mo, &b->px};
     for (size_t i = 0; i < FR_ARRAY_LEN(sizes); i++)
         if (!(*dst[i] = vmalloc(sizes[i] * f, err))) goto fail;
     if (fast) {
@@ -397,9 +412,10 @@ static void add_rows(float *x, const float *t, int64_t n) {
 }
 
 static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixels,
-                 int64_t n_patches, const int32_t *grid, int n_images, float *out, fr_err *err) {
+                 int64_t n_patches, const int32_t *grid, int n_images, const uint8_t *keep,
+                 float *out, fr_err *err) {
     vplan p;
-    if (plan_make(m, grid, n_images, n_patches, &p, err) != 0) return -1;
+    if (plan_make(m, grid, n_images, n_patches, keep, &p, err) != 0) return -1;
     const fr_vision *v = m->vision;
     const fr_vision_hparams *hp = &v->hp;
     vbufs b;
@@ -412,10 +428,12 @@ static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixel
         fast ? linear_fast : linear_ref;
     int64_t n = p.n, H = hp->hidden, F = hp->n_ff, mu = p.mu;
     const fr_tensor none = {0};
-    /* patch embedding in processor order (into t), then units into window order (x) */
-    lin(b.t, pixels, n, &v->patch_w, &none);
+    /* the kept units' pixel rows in window order, then the patch embedding (into x) */
+    const int64_t PD = fr_vision_patch_dim(hp);
     for (int64_t i = 0; i < p.n_tok; i++)
-        memcpy(b.x + i * mu * H, b.t + (int64_t)p.win[i] * mu * H, (size_t)(mu * H) * sizeof(float));
+        memcpy(b.px + i * mu * PD, pixels + (int64_t)p.win[i] * mu * PD,
+               (size_t)(mu * PD) * sizeof(float));
+    lin(b.x, b.px, n, &v->patch_w, &none);
     bool q25 = hp->kind == FR_VISION_QWEN25VL;
     for (int l = 0; l < hp->depth; l++) {
         const fr_vision_block *k = &v->blocks[l];
@@ -446,9 +464,18 @@ static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixel
     lin(b.t, b.xn, p.n_tok, &v->merger_fc1_w, &v->merger_fc1_b);
     act(pool, b.t, NULL, p.n_tok, H * mu, 2);
     lin(b.mo, b.t, p.n_tok, &v->merger_fc2_w, &v->merger_fc2_b);
+    /* out row of unit u: its rank among the kept units (u itself when all are kept) */
     int64_t O = hp->out_hidden;
+    int64_t *rank = NULL;
+    if (keep) {
+        rank = malloc(sizeof(int64_t) * (size_t)p.n_all);
+        FR_ASSERT(rank);
+        for (int64_t u = 0, r = 0; u < p.n_all; u++) rank[u] = keep[u] ? r++ : -1;
+    }
     for (int64_t i = 0; i < p.n_tok; i++)
-        memcpy(out + (int64_t)p.win[i] * O, b.mo + i * O, (size_t)O * sizeof(float));
+        memcpy(out + (rank ? rank[p.win[i]] : p.win[i]) * O, b.mo + i * O,
+               (size_t)O * sizeof(float));
+    free(rank);
     bufs_free(&b);
     plan_free(&p);
     return 0;
@@ -456,10 +483,16 @@ static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixel
 
 int fr_vision_forward(const fr_model *m, fr_pool *pool, const float *pixels, int64_t n_patches,
                       const int32_t *grid_thw, int n_images, float *out, fr_err *err) {
-    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, out, err);
+    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, NULL, out, err);
+}
+
+int fr_vision_forward_kept(const fr_model *m, fr_pool *pool, const float *pixels,
+                           int64_t n_patches, const int32_t *grid_thw, int n_images,
+                           const uint8_t *keep, float *out, fr_err *err) {
+    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, keep, out, err);
 }
 
 int fr_vision_forward_ref(const fr_model *m, const float *pixels, int64_t n_patches,
                           const int32_t *grid_thw, int n_images, float *out, fr_err *err) {
-    return tower(m, NULL, false, pixels, n_patches, grid_thw, n_images, out, err);
+    return tower(m, NULL, false, pixels, n_patches, grid_thw, n_images, NULL, out, err);
 }

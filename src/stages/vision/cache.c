@@ -52,7 +52,7 @@ typedef struct entry {
     struct entry *prev, *next;     /* LRU list, most recent at the head */
     struct entry *hnext;           /* hash chain */
     size_t bytes;                  /* what it counts against the budget */
-    float data[];                  /* (n, d) */
+    float data[];                  /* (n, d), then the keep mask (n_all bytes) if any */
 } entry;
 
 struct fr_vision_cache {
@@ -185,8 +185,20 @@ const fr_vision_entry *fr_vision_cache_get(fr_vision_cache *c, const fr_vision_k
 
 int fr_vision_cache_put(fr_vision_cache *c, const fr_vision_key *key, const float *feat,
                         int64_t n, int d, const int grid_thw[3], fr_err *err) {
+    return fr_vision_cache_put_kept(c, key, feat, n, d, grid_thw, NULL, n, err);
+}
+
+int fr_vision_cache_put_kept(fr_vision_cache *c, const fr_vision_key *key, const float *feat,
+                             int64_t n, int d, const int grid_thw[3], const uint8_t *keep,
+                             int64_t n_all, fr_err *err) {
+    int64_t n_keep = n_all;
+    if (keep && n_all >= 1) {
+        n_keep = 0;
+        for (int64_t u = 0; u < n_all; u++) n_keep += keep[u] != 0;
+    }
     if (!c || !key || !feat || !grid_thw || n < 1 || d < 1 || grid_thw[0] < 1 ||
-        grid_thw[1] < 1 || grid_thw[2] < 1) {
+        grid_thw[1] < 1 || grid_thw[2] < 1 || n_all < n || n_keep != n ||
+        (uint64_t)n_all > SIZE_MAX / 4) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "vision cache: bad entry (n %lld, d %d)",
                     (long long)n, d);
         return -1;
@@ -196,7 +208,13 @@ int fr_vision_cache_put(fr_vision_cache *c, const fr_vision_key *key, const floa
                     (long long)n, d);
         return -1;
     }
-    size_t bytes = sizeof(entry) + (size_t)n * (size_t)d * sizeof(float);
+    size_t fbytes = (size_t)n * (size_t)d * sizeof(float), mbytes = keep ? (size_t)n_all : 0;
+    if (fbytes > SIZE_MAX - sizeof(entry) - mbytes) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "vision cache: entry of %lld x %d is too large",
+                    (long long)n, d);
+        return -1;
+    }
+    size_t bytes = sizeof(entry) + fbytes + mbytes;
     pthread_mutex_lock(&c->mu);
     entry *old = *chain_slot(c, key);
     if (old || bytes > c->budget) {
@@ -218,9 +236,15 @@ int fr_vision_cache_put(fr_vision_cache *c, const fr_vision_key *key, const floa
         return -1;
     }
     memset(e, 0, sizeof *e);
-    memcpy(e->data, feat, (size_t)n * (size_t)d * sizeof(float));
+    memcpy(e->data, feat, fbytes);
     e->pub.feat = e->data;
     e->pub.n = n;
+    e->pub.n_all = n_all;
+    if (keep) {
+        uint8_t *mask = (uint8_t *)e->data + fbytes;
+        for (int64_t u = 0; u < n_all; u++) mask[u] = keep[u] != 0;
+        e->pub.keep = mask;
+    }
     e->pub.d = d;
     memcpy(e->pub.grid_thw, grid_thw, sizeof e->pub.grid_thw);
     e->key = *key;

@@ -64,8 +64,11 @@ int fr_vision_key_make(fr_vision_key *key, const void *bytes, size_t len, int64_
 
 /* One cached encoder output; read only for its holders. */
 typedef struct fr_vision_entry {
-    const float *feat; /* (n, d) the merger's output */
-    int64_t n;         /* image tokens */
+    const float *feat; /* (n, d) the merger's output for the kept tokens */
+    int64_t n;         /* image tokens computed (kept) */
+    int64_t n_all;     /* image tokens of the grid (n when nothing was dropped) */
+    const uint8_t *keep; /* (n_all): 1 for the tokens feat holds, 0 for dropped background
+                            units (bgdrop.h); NULL when nothing was dropped */
     int d;             /* feature width (the LLM's hidden size) */
     int grid_thw[3];   /* the image's grid in patches: t, h, w */
 } fr_vision_entry;
@@ -103,6 +106,14 @@ void fr_vision_entry_release(const fr_vision_entry *e);
  * FR_ERR_INTERNAL: out of memory). */
 int fr_vision_cache_put(fr_vision_cache *c, const fr_vision_key *key, const float *feat,
                         int64_t n, int d, const int grid_thw[3], fr_err *err);
+
+/* The same for an image whose background units were dropped before the tower: feat holds the
+ * n kept tokens of the n_all of the grid, keep (n_all) says which (its 1s must number n); keep
+ * NULL is fr_vision_cache_put (n_all == n). The mask is copied with the rows and counts in the
+ * entry's bytes. */
+int fr_vision_cache_put_kept(fr_vision_cache *c, const fr_vision_key *key, const float *feat,
+                             int64_t n, int d, const int grid_thw[3], const uint8_t *keep,
+                             int64_t n_all, fr_err *err);
 
 /* A consistent snapshot of the counters. */
 void fr_vision_cache_stats_get(fr_vision_cache *c, fr_vision_cache_stats *out);
