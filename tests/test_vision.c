@@ -603,11 +603,11 @@ TEST(kept_units_run_as_the_smaller_image) {
         uint8_t keep[20];
         memset(keep, 1, sizeof keep);
         CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 80, g, 2, all, &e), 0);
-        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, NULL, kept, &e), 0);
         CHECK(memcmp(all, kept, 20 * TE * sizeof(float)) == 0);
         /* image 1 without its bottom half, image 2 whole */
         for (int u = 8; u < 16; u++) keep[u] = 0;
-        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, NULL, kept, &e), 0);
         CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 32, top, 1, ref, &e), 0);
         CHECK(rel_l2(kept, ref, 8 * TE) < 1e-5);
         CHECK(rel_l2(kept + 8 * TE, all + 16 * TE, 4 * TE) < 1e-5);
@@ -615,14 +615,43 @@ TEST(kept_units_run_as_the_smaller_image) {
         /* image 2 dropped: image 1 alone */
         memset(keep, 1, sizeof keep);
         for (int u = 16; u < 20; u++) keep[u] = 0;
-        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), 0);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, NULL, kept, &e), 0);
         CHECK_EQ_INT(fr_vision_forward(m, NULL, px, 64, g, 1, ref, &e), 0);
         CHECK(rel_l2(kept, ref, 16 * TE) < 1e-5);
         /* nothing kept */
         memset(keep, 0, sizeof keep);
-        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, kept, &e), -1);
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 80, g, 2, keep, NULL, kept, &e), -1);
         CHECK_EQ_INT(e.code, FR_ERR_BAD_REQUEST);
         free(px), free(all), free(kept), free(ref);
+    }
+    fr_model_free(m);
+    free(dir);
+    list_free(&l);
+}
+
+static fr_cancel_reason stop_after(void *ctx) {
+    int *left = ctx;
+    return (*left)-- > 0 ? FR_CANCEL_NONE : FR_CANCEL_CLIENT_GONE;
+}
+
+TEST(tower_stops_when_cancelled) {
+    tlist l = {0};
+    build(&l, FR_VISION_QWEN25VL, NAMES_NEW);
+    char *dir = hf_folder("q25-stop", CFG25_NESTED, &l, ST_ONE, NULL);
+    fr_model *m = load_ok(dir);
+    CHECK(m != NULL);
+    if (m) {
+        const int32_t g[3] = {1, 8, 8};
+        float *px = pixels(64, "pixels"), *o = fr_xcalloc(16 * TE, 4);
+        int left = 1; /* the first block runs, the second sees the client gone */
+        fr_cancel c = {stop_after, &left};
+        fr_err e = {0};
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 64, g, 1, NULL, &c, o, &e), -1);
+        CHECK_EQ_INT(e.code, FR_ERR_CANCELLED);
+        CHECK(strstr(e.msg, "block 1") != NULL);
+        left = 100; /* never stops: the plain result */
+        CHECK_EQ_INT(fr_vision_forward_kept(m, NULL, px, 64, g, 1, NULL, &c, o, &e), 0);
+        free(px), free(o);
     }
     fr_model_free(m);
     free(dir);

@@ -1219,7 +1219,10 @@ static int run_vision(fr_assist *a, areq_state *x, double t_arrival, fr_api_erro
     fr_api_image im = {.data = x->q.image.data, .len = x->q.image.n};
     snprintf(im.mime, sizeof im.mime, "%s", x->q.image.mime);
     snprintf(im.param, sizeof im.param, "image");
-    fr_vlm_opts o = {.keep_ratio = x->plan.vision_keep_ratio};
+    fr_cancel cc = {call_cancel, (void *)x->rs.call};
+    fr_vlm_opts o = {.keep_ratio = x->plan.vision_keep_ratio,
+                     .cancel = x->rs.call ? &cc : NULL,
+                     .time_limit_s = FR_ASSIST_VISION_LIMIT_S};
     if (fr_vlm_prepare(a->vlm, raw, n_raw, &im, 1, &o, NULL, NULL, &x->vp, e)) goto out;
     int ctx = fr_engine_max_ctx(a->vlm_engine);
     int max_tokens = fr_api_max_tokens(-1, a->cfg.llm_max_tokens, ctx, x->vp.n, "image", e);

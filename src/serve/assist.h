@@ -69,6 +69,7 @@ typedef struct fr_assist_config {
 } fr_assist_config;
 
 #define FR_ASSIST_ASR_MIN_LIMIT_S 5.0 /* the ASR limit of a short clip */
+#define FR_ASSIST_VISION_LIMIT_S 60.0 /* the VLM's vision stage (decode, tower, pruning) per picture */
 
 void fr_assist_config_init(fr_assist_config *c);
 void fr_assist_config_free(fr_assist_config *c);

@@ -71,6 +71,7 @@ void fr_serve_config_init(fr_serve_config *c) {
     c->vision.max_images = 8;
     c->vision.keep_ratio = 1.0f;
     c->vision.background_drop = true;
+    c->vision.time_limit_s = 60;
     c->vision.encoder_cache_bytes = (size_t)256 << 20;
     c->vision.remote_timeout_s = 10;
     c->vision.remote_max_bytes = 20u * 1000u * 1000u;
@@ -185,6 +186,7 @@ static const num_key vision_nums[] = {
     {"max_image_tokens", V_INT, true, 0, 1L << 24, 1, SC(vision.max_image_tokens)},
     {"encoder_cache_mb", V_SIZE, false, 0, 1 << 20, 1048576.0, SC(vision.encoder_cache_bytes)},
     {"remote_timeout_s", V_DBL, false, 0.1, 600, 1, SC(vision.remote_timeout_s)},
+    {"time_limit_s", V_DBL, false, 0.001, 3600, 1, SC(vision.time_limit_s)},
     {"remote_max_bytes", V_SIZE, true, 1024, 1L << 30, 1, SC(vision.remote_max_bytes)},
 };
 

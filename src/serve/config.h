@@ -35,6 +35,7 @@ typedef struct fr_serve_vision {
     size_t encoder_cache_bytes;  /* encoder cache budget (256 MiB); 0 = no cache */
     bool allow_remote_images;    /* fetch http(s) image URLs (default off: refused) */
     bool background_drop;        /* drop document background units before the tower (on) */
+    double time_limit_s;         /* a request's whole vision stage (60 s) */
     double remote_timeout_s;     /* a fetch's whole time (10 s) */
     size_t remote_max_bytes;     /* a fetched image's size (20 MB, the image stage's limit) */
 } fr_serve_vision;

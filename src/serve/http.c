@@ -832,7 +832,11 @@ static bool image_prompt(conn *c, gen_job *j, enum MHD_Result *ret) {
                      .max_image_tokens = j->q.max_image_tokens > 0 ? j->q.max_image_tokens
                                                                    : vc->max_image_tokens,
                      .min_pixels = j->q.min_pixels,
-                     .max_pixels = j->q.max_pixels};
+                     .max_pixels = j->q.max_pixels,
+                     .time_limit_s = vc->time_limit_s};
+    stage_watch sw = {.s = s, .mc = c->mc};
+    fr_cancel stop = {stage_cancel, &sw}; /* the client gone, the server shutting down */
+    o.cancel = &stop;
     fr_api_error err;
     atomic_fetch_add(&s->stage_busy, 1);
     int rc = fr_vlm_prepare(s->vlm, j->ids, j->n_ids, j->q.images, j->q.n_images, &o, s->meter,

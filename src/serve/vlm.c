@@ -142,10 +142,23 @@ static int background(const fr_vlm *v, const fr_vl_pixels *px, img_feat *f, fr_e
     return 0;
 }
 
+/* The vision stage's stop check: the request's own, then the stage's time limit. */
+typedef struct stage_stop {
+    const fr_cancel *outer;
+    double deadline; /* fr_time_s(); 0 = none */
+} stage_stop;
+
+static fr_cancel_reason stage_stop_check(void *ctx) {
+    const stage_stop *s = ctx;
+    fr_cancel_reason r = fr_cancel_check(s->outer);
+    if (r == FR_CANCEL_NONE && s->deadline > 0 && fr_time_s() > s->deadline) r = FR_CANCEL_TIMEOUT;
+    return r;
+}
+
 /* Decode (alpha dropped, EXIF orientation applied, as PIL), preprocess and encode one image
- * (cfg: the request's processor settings). */
+ * (cfg: the request's processor settings; stop: polled by the tower). */
 static int encode_image(fr_vlm *v, const fr_api_image *im, const fr_vl_proc_cfg *cfg,
-                        img_feat *f, fr_api_error *err) {
+                        const fr_cancel *stop, img_feat *f, fr_api_error *err) {
     fr_err e = {0};
     fr_image rgb = {0};
     fr_vl_pixels px = {0};
@@ -171,8 +184,8 @@ static int encode_image(fr_vlm *v, const fr_api_image *im, const fr_vl_proc_cfg 
         goto out;
     }
     f->own = fr_xmalloc(sizeof(float) * (size_t)f->n_rows * (size_t)v->m->vision->hp.out_hidden);
-    if (fr_vision_forward_kept(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own_bg, f->own,
-                               &e)) {
+    if (fr_vision_forward_kept(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own_bg, stop,
+                               f->own, &e)) {
         image_fail(err, &e, im->param);
         goto out;
     }
@@ -185,8 +198,8 @@ out:
 
 /* Features of every image: the cache, else computed and put there. */
 static int image_features(fr_vlm *v, const fr_api_image *images, int n_images,
-                          const fr_vl_proc_cfg *cfg, img_feat *f, int *hits,
-                          fr_api_error *err) {
+                          const fr_vl_proc_cfg *cfg, const fr_cancel *stop, img_feat *f,
+                          int *hits, fr_api_error *err) {
     fr_err e = {0};
     for (int i = 0; i < n_images; i++) {
         /* the image stage's header checks (declared type, limits) also for a cached image */
@@ -206,7 +219,7 @@ static int image_features(fr_vlm *v, const fr_api_image *images, int n_images,
             (*hits)++;
             continue;
         }
-        if (encode_image(v, &images[i], cfg, &f[i], err)) return -1;
+        if (encode_image(v, &images[i], cfg, stop, &f[i], err)) return -1;
         int g[3] = {f[i].grid[0], f[i].grid[1], f[i].grid[2]};
         if (keyed && fr_vision_cache_put_kept(v->cache, &key, f[i].own, f[i].n_rows,
                                               v->m->vision->hp.out_hidden, g, f[i].own_bg,
@@ -380,7 +393,9 @@ int fr_vlm_prepare(fr_vlm *v, const int32_t *raw, size_t n_raw, const fr_api_ima
     uint8_t *keep = NULL;
     size_t n = 0;
     int rc = -1;
-    if (image_features(v, images, n_images, &cfg, f, &out->cache_hits, err)) goto out;
+    stage_stop ss = {opts->cancel, opts->time_limit_s > 0 ? t0 + opts->time_limit_s : 0};
+    fr_cancel stop = {stage_stop_check, &ss};
+    if (image_features(v, images, n_images, &cfg, &stop, f, &out->cache_hits, err)) goto out;
     for (int i = 0; i < n_images; i++)
         for (int k = 0; k < 3; k++) grid[3 * i + k] = f[i].grid[k];
     if (fr_vl_expand_pads(raw, n_raw, m->hp.image_token_id, grid, n_images, m->vision->hp.merge,

@@ -56,6 +56,8 @@ typedef struct fr_vlm_opts {
     int64_t max_image_tokens; /* 0 = no budget, else the most image tokens the request keeps */
     int64_t min_pixels;       /* 0 = the processor config's */
     int64_t max_pixels;       /* 0 = the processor config's */
+    const fr_cancel *cancel;  /* the request's stop check (client gone, shutdown), or NULL */
+    double time_limit_s;      /* the whole vision stage's time (0 = none): past it, TIMEOUT */
 } fr_vlm_opts;
 
 /* What the engine gets. */

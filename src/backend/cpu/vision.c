@@ -413,7 +413,7 @@ static void add_rows(float *x, const float *t, int64_t n) {
 
 static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixels,
                  int64_t n_patches, const int32_t *grid, int n_images, const uint8_t *keep,
-                 float *out, fr_err *err) {
+                 const fr_cancel *cancel, float *out, fr_err *err) {
     vplan p;
     if (plan_make(m, grid, n_images, n_patches, keep, &p, err) != 0) return -1;
     const fr_vision *v = m->vision;
@@ -436,6 +436,14 @@ static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixel
     lin(b.x, b.px, n, &v->patch_w, &none);
     bool q25 = hp->kind == FR_VISION_QWEN25VL;
     for (int l = 0; l < hp->depth; l++) {
+        fr_cancel_reason why = fr_cancel_check(cancel);
+        if (why != FR_CANCEL_NONE) {
+            fr_err_setc(err, fr_cancel_reason_code(why), "vision: stopped at block %d of %d (%s)",
+                        l, hp->depth, fr_cancel_reason_name(why));
+            bufs_free(&b);
+            plan_free(&p);
+            return -1;
+        }
         const fr_vision_block *k = &v->blocks[l];
         const int32_t *cu = hp->fullatt[l] ? p.cu_full : p.cu_win;
         int n_seg = hp->fullatt[l] ? p.n_full : p.n_win;
@@ -483,16 +491,17 @@ static int tower(const fr_model *m, fr_pool *pool, bool fast, const float *pixel
 
 int fr_vision_forward(const fr_model *m, fr_pool *pool, const float *pixels, int64_t n_patches,
                       const int32_t *grid_thw, int n_images, float *out, fr_err *err) {
-    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, NULL, out, err);
+    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, NULL, NULL, out, err);
 }
 
 int fr_vision_forward_kept(const fr_model *m, fr_pool *pool, const float *pixels,
                            int64_t n_patches, const int32_t *grid_thw, int n_images,
-                           const uint8_t *keep, float *out, fr_err *err) {
-    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, keep, out, err);
+                           const uint8_t *keep, const fr_cancel *cancel, float *out,
+                           fr_err *err) {
+    return tower(m, pool, true, pixels, n_patches, grid_thw, n_images, keep, cancel, out, err);
 }
 
 int fr_vision_forward_ref(const fr_model *m, const float *pixels, int64_t n_patches,
                           const int32_t *grid_thw, int n_images, float *out, fr_err *err) {
-    return tower(m, NULL, false, pixels, n_patches, grid_thw, n_images, NULL, out, err);
+    return tower(m, NULL, false, pixels, n_patches, grid_thw, n_images, NULL, NULL, out, err);
 }

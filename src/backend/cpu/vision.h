@@ -35,10 +35,13 @@ int fr_vision_forward(const fr_model *m, fr_pool *pool, const float *pixels, int
 /* The same on the kept merged units only: keep (n_tokens over all images, processor order, 1 =
  * kept; see fr_vision_plan_keep) and out (n_kept, out_hidden), the kept tokens in order. Dropped
  * units never enter the tower; a kept one attends to the kept units of its window or frame and
- * keeps its rotary angles. Every unit dropped: FR_ERR_BAD_REQUEST. keep NULL = fr_vision_forward. */
+ * keeps its rotary angles. Every unit dropped: FR_ERR_BAD_REQUEST. keep NULL = fr_vision_forward.
+ * cancel (may be NULL) is polled before each block; a stop returns -1 with the reason's code
+ * (fr_cancel_reason_code: CANCELLED, UNAVAILABLE, TIMEOUT). */
 int fr_vision_forward_kept(const fr_model *m, fr_pool *pool, const float *pixels,
                            int64_t n_patches, const int32_t *grid_thw, int n_images,
-                           const uint8_t *keep, float *out, fr_err *err);
+                           const uint8_t *keep, const fr_cancel *cancel, float *out,
+                           fr_err *err);
 
 /* The plain reference of the same function (slow: for tests). */
 int fr_vision_forward_ref(const fr_model *m, const float *pixels, int64_t n_patches,
