@@ -6,13 +6,15 @@
  *        window-order patch;
  *   pix  = bf16(pixels) rows gathered into window order                 (n, patch_dim) bf16
  *   x    = pix . patch_w^T                          cuBLAS               (n, hidden) f32
- *   per block: xn = norm1(x) bf16; qkv = xn . qkv_w^T f32; bias + 2D rotary (k_vit_rope);
- *        att = varlen attention over cu_full or cu_win (k_vit_attn) bf16; t = att . proj_w^T;
+ *   per block: xn = norm1(x) bf16; qkv = xn . qkv_w^T f32; bias + 2D rotary into bf16
+ *        (k_vit_rope); att = varlen attention over cu_full or cu_win on the tensor cores
+ *        (k_vit_attn) bf16; t = att . proj_w^T;
  *        x += t + proj_b; xn = norm2(x); the MLP products f32, its activation with the biases
  *        into bf16 (k_vit_act); t = act . down_w^T; x += t + down_b;
  *   merger: xn = ln_q(x) bf16 viewed (n_tok, hidden*mu); t = xn . fc1^T; act = gelu(t + b1);
  *        y = act . fc2^T; out[win[i]] = y[i] + b2 (k_vit_scatter_rows), copied to the host.
- * Every linear layer is cublasGemmEx, bf16 inputs, fp32 output and accumulation.
+ * Every linear layer is cublasGemmEx, bf16 inputs, fp32 output and accumulation; the MLP's
+ * n_ff is zero-padded to a multiple of 64 at upload (up_lin_pad).
  * Activation buffers are device memory grown to the largest call and kept (no allocation when
  * a call fits); CUDA graphs per resolution bucket and batching across requests are not done.
  */
@@ -49,6 +51,7 @@ typedef struct dbufs {
     float *x;          /* (n, hidden) residual stream */
     uint16_t *xn;      /* (n, hidden) normed, bf16 */
     float *qkv;        /* (n, 3 hidden) */
+    uint16_t *qkvh;    /* (n, 3 hidden) bf16: bias + rotary applied, the attention's input */
     uint16_t *att;     /* (n, hidden) bf16 */
     float *t;          /* (n, max(hidden, n_ff)): sublayer outputs, merger fc1 output */
     float *fa, *fb;    /* (n, n_ff) MLP products */
@@ -70,6 +73,7 @@ struct fr_cuda_vision {
     dblock *blocks;    /* depth */
     dnorm mln;         /* merger ln_q */
     dlin fc1, fc2;
+    int Fp;            /* n_ff padded to a multiple of 64 (up_lin_pad) */
     dbufs b;
     void **allocs;     /* every weight allocation, for free */
     int n_allocs, cap_allocs;
@@ -140,6 +144,42 @@ static int up_lin(fr_cuda_vision *cv, const fr_tensor *w, const fr_tensor *b, in
     return up_f32(cv, b, M, true, &d->b, err);
 }
 
+/* The same into a zero-padded [Mp][Kp] weight and [Mp] bias (Mp >= M, Kp >= K): the MLP's
+ * n_ff (3420 in Qwen2.5-VL) padded to a multiple of 64 gives cuBLAS aligned operands (an
+ * unaligned 3420 falls back to slower sm80 kernels); the padded rows give silu(0) * 0 = 0 and
+ * the padded columns of down multiply those zeros, so the result is unchanged. */
+static int up_lin_pad(fr_cuda_vision *cv, const fr_tensor *w, const fr_tensor *b, int M, int K,
+                      int Mp, int Kp, dlin *d, fr_err *err) {
+    if (Mp == M && Kp == K) return up_lin(cv, w, b, M, K, d, err);
+    d->M = Mp, d->K = Kp, d->b = NULL;
+    if (!f32_tensor(w, (int64_t)M * K, err)) return -1;
+    uint16_t *h = (uint16_t *)calloc((size_t)Mp * Kp, 2);
+    float *hb = (float *)calloc((size_t)Mp, 4);
+    if (!h || !hb) {
+        free(h), free(hb);
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "cuda vision: out of host memory");
+        return -1;
+    }
+    const float *f = (const float *)w->data;
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t c = 0; c < K; c++) h[r * Kp + c] = fr_f32_to_bf16(f[r * K + c]);
+    int rc = -1;
+    if ((d->w = (uint16_t *)dmalloc(cv, (size_t)Mp * Kp * 2, err))) {
+        FR_CK(cudaMemcpy(d->w, h, (size_t)Mp * Kp * 2, cudaMemcpyHostToDevice));
+        rc = 0;
+    }
+    if (rc == 0 && fr_tensor_present(b)) {
+        if (!f32_tensor(b, M, err) || !(d->b = (float *)dmalloc(cv, (size_t)Mp * 4, err))) {
+            rc = -1;
+        } else {
+            memcpy(hb, b->data, (size_t)M * 4);
+            FR_CK(cudaMemcpy(d->b, hb, (size_t)Mp * 4, cudaMemcpyHostToDevice));
+        }
+    }
+    free(h), free(hb);
+    return rc;
+}
+
 static int up_norm(fr_cuda_vision *cv, const fr_tensor *w, const fr_tensor *b, int E, dnorm *d,
                    fr_err *err) {
     if (up_f32(cv, w, E, false, &d->w, err)) return -1;
@@ -147,7 +187,7 @@ static int up_norm(fr_cuda_vision *cv, const fr_tensor *w, const fr_tensor *b, i
 }
 
 static void bufs_free(dbufs *b) {
-    void *p[] = {b->pix_f, b->pix, b->x, b->xn, b->qkv, b->att, b->t, b->fa, b->fb, b->act,
+    void *p[] = {b->pix_f, b->pix, b->x, b->xn, b->qkv, b->qkvh, b->att, b->t, b->fa, b->fb, b->act,
                  b->mo, b->out, b->cs, b->sn, b->win, b->cu_win, b->cu_full};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i]) FR_CK(cudaFree(p[i]));
@@ -173,10 +213,10 @@ fr_cuda_vision *fr_cuda_vision_new(const fr_model *m, int device, fr_err *err) {
     }
     const fr_vision *v = m->vision;
     const fr_vision_hparams *hp = &v->hp;
-    if (hp->head_dim < 4 || hp->head_dim % 4 || hp->head_dim > FRK_VIT_MAX_HEAD_DIM ||
+    if (hp->head_dim < 16 || hp->head_dim % 16 || hp->head_dim > FRK_VIT_MAX_HEAD_DIM ||
         hp->head_dim * hp->n_head != hp->hidden) {
         fr_err_setc(err, FR_ERR_UNSUPPORTED, "cuda vision: head_dim %d (hidden %d, %d heads) not "
-                    "supported (a multiple of 4, at most %d)", hp->head_dim, hp->hidden,
+                    "supported (a multiple of 16, at most %d)", hp->head_dim, hp->hidden,
                     hp->n_head, FRK_VIT_MAX_HEAD_DIM);
         return NULL;
     }
@@ -190,6 +230,8 @@ fr_cuda_vision *fr_cuda_vision_new(const fr_model *m, int device, fr_err *err) {
     cv->blocks = (dblock *)calloc((size_t)hp->depth, sizeof(dblock));
     FR_ASSERT(cv->blocks);
     const int H = hp->hidden, F = hp->n_ff, HM = H * hp->merge * hp->merge;
+    const int Fp = (F + 63) / 64 * 64;
+    cv->Fp = Fp;
     const bool q25 = hp->kind == FR_VISION_QWEN25VL;
     if (up_bf16(cv, &v->patch_w, (int64_t)H * fr_vision_patch_dim(hp), &cv->patch_w, err))
         goto fail;
@@ -200,9 +242,9 @@ fr_cuda_vision *fr_cuda_vision_new(const fr_model *m, int device, fr_err *err) {
             up_norm(cv, &k->norm2_w, &k->norm2_b, H, &d->n2, err) ||
             up_lin(cv, &k->qkv_w, &k->qkv_b, 3 * H, H, &d->qkv, err) ||
             up_lin(cv, &k->proj_w, &k->proj_b, H, H, &d->proj, err) ||
-            (q25 && up_lin(cv, &k->gate_w, &k->gate_b, F, H, &d->gate, err)) ||
-            up_lin(cv, &k->up_w, &k->up_b, F, H, &d->up, err) ||
-            up_lin(cv, &k->down_w, &k->down_b, H, F, &d->down, err))
+            (q25 && up_lin_pad(cv, &k->gate_w, &k->gate_b, F, H, Fp, H, &d->gate, err)) ||
+            up_lin_pad(cv, &k->up_w, &k->up_b, F, H, Fp, H, &d->up, err) ||
+            up_lin_pad(cv, &k->down_w, &k->down_b, H, F, H, Fp, &d->down, err))
             goto fail;
     }
     if (up_norm(cv, &v->merger_ln_w, &v->merger_ln_b, H, &cv->mln, err) ||
@@ -222,14 +264,15 @@ static int ensure_bufs(fr_cuda_vision *cv, int64_t n, fr_err *err) {
     if (n <= b->cap) return 0;
     bufs_free(b);
     const fr_vision_hparams *hp = &cv->hp;
-    const size_t N = (size_t)n, H = (size_t)hp->hidden, F = (size_t)hp->n_ff;
+    const size_t N = (size_t)n, H = (size_t)hp->hidden, F = (size_t)cv->Fp;
     const size_t W = H > F ? H : F, P = (size_t)fr_vision_patch_dim(hp);
     const size_t mu = (size_t)hp->merge * hp->merge, O = (size_t)hp->out_hidden;
     const size_t half = (size_t)hp->head_dim / 2;
     struct { void **p; size_t bytes; } want[] = {
         {(void **)&b->pix_f, N * P * 4}, {(void **)&b->pix, N * P * 2},
         {(void **)&b->x, N * H * 4},     {(void **)&b->xn, N * H * 2},
-        {(void **)&b->qkv, N * 3 * H * 4}, {(void **)&b->att, N * H * 2},
+        {(void **)&b->qkv, N * 3 * H * 4}, {(void **)&b->qkvh, N * 3 * H * 2},
+        {(void **)&b->att, N * H * 2},
         {(void **)&b->t, N * W * 4},     {(void **)&b->fa, N * F * 4},
         {(void **)&b->fb, N * F * 4},    {(void **)&b->act, N * W * 2},
         {(void **)&b->mo, N / mu * O * 4}, {(void **)&b->out, N / mu * O * 4},
@@ -326,7 +369,7 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
     FR_CK(cudaSetDevice(cv->dev));
     if (ensure_bufs(cv, p.n, err) || make_plan(cv, grid, n_images, &p, err)) return -1;
     dbufs *b = &cv->b;
-    const int H = hp->hidden, F = hp->n_ff, PD = (int)fr_vision_patch_dim(hp), HM = H * mu;
+    const int H = hp->hidden, F = cv->Fp, PD = (int)fr_vision_patch_dim(hp), HM = H * mu;
     const int64_t n = p.n;
     const bool q25 = hp->kind == FR_VISION_QWEN25VL;
     cudaStream_t st = cv->st;
@@ -338,8 +381,9 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
         const bool full = hp->fullatt[l];
         frk_vit_norm(b->x, k->n1.w, k->n1.b, (int)n, H, hp->eps, b->xn, st);
         gemm(cv, b->xn, n, k->qkv.w, 3 * H, H, b->qkv);
-        frk_vit_rope(b->qkv, k->qkv.b, b->cs, b->sn, (int)n, hp->n_head, hp->head_dim, st);
-        frk_vit_attention(b->qkv, full ? b->cu_full : b->cu_win, full ? p.n_full : p.n_win,
+        frk_vit_rope(b->qkv, k->qkv.b, b->cs, b->sn, (int)n, hp->n_head, hp->head_dim, b->qkvh,
+                     st);
+        frk_vit_attention(b->qkvh, full ? b->cu_full : b->cu_win, full ? p.n_full : p.n_win,
                           full ? p.max_full : p.max_win, hp->n_head, hp->head_dim, b->att, st);
         gemm(cv, b->att, n, k->proj.w, H, H, b->t);
         frk_vit_residual(b->x, b->t, k->proj.b, (int)n, H, st);

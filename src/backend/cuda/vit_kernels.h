@@ -23,19 +23,20 @@ extern "C" {
 void frk_vit_norm(const float *x, const float *w, const float *b, int n, int E, float eps,
                   uint16_t *out, cudaStream_t st);
 
-/* In place on qkv f32 [n][3 H] (q, k, v blocks of H = n_head * D columns): add bias [3 H] (or
- * NULL), then rotate every q and k head by the 2D rotary table: cs, sn f32 [n][D/2], pair
- * (k, k + D/2) (HF's rotate_half): x0' = x0 cs - x1 sn, x1' = x1 cs + x0 sn. D even. */
-void frk_vit_rope(float *qkv, const float *bias, const float *cs, const float *sn, int n,
-                  int n_head, int D, cudaStream_t st);
+/* qkv f32 [n][3 H] (q, k, v blocks of H = n_head * D columns) plus bias [3 H] (or NULL), with
+ * every q and k head rotated by the 2D rotary table: cs, sn f32 [n][D/2], pair (k, k + D/2)
+ * (HF's rotate_half): x0' = x0 cs - x1 sn, x1' = x1 cs + x0 sn; into out bf16 [n][3 H]. D even. */
+void frk_vit_rope(const float *qkv, const float *bias, const float *cs, const float *sn, int n,
+                  int n_head, int D, uint16_t *out, cudaStream_t st);
 
 /* Non-causal attention inside variable-length segments: rows cu[s] .. cu[s+1] of segment s
  * (cu int32 [n_seg + 1], increasing, on the device) attend to each other only. q, k, v from
- * qkv f32 [n][3 H] (after frk_vit_rope), scores scaled by D^-0.5, online softmax in fp32 over
- * key tiles of 32 (no score matrix in memory); out bf16 [n][H]. max_len = the longest segment
- * (it sizes the grid). D <= FRK_VIT_MAX_HEAD_DIM. */
-void frk_vit_attention(const float *qkv, const int32_t *cu, int n_seg, int max_len, int n_head,
-                       int D, uint16_t *out, cudaStream_t st);
+ * qkv bf16 [n][3 H] (frk_vit_rope's output), scores scaled by D^-0.5, on the tensor cores with
+ * fp32 accumulators and an online softmax over key tiles of 64 (no score matrix in memory);
+ * out bf16 [n][H]. max_len = the longest segment (it sizes the grid). D a multiple of 16,
+ * <= FRK_VIT_MAX_HEAD_DIM (fr_cuda_vision_new refuses other head sizes). */
+void frk_vit_attention(const uint16_t *qkv, const int32_t *cu, int n_seg, int max_len,
+                       int n_head, int D, uint16_t *out, cudaStream_t st);
 
 /* Activations into the next product's bf16 input, biases fused (either may be NULL):
  *   FRK_VIT_SWIGLU      out = silu(a + ba) * (u + bu)            (Qwen2.5-VL MLP: a gate, u up)
