@@ -91,6 +91,10 @@ $(BUILD)/lib-alone: $(BUILD)/libfrugal.a
 	@printf 'int main(void) { return 0; }\n' >$@.c
 	$(CC) $(CFLAGS) -o $@ $@.c -Wl,--whole-archive $(BUILD)/libfrugal.a -Wl,--no-whole-archive $(LDLIBS)
 
+# bench/bench_onnx.c: the ONNX executor on the PP-OCR models (bench/RESULTS.md)
+$(BUILD)/bench_onnx: $(BUILD)/bench/bench_onnx.o $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 tests: $(TEST_BIN) $(BUILD)/frugal $(BUILD)/lib-alone
 
 test: tests

@@ -598,7 +598,15 @@ int fr_onnx_sess_run(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, fr_onnx_a
     for (int v = 0; v < s->nv; v++)
         if (s->kv[v].p) s->v[v] = s->kv[v];
     ox_ctx c = {m, s->pool, err, NULL};
-    if (check_inputs(s, in, n_in, n_out, err) || run_plan(s, &c) || run_steps(s, &c, cancel)) {
+    if (check_inputs(s, in, n_in, n_out, err)) {
+        run_release(s);
+        return -1;
+    }
+    /* the plan sees the inputs' shapes only: what it computes depends on no input data */
+    for (int i = 0; i < n_in; i++) s->v[m->inputs[i].value].p = NULL;
+    const int prc = run_plan(s, &c);
+    for (int i = 0; i < n_in; i++) s->v[m->inputs[i].value].p = in[i].data;
+    if (prc || run_steps(s, &c, cancel)) {
         run_release(s);
         return -1;
     }
