@@ -9,6 +9,7 @@
 #include "tools/nlu_cmds.h"
 #include "tools/ocr_cmds.h"
 #include "tools/asr_cmds.h"
+#include "tools/transcribe_cmd.h"
 #include "tools/assist_cmd.h"
 #include "tools/analyze_heads.h"
 #include "tools/eval_vqa.h"
@@ -31,6 +32,7 @@ static const command commands[] = {
     {"eval-nlu", fr_cmd_eval_nlu, "eval-nlu --model MODEL --data CSV [--nlupp DIR --folds A-B]: intent accuracy, latency, slot P/R/F1"},
     {"assist", fr_cmd_assist, "assist [--config FILE] [--model PATH]: JSON requests on stdin, responses on stdout"},
     {"asr", fr_cmd_asr, "asr [--lm-kind domain|generic] [--lm PATH] FILE...: transcribe WAV/FLAC/OGG"},
+    {"transcribe", fr_cmd_transcribe, "transcribe --model DIR_OR_BIN --audio FILE [--language xx] [--timestamps] [--json]: Whisper on the CPU"},
     {"build-lm", fr_cmd_build_lm, "build-lm --csv CSV [--nlupp DIR] --out LM.arpa [--bin LM.bin]: domain speech LM"},
     {"eval-asr", fr_cmd_eval_asr, "eval-asr [--csv CSV] [--n N] [--workers N]: espeak-ng WER, generic vs domain LM"},
     {"ocr", fr_cmd_ocr, "ocr FILE [--type MEDIA] [--lang L] [--threshold T] [--force-ocr]: density, route, OCR lines, fields as JSON"},
