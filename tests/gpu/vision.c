@@ -239,6 +239,29 @@ static void check_random_mid(void) {
         FR_ASSERT(pix);
         for (int64_t i = 0; i < n * PD; i++) pix[i] = 2.f * frand();
         compare("random-qwen25vl-mid(H320,D80,win112) 2 images", &m, cv, pix, n, grid, 2, NULL, 0);
+        /* background units dropped before the tower (a pattern over both images, image 2's
+         * last units all gone): the kept rows against the CPU tower's kept rows */
+        {
+            const int64_t units = n / 4;
+            uint8_t *keep = malloc((size_t)units);
+            FR_ASSERT(keep);
+            int64_t k = 0;
+            for (int64_t u = 0; u < units; u++) k += (keep[u] = (u % 3 != 1 && u < units - 5));
+            const int O = hp.out_hidden;
+            float *cpu = malloc((size_t)(k * O) * 4), *gpu = malloc((size_t)(k * O) * 4);
+            FR_ASSERT(cpu && gpu);
+            memset(gpu, 0xFF, (size_t)(k * O) * 4);
+            if (fr_vision_forward_kept(&m, NULL, pix, n, grid, 2, keep, NULL, cpu, &err) != 0 ||
+                fr_cuda_vision_forward_kept(cv, pix, n, grid, 2, keep, gpu, &err) != 0) {
+                fail("random-qwen25vl-mid kept units", err.msg);
+            } else {
+                char label[160];
+                snprintf(label, sizeof label, "random-qwen25vl-mid kept units (%lld of %lld) vs CPU "
+                         "tower", (long long)k, (long long)units);
+                report(label, rel_l2(gpu, cpu, (size_t)(k * O)));
+            }
+            free(keep), free(cpu), free(gpu);
+        }
         /* the same handle again on a smaller call (buffers reused) */
         compare("random-qwen25vl-mid 1 image, buffers reused", &m, cv, pix, 10 * 6, grid + 3, 1,
                 NULL, 0);

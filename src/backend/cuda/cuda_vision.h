@@ -29,7 +29,7 @@ extern "C" {
 typedef struct fr_cuda_vision fr_cuda_vision;
 
 /* Upload m's vision tower (bf16 linear weights, f32 norms and biases) to `device`. Returns NULL
- * with err: no vision tower (FR_ERR_UNSUPPORTED), head_dim above 128 or not a multiple of 4
+ * with err: no vision tower (FR_ERR_UNSUPPORTED), head_dim above 128 or not a multiple of 16
  * (FR_ERR_UNSUPPORTED), a weight not F32 (FR_ERR_UNSUPPORTED), out of device memory
  * (FR_ERR_TOO_LARGE). The model must outlive the handle. */
 fr_cuda_vision *fr_cuda_vision_new(const fr_model *m, int device, fr_err *err);
@@ -40,6 +40,13 @@ void fr_cuda_vision_free(fr_cuda_vision *cv);
  * -1 with err (invalid grids: FR_ERR_BAD_REQUEST; out of device memory: FR_ERR_TOO_LARGE). */
 int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
                            const int32_t *grid_thw, int n_images, float *out, fr_err *err);
+
+/* The same on the kept merged units only (fr_vision_forward_kept's contract, backend/cpu/
+ * vision.h): keep (n_tokens over all images, 1 = kept) or NULL; out (n_kept, out_hidden). Every
+ * unit dropped: FR_ERR_BAD_REQUEST. */
+int fr_cuda_vision_forward_kept(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
+                                const int32_t *grid_thw, int n_images, const uint8_t *keep,
+                                float *out, fr_err *err);
 
 #ifdef __cplusplus
 }

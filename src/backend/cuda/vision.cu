@@ -58,7 +58,8 @@ typedef struct dbufs {
     uint16_t *act;     /* (n, max(hidden, n_ff)) bf16 activations */
     float *mo, *out;   /* (n / mu, out_hidden) merger output: window order, then original */
     float *cs, *sn;    /* (n, head_dim / 2) rotary tables, window order */
-    int32_t *win;      /* (n / mu) */
+    int32_t *win;      /* (n / mu): the source unit of each window place (gather) */
+    int32_t *wout;     /* (n / mu): the output row of each window place (scatter) */
     int32_t *cu_win;   /* (n / mu + frames + 1): at most n / mu + n + 1 */
     int32_t *cu_full;  /* (n + 1) bounded by one frame per patch */
 } dbufs;
@@ -188,7 +189,7 @@ static int up_norm(fr_cuda_vision *cv, const fr_tensor *w, const fr_tensor *b, i
 
 static void bufs_free(dbufs *b) {
     void *p[] = {b->pix_f, b->pix, b->x, b->xn, b->qkv, b->qkvh, b->att, b->t, b->fa, b->fb, b->act,
-                 b->mo, b->out, b->cs, b->sn, b->win, b->cu_win, b->cu_full};
+                 b->mo, b->out, b->cs, b->sn, b->win, b->wout, b->cu_win, b->cu_full};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i]) FR_CK(cudaFree(p[i]));
     memset(b, 0, sizeof *b);
@@ -277,7 +278,8 @@ static int ensure_bufs(fr_cuda_vision *cv, int64_t n, fr_err *err) {
         {(void **)&b->fb, N * F * 4},    {(void **)&b->act, N * W * 2},
         {(void **)&b->mo, N / mu * O * 4}, {(void **)&b->out, N / mu * O * 4},
         {(void **)&b->cs, N * half * 4}, {(void **)&b->sn, N * half * 4},
-        {(void **)&b->win, N / mu * 4},  {(void **)&b->cu_win, (N / mu + N + 1) * 4},
+        {(void **)&b->win, N / mu * 4},  {(void **)&b->wout, N / mu * 4},
+        {(void **)&b->cu_win, (N / mu + N + 1) * 4},
         {(void **)&b->cu_full, (N + 1) * 4},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -304,18 +306,22 @@ typedef struct hplan {
     int n_win, n_full, max_win, max_full;
 } hplan;
 
-static int make_plan(fr_cuda_vision *cv, const int32_t *g, int n_images, hplan *p, fr_err *err) {
+/* keep (p->n_tok units, or NULL): the background units dropped before the tower
+ * (fr_vision_plan_keep); p->n and p->n_tok become the kept counts. */
+static int make_plan(fr_cuda_vision *cv, const int32_t *g, int n_images, const uint8_t *keep,
+                     hplan *p, fr_err *err) {
     const fr_vision_hparams *hp = &cv->hp;
     const int half = hp->head_dim / 2;
     int64_t frames = 0;
     for (int i = 0; i < n_images; i++) frames += g[3 * i];
     int32_t *pos = (int32_t *)malloc((size_t)p->n * 2 * 4);
     int32_t *win = (int32_t *)malloc((size_t)p->n_tok * 4);
+    int32_t *wout = (int32_t *)malloc((size_t)p->n_tok * 4);
     int32_t *cuw = (int32_t *)malloc((size_t)(p->n_tok + frames + 1) * 4);
     int32_t *cuf = (int32_t *)malloc((size_t)(frames + 1) * 4);
     float *cs = (float *)malloc((size_t)p->n * half * 4), *sn = (float *)malloc((size_t)p->n * half * 4);
     int rc = -1;
-    if (!pos || !win || !cuw || !cuf || !cs || !sn) {
+    if (!pos || !win || !wout || !cuw || !cuf || !cs || !sn) {
         fr_err_setc(err, FR_ERR_TOO_LARGE, "cuda vision: out of host memory");
         goto done;
     }
@@ -331,6 +337,27 @@ static int make_plan(fr_cuda_vision *cv, const int32_t *g, int n_images, hplan *
                 at += (int64_t)g[3 * i + 1] * g[3 * i + 2];
                 cuf[++p->n_full] = (int32_t)at;
             }
+        /* output rows: the unit itself, or its rank among the kept units */
+        const int64_t n_all = p->n_tok;
+        for (int64_t i = 0; i < n_all; i++) wout[i] = win[i];
+        if (keep) {
+            int64_t k;
+            fr_vision_plan_keep(hp, keep, n_all, win, cuw, &p->n_win, cuf, &p->n_full, &k);
+            if (k < 1) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "vision: every image token was dropped");
+                goto done;
+            }
+            int32_t *rank = (int32_t *)malloc((size_t)n_all * 4);
+            if (!rank) {
+                fr_err_setc(err, FR_ERR_TOO_LARGE, "cuda vision: out of host memory");
+                goto done;
+            }
+            for (int64_t u = 0, r = 0; u < n_all; u++) rank[u] = keep[u] ? (int32_t)r++ : -1;
+            for (int64_t i = 0; i < k; i++) wout[i] = rank[win[i]];
+            free(rank);
+            p->n_tok = k;
+            p->n = k * hp->merge * hp->merge;
+        }
         p->max_win = p->max_full = 0;
         for (int s = 0; s < p->n_win; s++)
             if (cuw[s + 1] - cuw[s] > p->max_win) p->max_win = cuw[s + 1] - cuw[s];
@@ -339,6 +366,7 @@ static int make_plan(fr_cuda_vision *cv, const int32_t *g, int n_images, hplan *
         fr_vision_rope_table(hp, pos, win, p->n, cs, sn);
     }
     FR_CK(cudaMemcpyAsync(cv->b.win, win, (size_t)p->n_tok * 4, cudaMemcpyHostToDevice, cv->st));
+    FR_CK(cudaMemcpyAsync(cv->b.wout, wout, (size_t)p->n_tok * 4, cudaMemcpyHostToDevice, cv->st));
     FR_CK(cudaMemcpyAsync(cv->b.cu_win, cuw, (size_t)(p->n_win + 1) * 4, cudaMemcpyHostToDevice, cv->st));
     FR_CK(cudaMemcpyAsync(cv->b.cu_full, cuf, (size_t)(p->n_full + 1) * 4, cudaMemcpyHostToDevice, cv->st));
     FR_CK(cudaMemcpyAsync(cv->b.cs, cs, (size_t)p->n * half * 4, cudaMemcpyHostToDevice, cv->st));
@@ -346,12 +374,18 @@ static int make_plan(fr_cuda_vision *cv, const int32_t *g, int n_images, hplan *
     FR_CK(cudaStreamSynchronize(cv->st)); /* the host arrays are freed below */
     rc = 0;
 done:
-    free(pos), free(win), free(cuw), free(cuf), free(cs), free(sn);
+    free(pos), free(win), free(wout), free(cuw), free(cuf), free(cs), free(sn);
     return rc;
 }
 
 int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
                            const int32_t *grid, int n_images, float *out, fr_err *err) {
+    return fr_cuda_vision_forward_kept(cv, pixels, n_patches, grid, n_images, NULL, out, err);
+}
+
+int fr_cuda_vision_forward_kept(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
+                                const int32_t *grid, int n_images, const uint8_t *keep,
+                                float *out, fr_err *err) {
     const fr_vision_hparams *hp = &cv->hp;
     const int64_t nt = fr_vision_n_tokens(hp, grid, n_images);
     if (nt < 0) {
@@ -367,14 +401,16 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
         return -1;
     }
     FR_CK(cudaSetDevice(cv->dev));
-    if (ensure_bufs(cv, p.n, err) || make_plan(cv, grid, n_images, &p, err)) return -1;
+    /* sized for every patch (the upload holds them all); the tower runs on the kept ones */
+    if (ensure_bufs(cv, n_patches, err) || make_plan(cv, grid, n_images, keep, &p, err)) return -1;
     dbufs *b = &cv->b;
     const int H = hp->hidden, F = cv->Fp, PD = (int)fr_vision_patch_dim(hp), HM = H * mu;
-    const int64_t n = p.n;
+    const int64_t n = p.n, nk = p.n_tok; /* kept patches and units */
     const bool q25 = hp->kind == FR_VISION_QWEN25VL;
     cudaStream_t st = cv->st;
-    FR_CK(cudaMemcpyAsync(b->pix_f, pixels, (size_t)n * PD * 4, cudaMemcpyHostToDevice, st));
-    frk_vit_gather_rows(b->pix_f, b->win, (int)nt, mu, PD, b->pix, st);
+    FR_CK(cudaMemcpyAsync(b->pix_f, pixels, (size_t)n_patches * PD * 4, cudaMemcpyHostToDevice,
+                          st));
+    frk_vit_gather_rows(b->pix_f, b->win, (int)nk, mu, PD, b->pix, st);
     gemm(cv, b->pix, n, cv->patch_w, H, PD, b->x);
     for (int l = 0; l < hp->depth; l++) {
         const dblock *k = &cv->blocks[l];
@@ -401,11 +437,11 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
     }
     /* merger: mu consecutive normed patches (window order keeps units whole) form one row */
     frk_vit_norm(b->x, cv->mln.w, cv->mln.b, (int)n, H, hp->eps, b->xn, st);
-    gemm(cv, b->xn, nt, cv->fc1.w, HM, HM, b->t);
-    frk_vit_act(b->t, cv->fc1.b, NULL, NULL, (int)nt, HM, FRK_VIT_GELU, b->act, st);
-    gemm(cv, b->act, nt, cv->fc2.w, hp->out_hidden, HM, b->mo);
-    frk_vit_scatter_rows(b->mo, cv->fc2.b, b->win, (int)nt, hp->out_hidden, b->out, st);
-    FR_CK(cudaMemcpyAsync(out, b->out, (size_t)nt * hp->out_hidden * 4, cudaMemcpyDeviceToHost, st));
+    gemm(cv, b->xn, nk, cv->fc1.w, HM, HM, b->t);
+    frk_vit_act(b->t, cv->fc1.b, NULL, NULL, (int)nk, HM, FRK_VIT_GELU, b->act, st);
+    gemm(cv, b->act, nk, cv->fc2.w, hp->out_hidden, HM, b->mo);
+    frk_vit_scatter_rows(b->mo, cv->fc2.b, b->wout, (int)nk, hp->out_hidden, b->out, st);
+    FR_CK(cudaMemcpyAsync(out, b->out, (size_t)nk * hp->out_hidden * 4, cudaMemcpyDeviceToHost, st));
     FR_CK(cudaStreamSynchronize(st));
     return 0;
 }
