@@ -41,7 +41,8 @@ TOOL_LDLIBS := $(shell pkg-config --libs $(TOOL_PKGS) 2>/dev/null || echo -lcair
 # generator (cairo), the intent-model trainer and its calibration, the ARPA LM builder; only the
 # `frugal` binary and the tests link it.
 TOOL_SRC := $(sort $(shell find src/tools -name '*.c')) src/stages/ocr/docgen.c \
-            src/stages/nlu/intent_train.c src/stages/nlu/intent_calib.c src/stages/asr/lm.c
+            src/stages/nlu/intent_train.c src/stages/nlu/intent_calib.c src/stages/nlu/intent_multi.c \
+            src/stages/asr/lm.c
 LIB_SRC  := $(filter-out $(TOOL_SRC),$(shell find src -name '*.c' ! -name main.c ! -path 'src/backend/cuda/*' | sort))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 # generated at build time by protoc-c (protobuf-c-compiler) from src/model/onnx/onnx.proto

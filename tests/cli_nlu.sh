@@ -46,6 +46,24 @@ has "train-intent: calibration rows" "$TMP/o.out" "calibration rows (temperature
 "$BIN" eval-nlu --model "$TMP/o.bin" --data "$TMP/small.csv" --repeat 1 --threads 1 --oos-eval data/oos/eval >"$TMP/o.eval" 2>&1
 has "eval-nlu: the small model has the label" "$TMP/o.eval" "(label present)"
 
+# multi-label NLU++ intents: train on folds, thresholds tuned on other folds; cross-validation
+NSMALL="--bits 14 --member hidden=32,epochs=10,batch=16,lr=0.01,init=0.05"
+"$BIN" train-intent --nlupp data/nlupp/banking --folds 0-3 --tune-folds 4 $NSMALL --out "$TMP/n.bin" >"$TMP/n.out" 2>"$TMP/n.err"
+rc_is "train-intent --nlupp exits 0" $? 0
+has "train-intent --nlupp: micro-F1 progress" "$TMP/n.err" "train micro-F1"
+has "train-intent --nlupp: tuning rows" "$TMP/n.out" "threshold-tuning rows"
+"$BIN" eval-nlu --nlupp data/nlupp/banking --model "$TMP/n.bin" --intent-folds 5-6 --per-label >"$TMP/n.eval" 2>&1
+rc_is "eval-nlu multi-label model exits 0" $? 0
+has "eval-nlu: multi-label scores" "$TMP/n.eval" "micro-F1"
+has "eval-nlu: per-intent table" "$TMP/n.eval" "| how_long |"
+"$BIN" eval-nlu --nlupp data/nlupp/banking --intent-cv 3 --intent-folds 0-5 $NSMALL --min-df 2 >"$TMP/cv.out" 2>&1
+rc_is "eval-nlu --intent-cv exits 0" $? 0
+has "eval-nlu --intent-cv: per-label rule row" "$TMP/cv.out" "| per-label tuned thresholds |"
+"$BIN" train-intent --nlupp data/nlupp/banking --folds 0-3 --tune-folds 3-4 --out "$TMP/x.bin" >"$TMP/ov.out" 2>&1
+rc_is "overlapping --folds and --tune-folds: exit 2" $? 2
+"$BIN" train-intent --nlupp data/nlupp/banking --folds 40-41 --out "$TMP/x.bin" >"$TMP/bf.out" 2>&1
+rc_is "bad --folds: exit 2" $? 2
+
 # bad input
 head -c 1000 models/intent-banking77.bin > "$TMP/trunc.bin"
 "$BIN" eval-nlu --model "$TMP/trunc.bin" --data "$TMP/small.csv" >"$TMP/trunc.out" 2>&1

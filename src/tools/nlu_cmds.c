@@ -3,6 +3,9 @@
  *   frugal train-intent --data CSV --out MODEL [--val-frac F] [--seed S] [--threads N] [...]
  *       trains the intent classifier (recipe: fr_intent_train_defaults; flags below override it)
  *       and writes the model; progress per epoch on stderr.
+ *   frugal train-intent --nlupp DIR --folds A-B --tune-folds C-D --out MODEL [...]
+ *       trains the multi-label NLU++ intent model (recipe: fr_intent_multi_defaults) on folds A-B
+ *       with per-label thresholds tuned on folds C-D.
  *   frugal eval-nlu --model MODEL [--data CSV] [--val-frac F] [--seed S] [--nlupp DIR]
  *                   [--folds A-B] [--threads N] [--repeat R]
  *       prints validation accuracy, per-query latency (p50/p99) and throughput on 1..N threads, and
@@ -22,6 +25,7 @@
 #include "base/flags.h"
 #include "base/num.h"
 #include "stages/nlu/intent.h"
+#include "stages/nlu/intent_multi.h"
 #include "stages/nlu/intent_train.h"
 #include "stages/nlu/slots.h"
 
@@ -63,6 +67,12 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "usage: frugal train-intent --data CSV --out MODEL [options]\n"
             "  --data CSV         labelled examples: header with text and category/label columns\n"
+            "  --nlupp DIR        multi-label instead: NLU++ folds DIR/foldK.json (labels from the\n"
+            "                     ontology, --ontology FILE, default DIR/../ontology.json, the intents\n"
+            "                     of --domain D, default banking, and of \"general\")\n"
+            "  --folds A-B        NLU++ folds to train on (default 0-11)\n"
+            "  --tune-folds C-D   NLU++ folds the per-label thresholds are tuned on (default 12-14;\n"
+            "                     none: threshold 0.5)\n"
             "  --out MODEL        model file to write\n"
             "  --val-frac F       stratified validation fraction carved from the data (default 0.1;\n"
             "                     0 trains on every row)\n"
@@ -88,9 +98,32 @@ static void train_usage(FILE *f) {
             "                     wd=X,dropout=X,smooth=X,init=X,weight=X\n");
 }
 
+/* "A-B" (or "A") → a mask of folds; 0 on a bad spec. */
+static uint32_t fold_mask(const char *v) {
+    int a, b;
+    char tail;
+    int n = sscanf(v, "%d-%d%c", &a, &b, &tail);
+    if (n == 1) b = a;
+    else if (n != 2) return 0;
+    if (a < 0 || b < a || b >= FR_NLUPP_MAX_FOLDS) return 0;
+    uint32_t m = 0;
+    for (int f = a; f <= b; f++) m |= 1u << f;
+    return m;
+}
+
+/* DIR/../ontology.json into buf. */
+static void default_ontology(const char *dir, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/../ontology.json", dir);
+}
+
 int fr_cmd_train_intent(int argc, char **argv) {
     fr_intent_train_cfg cfg;
-    fr_intent_train_defaults(&cfg);
+    bool multi = false;
+    for (int i = 1; i < argc; i++) multi |= !strcmp(argv[i], "--nlupp");
+    if (multi) fr_intent_multi_defaults(&cfg);
+    else fr_intent_train_defaults(&cfg);
+    const char *nlupp = NULL, *ontology = NULL, *domain = "banking";
+    uint32_t train_folds = fold_mask("0-11"), tune_folds = fold_mask("12-14");
     const char *data = NULL, *out = NULL, *oos_dirs[8];
     int n_spec = 0, n_oos = 0;
     bool quiet = false, refit = false;
@@ -105,6 +138,8 @@ int fr_cmd_train_intent(int argc, char **argv) {
         }
         if (fr_flag_switch(&fl, "--quiet", &quiet) || fr_flag_switch(&fl, "--refit", &refit) ||
             fr_flag_str(&fl, "--data", &data) || fr_flag_str(&fl, "--out", &out) ||
+            fr_flag_str(&fl, "--nlupp", &nlupp) || fr_flag_str(&fl, "--ontology", &ontology) ||
+            fr_flag_str(&fl, "--domain", &domain) ||
             fr_flag_u64(&fl, "--seed", &cfg.seed) ||
             fr_flag_int(&fl, "--threads", 1, 256, &cfg.threads) ||
             fr_flag_int(&fl, "--bits", 10, 22, &bits) || fr_flag_int(&fl, "--word", 0, 3, &word) ||
@@ -118,6 +153,12 @@ int fr_cmd_train_intent(int argc, char **argv) {
         } else if (fr_flag_double(&fl, "--oos-target", 0, 1, &cfg.oos_target)) {
             if (!fl.rc && !(cfg.oos_target > 0 && cfg.oos_target < 1))
                 return fr_flags_fail(&fl, "--oos-target must be in (0, 1)");
+        } else if (fr_flag_str(&fl, "--folds", &v)) {
+            if (v && !(train_folds = fold_mask(v))) return fr_flags_fail(&fl, "--folds wants A-B");
+        } else if (fr_flag_str(&fl, "--tune-folds", &v)) {
+            if (v && strcmp(v, "none") && !(tune_folds = fold_mask(v)))
+                return fr_flags_fail(&fl, "--tune-folds wants C-D or none");
+            if (v && !strcmp(v, "none")) tune_folds = 0;
         } else if (fr_flag_str(&fl, "--oos", &v)) {
             if (!v) continue;
             if (n_oos == (int)FR_ARRAY_LEN(oos_dirs))
@@ -162,13 +203,29 @@ int fr_cmd_train_intent(int argc, char **argv) {
     cfg.feat.bucket_bits = (uint32_t)bits;
     cfg.feat.word_max = (uint32_t)word;
     cfg.min_df = (uint32_t)min_df;
-    if (!data || !out) {
+    if ((!data && !nlupp) || (data && nlupp) || !out) {
         train_usage(stderr);
         return 2;
     }
     fr_err err = {0};
     fr_intent_data d;
-    if (fr_intent_data_load_csv(&d, data, &err)) {
+    uint8_t *marks = NULL;
+    if (nlupp) {
+        char onto[4096];
+        if (!ontology) default_ontology(nlupp, onto, sizeof onto);
+        if (train_folds & tune_folds) {
+            fprintf(stderr, "train-intent: --folds and --tune-folds overlap\n");
+            return 2;
+        }
+        if (fr_intent_data_load_nlupp(&d, nlupp, ontology ? ontology : onto, domain,
+                                      train_folds | tune_folds, &err)) {
+            fprintf(stderr, "train-intent: %s\n", err.msg);
+            return 1;
+        }
+        marks = fr_xmalloc(d.n + 1);
+        for (size_t i = 0; i < d.n; i++) marks[i] = (tune_folds >> d.group[i] & 1u) ? 2 : 0;
+        cfg.marks = marks;
+    } else if (fr_intent_data_load_csv(&d, data, &err)) {
         fprintf(stderr, "train-intent: %s\n", err.msg);
         return 1;
     }
@@ -181,6 +238,7 @@ int fr_cmd_train_intent(int argc, char **argv) {
     fr_intent_train_report rep;
     fr_intent_model *m = fr_intent_train(&d, &cfg, &rep, &err);
     fr_intent_data_free(&d);
+    free(marks);
     if (!m) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
@@ -193,7 +251,8 @@ int fr_cmd_train_intent(int argc, char **argv) {
         size_t n;
         free(fr_intent_serialize(m, &n));
         printf("wrote %s (%zu bytes; %s); %zu training rows", out, n, desc, rep.n_train);
-        if (rep.n_calib) printf(", %zu calibration rows (temperature %.3f)", rep.n_calib, rep.calib.temperature);
+        if (rep.n_calib && multi) printf(", %zu threshold-tuning rows", rep.n_calib);
+        else if (rep.n_calib) printf(", %zu calibration rows (temperature %.3f)", rep.n_calib, rep.calib.temperature);
         if (rep.n_val) printf(", validation accuracy %.2f%% on %zu rows", 100.0 * rep.val_acc, rep.n_val);
         printf("\n");
     }
@@ -557,6 +616,72 @@ static int eval_oos(const fr_intent_model *m, const fr_intent_data *d, const uin
     return 0;
 }
 
+/* Per-label table and micro/macro F1 of counts. */
+static void print_multi_table(const fr_intent_data *d, const long *tp, const long *pred, const long *gold) {
+    printf("| NLU++ intent | gold | predicted | precision | recall | F1 |\n|---|---:|---:|---:|---:|---:|\n");
+    for (int l = 0; l < d->n_labels; l++) {
+        double P = pred[l] ? (double)tp[l] / (double)pred[l] : 0, R = gold[l] ? (double)tp[l] / (double)gold[l] : 0;
+        printf("| %s | %ld | %ld | %.3f | %.3f | %.3f |\n", d->names[l], gold[l], pred[l], P, R,
+               P + R > 0 ? 2 * P * R / (P + R) : 0);
+    }
+}
+
+/* Multi-label intents: cross-validation of the recipe over the folds, or one model's scores. */
+static int eval_multi(const char *dir, const char *ontology, const char *model, uint32_t folds,
+                      int cv_parts, bool table, const fr_intent_train_cfg *cfg) {
+    char onto[4096];
+    if (!ontology) default_ontology(dir, onto, sizeof onto);
+    fr_err err = {0};
+    fr_intent_data d;
+    if (fr_intent_data_load_nlupp(&d, dir, ontology ? ontology : onto, "banking", folds, &err)) {
+        fprintf(stderr, "eval-nlu: %s\n", err.msg);
+        return 1;
+    }
+    int nl = d.n_labels, rc = 0;
+    if (cv_parts) {
+        fr_intent_cv_report r;
+        if (fr_intent_multi_cv(&d, cfg, cv_parts, &r, &err)) {
+            fprintf(stderr, "eval-nlu: %s\n", err.msg);
+            fr_intent_data_free(&d);
+            return 1;
+        }
+        printf("\nMulti-label intents: NLU++ banking, %d labels, %zu utterances, %d-part cross-validation "
+               "over the folds (each part predicted by a model trained on the others but one, whose "
+               "thresholds were tuned on that one), %.1f s\n\n", nl, r.n_rows, cv_parts, r.seconds);
+        printf("| decision rule | micro-F1 | macro-F1 |\n|---|---:|---:|\n");
+        static const char *names[3] = {"threshold 0.5", "one tuned threshold", "per-label tuned thresholds"};
+        for (int k = 0; k < 3; k++) printf("| %s | %.4f | %.4f |\n", names[k], r.micro[k], r.macro[k]);
+        printf("\nper part (per-label thresholds), micro-F1:");
+        for (int p = 0; p < r.n_parts; p++) printf(" %.4f", r.part_micro[p]);
+        printf("\n");
+        if (table) {
+            printf("\n");
+            print_multi_table(&d, r.tp[2], r.pred[2], r.gold);
+        }
+        fr_intent_cv_report_free(&r);
+    }
+    if (model) {
+        fr_intent_model *m = fr_intent_load(model, &err);
+        if (!m || !fr_intent_is_multilabel(m)) {
+            fprintf(stderr, "eval-nlu: %s\n", m ? "the model is not multi-label" : err.msg);
+            fr_intent_free(m);
+            fr_intent_data_free(&d);
+            return 1;
+        }
+        long *c = fr_xcalloc(3 * (size_t)nl, sizeof *c);
+        fr_intent_multi_count(m, &d, NULL, 0, NULL, c, c + nl, c + 2 * nl);
+        double mi, ma;
+        fr_intent_f1_of(c, c + nl, c + 2 * nl, nl, &mi, &ma);
+        printf("\nMulti-label intents of %s on %zu NLU++ utterances: micro-F1 %.4f, macro-F1 %.4f\n", model,
+               d.n, mi, ma);
+        if (table) print_multi_table(&d, c, c + nl, c + 2 * nl);
+        free(c);
+        fr_intent_free(m);
+    }
+    fr_intent_data_free(&d);
+    return rc;
+}
+
 static void eval_usage(FILE *f) {
     fprintf(f,
             "usage: frugal eval-nlu [--model MODEL --data CSV] [--nlupp DIR] [options]\n"
@@ -575,11 +700,23 @@ static void eval_usage(FILE *f) {
             "                     line, one category per file); prints the share flagged per file,\n"
             "                     the share of in-scope validation rows flagged, and the expected\n"
             "                     calibration error before / after the temperature (repeatable)\n"
-            "  --errors           list slot misses, false alarms and wrong values\n");
+            "  --errors           list slot misses, false alarms and wrong values\n"
+            "  --intent-cv N      multi-label NLU++ intents: N-part cross-validation of the recipe\n"
+            "                     over --intent-folds (default 0-14); micro/macro F1 per decision rule\n"
+            "  --intent-folds A-B folds for --intent-cv, or to score a multi-label --model on\n"
+            "  --ontology FILE    NLU++ ontology (default DIR/../ontology.json)\n"
+            "  --per-label        per-intent precision/recall/F1 table\n"
+            "  --member SPEC, --min-df N, --bits N  recipe overrides for --intent-cv (as train-intent)\n");
 }
 
 int fr_cmd_eval_nlu(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *nlupp = NULL, *oos_dirs[8];
+    const char *model = NULL, *data = NULL, *nlupp = NULL, *oos_dirs[8], *ontology = NULL;
+    int intent_cv = 0;
+    uint32_t intent_folds = 0;
+    bool per_label = false;
+    fr_intent_train_cfg mcfg;
+    fr_intent_multi_defaults(&mcfg);
+    int n_spec = 0, min_df = (int)mcfg.min_df, bits = (int)mcfg.feat.bucket_bits;
     int n_oos = 0;
     double frac = 0.1;
     uint64_t seed = 1;
@@ -595,6 +732,11 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
             return 0;
         }
         if (fr_flag_switch(&fl, "--errors", &errors) || fr_flag_switch(&fl, "--all", &all) ||
+            fr_flag_switch(&fl, "--per-label", &per_label) ||
+            fr_flag_str(&fl, "--ontology", &ontology) ||
+            fr_flag_int(&fl, "--intent-cv", 3, FR_NLUPP_MAX_FOLDS, &intent_cv) ||
+            fr_flag_int(&fl, "--min-df", 0, 1 << 30, &min_df) ||
+            fr_flag_int(&fl, "--bits", 10, 22, &bits) ||
             fr_flag_str(&fl, "--model", &model) || fr_flag_str(&fl, "--data", &data) ||
             fr_flag_str(&fl, "--nlupp", &nlupp) ||
             fr_flag_double(&fl, "--val-frac", 0, 1, &frac) || fr_flag_u64(&fl, "--seed", &seed) ||
@@ -609,6 +751,16 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
         } else if (fr_flag_str(&fl, "--folds", &v)) {
             if (v && (sscanf(v, "%d-%d", &f0, &f1) != 2 || f0 < 0 || f1 < f0))
                 return fr_flags_fail(&fl, "--folds wants A-B");
+        } else if (fr_flag_str(&fl, "--member", &v)) {
+            if (!v) continue;
+            if (n_spec == FR_INTENT_TRAIN_MAX_MEMBERS)
+                return fr_flags_fail(&fl, "at most %d members", FR_INTENT_TRAIN_MAX_MEMBERS);
+            fr_intent_member_cfg mc = {.epochs = 10, .batch = 32, .lr = 0.003f, .init = 0.1f, .weight = 1};
+            if (parse_member(v, &mc)) return fr_flags_fail(&fl, "bad --member spec '%s'", v);
+            mcfg.member[n_spec++] = mc;
+            mcfg.n_members = n_spec;
+        } else if (fr_flag_str(&fl, "--intent-folds", &v)) {
+            if (v && !(intent_folds = fold_mask(v))) return fr_flags_fail(&fl, "--intent-folds wants A-B");
         } else if (fr_flag_str(&fl, "--ref", &v)) {
             if (v && sscanf(v, "%d-%d-%dT%d:%d", &ref.year, &ref.month, &ref.day, &ref.hour,
                             &ref.minute) < 3)
@@ -676,6 +828,13 @@ int fr_cmd_eval_nlu(int argc, char **argv) {
         fr_intent_data_free(&d);
         fr_intent_free(m);
     }
-    if (nlupp) rc = eval_slots(nlupp, f0, f1, &ref, errors);
+    mcfg.min_df = (uint32_t)min_df;
+    mcfg.feat.bucket_bits = (uint32_t)bits;
+    if (nlupp && (intent_cv || intent_folds)) {
+        rc = eval_multi(nlupp, ontology, model && !data ? model : NULL,
+                        intent_folds ? intent_folds : fold_mask("0-14"), intent_cv, per_label, &mcfg);
+        if (rc) return rc;
+    }
+    if (nlupp && !intent_cv && !intent_folds) rc = eval_slots(nlupp, f0, f1, &ref, errors);
     return rc;
 }

@@ -40,7 +40,7 @@ static uint64_t fnv1a64(const uint8_t *p, size_t n) {
 uint8_t *fr_intent_serialize(const fr_intent_model *m, size_t *n) {
     fr_buf b = {0};
     fr_buf_append(&b, FR_INTENT_MAGIC, 8);
-    put_u32(&b, FR_INTENT_VERSION);
+    put_u32(&b, m->multilabel ? 3u : 2u);
     put_u32(&b, m->feat.bucket_bits);
     put_u32(&b, m->feat.word_max);
     put_u32(&b, m->feat.char_min);
@@ -76,6 +76,10 @@ uint8_t *fr_intent_serialize(const fr_intent_model *m, size_t *n) {
     put_f32(&b, c->oos_min_prob);
     put_f32(&b, c->min_conf);
     put_f32(&b, c->min_coverage);
+    if (m->multilabel) {
+        put_u32(&b, 1);
+        put_f32s(&b, m->thresholds, m->n_labels);
+    }
     uint64_t h = fnv1a64((const uint8_t *)b.data, b.len);
     put_u32(&b, (uint32_t)h);
     put_u32(&b, (uint32_t)(h >> 32));
@@ -153,6 +157,7 @@ void fr_intent_free(fr_intent_model *m) {
             free(mb->b2);
         }
     free(m->members);
+    free(m->thresholds);
     free(m);
 }
 
@@ -186,7 +191,7 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
     rd r = {d + 8, n - 8 - 8};
     uint32_t ver;
     if (!rd_u32(&r, &ver)) FAIL("truncated header");
-    if (ver != 1 && ver != FR_INTENT_VERSION)
+    if (ver < 1 || ver > FR_INTENT_VERSION)
         FAIL("unsupported version %u (this build reads 1..%u)", ver, FR_INTENT_VERSION);
     m = fr_xcalloc(1, sizeof *m);
     fr_intent_calib_identity(&m->calib);
@@ -270,6 +275,18 @@ fr_intent_model *fr_intent_load_mem(const void *data, size_t n, int flags, fr_er
         if (c->oos_label < -1 || c->oos_label >= (int32_t)nl) FAIL("out-of-scope label %d out of range", c->oos_label);
         if (c->oos_min_prob < 0 || c->min_conf < 0 || c->min_coverage < 0) FAIL("negative calibration threshold");
     }
+    if (ver >= 3) {
+        uint32_t ml;
+        if (!rd_u32(&r, &ml) || ml != 1) FAIL("bad multi-label flag");
+        if ((size_t)nl > r.left / 4) FAIL("truncated threshold table");
+        m->multilabel = 1;
+        m->thresholds = fr_xmalloc((size_t)nl * sizeof *m->thresholds);
+        if (!rd_f32s(&r, m->thresholds, nl, 1.0f)) FAIL("non-finite or out-of-range threshold");
+        for (uint32_t i = 0; i < nl; i++)
+            if (!(m->thresholds[i] > 0)) FAIL("threshold of label %u out of range (0, 1]", i);
+        if (m->calib.temperature != 1.0f || m->calib.oos_label != -1)
+            FAIL("a multi-label model has no temperature or out-of-scope label");
+    }
     if (r.left != 0) FAIL("%zu trailing bytes after the last member", r.left);
     float wsum = 0;
     for (uint32_t k = 0; k < nm; k++) wsum += m->members[k].weight;
@@ -351,6 +368,10 @@ void fr_intent_softmax(float *z, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) z[i] /= s;
 }
 
+void fr_intent_sigmoid(float *z, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) z[i] = 1.0f / (1.0f + expf(-z[i]));
+}
+
 /* Member probabilities into z[n_labels]; h is scratch of the hidden width. */
 static void member_forward(const fr_intent_model *m, const fr_intent_member *mb, const int32_t *rows,
                            const float *vals, size_t n, float *z, float *h) {
@@ -372,7 +393,8 @@ static void member_forward(const fr_intent_model *m, const fr_intent_member *mb,
             z[c] = s;
         }
     }
-    fr_intent_softmax(z, nl);
+    if (m->multilabel) fr_intent_sigmoid(z, nl);
+    else fr_intent_softmax(z, nl);
 }
 
 void fr_intent_calib_identity(fr_intent_calib *c) {
@@ -419,7 +441,7 @@ static void ensemble(const fr_intent_model *m, const char *text, size_t len, flo
 
 /* p ← p^(1/T), renormalised. */
 static void apply_temperature(float *p, uint32_t nl, float t) {
-    if (t == 1.0f) return;
+    if (t == 1.0f) return; /* always so for multi-label models (the loader checks) */
     double mx = -1e300;
     for (uint32_t c = 0; c < nl; c++) {
         double l = log((double)p[c] + 1e-30) / t;
@@ -518,4 +540,42 @@ void fr_intent_quantize_rows(fr_intent_member *mb, const float *w, uint32_t n_ro
             mb->w1[(size_t)r * dim + j] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
         }
     }
+}
+
+int fr_intent_is_multilabel(const fr_intent_model *m) { return m && m->multilabel ? 1 : 0; }
+
+const float *fr_intent_thresholds(const fr_intent_model *m) { return m->multilabel ? m->thresholds : NULL; }
+
+void fr_intent_set_thresholds(fr_intent_model *m, const float *t) {
+    if (!m->thresholds) m->thresholds = fr_xmalloc(m->n_labels * sizeof *m->thresholds);
+    for (uint32_t i = 0; i < m->n_labels; i++)
+        m->thresholds[i] = t[i] < 0.01f ? 0.01f : t[i] > 1.0f ? 1.0f : t[i];
+    m->multilabel = 1;
+    fr_intent_calib_identity(&m->calib);
+}
+
+int fr_intent_select(const fr_intent_model *m, const char *text, size_t len, fr_intent_pred *out,
+                     int cap, fr_err *err) {
+    if (!m || !m->multilabel || cap < 0 || (cap > 0 && !out)) {
+        fr_err_set(err, "intent: bad arguments (a multi-label model is needed)");
+        return -1;
+    }
+    float *p = fr_xmalloc(m->n_labels * sizeof *p);
+    ensemble(m, text, len, p, NULL);
+    int n = 0;
+    for (uint32_t c = 0; c < m->n_labels; c++) {
+        if (p[c] < m->thresholds[c]) continue;
+        /* insertion into out, most probable first (ties: lower label index first) */
+        if (n < cap || (cap > 0 && p[c] > out[cap - 1].confidence)) {
+            int j = n < cap ? n : cap - 1;
+            while (j > 0 && out[j - 1].confidence < p[c]) {
+                out[j] = out[j - 1];
+                j--;
+            }
+            out[j] = (fr_intent_pred){m->labels[c], p[c], (int)c};
+        }
+        n++;
+    }
+    free(p);
+    return n;
 }

@@ -34,6 +34,14 @@
  * The loader checks every count against caps and the bytes that remain before allocating, so a
  * truncated or hostile file gives an error message, never a crash or a huge allocation.
  *
+ * Multi-label models (version 3, e.g. the NLU++ label set, where "How long does it take to get a
+ * new pin?" is how_long + pin + arrival + new): every member ends in one sigmoid per label instead
+ * of the softmax, member probabilities are averaged the same way, and label l is present when its
+ * probability is at least thresholds[l], chosen per label on rows held out of training. No
+ * temperature (the calibration block is the identity). Version 3 appends to the version 2 layout:
+ *   u32 multilabel (1), f32 thresholds[n_labels] (each in (0, 1])
+ * Single-label models are still written as version 2, so their files do not change.
+ *
  * Thread safety: a loaded model is read-only; fr_intent_classify may run on many threads at once.
  */
 #ifndef FRUGAL_NLU_INTENT_H
@@ -45,7 +53,7 @@
 #include "base/base.h"
 
 #define FR_INTENT_MAGIC "FRINTENT"
-#define FR_INTENT_VERSION 2u     /* written; versions 1 and 2 are read */
+#define FR_INTENT_VERSION 3u     /* newest; versions 1..3 are read (2 written for single-label) */
 #define FR_INTENT_OOS_LABEL "out_of_scope"
 #define FR_INTENT_MAX_LABELS 4096u
 #define FR_INTENT_MAX_MEMBERS 16u
@@ -120,6 +128,19 @@ void fr_intent_set_calib(fr_intent_model *m, const fr_intent_calib *c);
  * static string. */
 int fr_intent_rule_in_scope(const fr_intent_calib *c, const float *p, int n_labels, float coverage,
                             const char **reason);
+
+/* 1 when the model is multi-label (sigmoid outputs with per-label thresholds), else 0. */
+int fr_intent_is_multilabel(const fr_intent_model *m);
+/* Per-label thresholds [n_labels] of a multi-label model (NULL for a single-label one). */
+const float *fr_intent_thresholds(const fr_intent_model *m);
+/* Make the model multi-label with these thresholds (copied; each clamped to [0.01, 1]). */
+void fr_intent_set_thresholds(fr_intent_model *m, const float *t);
+
+/* Multi-label decision: the labels whose probability reaches their threshold, most probable
+ * first, into out (at most cap; cap 0 counts only). Returns how many labels are present (may
+ * exceed cap), or -1 with err set (bad arguments, or a single-label model). */
+int fr_intent_select(const fr_intent_model *m, const char *text, size_t len, fr_intent_pred *out,
+                     int cap, fr_err *err);
 
 /* Summary for logs: "77 labels, 3 members, 41234 rows, 2^18 buckets". */
 void fr_intent_describe(const fr_intent_model *m, char *buf, size_t n);

@@ -30,6 +30,8 @@ struct fr_intent_model {
     uint32_t n_members;        /* ensemble size */
     fr_intent_member *members; /* [n_members] */
     fr_intent_calib calib;     /* temperature and out-of-scope rule (identity for version 1) */
+    uint32_t multilabel;       /* 1: sigmoid per label, a text may hold several (version 3) */
+    float *thresholds;         /* [n_labels] per-label decision thresholds (multi-label only) */
 };
 
 /* A sparse TF-IDF vector: entries (row, value); rows may repeat across groups. */
@@ -53,6 +55,9 @@ void fr_intent_build_row_map(fr_intent_model *m);
 /* In place softmax of z[n] (n >= 1), max subtracted, float accumulation: the one used by both
  * inference and training, so a trained model scores the same in both. */
 void fr_intent_softmax(float *z, uint32_t n);
+
+/* In place logistic sigmoid of z[n]: the multi-label output of inference and training. */
+void fr_intent_sigmoid(float *z, uint32_t n);
 
 /* Quantise a float first layer [n_rows][dim] into member->scale / member->w1 (allocates). */
 void fr_intent_quantize_rows(fr_intent_member *mb, const float *w, uint32_t n_rows, uint32_t dim);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "stages/nlu/intent_impl.h"
+#include "stages/nlu/intent_multi.h"
 
 /* ---------- CSV ---------- */
 
@@ -61,6 +62,8 @@ void fr_intent_data_free(fr_intent_data *d) {
     free(d->labels);
     for (int i = 0; i < d->n_labels; i++) free(d->names[i]);
     free(d->names);
+    free(d->multi);
+    free(d->group);
     memset(d, 0, sizeof *d);
 }
 
@@ -184,6 +187,10 @@ int fr_intent_data_add_lines(fr_intent_data *d, const char *dir, const char *lab
         files = fr_xmalloc(sizeof *files);
         files[nfiles++] = fr_xstrdup(dir);
     }
+    if (d->multi) {
+        fr_err_set(err, "%s: lines cannot be added to a multi-label data set", dir);
+        return -1;
+    }
     /* the label's index, inserted in sorted position */
     int li = -1;
     for (int l = 0; l < d->n_labels; l++)
@@ -297,6 +304,7 @@ typedef struct {
     float *vals;   /* entries' values */
     int *y;        /* [n] labels */
     size_t *src;   /* [n] row in the data set */
+    const uint8_t *multi; /* the data set's multi-hot rows (index by src), or NULL */
 } csr;
 
 static void csr_free(csr *c) {
@@ -315,6 +323,7 @@ static void csr_build(csr *c, const fr_intent_model *m, const fr_intent_data *d,
     c->off = fr_xmalloc((cnt + 1) * sizeof *c->off);
     c->y = fr_xmalloc((cnt + 1) * sizeof *c->y);
     c->src = fr_xmalloc((cnt + 1) * sizeof *c->src);
+    c->multi = d->multi;
     size_t cap = 1 << 16, nnz = 0;
     c->rows = fr_xmalloc(cap * sizeof *c->rows);
     c->vals = fr_xmalloc(cap * sizeof *c->vals);
@@ -378,7 +387,21 @@ static void fwd(const fparams *P, const csr *X, size_t e, float *pre, float *hid
     } else {
         memcpy(z, pre, c * sizeof *z);
     }
-    fr_intent_softmax(z, c);
+    if (X->multi) fr_intent_sigmoid(z, c);
+    else fr_intent_softmax(z, c);
+}
+
+/* Multi-hot labels of example e of X. */
+static const uint8_t *multi_of(const csr *X, size_t e, uint32_t c) { return X->multi + X->src[e] * c; }
+
+/* Micro-F1 counts of one multi-label prediction at threshold 0.5. */
+static void f1_counts(const float *z, const uint8_t *y, uint32_t c, size_t *tp, size_t *np, size_t *ng) {
+    for (uint32_t k = 0; k < c; k++) {
+        int p = z[k] >= 0.5f;
+        *tp += (size_t)(p && y[k]);
+        *np += (size_t)p;
+        *ng += y[k];
+    }
 }
 
 static int argmax(const float *z, uint32_t n) {
@@ -390,11 +413,13 @@ static int argmax(const float *z, uint32_t n) {
 
 static double eval_float(const fparams *P, const csr *X, float *pre, float *hid, float *z) {
     if (!X->n) return 0;
-    size_t ok = 0;
+    size_t ok = 0, tp = 0, np = 0, ng = 0;
     for (size_t e = 0; e < X->n; e++) {
         fwd(P, X, e, pre, hid, NULL, z);
-        ok += argmax(z, P->c) == X->y[e];
+        if (X->multi) f1_counts(z, multi_of(X, e, P->c), P->c, &tp, &np, &ng);
+        else ok += argmax(z, P->c) == X->y[e];
     }
+    if (X->multi) return np + ng ? 2.0 * (double)tp / (double)(np + ng) : 0;
     return (double)ok / (double)X->n;
 }
 
@@ -471,7 +496,7 @@ static void train_member(member_job *job) {
             order[j] = t;
         }
         double loss_sum = 0;
-        size_t ok = 0;
+        size_t ok = 0, ftp = 0, fnp = 0, fng = 0;
         for (size_t b0 = 0; b0 < tr->n; b0 += B) {
             size_t b1 = FR_MIN(b0 + B, tr->n);
             float inv = 1.0f / (float)(b1 - b0);
@@ -488,11 +513,21 @@ static void train_member(member_job *job) {
                         mask[j] = (mc->dropout > 0 && rng_unif(&rng) >= keep) ? 0.0f : 1.0f / keep;
                 }
                 fwd(P, tr, e, pre, hid, h ? mask : NULL, z);
-                int y = tr->y[e];
-                ok += argmax(z, c) == y;
-                loss_sum += -log((double)z[y] + 1e-12);
-                float off = mc->smooth / (float)c;
-                for (uint32_t k = 0; k < c; k++) dz[k] = (z[k] - off - (k == (uint32_t)y ? 1 - mc->smooth : 0)) * inv;
+                if (tr->multi) { /* binary cross-entropy per label */
+                    const uint8_t *ym = multi_of(tr, e, c);
+                    f1_counts(z, ym, c, &ftp, &fnp, &fng);
+                    for (uint32_t k = 0; k < c; k++) {
+                        loss_sum += -log((double)(ym[k] ? z[k] : 1 - z[k]) + 1e-12);
+                        dz[k] = (z[k] - (float)ym[k]) * inv;
+                    }
+                } else {
+                    int y = tr->y[e];
+                    ok += argmax(z, c) == y;
+                    loss_sum += -log((double)z[y] + 1e-12);
+                    float off = mc->smooth / (float)c;
+                    for (uint32_t k = 0; k < c; k++)
+                        dz[k] = (z[k] - off - (k == (uint32_t)y ? 1 - mc->smooth : 0)) * inv;
+                }
                 const float *gfirst;
                 for (uint32_t k = 0; k < c; k++) gb2[k] += dz[k];
                 if (h) {
@@ -551,10 +586,13 @@ static void train_member(member_job *job) {
         if (ctx->cfg->verbose) {
             double va = ctx->va->n ? eval_float(P, ctx->va, pre, hid, z) : 0;
             pthread_mutex_lock(ctx->print_lock);
-            fprintf(stderr, "  member %d (%s%u) epoch %2u/%u  loss %.4f  train acc %.2f%%", job->k,
+            const char *what = tr->multi ? "micro-F1" : "acc";
+            double tra = tr->multi ? (fnp + fng ? 2.0 * (double)ftp / (double)(fnp + fng) : 0)
+                                   : (double)ok / (double)tr->n;
+            fprintf(stderr, "  member %d (%s%u) epoch %2u/%u  loss %.4f  train %s %.2f%%", job->k,
                     h ? "mlp" : "linear", h ? h : c, ep + 1, mc->epochs, loss_sum / (double)tr->n,
-                    100.0 * (double)ok / (double)tr->n);
-            if (ctx->va->n) fprintf(stderr, "  val acc %.2f%%", 100.0 * va);
+                    what, 100.0 * tra);
+            if (ctx->va->n) fprintf(stderr, "  val %s %.2f%%", what, 100.0 * va);
             fprintf(stderr, "  %.1f s\n", fr_time_s() - t0);
             fflush(stderr);
             pthread_mutex_unlock(ctx->print_lock);
@@ -687,7 +725,8 @@ fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_
     }
     /* is_val: 0 training, 1 validation, 2 calibration (both held out of training) */
     uint8_t *is_val = fr_xmalloc(d->n + 1);
-    fr_intent_split3(d, cfg->val_frac, cfg->calib_frac, cfg->seed, is_val);
+    if (cfg->marks) memcpy(is_val, cfg->marks, d->n);
+    else fr_intent_split3(d, cfg->val_frac, cfg->calib_frac, cfg->seed, is_val);
     for (size_t i = 0; i < d->n; i++) {
         if (is_val[i] == 1) rep->n_val++;
         else if (is_val[i] == 2) rep->n_calib++;
@@ -781,6 +820,20 @@ fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_
     free(jobs);
     csr_free(&tr);
     csr_free(&va);
+    if (d->multi) {
+        float *t = fr_xmalloc((size_t)d->n_labels * sizeof *t);
+        for (int l = 0; l < d->n_labels; l++) t[l] = 0.5f;
+        fr_intent_set_thresholds(m, t);
+        free(t);
+        if (rep->n_calib) fr_intent_tune_thresholds(m, d, is_val, 2);
+        if (rep->n_val) fr_intent_multi_f1(m, d, is_val, 1, &rep->val_micro_f1, &rep->val_macro_f1, NULL);
+        rep->seconds = fr_time_s() - t0;
+        if (cfg->verbose && rep->n_val)
+            fprintf(stderr, "train-intent: validation micro-F1 %.4f, macro-F1 %.4f (%zu rows), %.1f s\n",
+                    rep->val_micro_f1, rep->val_macro_f1, rep->n_val, rep->seconds);
+        free(is_val);
+        return m;
+    }
     int oos = -1;
     for (int l = 0; l < d->n_labels; l++)
         if (!strcmp(d->names[l], FR_INTENT_OOS_LABEL)) oos = l;

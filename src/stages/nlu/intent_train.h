@@ -29,6 +29,9 @@ typedef struct fr_intent_data {
     int *labels;        /* [n] label index into names */
     int n_labels;       /* number of distinct labels */
     char **names;       /* [n_labels] label names, sorted */
+    uint8_t *multi;     /* [n][n_labels] multi-hot label sets (multi-label data), or NULL; then
+                           labels[i] is the first label of row i, or -1 for an empty set */
+    int *group;         /* [n] source group of each row (NLU++: the fold), or NULL */
 } fr_intent_data;
 
 /* Read a CSV with a header row. The text column is named "text" (else the first column), the
@@ -75,6 +78,9 @@ typedef struct fr_intent_train_cfg {
                                          temperature and no out-of-scope thresholds) */
     double oos_target;                /* in-scope calibration rows the out-of-scope rule may flag
                                          (0.01) */
+    const uint8_t *marks;             /* [n] the caller's split (0 training, 1 validation, 2
+                                         calibration / threshold tuning), or NULL: the seeded
+                                         stratified split of val_frac and calib_frac */
     int refit;                        /* after calibrating, train again on training +
                                          calibration rows and keep the calibration (the
                                          validation rows stay held out) */
@@ -95,10 +101,16 @@ typedef struct fr_intent_train_report {
     fr_intent_calib calib;   /* what calibration chose */
     double calib_in_flagged; /* in-scope calibration rows flagged out of scope (share) */
     double calib_oos_flagged;/* out-of-scope calibration rows flagged (share; 0 without any) */
+    double val_micro_f1;     /* multi-label: micro / macro F1 of the final model on validation */
+    double val_macro_f1;
     double member_val_acc[FR_INTENT_TRAIN_MAX_MEMBERS]; /* float accuracy of each member alone */
     double seconds;          /* wall time */
 } fr_intent_train_report;
 
+/* Training of a multi-label data set (d->multi set): every member ends in sigmoids trained with
+ * binary cross-entropy (label smoothing unused); the model is multi-label with thresholds tuned
+ * on the calibration rows (mark 2) by fr_intent_tune_thresholds, or 0.5 without such rows; no
+ * temperature, no out-of-scope rule. Progress shows micro-F1 at 0.5 instead of accuracy. */
 fr_intent_model *fr_intent_train(const fr_intent_data *d, const fr_intent_train_cfg *cfg,
                                  fr_intent_train_report *rep, fr_err *err);
 
