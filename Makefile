@@ -145,8 +145,9 @@ tests: $(BUILD)/gguf-spec
 #   make cuda        nvcc-compiles src/backend/cuda (sm_90 + compute_90 PTX) into build-cuda/ and
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
 #                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
-#                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF) and
-#                    frugal-cuda (the CLI with the CUDA backend linked in).
+#                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF),
+#                    gpu-vl-bench (frugal's side of bench/gpu/vl_bench.sh) and frugal-cuda (the
+#                    CLI with the CUDA backend linked in).
 #   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: base.o, and for
 #                    gpu-bench the meter's NVML loader nvml.o; what a bare GPU host can build).
 NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
@@ -177,15 +178,18 @@ $(CUDA_BUILD)/gpu-check: $(CUDA_BUILD)/tests/gpu/gpu_check.o $(CUDA_BUILD)/tests
 $(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o \
                          $(BUILD)/src/meter/nvml.o $(CUDA_KOBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
-$(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+$(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_BUILD)/tests/gpu/vl_e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-vision: $(CUDA_BUILD)/tests/gpu/vision.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-vl-bench: $(CUDA_BUILD)/bench/gpu/vl_bench.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS)
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
-cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/frugal-cuda
+cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/gpu-vl-bench \
+      $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
 

@@ -6,7 +6,9 @@
 #      without the CPU build's libraries);
 #   3. every kernel and the decoder against the CPU references on fresh random inputs
 #      (build-cuda/gpu-check; tolerances by dtype, NaN never passes, outputs poisoned);
-#   4. the fixture models end to end against their HF references and the CPU decoder (gpu-e2e);
+#   4. the fixture models end to end against their HF references and the CPU decoder (gpu-e2e;
+#      with the multimodal checks: image rows + M-RoPE vs the CPU decoder, qwen25vl-tiny on CUDA
+#      vs HF);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
 #   6. compute-sanitizer memcheck over `gpu-check --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
@@ -72,7 +74,7 @@ grep -E '^FAIL' "$out/check.log" | head -n 25 | tee -a "$sum"
 
 # ---- 4. fixtures end to end
 if [ -x "$bin/gpu-e2e" ] && "$bin/gpu-e2e" --version >/dev/null 2>&1; then
-    timeout 50 "$bin/gpu-e2e" tests/fixtures >"$out/e2e.log" 2>&1
+    timeout 120 "$bin/gpu-e2e" tests/fixtures >"$out/e2e.log" 2>&1
     rc=$?
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/e2e.log" | tail -n 1)
     note "== gpu-e2e (fixtures vs HF and CPU decoder): ${line:-no summary} (exit $rc, $(el) s)"

@@ -5,11 +5,18 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/vision.h"
+#include "backend/cuda/cuda_vision.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define PREFILL_CHUNK 512
+
+/* The CUDA tower (backend/cuda/vision.cu) is linked only into the CUDA binaries (make cuda):
+ * referenced weakly, as backend.c references the CUDA row of the backend table. */
+#pragma weak fr_cuda_vision_new
+#pragma weak fr_cuda_vision_forward
+#pragma weak fr_cuda_vision_free
 
 int fr_generate(const fr_model *m, const int32_t *prompt, size_t n_prompt,
                 const fr_sampling *sampling, const fr_gen_params *gp, fr_text_fn on_text,
@@ -223,10 +230,17 @@ int fr_generate_vision(const fr_model *m, const fr_generate_device *dev, const f
     fr_backend_kind kind;
     int dev_index;
     if (fr_backend_parse_device(dev ? dev->device : NULL, &kind, &dev_index, err)) return -1;
-    if (kind != FR_BACKEND_CPU) {
-        fr_err_setc(err, FR_ERR_UNSUPPORTED, "the vision tower runs on the CPU only for now "
-                    "(use --device cpu)");
-        return -1;
+    if (kind == FR_BACKEND_CUDA) {
+        if (!fr_cuda_vision_new) {
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "device '%s': built without CUDA: rebuild with "
+                        "make cuda (build-cuda/frugal-cuda)", dev->device);
+            return -1;
+        }
+        fr_cuda_vision *cv = fr_cuda_vision_new(m, dev_index, err);
+        if (!cv) return -1;
+        int rc = fr_cuda_vision_forward(cv, pixels, n_patches, grid_thw, n_images, out, err);
+        fr_cuda_vision_free(cv);
+        return rc;
     }
     fr_pool *pool = fr_pool_new(0);
     int rc = fr_vision_forward(m, pool, pixels, n_patches, grid_thw, n_images, out, err);

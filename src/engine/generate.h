@@ -59,7 +59,7 @@ typedef struct fr_generate_mm {
 /* fr_generate_on with a multimodal prompt (mm may be NULL). Errors as fr_generate_on, and
  * FR_ERR_BAD_REQUEST when the image rows and the prompt's image tokens differ in number or
  * rope_pos is given to a model without M-RoPE, FR_ERR_UNSUPPORTED when the device's backend takes
- * no image rows or M-RoPE positions (CUDA for now). */
+ * no image rows or M-RoPE positions (both backends take them now). */
 int fr_generate_mm_on(const fr_model *m, const fr_generate_device *dev, const int32_t *prompt,
                       size_t n_prompt, const fr_generate_mm *mm, const fr_sampling *sampling,
                       const fr_gen_params *gp, fr_text_fn on_text, void *user,
@@ -68,8 +68,9 @@ int fr_generate_mm_on(const fr_model *m, const fr_generate_device *dev, const in
 /* The vision tower of m (m->vision) on the device: pixels (n_patches, patch_dim) of n_images
  * images with grid_thw (n_images, 3), HF's processor layout, into out (n_tokens, out_hidden),
  * n_tokens = sum of t*h*w / merge^2 (the merger's output, before pruning). Runs on the CPU (fp32,
- * backend/cpu/vision.h) with one worker per core; a CUDA device is FR_ERR_UNSUPPORTED until the
- * CUDA tower lands. Returns 0 or -1 with err (the tower's codes: no tower FR_ERR_UNSUPPORTED, a
+ * backend/cpu/vision.h) with one worker per core, or on a CUDA device (backend/cuda/cuda_vision.h:
+ * the tower's weights uploaded for this call; FR_ERR_UNSUPPORTED in a build without CUDA).
+ * Returns 0 or -1 with err (the tower's codes: no tower FR_ERR_UNSUPPORTED, a
  * grid that does not match FR_ERR_BAD_REQUEST). */
 int fr_generate_vision(const fr_model *m, const fr_generate_device *dev, const float *pixels,
                        int64_t n_patches, const int32_t *grid_thw, int n_images, float *out,

@@ -1602,7 +1602,8 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
         if (!fr_engine_takes_images(s->engine)) {
             fr_warn("the %s backend takes no image features: image parts are refused",
                     fr_engine_backend_name(s->engine));
-        } else if (!(s->vlm = fr_vlm_new(m, cfg->vision.encoder_cache_bytes, err))) {
+        } else if (!(s->vlm = fr_vlm_new(m, cfg->vision.encoder_cache_bytes, err)) ||
+                   fr_vlm_use_device(s->vlm, ec_in.device, err)) { /* the tower on the engine's device */
             goto fail;
         } else {
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);

@@ -5,11 +5,14 @@
  * words weigh 0), embedded with the model's token embedding. */
 #include "serve/vlm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vision.h"
+#include "backend/cuda/cuda_vision.h"
 #include "meter/meter.h"
 #include "model/mrope.h"
 #include "model/tokenizer.h"
@@ -21,11 +24,19 @@
 #include "stages/vision/cache.h"
 #include "stages/vision/prune.h"
 
+/* The CUDA tower (backend/cuda/vision.cu) is linked only into the CUDA binaries (make cuda):
+ * referenced weakly, as backend.c references the CUDA row of the backend table. */
+#pragma weak fr_cuda_vision_new
+#pragma weak fr_cuda_vision_forward_kept
+#pragma weak fr_cuda_vision_free
+
 struct fr_vlm {
     const fr_model *m;      /* the model (borrowed) */
     fr_vl_proc_cfg proc;    /* the model's processor config */
     fr_vision_cache *cache; /* encoder cache, or NULL */
     bool bg_drop;           /* drop document background units before the tower */
+    fr_cuda_vision *cv;     /* the tower on a CUDA device (fr_vlm_use_device), or NULL: CPU */
+    pthread_mutex_t cv_mu;  /* one request at a time through cv (its stream and buffers) */
 };
 
 fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err) {
@@ -64,8 +75,26 @@ fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err) {
 
 void fr_vlm_set_background_drop(fr_vlm *v, bool on) { v->bg_drop = on; }
 
+int fr_vlm_use_device(fr_vlm *v, const char *device, fr_err *err) {
+    fr_backend_kind kind;
+    int idx;
+    if (fr_backend_parse_device(device, &kind, &idx, err)) return -1;
+    if (kind != FR_BACKEND_CUDA || v->cv) return 0;
+    if (!fr_cuda_vision_new) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "device '%s': built without CUDA", device);
+        return -1;
+    }
+    if (!(v->cv = fr_cuda_vision_new(v->m, idx, err))) return -1;
+    pthread_mutex_init(&v->cv_mu, NULL);
+    return 0;
+}
+
 void fr_vlm_free(fr_vlm *v) {
     if (!v) return;
+    if (v->cv) {
+        fr_cuda_vision_free(v->cv);
+        pthread_mutex_destroy(&v->cv_mu);
+    }
     fr_vision_cache_free(v->cache);
     free(v);
 }
@@ -184,8 +213,17 @@ static int encode_image(fr_vlm *v, const fr_api_image *im, const fr_vl_proc_cfg 
         goto out;
     }
     f->own = fr_xmalloc(sizeof(float) * (size_t)f->n_rows * (size_t)v->m->vision->hp.out_hidden);
-    if (fr_vision_forward_kept(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own_bg, stop,
-                               f->own, &e)) {
+    int vrc;
+    if (v->cv) { /* the CUDA tower (one request at a time), the same kept units */
+        pthread_mutex_lock(&v->cv_mu);
+        vrc = fr_cuda_vision_forward_kept(v->cv, px.data, px.n_patches, f->grid, 1, f->own_bg,
+                                          f->own, &e);
+        pthread_mutex_unlock(&v->cv_mu);
+    } else {
+        vrc = fr_vision_forward_kept(v->m, NULL, px.data, px.n_patches, f->grid, 1, f->own_bg,
+                                     stop, f->own, &e);
+    }
+    if (vrc) {
         image_fail(err, &e, im->param);
         goto out;
     }

@@ -10,7 +10,9 @@
  *      alpha dropped as PIL's convert("RGB") does for HF's processor);
  *   3. preprocessing equal to HF's Qwen2VLImageProcessor (stages/image/vlproc.h), with the
  *      request's mm_processor_kwargs min_pixels / max_pixels over the model's processor config;
- *   4. the vision tower on the CPU (backend/cpu/vision.h), its output put in the cache;
+ *   4. the vision tower on the CPU (backend/cpu/vision.h), or on the CUDA device named by
+ *      fr_vlm_use_device (backend/cuda/cuda_vision.h, one request at a time), its output put
+ *      in the cache;
  * then the prompt: each image placeholder expanded to the image's tokens (model/mrope.h), the
  * M-RoPE positions of the whole prompt (HF's get_rope_index), and pruning per request after the
  * cache (stages/vision/prune.h: keep_ratio / max_image_tokens, scored against the question's
@@ -18,7 +20,8 @@
  * Steps 2-4 and the pruning are metered as the request's "vision" stage (a CPU step), the
  * base64 / fetch as "decode_media" (serve/media_parts.c).
  *
- * Thread-safe: an fr_vlm is read-only after fr_vlm_new except the cache, which locks itself.
+ * Thread-safe: an fr_vlm is read-only after fr_vlm_new / fr_vlm_use_device except the cache,
+ * which locks itself, and the CUDA tower, which a mutex guards.
  */
 #ifndef FRUGAL_SERVE_VLM_H
 #define FRUGAL_SERVE_VLM_H
@@ -43,6 +46,10 @@ typedef struct fr_vlm_stats {
  * the model folder, an encoder cache of cache_bytes (0: none). NULL with err when the model has
  * no vision tower (FR_ERR_UNSUPPORTED) or its processor config cannot be read. */
 fr_vlm *fr_vlm_new(const fr_model *m, size_t cache_bytes, fr_err *err);
+/* Run the tower on `device` ("cuda", "cuda:N": uploads the tower's weights there; "cpu" / NULL:
+ * nothing changes). Call once, before requests. 0, or -1 with err (FR_ERR_UNSUPPORTED in a
+ * build without CUDA; the tower's errors). */
+int fr_vlm_use_device(fr_vlm *v, const char *device, fr_err *err);
 void fr_vlm_free(fr_vlm *v);
 /* Drop the plain background units of document images before the tower (stages/vision/bgdrop.h;
  * a photo has too few to qualify and keeps every unit). Set before serving: the encoder cache

@@ -9,7 +9,9 @@
  * with HF's tokens fed back (teacher forcing), the GPU's argmax must equal HF's next token on
  * >= 90% of the steps (first-token agreement is reported: bf16 can flip a near-tie). INT8 weights
  * and INT8 KV are checked against 4e-2; INT4 (and GGUF Q8_0, whose reference is HF fp32) are
- * reported only. Without a GPU it prints that and exits 0.
+ * reported only. Then the multimodal checks of vl_e2e.c (image rows and M-RoPE vs the CPU
+ * decoder; qwen25vl-tiny with its vision tower on CUDA vs HF). Without a GPU it prints that and
+ * exits 0.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -22,6 +24,7 @@
 #include "base/base.h"
 
 static int n_pass, n_fail;
+int gpu_vl_checks(const char *fixtures, int *n_pass, int *n_fail); /* vl_e2e.c */
 
 static double rel_l2(const float *a, const float *b, int n) {
     double num = 0, den = 0;
@@ -209,6 +212,7 @@ int main(int argc, char **argv) {
     check(dir, "qwen2-tiny", "qwen2-tiny.json", NULL, "int8", 4e-2, true);
     check(dir, "llama-tiny", "llama-tiny.json", "int8", NULL, 4e-2, true);
     check(dir, "qwen2-tiny", "qwen2-tiny.json", "int4", NULL, 2e-1, false);
+    gpu_vl_checks(dir, &n_pass, &n_fail); /* embd + M-RoPE vs CPU; qwen25vl-tiny vs HF */
     (void)p;
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

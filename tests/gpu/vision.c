@@ -5,7 +5,11 @@
  *     that has pixel values (HF's own pixel values; one and two images per call);
  *   - a random Qwen2.5-VL tower of a mid shape (hidden 320, 4 heads of head_dim 80 as the 7B,
  *     SwiGLU 640, window 112, full attention at blocks 1 and 3, out 512) on two images of
- *     different sizes in one call, one of them not a whole number of windows.
+ *     different sizes in one call, one of them not a whole number of windows;
+ *   - fr_cuda_vision_forward_rgb (8-bit RGB patchified on the device through the processor's
+ *     table) against fr_vl_preprocess + fr_cuda_vision_forward on the same image: bit-identical
+ *     features (the same bf16 pixels enter the same tower), and a size that is not a multiple of
+ *     patch * merge refused.
  * Tolerance: the GPU rounds the weights and every product's input to bf16 (fp32 accumulation,
  * fp32 residual stream, norms and softmax); features rel L2 < 2e-2 against fp32. A missing
  * fixture file is a FAIL. Without a GPU it prints that and exits 0.
@@ -25,6 +29,7 @@
 #include "backend/cuda/cuda_vision.h"
 #include "base/base.h"
 #include "base/npy.h"
+#include "stages/image/vlproc.h"
 
 #define TOL 2e-2
 
@@ -272,6 +277,61 @@ static void check_random_mid(void) {
     free(store);
 }
 
+/* The device patchify against the host preprocessing, on fixture fx's tower. */
+static void check_rgb(const char *dir, const char *fx) {
+    char path[512], nm[160];
+    snprintf(path, sizeof path, "%s/%s", dir, fx);
+    snprintf(nm, sizeof nm, "%s: forward_rgb == preprocess + forward (bit-identical)", fx);
+    fr_err err = {0};
+    fr_model *m = fr_model_load(path, &err);
+    fr_vl_proc_cfg cfg;
+    if (!m || fr_vl_proc_cfg_load(path, &cfg, &err)) {
+        fail(nm, err.msg);
+        fr_model_free(m);
+        return;
+    }
+    fr_cuda_vision *cv = fr_cuda_vision_new(m, 0, &err);
+    if (!cv) {
+        fail(nm, err.msg);
+        fr_model_free(m);
+        return;
+    }
+    const int f = cfg.patch * cfg.merge, W = 4 * f, H = 2 * f; /* 112 x 56: within min / max */
+    fr_image im = {malloc((size_t)W * H * 3), (uint32_t)W, (uint32_t)H, 3};
+    for (size_t i = 0; i < (size_t)W * H * 3; i++) im.pix[i] = (uint8_t)(frand() * 127.5f + 127.5f);
+    fr_vl_pixels px = {0};
+    float lut[3 * 256];
+    fr_vl_proc_lut(&cfg, lut);
+    const int32_t grid[3] = {1, H / cfg.patch, W / cfg.patch};
+    const int64_t nt = fr_vision_n_tokens(&m->vision->hp, grid, 1);
+    const size_t O = (size_t)m->vision->hp.out_hidden;
+    float *a = malloc((size_t)nt * O * 4), *b = malloc((size_t)nt * O * 4);
+    int rc = fr_vl_preprocess(&im, &cfg, &px, &err);
+    if (!rc && (px.grid_h != grid[1] || px.grid_w != grid[2])) {
+        fr_err_set(&err, "the processor resized %dx%d", W, H);
+        rc = -1;
+    }
+    if (!rc) rc = fr_cuda_vision_forward(cv, px.data, px.n_patches, grid, 1, a, &err);
+    if (!rc) rc = fr_cuda_vision_forward_rgb(cv, im.pix, H, W, lut, b, &err);
+    if (rc) {
+        fail(nm, err.msg);
+    } else {
+        const bool same = !memcmp(a, b, (size_t)nt * O * 4);
+        printf("%-4s %-64s %s\n", same ? "ok" : "FAIL", nm, same ? "" : "features differ");
+        if (same) n_pass++; else n_fail++;
+    }
+    fr_err e2 = {0};
+    const bool refused = fr_cuda_vision_forward_rgb(cv, im.pix, H - 1, W, lut, b, &e2) == -1 &&
+                         e2.code == FR_ERR_BAD_REQUEST;
+    printf("%-4s %-64s %s\n", refused ? "ok" : "FAIL", "forward_rgb refuses a side off the grid",
+           e2.msg);
+    if (refused) n_pass++; else n_fail++;
+    fr_vl_pixels_free(&px);
+    free(im.pix), free(a), free(b);
+    fr_cuda_vision_free(cv);
+    fr_model_free(m);
+}
+
 /* --bench: a random tower of the Qwen2.5-VL-7B shape, one image per call at 448, 896 and 1344
  * pixels a side (the call as fr_cuda_vision_forward makes it: plan, pixel upload, tower,
  * features back to the host); mean of 5 timed calls after one warm-up. */
@@ -337,6 +397,7 @@ int main(int argc, char **argv) {
     check_fixture(dir, "qwen25vl-tiny");
     check_fixture(dir, "qwen2vl-tiny");
     check_random_mid();
+    check_rgb(dir, "qwen25vl-tiny");
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

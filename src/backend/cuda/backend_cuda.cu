@@ -72,29 +72,18 @@ static void cu_destroy(fr_backend *b) {
     free(b->kv);
 }
 
-/* The CUDA decoder does not take embedding rows or M-RoPE positions yet (FR_BOP_EMBD_INPUT,
- * FR_BOP_MROPE): such a batch is refused before anything runs. */
-static int refuse_multimodal(const fr_batch *batch, fr_err *err) {
-    if (!batch->embd && !batch->rope_pos) return 0;
-    fr_err_setc(err, FR_ERR_UNSUPPORTED, "cuda: batches with image embeddings or M-RoPE positions "
-                "are not supported on this backend yet (use --device cpu)");
-    return -1;
-}
-
 static int cu_forward(fr_backend *b, const fr_batch *batch, float *logits, fr_err *err) {
-    if (refuse_multimodal(batch, err)) return -1;
     return fr_cuda_forward((fr_cuda *)b->impl, batch, logits, err);
 }
 
 static int cu_forward_sample(fr_backend *b, const fr_batch *batch, const fr_sampling *sp, int n_sp,
                              const uint64_t *counters, int32_t *ids, fr_err *err) {
-    if (refuse_multimodal(batch, err)) return -1;
     return fr_cuda_forward_sample((fr_cuda *)b->impl, batch, sp, n_sp, counters, ids, NULL, err);
 }
 
 static bool cu_supports(const fr_backend *b, fr_backend_op op) {
     (void)b;
-    return op >= 0 && op < FR_BOP_COUNT && op != FR_BOP_EMBD_INPUT && op != FR_BOP_MROPE;
+    return op >= 0 && op < FR_BOP_COUNT; /* embedding rows and M-RoPE included (decoder.cu) */
 }
 
 static void cu_mem(const fr_backend *b, fr_backend_mem *m) {

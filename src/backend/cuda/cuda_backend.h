@@ -11,6 +11,9 @@
  * reserved (the trash block for padding), so valid ids are 1 .. n_blocks-1; fr_backend (backend.h)
  * hands out blocks with that rule through fr_seq_reserve. As on the CPU, a forward advances each
  * sequence's n_pos, and logits come back in batch order for the tokens with logits[i] = 1.
+ * fr_batch.embd / embd_use (image rows instead of token embeddings) and rope_pos (M-RoPE
+ * positions of a model with hp.mrope_section; the KV slot stays pos) are taken as the CPU decoder
+ * takes them (decoder.cu says how).
  *
  * Settings: everything that can differ between two decoders is in the fr_cuda_config given at
  * creation and stays with that decoder (fr_cuda_get_config reads it back); a few environment

@@ -6,8 +6,8 @@
  *   fr_cuda_vision_forward(cv, pixels, n_patches, grid_thw, n_images, out, &err);
  *   fr_cuda_vision_free(cv);
  *
- * Not used by serving or generate yet (the CPU tower is the path they use): written, compiled,
- * checked by gpu-vision against the CPU tower, not yet run on a GPU.
+ * Used by frugal generate / serve on a CUDA device (engine/generate.c, serve/vlm.c); checked by
+ * gpu-vision against the CPU tower and HF.
  *
  * Thread safety: one fr_cuda_vision per thread (it owns a stream, a cuBLAS handle and
  * activation buffers that grow to the largest call); the model stays shared read-only.
@@ -47,6 +47,15 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
 int fr_cuda_vision_forward_kept(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
                                 const int32_t *grid_thw, int n_images, const uint8_t *keep,
                                 float *out, fr_err *err);
+
+/* The same for one image given as 8-bit RGB rgb [height][width][3] already at its processor
+ * size (height and width multiples of patch * merge: what fr_vl_smart_resize gives; resize
+ * first otherwise): lut [3 * 256] is the processor's value table (fr_vl_proc_lut), so the tower
+ * sees exactly fr_vl_preprocess's pixels; rescaling, normalising, patchifying and the window
+ * order happen on the device (3 bytes a pixel uploaded instead of 4 * 3 * temporal). Output and
+ * errors as fr_cuda_vision_forward. */
+int fr_cuda_vision_forward_rgb(fr_cuda_vision *cv, const uint8_t *rgb, int height, int width,
+                               const float *lut, float *out, fr_err *err);
 
 #ifdef __cplusplus
 }

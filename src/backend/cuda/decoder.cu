@@ -30,6 +30,16 @@
  * them at fixed device addresses, which is what lets a decode step be captured once per batch
  * bucket and replayed (cudaGraphLaunch) with new inputs. A bucket pads the batch with dummy tokens
  * (token 0, position 0) whose block table points at the reserved block 0.
+ *
+ * Multimodal batches (batch.h): embd rows are copied from the host over the token embeddings
+ * right after frk_embed (one copy per run of used rows; such a step runs eagerly, not from a
+ * graph). A batch with rope_pos sends its three position rows (in_d + off_rpos) and computes
+ * each layer's qkv unfused: rmsnorm -> linear -> frk_mrope_kv (k_mrope.cu: per-section angles,
+ * KV slot = pos), so the positions of the rotation (prompt t/h/w, or KV position + the
+ * sequence's rope delta when decoding after an image) need not equal the KV slot; attention and
+ * the other linear layers are the text path's. Decode steps with rope_pos have their own graphs
+ * (graphs_mm, same buckets). Text batches take none of these branches: their kernels and
+ * launches are unchanged.
  */
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_util.cuh"
@@ -100,6 +110,8 @@ struct fr_cuda {
     int32_t *in_d, *in_h;
     size_t in_words;
     int off_tok, off_pos, off_seq, off_out, off_seg, off_seg0, off_rows, off_bt;
+    int off_rpos;    /* M-RoPE rows [3][plan T] (t, h, w; room for 3 MT), after the block
+                      * tables; sent only for batches that carry rope_pos */
     /* pinned outputs */
     float *logits_h;
     int logits_h_rows;
@@ -120,6 +132,7 @@ struct fr_cuda {
     fr_seq **seq_list;
     int *seq_cnt;
     cudaGraphExec_t graphs[NBUCKETS];
+    cudaGraphExec_t graphs_mm[NBUCKETS]; /* the same buckets for decode steps with M-RoPE rows */
     int bucket_size[NBUCKETS];
     int n_buckets;
     fr_cuda_stats stats;
@@ -373,7 +386,8 @@ static int alloc_scratch(fr_cuda *c, fr_err *err) {
     c->off_seg0 = 8 * c->MT;
     c->off_rows = 9 * c->MT;
     c->off_bt = 10 * c->MT;
-    c->in_words = (size_t)10 * c->MT + (size_t)c->MT * c->bt_stride;
+    c->off_rpos = 10 * c->MT + c->MT * c->bt_stride;
+    c->in_words = (size_t)c->off_rpos + (size_t)3 * c->MT;
     DALLOC(c->in_d, c->in_words * 4, a);
     FR_CK(cudaMemset(c->in_d, 0, c->in_words * 4));
     FR_CK(cudaMemset(c->x, 0, MT * E * 4));
@@ -446,6 +460,8 @@ extern "C" void fr_cuda_free(fr_cuda *c) {
     cudaStreamSynchronize(c->st);
     for (int i = 0; i < NBUCKETS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
+    for (int i = 0; i < NBUCKETS; i++)
+        if (c->graphs_mm[i]) cudaGraphExecDestroy(c->graphs_mm[i]);
     for (int i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
     for (int i = 0; i < 2; i++) {
         if (c->in_hb[i]) cudaFreeHost(c->in_hb[i]);
@@ -782,7 +798,10 @@ typedef struct plan {
     int prefill; /* single-sequence run: tensor-core prefill attention */
     int pos0;
     int n_split;
-    int bucket;  /* index into graphs, or -1 */
+    int bucket;  /* index into graphs (graphs_mm when mrope), or -1 */
+    int mrope;   /* 1: the batch carries M-RoPE rows (in_d + off_rpos): qkv through frk_mrope_kv */
+    const float *embd;       /* host (T, E) rows replacing token embeddings where embd_use, or NULL */
+    const uint8_t *embd_use; /* (T) or NULL = every row */
 } plan;
 
 static int split_for(const fr_cuda *c, int T) {
@@ -835,6 +854,18 @@ static void run_layers(fr_cuda *c, const plan *pl) {
     const int32_t *d_rows = c->in_d + c->off_rows;
     const int32_t *d_bt = c->in_d + c->off_bt;
     frk_embed(c->tok_embd, d_tok, T, E, c->x, st);
+    if (pl->embd) /* image rows over their tokens' embeddings: one copy per run of used rows */
+        for (int i = 0; i < T;) {
+            if (pl->embd_use && !pl->embd_use[i]) {
+                i++;
+                continue;
+            }
+            int j = i + 1;
+            while (j < T && (!pl->embd_use || pl->embd_use[j])) j++;
+            FR_CK(cudaMemcpyAsync(c->x + (size_t)i * E, pl->embd + (size_t)i * E,
+                                  (size_t)(j - i) * E * 4, cudaMemcpyHostToDevice, st));
+            i = j;
+        }
     /* timeline slots (fused path): per layer qkv, attention, combine, o, gate/up, down; then the
      * LM head. A product that does not stream leaves its slot untouched. */
     c->trace_slot = 0;
@@ -868,7 +899,11 @@ static void run_layers(fr_cuda *c, const plan *pl) {
         }
         /* norm -> qkv -> rope + KV store */
         c->trace_slot = 6 * l;
-        if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, FRK_P_QKV)) {
+        if (pl->mrope) { /* M-RoPE rows: the separate kernels, the text path's stay as they are */
+            frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
+            linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
+            frk_mrope_kv(&ra, c->in_d + c->off_rpos, T, hp->mrope_section, st);
+        } else if (!stream_linear(c, &L->qkv, NULL, c->x, L->attn_norm, NULL, T, NULL, FRK_OUT_ROPE, &ra, FRK_P_QKV)) {
             frk_rmsnorm(c->x, L->attn_norm, NULL, T, E, hp->rms_eps, c->xn, st);
             linear(c, &L->qkv, c->xn, T, c->qkv, FRK_OUT_STORE);
             frk_rope_kv(&ra, st);
@@ -981,13 +1016,32 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
             bt[(size_t)j * c->bt_stride + i] = id;
         }
     }
+    const int *ms = hp->mrope_section;
+    if (b->rope_pos && !ms[0] && !ms[1] && !ms[2]) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "batch has M-RoPE positions but the model has no "
+                    "mrope_section");
+        return -1;
+    }
+    for (int i = 0; b->rope_pos && i < 3 * T; i++)
+        if (b->rope_pos[i] < 0 || b->rope_pos[i] >= c->cfg.max_ctx) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "token %d: M-RoPE position %d outside 0..%d",
+                        i % T, b->rope_pos[i], c->cfg.max_ctx - 1);
+            return -1;
+        }
     int nw = 0;
     for (int i = 0; i < T; i++)
         if (!b->logits || b->logits[i]) nw++;
     *n_wanted = nw;
     memset(pl, 0, sizeof *pl);
     pl->bucket = -1;
-    if (c->cfg.use_graphs && S == T && T <= c->MS) {
+    pl->mrope = b->rope_pos != NULL;
+    bool embd_rows = false; /* some row takes an image row: host copies, so no graph */
+    for (int i = 0; b->embd && i < T && !embd_rows; i++) embd_rows = !b->embd_use || b->embd_use[i];
+    if (embd_rows) {
+        pl->embd = b->embd;
+        pl->embd_use = b->embd_use;
+    }
+    if (c->cfg.use_graphs && S == T && T <= c->MS && !embd_rows) {
         int k = 0;
         while (c->bucket_size[k] < T) k++;
         pl->bucket = k;
@@ -1048,6 +1102,13 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
         pl->pos0 = pos[0];
         pl->n_split = pl->prefill ? 1 : split_for(c, T);
     }
+    if (pl->mrope) { /* rows t, h, w of the pl->T computed rows; padding rows at position 0 */
+        int32_t *rp = c->in_h + c->off_rpos;
+        for (int r = 0; r < 3; r++) {
+            memcpy(rp + (size_t)r * pl->T, b->rope_pos + (size_t)r * T, (size_t)T * 4);
+            memset(rp + (size_t)r * pl->T + T, 0, (size_t)(pl->T - T) * 4);
+        }
+    }
     return 0;
 }
 
@@ -1055,11 +1116,14 @@ static int prepare(fr_cuda *c, const fr_batch *b, plan *pl, int *n_wanted, fr_er
 static void upload_inputs(fr_cuda *c, const plan *pl, int from = 0) {
     const size_t words = (size_t)c->off_bt + (size_t)pl->S * c->bt_stride - from;
     FR_CK(cudaMemcpyAsync(c->in_d + from, c->in_h + from, words * 4, cudaMemcpyHostToDevice, c->st));
+    if (pl->mrope)
+        FR_CK(cudaMemcpyAsync(c->in_d + c->off_rpos, c->in_h + c->off_rpos, (size_t)3 * pl->T * 4,
+                              cudaMemcpyHostToDevice, c->st));
 }
 
 static void execute(fr_cuda *c, const plan *pl) {
     if (pl->bucket >= 0) {
-        cudaGraphExec_t *g = &c->graphs[pl->bucket];
+        cudaGraphExec_t *g = pl->mrope ? &c->graphs_mm[pl->bucket] : &c->graphs[pl->bucket];
         if (!*g) {
             cudaGraph_t graph;
             FR_CK(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal));

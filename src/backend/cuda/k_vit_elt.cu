@@ -40,6 +40,26 @@ __global__ void k_vit_gather_rows(const float *__restrict__ src, const int32_t *
     }
 }
 
+/* dst row i (window order) = the processor's patch row win[i / mu] * mu + i % mu of the 8-bit
+ * image, through the per-channel table; patch p of the processor's order is merge block
+ * (bh, bw), cell (ih, iw): p = ((bh * (gw / m) + bw) * m + ih) * m + iw; columns (c, t, y, x). */
+__global__ void k_vit_patchify_u8(const uint8_t *__restrict__ rgb, int w,
+                                  const float *__restrict__ lut, const int32_t *__restrict__ win,
+                                  int mu, int gw, int m, int P, int T, size_t n,
+                                  bf16 *__restrict__ dst) {
+    const int PP = P * P, cols = 3 * T * PP;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const size_t row = i / (size_t)cols;
+        const int col = (int)(i % (size_t)cols);
+        const int p = win[row / mu] * mu + (int)(row % mu);
+        const int iw = p % m, ih = (p / m) % m, blk = p / (m * m), bw = blk % (gw / m), bh = blk / (gw / m);
+        const int c = col / (T * PP), r = col % PP;
+        const int y = (bh * m + ih) * P + r / P, x = (bw * m + iw) * P + r % P;
+        dst[i] = __float2bfloat16(lut[c * 256 + rgb[((size_t)y * w + x) * 3 + c]]);
+    }
+}
+
 __global__ void k_vit_scatter_rows(const float *__restrict__ y, const float *__restrict__ b,
                                    const int32_t *__restrict__ win, int O, size_t n,
                                    float *__restrict__ out) {
@@ -71,6 +91,16 @@ extern "C" void frk_vit_gather_rows(const float *src, const int32_t *win, int n_
     const size_t N = (size_t)n_units * mu * cols;
     if (!N) return;
     k_vit_gather_rows<<<elt_blocks(N), 256, 0, st>>>(src, win, mu, cols, N, (bf16 *)dst);
+    FR_CK_LAUNCH();
+}
+
+extern "C" void frk_vit_patchify_u8(const uint8_t *rgb, int w, const float *lut, const int32_t *win,
+                                    int n_units, int mu, int gw, int merge, int P, int T,
+                                    uint16_t *dst, cudaStream_t st) {
+    const size_t N = (size_t)n_units * mu * 3 * T * P * P;
+    if (!N) return;
+    k_vit_patchify_u8<<<elt_blocks(N), 256, 0, st>>>(rgb, w, lut, win, mu, gw, merge, P, T, N,
+                                                      (bf16 *)dst);
     FR_CK_LAUNCH();
 }
 

@@ -67,6 +67,12 @@ typedef struct frk_rope_args {
                             * 0: columns in the model's order */
 } frk_rope_args;
 void frk_rope_kv(const frk_rope_args *a, cudaStream_t st);
+/* frk_rope_kv for M-RoPE (k_mrope.cu): rotation pair i takes its angle from position row
+ * r = 0 (t) for i < sect[0], 1 (h) for i < sect[0] + sect[1], else 2 (w), read from
+ * rope_pos int32 [3][rp_stride] (row r of token t at r * rp_stride + t) through cos_tab / sin_tab
+ * (required); the KV slot is still pos[t]. sect[0] + sect[1] + sect[2] == D / 2. */
+void frk_mrope_kv(const frk_rope_args *a, const int32_t *rope_pos, int rp_stride, const int sect[3],
+                  cudaStream_t st);
 
 /* INT8 KV store. Each segment covers all new tokens of one sequence inside one KV block (so one
  * CUDA block owns each cache block and its scale):

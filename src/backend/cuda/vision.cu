@@ -383,9 +383,38 @@ int fr_cuda_vision_forward(fr_cuda_vision *cv, const float *pixels, int64_t n_pa
     return fr_cuda_vision_forward_kept(cv, pixels, n_patches, grid, n_images, NULL, out, err);
 }
 
+/* The 8-bit source of fr_cuda_vision_forward_rgb: the image, its width, the processor's table. */
+typedef struct rgb_src {
+    const uint8_t *rgb;
+    int width;
+    const float *lut;
+} rgb_src;
+
+static int forward(fr_cuda_vision *cv, const float *pixels, const rgb_src *rs, int64_t n_patches,
+                   const int32_t *grid, int n_images, const uint8_t *keep, float *out, fr_err *err);
+
 int fr_cuda_vision_forward_kept(fr_cuda_vision *cv, const float *pixels, int64_t n_patches,
                                 const int32_t *grid, int n_images, const uint8_t *keep,
                                 float *out, fr_err *err) {
+    return forward(cv, pixels, NULL, n_patches, grid, n_images, keep, out, err);
+}
+
+int fr_cuda_vision_forward_rgb(fr_cuda_vision *cv, const uint8_t *rgb, int height, int width,
+                               const float *lut, float *out, fr_err *err) {
+    const int P = cv->hp.patch, f = P * cv->hp.merge;
+    if (height < f || width < f || height % f || width % f) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "vision: an image of %dx%d is not at a multiple of "
+                    "%d a side (resize it first)", width, height, f);
+        return -1;
+    }
+    const int32_t grid[3] = {1, height / P, width / P};
+    const rgb_src rs = {rgb, width, lut};
+    return forward(cv, NULL, &rs, (int64_t)grid[1] * grid[2], grid, 1, NULL, out, err);
+}
+
+/* The tower from f32 pixel values, or (rs) from an 8-bit image patchified on the device. */
+static int forward(fr_cuda_vision *cv, const float *pixels, const rgb_src *rs, int64_t n_patches,
+                   const int32_t *grid, int n_images, const uint8_t *keep, float *out, fr_err *err) {
     const fr_vision_hparams *hp = &cv->hp;
     const int64_t nt = fr_vision_n_tokens(hp, grid, n_images);
     if (nt < 0) {
@@ -408,9 +437,19 @@ int fr_cuda_vision_forward_kept(fr_cuda_vision *cv, const float *pixels, int64_t
     const int64_t n = p.n, nk = p.n_tok; /* kept patches and units */
     const bool q25 = hp->kind == FR_VISION_QWEN25VL;
     cudaStream_t st = cv->st;
-    FR_CK(cudaMemcpyAsync(b->pix_f, pixels, (size_t)n_patches * PD * 4, cudaMemcpyHostToDevice,
-                          st));
-    frk_vit_gather_rows(b->pix_f, b->win, (int)nk, mu, PD, b->pix, st);
+    if (rs) { /* the image and the table in the f32 pixel buffer (patch_dim * 4 bytes a patch) */
+        const size_t img_bytes = (size_t)grid[1] * grid[2] * hp->patch * hp->patch * 3;
+        uint8_t *d_rgb = (uint8_t *)b->pix_f;
+        float *d_lut = (float *)(d_rgb + ((img_bytes + 255) & ~(size_t)255));
+        FR_CK(cudaMemcpyAsync(d_rgb, rs->rgb, img_bytes, cudaMemcpyHostToDevice, st));
+        FR_CK(cudaMemcpyAsync(d_lut, rs->lut, 3 * 256 * sizeof(float), cudaMemcpyHostToDevice, st));
+        frk_vit_patchify_u8(d_rgb, rs->width, d_lut, b->win, (int)nk, mu, grid[2], hp->merge,
+                            hp->patch, hp->temporal, b->pix, st);
+    } else {
+        FR_CK(cudaMemcpyAsync(b->pix_f, pixels, (size_t)n_patches * PD * 4, cudaMemcpyHostToDevice,
+                              st));
+        frk_vit_gather_rows(b->pix_f, b->win, (int)nk, mu, PD, b->pix, st);
+    }
     gemm(cv, b->pix, n, cv->patch_w, H, PD, b->x);
     for (int l = 0; l < hp->depth; l++) {
         const dblock *k = &cv->blocks[l];

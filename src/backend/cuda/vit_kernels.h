@@ -56,6 +56,15 @@ void frk_vit_residual(float *x, const float *t, const float *b, int n, int E, cu
 void frk_vit_gather_rows(const float *src, const int32_t *win, int n_units, int mu, int cols,
                          uint16_t *dst, cudaStream_t st);
 
+/* The same rows made on the device from one 8-bit RGB image rgb [h][w][3] (h = gh * P,
+ * w = gw * P, gh and gw multiples of merge) as the processor patchifies it (stages/image/vlproc.h):
+ * value lut[c * 256 + v] (fr_vl_proc_lut), rows in the processor's patch order (merge blocks)
+ * taken in window order through win, columns (channel, t < T, y, x); dst bf16
+ * [n_units * mu][3 T P P]. */
+void frk_vit_patchify_u8(const uint8_t *rgb, int w, const float *lut, const int32_t *win,
+                         int n_units, int mu, int gw, int merge, int P, int T, uint16_t *dst,
+                         cudaStream_t st);
+
 /* Its inverse on the merger's output, bias fused: out[win[i]][:] = y[i][:] + b (b [O] or NULL);
  * y f32 [n_units][O] in window order, out f32 [n_units][O] in the original token order. */
 void frk_vit_scatter_rows(const float *y, const float *b, const int32_t *win, int n_units, int O,

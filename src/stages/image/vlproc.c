@@ -274,6 +274,17 @@ void fr_vl_pixels_free(fr_vl_pixels *p) {
     memset(p, 0, sizeof *p);
 }
 
+void fr_vl_proc_lut(const fr_vl_proc_cfg *cfg, float lut[3 * 256]) {
+    for (int c = 0; c < 3; c++) {
+        const float mean = cfg->mean[c], sd = cfg->std[c];
+        for (int v = 0; v < 256; v++) {
+            float x = cfg->do_rescale ? (float)((double)v * cfg->rescale) : (float)v;
+            if (cfg->do_normalize) x = (x - mean) / sd;
+            lut[c * 256 + v] = x;
+        }
+    }
+}
+
 int fr_vl_preprocess(const fr_image *rgb, const fr_vl_proc_cfg *cfg, fr_vl_pixels *out, fr_err *err) {
     memset(out, 0, sizeof *out);
     if (fr_vl_proc_cfg_check(cfg, err)) return -1;
@@ -338,16 +349,11 @@ int fr_vl_preprocess(const fr_image *rgb, const fr_vl_proc_cfg *cfg, fr_vl_pixel
         fr_image_free(&gray3);
         goto oom;
     }
+    float lut[3 * 256];
+    fr_vl_proc_lut(cfg, lut);
     for (int c = 0; c < 3; c++) {
-        float mean = cfg->mean[c], sd = cfg->std[c];
-        float lut[256];
-        for (int v = 0; v < 256; v++) {
-            float x = cfg->do_rescale ? (float)((double)v * cfg->rescale) : (float)v;
-            if (cfg->do_normalize) x = (x - mean) / sd;
-            lut[v] = x;
-        }
         float *pl = plane + (size_t)c * np;
-        for (size_t i = 0; i < np; i++) pl[i] = lut[img->pix[3 * i + (size_t)c]];
+        for (size_t i = 0; i < np; i++) pl[i] = lut[c * 256 + img->pix[3 * i + (size_t)c]];
     }
     fr_image_free(&sized);
     fr_image_free(&gray3);

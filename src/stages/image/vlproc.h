@@ -106,6 +106,9 @@ int fr_vl_smart_resize(int64_t h, int64_t w, int factor, int64_t min_pixels, int
 /* Preprocesses one image (1 or 3 channels). 0, or -1 with err set (codes above; FR_ERR_TOO_LARGE
  * when the patches would exceed the configured bound, which a checked cfg prevents) and *out
  * zeroed. The caller frees with fr_vl_pixels_free. */
+/* The float fr_vl_preprocess makes of each 8-bit value v of channel c (rescale, normalise):
+ * lut[c * 256 + v]. The preprocessing's own table, for a device that patchifies itself. */
+void fr_vl_proc_lut(const fr_vl_proc_cfg *cfg, float lut[3 * 256]);
 int fr_vl_preprocess(const fr_image *rgb, const fr_vl_proc_cfg *cfg, fr_vl_pixels *out, fr_err *err);
 
 /* Frees the data and zeroes *p (a zeroed struct is fine). */
