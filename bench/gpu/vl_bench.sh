@@ -12,6 +12,8 @@
 #   5. one table (printed last) with the issue's three targets as PASS / FAIL lines, and a CSV.
 #
 # Usage: bench/gpu/vl_bench.sh [OUTDIR]        (default ./vl-bench-out)
+#        VL_BENCH_BIN=DIR/gpu-vl-bench (e.g. from a gpu-bundle.sh bundle; its lib/ beside it is put
+#        on LD_LIBRARY_PATH), VL_BENCH_DIR=where the weights go, PYTHON=python3.
 # Output: OUTDIR/vl_bench.csv (rows: source,metric,res,keep,tokens,value,unit), hf.log,
 #         frugal.log, table.txt. Exit status 0 when both sides ran (the targets never fail it).
 set -u
@@ -28,11 +30,14 @@ fix=tests/fixtures/qwen25vl-tiny
 status=0
 
 # ---- 1. binary
-if [ ! -x build-cuda/gpu-vl-bench ]; then
-    make -j"$(nproc 2>/dev/null || echo 8)" build-cuda/gpu-vl-bench >"$out/build.log" 2>&1 ||
+bin=${VL_BENCH_BIN:-build-cuda/gpu-vl-bench}
+if [ ! -x "$bin" ]; then
+    make -j"$(nproc 2>/dev/null || echo 8)" "$bin" >"$out/build.log" 2>&1 ||
         { echo "vl_bench: build failed (see $out/build.log)"; tail -n 20 "$out/build.log"; exit 1; }
     echo "== build: $(el) s"
 fi
+bdir=$(dirname "$bin")
+[ -d "$bdir/lib" ] && export LD_LIBRARY_PATH="$bdir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 t0=$(date +%s) # the benchmark's own time starts here
 
 # ---- 2. images
@@ -50,7 +55,7 @@ grep -h '^csv,' "$out/hf.csv" 2>/dev/null | sed 's/^csv,//' >>"$csv"
 # ---- 4. frugal on the same weights
 if [ -f "$work/model/config.json" ]; then
     i1=$(echo "$imgs" | cut -d, -f1) i2=$(echo "$imgs" | cut -d, -f2) i3=$(echo "$imgs" | cut -d, -f3)
-    timeout 300 build-cuda/gpu-vl-bench "$work/model" "$i1" "$i2" "$i3" "$out/frugal.csv" \
+    timeout 300 "$bin" "$work/model" "$i1" "$i2" "$i3" "$out/frugal.csv" \
         >"$out/frugal.log" 2>&1
     rc=$?
     echo "== frugal side: exit $rc ($(el) s)"
@@ -74,27 +79,33 @@ def get(src, metric, res, keep=1.0):
 def f(v, unit=""):
     return "-" if v is None else ("%.1f%s" % (v, unit))
 print("Qwen2.5-VL-7B shape, random bf16 weights, one H200 (ms unless noted)")
-print("%-34s %10s %10s %8s" % ("", "HF", "frugal", "tokens"))
+print("%-40s %10s %10s %8s" % ("", "HF", "frugal", "tokens"))
 for res in (448, 896, 1344):
     for m in ("vit_ms", "vit_plus_prefill_ms", "ttft_ms"):
         h, n = get("hf", m, res)
         g, n2 = get("frugal", m, res)
-        print("%-34s %10s %10s %8s" % ("%s %d" % (m, res), f(h), f(g), n2 if n2 is not None else (n or "-")))
+        print("%-40s %10s %10s %8s" % ("%s %d" % (m, res), f(h), f(g), n2 if n2 is not None else (n or "-")))
+for res in (448, 896, 1344):
+    g, n2 = get("frugal", "vit_rgb_ms", res)
+    print("%-40s %10s %10s %8s" % ("vit_ms %d from 8-bit (device patchify)" % res, "", f(g), n2 or "-"))
+    for m in ("ttft_pre_ms", "ttft_vit_ms", "ttft_prefill_ms"):
+        g, n2 = get("frugal", m, res)
+        print("%-40s %10s %10s %8s" % ("  %s %d" % (m, res), "", f(g), n2 or "-"))
 for keep in (0.5, 0.25, 0.10):
     p, n = get("frugal", "ttft_prune_ms", 896, keep)
     d, _ = get("frugal", "ttft_downsample_ms", 896, keep)
-    print("%-34s %10s %10s %8s" % ("ttft 896 pruned to %d%%" % round(keep * 100), "", f(p), n or "-"))
-    print("%-34s %10s %10s %8s" % ("ttft 896 downsampled to %d%%" % round(keep * 100), "", f(d), n or "-"))
+    print("%-40s %10s %10s %8s" % ("ttft 896 pruned to %d%%" % round(keep * 100), "", f(p), n or "-"))
+    print("%-40s %10s %10s %8s" % ("ttft 896 downsampled to %d%%" % round(keep * 100), "", f(d), n or "-"))
 miss, _ = get("frugal", "ttft_cache_miss_ms", 896)
 hit, _ = get("frugal", "ttft_cache_hit_ms", 896)
-print("%-34s %10s %10s" % ("ttft 896 encoder-cache miss", "", f(miss)))
-print("%-34s %10s %10s" % ("ttft 896 encoder-cache hit", "", f(hit)))
+print("%-40s %10s %10s" % ("ttft 896 encoder-cache miss", "", f(miss)))
+print("%-40s %10s %10s" % ("ttft 896 encoder-cache hit", "", f(hit)))
 pfx, _ = get("frugal", "ttft_prefix_hit_ms", 896)
-print("%-34s %10s %10s" % ("ttft 896 encoder + KV-prefix hit", "", f(pfx)))
+print("%-40s %10s %10s" % ("ttft 896 encoder + KV-prefix hit", "", f(pfx)))
 for m, u in (("decode_tok_s", " tok/s"), ("request_joules", " J"), ("request_s", " s")):
     h, _ = get("hf", m, 896)
     g, _ = get("frugal", m, 896)
-    print("%-34s %10s %10s" % (m + " 896 (64 tokens)", f(h, u), f(g, u)))
+    print("%-40s %10s %10s" % (m + " 896 (64 tokens)", f(h, u), f(g, u)))
 print()
 def target(name, ok, detail):
     print("%s %s: %s" % ("PASS" if ok else ("FAIL" if ok is not None else "MISSING"), name, detail))
