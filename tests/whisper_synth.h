@@ -83,7 +83,7 @@ static inline void synth_tensor(synth_buf *b, const synth_cfg *c, uint32_t *rs, 
 }
 
 static inline void synth_attn(synth_buf *b, const synth_cfg *c, uint32_t *rs, const char *pre) {
-    char nm[128];
+    char nm[320];
     int w[2] = {c->d, c->d}, v1[1] = {c->d};
     const char *parts[] = {"query", "key", "value", "out"};
     for (int i = 0; i < 4; i++) {

@@ -398,12 +398,12 @@ static void add_segment(fr_whisper_result *r, const fr_whisper_model *m, double 
     r->n_tokens += n;
 }
 
-/* HF's _retrieve_segment: split a window's tokens at consecutive timestamps; returns the frames
- * to move seek by. */
+/* HF's _retrieve_segment (transformers 5): split a window's tokens at consecutive timestamps;
+ * returns the frames to move seek by. */
 static int split_segments(fr_whisper_result *r, const fr_whisper_model *m, const int *t, int n,
                           double offset_s, int seek_frames) {
     int tb = m->vocab.ts_begin;
-    const double prec = 0.02;
+    const double prec = 0.02, prec_features = 0.01;
     bool single_end = n >= 2 && t[n - 2] < tb && t[n - 1] >= tb;
     int *cuts = fr_xmalloc((size_t)(n + 2) * sizeof(int));
     int nc = 0;
@@ -412,18 +412,21 @@ static int split_segments(fr_whisper_result *r, const fr_whisper_model *m, const
     int adv;
     if (nc > 0) {
         if (single_end) cuts[nc++] = n;
-        else cuts[nc - 1] += 1;
+        else cuts[nc - 1] += 1; /* the last segment keeps both timestamps of its pair */
         int last = 0;
         for (int k = 0; k < nc; k++) {
             const int *sl = t + last;
             int ln = cuts[k] - last;
-            add_segment(r, m, offset_s + (sl[0] - tb) * prec, offset_s + (sl[ln - 1] - tb) * prec,
+            /* the last segment of a window that ends in a pair ends at the pair's first token */
+            int end_i = k == nc - 1 && !single_end && ln >= 2 ? ln - 2 : ln - 1;
+            add_segment(r, m, offset_s + (sl[0] - tb) * prec, offset_s + (sl[end_i] - tb) * prec,
                         sl, ln);
             last = cuts[k];
         }
-        adv = single_end ? seek_frames : (t[last - 1] - tb) * 2;
+        /* single timestamp at the end: no speech after it; else seek to the last pair */
+        adv = single_end ? seek_frames : (t[last - 2] - tb) * 2;
     } else {
-        int last_pos = seek_frames;
+        double last_pos = (int)(seek_frames * prec_features / prec);
         int lt = -1;
         for (int i = 0; i < n; i++)
             if (t[i] >= tb) lt = t[i];
@@ -485,44 +488,35 @@ int fr_whisper_transcribe(const fr_whisper_model *m, const float *pcm, size_t n,
         return -1;
     }
     r->audio_s = (double)n / FR_WHISPER_SAMPLE_RATE;
-    bool longform = n > FR_WHISPER_N_SAMPLES;
-    if (longform) p.timestamps = true;
+    if (n > FR_WHISPER_N_SAMPLES) p.timestamps = true; /* long-form needs timestamps */
     float *feat = NULL;
     int F = 0, rc = -1;
     if (fr_whisper_features(m, pcm, n, false, &feat, &F, err)) return -1;
     int M = m->hp.n_mels, W = FR_WHISPER_N_FRAMES;
-    float *win = longform ? fr_xmalloc((size_t)M * W * sizeof(float)) : feat;
+    float *win = fr_xmalloc((size_t)M * W * sizeof(float));
+    /* HF 5 runs this loop for every input, also one padded 30 s window (F = 3000): a window
+     * whose tokens end before its last frames is followed by one from its last timestamp pair */
     int seek = 0;
     while (seek < F) {
         if (stopped(&p, err)) goto out;
         int nf = F - seek < W ? F - seek : W;
-        if (longform)
-            for (int i = 0; i < M; i++) {
-                memcpy(win + (size_t)i * W, feat + (size_t)i * F + seek, (size_t)nf * sizeof(float));
-                memset(win + (size_t)i * W + nf, 0, (size_t)(W - nf) * sizeof(float));
-            }
+        for (int i = 0; i < M; i++) {
+            memcpy(win + (size_t)i * W, feat + (size_t)i * F + seek, (size_t)nf * sizeof(float));
+            memset(win + (size_t)i * W + nf, 0, (size_t)(W - nf) * sizeof(float));
+        }
         int *gen = NULL, ng = 0;
         if (run_window(m, win, &p, r, &gen, &ng, err)) goto out;
-        bool is_final = seek + W >= F;
-        if (!is_final && ng > 0 && gen[ng - 1] == v->eot) ng--;
         strip_eot(m, gen, &ng);
-        int adv;
-        if (p.timestamps) {
-            adv = split_segments(r, m, gen, ng, seek * 0.01, nf);
-        } else {
-            add_segment(r, m, seek * 0.01, longform ? (seek + nf) * 0.01 : r->audio_s, gen, ng);
-            adv = nf;
-        }
+        int adv = split_segments(r, m, gen, ng, seek * 0.02 / 2, nf);
         free(gen);
-        if (!longform) break;
-        seek += adv > 0 ? adv : nf;
+        seek += adv > 0 ? adv : nf; /* a window never repeats (HF would loop forever) */
     }
     fr_buf b = {0};
     for (int i = 0; i < r->n_segments; i++) fr_buf_puts(&b, r->segments[i].text);
     r->text = fr_buf_cstr(&b);
     rc = 0;
 out:
-    if (win != feat) free(win);
+    free(win);
     free(feat);
     if (rc) fr_whisper_result_free(r);
     return rc;

@@ -13,8 +13,8 @@
  *
  * What it does, as HF does it (transformers' generation_whisper.py and logits_process.py):
  *   - the decoder prompt: <|startoftranscript|>, then (multilingual models) the language (given,
- *     or detected: the argmax over the language tokens of the logits after <|startoftranscript|>
- *     on the first window), the task (<|transcribe|> / <|translate|>), then <|notimestamps|>
+ *     or detected once: the argmax over the language tokens of the logits after
+ *     <|startoftranscript|> on the first window), the task (<|transcribe|> / <|translate|>), then <|notimestamps|>
  *     unless timestamps are asked for;
  *   - logits processors in HF's order: begin-suppress (begin_suppress_tokens at the first
  *     generated position), suppress (suppress_tokens), then with timestamps the timestamp rules
@@ -25,13 +25,15 @@
  *   - greedy decoding, or beam search with HF's rules (2 x beams candidates per step, finished
  *     hypotheses scored by sum of log-probabilities / generated length ^ length_penalty, the
  *     early-stop heuristic of early_stopping=False), up to max_new_tokens or <|endoftext|>;
- *   - audio up to 30 s is one window (features padded to 3000 frames); longer audio is
- *     long-form: timestamps forced on, features of the whole recording (one global maximum),
- *     windows of 3000 frames from `seek` (the last one zero-padded), each decoded alone; a
- *     window's tokens split into segments at consecutive timestamp pairs; seek moves to the last
- *     complete timestamp (or by the whole window when the tokens end in a single timestamp or
- *     hold no pair); the unfinished tail after the last pair is dropped and decoded again in the
- *     next window.
+ *   - the seek loop of transformers 5, for every input: features of up to 30 s are padded to one
+ *     window of 3000 frames, longer audio is long-form (timestamps forced on, features of the
+ *     whole recording with one global maximum); each window is the 3000 frames from `seek`
+ *     (zero-padded past the end), decoded alone from the same prompt; its tokens (the final
+ *     <|endoftext|> dropped) split into segments at consecutive timestamp pairs, the tail after the
+ *     last pair dropped; seek moves to the first timestamp of the last pair, or by the whole window
+ *     when the tokens end in a single timestamp or hold no pair. So a window whose tokens stop at
+ *     a pair before its end (also without timestamps asked: a model may emit timestamp tokens)
+ *     is followed by another one from there, as HF does.
  * Not done: temperature fallback, compression-ratio / log-prob / no-speech thresholds,
  * conditioning on previous text, word timestamps.
  */

@@ -72,7 +72,7 @@ static double hz_to_mel(double f) {
 }
 
 static double mel_to_hz(double m) {
-    const double min_log_hz = 1000.0, min_log_mel = 15.0, logstep = 27.0 / log(6.4);
+    const double min_log_hz = 1000.0, min_log_mel = 15.0, logstep = log(6.4) / 27.0;
     return m >= min_log_mel ? min_log_hz * exp(logstep * (m - min_log_mel)) : 200.0 * m / 3.0;
 }
 
