@@ -19,6 +19,7 @@ struct fr_mel {
     float *filters;   /* (n_mels, 201) */
     double window[N]; /* periodic Hann */
     double tw_re[N], tw_im[N]; /* twiddles e^{-2 pi i k / N} */
+    int *lo, *hi;     /* (n_mels) the bins [lo, hi) where a filter is not zero */
 };
 
 /* out[0..n) = DFT of in[0], in[s], in[2s], ... (n points); tws = N / n (twiddle stride). */
@@ -115,6 +116,16 @@ fr_mel *fr_mel_new(int n_mels, const float *filters, fr_err *err) {
     m->filters = fr_xmalloc(nf * sizeof(float));
     if (filters) memcpy(m->filters, filters, nf * sizeof(float));
     else fr_mel_filter_bank(n_mels, m->filters);
+    m->lo = fr_xmalloc((size_t)n_mels * sizeof(int));
+    m->hi = fr_xmalloc((size_t)n_mels * sizeof(int));
+    for (int b = 0; b < n_mels; b++) { /* zero weights add exact zeros: skipping them is exact */
+        const float *w = m->filters + (size_t)b * FR_MEL_N_BINS;
+        int lo = 0, hi = FR_MEL_N_BINS;
+        while (lo < hi && w[lo] == 0.0f) lo++;
+        while (hi > lo && w[hi - 1] == 0.0f) hi--;
+        m->lo[b] = lo;
+        m->hi[b] = hi;
+    }
     for (int i = 0; i < N; i++) {
         m->window[i] = 0.5 - 0.5 * cos(2 * M_PI * i / N);
         m->tw_re[i] = cos(2 * M_PI * i / N);
@@ -126,6 +137,8 @@ fr_mel *fr_mel_new(int n_mels, const float *filters, fr_err *err) {
 void fr_mel_free(fr_mel *m) {
     if (!m) return;
     free(m->filters);
+    free(m->lo);
+    free(m->hi);
     free(m);
 }
 
@@ -177,7 +190,7 @@ int fr_mel_compute(const fr_mel *m, const float *pcm, size_t n, size_t n_target,
         for (int b = 0; b < M; b++) {
             const float *w = m->filters + (size_t)b * FR_MEL_N_BINS;
             double s = 0;
-            for (int k = 0; k < FR_MEL_N_BINS; k++) s += (double)w[k] * pw[k];
+            for (int k = m->lo[b]; k < m->hi[b]; k++) s += (double)w[k] * pw[k];
             double v = log10(s > 1e-10 ? s : 1e-10);
             lm[(size_t)b * T + t] = v;
             if (v > mx) mx = v;
