@@ -11,7 +11,15 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev
       libtesseract-dev tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-osd libleptonica-dev
       libpng-dev libjpeg-dev libwebp-dev libtiff-dev libcairo2-dev fonts-dejavu-core fonts-noto-cjk
       libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng
-      libprotobuf-c-dev protobuf-c-compiler"
+      libprotobuf-c-dev protobuf-c-compiler
+      python3-pil fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-uming fonts-arphic-ukai
+      fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-lxgw-wenkai fonts-droid-fallback
+      fonts-liberation fonts-freefont-ttf fonts-dejavu-extra fonts-croscore fonts-urw-base35
+      fonts-texgyre fonts-crosextra-carlito fonts-crosextra-caladea fonts-linuxlibertine
+      fonts-open-sans fonts-roboto-unhinted fonts-lato fonts-ebgaramond fonts-go fonts-inconsolata
+      fonts-cantarell fonts-noto-mono"
+# (python3-pil and the fonts from fonts-wqy-zenhei on: the OCR evaluation set,
+#  bench/ocr_eval/gen_invoices.py)
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -7,17 +7,24 @@ project's own generator (src/stages/ocr/docgen.c, cairo, "DejaVu Sans" / "Noto S
 it is Python with Pillow (Debian python3-pil) and draws with every other installed CJK and Latin
 font from Debian's font packages:
 
-  fonts-wqy-zenhei, fonts-wqy-microhei, fonts-arphic-uming, fonts-arphic-ukai,
-  fonts-noto-cjk (the Serif CJK faces only), fonts-liberation (Sans, Serif, Mono, Sans Narrow),
-  fonts-freefont-ttf (FreeSans, FreeSerif, FreeMono), fonts-dejavu (Serif and Mono only)
+  CJK:   fonts-wqy-zenhei, fonts-wqy-microhei, fonts-arphic-uming, fonts-arphic-ukai,
+         fonts-arphic-gbsn00lp, fonts-arphic-gkai00mp, fonts-lxgw-wenkai, fonts-droid-fallback,
+         fonts-noto-cjk (the Serif CJK faces only)
+  Latin: fonts-liberation (Sans, Serif, Mono, Sans Narrow), fonts-freefont-ttf (FreeSans,
+         FreeSerif, FreeMono), fonts-dejavu (Serif and Mono only), fonts-croscore (Arimo, Tinos,
+         Cousine), fonts-urw-base35 (Nimbus Sans / Roman / Mono, URW Bookman, C059, P052, URW
+         Gothic), fonts-texgyre, fonts-crosextra-carlito, fonts-crosextra-caladea,
+         fonts-linuxlibertine, fonts-open-sans, fonts-roboto-unhinted, fonts-lato,
+         fonts-ebgaramond, fonts-go, fonts-inconsolata, fonts-cantarell, fonts-noto-mono
 
-  apt-get install python3-pil fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-uming \
-      fonts-arphic-ukai fonts-liberation fonts-freefont-ttf fonts-noto-cjk fonts-dejavu
+  (scripts/install-deps.sh installs them all; a font that is missing is skipped, and a font
+  that lacks a glyph of a page is never drawn with for that page.)
 
 Layouts: a header block with key/value lines, a table with grid lines, two columns (seller and
-buyer side by side), a Chinese VAT-invoice form (发票代码 / 发票号码 / 购买方 / 销售方 / 价税合计
-大写 + 小写); a red stamp over text on some pages. Degradations: skew, blur, noise, down-scaling,
-a perspective warp as from a phone, JPEG quality; files in PNG, JPEG and WebP.
+buyer side by side), a narrow till receipt, a Chinese VAT-invoice form (发票代码 / 发票号码 /
+购买方 / 销售方 / 价税合计 大写 + 小写); a red stamp over text on some pages. Degradations: skew,
+blur, noise, down-scaling, a perspective warp as from a phone (mild, or strong with uneven
+light, as a photo of a page on a desk), JPEG quality; files in PNG, JPEG and WebP.
 
 Per page it writes PAGE.{png,jpg,webp} and PAGE.json: invoice_no, date (ISO 8601), amount
 ("1234.50"), currency (ISO 4217), payee, lang ("en"/"zh"), text (every drawn line, in reading
@@ -33,19 +40,35 @@ import os
 import random
 import sys
 
-from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont
 
 FONT_DIRS = ["/usr/share/fonts/truetype", "/usr/share/fonts/opentype"]
 # (file name, face index, can draw CJK)
 FONT_CANDIDATES = [
     ("wqy-zenhei.ttc", 0, True), ("wqy-microhei.ttc", 0, True),
     ("uming.ttc", 0, True), ("ukai.ttc", 0, True),
+    ("gbsn00lp.ttf", 0, True), ("gkai00mp.ttf", 0, True),
+    ("LXGWWenKai-Regular.ttf", 0, True), ("DroidSansFallbackFull.ttf", 0, True),
     ("NotoSerifCJK-Regular.ttc", 2, True), ("NotoSerifCJK-Bold.ttc", 2, True),
     ("LiberationSans-Regular.ttf", 0, False), ("LiberationSerif-Regular.ttf", 0, False),
     ("LiberationMono-Regular.ttf", 0, False), ("LiberationSansNarrow-Regular.ttf", 0, False),
     ("LiberationSans-Bold.ttf", 0, False),
     ("FreeSans.ttf", 0, False), ("FreeSerif.ttf", 0, False), ("FreeMono.ttf", 0, False),
     ("DejaVuSerif.ttf", 0, False), ("DejaVuSansMono.ttf", 0, False),
+    ("Arimo-Regular.ttf", 0, False), ("Tinos-Regular.ttf", 0, False),
+    ("Cousine-Regular.ttf", 0, False),
+    ("NimbusSans-Regular.otf", 0, False), ("NimbusRoman-Regular.otf", 0, False),
+    ("NimbusMonoPS-Regular.otf", 0, False), ("URWBookman-Light.otf", 0, False),
+    ("C059-Roman.otf", 0, False), ("P052-Roman.otf", 0, False), ("URWGothic-Book.otf", 0, False),
+    ("texgyreheros-regular.otf", 0, False), ("texgyretermes-regular.otf", 0, False),
+    ("texgyrepagella-regular.otf", 0, False), ("texgyreschola-regular.otf", 0, False),
+    ("texgyrecursor-regular.otf", 0, False), ("texgyreadventor-regular.otf", 0, False),
+    ("Carlito-Regular.ttf", 0, False), ("Caladea-Regular.ttf", 0, False),
+    ("LinLibertine_R.otf", 0, False), ("LinBiolinum_R.otf", 0, False),
+    ("OpenSans-Regular.ttf", 0, False), ("Roboto-Regular.ttf", 0, False),
+    ("Lato-Regular.ttf", 0, False), ("EBGaramond12-Regular.otf", 0, False),
+    ("Go-Regular.ttf", 0, False), ("Go-Mono.ttf", 0, False), ("Inconsolata.otf", 0, False),
+    ("Cantarell-Regular.otf", 0, False), ("NotoMono-Regular.ttf", 0, False),
 ]
 
 
@@ -313,6 +336,46 @@ def layout_vat(pg, f, L, lang, rng, s):
     return y
 
 
+def layout_receipt(pg, f, L, lang, rng, s):
+    """A till receipt: one narrow centred column, dashed rules, items with quantity x price."""
+    W = pg.img.width
+    s = int(s * 0.9)
+    x0, x1 = int(W * rng.uniform(0.25, 0.32)), int(W * rng.uniform(0.68, 0.75))
+    y = int(s * 2)
+
+    def centred(t, size):
+        bb = pg.d.textbbox((0, 0), t, font=pg.font(size))
+        pg.text((x0 + x1 - (bb[2] - bb[0])) // 2, y, t, size)
+
+    def rule():
+        for x in range(x0, x1, s):
+            pg.d.line([(x, y + s // 2), (x + s // 2, y + s // 2)], fill="black", width=2)
+
+    centred(f["payee"], int(s * 1.2))
+    y += int(s * 2)
+    centred(L["title"], s)
+    y += int(s * 1.8)
+    pg.text(x0, y, f"{L['no']} {f['invoice_no']}", s)
+    y += int(s * 1.5)
+    pg.text(x0, y, f"{L['date']} {f['date_txt']}", s)
+    y += int(s * 1.5)
+    rule()
+    y += int(s * 1.5)
+    for name, q, p in f["items"]:
+        pg.text(x0, y, name, s)
+        y += int(s * 1.4)
+        amt = money(rng, q * p, "", lang)
+        bb = pg.d.textbbox((0, 0), amt, font=pg.font(s))
+        pg.row(y, [(x0 + s, f"{q} x {money(rng, p, '', lang)}"), (x1 - (bb[2] - bb[0]), amt)], s)
+        y += int(s * 1.6)
+    rule()
+    y += int(s * 1.5)
+    pg.text(x0, y, f"{L['total']} {money(rng, f['total'], f['sym'], lang)}", int(s * 1.1))
+    y += int(s * 2)
+    centred("THANK YOU" if lang == "en" else "谢谢惠顾", s)
+    return y
+
+
 def stamp(pg, rng, lang, s):
     """A red round stamp over part of the page (not recorded as text: it is not a field)."""
     W, H = pg.img.size
@@ -358,11 +421,28 @@ def perspective(img, rng, amount):
     return img.transform(img.size, Image.PERSPECTIVE, coef, Image.BICUBIC, fillcolor=(bg, bg, bg))
 
 
+def uneven_light(img, rng):
+    """Light falling off across the page, as in a photo taken under a desk lamp."""
+    W, H = img.size
+    g = Image.linear_gradient("L").resize((512, 512), Image.BILINEAR)
+    g = g.rotate(rng.uniform(0, 360), resample=Image.BICUBIC).crop((128, 128, 384, 384))
+    g = g.resize((W, H), Image.BILINEAR)  # the centre of the turned ramp: no corners left
+    lo = rng.randint(150, 200)  # the darkest corner keeps lo/255 of the light
+    g = g.point(lambda v: lo + (255 - lo) * v // 255)
+    return ImageChops.multiply(img, Image.merge("RGB", (g, g, g)))
+
+
 def degrade(img, rng):
     info = {}
-    if rng.random() < 0.35:
+    r = rng.random()
+    if r < 0.35:
         info["perspective"] = round(rng.uniform(0.01, 0.05), 3)
         img = perspective(img, rng, info["perspective"])
+    elif r < 0.5:  # a phone photo: strong keystone and uneven light
+        info["perspective"] = round(rng.uniform(0.05, 0.09), 3)
+        img = perspective(img, rng, info["perspective"])
+        img = uneven_light(img, rng)
+        info["light"] = "uneven"
     ang = rng.uniform(-3, 3) if rng.random() < 0.6 else 0.0
     if ang:
         img = img.rotate(ang, resample=Image.BICUBIC, expand=True, fillcolor="white")
@@ -385,19 +465,46 @@ def degrade(img, rng):
 
 
 LAYOUTS = {"header": layout_header, "table": layout_table, "twocol": layout_twocol,
-           "vat": layout_vat}
+           "receipt": layout_receipt, "vat": layout_vat}
 
 
-def make_page(idx, lang, seed, fonts_all, fonts_cjk, out):
+def covers(font, text):
+    """Whether font has a glyph for every character of text (a missing one draws as .notdef)."""
+    notdef = font.getmask("\U0010fffd")
+    nd = (notdef.size, bytes(notdef))
+    for ch in set(text):
+        if ch.isspace():
+            continue
+        m = font.getmask(ch)
+        if (m.size, bytes(m)) == nd:
+            return False
+    return True
+
+
+def draw_page(idx, lang, seed, font_path, font_idx):
     rng = random.Random(seed * 1000003 + idx * 2 + (lang == "zh"))
-    font_path, font_idx = rng.choice(fonts_cjk if lang == "zh" else fonts_all)
     f = make_fields(rng, lang)
     L = labels(lang, rng)
-    layout = rng.choice(["header", "table", "twocol"] + (["vat", "vat"] if lang == "zh" else []))
+    layout = rng.choice(["header", "table", "twocol", "receipt"] +
+                        (["vat", "vat"] if lang == "zh" else []))
     W, H = 1240, 1754  # A4 at 150 dpi
     s = rng.randint(24, 32)
     pg = Page(W, H, font_path, font_idx)
     LAYOUTS[layout](pg, f, L, lang, rng, s)
+    return rng, f, layout, s, pg
+
+
+def make_page(idx, lang, seed, fonts_all, fonts_cjk, out):
+    # the font from its own stream; the page's content and distortions do not depend on it
+    fonts = list(fonts_cjk if lang == "zh" else fonts_all)
+    random.Random(f"font-{seed}-{idx}-{lang}").shuffle(fonts)
+    for font_path, font_idx in fonts:
+        rng, f, layout, s, pg = draw_page(idx, lang, seed, font_path, font_idx)
+        word = "发票专用章" if lang == "zh" else "PAID"
+        if covers(pg.font(24), pg.truth_text() + word):
+            break
+    else:
+        sys.exit(f"gen_invoices: no installed font draws every character of {lang}-{idx:04d}")
     stamped = rng.random() < 0.35
     if stamped:
         stamp(pg, rng, lang, s)

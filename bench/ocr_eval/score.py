@@ -4,7 +4,9 @@
 usage: score.py --truth DIR --out DIR --engine NAME --seconds S --cores C
 Per language: all-fields-correct rate (invoice number, date, amount, currency, payee all right),
 per-field accuracy, character accuracy (1 - CER of the OCR text against the drawn text, both
-without whitespace: tesseract puts spaces between CJK characters), pages/s per core.
+without whitespace: tesseract puts spaces between CJK characters), pages/s per core: from the
+whole `frugal ocr` processes (start-up and model loading included) and from the reader's own
+time (the output's "ocr_ms").
 Field comparison uses the forms of src/stages/ocr/fields.h (fr_fields_norm_*): invoice number
 upper-case without spaces; payee lower-case letters, digits and non-ASCII characters without
 CJK/fullwidth punctuation; amount, date and currency exactly.
@@ -66,6 +68,7 @@ def main():
     a = ap.parse_args()
     stats = {}
     n_pages = 0
+    ocr_ms = 0.0  # the reader's own time per page (frugal ocr's "ocr_ms"), without start-up
     for tj in sorted(glob.glob(os.path.join(a.truth, "*.json"))):
         t = json.load(open(tj, encoding="utf-8"))
         name = os.path.splitext(os.path.basename(tj))[0]
@@ -79,6 +82,7 @@ def main():
             o = json.load(open(op, encoding="utf-8"))
             got = o.get("fields") or {}
             text = (o.get("ocr") or {}).get("text") or ""
+            ocr_ms += float(o.get("ocr_ms") or 0)
         except (OSError, ValueError):
             st["failed"] += 1  # a page the reader did not return counts as all wrong
         ok_all = True
@@ -95,7 +99,8 @@ def main():
         st["chars"] += len(ref)
     pps = n_pages / a.seconds / a.cores if a.seconds > 0 else 0.0
     print(f"engine {a.engine}: {n_pages} pages in {a.seconds:.1f} s on {a.cores} core(s) = "
-          f"{pps:.3f} pages/s per core")
+          f"{pps:.3f} pages/s per core (whole processes); OCR alone {ocr_ms / 1e3:.1f} s = "
+          f"{n_pages / (ocr_ms / 1e3) / a.cores if ocr_ms > 0 else 0:.3f} pages/s per core")
     print(f"{'lang':5} {'pages':>5} {'all':>7} " + " ".join(f"{k:>10}" for k in FIELDS) + f" {'char acc':>9}")
     for lang, st in sorted(stats.items()):
         n = st["n"]
