@@ -8,13 +8,15 @@
 #      (build-cuda/gpu-check; tolerances by dtype, NaN never passes, outputs poisoned);
 #   4. the fixture models end to end against their HF references and the CPU decoder (gpu-e2e;
 #      with the multimodal checks: image rows + M-RoPE vs the CPU decoder, qwen25vl-tiny on CUDA
-#      vs HF);
+#      vs HF); the CUDA vision tower (gpu-vision); `frugal-cuda generate --device cuda --image`
+#      on the fixture vs HF (prompt ids, grid, last logits < 2e-2, the 12 greedy ids);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
 #   6. compute-sanitizer memcheck over `gpu-check --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
 # Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
-# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,sanitizer.log,bench.log,summary.txt}.
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,cli_vl.json,sanitizer.log,bench.log,
+#       summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
 out=${1:-${GPU_CHECK_OUT:-gpu-check-out}}
@@ -97,6 +99,44 @@ if [ -x "$bin/gpu-vision" ]; then
     grep -E '^vit ' "$out/vision.log" | tee -a "$sum"
 else
     note "== gpu-vision: not built"
+fi
+
+# ---- 4c. the CLI with an image on CUDA: frugal-cuda generate --device cuda vs HF's ref.json
+if [ -x "$bin/frugal-cuda" ]; then
+    fx=tests/fixtures
+    timeout 60 "$bin/frugal-cuda" generate --device cuda --model "$fx/qwen25vl-tiny" \
+        --image "$fx/vl-images/odd-123x77.jpg" --prompt "Describe this image." --max-tokens 12 \
+        --temperature 0 --ignore-eos --last-logits --json >"$out/cli_vl.json" 2>"$out/cli_vl.err"
+    rc=$?
+    r=$(python3 - "$out/cli_vl.json" "$fx/ref/qwen25vl-tiny" <<'PY' 2>&1
+import json, struct, sys, math
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("FAIL no JSON (%s)" % e); sys.exit(1)
+ref = json.load(open(sys.argv[2] + "/ref.json"))
+c = [x for x in ref["cases"] if x["name"] == "one_image"][0]
+def npy(p):
+    b = open(p, "rb").read(); n = struct.unpack("<H", b[8:10])[0]
+    return struct.unpack("<%df" % ((len(b) - 10 - n) // 4), b[10 + n:])
+ll = npy(sys.argv[2] + "/" + c["last_logits"]); g = j.get("last_logits", [])
+d = math.sqrt(sum((a - b) ** 2 for a, b in zip(g, ll)) / sum(b * b for b in ll)) if len(g) == len(ll) else float("inf")
+errs = []
+if j.get("prompt_ids") != c["input_ids"]: errs.append("prompt ids differ")
+if j.get("image_grid_thw") != c["image_grid_thw"]: errs.append("grid differs")
+if not d <= 2e-2: errs.append("last logits rel L2 %.2e" % d)
+agree = sum(a == b for a, b in zip(j.get("ids", []), c["greedy_ids"]))
+if agree != len(c["greedy_ids"]): errs.append("greedy %d/%d" % (agree, len(c["greedy_ids"])))
+print(("FAIL " + "; ".join(errs)) if errs else "ok   last logits vs HF %.2e, greedy %d/%d" % (d, agree, agree))
+sys.exit(1 if errs else 0)
+PY
+)
+    prc=$?
+    note "== frugal-cuda generate --device cuda --image (qwen25vl-tiny one_image vs HF): exit $rc"
+    note "$r"
+    [ "$rc" -eq 0 ] && [ "$prc" -eq 0 ] || { status=1; head -c 400 "$out/cli_vl.err" | tee -a "$sum"; }
+else
+    note "== frugal-cuda: not built"
 fi
 
 # ---- 5. benchmarks

@@ -6,11 +6,13 @@
  *    [8, 12, 12], q/k/v biases), through the backend table on both devices with the same batches:
  *    a prompt of text, a 6x6 "image" of random embedding rows (t/h/w positions as get_rope_index
  *    gives them), text after it, prefilled in two chunks with every row's logits; then greedy
- *    decode steps at KV position p with rope position p + delta (delta < 0, HF's rope delta), each
- *    backend fed its own argmax; then a decode batch of two sequences (the image one and a text
- *    one with rope_pos = pos) through the graph buckets. Pass: every row's logits rel L2 < 2e-2
- *    and the greedy ids of both devices equal. Configurations: bf16 KV with graphs, int8 KV,
- *    graphs off.
+ *    decode steps at KV position p with rope position p + delta (delta < 0, HF's rope delta),
+ *    the CPU fed its own argmax and CUDA the CPU's ids (teacher forcing); then a decode batch of
+ *    two sequences (the image one and a text one with rope_pos = pos) through the graph buckets.
+ *    Pass: every row's logits rel L2 < 2e-2 (4e-2 int8 KV) and the greedy ids of both devices
+ *    equal at every step whose CPU top-2 margin is at least 4 x tol x the row's rms logit (at
+ *    least 3 such steps of 9).
+ *    Configurations: bf16 KV with graphs, int8 KV, graphs off.
  * 2. qwen25vl-tiny (tests/fixtures/ref/qwen25vl-tiny/ref.json cases, HF's pixel values) through
  *    frugal_generate_vl on device cuda: the prompt ids equal HF's, last logits rel L2 < 2e-2 vs
  *    HF, greedy ids equal HF's when the case's smallest greedy margin (ref.json) is >= 0.02
@@ -153,7 +155,7 @@ typedef struct vl_run {
     float *lg;       /* (NP, V) prefill logits of every row */
     float *dec;      /* (NDEC, V) decode logits */
     int ids[NDEC + 1]; /* greedy ids (argmax after the prompt and after each decode step) */
-    float margin[NDEC + 1]; /* top-1 minus top-2 logit of those rows */
+    float margin[NDEC + 1]; /* top-1 minus top-2 logit of those rows, over the row's rms logit */
     float *pair;     /* (2, V) the two-sequence decode step */
     float *text_ref; /* (V) the text sequence's logits at that step alone */
 } vl_run;
@@ -191,7 +193,9 @@ static int run_vl(fr_backend *be, const int32_t *tok, const float *embd, const u
         float second = -INFINITY;
         for (int i = 0; i < V; i++)
             if (i != o->ids[g] && last[i] > second) second = last[i];
-        o->margin[g] = last[o->ids[g]] - second;
+        double ss = 0;
+        for (int i = 0; i < V; i++) ss += (double)last[i] * last[i];
+        o->margin[g] = (last[o->ids[g]] - second) / (float)sqrt(ss / V); /* in units of rms */
         if (g == NDEC) break;
         int32_t t = feed ? feed[g] : o->ids[g], p = s.n_pos, r3[3] = {p + delta, p + delta, p + delta};
         fr_seq *s1 = &s;
@@ -270,25 +274,27 @@ static void check_random(const char *kv_type, int no_graphs) {
         verdict(false, name, err.msg);
     } else {
         double wp = 0, wd = 0, wq = 0;
+        const double tol = !strcmp(kv_type, "int8") ? 4e-2 : 2e-2;
         int ids_eq = 1, n_eq = 0, n_strict = 0;
         for (int i = 0; i < NP; i++)
             wp = fmax(wp, rel_l2(r[0].lg + (size_t)i * V, r[1].lg + (size_t)i * V, V));
         for (int g = 0; g < NDEC; g++)
             wd = fmax(wd, rel_l2(r[0].dec + (size_t)g * V, r[1].dec + (size_t)g * V, V));
-        for (int g = 0; g <= NDEC; g++) { /* ids must agree where the CPU's margin is clear */
+        /* ids must agree where the CPU's top-2 margin is clear of the tolerated error: a logit's
+         * error is about tol times the row's rms, so a margin of 4 tol rms cannot flip */
+        for (int g = 0; g <= NDEC; g++) {
             const bool eq = r[0].ids[g] == r[1].ids[g];
             n_eq += eq;
-            if (r[1].margin[g] >= 0.05f) n_strict++, ids_eq &= eq;
+            if (r[1].margin[g] >= 4 * tol) n_strict++, ids_eq &= eq;
         }
         for (int i = 0; i < 2; i++)
             wq = fmax(wq, rel_l2(r[0].pair + (size_t)i * V, r[1].pair + (size_t)i * V, V));
         wq = fmax(wq, rel_l2(r[0].text_ref, r[1].text_ref, V));
-        const double tol = !strcmp(kv_type, "int8") ? 4e-2 : 2e-2;
         char d[300];
         snprintf(d, sizeof d, "prefill rows %.2e, decode %.2e, 2-seq step %.2e (tol %.0e); "
-                 "greedy ids %d/%d equal, %s where the margin >= 0.05 (%d steps)", wp, wd, wq,
-                 tol, n_eq, NDEC + 1, ids_eq ? "all" : "NOT all", n_strict);
-        verdict(wp <= tol && wd <= tol && wq <= tol && ids_eq, name, d);
+                 "greedy ids %d/%d equal, %s where the margin >= 4 tol rms (%d steps, >= 3 "
+                 "needed)", wp, wd, wq, tol, n_eq, NDEC + 1, ids_eq ? "all" : "NOT all", n_strict);
+        verdict(wp <= tol && wd <= tol && wq <= tol && ids_eq && n_strict >= 3, name, d);
     }
     for (int k = 0; k < 2; k++) free(r[k].lg), free(r[k].dec), free(r[k].pair), free(r[k].text_ref);
     free(embd);
