@@ -56,6 +56,10 @@ struct fr_onnx_sess {
     uint8_t *rt;         /* (ns) the step computes at run time (its inputs need the data) */
     int64_t *scr;        /* (ns) the step's scratch floats in this run */
     float **outconv;     /* (n_outputs) int64 outputs converted to float */
+#define OX_BUF_KEEP 64
+    char *free_blk[OX_BUF_KEEP]; /* freed large run buffers kept for reuse (buf_get) */
+    size_t free_cap[OX_BUF_KEEP], free_bytes;
+    int n_free;
 };
 
 fr_onnx_sess_opts fr_onnx_sess_default_opts(void) {
@@ -75,7 +79,46 @@ static int gather(const fr_onnx_sess *s, const ox_step *st, ox_t *tab, ox_t **in
     return n->n_in;
 }
 
-static void *ox_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+/* Run buffers. Large ones are kept in the session for the next steps and runs (each fresh
+ * mapping of a large block costs page faults and zeroing in the kernel, which was a third of
+ * det's time); a block records its capacity in a 64-byte header, which also keeps the data
+ * 64-byte aligned. Small blocks go straight to malloc. */
+#define OX_BUF_HDR 64
+#define OX_BUF_POOLED ((size_t)64 << 10)
+
+static void *buf_get(fr_onnx_sess *s, size_t bytes) {
+    const size_t need = bytes + OX_BUF_HDR;
+    int best = -1;
+    if (need >= OX_BUF_POOLED)
+        for (int i = 0; i < s->n_free; i++)
+            if (s->free_cap[i] >= need && (best < 0 || s->free_cap[i] < s->free_cap[best])) best = i;
+    char *b;
+    if (best >= 0) {
+        b = s->free_blk[best];
+        s->free_bytes -= s->free_cap[best];
+        s->free_blk[best] = s->free_blk[--s->n_free];
+        s->free_cap[best] = s->free_cap[s->n_free];
+    } else {
+        b = aligned_alloc(OX_BUF_HDR, (need + OX_BUF_HDR - 1) / OX_BUF_HDR * OX_BUF_HDR);
+        if (!b) return NULL;
+        *(size_t *)b = need;
+    }
+    return b + OX_BUF_HDR;
+}
+
+static void buf_put(fr_onnx_sess *s, void *p) {
+    if (!p) return;
+    char *b = (char *)p - OX_BUF_HDR;
+    const size_t cap = *(size_t *)b;
+    /* keep at most OX_BUF_KEEP blocks and, in all, no more than the run's memory cap */
+    if (cap < OX_BUF_POOLED || s->n_free == OX_BUF_KEEP || s->free_bytes + cap > s->o.max_bytes) {
+        free(b);
+        return;
+    }
+    s->free_blk[s->n_free] = b;
+    s->free_cap[s->n_free++] = cap;
+    s->free_bytes += cap;
+}
 
 /* ---------------------------------------------------------------- session creation */
 
@@ -266,65 +309,110 @@ static int other_in(const fr_onnx_sess *s, int step, int v) {
     return -1;
 }
 
+/* A float constant of one value and rank <= 1 (broadcasting it changes no shape), or NAN. */
+static float kscalar1(const fr_onnx_sess *s, int v) {
+    if (v < 0 || s->kv[v].rank > 1) return NAN;
+    return kscalar(s, v);
+}
+
+/* The epilogue instruction for step r applied to its input c (one elementwise node with c as
+ * its only non-constant input); 0, or -1 when r is not such a node. */
+static int ep_ins_of(const fr_onnx_sess *s, int r, int c, ox_ep_ins *ins) {
+    if (r < 0 || s->steps[r].skip) return -1;
+    const fr_onnx_node *n = &s->m->nodes[r];
+    if (n->n_in < 1 || n->in[0] < 0) return -1;
+    float lo, hi;
+    switch (n->op) {
+    case FR_ONNX_OP_Relu:
+    case FR_ONNX_OP_Sigmoid:
+        if (n->in[0] != c) return -1;
+        *ins = (ox_ep_ins){n->op == FR_ONNX_OP_Relu ? OX_EP_RELU : OX_EP_SIGMOID, 0, 0};
+        return 0;
+    case FR_ONNX_OP_HardSigmoid:
+        if (n->in[0] != c) return -1;
+        *ins = (ox_ep_ins){OX_EP_HSIG, ox_attr_f(n, "alpha", 0.2f), ox_attr_f(n, "beta", 0.5f)};
+        return 0;
+    case FR_ONNX_OP_Clip:
+        if (n->in[0] != c || clip_bounds(s, r, &lo, &hi)) return -1;
+        *ins = (ox_ep_ins){OX_EP_CLIP, lo, hi};
+        return 0;
+    case FR_ONNX_OP_Add:
+    case FR_ONNX_OP_Mul:
+    case FR_ONNX_OP_Sub:
+    case FR_ONNX_OP_Div: {
+        const int k = other_in(s, r, c);
+        const float a = kscalar1(s, k);
+        if (isnan(a)) return -1;
+        const int first = n->in[0] == c; /* c op k, else k op c */
+        ox_ep_op op = n->op == FR_ONNX_OP_Add ? OX_EP_ADDK : n->op == FR_ONNX_OP_Mul ? OX_EP_MULK
+                    : n->op == FR_ONNX_OP_Sub ? (first ? OX_EP_SUBK : OX_EP_RSUBK)
+                                              : (first ? OX_EP_DIVK : OX_EP_RDIVK);
+        *ins = (ox_ep_ins){op, a, 0};
+        return 0;
+    }
+    default: return -1;
+    }
+}
+
+/* Grows the epilogue of step st from its output: single-reader elementwise nodes with constant
+ * scalars, and x * f(x) where f is such a chain read only by the Mul. The fused nodes are
+ * skipped and st writes the last one's output. */
+static void fuse_epilogue(fr_onnx_sess *s, ox_step *st) {
+    ox_epi *e = &st->epi;
+    for (;;) {
+        const int c = st->out;
+        if (s->is_out[c]) return;
+        const int nc = n_cons(s, c);
+        ox_ep_ins ins;
+        if (nc == 1) {
+            const int r = s->cons[s->cons_off[c]];
+            if (e->n >= OX_EP_MAX || ep_ins_of(s, r, c, &ins)) return;
+            e->ins[e->n++] = ins;
+            s->steps[r].skip = 1;
+            st->out = s->m->nodes[r].out[0];
+            continue;
+        }
+        if (nc != 2) return;
+        /* x * f(x): one reader is the Mul, the other starts the chain f */
+        int done = 0;
+        for (int pass = 0; pass < 2 && !done; pass++) {
+            const int mul = s->cons[s->cons_off[c] + pass], g = s->cons[s->cons_off[c] + 1 - pass];
+            if (mul == g || !is_op(s, mul, FR_ONNX_OP_Mul)) continue;
+            const int t_end = other_in(s, mul, c); /* the value f(x) the Mul reads */
+            ox_epi chain = {0};
+            chain.ins[chain.n++] = (ox_ep_ins){OX_EP_SAVE, 0, 0};
+            int cur = c, step = g, ok = 0, fused[OX_EP_MAX], nf = 0;
+            while (chain.n < OX_EP_MAX - 1 && !ep_ins_of(s, step, cur, &ins)) {
+                chain.ins[chain.n++] = ins;
+                fused[nf++] = step;
+                cur = s->m->nodes[step].out[0];
+                if (cur == t_end) {
+                    ok = sole_reader(s, cur) == mul;
+                    break;
+                }
+                step = sole_reader(s, cur);
+            }
+            if (!ok || e->n + chain.n + 1 > OX_EP_MAX) continue;
+            chain.ins[chain.n++] = (ox_ep_ins){OX_EP_MULSAVED, 0, 0};
+            for (int k = 0; k < chain.n; k++) e->ins[e->n++] = chain.ins[k];
+            for (int k = 0; k < nf; k++) s->steps[fused[k]].skip = 1;
+            s->steps[mul].skip = 1;
+            st->out = s->m->nodes[mul].out[0];
+            done = 1;
+        }
+        if (!done) return;
+        /* the consumer lists of the skipped nodes are stale but no longer read: the next
+           round looks only at readers of st->out, which are live steps */
+    }
+}
+
 static void fuse_activations(fr_onnx_sess *s) {
     for (int i = 0; i < s->ns; i++) {
         ox_step *st = &s->steps[i];
         const fr_onnx_op op = snode(s, st)->op;
-        if (st->skip || (op != FR_ONNX_OP_Conv && op != FR_ONNX_OP_ConvTranspose &&
-                         op != FR_ONNX_OP_BatchNormalization))
-            continue;
-        const int c = st->out;
-        if (s->is_out[c]) continue;
-        const int nc = n_cons(s, c);
-        const int r0 = nc >= 1 ? s->cons[s->cons_off[c]] : -1, r1 = nc == 2 ? s->cons[s->cons_off[c] + 1] : -1;
-        float lo, hi;
-        if (nc == 1 && is_op(s, r0, FR_ONNX_OP_Relu)) {
-            st->act.kind = OX_ACT_RELU;
-            st->out = s->m->nodes[r0].out[0];
-            s->steps[r0].skip = 1;
-        } else if (nc == 1 && is_op(s, r0, FR_ONNX_OP_Clip) && s->m->nodes[r0].in[0] == c &&
-                   !clip_bounds(s, r0, &lo, &hi)) {
-            st->act = (ox_actp){OX_ACT_CLIP, lo, hi, 0, 0};
-            st->out = s->m->nodes[r0].out[0];
-            s->steps[r0].skip = 1;
-        } else if (nc == 2 && r0 != r1) {
-            /* x * HardSigmoid(x), x * Sigmoid(x): the gate g and the Mul m, in either order */
-            for (int pass = 0; pass < 2; pass++) {
-                const int g = pass ? r1 : r0, mul = pass ? r0 : r1;
-                if (!is_op(s, mul, FR_ONNX_OP_Mul)) continue;
-                const int mo = s->m->nodes[mul].out[0];
-                if ((is_op(s, g, FR_ONNX_OP_HardSigmoid) || is_op(s, g, FR_ONNX_OP_Sigmoid)) &&
-                    s->m->nodes[g].in[0] == c && sole_reader(s, s->m->nodes[g].out[0]) == mul &&
-                    other_in(s, mul, c) == s->m->nodes[g].out[0]) {
-                    const fr_onnx_node *gn = &s->m->nodes[g];
-                    if (gn->op == FR_ONNX_OP_HardSigmoid)
-                        st->act = (ox_actp){OX_ACT_HSWISH, ox_attr_f(gn, "alpha", 0.2f),
-                                            ox_attr_f(gn, "beta", 0.5f), 0, 0};
-                    else
-                        st->act = (ox_actp){OX_ACT_SWISH, 0, 0, 0, 0};
-                    st->out = mo;
-                    s->steps[g].skip = s->steps[mul].skip = 1;
-                    break;
-                }
-                /* Div(Mul(x, Clip(Add(x, a))), e) */
-                if (!is_op(s, g, FR_ONNX_OP_Add)) continue;
-                const float a = kscalar(s, other_in(s, g, c));
-                const int cl = sole_reader(s, s->m->nodes[g].out[0]);
-                if (isnan(a) || !is_op(s, cl, FR_ONNX_OP_Clip) || clip_bounds(s, cl, &lo, &hi)) continue;
-                if (s->m->nodes[cl].in[0] != s->m->nodes[g].out[0] ||
-                    sole_reader(s, s->m->nodes[cl].out[0]) != mul ||
-                    other_in(s, mul, c) != s->m->nodes[cl].out[0] || s->m->nodes[mul].in[0] != c)
-                    continue;
-                const int dv = sole_reader(s, mo);
-                if (!is_op(s, dv, FR_ONNX_OP_Div) || s->m->nodes[dv].in[0] != mo) continue;
-                const float e = kscalar(s, s->m->nodes[dv].in[1]);
-                if (isnan(e)) continue;
-                st->act = (ox_actp){OX_ACT_HSWISH6, a, lo, hi, e};
-                st->out = s->m->nodes[dv].out[0];
-                s->steps[g].skip = s->steps[cl].skip = s->steps[mul].skip = s->steps[dv].skip = 1;
-                break;
-            }
-        }
+        if (!st->skip && (op == FR_ONNX_OP_Conv || op == FR_ONNX_OP_ConvTranspose ||
+                          op == FR_ONNX_OP_BatchNormalization))
+            fuse_epilogue(s, st);
     }
 }
 
@@ -404,7 +492,7 @@ fail:
 
 static void run_release(fr_onnx_sess *s) {
     for (int v = 0; v < s->nv; v++) {
-        if (s->own[v]) free(s->v[v].p);
+        if (s->own[v]) buf_put(s, s->v[v].p);
         s->own[v] = 0;
         s->v[v] = (ox_t){0};
     }
@@ -423,6 +511,7 @@ void fr_onnx_sess_free(fr_onnx_sess *s) {
         free(s->steps[i].w);
         free(s->steps[i].b);
     }
+    for (int i = 0; i < s->n_free; i++) free(s->free_blk[i]);
     fr_pool_free(s->pool);
     free(s->kv);
     free(s->kown);
@@ -503,17 +592,17 @@ static int run_plan(fr_onnx_sess *s, ox_ctx *c) {
                 goto done;
             }
             planned += ob;
-            out.p = ox_alloc(ob);
-            c->scratch = sb ? ox_alloc(sb) : NULL;
+            out.p = buf_get(s, ob);
+            c->scratch = sb ? buf_get(s, sb) : NULL;
             if (!out.p || (sb && !c->scratch)) {
-                free(out.p);
-                free(c->scratch);
+                buf_put(s, out.p);
+                buf_put(s, c->scratch);
                 c->scratch = NULL;
                 fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory", s->m->path);
                 goto done;
             }
             const int erc = ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0);
-            free(c->scratch);
+            buf_put(s, c->scratch);
             c->scratch = NULL;
             s->v[st->out] = out;
             s->own[st->out] = 1;
@@ -566,23 +655,23 @@ static int run_steps(fr_onnx_sess *s, ox_ctx *c, const fr_cancel *cancel) {
             continue;
         }
         int64_t scratch = s->scr[i];
-        out->p = ox_alloc(ox_bytes(out));
-        c->scratch = scratch ? ox_alloc((size_t)scratch * 4) : NULL;
+        out->p = buf_get(s, ox_bytes(out));
+        c->scratch = scratch ? buf_get(s, (size_t)scratch * 4) : NULL;
         if (!out->p || (scratch && !c->scratch)) {
-            free(c->scratch);
+            buf_put(s, c->scratch);
             c->scratch = NULL;
             fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory at node %s", s->m->path, n->name);
             return -1;
         }
         s->own[st->out] = 1;
         const int rc = ox_op_get(n->op)(c, st, in, n_in, out, &scratch, 0);
-        free(c->scratch);
+        buf_put(s, c->scratch);
         c->scratch = NULL;
         if (rc) return -1;
         for (int k = 0; k < n->n_in; k++) {
             const int v = n->in[k];
             if (v >= 0 && s->own[v] && s->last[v] == i) {
-                free(s->v[v].p);
+                buf_put(s, s->v[v].p);
                 s->v[v].p = NULL;
                 s->own[v] = 0;
             }

@@ -75,22 +75,36 @@ static void im2col(const ox_conv *cv, int64_t Cg, const float *x, float *col) {
 }
 
 /* Adds the bias of each of the M channels of y (M, P) and applies the activation. */
-static void bias_act(float *y, int64_t M, int64_t P, const float *bias, const ox_actp *act) {
+static void bias_act(float *y, int64_t M, int64_t P, const float *bias, const ox_epi *epi) {
     for (int64_t m = 0; m < M; m++) {
         float *r = y + m * P;
         if (bias) {
             const float bv = bias[m];
             for (int64_t i = 0; i < P; i++) r[i] += bv;
         }
-        if (act && act->kind != OX_ACT_NONE) ox_act_apply(act, r, P);
+        ox_epi_apply(epi, r, P);
     }
+}
+
+typedef struct ba_job {
+    float *y;
+    int64_t M, P;
+    const float *bias;
+    const ox_epi *epi;
+} ba_job;
+
+/* Channels [M*ith/nth, M*(ith+1)/nth) of a bias + epilogue pass. */
+static void ba_worker(void *ctx, int ith, int nth) {
+    const ba_job *j = ctx;
+    const int64_t a = j->M * ith / nth, b = j->M * (ith + 1) / nth;
+    bias_act(j->y + a * j->P, b - a, j->P, j->bias ? j->bias + a : NULL, j->epi);
 }
 
 typedef struct dw_job {
     const ox_conv *cv;
     const float *x, *w, *bias;
     float *y;
-    const ox_actp *act;
+    const ox_epi *epi;
 } dw_job;
 
 /* One plane (image n, channel c) of a depthwise convolution. */
@@ -120,7 +134,7 @@ static void dw_plane(const dw_job *j, int64_t plane) {
             }
         }
     }
-    if (j->act && j->act->kind != OX_ACT_NONE) ox_act_apply(j->act, y, cv->OH * cv->OW);
+    ox_epi_apply(j->epi, y, cv->OH * cv->OW);
 }
 
 static void dw_worker(void *ctx, int ith, int nth) {
@@ -131,9 +145,9 @@ static void dw_worker(void *ctx, int ith, int nth) {
 }
 
 void ox_conv_run(fr_pool *pool, const ox_conv *cv, const float *x, const float *w,
-                 const float *bias, float *y, float *col, const ox_actp *act) {
+                 const float *bias, float *y, float *col, const ox_epi *epi) {
     if (conv_is_direct(cv)) {
-        dw_job j = {cv, x, w, bias, y, act};
+        dw_job j = {cv, x, w, bias, y, epi};
         if (pool && cv->N * cv->C >= 2 * fr_pool_size(pool)) fr_pool_run(pool, dw_worker, &j);
         else dw_worker(&j, 0, 1);
         return;
@@ -151,7 +165,11 @@ void ox_conv_run(fr_pool *pool, const ox_conv *cv, const float *x, const float *
                 b = col;
             }
             ox_sgemm(Mg, P, K, w + g * Mg * K, b, yg);
-            bias_act(yg, Mg, P, bias ? bias + g * Mg : NULL, act);
+            ba_job j = {yg, Mg, P, bias ? bias + g * Mg : NULL, epi};
+            if (pool && Mg >= 2 * fr_pool_size(pool) && (bias || (epi && epi->n)))
+                fr_pool_run(pool, ba_worker, &j);
+            else
+                ba_worker(&j, 0, 1);
         }
 }
 

@@ -71,24 +71,31 @@ const int64_t *ox_attr_ints(const fr_onnx_node *n, const char *name, int *cnt) {
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-void ox_act_apply(const ox_actp *a, float *x, int64_t n) {
-    switch (a->kind) {
-    case OX_ACT_NONE: break;
-    case OX_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
-        break;
-    case OX_ACT_CLIP:
-        for (int64_t i = 0; i < n; i++) x[i] = fminf(fmaxf(x[i], a->a), a->b);
-        break;
-    case OX_ACT_HSWISH:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] * fmaxf(0.0f, fminf(1.0f, a->a * x[i] + a->b));
-        break;
-    case OX_ACT_HSWISH6:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] * fminf(fmaxf(x[i] + a->a, a->b), a->c) / a->e;
-        break;
-    case OX_ACT_SWISH:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] * sigmoidf(x[i]);
-        break;
+#define OX_EP_CHUNK 256
+
+void ox_epi_apply(const ox_epi *e, float *x, int64_t n) {
+    if (!e || e->n == 0) return;
+    float sv[OX_EP_CHUNK];
+    for (int64_t off = 0; off < n; off += OX_EP_CHUNK) {
+        float *v = x + off;
+        const int m = (int)FR_MIN((int64_t)OX_EP_CHUNK, n - off);
+        for (int k = 0; k < e->n; k++) {
+            const float a = e->ins[k].a, b = e->ins[k].b;
+            switch (e->ins[k].op) {
+            case OX_EP_MULK: for (int i = 0; i < m; i++) v[i] = v[i] * a; break;
+            case OX_EP_ADDK: for (int i = 0; i < m; i++) v[i] = v[i] + a; break;
+            case OX_EP_SUBK: for (int i = 0; i < m; i++) v[i] = v[i] - a; break;
+            case OX_EP_RSUBK: for (int i = 0; i < m; i++) v[i] = a - v[i]; break;
+            case OX_EP_DIVK: for (int i = 0; i < m; i++) v[i] = v[i] / a; break;
+            case OX_EP_RDIVK: for (int i = 0; i < m; i++) v[i] = a / v[i]; break;
+            case OX_EP_RELU: for (int i = 0; i < m; i++) v[i] = ox_relu(v[i]); break;
+            case OX_EP_CLIP: for (int i = 0; i < m; i++) v[i] = ox_clamp(v[i], a, b); break;
+            case OX_EP_SIGMOID: for (int i = 0; i < m; i++) v[i] = sigmoidf(v[i]); break;
+            case OX_EP_HSIG: for (int i = 0; i < m; i++) v[i] = ox_clamp(a * v[i] + b, 0.0f, 1.0f); break;
+            case OX_EP_SAVE: memcpy(sv, v, (size_t)m * sizeof *v); break;
+            case OX_EP_MULSAVED: for (int i = 0; i < m; i++) v[i] = sv[i] * v[i]; break;
+            }
+        }
     }
 }
 
@@ -210,9 +217,28 @@ static void bin_iter_init(bin_iter *it, const ox_t *a, const ox_t *b, const ox_t
         for (int64_t o = 0; o < outer && inner; o++) {                                     \
             const T *pa = A + oa, *pb = B + ob;                                            \
             T *py = Y + o * inner;                                                         \
-            for (int64_t k = 0; k < inner; k++) {                                          \
-                const T x = pa[k * ia], y = pb[k * ib];                                    \
-                py[k] = (EXPR);                                                            \
+            if (ia == 1 && ib == 1) {                                                      \
+                for (int64_t k = 0; k < inner; k++) {                                      \
+                    const T x = pa[k], y = pb[k];                                          \
+                    py[k] = (EXPR);                                                        \
+                }                                                                          \
+            } else if (ia == 1 && ib == 0) {                                               \
+                const T y = pb[0];                                                         \
+                for (int64_t k = 0; k < inner; k++) {                                      \
+                    const T x = pa[k];                                                     \
+                    py[k] = (EXPR);                                                        \
+                }                                                                          \
+            } else if (ia == 0 && ib == 1) {                                               \
+                const T x = pa[0];                                                         \
+                for (int64_t k = 0; k < inner; k++) {                                      \
+                    const T y = pb[k];                                                     \
+                    py[k] = (EXPR);                                                        \
+                }                                                                          \
+            } else {                                                                       \
+                for (int64_t k = 0; k < inner; k++) {                                      \
+                    const T x = pa[k * ia], y = pb[k * ib];                                \
+                    py[k] = (EXPR);                                                        \
+                }                                                                          \
             }                                                                              \
             for (int j = r - 2; j >= 0; j--) {                                             \
                 idx[j]++;                                                                  \
@@ -292,7 +318,7 @@ static int op_unary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
     const int64_t N = out->n;
     switch (n->op) {
     case FR_ONNX_OP_Relu:
-        for (int64_t i = 0; i < N; i++) y[i] = x[i] > 0 ? x[i] : 0;
+        for (int64_t i = 0; i < N; i++) y[i] = ox_relu(x[i]);
         break;
     case FR_ONNX_OP_Sigmoid:
         for (int64_t i = 0; i < N; i++) y[i] = sigmoidf(x[i]);
@@ -302,11 +328,11 @@ static int op_unary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
         break;
     case FR_ONNX_OP_HardSigmoid: {
         const float al = ox_attr_f(n, "alpha", 0.2f), be = ox_attr_f(n, "beta", 0.5f);
-        for (int64_t i = 0; i < N; i++) y[i] = fmaxf(0.0f, fminf(1.0f, al * x[i] + be));
+        for (int64_t i = 0; i < N; i++) y[i] = ox_clamp(al * x[i] + be, 0.0f, 1.0f);
         break;
     }
     default: /* Clip */
-        for (int64_t i = 0; i < N; i++) y[i] = fminf(fmaxf(x[i], lo), hi);
+        for (int64_t i = 0; i < N; i++) y[i] = ox_clamp(x[i], lo, hi);
         break;
     }
     return 0;
@@ -393,7 +419,7 @@ static int op_conv(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
     }
     const float *w = st->w ? st->w : in[1]->p;
     const float *bias = st->w ? st->b : (n_in > 2 && in[2] ? in[2]->p : NULL);
-    ox_conv_run(c->pool, &cv, x->p, w, bias, out->p, c->scratch, &st->act);
+    ox_conv_run(c->pool, &cv, x->p, w, bias, out->p, c->scratch, &st->epi);
     return 0;
 }
 
@@ -434,7 +460,7 @@ static int op_convt(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
         return shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW});
     }
     ox_convt_run(&cv, x->p, w->p, n_in > 2 && in[2] ? in[2]->p : NULL, out->p, c->scratch);
-    ox_act_apply(&st->act, out->p, out->n);
+    ox_epi_apply(&st->epi, out->p, out->n);
     return 0;
 }
 
@@ -464,7 +490,7 @@ static int op_bn(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *
             const float *xr = xp + (b * C + ch) * inner;
             float *yr = y + (b * C + ch) * inner;
             for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] * s + t;
-            ox_act_apply(&st->act, yr, inner);
+            ox_epi_apply(&st->epi, yr, inner);
         }
     return 0;
 }
@@ -535,7 +561,7 @@ static int op_pool(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
                 for (int64_t iy = ya; iy < yb; iy++)
                     for (int64_t ix = xa; ix < xb; ix++) {
                         const float vv = xpl[iy * W + ix];
-                        acc = is_max ? fmaxf(acc, vv) : acc + vv;
+                        acc = is_max ? (vv > acc ? vv : acc) : acc + vv;
                     }
                 if (!is_max) {
                     int64_t cntw = (yb - ya) * (xb - xa);
@@ -718,7 +744,7 @@ static int op_softmax(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, o
             const float *xr = xp + o * D * inner + k;
             float *yr = y + o * D * inner + k;
             float mx = -INFINITY;
-            for (int64_t i = 0; i < D; i++) mx = fmaxf(mx, xr[i * inner]);
+            for (int64_t i = 0; i < D; i++) mx = xr[i * inner] > mx ? xr[i * inner] : mx;
             float s = 0;
             for (int64_t i = 0; i < D; i++) s += (yr[i * inner] = expf(xr[i * inner] - mx));
             const float inv = 1.0f / s;

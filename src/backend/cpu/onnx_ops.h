@@ -28,27 +28,43 @@ typedef struct ox_t {
     void *p;    /* n floats or n int64; NULL while only the shape is known */
 } ox_t;
 
-/* An activation fused into the op that produces its input (Conv, BatchNormalization). */
-typedef enum ox_act {
-    OX_ACT_NONE = 0,
-    OX_ACT_RELU,    /* max(x, 0) */
-    OX_ACT_CLIP,    /* min(max(x, a), b) */
-    OX_ACT_HSWISH,  /* x * max(0, min(1, a*x + b)): x * HardSigmoid(x) */
-    OX_ACT_HSWISH6, /* x * min(max(x + a, b), c) / e: paddle's hardswish (Add, Clip, Mul, Div) */
-    OX_ACT_SWISH,   /* x * sigmoid(x) */
-} ox_act;
+/* The elementwise nodes fused into the op that produces their input (Conv, ConvTranspose,
+ * BatchNormalization): a short program run on each output row after the bias, one instruction
+ * at a time over chunks of the row, with one saved copy of the value for x * f(x). Every
+ * instruction is the unfused node's arithmetic in the same order, so fusing changes no bit. */
+typedef enum ox_ep_op {
+    OX_EP_MULK,     /* v * a */
+    OX_EP_ADDK,     /* v + a */
+    OX_EP_SUBK,     /* v - a */
+    OX_EP_RSUBK,    /* a - v */
+    OX_EP_DIVK,     /* v / a */
+    OX_EP_RDIVK,    /* a / v */
+    OX_EP_RELU,     /* max(v, 0) */
+    OX_EP_CLIP,     /* min(max(v, a), b) */
+    OX_EP_SIGMOID,  /* 1 / (1 + exp(-v)) */
+    OX_EP_HSIG,     /* max(0, min(1, a*v + b)) */
+    OX_EP_SAVE,     /* s = v */
+    OX_EP_MULSAVED, /* v = s * v */
+} ox_ep_op;
 
-typedef struct ox_actp {
-    ox_act kind;
-    float a, b, c, e;
-} ox_actp;
+#define OX_EP_MAX 24 /* instructions of one epilogue */
+
+typedef struct ox_ep_ins {
+    ox_ep_op op;
+    float a, b;
+} ox_ep_ins;
+
+typedef struct ox_epi {
+    int n;                     /* 0: nothing fused */
+    ox_ep_ins ins[OX_EP_MAX];
+} ox_epi;
 
 /* One step of the schedule: a node of the graph, possibly with the nodes fused into it. */
 typedef struct ox_step {
     int node;        /* index into m->nodes */
     int out;         /* the value it writes (the last fused node's output) */
     int skip;        /* 1: folded at session creation or fused into another step */
-    ox_actp act;     /* fused activation */
+    ox_epi epi;      /* fused elementwise nodes */
     float *w, *b;    /* Conv: weights and bias with a batch normalisation folded in (owned);
                         NULL: the node's own inputs */
     int64_t wdims[4]; /* Conv: (M, C/group, kh, kw) of w when w is set */
@@ -82,13 +98,20 @@ const char *ox_attr_s(const fr_onnx_node *n, const char *name, const char *def);
 /* The INTS attribute called name (*cnt set), or NULL (*cnt 0). */
 const int64_t *ox_attr_ints(const fr_onnx_node *n, const char *name, int *cnt);
 
-/* Applies a (the fused activation) to x[0..n) in place. */
-void ox_act_apply(const ox_actp *a, float *x, int64_t n);
+/* Runs the epilogue e on x[0..n) in place. */
+void ox_epi_apply(const ox_epi *e, float *x, int64_t n);
+
+/* min(max(v, lo), hi) and max(v, 0) as the executor computes them everywhere (fused or not). */
+static inline float ox_clamp(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+static inline float ox_relu(float v) { return v > 0 ? v : 0; }
 
 /* ---- kernels (onnx_kernels.c), fp32, C order ---- */
 
 /* Convolution of x (N, C, H, W) with w (M, C/g, kh, kw), bias (M) or NULL, into y (N, M, OH, OW);
- * p: pads (top, left, bottom, right), s strides, dl dilations; act applied after the bias.
+ * p: pads (top, left, bottom, right), s strides, dl dilations; epi run after the bias.
  * col: scratch of ox_conv_scratch floats. Dense groups go through im2col and sgemm, depthwise
  * groups (C/g == 1 and M/g == 1) through a direct loop split over the pool. */
 typedef struct ox_conv {
@@ -97,7 +120,7 @@ typedef struct ox_conv {
 } ox_conv;
 int64_t ox_conv_scratch(const ox_conv *cv);
 void ox_conv_run(fr_pool *pool, const ox_conv *cv, const float *x, const float *w,
-                 const float *bias, float *y, float *col, const ox_actp *act);
+                 const float *bias, float *y, float *col, const ox_epi *epi);
 
 /* Transposed convolution: x (N, C, H, W), w (C, M/g, kh, kw), bias (M) or NULL, y (N, M, OH, OW)
  * with OH = (H-1)*sh - pt - pb + dh*(kh-1) + 1 + output padding. col: ox_convt_scratch floats. */
