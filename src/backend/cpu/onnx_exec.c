@@ -210,7 +210,7 @@ static int fold_constants(fr_onnx_sess *s, ox_ctx *c) {
         if ((int64_t)ox_bytes(&out) + scratch * 4 > OX_FOLD_MAX_BYTES) continue;
         out.p = fr_xmalloc(ox_bytes(&out) ? ox_bytes(&out) : 1);
         c->scratch = scratch ? fr_xmalloc((size_t)scratch * 4) : NULL;
-        const int rc = ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0);
+        const int rc = out.n ? ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0) : 0;
         free(c->scratch);
         c->scratch = NULL;
         if (rc) {
@@ -601,7 +601,7 @@ static int run_plan(fr_onnx_sess *s, ox_ctx *c) {
                 fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory", s->m->path);
                 goto done;
             }
-            const int erc = ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0);
+            const int erc = out.n ? ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0) : 0;
             buf_put(s, c->scratch);
             c->scratch = NULL;
             s->v[st->out] = out;
@@ -664,7 +664,8 @@ static int run_steps(fr_onnx_sess *s, ox_ctx *c, const fr_cancel *cancel) {
             return -1;
         }
         s->own[st->out] = 1;
-        const int rc = ox_op_get(n->op)(c, st, in, n_in, out, &scratch, 0);
+        /* an empty output has nothing to compute (and a loop over its groups could be long) */
+        const int rc = out->n ? ox_op_get(n->op)(c, st, in, n_in, out, &scratch, 0) : 0;
         buf_put(s, c->scratch);
         c->scratch = NULL;
         if (rc) return -1;

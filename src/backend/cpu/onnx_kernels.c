@@ -107,6 +107,9 @@ typedef struct dw_job {
     const ox_epi *epi;
 } dw_job;
 
+static void dw_taps(const ox_conv *cv, const float *x, const float *w, float *y);
+static void dw_rows_fused(const ox_conv *cv, const float *x, const float *w, float *y);
+
 /* One plane (image n, channel c) of a depthwise convolution. */
 static void dw_plane(const dw_job *j, int64_t plane) {
     const ox_conv *cv = j->cv;
@@ -116,6 +119,17 @@ static void dw_plane(const dw_job *j, int64_t plane) {
     float *y = j->y + plane * cv->OH * cv->OW;
     const float bv = j->bias ? j->bias[c] : 0.0f;
     for (int64_t i = 0; i < cv->OH * cv->OW; i++) y[i] = bv;
+    if ((cv->kw == 3 || cv->kw == 5) && cv->dw == 1) {
+        dw_rows_fused(cv, x, w, y);
+    } else {
+        dw_taps(cv, x, w, y);
+    }
+    ox_epi_apply(j->epi, y, cv->OH * cv->OW);
+}
+
+/* Depthwise, one pass per kernel tap: y[oy][ox] += w[ky][kx] * x[iy][ix] over the columns where
+ * ix is inside the row (any kernel, stride, dilation). */
+static void dw_taps(const ox_conv *cv, const float *x, const float *w, float *y) {
     for (int64_t kx = 0; kx < cv->kw; kx++) {
         int64_t lo, hi;
         col_range(cv->W, cv->OW, cv->sw, cv->pl, kx * cv->dw, &lo, &hi);
@@ -134,7 +148,55 @@ static void dw_plane(const dw_job *j, int64_t plane) {
             }
         }
     }
-    ox_epi_apply(j->epi, y, cv->OH * cv->OW);
+}
+
+/* Depthwise with a kernel 3 or 5 wide (dilation 1 across): one pass per kernel row, the taps of
+ * the row summed in registers over the columns where all of them are inside the image; the
+ * columns near the edges take the taps one by one. */
+static void dw_rows_fused(const ox_conv *cv, const float *x, const float *w, float *y) {
+    const int64_t kw = cv->kw, sw = cv->sw, pl = cv->pl;
+    int64_t A = 0, B = cv->OW; /* the columns where every tap is inside */
+    for (int64_t kx = 0; kx < kw; kx++) {
+        int64_t lo, hi;
+        col_range(cv->W, cv->OW, sw, pl, kx, &lo, &hi);
+        A = FR_MAX(A, lo);
+        B = FR_MIN(B, hi);
+    }
+    if (B < A) B = A;
+    for (int64_t oy = 0; oy < cv->OH; oy++) {
+        float *yr = y + oy * cv->OW;
+        for (int64_t ky = 0; ky < cv->kh; ky++) {
+            const int64_t iy = oy * cv->sh - cv->pt + ky * cv->dh;
+            if (iy < 0 || iy >= cv->H) continue;
+            const float *wr = w + ky * kw;
+            const float *xr = x + iy * cv->W; /* tap kx of column ox reads xr[ox*sw - pl + kx] */
+            for (int64_t kx = 0; kx < kw; kx++) { /* the edge columns, tap by tap */
+                int64_t lo, hi;
+                col_range(cv->W, cv->OW, sw, pl, kx, &lo, &hi);
+                for (int64_t ox = lo; ox < FR_MIN(hi, A); ox++) yr[ox] += wr[kx] * xr[ox * sw - pl + kx];
+                for (int64_t ox = FR_MAX(lo, B); ox < hi; ox++) yr[ox] += wr[kx] * xr[ox * sw - pl + kx];
+            }
+            if (B <= A) continue;
+            const float w0 = wr[0], w1 = wr[1], w2 = wr[2];
+            const float *p = xr + (A * sw - pl); /* column A's first tap: inside the row */
+            float *q = yr + A;
+            const int64_t n = B - A;
+            if (kw == 3 && sw == 1) {
+                for (int64_t i = 0; i < n; i++) q[i] += w0 * p[i] + w1 * p[i + 1] + w2 * p[i + 2];
+            } else if (kw == 3) {
+                for (int64_t i = 0; i < n; i++) {
+                    const float *t = p + i * sw;
+                    q[i] += w0 * t[0] + w1 * t[1] + w2 * t[2];
+                }
+            } else {
+                const float w3 = wr[3], w4 = wr[4];
+                for (int64_t i = 0; i < n; i++) {
+                    const float *t = p + i * sw;
+                    q[i] += w0 * t[0] + w1 * t[1] + w2 * t[2] + w3 * t[3] + w4 * t[4];
+                }
+            }
+        }
+    }
 }
 
 static void dw_worker(void *ctx, int ith, int nth) {

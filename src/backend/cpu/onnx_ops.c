@@ -252,7 +252,15 @@ static void bin_iter_init(bin_iter *it, const ox_t *a, const ox_t *b, const ox_t
         }                                                                                  \
     } while (0)
 
-static int64_t idiv(int64_t x, int64_t y) { return y ? x / y : 0; }
+/* int64 shape arithmetic wraps (two's complement) instead of overflowing; x / 0 is 0 */
+static int64_t iadd(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+static int64_t isub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
+static int64_t imul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+static int64_t idiv(int64_t x, int64_t y) {
+    if (y == 0) return 0;
+    if (y == -1) return (int64_t)(0 - (uint64_t)x);
+    return x / y;
+}
 
 static int op_binary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
                      int64_t *scratch, int dry) {
@@ -275,9 +283,9 @@ static int op_binary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox
     bin_iter_init(&it, a, b, out);
     if (a->dt == FR_ONNX_DTYPE_I64) {
         switch (op) {
-        case BIN_ADD: BIN_LOOP(int64_t, x + y); break;
-        case BIN_SUB: BIN_LOOP(int64_t, x - y); break;
-        case BIN_MUL: BIN_LOOP(int64_t, x * y); break;
+        case BIN_ADD: BIN_LOOP(int64_t, iadd(x, y)); break;
+        case BIN_SUB: BIN_LOOP(int64_t, isub(x, y)); break;
+        case BIN_MUL: BIN_LOOP(int64_t, imul(x, y)); break;
         default: BIN_LOOP(int64_t, idiv(x, y)); break;
         }
         return 0;
@@ -414,8 +422,12 @@ static int op_conv(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
         if (cv.H + cv.pt + pb < ekh || cv.W + cv.pl + pr < ekw)
             return ox_fail(c, n, FR_ERR_BAD_REQUEST, "input %lldx%lld smaller than the kernel",
                            (long long)cv.H, (long long)cv.W);
-        *scratch = ox_conv_scratch(&cv);
-        return shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW});
+        if (shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW}))
+            return -1;
+        *scratch = ox_conv_scratch(&cv); /* K (<= the weights' elements) * OH*OW: no overflow */
+        if (*scratch > FR_ONNX_MAX_ELEMS)
+            return ox_fail(c, n, FR_ERR_TOO_LARGE, "im2col buffer of %lld floats", (long long)*scratch);
+        return 0;
     }
     const float *w = st->w ? st->w : in[1]->p;
     const float *bias = st->w ? st->b : (n_in > 2 && in[2] ? in[2]->p : NULL);
@@ -456,8 +468,12 @@ static int op_convt(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
             return ox_fail(c, n, FR_ERR_BAD_REQUEST, "bias size");
         if (cv.OH < 1 || cv.OW < 1 || oph < 0 || opw < 0)
             return ox_fail(c, n, FR_ERR_BAD_REQUEST, "empty output");
+        if (shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW}))
+            return -1;
         *scratch = ox_convt_scratch(&cv);
-        return shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW});
+        if (*scratch > FR_ONNX_MAX_ELEMS)
+            return ox_fail(c, n, FR_ERR_TOO_LARGE, "col2im buffer of %lld floats", (long long)*scratch);
+        return 0;
     }
     ox_convt_run(&cv, x->p, w->p, n_in > 2 && in[2] ? in[2]->p : NULL, out->p, c->scratch);
     ox_epi_apply(&st->epi, out->p, out->n);
@@ -945,19 +961,21 @@ static int op_slice(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
     for (int k = 0; k < ns; k++) {
         const int a = norm_axis(na ? av[k] : k, r);
         if (a < 0 || seen[a]++) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "bad or repeated axis");
-        const int64_t D = x->d[a], s = np ? pv[k] : 1;
+        const int64_t D = x->d[a];
+        int64_t s = np ? pv[k] : 1;
         if (s == 0) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "step 0");
+        if (s < -INT64_MAX) s = -INT64_MAX;
         int64_t b = sv[k], e = ev[k];
         if (b < 0) b += D;
         if (e < 0) e += D;
         if (s > 0) {
             b = b < 0 ? 0 : b > D ? D : b;
             e = e < 0 ? 0 : e > D ? D : e;
-            od[a] = e > b ? (e - b + s - 1) / s : 0;
+            od[a] = e > b ? 1 + (e - b - 1) / s : 0;
         } else {
             b = b < 0 ? -1 : b > D - 1 ? D - 1 : b;
             e = e < -1 ? -1 : e > D - 1 ? D - 1 : e;
-            od[a] = b > e ? (b - e + (-s) - 1) / (-s) : 0;
+            od[a] = b > e ? 1 + (b - e - 1) / (-s) : 0;
         }
         start[a] = b;
         step[a] = s;
