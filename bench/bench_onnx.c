@@ -4,7 +4,9 @@
  *
  * Cases: det on one page (1, 3, 960, 736), rec on a batch of 8 lines (8, 3, 48, 320), cls on a
  * batch of 8 lines (8, 3, 48, 192). Inputs are a deterministic pattern in [-1, 1]; one warm-up
- * run, then R timed runs (default 5) of fr_onnx_sess_run; prints min and median milliseconds.
+ * run, then R timed runs (default 5) of fr_onnx_sess_run; prints min and median milliseconds of
+ * wall time and of the process's CPU time (all threads: on a shared machine, the CPU time per
+ * run is the cost per core that contention inflates least).
  * --threads is the session's n_threads (the executor's own loops); OpenBLAS's threads follow
  * OPENBLAS_NUM_THREADS (set both for a thread count; bench/RESULTS.md gives the commands).
  */
@@ -15,9 +17,9 @@
 
 #include "backend/onnx_exec.h"
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -49,22 +51,28 @@ static int bench(const char *dir, const char *file, const int64_t *dims, int thr
     in.data = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) in.data[i] = (float)((i * 7919 % 2001) - 1000) / 1000.0f;
     fr_onnx_arr out;
-    double *t = calloc((size_t)reps, sizeof *t);
+    double *t = calloc((size_t)reps, sizeof *t), *cpu = calloc((size_t)reps, sizeof *cpu);
     int rc = 0;
     for (int r = -1; r < reps && rc == 0; r++) {
-        const double t0 = now_ms();
+        const double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
         rc = fr_onnx_sess_run(s, &in, 1, &out, 1, NULL, &err);
-        if (r >= 0) t[r] = now_ms() - t0;
+        if (r >= 0) {
+            t[r] = clock_ms(CLOCK_MONOTONIC) - t0;
+            cpu[r] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        }
     }
     if (rc) {
         fprintf(stderr, "%s\n", err.msg);
     } else {
         qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        printf("%-40s (%lld, %lld, %lld, %lld)  threads %d  min %8.1f ms  median %8.1f ms\n", file,
-               (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)dims[3],
-               threads, t[0], t[reps / 2]);
+        qsort(cpu, (size_t)reps, sizeof *cpu, cmp_d);
+        printf("%-36s (%lld, %lld, %lld, %lld)  threads %d  wall min %7.1f median %7.1f ms  "
+               "cpu min %7.1f median %7.1f ms\n", file, (long long)dims[0], (long long)dims[1],
+               (long long)dims[2], (long long)dims[3], threads, t[0], t[reps / 2], cpu[0],
+               cpu[reps / 2]);
     }
     free(t);
+    free(cpu);
     free(in.data);
     fr_onnx_sess_free(s);
     fr_onnx_model_free(m);

@@ -60,6 +60,7 @@ struct fr_onnx_sess {
     char *free_blk[OX_BUF_KEEP]; /* freed large run buffers kept for reuse (buf_get) */
     size_t free_cap[OX_BUF_KEEP], free_bytes;
     int n_free;
+    int64_t empty[8];    /* the data of constants with no elements */
 };
 
 fr_onnx_sess_opts fr_onnx_sess_default_opts(void) {
@@ -263,7 +264,7 @@ static void fold_bn(fr_onnx_sess *s) {
     for (int i = 0; i < s->ns; i++) {
         ox_step *st = &s->steps[i];
         const fr_onnx_node *n = snode(s, st);
-        if (st->skip || n->op != FR_ONNX_OP_Conv || n->n_in < 2) continue;
+        if (st->skip || n->op != FR_ONNX_OP_Conv || n->n_in < 2 || n->in[1] < 0) continue;
         const ox_t *w = &s->kv[n->in[1]];
         const ox_t *b = n->n_in > 2 && n->in[2] >= 0 ? &s->kv[n->in[2]] : NULL;
         if (!w->p || w->dt != FR_ONNX_DTYPE_F32 || w->rank != 4 || (b && (!b->p || b->n != w->d[0])))
@@ -445,7 +446,7 @@ fr_onnx_sess *fr_onnx_sess_new(const fr_onnx_model *m, const fr_onnx_sess_opts *
         t->rank = k->rank;
         memcpy(t->d, k->dims, sizeof t->d);
         t->n = k->n;
-        t->p = k->data;
+        t->p = k->data ? k->data : s->empty; /* a constant with no elements still has data */
     }
     for (int i = 0; i < m->n_outputs; i++) s->is_out[m->outputs[i].value] = 1;
     for (int i = 0; i < m->n_inputs; i++)
@@ -559,7 +560,7 @@ static int check_inputs(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, int n_
             fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: input %s has no data", m->path, name);
             return -1;
         }
-        t->p = in[i].data;
+        t->p = in[i].data ? in[i].data : (float *)s->empty;
     }
     return 0;
 }
@@ -579,7 +580,7 @@ static int run_plan(fr_onnx_sess *s, ox_ctx *c) {
         const int n_in = gather(s, st, s->v, in);
         int known = 1; /* Shape needs only its input's shape */
         for (int k = 0; k < n_in; k++)
-            if (in[k] && !in[k]->p && in[k]->n && n->op != FR_ONNX_OP_Shape) known = 0;
+            if (in[k] && !in[k]->p && n->op != FR_ONNX_OP_Shape) known = 0;
         ox_t out = {0};
         int64_t scratch = 0;
         if (ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 1)) goto done;
@@ -695,7 +696,8 @@ int fr_onnx_sess_run(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, fr_onnx_a
     /* the plan sees the inputs' shapes only: what it computes depends on no input data */
     for (int i = 0; i < n_in; i++) s->v[m->inputs[i].value].p = NULL;
     const int prc = run_plan(s, &c);
-    for (int i = 0; i < n_in; i++) s->v[m->inputs[i].value].p = in[i].data;
+    for (int i = 0; i < n_in; i++)
+        s->v[m->inputs[i].value].p = in[i].data ? in[i].data : (float *)s->empty;
     if (prc || run_steps(s, &c, cancel)) {
         run_release(s);
         return -1;

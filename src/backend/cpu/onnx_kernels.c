@@ -16,6 +16,11 @@
 #include "backend/cpu/onnx_ops.h"
 
 void ox_sgemm(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) { /* an empty sum (OpenBLAS refuses a leading dimension of 0) */
+        memset(y, 0, (size_t)(M * N) * sizeof *y);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, a,
                 (int)K, b, (int)N, 0.0f, y, (int)N);
 }
@@ -248,7 +253,8 @@ void ox_convt_run(const ox_conv *cv, const float *x, const float *w, const float
             const float *xg = x + (n * cv->C + g * Cg) * P;
             float *yg = y + (n * cv->M + g * Mg) * OP;
             /* col (Mg*kh*kw, P) = w_g^T (Mg*kh*kw, Cg) . x_g (Cg, P); w_g is (Cg, Mg*kh*kw) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(Mg * KK), (int)P, (int)Cg,
+            if (Mg * KK > 0 && P > 0 && Cg == 0) memset(col, 0, (size_t)(Mg * KK * P) * sizeof *col);
+            else if (Mg * KK > 0 && P > 0) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(Mg * KK), (int)P, (int)Cg,
                         1.0f, w + g * Cg * Mg * KK, (int)(Mg * KK), xg, (int)P, 0.0f, col,
                         (int)P);
             for (int64_t m = 0; m < Mg; m++) {

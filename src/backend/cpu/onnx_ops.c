@@ -637,7 +637,12 @@ static int op_resize(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox
             od[i] = (int64_t)floorf((float)x->d[i] * scale[i]);
         }
     }
-    if (dry) return shape_ok(c, n, out, FR_ONNX_DTYPE_F32, r, od);
+    if (dry) {
+        if (shape_ok(c, n, out, FR_ONNX_DTYPE_F32, r, od)) return -1;
+        if (out->n > 0 && x->n == 0)
+            return ox_fail(c, n, FR_ERR_BAD_REQUEST, "resizing an empty input to a non-empty output");
+        return 0;
+    }
     /* per output coordinate of each axis, the input coordinate: floor(o / scale), clamped */
     int64_t *map[FR_ONNX_MAX_RANK];
     int64_t xs[FR_ONNX_MAX_RANK];
