@@ -361,7 +361,7 @@ TEST(corrupt_model_files_give_clear_errors) {
 
 /* ---------- slots ---------- */
 
-static const fr_slot_ref REF = {2024, 3, 12, 10, 0}; /* Tuesday 12 March 2024, 10:00 */
+static const fr_slot_ref REF = {2024, 3, 12, 10, 0, 0}; /* Tuesday 12 March 2024, 10:00 */
 
 /* The first slot of kind-name `name` in text; NULL if none. */
 static const fr_slot *find(const char *text, const char *name, const fr_slot_ref *ref) {
@@ -438,7 +438,7 @@ TEST(slot_dates_relative) {
     CHECK_STR(val("since April", "date_from"), "2024-04-01");
     CHECK_STR(val("until May", "date_to"), "2024-05-31");
     /* NLU++ reference (Tuesday 2022-03-15) */
-    fr_slot_ref nlupp = {2022, 3, 15, 9, 0};
+    fr_slot_ref nlupp = {2022, 3, 15, 9, 0, 0};
     const fr_slot *s = find("Wednesday in a week", "date", &nlupp);
     CHECK(s && !strcmp(s->value, "2022-03-23"));
 }
@@ -529,7 +529,7 @@ TEST(slots_on_hostile_input) {
     CHECK(fr_slots_extract("\xff\xfe 1200 euros \xc3", 15, &REF, s, 8, &err) >= 1);
     CHECK_EQ_INT(fr_slots_extract(NULL, 5, &REF, s, 8, &err), 0);
     CHECK_EQ_INT(fr_slots_extract("today at 5pm", 12, &REF, s, 0, &err), 0);
-    fr_slot_ref bad = {2024, 13, 40, 0, 0};
+    fr_slot_ref bad = {2024, 13, 40, 0, 0, 0};
     CHECK_EQ_INT(fr_slots_extract("today", 5, &bad, s, 8, &err), -1);
     CHECK(strstr(err.msg, "reference date") != NULL);
     size_t big = 200000;

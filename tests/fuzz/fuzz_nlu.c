@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fr_intent_free(m);
         }
     } else if (mode == 2) {
-        fr_slot_ref ref = {2022, 3, 15, 9, 0};
+        fr_slot_ref ref = {2022, 3, 15, 9, 0, 0};
         if (n >= 2) {
             ref.month = 1 + data[1] % 12;
             ref.day = 1 + data[2 % size] % 28;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/mask.h"
+#include "stages/nlu/common_words.h"
 
 /* ---------- calendar ---------- */
 
@@ -157,6 +158,8 @@ size_t fr_slot_mask(const char *s, size_t n, char *out, size_t cap) {
     "oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\\b(?:\\.(?=\\s*\\d))?"
 #define MONFULL "(january|february|march|april|may|june|july|august|september|october|november|december)"
 #define WD "(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+/* an optional leading weekday of a calendar date ("Friday 7 January 2016"), no capture */
+#define WDPRE "(?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\\.?,?\\s+(?:the\\s+)?)?"
 #define NUMW                                                                                   \
     "(\\d{1,4}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|"  \
     "fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|"   \
@@ -192,6 +195,7 @@ enum {
     P_C_DIGITS, P_C_ENDING, P_AC_IBAN, P_AC_CTX, P_AC_CJK,
     P_I_INV, P_I_CTX, P_I_CJK,
     P_K_SUFFIX, P_K_CJK, P_K_PREP, P_K_LC, P_K_GAZ,
+    P_PN_CTX, P_PN_NAME, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_FOR, P_NUM_BARE,
     P_N
 };
 
@@ -210,8 +214,8 @@ static const pat_def defs[P_N] = {
     [P_D_ISO] = {"\\b(\\d{4})[-/.](\\d{1,2})[-/.](\\d{1,2})\\b", 0, 5},
     [P_D_NUM] = {"\\b(\\d{1,2})([/.-])(\\d{1,2})\\2(\\d{4}|\\d{2})\\b", 0, 5},
     [P_D_CJK] = {"(?:(\\d{4})\\s*年\\s*)?(\\d{1,2})\\s*月\\s*(\\d{1,2})\\s*[日号號]", 0, 5},
-    [P_D_DM] = {"\\b(\\d{1,2})(st|nd|rd|th)?(?:\\s+of)?\\s+" MON "(?:,?\\s+(\\d{4})\\b)?", CI, 5},
-    [P_D_MD] = {"\\b" MON "\\s+(?:the\\s+)?(\\d{1,2})(st|nd|rd|th)?\\b(?![:.]?\\d)(?:,?\\s+(\\d{4})\\b)?", CI, 5},
+    [P_D_DM] = {"\\b" WDPRE "(\\d{1,2})(st|nd|rd|th)?(?:\\s+of)?\\s+" MON "(?:,?\\s+(\\d{4})\\b)?", CI, 5},
+    [P_D_MD] = {"\\b" WDPRE MON "\\s+(?:the\\s+)?(\\d{1,2})(st|nd|rd|th)?\\b(?![:.]?\\d)(?:,?\\s+(\\d{4})\\b)?", CI, 5},
     [P_D_MY] = {"\\b" MON "\\s+(\\d{4})\\b", CI, 4},
     [P_D_MTY] = {"\\b" MONFULL "\\s+(this|last|next)\\s+year\\b", CI, 4},
     [P_D_ORD] = {"\\b(?:the|on|from|to|until|till|by|since|before|after)\\s+\\K(\\d{1,2})(st|nd|rd|th)\\b"
@@ -276,6 +280,26 @@ static const pat_def defs[P_N] = {
                 "(?:spend|spent|bought\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
                 0, 1},
     [P_K_GAZ] = {NULL, CI, 3}, /* built from the gazetteer at init */
+    /* person names after a payment cue (checked against the common words in h_person) */
+    [P_PN_CTX] = {"\\b(?:to|from|pay|paid|payee|for)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 2},
+    [P_PN_NAME] = {"\\b(?:my\\s+name\\s+is|name\\s+is|under\\s+the\\s+name(?:\\s+of)?|on\\s+the\\s+name(?:\\s+of)?|"
+                   "in\\s+the\\s+name\\s+of|named|called)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 3},
+    [P_SC_GAZ] = {"\\b(bars\\s+and\\s+restaurants|eating\\s+out|take\\s*out|takeaways?|video\\s+games|groceries|grocery|"
+                  "supermarkets?|petrol|fuel|pharmacy|pharmacies|medicine|medication|dentist|doctors?|health|"
+                  "restaurants?|bars?|pubs?|coffee|cafes?|clothes|clothing|shoes|fashion|holidays?|travel|flights?|"
+                  "hotels?|rent|utilities|electricity|gas\\s+bill|water\\s+bill|internet|phone\\s+bill|"
+                  "subscriptions?|streaming|music|games|gaming|books|newspapers?|magazines?|education|tuition|"
+                  "gym|fitness|beauty|hair(?:dresser|cut)?|cosmetics|entertainment|cinema|movies|concerts?|"
+                  "taxis?|transport|parking|insurance|tax(?:es)?|charity|donations?|donate|gifts?|pets?|"
+                  "childcare|family|delivery|deliveries|food|dining|drinking|alcohol|shopping|electronics|"
+                  "furniture|gardening|sports?)\\b", CI, 3},
+    [P_SC_CTX] = {"\\b(?:spen[dt]|spending|expenses?)\\s+(?:[a-z]+\\s+){0,3}?(?:on|for)\\s+\\K([a-z]+(?:\\s+(?:and\\s+)?[a-z]+)?)",
+                  CI, 1},
+    [P_TP_REL] = {"\\b(last|past|next|coming|previous)\\s+(?:(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|"
+                  "ten|eleven|twelve|couple\\s+of|few)\\s+)?(hours?|minutes?|mins?)(\\s+and\\s+a\\s+half)?\\b", CI, 4},
+    [P_TP_FOR] = {"\\b(?:for|during|within|over)\\s+\\K(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|"
+                  "eleven|twelve|couple\\s+of|few)\\s+(hours?|minutes?|mins?)\\b", CI, 3},
+    [P_NUM_BARE] = {"(?<![\\w.,:/£$€¥#-])(\\d{1,6})(?![\\w%£$€¥]|[.,:/-]\\d|\\s*(?:st|nd|rd|th)\\b)", 0, 0},
 };
 
 /* Pre-filter per pattern (NEED_* bits). */
@@ -314,6 +338,7 @@ static const int needs[P_N] = {
     [P_K_SUFFIX] = NEED_UPPER,
     [P_K_CJK] = NEED_NONASCII,
     [P_K_PREP] = NEED_UPPER,
+    [P_NUM_BARE] = NEED_DIGIT,
 };
 
 /* Well-known merchants and service providers (matched case-insensitively on word boundaries). */
@@ -411,6 +436,7 @@ typedef struct {
     int ng;                   /* groups in the current match */
     cand *c;                  /* candidates */
     size_t nc, cap;           /* count, capacity */
+    int past;                 /* the sentence speaks of the past (past_tense) */
 } ctx;
 
 static bool has(const ctx *x, int g) { return g < x->ng && x->ov[2 * g] != PCRE2_UNSET; }
@@ -459,7 +485,17 @@ static cand *time_cand(ctx *x, int h, int m, int prio) {
 }
 
 /* Year for a day-month without a year: this year unless the month is already past. */
-static int infer_year(const ctx *x, int m) { return m >= x->ref.month ? x->ref.year : x->ref.year + 1; }
+static int infer_year(const ctx *x, int m) {
+    if (x->past) return m <= x->ref.month ? x->ref.year : x->ref.year - 1;
+    return m >= x->ref.month ? x->ref.year : x->ref.year + 1;
+}
+
+/* The year of day d of month m without a year: the next such day, or in a sentence about the
+ * past the most recent one on or before the reference date. */
+static int infer_year_d(const ctx *x, int m, int d) {
+    if (x->past) return (m < x->ref.month || (m == x->ref.month && d <= x->ref.day)) ? x->ref.year : x->ref.year - 1;
+    return m >= x->ref.month ? x->ref.year : x->ref.year + 1;
+}
 
 /* The word ending right before byte offset `at` (skipping spaces), lowercased into buf. */
 static void prev_word(const ctx *x, size_t at, char *buf, size_t cap, size_t *word_start) {
@@ -520,7 +556,7 @@ static void h_date(ctx *x, int id) {
     }
     case P_D_CJK: {
         int m = (int)gi(x, 2), d = (int)gi(x, 3);
-        int y = has(x, 1) ? (int)gi(x, 1) : infer_year(x, m);
+        int y = has(x, 1) ? (int)gi(x, 1) : infer_year_d(x, m, d);
         if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
         break;
     }
@@ -532,7 +568,7 @@ static void h_date(ctx *x, int id) {
         size_t mwl = gl(x, id == P_D_DM ? 3 : 1);
         /* "may"/"march" in lower case are usually verbs: demand an ordinal or a year */
         if ((ieq(mw, mwl, "may") || ieq(mw, mwl, "march")) && islower((unsigned char)mw[0]) && !ord && !year) break;
-        int y = year ? (int)gi(x, 4) : infer_year(x, m);
+        int y = year ? (int)gi(x, 4) : infer_year_d(x, m, d);
         if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
         break;
     }
@@ -558,7 +594,8 @@ static void h_date(ctx *x, int id) {
         int d = (int)gi(x, 1), y = x->ref.year, m = x->ref.month;
         bool this_month = x->ov[1] > x->ov[5];
         if (d < 1 || d > 31) break;
-        if (!this_month && d < x->ref.day) add_months(&y, &m, 1);
+        if (!this_month && !x->past && d < x->ref.day) add_months(&y, &m, 1);
+        if (!this_month && x->past && d > x->ref.day) add_months(&y, &m, -1);
         for (int k = 0; k < 3 && d > days_in_month(y, m); k++) add_months(&y, &m, 1);
         if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
         break;
@@ -618,6 +655,8 @@ static void h_date(ctx *x, int id) {
         } else if (ml && istarts(mod, ml, "this")) {
             d = monday + wd;
             if (d < x->today) d += 7;
+        } else if (!ml && x->past) { /* bare, in a sentence about the past: the last such day */
+            d = x->today - ((tw - wd + 7) % 7 ? (tw - wd + 7) % 7 : 7);
         } else { /* bare or "coming": the next such day after today */
             d = x->today + ((wd - tw + 7) % 7 ? (wd - tw + 7) % 7 : 7);
         }
@@ -1090,6 +1129,200 @@ static void h_company(ctx *x, int id) {
     new_cand(x, FR_SLOT_COMPANY_NAME, s, e, defs[id].prio);
 }
 
+/* ---------- person names, shopping categories, periods, numbers ---------- */
+
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Is w[0..n) (any case) one of the common lower-case words (common_words.h)? */
+static bool common_word(const char *w, size_t n) {
+    char b[32];
+    if (n == 0 || n >= sizeof b) return false;
+    for (size_t i = 0; i < n; i++) b[i] = (char)tolower((unsigned char)w[i]);
+    b[n] = 0;
+    const char *key = b;
+    return bsearch(&key, fr_common_words, FR_ARRAY_LEN(fr_common_words), sizeof fr_common_words[0], cmp_cstr) != NULL;
+}
+
+/* Words a name never continues with (function and time words, units). */
+static bool name_stop(const char *w, size_t n) {
+    char b[16];
+    if (n >= sizeof b) return false;
+    for (size_t i = 0; i < n; i++) b[i] = (char)tolower((unsigned char)w[i]);
+    static const char *const cal[] = {"january", "february", "march", "april", "may", "june", "july",
+                                      "august", "september", "october", "november", "december", "jan",
+                                      "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
+                                      "dec", "monday", "tuesday", "wednesday", "thursday", "friday",
+                                      "saturday", "sunday", "mon", "tue", "wed", "thu", "fri", "sat", "sun"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(cal); i++)
+        if (ieq(w, n, cal[i])) return true;
+    return lc_stop(b, n) || ieq(w, n, "speaking") ||
+           ieq(w, n, "lately") || ieq(w, n, "account") || ieq(w, n, "please") || ieq(w, n, "instead");
+}
+
+static void h_person(ctx *x, int id) {
+    size_t s = x->ov[2], q = s, e = s;
+    int words = 0;
+    static const char *const money[] = {"transf", "send", "sent", "pay", "paid", "payment", "transaction", "order",
+                                        "debit", "money", "receiv", "owe", "cheque", "£", "$", "€", "euro",
+                                        "dollar", "pound", "refund"};
+    if (id == P_PN_CTX) {
+        char cue[8];
+        prev_word(x, s, cue, sizeof cue, NULL);
+        bool lead_for = !strcmp(cue, "for") && s == 4; /* "for jodie bienaime" as the whole answer */
+        if (!strcmp(cue, "for") && !lead_for) return;
+        if (!lead_for && strcmp(cue, "pay") && strcmp(cue, "paid") && strcmp(cue, "payee") &&
+            !context_has(x, s, 96, money, FR_ARRAY_LEN(money)))
+            return;
+    }
+    while (q < x->ov[3] && words < 3) {
+        size_t b = q;
+        while (q < x->ov[3] && x->t[q] != ' ') q++;
+        size_t wl = q - b;
+        while (wl > 1 && (x->t[b + wl - 1] == '.' || x->t[b + wl - 1] == '\'')) wl--;
+        if (words == 0) {
+            /* the first word is not a common word, unless the next one is a rare one */
+            if (name_stop(x->t + b, wl) || wl < 2) return;
+            if (common_word(x->t + b, wl)) {
+                size_t c = q;
+                while (c < x->ov[3] && x->t[c] == ' ') c++;
+                size_t d = c;
+                while (d < x->ov[3] && x->t[d] != ' ') d++;
+                if (d == c || common_word(x->t + c, d - c) || name_stop(x->t + c, d - c) || id == P_PN_CTX) return;
+            }
+        } else if (name_stop(x->t + b, wl) || (common_word(x->t + b, wl) && !(wl <= 2 && x->t[b + wl] == '.'))) {
+            break;
+        }
+        e = b + wl;
+        words++;
+        while (q < x->ov[3] && x->t[q] == ' ') q++;
+    }
+    if (!words) return;
+    /* "to elia greek restaurant", "to passport office": a business noun makes it a company */
+    static const char *const biz[] = {"restaurant", "office", "shop", "store", "cafe", "bar", "pub", "hotel",
+                                      "ltd", "inc", "bank", "services", "club", "market", "garage", "salon"};
+    size_t q2 = e, lw = e;
+    while (q2 < x->n && x->t[q2] == ' ') q2++;
+    size_t we = q2;
+    while (we < x->n && isalpha((unsigned char)x->t[we])) we++;
+    while (lw > s && x->t[lw - 1] != ' ') lw--;
+    for (size_t i = 0; i < FR_ARRAY_LEN(biz); i++) {
+        if (ieq(x->t + lw, e - lw, biz[i])) {
+            new_cand(x, FR_SLOT_COMPANY_NAME, s, e, defs[id].prio);
+            return;
+        }
+        if (we > q2 && ieq(x->t + q2, we - q2, biz[i])) {
+            new_cand(x, FR_SLOT_COMPANY_NAME, s, we, defs[id].prio);
+            return;
+        }
+    }
+    new_cand(x, FR_SLOT_PERSON_NAME, s, e, defs[id].prio);
+}
+
+static void h_category(ctx *x, int id) {
+    size_t s = x->ov[2], e = x->ov[3];
+    if (id == P_SC_GAZ) {
+        static const char *const cue[] = {"spen", "expense", "price", "cost", "total", "analytic", "budget",
+                                          "bought", "paid", "pay for", "outgoing"};
+        bool near = context_has(x, s, 64, cue, FR_ARRAY_LEN(cue));
+        size_t after = e + 40 < x->n ? e + 40 : x->n;
+        for (size_t i = e; i < after && !near; i++) near = istarts(x->t + i, x->n - i, "spend") || istarts(x->t + i, x->n - i, "expense");
+        if (!near) return;
+    } else {
+        /* the captured words, without a trailing time or function word */
+        size_t b = s, q = s, last = s;
+        int words = 0;
+        while (q < e) {
+            b = q;
+            while (q < e && x->t[q] != ' ') q++;
+            if (name_stop(x->t + b, q - b) && !(words && ieq(x->t + b, q - b, "and"))) break;
+            if (words && !ieq(x->t + b, q - b, "and") && common_word(x->t + b, q - b)) break;
+            if (!ieq(x->t + b, q - b, "and")) last = q;
+            words++;
+            while (q < e && x->t[q] == ' ') q++;
+        }
+        e = last;
+        if (e <= s) return;
+        /* "spent on eon": a rare word is a merchant, not a category */
+        size_t fw = s;
+        while (fw < e && x->t[fw] != ' ') fw++;
+        if (!common_word(x->t + s, fw - s)) {
+            new_cand(x, FR_SLOT_COMPANY_NAME, s, e, defs[id].prio);
+            return;
+        }
+    }
+    new_cand(x, FR_SLOT_SHOPPING_CATEGORY, s, e, defs[id].prio);
+}
+
+static void h_period(ctx *x, int id) {
+    bool forp = id == P_TP_FOR;
+    int gk = forp ? 1 : 2, gu = forp ? 2 : 3;
+    long k = has(x, gk) ? count_of(gs(x, gk), gl(x, gk)) : 1;
+    if (k < 1 || k > 1000) return;
+    bool hours = tolower((unsigned char)*gs(x, gu)) == 'h';
+    long dur = hours ? 60 * k : k;
+    if (!forp && has(x, 4)) dur += hours ? 30 : 0;
+    size_t s = forp ? x->ov[2] : x->ov[0];
+    cand *c = new_cand(x, FR_SLOT_TIME_PERIOD, s, x->ov[1], defs[id].prio);
+    long now = (long)x->ref.hour * 60 + x->ref.minute, from, to;
+    if (forp) { /* a duration, not anchored: from now */
+        from = now;
+        to = now + dur;
+    } else if (istarts(gs(x, 1), gl(x, 1), "next") || istarts(gs(x, 1), gl(x, 1), "coming")) {
+        /* NLU++: whole next hours start at the next hour, minutes at the next minute */
+        from = now + (hours && !has(x, 4) ? 60 - x->ref.minute : 1);
+        to = from + dur;
+    } else {
+        from = now - dur;
+        to = now;
+    }
+    from = ((from % 1440) + 1440) % 1440;
+    to = ((to % 1440) + 1440) % 1440;
+    c->s.hour = (int)(from / 60);
+    c->s.minute = (int)(from % 60);
+    c->s.hour2 = (int)(to / 60);
+    c->s.minute2 = (int)(to % 60);
+}
+
+static void h_bare_number(ctx *x, int id) {
+    long v = atoin(gs(x, 1), gl(x, 1));
+    /* a number "without context": a short answer ("make it 3", "40"), or a count of things */
+    int words = 0;
+    for (size_t i = 0; i < x->n; i++)
+        if ((i == 0 || x->t[i - 1] == ' ') && x->t[i] != ' ') words++;
+    static const char *const things[] = {"new", "more", "times", "transactions", "pins", "cards", "payments",
+                                         "transfers", "standing", "accounts", "pin", "card", "orders"};
+    size_t q = x->ov[3], b;
+    while (q < x->n && x->t[q] == ' ') q++;
+    b = q;
+    while (q < x->n && isalpha((unsigned char)x->t[q])) q++;
+    bool thing = false;
+    for (size_t i = 0; i < FR_ARRAY_LEN(things) && !thing; i++) thing = ieq(x->t + b, q - b, things[i]);
+    if (words > 5 && !thing) return;
+    cand *c = new_cand(x, FR_SLOT_NUMBER, x->ov[2], x->ov[3], defs[id].prio);
+    c->s.amount = (double)v;
+}
+
+/* Does the sentence speak of the past? A past-tense verb or a backward time word anywhere. */
+static bool past_tense(const char *t, size_t n) {
+    static const char *const words[] = {
+        "was", "were", "wasn't", "weren't", "did", "didn't", "had", "hadn't", "got", "paid", "spent",
+        "sent", "made", "bought", "took", "went", "withdrew", "received", "charged", "happened", "ago",
+        "yesterday", "lost", "stole", "stolen", "saw", "came", "gave", "told", "tried", "forgot",
+        "noticed", "ordered", "transferred", "deposited", "applied", "opened", "closed", "cancelled",
+        "canceled", "requested", "submitted", "changed", "used", "tapped", "topped", "visited",
+        "purchased", "booked", "arrived", "attempted", "declined", "refunded", "billed", "debited",
+        "credited", "happened", "occurred", "appeared", "showed", "left", "last", "earlier"};
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && !isalpha((unsigned char)t[i])) i++;
+        size_t b = i;
+        while (i < n && (isalpha((unsigned char)t[i]) || t[i] == '\'')) i++;
+        for (size_t k = 0; k < FR_ARRAY_LEN(words); k++)
+            if (ieq(t + b, i - b, words[k])) return true;
+    }
+    return false;
+}
+
 /* ---------- driver ---------- */
 
 static int cand_cmp_len(const void *a, const void *b) {
@@ -1117,6 +1350,10 @@ static const char *slot_name(fr_slot_kind k, fr_slot_role r) {
     case FR_SLOT_ACCOUNT_NUMBER: return "account_number";
     case FR_SLOT_INVOICE_NUMBER: return "invoice_number";
     case FR_SLOT_COMPANY_NAME: return "company_name";
+    case FR_SLOT_PERSON_NAME: return "person_name";
+    case FR_SLOT_SHOPPING_CATEGORY: return "shopping_category";
+    case FR_SLOT_TIME_PERIOD: return "time_period";
+    case FR_SLOT_NUMBER: return "number";
     default: return "unknown";
     }
 }
@@ -1205,7 +1442,15 @@ static void format_value(fr_slot *s) {
     case FR_SLOT_TIME:
         snprintf(s->value, sizeof s->value, "%02d:%02d", s->hour, s->minute);
         break;
+    case FR_SLOT_TIME_PERIOD:
+        snprintf(s->value, sizeof s->value, "%02d:%02d/%02d:%02d", s->hour, s->minute, s->hour2, s->minute2);
+        break;
+    case FR_SLOT_NUMBER:
+        snprintf(s->value, sizeof s->value, "%.0f", s->amount);
+        break;
     case FR_SLOT_INVOICE_NUMBER:
+    case FR_SLOT_PERSON_NAME:
+    case FR_SLOT_SHOPPING_CATEGORY:
     case FR_SLOT_COMPANY_NAME: {
         /* the text with whitespace runs collapsed; invoice ids lose inner spaces */
         size_t o = 0;
@@ -1215,7 +1460,7 @@ static void format_value(fr_slot *s) {
                 sp = true;
                 continue;
             }
-            if (sp && o && s->kind == FR_SLOT_COMPANY_NAME) s->value[o++] = ' ';
+            if (sp && o && s->kind != FR_SLOT_INVOICE_NUMBER) s->value[o++] = ' ';
             sp = false;
             if (o + 1 < sizeof s->value) s->value[o++] = *p;
         }
@@ -1236,6 +1481,7 @@ void fr_slot_ref_now(fr_slot_ref *ref) {
     ref->day = tm.tm_mday;
     ref->hour = tm.tm_hour;
     ref->minute = tm.tm_min;
+    ref->forward_only = 0;
 }
 
 int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_slot *out, int cap,
@@ -1257,6 +1503,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         return -1;
     }
     x.today = days_from_civil(x.ref.year, x.ref.month, x.ref.day);
+    x.past = x.ref.forward_only ? 0 : past_tense(x.t, len);
     int have = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)x.t[i];
@@ -1277,7 +1524,11 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
                 else if (id <= P_A_CTX2) h_amount(&x, id);
                 else if (id <= P_AC_CJK) h_number(&x, id);
                 else if (id <= P_I_CJK) h_invoice(&x, id);
-                else h_company(&x, id);
+                else if (id <= P_K_GAZ) h_company(&x, id);
+                else if (id <= P_PN_NAME) h_person(&x, id);
+                else if (id <= P_SC_CTX) h_category(&x, id);
+                else if (id <= P_TP_FOR) h_period(&x, id);
+                else h_bare_number(&x, id);
             }
             /* continue one character after this match's start, so overlapping matches are
              * seen too (resolution picks the best) */

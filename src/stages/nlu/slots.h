@@ -15,6 +15,16 @@
  * already past, an ordinal alone ("the 5th") is this month unless the day is past, d/m/y is
  * day-first unless the second field exceeds 12, and "25 to 7 p.m." is 18:35.
  *
+ * Past tense: when the sentence speaks of the past ("I was charged on 3 March", "did I pay ... on
+ * Friday", "... ago"), a date without a year, a bare weekday and a bare ordinal resolve to the
+ * most recent such day on or before the reference date instead of the next one.
+ *
+ * Person names, shopping categories, hour/minute periods and bare numbers (NLU++ person_name,
+ * shopping_category, time_period, number) come from their context: a name after a payment cue
+ * ("to", "from", "paid", "under the name"...) made of words that are not common English words; a
+ * category from a list, or the words after "spend/spent on"; "last/next N hours/minutes"; and an
+ * integer that no other slot covers. Dates keep a leading weekday ("Friday 7 January 2016").
+ *
  * Card and account numbers are masked inside the extractor (fr_slot_mask: every letter/digit but
  * the last four becomes '*'): the raw number is never copied into a slot, so nothing downstream
  * (logs, responses, stored records) can leak it.
@@ -41,6 +51,10 @@ typedef enum fr_slot_kind {
     FR_SLOT_ACCOUNT_NUMBER,
     FR_SLOT_INVOICE_NUMBER,
     FR_SLOT_COMPANY_NAME,
+    FR_SLOT_PERSON_NAME,       /* a payee or account holder by context ("transfer to jo smith") */
+    FR_SLOT_SHOPPING_CATEGORY, /* an expense category ("how much did I spend on groceries") */
+    FR_SLOT_TIME_PERIOD,       /* a span of hours / minutes ("the last 3 hours") */
+    FR_SLOT_NUMBER,            /* a bare count no other slot explains ("make it 3") */
     FR_SLOT_N_KINDS
 } fr_slot_kind;
 
@@ -52,7 +66,8 @@ typedef struct fr_slot {
     fr_slot_role role;            /* from/to for dates and times, else NONE */
     const char *name;             /* static: amount, date, date_from, date_to, date_period, time,
                                      time_from, time_to, card_number, account_number,
-                                     invoice_number, company_name */
+                                     invoice_number, company_name, person_name,
+                                     shopping_category, time_period, number */
     size_t start, end;            /* byte offsets [start, end) in the input */
     char text[FR_SLOT_TEXT_MAX];  /* the input span (masked for card / account numbers) */
     char value[FR_SLOT_TEXT_MAX]; /* normalised: "1200.50 USD", "2024-03-15",
@@ -62,13 +77,16 @@ typedef struct fr_slot {
     char currency[4];             /* AMOUNT: ISO 4217 code, "" when the text names none */
     int year, month, day;         /* DATE; DATE_PERIOD: first day */
     int year2, month2, day2;      /* DATE_PERIOD: last day */
-    int hour, minute;             /* TIME (24-hour clock) */
+    int hour, minute;             /* TIME (24-hour clock); TIME_PERIOD: start */
+    int hour2, minute2;           /* TIME_PERIOD: end ("09:01/10:31" in value) */
 } fr_slot;
 
 /* The moment relative expressions are resolved against. */
 typedef struct fr_slot_ref {
     int year, month, day; /* today */
     int hour, minute;     /* now */
+    int forward_only;     /* 1: partial dates always resolve forward whatever the tense (the
+                             convention NLU++'s annotations follow); 0: tense-aware (serving) */
 } fr_slot_ref;
 
 /* The reference for "now" in local time. */
