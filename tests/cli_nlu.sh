@@ -64,6 +64,21 @@ rc_is "overlapping --folds and --tune-folds: exit 2" $? 2
 "$BIN" train-intent --nlupp data/nlupp/banking --folds 40-41 --out "$TMP/x.bin" >"$TMP/bf.out" 2>&1
 rc_is "bad --folds: exit 2" $? 2
 
+# assist returns both label sets: the BANKING77 intent and the NLU++ intents + slots
+echo '{"text":"I was charged twice by netflix on 3 March, how long does a refund take?"}' | "$BIN" assist >"$TMP/as.out" 2>"$TMP/as.err"
+rc_is "assist with the NLU++ model exits 0" $? 0
+has "assist: BANKING77 intent" "$TMP/as.out" '"intent":{"name":"transaction_charged_twice"'
+has "assist: NLU++ intents" "$TMP/as.out" '"nlupp":{"intents":["refund","how_long"]'
+has "assist: NLU++ slot with span" "$TMP/as.out" '{"name":"company_name","text":"netflix","value":"netflix","start":23,"end":30}'
+has "assist: past-tense date resolves back" "$TMP/as.out" '"name":"date","text":"3 March","value":"'
+printf '{"nlupp_model": ""}' > "$TMP/off.json"
+echo '{"text":"how long does a refund take?"}' | "$BIN" assist --config "$TMP/off.json" >"$TMP/off.out" 2>&1
+has "assist without the NLU++ model still answers" "$TMP/off.out" '"stages_run":["nlu"'
+if grep -q '"nlupp"' "$TMP/off.out"; then bad "nlupp_model \"\" turns the block off"; else ok "nlupp_model \"\" turns the block off"; fi
+printf '{"nlupp_model": "models/intent-banking77.bin"}' > "$TMP/single.json"
+echo '{"text":"hi"}' | "$BIN" assist --config "$TMP/single.json" >"$TMP/single.out" 2>&1
+has "a single-label model as nlupp_model is refused" "$TMP/single.out" "not a multi-label (NLU++) intent model"
+
 # bad input
 head -c 1000 models/intent-banking77.bin > "$TMP/trunc.bin"
 "$BIN" eval-nlu --model "$TMP/trunc.bin" --data "$TMP/small.csv" >"$TMP/trunc.out" 2>&1

@@ -37,6 +37,7 @@
 struct fr_assist {
     fr_assist_config cfg;        /* settings (owned copy) */
     fr_intent_model *intent;     /* NULL when set-up failed */
+    fr_intent_model *nlupp;      /* multi-label NLU++ intents, or NULL (not configured) */
     cJSON *templates;            /* {intent: text} (required at set-up)          */
     fr_assist_media media;       /* media stage entry points */
     struct fr_engine *engine;    /* LLM replies (NULL: templates) */
@@ -53,6 +54,7 @@ struct fr_assist {
 void fr_assist_config_init(fr_assist_config *c) {
     memset(c, 0, sizeof *c);
     c->intent_model = fr_data_path("models/intent-banking77.bin"); /* under the data root */
+    c->nlupp_model = fr_data_path("models/intent-nlupp.bin");
     c->templates = fr_data_path("models/reply-templates.json");
     c->density_threshold = FR_DENSITY_DEFAULT_THRESHOLD;
     c->max_image_bytes = 20u * 1000u * 1000u;
@@ -72,7 +74,8 @@ void fr_assist_config_init(fr_assist_config *c) {
 void fr_assist_config_free(fr_assist_config *c) {
     free(c->intent_model);
     free(c->templates);
-    c->intent_model = c->templates = NULL;
+    free(c->nlupp_model);
+    c->intent_model = c->templates = c->nlupp_model = NULL;
 }
 
 /* The settings file is read by the binary's one configuration loader (base/conf.h): errors name
@@ -84,11 +87,12 @@ int fr_assist_config_apply(fr_assist_config *c, const fr_conf_doc *d, fr_err *er
         double v = 0;
         long l = 0;
         const char *str;
-        if (!strcmp(k, "intent_model") || !strcmp(k, "templates")) {
-            if (fr_conf_str(d, it, k, false, 0, &str, err)) return -1;
-            char **dst = !strcmp(k, "intent_model") ? &c->intent_model : &c->templates;
+        if (!strcmp(k, "intent_model") || !strcmp(k, "templates") || !strcmp(k, "nlupp_model")) {
+            if (fr_conf_str(d, it, k, !strcmp(k, "nlupp_model"), 0, &str, err)) return -1;
+            char **dst = !strcmp(k, "intent_model") ? &c->intent_model
+                         : !strcmp(k, "templates") ? &c->templates : &c->nlupp_model;
             free(*dst);
-            *dst = fr_xstrdup(str);
+            *dst = fr_xstrdup(str ? str : ""); /* nlupp_model null: off */
         } else if (!strcmp(k, "llm")) {
             if (fr_conf_bool(d, it, k, &c->llm, err)) return -1;
         } else if (!strcmp(k, "density_threshold")) {
@@ -154,6 +158,7 @@ static fr_assist *alloc_assist(const fr_assist_config *cfg) {
     a->cfg = *cfg;
     a->cfg.intent_model = cfg->intent_model ? fr_xstrdup(cfg->intent_model) : NULL;
     a->cfg.templates = cfg->templates ? fr_xstrdup(cfg->templates) : NULL;
+    a->cfg.nlupp_model = cfg->nlupp_model ? fr_xstrdup(cfg->nlupp_model) : NULL;
     fr_assist_media_default(&a->media);
     return a;
 }
@@ -165,6 +170,14 @@ static int load(fr_assist *a, fr_err *err) {
     }
     a->intent = fr_intent_load(a->cfg.intent_model, err);
     if (!a->intent) return -1;
+    if (a->cfg.nlupp_model && a->cfg.nlupp_model[0]) {
+        a->nlupp = fr_intent_load(a->cfg.nlupp_model, err);
+        if (!a->nlupp) return -1;
+        if (!fr_intent_is_multilabel(a->nlupp)) {
+            fr_err_set(err, "%s: not a multi-label (NLU++) intent model", a->cfg.nlupp_model);
+            return -1;
+        }
+    }
     if (!a->cfg.templates) {
         fr_err_set(err, "no reply templates file configured");
         return -1;
@@ -204,6 +217,7 @@ fr_assist *fr_assist_new(const fr_assist_config *cfg, fr_err *err) {
 void fr_assist_free(fr_assist *a) {
     if (!a) return;
     fr_intent_free(a->intent);
+    fr_intent_free(a->nlupp);
     cJSON_Delete(a->templates);
     fr_assist_config_free(&a->cfg);
     free(a);
@@ -813,6 +827,8 @@ typedef struct areq_state {
     size_t tr_off;                  /* offset of the transcript in question */
     const char *nlu_src;            /* what NLU ran on: "text", "transcript", "ocr", ... */
     fr_intent_pred preds[MAX_TOP_K];/* in-scope intents, best first */
+    fr_intent_pred nlupp[48];       /* NLU++ intents present in the question, most probable first */
+    int n_nlupp;                    /* entries; -1: no NLU++ model (no "nlupp" block) */
     int n_pred;
     fr_intent_verdict verdict;      /* calibrated confidence and the out-of-scope rule */
     bool in_scope;                  /* NLU ran and found a confident in-scope intent */
@@ -1084,6 +1100,12 @@ static int nlu_on_question(const fr_assist *a, areq_state *x, nlu_result *qr, bo
     *have_q = false;
     if (!x->question.len) return 0;
     int rc = classify(a, x, x->question.data, x->question.len, qr, ferr);
+    if (!rc && a->nlupp) {
+        int k = fr_intent_select(a->nlupp, x->question.data, x->question.len, x->nlupp,
+                                 (int)FR_ARRAY_LEN(x->nlupp), ferr);
+        if (k < 0) rc = -1;
+        x->n_nlupp = FR_MIN(k, (int)FR_ARRAY_LEN(x->nlupp));
+    }
     *have_q = !rc;
     int ns = rc ? -1 : fr_slots_extract(x->question.data, x->question.len, NULL, x->slots,
                                         MAX_SLOTS, ferr);
@@ -1439,6 +1461,25 @@ static void add_nlu(cJSON *out, const areq_state *x) {
         }
         cJSON_AddItemToArray(sa, o);
     }
+    if (x->n_nlupp < 0) return;
+    /* the structured ticket's label sets: NLU++ intents and the question's slots by NLU++ name */
+    cJSON *np = cJSON_AddObjectToObject(out, "nlupp");
+    cJSON *ni = cJSON_AddArrayToObject(np, "intents");
+    for (int i = 0; i < x->n_nlupp; i++) cJSON_AddItemToArray(ni, cJSON_CreateString(x->nlupp[i].name));
+    cJSON *ns = cJSON_AddArrayToObject(np, "slots");
+    for (int i = 0; i < x->n_slots; i++) {
+        const fr_slot *s = &x->slots[i];
+        if (!x->slot_has_span[i] || s->kind == FR_SLOT_CARD_NUMBER || s->kind == FR_SLOT_ACCOUNT_NUMBER ||
+            s->kind == FR_SLOT_INVOICE_NUMBER)
+            continue; /* not NLU++ slot types */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", s->kind == FR_SLOT_AMOUNT ? "amount_of_money" : s->name);
+        add_masked(o, "text", s->text);
+        add_masked(o, "value", s->value);
+        cJSON_AddNumberToObject(o, "start", (double)s->start);
+        cJSON_AddNumberToObject(o, "end", (double)s->end);
+        cJSON_AddItemToArray(ns, o);
+    }
 }
 
 /* Step 6: the response JSON (docs/ASSIST.md). */
@@ -1486,6 +1527,7 @@ int fr_assist_handle(fr_assist *a, const char *body, size_t len, const fr_assist
     cJSON *root = parse_body(a, body, len, e);
     if (!root) return error_out(e, json);
     areq_state *x = fr_xcalloc(1, sizeof *x);
+    x->n_nlupp = a->nlupp ? 0 : -1;
     x->rs.a = a;
     x->rs.call = call;
     x->reply_src = "template";

@@ -46,6 +46,8 @@ struct fr_meter_req;
 typedef struct fr_assist_config {
     char *intent_model;        /* intent model file (<data root>/models/intent-banking77.bin,
                                   base.h fr_data_dir) */
+    char *nlupp_model;         /* multi-label NLU++ intent model (<data root>/models/intent-nlupp.bin);
+                                  "" turns the "nlupp" block of the response off */
     char *templates;           /* reply templates JSON (<data root>/models/reply-templates.json;
                                   required: a missing file is a set-up error) */
     double density_threshold;  /* image text density >= this → OCR, else vision (FR_DENSITY_DEFAULT_THRESHOLD) */

@@ -693,6 +693,35 @@ static int eval_multi(const char *dir, const char *ontology, const char *model, 
                d.n, mi, ma);
         if (table) print_multi_table(&d, c, c + nl, c + 2 * nl);
         free(c);
+        /* per-utterance CPU latency of the multi-label decision and the slots, one thread */
+        const int repeat = 5;
+        size_t tot = d.n * repeat;
+        double *t[3];
+        for (int w = 0; w < 3; w++) t[w] = fr_xmalloc((tot + 1) * sizeof *t[w]);
+        fr_slot_ref ref = {2022, 3, 15, 9, 0, 0};
+        size_t k = 0;
+        for (int r = 0; r < repeat; r++)
+            for (size_t i = 0; i < d.n; i++, k++) {
+                fr_intent_pred p[16];
+                fr_slot sl[32];
+                size_t len = strlen(d.texts[i]);
+                double a = fr_time_s();
+                fr_intent_select(m, d.texts[i], len, p, 16, NULL);
+                double b = fr_time_s();
+                fr_slots_extract(d.texts[i], len, &ref, sl, 32, NULL);
+                double e = fr_time_s();
+                t[0][k] = (b - a) * 1e6;
+                t[1][k] = (e - b) * 1e6;
+                t[2][k] = (e - a) * 1e6;
+            }
+        static const char *what[3] = {"multi-label intents (fr_intent_select)", "slots (fr_slots_extract)",
+                                      "intents + slots"};
+        printf("\n| per utterance (%zu texts x %d, one thread) | p50 µs | p99 µs |\n|---|---:|---:|\n", d.n, repeat);
+        for (int w = 0; w < 3; w++) {
+            qsort(t[w], k, sizeof *t[w], cmp_double);
+            printf("| %s | %.1f | %.1f |\n", what[w], t[w][k / 2], t[w][FR_MIN(k - 1, (size_t)((double)k * 0.99))]);
+            free(t[w]);
+        }
         fr_intent_free(m);
     }
     fr_intent_data_free(&d);

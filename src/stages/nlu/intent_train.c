@@ -168,6 +168,10 @@ int fr_intent_data_load_csv(fr_intent_data *d, const char *path, fr_err *err) {
 }
 
 int fr_intent_data_add_lines(fr_intent_data *d, const char *dir, const char *label, fr_err *err) {
+    if (d->multi) {
+        fr_err_set(err, "%s: lines cannot be added to a multi-label data set", dir);
+        return -1;
+    }
     char **files = NULL;
     size_t nfiles = 0;
     DIR *dp = opendir(dir);
@@ -186,10 +190,6 @@ int fr_intent_data_add_lines(fr_intent_data *d, const char *dir, const char *lab
     } else {
         files = fr_xmalloc(sizeof *files);
         files[nfiles++] = fr_xstrdup(dir);
-    }
-    if (d->multi) {
-        fr_err_set(err, "%s: lines cannot be added to a multi-label data set", dir);
-        return -1;
     }
     /* the label's index, inserted in sorted position */
     int li = -1;
