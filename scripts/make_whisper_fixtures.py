@@ -71,7 +71,9 @@ What it writes (paths relative to tests/fixtures/):
         logits case: {audio, prompt (decoder input ids), file: npy float32 [len(prompt), n_vocab]}
         generate case: {name, audio, features, kwargs (what model.generate got besides the
           features), init_tokens (the decoder prompt HF builds: sot, language, task, notimestamps),
-          detected_language (token id or null), sequences (what generate returned, batch 0),
+          detected_language (token id or null), sequences (what generate returned, batch 0:
+          in transformers 5 the segments of every window of its seek loop, which also runs
+          for a padded 30 s input),
           tokens (sequences with init_tokens stripped when they lead), recompute (argmax of the
           processed logits by teacher forcing, greedy cases only), margin_min (smallest top-1 minus
           top-2 processed logit over the steps, greedy only), segments (long-form only:
@@ -816,9 +818,13 @@ def make_model_refs(key, model, mdir_rel, ggml_rel, ids, fe_full, audio, rdir, n
                     rc, margins = recompute_greedy(model, e, init + toks, len(init), ts)
                     c["recompute"] = rc
                     c["margin_min"] = min(margins) if margins else None
-                    if rc != toks:
-                        warn("%s/%s: teacher-forced argmax %s differs from generate %s" %
-                             (key, name, rc, toks))
+                    # transformers 5 decodes a further window after one that stops at a
+                    # timestamp pair, so only the first window (at most N_NEW tokens, ended
+                    # early only by <|endoftext|>, which is dropped) is one teacher-forced run
+                    bad = [i for i in range(min(len(rc), N_NEW)) if rc[i] != toks[i]]
+                    if bad and rc[bad[0]] != ids["<|endoftext|>"]:
+                        warn("%s/%s: teacher-forced argmax %s differs from generate %s at %d" %
+                             (key, name, rc, toks, bad[0]))
                     if margins and min(margins) < 1e-3:
                         warn("%s/%s: near tie (margin %.2e)" % (key, name, min(margins)))
                 except Exception as ex:  # noqa

@@ -174,6 +174,7 @@ TEST(ggml_hostile_files_fail_with_codes) {
         {4, 0, FR_ERR_BAD_REQUEST},           /* n_vocab */
         {4, 2000000000, FR_ERR_BAD_REQUEST},  /* n_vocab over the cap */
         {8, 1499, FR_ERR_BAD_REQUEST},        /* n_audio_ctx */
+        {8, 0x7fffffff, FR_ERR_BAD_REQUEST},  /* n_audio_ctx that overflowed a doubling (fuzzer) */
         {16, 3, FR_ERR_BAD_REQUEST},          /* heads do not divide d_model */
         {44, 2, FR_ERR_UNSUPPORTED},          /* ftype q4_0 */
         {48, 5, FR_ERR_BAD_REQUEST},          /* filter rows != n_mels */

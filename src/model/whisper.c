@@ -743,7 +743,7 @@ fr_whisper_model *fr_whisper_load_ggml_buffer(const uint8_t *data, size_t size, 
     hp->n_text_layer = h[8];
     hp->n_mels = h[9];
     int ftype = h[10] % 1000; /* whisper.cpp adds a quantisation version * 1000 */
-    if (hp->n_vocab < 1 || hp->n_vocab > FR_WHISPER_MAX_VOCAB || hp->n_audio_ctx * 2 != FR_WHISPER_N_FRAMES ||
+    if (hp->n_vocab < 1 || hp->n_vocab > FR_WHISPER_MAX_VOCAB || hp->n_audio_ctx != FR_WHISPER_N_FRAMES / 2 ||
         hp->n_audio_state < 1 || hp->n_audio_state > FR_WHISPER_MAX_STATE ||
         hp->n_text_state != hp->n_audio_state || hp->n_audio_head < 1 ||
         hp->n_audio_state % hp->n_audio_head || hp->n_text_head < 1 ||
