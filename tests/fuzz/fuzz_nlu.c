@@ -41,7 +41,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                             "卡还没到", "卡丢了", "改密码"};
     static int labels[] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 0, 1, 2};
     static char *names[] = {"card_arrival", "lost_or_stolen_card", "change_pin"};
-    fr_intent_data d = {12, texts, labels, 3, names};
+    fr_intent_data d = {12, texts, labels, 3, names, NULL, NULL};
     fr_intent_train_cfg c;
     fr_intent_train_defaults(&c);
     c.feat.bucket_bits = 10;
@@ -68,6 +68,21 @@ static void check_preds(const fr_intent_model *m, const char *t, size_t n) {
     }
 }
 
+/* A multi-label model's decision: a count within the labels, the best first, each at or above
+ * its label's threshold. */
+static void check_select(const fr_intent_model *m, const char *t, size_t n) {
+    if (!fr_intent_is_multilabel(m)) return;
+    fr_intent_pred p[8];
+    fr_err err;
+    int k = fr_intent_select(m, t, n, p, 8, &err);
+    if (k < 0 || k > fr_intent_n_labels(m)) abort();
+    const float *th = fr_intent_thresholds(m);
+    for (int i = 0; i < k && i < 8; i++) {
+        if (!(p[i].confidence >= th[p[i].label] && p[i].confidence <= 1.0001f)) abort();
+        if (i && p[i].confidence > p[i - 1].confidence) abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int mode = data[0] % 4;
@@ -83,6 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_preds(m, "where is my card", 16);
             check_preds(m, "", 0);
             check_preds(m, "\xe5\x8d\xa1\xff", 4);
+            check_select(m, "how long until my new card arrives", 34);
+            check_select(m, "", 0);
             size_t n1, n2;
             uint8_t *b1 = fr_intent_serialize(m, &n1);
             fr_intent_model *m2 = fr_intent_load_mem(b1, n1, 0, &err);

@@ -64,6 +64,11 @@ printf 'text,category\nwhere is my card,card_arrival\nmy card has not arrived,ca
     --min-df 1 --member hidden=0,epochs=2 --member hidden=4,epochs=2 --quiet >/dev/null
 { printf '\000'; cat "$T/tiny.bin"; } > "$C/nlu/model0"
 { printf '\001'; cat "$T/tiny.bin"; } > "$C/nlu/model1"
+# a multi-label (format version 3) model: NLU++ fold 0, thresholds tuned on fold 1
+"$B/frugal" train-intent --nlupp data/nlupp/banking --folds 0 --tune-folds 1 --bits 10 --char 0 \
+    --min-df 3 --member hidden=4,epochs=2 --quiet --out "$T/multi.bin" >/dev/null
+{ printf '\000'; cat "$T/multi.bin"; } > "$C/nlu/model3"
+printf '\002did I pay 50 pounds to marisol quintanilla on Friday 7 January 2016? I spent on groceries in the last 3 hours, make it 4' > "$C/nlu/slots3"
 printf '\002Please refund $1,200.50 on 15 March 2024 at 25 to 7 p.m., card 4111 1111 1111 1111, invoice INV-2024-00123 from Acme Ltd' > "$C/nlu/slots1"
 printf '\002between 9 05 in the morning and half past 3 next Tuesday, 500\345\205\203 \344\270\213\345\215\2103\347\202\271\345\215\212 IBAN GB82 WEST 1234 5698 7654 32 since last week' > "$C/nlu/slots2"
 printf '\003I still have not received my card \346\210\221\347\232\204\345\215\241' > "$C/nlu/text"
