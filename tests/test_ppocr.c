@@ -441,22 +441,91 @@ TEST(result_and_json) {
                          {{0, 9, 9, 0}, {30, 30, 40, 40}, 0.8f}};
     fr_ppocr_text t[2] = {{fr_xstrdup(""), 0, 0}, {fr_xstrdup("Total 5"), 0.75f, 0}};
     fr_ocr_result r;
-    CHECK_EQ_INT(fr_ppocr_result(b, t, 2, &r, NULL), 0);
+    CHECK_EQ_INT(fr_ppocr_result(b, t, 2, 10, 1.0f, &r, NULL), 0);
     CHECK_EQ_INT(r.n_lines, 1);
     CHECK_STR(r.text, "Total 5");
     CHECK_NEAR(r.mean_conf, 75, 1e-4);
     CHECK(r.lines[0].x0 == 0 && r.lines[0].y0 == 30 && r.lines[0].x1 == 9 && r.lines[0].y1 == 40);
     CHECK(t[1].text == NULL);
     free(t[0].text);
-    cJSON *o = fr_ppocr_result_json(&r, b);
+    CHECK(r.quads && r.quads[0] == 0 && r.quads[1] == 30 && r.quads[4] == 9 && r.quads[5] == 40);
+    CHECK_STR(r.engine, "ppocr");
+    CHECK_STR(r.lang, "eng");
+    cJSON *o = fr_ocr_result_json(&r);
     char *s = cJSON_PrintUnformatted(o);
     CHECK(strstr(s, "\"engine\":\"ppocr\"") != NULL);
+    CHECK(strstr(s, "\"script\":\"latin\"") != NULL);
     CHECK(strstr(s, "\"lang\":\"eng\"") != NULL);
     CHECK(strstr(s, "\"quad\":[0,30,9,30,9,40,0,40]") != NULL);
     CHECK(strstr(s, "\"box\":[0,30,9,40]") != NULL);
     free(s);
     cJSON_Delete(o);
     fr_ocr_result_free(&r);
+}
+
+/* Boxes of one row join with a space when close, with '\n' when far apart or on another row. */
+TEST(join_text_by_rows) {
+    /* h 20: a at x 10..100, b at 110..200 (gap 10 < 20), c at 400..500 (gap 200), d next row */
+    fr_ppocr_box b[4] = {{{10, 100, 100, 10}, {50, 50, 70, 70}, 1},
+                         {{110, 200, 200, 110}, {52, 52, 72, 72}, 1},
+                         {{400, 500, 500, 400}, {51, 51, 71, 71}, 1},
+                         {{10, 90, 90, 10}, {90, 90, 110, 110}, 1}};
+    char *t[4] = {"Invoice", "No. 12", "Total", "Date"};
+    char *s = fr_ppocr_join_text(b, t, 4, 10, 1.0f);
+    CHECK_STR(s, "Invoice No. 12\nTotal\nDate");
+    free(s);
+    s = fr_ppocr_join_text(b, t, 4, 10, 15.0f); /* a gap of 200 px is under 15 line heights */
+    CHECK_STR(s, "Invoice No. 12 Total\nDate");
+    free(s);
+    s = fr_ppocr_join_text(b, t, 0, 10, 1.0f);
+    CHECK_STR(s, "");
+    free(s);
+}
+
+/* The model files: all four present, or the folder does not count (the tesseract fallback). */
+TEST(models_present_needs_all_four_files) {
+    char *dir = fr_data_path("models/ppocr");
+    bool have = fr_ppocr_models_present(dir);
+    if (!have) fprintf(stderr, "  no PP-OCR models in %s (run scripts/install-deps.sh)\n", dir);
+    CHECK(have);
+    CHECK(fr_ppocr_models_present(NULL) == have); /* NULL is the same default folder */
+    CHECK_EQ_INT(fr_ocr_kind_default(dir), FR_OCR_KIND_PPOCR);
+    free(dir);
+    char tmp[] = "/tmp/frugal-ppocr-XXXXXX";
+    CHECK(mkdtemp(tmp) != NULL);
+    CHECK(!fr_ppocr_models_present(tmp));
+    CHECK_EQ_INT(fr_ocr_kind_default(tmp), FR_OCR_KIND_TESSERACT);
+    fr_err err = {0};
+    CHECK(fr_ppocr_models_load(tmp, &err) == NULL);
+    CHECK_EQ_INT(err.code, FR_ERR_NOT_FOUND);
+    CHECK(strstr(err.msg, FR_PPOCR_DET_FILE) != NULL);
+    static const char *const f[3] = {FR_PPOCR_DET_FILE, FR_PPOCR_CLS_FILE, FR_PPOCR_REC_FILE};
+    for (int i = 0; i < 3; i++) { /* three of four (and empty) still count as absent */
+        char *p = fr_path_join(tmp, f[i]);
+        FILE *fp = fopen(p, "w");
+        if (fp) fclose(fp);
+        free(p);
+    }
+    CHECK(!fr_ppocr_models_present(tmp));
+    CHECK(fr_ppocr_models_load(tmp, &err) == NULL); /* empty files are not models */
+    CHECK(err.code != FR_ERR_INTERNAL);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
+TEST(engine_kind_names) {
+    fr_ocr_kind k = FR_OCR_KIND_TESSERACT;
+    fr_err err = {0};
+    CHECK_EQ_INT(fr_ocr_kind_parse("ppocr", &k, &err), 0);
+    CHECK_EQ_INT(k, FR_OCR_KIND_PPOCR);
+    CHECK_EQ_INT(fr_ocr_kind_parse("tesseract", &k, &err), 0);
+    CHECK_EQ_INT(k, FR_OCR_KIND_TESSERACT);
+    CHECK_EQ_INT(fr_ocr_kind_parse("paddle", &k, &err), -1);
+    CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+    CHECK_EQ_INT(fr_ocr_kind_parse(NULL, &k, &err), -1);
+    CHECK_STR(fr_ocr_kind_name(FR_OCR_KIND_PPOCR), "ppocr");
+    CHECK_STR(fr_ocr_kind_name(FR_OCR_KIND_TESSERACT), "tesseract");
 }
 
 /* ---- on the real models' outputs (onnxruntime references, tests/onnx/make_refs.mjs) ---- */

@@ -1423,6 +1423,7 @@ static void add_ocr(cJSON *out, const areq_state *x) {
         add_conf(l, "confidence", x->ocr.lines[i].confidence);
         cJSON_AddItemToArray(lines, l);
     }
+    if (x->ocr.engine) cJSON_AddStringToObject(oc, "engine", x->ocr.engine);
     if (x->ocr.scale > 0 && x->ocr.scale < 1) /* downscaled to the OCR pixel budget */
         cJSON_AddNumberToObject(oc, "scale", round(x->ocr.scale * 1000) / 1000);
 }

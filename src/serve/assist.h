@@ -98,6 +98,8 @@ typedef struct fr_assist_ocr {
     int n_lines;                /* entries */
     double scale;               /* factor the page was downscaled by for the pixel budget (0 or
                                    1 = not downscaled) */
+    const char *engine;         /* the reader that ran: "ppocr" or "tesseract" (static; NULL:
+                                   not said) */
 } fr_assist_ocr;
 
 /* Bounds of one OCR / ASR stage call (fr_assist_handle fills them from the config and the call):
@@ -150,6 +152,13 @@ void fr_assist_ocr_free(fr_assist_ocr *o);
 /* The media stages this build links (serve/media.c): the real ones where the stage libraries
  * are built, NULL entries with reasons otherwise. */
 void fr_assist_media_default(fr_assist_media *m);
+/* The OCR reader of the default media stages: engine "ppocr", "tesseract" or NULL / "auto"
+ * (the default: $FRUGAL_OCR_ENGINE if set, else ppocr when its models are in ppocr_dir, NULL:
+ * models/ppocr of the data root, else tesseract; an auto choice of ppocr whose models cannot be
+ * run falls back to tesseract with a warning, an explicit one makes OCR unavailable with the
+ * reason). Takes effect only before the first fr_assist_media_default (the server calls it at
+ * start, from its "ocr" config section); strings are copied. */
+void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir);
 
 /* ---- the handler ------------------------------------------------------------------------------ */
 

@@ -51,6 +51,8 @@ const char *const fr_serve_env_usage =
     "                           ASR time limits, the OCR pixel budget\n"
     "  FRUGAL_API_KEYS          KEY[:TIER],... (as --api-keys)\n"
     "  FRUGAL_ASR_LM            speech LM file (default <data root>/models/asr/banking.lm.bin)\n"
+    "  FRUGAL_OCR_ENGINE        ppocr|tesseract|auto when the config has no ocr.engine (auto:\n"
+    "                           ppocr when models/ppocr is installed, else tesseract)\n"
     "  FRUGAL_OCR_LANG          tesseract languages (default eng); TESSDATA_PREFIX their folder\n"
     "  FRUGAL_LOG               debug|info|warn|error\n"
     "  OMP_THREAD_LIMIT=1       one core per OCR engine (throughput under load)\n";
@@ -103,6 +105,8 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->meter_config);
     free(c->ledger);
     free(c->ledger_default);
+    free(c->ocr.engine);
+    free(c->ocr.ppocr_models);
     for (int i = 0; i < c->n_keys; i++) {
         /* wipe secrets before giving the memory back */
         volatile char *p = c->keys[i].key;
@@ -305,6 +309,28 @@ static int apply_vision(fr_serve_config *c, const fr_conf_doc *d, const cJSON *o
     return 0;
 }
 
+static int apply_ocr(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj, fr_err *err) {
+    if (fr_conf_object(d, obj, "ocr", err)) return -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        char name[96];
+        snprintf(name, sizeof name, "ocr.%.60s", it->string);
+        const char *v;
+        if (!strcmp(it->string, "engine")) {
+            if (fr_conf_str(d, it, name, true, 64, &v, err)) return -1;
+            if (v && strcmp(v, "auto") && strcmp(v, "ppocr") && strcmp(v, "tesseract"))
+                return fr_conf_fail(d, it, name, err, "must be \"ppocr\", \"tesseract\" or \"auto\"");
+            set_str(&c->ocr.engine, v);
+        } else if (!strcmp(it->string, "ppocr_models")) {
+            if (fr_conf_str(d, it, name, true, 4096, &v, err)) return -1;
+            set_str(&c->ocr.ppocr_models, v);
+        } else {
+            return fr_conf_unknown(d, it, "ocr.", err);
+        }
+    }
+    return 0;
+}
+
 /* String keys: where each goes and which values it takes. */
 static char **str_dst(fr_serve_config *c, const char *k) {
     static const struct { const char *key; size_t off; } t[] = {
@@ -341,6 +367,7 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
     if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
     if (!strcmp(k, "vision")) return apply_vision(c, d, it, err);
+    if (!strcmp(k, "ocr")) return apply_ocr(c, d, it, err);
     if (!strcmp(k, "default_tier")) {
         static const char *const tiers[] = {"P0", "P1", "P2", NULL};
         return fr_conf_enum(d, it, k, tiers, &c->default_tier, err);

@@ -40,6 +40,13 @@ typedef struct fr_serve_vision {
     size_t remote_max_bytes;     /* a fetched image's size (20 MB, the image stage's limit) */
 } fr_serve_vision;
 
+/* The OCR reader of images (config section "ocr"; docs/SERVING.md, docs/OCR.md). */
+typedef struct fr_serve_ocr {
+    char *engine;       /* "ppocr", "tesseract" or NULL / "auto": ppocr when its models are
+                           present, else tesseract ($FRUGAL_OCR_ENGINE when unset) */
+    char *ppocr_models; /* the PP-OCR models folder; NULL = models/ppocr of the data root */
+} fr_serve_ocr;
+
 typedef struct fr_serve_config {
     char *model;                    /* model path (required) */
     char *served_name;              /* model id in the API; NULL = the model's name */
@@ -87,6 +94,7 @@ typedef struct fr_serve_config {
     char *ledger_default;           /* used when neither names one; NULL = none (the library's
                                        default); `frugal serve` sets one per server, see serve.c */
     fr_serve_vision vision;         /* images for a vision-language model */
+    fr_serve_ocr ocr;               /* the OCR reader of images (assist and chat media parts) */
 } fr_serve_config;
 
 void fr_serve_config_init(fr_serve_config *c);

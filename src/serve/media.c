@@ -1,6 +1,7 @@
 /* media.c — the media stages this build links into the assist handler's media table
  * (serve/assist.h): image decode (stages/image/image.h) with the text-density estimate
- * (stages/image/density.h), OCR on a shared tesseract pool (stages/ocr/ocr.h), audio decode +
+ * (stages/image/density.h), OCR on a shared pool of the configured reader (PP-OCR or tesseract,
+ * stages/ocr/ocr.h; fr_assist_media_set_ocr), audio decode +
  * resample (stages/audio/audio.h) and ASR on a shared pocketsphinx pool (stages/asr/asr.h).
  *
  * Design: the pools are process-wide, created once (pthread_once) on the first call of
@@ -32,6 +33,8 @@
 
 static struct {
     pthread_once_t once;   /* set-up guard */
+    char engine[16];       /* the configured OCR reader ("" = auto), fr_assist_media_set_ocr */
+    char ppocr_dir[1024];  /* the PP-OCR models folder ("" = the default) */
     fr_ocr_pool *ocr;      /* shared OCR engines, or NULL */
     fr_asr_pool *asr;      /* shared ASR decoders, or NULL */
     char why_ocr[300];     /* why OCR is unavailable */
@@ -109,6 +112,7 @@ static int run_ocr(void *ctx, void *img, const fr_assist_bound *b, fr_assist_ocr
     out->text = r.text ? r.text : fr_xstrdup("");
     r.text = NULL;
     out->scale = r.scale;
+    out->engine = fr_ocr_kind_name(fr_ocr_pool_kind(g.ocr));
     out->n_lines = (int)r.n_lines;
     out->lines = fr_xcalloc(r.n_lines ? r.n_lines : 1, sizeof *out->lines);
     for (size_t i = 0; i < r.n_lines; i++) {
@@ -176,18 +180,45 @@ static void aud_free(void *ctx, void *a) {
     free(a);
 }
 
-static void setup(void) {
+void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir) {
+    snprintf(g.engine, sizeof g.engine, "%s", engine && strcmp(engine, "auto") ? engine : "");
+    snprintf(g.ppocr_dir, sizeof g.ppocr_dir, "%s", ppocr_dir ? ppocr_dir : "");
+}
+
+/* The OCR pool: the configured reader, or the default one (see fr_assist_media_set_ocr). */
+static void setup_ocr(void) {
     fr_err err = {0};
     char dir[1024];
     fr_ocr_cfg oc;
     memset(&oc, 0, sizeof oc);
     oc.lang = getenv("FRUGAL_OCR_LANG") ? getenv("FRUGAL_OCR_LANG") : "eng";
+    oc.ppocr_dir = g.ppocr_dir[0] ? g.ppocr_dir : NULL;
+    const char *want = g.engine[0] ? g.engine : getenv("FRUGAL_OCR_ENGINE");
+    bool asked = want && *want && strcmp(want, "auto");
+    if (asked && fr_ocr_kind_parse(want, &oc.kind, &err)) {
+        snprintf(g.why_ocr, sizeof g.why_ocr, "unavailable: %.280s", err.msg);
+        return;
+    }
+    if (!asked) oc.kind = fr_ocr_kind_default(oc.ppocr_dir);
+    if (oc.kind == FR_OCR_KIND_PPOCR) {
+        if ((g.ocr = fr_ocr_pool_new(&oc, 0, &err))) return;
+        if (asked) {
+            snprintf(g.why_ocr, sizeof g.why_ocr, "unavailable: %.280s", err.msg);
+            return;
+        }
+        fr_warn("ocr: ppocr unavailable (%s); using tesseract", err.msg);
+        oc.kind = FR_OCR_KIND_TESSERACT;
+    }
     if (!fr_ocr_tessdata_dir(&oc, dir, sizeof dir)) {
         snprintf(g.why_ocr, sizeof g.why_ocr,
                  "unavailable: no tesseract language data found (set TESSDATA_PREFIX)");
     } else if (!(g.ocr = fr_ocr_pool_new(&oc, 0, &err))) {
         snprintf(g.why_ocr, sizeof g.why_ocr, "unavailable: %.280s", err.msg);
     }
+}
+
+static void setup(void) {
+    setup_ocr();
     if (!fr_path_is_dir(FR_ASR_MODEL_DIR)) {
         snprintf(g.why_asr, sizeof g.why_asr,
                  "unavailable: no pocketsphinx acoustic model in %s", FR_ASR_MODEL_DIR);

@@ -1,8 +1,11 @@
 /* ocr_cmds.c — command-line front ends of the image/OCR stage.
  *
- *   frugal ocr FILE [--type MEDIA] [--lang L] [--threshold T] [--force-ocr] [--binarize N]
+ *   frugal ocr FILE [--engine ppocr|tesseract] [--models DIR] [--type MEDIA] [--lang L]
+ *                   [--threshold T] [--force-ocr] [--binarize N]
  *       decodes the image, prints one JSON object: format, size, density, route decision, OCR
- *       lines with confidence, extracted fields, timings.
+ *       lines with confidence (and quads with ppocr), the engine, extracted fields, timings.
+ *       No --engine: ppocr when its models are installed (models/ppocr of the data root, or
+ *       --models), tesseract otherwise.
  *   frugal gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] [--seed S] [--clean]
  *       writes N synthetic invoices/receipts per language (PNG, or JPEG when the document has a
  *       JPEG round trip) and a ground-truth JSON next to each.
@@ -41,20 +44,36 @@ static cJSON *fields_json(const fr_fields *f) {
     return o;
 }
 
+/* The pool for `frugal ocr`: the engine asked for, or the default (ppocr when its models are
+ * present, falling back to tesseract with a warning when they cannot be run). NULL with err. */
+static fr_ocr_pool *ocr_pool(fr_ocr_cfg *oc, bool asked, fr_err *err) {
+    fr_ocr_pool *p = fr_ocr_pool_new(oc, 1, err);
+    if (p || asked || oc->kind != FR_OCR_KIND_PPOCR) return p;
+    fprintf(stderr, "ocr: ppocr unavailable (%s); using tesseract\n", err->msg);
+    oc->kind = FR_OCR_KIND_TESSERACT;
+    memset(err, 0, sizeof *err);
+    return fr_ocr_pool_new(oc, 1, err);
+}
+
 int fr_cmd_ocr(int argc, char **argv) {
-    const char *file = NULL, *type = NULL;
+    const char *file = NULL, *type = NULL, *engine = NULL;
     fr_ocr_cfg oc = {0};
     fr_image_stage_cfg sc = {0};
     fr_flags fl;
     fr_flags_init(&fl, "ocr", argc, argv);
     while (fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
-            printf("usage: frugal ocr FILE [--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] "
-                   "[--threshold T] [--force-ocr] [--binarize 0|1|2]\n"
-                   "  no --lang: eng+chi_sim when the chi_sim model is installed, else eng\n");
+            printf("usage: frugal ocr FILE [--engine ppocr|tesseract] [--models DIR] "
+                   "[--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] [--threshold T] "
+                   "[--force-ocr] [--binarize 0|1|2]\n"
+                   "  no --engine: ppocr when its models are installed (--models DIR, default "
+                   "models/ppocr of the data root), else tesseract\n"
+                   "  --lang, --binarize: tesseract only; no --lang: eng+chi_sim when the "
+                   "chi_sim model is installed, else eng (ppocr detects the script itself)\n");
             return 0;
         }
         if (fr_flag_str(&fl, "--type", &type) || fr_flag_str(&fl, "--lang", &oc.lang) ||
+            fr_flag_str(&fl, "--engine", &engine) || fr_flag_str(&fl, "--models", &oc.ppocr_dir) ||
             fr_flag_float(&fl, "--threshold", 0, 2, &sc.threshold) ||
             fr_flag_int(&fl, "--binarize", 0, 2, &oc.binarize) ||
             fr_flag_switch(&fl, "--force-ocr", &sc.force_ocr))
@@ -76,13 +95,18 @@ int fr_cmd_ocr(int argc, char **argv) {
                       ? "eng+chi_sim"
                       : "eng";
     fr_err err = {0};
+    if (engine && fr_ocr_kind_parse(engine, &oc.kind, &err)) {
+        fprintf(stderr, "ocr: --engine: %s\n", err.msg);
+        return 2;
+    }
+    if (!engine) oc.kind = fr_ocr_kind_default(oc.ppocr_dir);
     size_t len = 0;
     char *data = fr_read_file(file, FR_IMG_DEFAULT_MAX_BYTES + 1, &len, &err);
     if (!data) {
         fprintf(stderr, "ocr: %s\n", err.msg);
         return 1;
     }
-    fr_ocr_pool *pool = fr_ocr_pool_new(&oc, 1, &err);
+    fr_ocr_pool *pool = ocr_pool(&oc, engine != NULL, &err);
     if (!pool) {
         fprintf(stderr, "ocr: %s\n", err.msg);
         free(data);

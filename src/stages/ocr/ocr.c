@@ -2,6 +2,8 @@
  * pool; see ocr.h. */
 #include "stages/ocr/ocr.h"
 
+#include "stages/ocr/ppocr.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -94,11 +96,31 @@ void fr_ocr_engine_free(fr_ocr_engine *e) {
     free(e);
 }
 
+const char *fr_ocr_kind_name(fr_ocr_kind k) {
+    return k == FR_OCR_KIND_PPOCR ? "ppocr" : "tesseract";
+}
+
+int fr_ocr_kind_parse(const char *s, fr_ocr_kind *k, fr_err *err) {
+    if (s && !strcmp(s, "tesseract")) *k = FR_OCR_KIND_TESSERACT;
+    else if (s && !strcmp(s, "ppocr")) *k = FR_OCR_KIND_PPOCR;
+    else {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "OCR engine '%s': not ppocr or tesseract",
+                    s ? s : "");
+        return -1;
+    }
+    return 0;
+}
+
+fr_ocr_kind fr_ocr_kind_default(const char *ppocr_dir) {
+    return fr_ppocr_models_present(ppocr_dir) ? FR_OCR_KIND_PPOCR : FR_OCR_KIND_TESSERACT;
+}
+
 void fr_ocr_result_free(fr_ocr_result *r) {
     if (!r) return;
     for (size_t i = 0; i < r->n_lines; i++) free(r->lines[i].text);
     free(r->lines);
     free(r->text);
+    free(r->quads);
     memset(r, 0, sizeof *r);
 }
 
@@ -372,7 +394,46 @@ static fr_ocr_status run_watched(fr_ocr_engine *e, const fr_image *img, const fr
     }
     res->scale = scale;
     res->ms = (fr_time_s() - t0) * 1e3;
+    res->engine = "tesseract";
     return (fr_ocr_status)rc;
+}
+
+/* The watch as an fr_cancel for the PP-OCR engine (polled between and inside network runs). */
+static fr_cancel_reason watch_fn(void *ctx) { return watch_check(ctx); }
+
+/* One page on a PP-OCR engine under the same bounds as tesseract's: the pixel budget (a page over
+ * it is downscaled in gray, or refused), the time limit and the cancel check through the watch. */
+static fr_ocr_status run_ppocr(fr_ppocr *e, const fr_image *img, const fr_ocr_limits *lim,
+                               ocr_watch *w, fr_ocr_result *res, fr_err *err) {
+    memset(res, 0, sizeof *res);
+    res->scale = 1;
+    if (!img || !img->pix || !img->width || !img->height) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "OCR: empty image");
+        return FR_OCR_FAILED;
+    }
+    fr_image g = {0}, small = {0};
+    const fr_image *use = img;
+    double scale = 1;
+    int rc = 0;
+    uint64_t px = (uint64_t)img->width * img->height;
+    if (lim && lim->max_pixels && px > lim->max_pixels) { /* only then the gray copy */
+        if (img->channels != 1) fr_image_to_gray(img, &g);
+        rc = fit_budget(img->channels != 1 ? &g : img, lim, &small, &use, &scale, err);
+    }
+    fr_ocr_status st = (fr_ocr_status)rc;
+    if (!rc) {
+        fr_cancel c = {watch_fn, w};
+        st = fr_ppocr_run(e, use, &c, res, err);
+        if (st == FR_OCR_STOPPED && w->why) {
+            res->stopped = w->why;
+            stopped_msg(w, err);
+        }
+    }
+    fr_image_free(&small);
+    fr_image_free(&g);
+    res->scale = scale;
+    res->ms = (fr_time_s() - w->t0) * 1e3;
+    return st;
 }
 
 fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr_ocr_limits *lim,
@@ -387,6 +448,7 @@ static double rounded(double x, double scale) { return round(x * scale) / scale;
 
 cJSON *fr_ocr_result_json(const fr_ocr_result *r) {
     cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "engine", r->engine ? r->engine : "tesseract");
     cJSON_AddStringToObject(o, "text", r->text ? r->text : "");
     cJSON *lines = cJSON_AddArrayToObject(o, "lines");
     for (size_t i = 0; i < r->n_lines; i++) {
@@ -396,12 +458,24 @@ cJSON *fr_ocr_result_json(const fr_ocr_result *r) {
         cJSON_AddNumberToObject(lo, "conf", rounded(l->conf, 10));
         const int box[4] = {l->x0, l->y0, l->x1, l->y1};
         cJSON_AddItemToObject(lo, "box", cJSON_CreateIntArray(box, 4));
+        if (r->quads) {
+            double q[8];
+            for (int c = 0; c < 8; c++) q[c] = rint(r->quads[i * 8 + c]);
+            cJSON_AddItemToObject(lo, "quad", cJSON_CreateDoubleArray(q, 8));
+        }
         cJSON_AddItemToArray(lines, lo);
     }
     cJSON_AddNumberToObject(o, "mean_conf", rounded(r->mean_conf, 10));
     cJSON_AddNumberToObject(o, "rotation", r->rotation);
     cJSON_AddNumberToObject(o, "passes", r->passes);
     cJSON_AddNumberToObject(o, "ms", rounded(r->ms, 100));
+    if (r->lang) {
+        fr_ppocr_script sc = fr_ppocr_detect_script(r->text ? r->text : "", NULL);
+        cJSON_AddStringToObject(o, "script", sc == FR_PPOCR_SCRIPT_HAN     ? "han"
+                                             : sc == FR_PPOCR_SCRIPT_LATIN ? "latin"
+                                                                           : "none");
+        cJSON_AddStringToObject(o, "lang", r->lang);
+    }
     return o;
 }
 
@@ -410,14 +484,26 @@ cJSON *fr_ocr_result_json(const fr_ocr_result *r) {
 struct fr_ocr_pool {
     pthread_mutex_t mu;      /* guards the fields below */
     pthread_cond_t cv;       /* signalled when an engine is returned */
-    fr_ocr_engine **free_e;  /* [cap] idle engines (stack) */
+    void **free_e;           /* [cap] idle engines (stack): fr_ocr_engine or fr_ppocr by kind */
     int n_free;              /* idle count */
     int n_made;              /* engines created so far */
     int cap;                 /* most engines */
     fr_ocr_cfg cfg;          /* copied settings */
     char lang[128];          /* copy of cfg.lang */
     char tessdata[512];      /* copy of cfg.tessdata */
+    fr_ppocr_models *pm;     /* PP-OCR: the models every engine shares (immutable), else NULL */
+    fr_ppocr_opts po;        /* PP-OCR: the engines' settings */
 };
+
+static void *engine_new(fr_ocr_pool *p, fr_err *err) {
+    if (p->cfg.kind == FR_OCR_KIND_PPOCR) return fr_ppocr_new(p->pm, &p->po, err);
+    return fr_ocr_engine_new(&p->cfg, err);
+}
+
+static void engine_free(const fr_ocr_pool *p, void *e) {
+    if (p->cfg.kind == FR_OCR_KIND_PPOCR) fr_ppocr_free(e);
+    else fr_ocr_engine_free(e);
+}
 
 fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
     fr_ocr_pool *p = fr_xcalloc(1, sizeof *p);
@@ -428,12 +514,20 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
         snprintf(p->tessdata, sizeof p->tessdata, "%s", p->cfg.tessdata);
         p->cfg.tessdata = p->tessdata;
     }
+    p->cfg.ppocr_dir = NULL; /* read once, below */
     p->cap = n > 0 ? n : fr_n_cores();
     p->free_e = fr_xcalloc((size_t)p->cap, sizeof *p->free_e);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
-    /* create one engine now so a missing language is reported at start-up */
-    fr_ocr_engine *e = fr_ocr_engine_new(&p->cfg, err);
+    if (p->cfg.kind == FR_OCR_KIND_PPOCR) {
+        p->po = fr_ppocr_default_opts();
+        if (!(p->pm = fr_ppocr_models_load(cfg->ppocr_dir, err))) {
+            fr_ocr_pool_free(p);
+            return NULL;
+        }
+    }
+    /* create one engine now so a missing language or model is reported at start-up */
+    void *e = engine_new(p, err);
     if (!e) {
         fr_ocr_pool_free(p);
         return NULL;
@@ -443,6 +537,8 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
     return p;
 }
 
+fr_ocr_kind fr_ocr_pool_kind(const fr_ocr_pool *p) { return p->cfg.kind; }
+
 int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err) {
     return fr_ocr_pool_run_limited(p, img, NULL, res, err) == FR_OCR_OK ? 0 : -1;
 }
@@ -451,7 +547,7 @@ fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
                                       const fr_ocr_limits *lim, fr_ocr_result *res, fr_err *err) {
     ocr_watch w;
     watch_init(&w, lim, fr_time_s());
-    fr_ocr_engine *e = NULL;
+    void *e = NULL;
     bool make = false;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -486,7 +582,7 @@ fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
         return FR_OCR_STOPPED;
     }
     if (!e) {
-        e = fr_ocr_engine_new(&p->cfg, err);
+        e = engine_new(p, err);
         if (!e) {
             pthread_mutex_lock(&p->mu);
             p->n_made--;
@@ -496,7 +592,9 @@ fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
             return FR_OCR_FAILED;
         }
     }
-    fr_ocr_status rc = run_watched(e, img, lim, &w, res, err);
+    fr_ocr_status rc = p->cfg.kind == FR_OCR_KIND_PPOCR
+                           ? run_ppocr(e, img, lim, &w, res, err)
+                           : run_watched(e, img, lim, &w, res, err);
     pthread_mutex_lock(&p->mu);
     p->free_e[p->n_free++] = e;
     pthread_cond_signal(&p->cv);
@@ -506,8 +604,9 @@ fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
 
 void fr_ocr_pool_free(fr_ocr_pool *p) {
     if (!p) return;
-    for (int i = 0; i < p->n_free; i++) fr_ocr_engine_free(p->free_e[i]);
+    for (int i = 0; i < p->n_free; i++) engine_free(p, p->free_e[i]);
     free(p->free_e);
+    fr_ppocr_models_free(p->pm);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

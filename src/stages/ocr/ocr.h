@@ -1,4 +1,5 @@
-/* ocr.h — text recognition with libtesseract's C API, one engine per worker thread.
+/* ocr.h — text recognition with libtesseract's C API, one engine per worker thread, and the pool
+ * that runs either reader (tesseract, or PP-OCR: stages/ocr/ppocr.h) behind one call.
  *
  * Design: an fr_ocr_engine wraps one TessBaseAPI initialised once (language models are loaded at
  * creation and reused for every page). A page is recognised with automatic page segmentation on an
@@ -36,7 +37,15 @@
 #include "base/base.h"
 #include "stages/image/image.h"
 
+/* Which reader runs a page. */
+typedef enum fr_ocr_kind {
+    FR_OCR_KIND_TESSERACT = 0, /* libtesseract (this file) */
+    FR_OCR_KIND_PPOCR,         /* PP-OCRv4 on frugal's ONNX executor (stages/ocr/ppocr.h) */
+} fr_ocr_kind;
+
 typedef struct fr_ocr_cfg {
+    fr_ocr_kind kind;     /* the reader (0: tesseract); the fields below up to psm are tesseract's */
+    const char *ppocr_dir; /* PP-OCR models folder; NULL = models/ppocr under the data root */
     const char *lang;     /* tesseract languages, "eng", "chi_sim", "eng+chi_sim"; NULL = "eng" */
     const char *tessdata; /* directory of *.traineddata; NULL = search (see above) */
     int dpi;              /* resolution hint for tesseract; 0 = 150 */
@@ -78,10 +87,23 @@ typedef struct fr_ocr_result {
     double ms;           /* wall time of fr_ocr_run, milliseconds (also when stopped) */
     double scale;        /* factor the page was downscaled by to fit the pixel budget (1 = none) */
     fr_cancel_reason stopped; /* why the call was cut short (FR_OCR_STOPPED), else NONE */
+    const char *engine;  /* "tesseract" or "ppocr" (static) */
+    float *quads;        /* ppocr: [n_lines * 8] each line's corners x0,y0 .. x3,y3 clockwise
+                            from top-left (malloc'd); NULL for tesseract */
+    const char *lang;    /* ppocr: language detected from the text, "eng", "chi_sim" or ""
+                            (static); NULL for tesseract (its languages are the config's) */
 } fr_ocr_result;
 
 typedef struct fr_ocr_engine fr_ocr_engine;
 typedef struct fr_ocr_pool fr_ocr_pool;
+
+/* "tesseract" / "ppocr". */
+const char *fr_ocr_kind_name(fr_ocr_kind k);
+/* "tesseract" / "ppocr" → *k: 0, or -1 with err (BAD_REQUEST naming the value). */
+int fr_ocr_kind_parse(const char *s, fr_ocr_kind *k, fr_err *err);
+/* The default reader: PP-OCR when its four model files are in ppocr_dir (NULL: the default
+ * folder), tesseract otherwise. */
+fr_ocr_kind fr_ocr_kind_default(const char *ppocr_dir);
 
 /* Resolve the tessdata directory for cfg (see above) into buf; returns buf or NULL. */
 const char *fr_ocr_tessdata_dir(const fr_ocr_cfg *cfg, char *buf, size_t cap);
@@ -98,18 +120,26 @@ fr_ocr_status fr_ocr_run_limited(fr_ocr_engine *e, const fr_image *img, const fr
 void fr_ocr_downscale(const fr_image *gray, uint32_t out_w, uint32_t out_h, fr_image *out);
 void fr_ocr_result_free(fr_ocr_result *res);
 /* The result as a new JSON object (the caller owns it: cJSON_Delete), escaped by cJSON:
- * {"text":..., "lines":[{"text":..., "conf":..., "box":[x0,y0,x1,y1]}], "mean_conf":...,
- *  "rotation":..., "passes":..., "ms":...}; confidences to 0.1, ms to 0.01. Never NULL. */
+ * {"engine":"tesseract"|"ppocr", "text":..., "lines":[{"text":..., "conf":..., "box":[x0,y0,x1,y1]
+ *  (, "quad":[x0,y0,..,x3,y3] with ppocr)}], "mean_conf":..., "rotation":..., "passes":...,
+ *  "ms":... (, "script":"han"|"latin"|"none", "lang":... with ppocr)}; confidences to 0.1, ms to
+ * 0.01, quads to whole pixels. Never NULL. */
 struct cJSON;
 struct cJSON *fr_ocr_result_json(const fr_ocr_result *res);
 
-/* A pool of at most n engines (n <= 0: one per core), created lazily; cfg is copied. */
+/* A pool of at most n engines (n <= 0: one per core), created lazily; cfg is copied. The engines
+ * are cfg->kind's: tesseract engines, or PP-OCR engines (one thread each) on one set of models
+ * loaded when the pool is made. NULL with err when the first engine cannot be made (language
+ * data or models missing: UNAVAILABLE / NOT_FOUND; the executor cannot run a model:
+ * UNSUPPORTED). Limits, cancel and the pixel budget work the same for both kinds. */
 fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err);
 int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err);
 /* fr_ocr_run_limited on a pooled engine; the wait for a free engine counts against the time
  * limit and is cut short by the cancel check too (FR_OCR_STOPPED). */
 fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
                                       const fr_ocr_limits *lim, fr_ocr_result *res, fr_err *err);
+/* The reader the pool runs. */
+fr_ocr_kind fr_ocr_pool_kind(const fr_ocr_pool *p);
 void fr_ocr_pool_free(fr_ocr_pool *p);
 
 #endif

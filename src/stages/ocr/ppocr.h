@@ -29,6 +29,7 @@
 #ifndef FRUGAL_PPOCR_H
 #define FRUGAL_PPOCR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -167,13 +168,89 @@ const char *fr_ppocr_script_lang(fr_ppocr_script s);
 /* Assemble an fr_ocr_result from n recognised lines (texts[i] for boxes[i], in reading order;
  * lines with empty text are left out and boxes is compacted in place to the kept lines, so
  * boxes[0..res->n_lines) match res->lines; the text is moved out of texts, which keep NULL): line boxes
- * are the quads' bounding boxes, confidences 0..100, text joined with '\n', mean_conf the mean of
- * the kept lines'. 0, or -1 with err set (out of memory). */
-int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, fr_ocr_result *res,
-                    fr_err *err);
-/* fr_ocr_result_json plus "engine":"ppocr", "script", "lang" (detected from the text) and each
- * line's "quad" [x0,y0,...,x3,y3] from boxes (the boxes of the kept lines, res->n_lines).
- * Never NULL. */
-struct cJSON *fr_ppocr_result_json(const fr_ocr_result *res, const fr_ppocr_box *kept_boxes);
+ * are the quads' bounding boxes, res->quads the quads themselves, confidences 0..100, text
+ * joined by fr_ppocr_join_text (line_tol, join_gap), mean_conf the mean of the kept lines',
+ * res->engine "ppocr", res->lang from the text's script. 0, or -1 with err set (out of memory). */
+int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, float line_tol,
+                    float join_gap, fr_ocr_result *res, fr_err *err);
+/* Assemble the OCR text of the kept lines (boxes[0..n), in reading order, texts[i] for boxes[i])
+ * into a malloc'd string: boxes of one row (their top-left y within line_tol) whose horizontal gap
+ * is under join_gap times the line height are joined with a space (one phrase the detector split),
+ * every other boundary is '\n'. Never NULL. */
+char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, float line_tol,
+                         float join_gap);
+
+/* ---- the engine: the three networks on frugal's ONNX executor (ppocr_run.c) ----
+ *
+ *   fr_ppocr_models *m = fr_ppocr_models_load(NULL, &err);     // models/ppocr of the data root
+ *   fr_ppocr_opts o = fr_ppocr_default_opts();
+ *   fr_ppocr *e = fr_ppocr_new(m, &o, &err);                    // one per thread
+ *   fr_ocr_result r;
+ *   fr_ocr_status st = fr_ppocr_run(e, img, &cancel, &r, &err); // r.quads, r.engine "ppocr"
+ *   ... fr_ocr_result_free(&r); fr_ppocr_free(e); fr_ppocr_models_free(m);
+ *
+ * One page: det input (longer side <= 960, multiples of 32) → det → DB boxes (at most max_boxes)
+ * → a rectified crop per box → the direction classifier in batches of cls_batch (crops it calls
+ * 180° are turned) → the recogniser in batches of rec_batch crops of similar aspect ratio (sorted
+ * by w/h; each batch padded to one width, a multiple of rec_step between rec_min_w and rec_max_w)
+ * → CTC greedy decoding → lines under drop_score left out → fr_ocr_result with quads, the text
+ * joined by rows (fr_ppocr_join_text), script and language detected from the text.
+ *
+ * Bounds: the image must be at most FR_PPOCR_MAX_MAP_PIXELS * 16 pixels (TOO_LARGE; callers fit
+ * pages into their pixel budget first, see ocr.h); boxes are capped at max_boxes; the crops of
+ * one page together at most FR_PPOCR_MAX_CROP_BYTES (TOO_LARGE); the cancel check is polled
+ * between every network run and inside them (between nodes), and a stop returns FR_OCR_STOPPED
+ * with res->stopped set and err's code from the reason (fr_cancel_reason_code).
+ *
+ * Threads: fr_ppocr_models is immutable after loading and shared by any number of engines and
+ * threads. An fr_ppocr (its three executor sessions and scratch buffers) runs one page at a time:
+ * use one engine per thread (fr_ocr_pool does, ocr.h); calls on one engine from two threads at
+ * once are a bug of the caller. */
+
+#define FR_PPOCR_DET_FILE "ch_PP-OCRv4_det_infer.onnx"
+#define FR_PPOCR_REC_FILE "ch_PP-OCRv4_rec_infer.onnx"
+#define FR_PPOCR_CLS_FILE "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+#define FR_PPOCR_DICT_FILE "ppocr_keys_v1.txt"
+#define FR_PPOCR_DEFAULT_DIR "models/ppocr"      /* under the data root (base.h fr_data_path) */
+#define FR_PPOCR_MAX_CROP_BYTES ((size_t)256 << 20) /* pixels of all crops of one page */
+#define FR_PPOCR_MAX_IMAGE_PIXELS ((uint64_t)FR_PPOCR_MAX_MAP_PIXELS * 16)
+
+typedef struct fr_ppocr_models fr_ppocr_models;
+typedef struct fr_ppocr fr_ppocr;
+
+/* Settings of one engine; fr_ppocr_default_opts gives the values shown. */
+typedef struct fr_ppocr_opts {
+    int n_threads;          /* threads of each network run; <= 0: 1 (a pool runs one engine per
+                               core) */
+    bool use_cls;           /* run the 180° classifier (true) */
+    float cls_thresh;       /* flip when the classifier says 180° with more than this (0.9) */
+    int cls_batch;          /* crops per classifier run (6) */
+    int rec_batch;          /* crops per recogniser run (6) */
+    uint32_t rec_min_w;     /* narrowest recogniser input (320, PaddleOCR's 3x48x320) */
+    uint32_t rec_step;      /* batch widths are multiples of this (32: few distinct shapes) */
+    uint32_t rec_max_w;     /* widest recogniser input; wider lines are squeezed (2400) */
+    float drop_score;       /* lines whose confidence is below this are left out (0.5) */
+    int max_boxes;          /* text boxes kept per page (FR_PPOCR_MAX_BOXES) */
+    float join_gap;         /* fr_ppocr_join_text's gap, in line heights (1.0) */
+    fr_ppocr_det_params det; /* detection settings (fr_ppocr_det_default_params) */
+} fr_ppocr_opts;
+
+fr_ppocr_opts fr_ppocr_default_opts(void);
+/* Whether dir (NULL: FR_PPOCR_DEFAULT_DIR under the data root) holds the four files. */
+bool fr_ppocr_models_present(const char *dir);
+/* Loads the three models and the dictionary from dir (NULL: the default). NULL with err set
+ * (a file missing: NOT_FOUND naming it; a bad file: the loader's code). */
+fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err);
+void fr_ppocr_models_free(fr_ppocr_models *m);
+/* An engine on m (borrowed: m must outlive it): one executor session per network. NULL with err
+ * set (the executor cannot run a model: UNSUPPORTED; out of memory). */
+fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err *err);
+void fr_ppocr_free(fr_ppocr *e);
+/* Reads a gray or RGB page into *res (res->engine "ppocr", res->quads one per line, res->lang
+ * detected; res->ms the call's time). cancel may be NULL. FR_OCR_OK, FR_OCR_FAILED with err set
+ * (empty image: BAD_REQUEST; over the bounds: TOO_LARGE; executor failure), or FR_OCR_STOPPED
+ * (res->stopped, err). On anything but OK res holds no lines. */
+fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel,
+                           fr_ocr_result *res, fr_err *err);
 
 #endif

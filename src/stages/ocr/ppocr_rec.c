@@ -1,7 +1,7 @@
 /* ppocr_rec.c — from detected boxes to text: perspective crop of each line, the direction
  * classifier's input and flip, the recogniser's input (height 48, width buckets), the dictionary,
- * CTC greedy decoding, script detection and the OCR result (PaddleOCR's predict_system, cls and
- * rec steps, and CTCLabelDecode).
+ * CTC greedy decoding, script detection and the OCR result with its text joined by rows
+ * (PaddleOCR's predict_system, cls and rec steps, and CTCLabelDecode).
  *
  * The crop maps the unit square onto the box's quadrilateral with the closed-form projective map
  * (Heckbert's square-to-quad) and samples the image bilinearly at the destination pixels' images,
@@ -11,8 +11,8 @@
  */
 #include "stages/ocr/ppocr.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -296,23 +296,47 @@ const char *fr_ppocr_script_lang(fr_ppocr_script s) {
 
 /* ---- result ---- */
 
-int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, fr_ocr_result *res,
-                    fr_err *err) {
+/* The top-left corner and height of a box (for rows and gaps). */
+static float box_h(const fr_ppocr_box *b) {
+    return 0.5f * (hypotf(b->x[3] - b->x[0], b->y[3] - b->y[0]) +
+                   hypotf(b->x[2] - b->x[1], b->y[2] - b->y[1]));
+}
+
+char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, float line_tol,
+                         float join_gap) {
+    fr_buf all = {0};
+    for (int i = 0; i < n; i++) {
+        if (i) {
+            const fr_ppocr_box *a = &boxes[i - 1], *b = &boxes[i];
+            float h = fmaxf(box_h(a), box_h(b));
+            float gap = fminf(b->x[0], b->x[3]) - fmaxf(a->x[1], a->x[2]);
+            bool row = fabsf(b->y[0] - a->y[0]) < line_tol && b->x[0] >= a->x[0];
+            fr_buf_puts(&all, row && gap < join_gap * h ? " " : "\n");
+        }
+        fr_buf_puts(&all, texts[i] ? texts[i] : "");
+    }
+    return all.data ? fr_buf_cstr(&all) : fr_xstrdup("");
+}
+
+int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, float line_tol,
+                    float join_gap, fr_ocr_result *res, fr_err *err) {
     memset(res, 0, sizeof *res);
     res->passes = 1;
     res->scale = 1;
+    res->engine = "ppocr";
     res->lines = fr_xcalloc(n > 0 ? (size_t)n : 1, sizeof *res->lines);
-    fr_buf all = {0};
+    res->quads = fr_xcalloc(n > 0 ? (size_t)n * 8 : 8, sizeof *res->quads);
+    char **kept = fr_xcalloc(n > 0 ? (size_t)n : 1, sizeof *kept);
     double csum = 0;
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         if (!texts[i].text || !texts[i].text[0]) continue;
         fr_ocr_line *l = &res->lines[k];
-        const fr_ppocr_box *b = &boxes[i];
-        float x0 = b->x[0], x1 = b->x[0], y0 = b->y[0], y1 = b->y[0];
+        const fr_ppocr_box b = boxes[i];
+        float x0 = b.x[0], x1 = b.x[0], y0 = b.y[0], y1 = b.y[0];
         for (int q = 1; q < 4; q++) {
-            x0 = fminf(x0, b->x[q]); x1 = fmaxf(x1, b->x[q]);
-            y0 = fminf(y0, b->y[q]); y1 = fmaxf(y1, b->y[q]);
+            x0 = fminf(x0, b.x[q]); x1 = fmaxf(x1, b.x[q]);
+            y0 = fminf(y0, b.y[q]); y1 = fmaxf(y1, b.y[q]);
         }
         l->x0 = (int)floorf(x0);
         l->y0 = (int)floorf(y0);
@@ -321,36 +345,20 @@ int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, fr_ocr_res
         l->conf = texts[i].conf * 100.0f;
         l->text = texts[i].text;
         texts[i].text = NULL;
-        if (k) fr_buf_puts(&all, "\n");
-        fr_buf_puts(&all, l->text);
+        for (int c = 0; c < 4; c++) {
+            res->quads[k * 8 + 2 * c] = b.x[c];
+            res->quads[k * 8 + 2 * c + 1] = b.y[c];
+        }
+        kept[k] = l->text;
         csum += l->conf;
-        boxes[k] = *b;
+        boxes[k] = b;
         k++;
     }
     res->n_lines = k;
-    res->text = all.data ? fr_buf_cstr(&all) : fr_xstrdup("");
+    res->text = fr_ppocr_join_text(boxes, kept, (int)k, line_tol, join_gap);
+    free(kept);
     res->mean_conf = k ? (float)(csum / k) : 0.0f;
+    res->lang = fr_ppocr_script_lang(fr_ppocr_detect_script(res->text, NULL));
     (void)err;
     return 0;
-}
-
-cJSON *fr_ppocr_result_json(const fr_ocr_result *res, const fr_ppocr_box *kept_boxes) {
-    cJSON *o = fr_ocr_result_json(res);
-    fr_ppocr_script s = fr_ppocr_detect_script(res->text, NULL);
-    cJSON_AddStringToObject(o, "engine", "ppocr");
-    cJSON_AddStringToObject(o, "script", s == FR_PPOCR_SCRIPT_HAN ? "han" :
-                                         s == FR_PPOCR_SCRIPT_LATIN ? "latin" : "none");
-    cJSON_AddStringToObject(o, "lang", fr_ppocr_script_lang(s));
-    cJSON *lines = cJSON_GetObjectItem(o, "lines");
-    size_t i = 0;
-    for (cJSON *l = lines ? lines->child : NULL; l && kept_boxes && i < res->n_lines;
-         l = l->next, i++) {
-        double q[8];
-        for (int c = 0; c < 4; c++) {
-            q[2 * c] = rint(kept_boxes[i].x[c]);
-            q[2 * c + 1] = rint(kept_boxes[i].y[c]);
-        }
-        cJSON_AddItemToObject(l, "quad", cJSON_CreateDoubleArray(q, 8));
-    }
-    return o;
 }

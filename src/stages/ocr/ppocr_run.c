@@ -1,0 +1,318 @@
+/* ppocr_run.c — the PP-OCR engine: the three networks on frugal's ONNX executor
+ * (backend/onnx_exec.h) around the pure steps of ppocr_det.c and ppocr_rec.c; see ppocr.h.
+ *
+ * Design: the models and the dictionary are loaded once (fr_ppocr_models, immutable, shared);
+ * an engine holds one executor session per network and one input buffer grown to the largest
+ * run it has made (bounded by the image limit and the width cap), so a page allocates only its
+ * boxes, crops and texts. Every network run is checked for the shape it must give back; a run
+ * that fails while the cancel check says stop is a stop (FR_OCR_STOPPED), anything else is
+ * the executor's error with its code.
+ */
+#include "stages/ocr/ppocr.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/onnx_exec.h"
+#include "model/onnx/onnx.h"
+
+struct fr_ppocr_models {
+    fr_onnx_model *det; /* DB detector: x (N, 3, H, W) → (N, 1, H, W) probabilities */
+    fr_onnx_model *cls; /* direction classifier: x (N, 3, 48, 192) → (N, 2) */
+    fr_onnx_model *rec; /* recogniser: x (N, 3, 48, W) → (N, W/8, classes) softmax */
+    fr_ppocr_dict dict; /* classes of rec: blank, the dictionary, " " */
+};
+
+struct fr_ppocr {
+    const fr_ppocr_models *m; /* borrowed */
+    fr_ppocr_opts o;          /* settings */
+    fr_onnx_sess *det, *cls, *rec; /* sessions (cls NULL when !o.use_cls) */
+    float *in;                /* network input scratch */
+    size_t in_cap;            /* its capacity in floats */
+};
+
+fr_ppocr_opts fr_ppocr_default_opts(void) {
+    fr_ppocr_opts o = {.n_threads = 1, .use_cls = true, .cls_thresh = 0.9f, .cls_batch = 6,
+                       .rec_batch = 6, .rec_min_w = 320, .rec_step = 32, .rec_max_w = 2400,
+                       .drop_score = 0.5f, .max_boxes = FR_PPOCR_MAX_BOXES, .join_gap = 1.0f,
+                       .det = fr_ppocr_det_default_params()};
+    return o;
+}
+
+/* dir/file as a malloc'd path; dir NULL: the default folder under the data root. */
+static char *model_path(const char *dir, const char *file) {
+    if (dir) return fr_path_join(dir, file);
+    char *d = fr_data_path(FR_PPOCR_DEFAULT_DIR);
+    char *p = fr_path_join(d, file);
+    free(d);
+    return p;
+}
+
+static const char *const files[4] = {FR_PPOCR_DET_FILE, FR_PPOCR_CLS_FILE, FR_PPOCR_REC_FILE,
+                                     FR_PPOCR_DICT_FILE};
+
+bool fr_ppocr_models_present(const char *dir) {
+    for (int i = 0; i < 4; i++) {
+        char *p = model_path(dir, files[i]);
+        bool ok = fr_path_exists(p) && !fr_path_is_dir(p);
+        free(p);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+void fr_ppocr_models_free(fr_ppocr_models *m) {
+    if (!m) return;
+    fr_onnx_model_free(m->det);
+    fr_onnx_model_free(m->cls);
+    fr_onnx_model_free(m->rec);
+    fr_ppocr_dict_free(&m->dict);
+    free(m);
+}
+
+/* One model file: present (else NOT_FOUND), loaded, one input and one output. */
+static fr_onnx_model *load_one(const char *dir, const char *file, fr_err *err) {
+    char *p = model_path(dir, file);
+    fr_onnx_model *m = NULL;
+    if (!fr_path_exists(p)) {
+        fr_err_setc(err, FR_ERR_NOT_FOUND,
+                    "PP-OCR: %s is missing (scripts/install-deps.sh installs the models)", p);
+    } else if ((m = fr_onnx_model_load(p, err)) && (m->n_inputs != 1 || m->n_outputs != 1)) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "PP-OCR: %s has %d inputs and %d outputs, not 1 and 1",
+                    p, m->n_inputs, m->n_outputs);
+        fr_onnx_model_free(m);
+        m = NULL;
+    }
+    free(p);
+    return m;
+}
+
+fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err) {
+    fr_ppocr_models *m = fr_xcalloc(1, sizeof *m);
+    if (!(m->det = load_one(dir, FR_PPOCR_DET_FILE, err)) ||
+        !(m->cls = load_one(dir, FR_PPOCR_CLS_FILE, err)) ||
+        !(m->rec = load_one(dir, FR_PPOCR_REC_FILE, err))) {
+        fr_ppocr_models_free(m);
+        return NULL;
+    }
+    char *kp = model_path(dir, FR_PPOCR_DICT_FILE);
+    int rc = fr_ppocr_dict_load(kp, 1, &m->dict, err);
+    free(kp);
+    if (rc) {
+        fr_err_prefix(err, "PP-OCR dictionary");
+        fr_ppocr_models_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void fr_ppocr_free(fr_ppocr *e) {
+    if (!e) return;
+    fr_onnx_sess_free(e->det);
+    fr_onnx_sess_free(e->cls);
+    fr_onnx_sess_free(e->rec);
+    free(e->in);
+    free(e);
+}
+
+fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err *err) {
+    fr_ppocr *e = fr_xcalloc(1, sizeof *e);
+    e->m = m;
+    e->o = o ? *o : fr_ppocr_default_opts();
+    if (e->o.cls_batch < 1) e->o.cls_batch = 1;
+    if (e->o.rec_batch < 1) e->o.rec_batch = 1;
+    if (e->o.max_boxes < 1 || e->o.max_boxes > FR_PPOCR_MAX_BOXES)
+        e->o.max_boxes = FR_PPOCR_MAX_BOXES;
+    if (e->o.rec_min_w < 8) e->o.rec_min_w = 8;
+    if (e->o.rec_max_w < e->o.rec_min_w) e->o.rec_max_w = e->o.rec_min_w;
+    fr_onnx_sess_opts so = fr_onnx_sess_default_opts();
+    so.n_threads = e->o.n_threads > 0 ? e->o.n_threads : 1;
+    if (!(e->det = fr_onnx_sess_new(m->det, &so, err)) ||
+        (e->o.use_cls && !(e->cls = fr_onnx_sess_new(m->cls, &so, err))) ||
+        !(e->rec = fr_onnx_sess_new(m->rec, &so, err))) {
+        fr_err_prefix(err, "PP-OCR");
+        fr_ppocr_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The input buffer, at least n floats (n is bounded by the caller). */
+static float *scratch(fr_ppocr *e, size_t n) {
+    if (n > e->in_cap) {
+        free(e->in);
+        e->in = fr_xmalloc(n * sizeof *e->in);
+        e->in_cap = n;
+    }
+    return e->in;
+}
+
+/* One network run on x (n, 3, h, w). 0, or an fr_ocr_status: STOPPED when the cancel check says
+ * stop (before the run or as the reason it failed), FAILED with err otherwise. */
+static int net(fr_onnx_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
+               fr_onnx_arr *out, const fr_cancel *cancel, fr_err *err) {
+    if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
+    fr_onnx_arr in = {.rank = 4, .dims = {n, 3, h, w}, .data = x};
+    if (fr_onnx_sess_run(s, &in, 1, out, 1, cancel, err)) {
+        if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
+        fr_err_prefix(err, "PP-OCR %s", what);
+        return FR_OCR_FAILED;
+    }
+    return 0;
+}
+
+static int bad_shape(const char *what, const fr_onnx_arr *a, fr_err *err) {
+    fr_err_setc(err, FR_ERR_INTERNAL, "PP-OCR %s: unexpected output of rank %d (%lld, %lld, ...)",
+                what, a->rank, a->rank > 0 ? (long long)a->dims[0] : 0LL,
+                a->rank > 1 ? (long long)a->dims[1] : 0LL);
+    return FR_OCR_FAILED;
+}
+
+/* Detection: boxes in reading order into b (at most e->o.max_boxes); *nb their count. */
+static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_ppocr_box *b,
+                  int *nb, fr_err *err) {
+    uint32_t mw, mh;
+    fr_ppocr_det_size(img->width, img->height, e->o.det.limit_side, &mw, &mh);
+    if ((uint64_t)mw * mh > FR_PPOCR_MAX_MAP_PIXELS) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "PP-OCR: detection input %ux%u over the map limit",
+                    mw, mh);
+        return FR_OCR_FAILED;
+    }
+    float *x = scratch(e, (size_t)3 * mw * mh); /* (1, 3, mh, mw) */
+    fr_ppocr_det_prep(img, mw, mh, x);
+    fr_onnx_arr out;
+    int rc = net(e->det, "det", x, 1, mh, mw, &out, cancel, err);
+    if (rc) return rc;
+    if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != mh ||
+        out.dims[3] != mw)
+        return bad_shape("det", &out, err);
+    int n = fr_ppocr_det_boxes(out.data, mw, mh, img->width, img->height, &e->o.det, b,
+                               e->o.max_boxes, err);
+    if (n < 0) return FR_OCR_FAILED;
+    *nb = n;
+    return 0;
+}
+
+/* The classifier over the crops listed in v[0..n) (all non-empty): 180° ones are turned. */
+static int classify(fr_ppocr *e, fr_image *crops, const int *v, int n, const fr_cancel *cancel,
+                    fr_err *err) {
+    size_t per = (size_t)3 * FR_PPOCR_REC_H * FR_PPOCR_CLS_W;
+    for (int s = 0; s < n; s += e->o.cls_batch) {
+        int k = FR_MIN(e->o.cls_batch, n - s);
+        float *x = scratch(e, per * (size_t)k); /* (k, 3, 48, 192) */
+        for (int i = 0; i < k; i++) fr_ppocr_cls_prep(&crops[v[s + i]], x + per * (size_t)i);
+        fr_onnx_arr out;
+        int rc = net(e->cls, "cls", x, k, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
+        if (rc) return rc;
+        if (out.rank != 2 || out.dims[0] != k || out.dims[1] != 2)
+            return bad_shape("cls", &out, err);
+        for (int i = 0; i < k; i++)
+            if (fr_ppocr_cls_says_flip(out.data + 2 * i, e->o.cls_thresh))
+                fr_ppocr_flip180(&crops[v[s + i]]);
+    }
+    return 0;
+}
+
+/* The recogniser over the crops v[0..n) in batches of similar aspect ratio; texts[v[i]] set. */
+static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
+                     const fr_cancel *cancel, fr_ppocr_text *texts, fr_err *err) {
+    fr_image *sub = fr_xcalloc((size_t)n, sizeof *sub);
+    int *ord = fr_xcalloc((size_t)n, sizeof *ord);
+    for (int i = 0; i < n; i++) sub[i] = crops[v[i]]; /* shallow: the pixels stay the caller's */
+    fr_ppocr_rec_order(sub, n, ord);
+    int rc = 0;
+    for (int s = 0; s < n && !rc; s += e->o.rec_batch) {
+        int k = FR_MIN(e->o.rec_batch, n - s);
+        float ratio = 0;
+        for (int i = 0; i < k; i++) {
+            const fr_image *c = &sub[ord[s + i]];
+            ratio = fmaxf(ratio, (float)c->width / (float)c->height);
+        }
+        uint32_t w = fr_ppocr_rec_width(ratio, e->o.rec_min_w, e->o.rec_step, e->o.rec_max_w);
+        size_t per = (size_t)3 * FR_PPOCR_REC_H * w;
+        float *x = scratch(e, per * (size_t)k); /* (k, 3, 48, w) */
+        for (int i = 0; i < k; i++) fr_ppocr_rec_prep(&sub[ord[s + i]], w, x + per * (size_t)i);
+        fr_onnx_arr out;
+        if ((rc = net(e->rec, "rec", x, k, FR_PPOCR_REC_H, w, &out, cancel, err))) break;
+        if (out.rank != 3 || out.dims[0] != k || out.dims[1] < 1 || out.dims[2] < 1) {
+            rc = bad_shape("rec", &out, err);
+            break;
+        }
+        int T = (int)out.dims[1], C = (int)out.dims[2];
+        for (int i = 0; i < k && !rc; i++) {
+            fr_ppocr_text *t = &texts[v[ord[s + i]]];
+            if (fr_ppocr_ctc_decode(out.data + (size_t)i * T * C, T, C, &e->m->dict, t, err))
+                rc = FR_OCR_FAILED;
+            else if (t->conf < e->o.drop_score) /* PaddleOCR's drop_score */
+                t->text[0] = 0;
+        }
+    }
+    free(ord);
+    free(sub);
+    return rc;
+}
+
+fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel,
+                           fr_ocr_result *res, fr_err *err) {
+    double t0 = fr_time_s();
+    memset(res, 0, sizeof *res);
+    res->scale = 1;
+    res->engine = "ppocr";
+    if (!img || !img->pix || !img->width || !img->height ||
+        (img->channels != 1 && img->channels != 3)) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "PP-OCR: empty image or not gray / RGB");
+        return FR_OCR_FAILED;
+    }
+    if ((uint64_t)img->width * img->height > FR_PPOCR_MAX_IMAGE_PIXELS) {
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "PP-OCR: the image is %ux%u, over %llu pixels",
+                    img->width, img->height, (unsigned long long)FR_PPOCR_MAX_IMAGE_PIXELS);
+        return FR_OCR_FAILED;
+    }
+    fr_ppocr_box *boxes = fr_xcalloc((size_t)e->o.max_boxes, sizeof *boxes);
+    int nb = 0;
+    int rc = detect(e, img, cancel, boxes, &nb, err);
+    fr_image *crops = fr_xcalloc(nb ? (size_t)nb : 1, sizeof *crops);
+    fr_ppocr_text *texts = fr_xcalloc(nb ? (size_t)nb : 1, sizeof *texts);
+    int *v = fr_xcalloc(nb ? (size_t)nb : 1, sizeof *v);
+    int nv = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < nb && !rc; i++) {
+        fr_err ce = {0};
+        if (fr_ppocr_crop(img, &boxes[i], &crops[i], &ce)) continue; /* degenerate: no line */
+        bytes += (size_t)crops[i].width * crops[i].height * crops[i].channels;
+        if (bytes > FR_PPOCR_MAX_CROP_BYTES) {
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "PP-OCR: the %d line crops of the page exceed "
+                        "%zu MiB", nb, FR_PPOCR_MAX_CROP_BYTES >> 20);
+            rc = FR_OCR_FAILED;
+        }
+        v[nv++] = i;
+    }
+    if (!rc && nv && e->cls) rc = classify(e, crops, v, nv, cancel, err);
+    if (!rc && nv) rc = recognise(e, crops, v, nv, cancel, texts, err);
+    if (!rc && fr_cancel_check(cancel)) rc = FR_OCR_STOPPED;
+    if (!rc && fr_ppocr_result(boxes, texts, nb, e->o.det.line_tol, e->o.join_gap, res, err))
+        rc = FR_OCR_FAILED;
+    for (int i = 0; i < nb; i++) {
+        fr_image_free(&crops[i]);
+        free(texts[i].text);
+    }
+    free(v);
+    free(texts);
+    free(crops);
+    free(boxes);
+    if (rc) {
+        fr_ocr_result_free(res);
+        res->scale = 1;
+        res->engine = "ppocr";
+        if (rc == FR_OCR_STOPPED) {
+            res->stopped = fr_cancel_check(cancel);
+            if (!res->stopped) res->stopped = FR_CANCEL_TIMEOUT;
+            fr_err_setc(err, fr_cancel_reason_code(res->stopped), "PP-OCR: stopped (%s)",
+                        fr_cancel_reason_name(res->stopped));
+        }
+    }
+    res->ms = (fr_time_s() - t0) * 1e3;
+    return (fr_ocr_status)rc;
+}
