@@ -42,6 +42,26 @@ TEST(fields_from_text) {
 
 /* Chinese labels (金额, 小写 over 大写, 发票号码 not 发票代码, 销售方名称 not 购买方名称), OCR-misread
  * labels within one edit (收吉方, 票号码) but not unrelated words, fullwidth digits (NFKC) */
+/* What the PP-OCR recogniser makes of labels (on the tuning pages, seed 7): digits for letters,
+ * a receipt's title that is one edit from 收款方, a number prefixed by letters after "No.". */
+TEST(fields_ppocr_readings) {
+    fr_fields f;
+    fr_fields_extract("Northwind Hardware Ltd\nReceipt\nInvoice #TT-468264\nTota1:$9,336.86", &f);
+    CHECK_STR(f.amount, "9336.86");
+    CHECK_STR(f.invoice_no, "TT-468264");
+    fr_fields_extract("\xe8\xa5\xbf\xe5\xae\x89\xe6\x96\xb0\xe5\x85\x83\xe6\x9c\x89\xe9\x99\x90"
+                      "\xe5\x85\xac\xe5\x8f\xb8\n" /* 西安新元有限公司 */
+                      "\xe6\x94\xb6\xe6\xac\xbe\xe6\x94\xb6\xe6\x8d\xae\n" /* 收款收据 */
+                      "\xe6\x94\xb6\xe6\xac\xbe\xe6\x96\xb9\xef\xbc\x9a" /* 收款方： */
+                      "\xe8\xa5\xbf\xe5\xae\x89\xe6\x96\xb0\xe5\x85\x83\xe6\x9c\x89\xe9\x99\x90"
+                      "\xe5\x85\xac\xe5\x8f\xb8\nNo.NO-2024-1932", &f);
+    CHECK_STR(f.payee, "\xe8\xa5\xbf\xe5\xae\x89\xe6\x96\xb0\xe5\x85\x83\xe6\x9c\x89\xe9\x99\x90"
+                       "\xe5\x85\xac\xe5\x8f\xb8");
+    CHECK_STR(f.invoice_no, "NO-2024-1932");
+    fr_fields_extract("No. of items 3\nTotal 5.00", &f); /* "No." before a word is no number */
+    CHECK_STR(f.invoice_no, "");
+}
+
 TEST(fields_chinese_labels_noisy) {
     fr_fields f;
     fr_fields_extract("增值税普通发票\n发票代码: 031002300111\n发票号码: 08812345\n"

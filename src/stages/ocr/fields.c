@@ -106,16 +106,24 @@ static bool label_fuzzy_ok(const uint32_t *cp, int n) {
  * 收款方). Returns the squeezed byte offset just past the match and sets *which, or -1. */
 static int find_label_neg(const sq_line *q, const char *const *labels, size_t nl,
                           const char *const *neg, size_t nneg, size_t *which) {
+    /* labels are looked for with the digits OCR reads for letters inside a word folded back
+     * ("Tota1" is "total", "Se11er" "seller"): a 1 or 0 right after a letter; same offsets */
+    char f[LINE_MAX_BYTES];
+    for (int i = 0; i <= q->n; i++) {
+        char c = q->s[i];
+        bool after = i > 0 && f[i - 1] >= 'a' && f[i - 1] <= 'z';
+        f[i] = after && c == '1' ? 'l' : after && c == '0' ? 'o' : c;
+    }
     for (size_t i = 0; i < nl; i++) {
-        const char *p = strstr(q->s, labels[i]);
+        const char *p = strstr(f, labels[i]);
         if (p) {
             *which = i;
-            return (int)(p - q->s) + (int)strlen(labels[i]);
+            return (int)(p - f) + (int)strlen(labels[i]);
         }
     }
     uint32_t s[LINE_MAX_BYTES];
     int off[LINE_MAX_BYTES + 1];
-    int ns = utf8_decode(q->s, q->n, s, off, LINE_MAX_BYTES);
+    int ns = utf8_decode(f, q->n, s, off, LINE_MAX_BYTES);
     for (size_t i = 0; i < nl; i++) {
         uint32_t lab[LABEL_CPS + 1];
         int loff[LABEL_CPS + 2];
@@ -461,6 +469,7 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
         "\xe8\xb4\xad\xe4\xb9\xb0\xe6\x96\xb9\xe5\x90\x8d\xe7\xa7\xb0", /* 购买方名称: the buyer */
         "\xe8\xb4\xad\xe4\xb9\xb0\xe6\x96\xb9",                         /* 购买方 */
         "billto", "shipto",
+        "\xe6\x94\xb6\xe6\xac\xbe\xe6\x94\xb6\xe6\x8d\xae",         /* 收款收据: a receipt's title */
     };
     size_t best_amt = FR_ARRAY_LEN(L_AMT), best_date = FR_ARRAY_LEN(L_DATE) + 1;
     const char *amt_line = NULL; /* the line the amount came from */
@@ -489,7 +498,13 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                 /* "invoice" and "no." alone: only with a number right after them */
                 bool weak = !strcmp(L_INV[w], "invoice") || !strcmp(L_INV[w], "no.");
                 if (weak && !strcmp(L_INV[w], "no.") && k != 3) k = -1;
-                if (weak && k >= 0 && k < q.n && isalpha((unsigned char)q.s[k])) k = -1;
+                if (weak && k >= 0 && k < q.n && isalpha((unsigned char)q.s[k])) {
+                    /* "No." then letters: only a number's own prefix ("No.NO-2024-1932") */
+                    int r = 0;
+                    while (k + r < q.n && isalpha((unsigned char)q.s[k + r])) r++;
+                    char nx = k + r < q.n ? q.s[k + r] : 0;
+                    if (r > 4 || (nx != '-' && !isdigit((unsigned char)nx))) k = -1;
+                }
                 if (k >= 0) {
                     k = skip_sep(&q, k);
                     if (!invoice_token(orig_from(&q, k), end, out->invoice_no,
