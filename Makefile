@@ -148,8 +148,9 @@ tests: $(BUILD)/gguf-spec
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
 #                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
 #                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF),
-#                    gpu-vl-bench (frugal's side of bench/gpu/vl_bench.sh) and frugal-cuda (the
-#                    CLI with the CUDA backend linked in).
+#                    gpu-vl-bench (frugal's side of bench/gpu/vl_bench.sh), gpu-onnx (the CUDA
+#                    ONNX executor vs onnxruntime and the CPU executor, and the PP-OCR bench;
+#                    links -lcudnn) and frugal-cuda (the CLI with the CUDA backend linked in).
 #   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: base.o, and for
 #                    gpu-bench the meter's NVML loader nvml.o; what a bare GPU host can build).
 NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
@@ -163,7 +164,10 @@ CUDA_SRC     := $(sort $(wildcard src/backend/cuda/*.cu))
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
 # the vision tower (vision.cu) calls backend/vision_plan.c (libfrugal): only the
 # programs that link libfrugal take it; gpu-check and gpu-bench link the kernels alone
-CUDA_KOBJ    := $(filter-out $(CUDA_BUILD)/src/backend/cuda/vision.o,$(CUDA_OBJ))
+CUDA_KOBJ    := $(filter-out $(CUDA_BUILD)/src/backend/cuda/vision.o $(CUDA_BUILD)/src/backend/cuda/k_onnx.o,$(CUDA_OBJ))
+# the ONNX executor on the device (onnx_cuda.c: host code over cuDNN / cuBLAS, k_onnx.cu: its
+# kernels) runs the CPU executor's prepared schedule: programs that link libfrugal take it
+ONNX_CUDA_OBJ := $(CUDA_BUILD)/src/backend/cuda/onnx_cuda.o $(CUDA_BUILD)/src/backend/cuda/k_onnx.o
 CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static \
                 -ldl -lrt -lpthread -lstdc++ -lm
 
@@ -186,14 +190,16 @@ $(CUDA_BUILD)/gpu-vision: $(CUDA_BUILD)/tests/gpu/vision.o $(CUDA_OBJ) $(BUILD)/
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-vl-bench: $(CUDA_BUILD)/bench/gpu/vl_bench.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
-$(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(CUDA_OBJ) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
-	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-onnx: $(CUDA_BUILD)/tests/gpu/onnx_check.o $(ONNX_CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcudnn
+$(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(sort $(CUDA_OBJ) $(ONNX_CUDA_OBJ)) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS) -lcudnn
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
 cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/gpu-vl-bench \
-      $(CUDA_BUILD)/frugal-cuda
+      $(CUDA_BUILD)/gpu-onnx $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
--include $(CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
+-include $(CUDA_OBJ:.o=.d) $(ONNX_CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
 
 # ---- dev/cuda: standalone kernel experiments (llm.c style; never linked into frugal) --------
 #   make dev         nvcc-compiles each dev/cuda/<op>.cu (with dev/cuda/common.h only: nothing from

@@ -25,7 +25,8 @@
 #   3  backend/cpu   the CPU decoder, reference ops, kernels, q8/q4 quantisation
 #   3  backend/cuda  the CUDA decoder and its kernels
 #   4  backend-table backend.h (one table of operations over cpu and cuda) and the CUDA row of
-#                    that table (backend/cuda/backend_cuda.cu)
+#                    that table (backend/cuda/backend_cuda.cu); the CUDA ONNX executor's host
+#                    side (backend/cuda/onnx_cuda.c: runs the CPU executor's prepared schedule)
 #   5  engine        the serving engine, generation state, single-sequence generate
 #   6  stages        image, OCR, audio, ASR, NLU, token budget
 #   6  stages/vision visual-token pruning, background patch dropping, the encoder cache
@@ -41,6 +42,7 @@ LAYERS='
 1  meter          ^src/meter/
 4  backend-table  ^src/backend/backend\.(c|h)$
 4  backend-table  ^src/backend/cuda/backend_cuda\.cu$
+4  backend-table  ^src/backend/cuda/onnx_cuda\.c$
 3  backend/cpu    ^src/backend/cpu/
 3  backend/cuda   ^src/backend/cuda/
 2  backend        ^src/backend/[^/]+$

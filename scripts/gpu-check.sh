@@ -10,12 +10,14 @@
 #      with the multimodal checks: image rows + M-RoPE vs the CPU decoder, qwen25vl-tiny on CUDA
 #      vs HF); the CUDA vision tower (gpu-vision); `frugal-cuda generate --device cuda --image`
 #      on the fixture vs HF (prompt ids, grid, last logits < 2e-2, the 12 greedy ids);
+#      the CUDA ONNX executor on the PP-OCR models and every op fixture against onnxruntime and
+#      the CPU executor, and its pages/s bench (gpu-onnx);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
 #   6. compute-sanitizer memcheck over `gpu-check --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
 # Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
-# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,cli_vl.json,sanitizer.log,bench.log,
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,cli_vl.json,onnx.log,sanitizer.log,bench.log,
 #       summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
@@ -137,6 +139,22 @@ PY
     [ "$rc" -eq 0 ] && [ "$prc" -eq 0 ] || { status=1; head -c 400 "$out/cli_vl.err" | tee -a "$sum"; }
 else
     note "== frugal-cuda: not built"
+fi
+
+# ---- 4d. the CUDA ONNX executor (PP-OCR det / rec / cls, every op) vs onnxruntime and the CPU
+#          executor, then its bench (models/ppocr must be in the checkout: scripts/install-deps.sh)
+if [ -x "$bin/gpu-onnx" ]; then
+    timeout 400 "$bin/gpu-onnx" . >"$out/onnx.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/onnx.log" | tail -n 1)
+    note "== gpu-onnx (CUDA ONNX executor vs onnxruntime and the CPU executor): ${line:-no summary} (exit $rc, $(el) s)"
+    grep -E '^FAIL' "$out/onnx.log" | head -n 40 | tee -a "$sum"
+    grep -E '^PASS (model|batch|graph)' "$out/onnx.log" | tee -a "$sum"
+    grep -E '^onnx-bench' "$out/onnx.log" | tee -a "$sum"
+    [ "$rc" -eq 0 ] || status=1
+else
+    note "FAIL gpu-onnx: not built (make cuda builds it; it needs the CPU build's libfrugal.a)"
+    status=1
 fi
 
 # ---- 5. benchmarks

@@ -489,6 +489,8 @@ fail:
     return NULL;
 }
 
+const ox_step *ox_sess_steps(const fr_onnx_sess *s, const ox_t **konst) { *konst = s->kv; return s->steps; }
+
 /* ---------------------------------------------------------------- a run */
 
 static void run_release(fr_onnx_sess *s) {

@@ -84,6 +84,9 @@ typedef int (*ox_op_fn)(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in,
 /* The op function for op, or NULL for one the executor handles itself (Constant). */
 ox_op_fn ox_op_get(fr_onnx_op op);
 
+/* The prepared steps of s (one per node) and its constants (one per value), owned by s. */
+const ox_step *ox_sess_steps(const fr_onnx_sess *s, const ox_t **konst);
+
 /* Sets err to "<model>: node <name> (<Op>): <message>" with code. Returns -1. */
 int ox_fail(ox_ctx *c, const fr_onnx_node *n, fr_err_code code, const char *fmt, ...)
     FR_PRINTF(4, 5);
