@@ -136,7 +136,7 @@ struct fr_onnx_cuda_sess {
 };
 
 fr_onnx_cuda_opts fr_onnx_cuda_default_opts(void) {
-    return (fr_onnx_cuda_opts){.max_bytes = CX_DEFAULT_MAX_BYTES, .tf32 = 1, .graphs = 1, .max_plans = 16};
+    return (fr_onnx_cuda_opts){.max_bytes = CX_DEFAULT_MAX_BYTES, .tf32 = 1, .graphs = 1, .max_plans = 16, .poison = 0};
 }
 
 static size_t tbytes(const ox_t *t) { return (size_t)t->n * (t->dt == FR_ONNX_DTYPE_I64 ? 8 : 4); }
@@ -335,7 +335,7 @@ static void *kdev_get(fr_onnx_cuda_sess *s, int v) {
         s->kdev[v] = NULL;
         return NULL;
     }
-    FR_CK(cudaMemcpy(s->kdev[v], s->kv[v].p, b, cudaMemcpyHostToDevice));
+    FR_CK(cudaMemcpyAsync(s->kdev[v], s->kv[v].p, b, cudaMemcpyHostToDevice, s->st));
     return s->kdev[v];
 }
 
@@ -530,7 +530,7 @@ static int plan_memory(fr_onnx_cuda_sess *s, cx_plan *p, fr_err *err) {
                 const size_t b = tbytes(&p->v[v]);
                 if (cudaMalloc(&p->dp[v], b ? b : 4) != cudaSuccess) p->dp[v] = NULL;
                 else {
-                    FR_CK(cudaMemcpy(p->dp[v], p->v[v].p, b, cudaMemcpyHostToDevice));
+                    FR_CK(cudaMemcpyAsync(p->dp[v], p->v[v].p, b, cudaMemcpyHostToDevice, s->st));
                     p->up[v] = 1;
                 }
             }
@@ -552,7 +552,9 @@ static int plan_memory(fr_onnx_cuda_sess *s, cx_plan *p, fr_err *err) {
             cudaMallocHost((void **)&p->hout[i], tbytes(&p->v[v]) ? tbytes(&p->v[v]) : 4) != cudaSuccess)
             goto oom;
     }
-    FR_CK(cudaDeviceSynchronize());
+    /* the uploads are on the session's stream (no device-wide synchronisation: another
+     * thread's session may be capturing a graph) */
+    FR_CK(cudaStreamSynchronize(s->st));
     rc = 0;
     goto done;
 oom:
@@ -1000,6 +1002,8 @@ static fr_cancel_reason plan_enqueue(fr_onnx_cuda_sess *s, cx_plan *p, const fr_
             *at = i;
             return why;
         }
+        if (s->o.poison && !is_alias(snode(s, i)))
+            CX_CK(s, cudaMemsetAsync(p->dp[s->steps[i].out], 0xff, tbytes(&p->v[s->steps[i].out]), s->st));
         exec_step(s, p, i);
     }
     for (int i = 0; i < m->n_outputs; i++) {
@@ -1095,10 +1099,10 @@ fr_onnx_cuda_sess *fr_onnx_cuda_sess_new(const fr_onnx_model *m, int device,
             cuda_fail(err, m, "weights", e);
             goto fail;
         }
-        FR_CK(cudaMemcpy(s->wdev[i], st->w, (size_t)nw * 4, cudaMemcpyHostToDevice));
-        FR_CK(cudaMemcpy(s->bdev[i], st->b, (size_t)st->wdims[0] * 4, cudaMemcpyHostToDevice));
+        FR_CK(cudaMemcpyAsync(s->wdev[i], st->w, (size_t)nw * 4, cudaMemcpyHostToDevice, s->st));
+        FR_CK(cudaMemcpyAsync(s->bdev[i], st->b, (size_t)st->wdims[0] * 4, cudaMemcpyHostToDevice, s->st));
     }
-    FR_CK(cudaDeviceSynchronize());
+    FR_CK(cudaStreamSynchronize(s->st));
     return s;
 fail:
     fr_onnx_cuda_sess_free(s);

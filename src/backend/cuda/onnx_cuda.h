@@ -53,6 +53,8 @@ typedef struct fr_onnx_cuda_opts {
     int tf32;         /* 1: TF32 tensor cores in cuDNN and cuBLAS; 0: fp32 FMA only */
     int graphs;       /* 1: capture a CUDA graph on the second run of a plan and replay it */
     int max_plans;    /* plans (input shapes) kept; <= 0: 16 */
+    int poison;       /* checks: each step's output filled with NaN bytes before the step, so
+                         an element a kernel leaves unwritten shows (0 in production) */
 } fr_onnx_cuda_opts;
 
 typedef struct fr_onnx_cuda_sess fr_onnx_cuda_sess;
