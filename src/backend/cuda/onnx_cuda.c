@@ -371,6 +371,9 @@ static int plan_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i, cx_alloc *al, fr_e
     c->N = x->d[0], c->C = x->d[1], c->H = x->d[2], c->W = x->d[3];
     c->M = y->d[1], c->OH = y->d[2], c->OW = y->d[3];
     c->Hp = c->H, c->Wp = c->W;
+    if (!c->N || !c->C || !c->H || !c->W || !c->M || !c->OH || !c->OW)
+        return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_BAD_REQUEST,
+                       "an empty tensor (a dimension of 0) on the device");
     int64_t ph = pads[0], pw = pads[1];
     if (pads[0] != pads[2] || pads[1] != pads[3]) {
         if (tr)
@@ -406,8 +409,10 @@ static int plan_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i, cx_alloc *al, fr_e
                            (long long)c->OH, (long long)c->OW);
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int got = 0;
-        CX_DNN(cudnnFindConvolutionForwardAlgorithm(s->dnn, c->xd, c->wd, c->cd, c->yd,
-                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+        if (cudnnFindConvolutionForwardAlgorithm(s->dnn, c->xd, c->wd, c->cd, c->yd,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf) !=
+            CUDNN_STATUS_SUCCESS)
+            got = 0;
         int pick = -1;
         for (int k = 0; k < got && pick < 0; k++)
             if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
@@ -424,9 +429,10 @@ static int plan_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i, cx_alloc *al, fr_e
         int got = 0;
         /* the transposed convolution of x is the data gradient of a convolution whose output
          * is x: dy = x (N, C, H, W), dx = y (N, M, OH, OW), the filter (C, M/g, kh, kw) */
-        CX_DNN(cudnnFindConvolutionBackwardDataAlgorithm(s->dnn, c->wd, c->xd, c->cd, c->yd,
-                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                         &got, perf));
+        if (cudnnFindConvolutionBackwardDataAlgorithm(s->dnn, c->wd, c->xd, c->cd, c->yd,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                      perf) != CUDNN_STATUS_SUCCESS)
+            got = 0;
         int pick = -1;
         for (int k = 0; k < got && pick < 0; k++)
             if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
