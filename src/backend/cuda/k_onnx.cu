@@ -34,15 +34,35 @@ static unsigned grid_for(int64_t n, int threads) {
     return (unsigned)(b < 1 ? 1 : b);
 }
 
-static __device__ __forceinline__ float act_apply(const kox_act a, float x) {
-    switch (a.kind) {
-    case 1: return x > 0 ? x : 0;
-    case 2: return fminf(fmaxf(x, a.a), a.b);
-    case 3: return x * fmaxf(0.0f, fminf(1.0f, a.a * x + a.b));
-    case 4: return x * fminf(fmaxf(x + a.a, a.b), a.c) / a.e;
-    case 5: return x * (1.0f / (1.0f + expf(-x)));
-    default: return x;
+/* min(max(v, lo), hi) and max(v, 0) as the CPU executor computes them (NaN stays NaN) */
+static __device__ __forceinline__ float clampv(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+static __device__ __forceinline__ float reluv(float v) { return v > 0 ? v : 0; }
+static __device__ __forceinline__ float sigmoidv(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+/* The fused program on one value (the CPU's ox_epi_apply, instruction by instruction). */
+static __device__ __forceinline__ float epi_apply(const kox_epi &e, float v) {
+    float sv = 0;
+    for (int k = 0; k < e.n; k++) {
+        const float a = e.ins[k].a, b = e.ins[k].b;
+        switch (e.ins[k].op) {
+        case KOX_EP_MULK: v = v * a; break;
+        case KOX_EP_ADDK: v = v + a; break;
+        case KOX_EP_SUBK: v = v - a; break;
+        case KOX_EP_RSUBK: v = a - v; break;
+        case KOX_EP_DIVK: v = v / a; break;
+        case KOX_EP_RDIVK: v = a / v; break;
+        case KOX_EP_RELU: v = reluv(v); break;
+        case KOX_EP_CLIP: v = clampv(v, a, b); break;
+        case KOX_EP_SIGMOID: v = sigmoidv(v); break;
+        case KOX_EP_HSIG: v = clampv(a * v + b, 0.0f, 1.0f); break;
+        case KOX_EP_SAVE: sv = v; break;
+        default: v = sv * v; break; /* KOX_EP_MULSAVED */
+        }
     }
+    return v;
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -99,11 +119,11 @@ __global__ void k_unary(int op, int64_t n, float p0, float p1, const float *__re
         const float v = x[i];
         float r;
         switch (op) {
-        case KOX_RELU: r = v > 0 ? v : 0; break;
-        case KOX_SIGMOID: r = 1.0f / (1.0f + expf(-v)); break;
+        case KOX_RELU: r = reluv(v); break;
+        case KOX_SIGMOID: r = sigmoidv(v); break;
         case KOX_SQRT: r = sqrtf(v); break;
-        case KOX_HARDSIGMOID: r = fmaxf(0.0f, fminf(1.0f, p0 * v + p1)); break;
-        case KOX_CLIP: r = fminf(fmaxf(v, p0), p1); break;
+        case KOX_HARDSIGMOID: r = clampv(p0 * v + p1, 0.0f, 1.0f); break;
+        case KOX_CLIP: r = clampv(v, p0, p1); break;
         default: r = v; break;
         }
         y[i] = r;
@@ -132,43 +152,43 @@ extern "C" void kox_gather(cudaStream_t st, const kox_idx *ix, const float *x, f
     kox_launched();
 }
 
-__global__ void k_bias_act(float *__restrict__ y, const float *__restrict__ bias, int64_t planes,
-                           int64_t C, int64_t inner, kox_act act) {
+__global__ void k_bias_epi(float *__restrict__ y, const float *__restrict__ bias, int64_t planes,
+                           int64_t C, int64_t inner, const kox_epi epi) {
     const int64_t n = planes * inner;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float v = y[i];
         if (bias) v = v + bias[(i / inner) % C];
-        y[i] = act_apply(act, v);
+        y[i] = epi_apply(epi, v);
     }
 }
 
-extern "C" void kox_bias_act(cudaStream_t st, float *y, const float *bias, int64_t planes,
-                             int64_t C, int64_t inner, kox_act act) {
+extern "C" void kox_bias_epi(cudaStream_t st, float *y, const float *bias, int64_t planes,
+                             int64_t C, int64_t inner, const kox_epi *epi) {
     const int64_t n = planes * inner;
-    if (n <= 0 || (!bias && act.kind == 0)) return;
-    k_bias_act<<<grid_for(n, 256), 256, 0, st>>>(y, bias, planes, C, inner, act);
+    if (n <= 0 || (!bias && epi->n == 0)) return;
+    k_bias_epi<<<grid_for(n, 256), 256, 0, st>>>(y, bias, planes, C, inner, *epi);
     kox_launched();
 }
 
 __global__ void k_bn(const float *__restrict__ x, float *__restrict__ y, const float *sc,
                      const float *bi, const float *mu, const float *va, float eps, int64_t N,
-                     int64_t C, int64_t inner, kox_act act) {
+                     int64_t C, int64_t inner, const kox_epi epi) {
     const int64_t n = N * C * inner;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t ch = (i / inner) % C;
         const float s = sc[ch] / sqrtf(va[ch] + eps), t = bi[ch] - mu[ch] * s;
-        y[i] = act_apply(act, x[i] * s + t);
+        y[i] = epi_apply(epi, x[i] * s + t);
     }
 }
 
 extern "C" void kox_bn(cudaStream_t st, const float *x, float *y, const float *scale,
                        const float *bias, const float *mean, const float *var, float eps,
-                       int64_t N, int64_t C, int64_t inner, kox_act act) {
+                       int64_t N, int64_t C, int64_t inner, const kox_epi *epi) {
     const int64_t n = N * C * inner;
     if (n <= 0) return;
-    k_bn<<<grid_for(n, 256), 256, 0, st>>>(x, y, scale, bias, mean, var, eps, N, C, inner, act);
+    k_bn<<<grid_for(n, 256), 256, 0, st>>>(x, y, scale, bias, mean, var, eps, N, C, inner, *epi);
     kox_launched();
 }
 
@@ -187,7 +207,7 @@ __global__ void k_pool2d(const kox_pool p, const float *__restrict__ x, float *_
         for (int64_t iy = ya; iy < yb; iy++)
             for (int64_t ix = xa; ix < xb; ix++) {
                 const float v = xp[iy * p.W + ix];
-                acc = p.is_max ? fmaxf(acc, v) : acc + v;
+                acc = p.is_max ? (v > acc ? v : acc) : acc + v;
             }
         if (!p.is_max) {
             int64_t cnt = (yb - ya) * (xb - xa);
@@ -333,7 +353,7 @@ __global__ void k_softmax(const float *__restrict__ x, float *__restrict__ y, in
     __shared__ float red[32];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     float mx = -INFINITY;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) mx = fmaxf(mx, xr[i * inner]);
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) mx = xr[i * inner] > mx ? xr[i * inner] : mx;
     mx = warp_max(mx);
     if (lane == 0) red[wid] = mx;
     __syncthreads();

@@ -31,12 +31,20 @@ typedef struct kox_idx {
     int64_t oa;              /* input a: base offset (Slice) */
 } kox_idx;
 
-/* The activation fused into Conv / ConvTranspose / BN (backend/cpu/onnx_ops.h ox_act). */
-typedef struct kox_act {
-    int kind; /* 0 none, 1 relu, 2 clip(a, b), 3 x*hardsigmoid(a x + b), 4 x*min(max(x+a,b),c)/e,
-                 5 x*sigmoid(x) */
-    float a, b, c, e;
-} kox_act;
+/* The elementwise program fused into Conv / ConvTranspose / BN (backend/cpu/onnx_ops.h ox_epi):
+ * instructions on each value after the bias, with one saved copy for x * f(x). */
+#define KOX_EP_MAX 24
+typedef enum kox_ep_op {
+    KOX_EP_MULK, KOX_EP_ADDK, KOX_EP_SUBK, KOX_EP_RSUBK, KOX_EP_DIVK, KOX_EP_RDIVK, KOX_EP_RELU,
+    KOX_EP_CLIP, KOX_EP_SIGMOID, KOX_EP_HSIG, KOX_EP_SAVE, KOX_EP_MULSAVED
+} kox_ep_op;
+typedef struct kox_epi {
+    int n; /* 0: nothing fused */
+    struct {
+        int op; /* kox_ep_op */
+        float a, b;
+    } ins[KOX_EP_MAX];
+} kox_epi;
 
 typedef enum kox_bin_op { KOX_ADD, KOX_SUB, KOX_MUL, KOX_DIV, KOX_POW } kox_bin_op;
 typedef enum kox_un_op {
@@ -51,13 +59,13 @@ void kox_unary(cudaStream_t st, kox_un_op op, int64_t n, float p0, float p1, con
                float *y);
 /* y[i] = x[oa + sum idx_k * sa[k]] over ix (Transpose, Slice). */
 void kox_gather(cudaStream_t st, const kox_idx *ix, const float *x, float *y);
-/* y (planes of inner) = act(y + bias[plane % C]) in place; bias may be NULL. */
-void kox_bias_act(cudaStream_t st, float *y, const float *bias, int64_t planes, int64_t C,
-                  int64_t inner, kox_act act);
-/* Inference BatchNormalization of x (N, C, inner) with act. */
+/* y (planes of inner) = epi(y + bias[plane % C]) in place; bias may be NULL. */
+void kox_bias_epi(cudaStream_t st, float *y, const float *bias, int64_t planes, int64_t C,
+                  int64_t inner, const kox_epi *epi);
+/* Inference BatchNormalization of x (N, C, inner) with epi. */
 void kox_bn(cudaStream_t st, const float *x, float *y, const float *scale, const float *bias,
             const float *mean, const float *var, float eps, int64_t N, int64_t C, int64_t inner,
-            kox_act act);
+            const kox_epi *epi);
 /* Max / average pooling of x (planes, H, W) into y (planes, OH, OW), the CPU op's windows. */
 typedef struct kox_pool {
     int64_t planes, H, W, OH, OW, kh, kw, sh, sw, pt, pl, pb, pr;

@@ -1,5 +1,5 @@
 /* onnx_cuda.c — the ONNX executor on a CUDA device (onnx_cuda.h): the CPU executor's prepared
- * schedule (backend/cpu/onnx_ops.h: folded constants, BN folded into Conv, fused activations)
+ * schedule (backend/cpu/onnx_ops.h: folded constants, BN folded into Conv, fused epilogues)
  * run by cuDNN, cuBLAS and the kernels of k_onnx.cu.
  *
  * This file sits above both backends (the layer of backend_cuda.cu): it takes the schedule and
@@ -614,8 +614,20 @@ static cx_plan *plan_new(fr_onnx_cuda_sess *s, const fr_onnx_arr *in, fr_err *er
 
 /* ---------------------------------------------------------------- the steps on the device */
 
-static kox_act act_of(const ox_actp *a) {
-    return (kox_act){(int)a->kind, a->a, a->b, a->c, a->e};
+/* The step's fused program for the kernels (the same instructions: k_onnx.h mirrors ox_ep_op). */
+static kox_epi epi_of(const ox_epi *e) {
+    _Static_assert(OX_EP_MAX <= KOX_EP_MAX, "epilogue length");
+    _Static_assert((int)OX_EP_MULSAVED == (int)KOX_EP_MULSAVED && (int)OX_EP_HSIG == (int)KOX_EP_HSIG,
+                   "epilogue opcodes");
+    kox_epi k;
+    memset(&k, 0, sizeof k);
+    k.n = e->n;
+    for (int i = 0; i < e->n; i++) {
+        k.ins[i].op = (int)e->ins[i].op;
+        k.ins[i].a = e->ins[i].a;
+        k.ins[i].b = e->ins[i].b;
+    }
+    return k;
 }
 
 /* Broadcast strides of t aligned to the output (r, d); 0 where t broadcasts. */
@@ -727,16 +739,18 @@ static void x_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i) {
         CX_CKD(s, cudnnConvolutionBackwardData(s->dnn, &one, c->wd, w, c->xd, x, c->cd,
                                                (cudnnConvolutionBwdDataAlgo_t)c->algo, p->ws, c->ws,
                                                &zero, c->yd, y));
-    kox_bias_act(s->st, y, bias, c->N * c->M, c->M, c->OH * c->OW, act_of(&st->act));
+    const kox_epi e = epi_of(&st->epi);
+    kox_bias_epi(s->st, y, bias, c->N * c->M, c->M, c->OH * c->OW, &e);
 }
 
 static void x_bn(fr_onnx_cuda_sess *s, cx_plan *p, int i) {
     const fr_onnx_node *n = snode(s, i);
     const ox_t *x = &p->v[n->in[0]];
     const int64_t C = x->d[1], inner = x->d[0] > 0 && C > 0 ? x->n / (x->d[0] * C) : 0;
+    const kox_epi e = epi_of(&s->steps[i].epi);
     kox_bn(s->st, p->dp[n->in[0]], p->dp[s->steps[i].out], p->dp[n->in[1]], p->dp[n->in[2]],
            p->dp[n->in[3]], p->dp[n->in[4]], ox_attr_f(n, "epsilon", 1e-5f), x->d[0], C, inner,
-           act_of(&s->steps[i].act));
+           &e);
 }
 
 static void x_pool(fr_onnx_cuda_sess *s, cx_plan *p, int i) {

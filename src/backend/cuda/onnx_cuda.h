@@ -11,7 +11,7 @@
  *   fr_onnx_cuda_sess_free(s);
  *
  * Preparation is the CPU executor's (a CPU session made inside: constant folding, BN folded
- * into Conv, fused activations); the device runs its schedule. Per distinct input shape a plan
+ * into Conv, fused elementwise epilogues); the device runs its schedule. Per distinct input shape a plan
  * is made once and cached (at most opts.max_plans, least recently used evicted): the shapes of
  * every value, the shape subgraphs computed on the host, one device arena with an offset per
  * tensor (tensors whose lifetimes do not overlap share bytes; Reshape / Squeeze alias their
@@ -22,7 +22,7 @@
  *
  * Convolutions: cuDNN, NCHW fp32 (cudnnConvolutionForward, ConvTranspose as
  * cudnnConvolutionBackwardData), the algorithm chosen by cudnnFind at planning; bias and the
- * fused activation in one epilogue kernel. opts.tf32 lets cuDNN and cuBLAS (MatMul) use TF32
+ * fused elementwise program in one epilogue kernel. opts.tf32 lets cuDNN and cuBLAS (MatMul) use TF32
  * tensor cores (10-bit mantissa products, fp32 sums); with it off, only fp32 FMA kernels.
  * Accuracy against onnxruntime (tests/gpu/onnx_check.c, docs/ONNX.md): fp32 within the CPU
  * executor's tolerances, TF32 within rel L2 1e-2 (det: max abs 2e-2 on probabilities).
