@@ -33,6 +33,20 @@ has "eval-nlu: latency table" "$TMP/eval.out" "| intent (top-5) |"
 has "eval-nlu: throughput on 2 threads" "$TMP/eval.out" "| 2 |"
 has "eval-nlu: slot table" "$TMP/eval.out" "| amount_of_money | amount |"
 
+# a fold whose gold values are malformed (a period without days, a date that is a string, a
+# span of strings): scored as slots without a comparable value, no crash
+mkdir -p "$TMP/bad"
+cat > "$TMP/bad/fold0.json" <<'JSON'
+[{"text": "between 3 March and next week please", "intents": ["request_info"],
+  "slots": {"date_period": {"text": "next week", "span": [24, 33],
+                            "values": {"type": "absolute", "from": {"month": 3}, "to": 7}},
+            "date": {"text": "3 March", "span": [8, 15], "value": "March"},
+            "time": {"text": "x", "span": ["a", "b"], "value": {"hour": "9"}}}}]
+JSON
+"$BIN" eval-nlu --model "$TMP/a.bin" --data "$TMP/small.csv" --repeat 1 --nlupp "$TMP/bad" --folds 0-0 >"$TMP/bad.out" 2>&1
+rc_is "eval-nlu: malformed NLU++ gold values do not crash" $? 0
+has "eval-nlu: malformed fold still scored" "$TMP/bad.out" "| date_period |"
+
 "$BIN" eval-nlu --model models/intent-banking77.bin --data data/banking77/train.csv --repeat 1 --threads 1 \
     --oos-eval data/oos/eval >"$TMP/ship.out" 2>&1
 has "eval-nlu: shipped model accuracy" "$TMP/ship.out" "accuracy 91.34% on 1005 validation rows"

@@ -375,6 +375,15 @@ static size_t cp_to_byte(const char *s, long cp) {
     return b;
 }
 
+/* Year, month and day of an NLU++ date object; false unless all three are numbers. */
+static bool ymd_of(const cJSON *o, int *y, int *m, int *d) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "year"), *b = cJSON_GetObjectItemCaseSensitive(o, "month"),
+                *c = cJSON_GetObjectItemCaseSensitive(o, "day");
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !cJSON_IsNumber(c)) return false;
+    *y = a->valueint, *m = b->valueint, *d = c->valueint;
+    return true;
+}
+
 /* Normalised gold value in our value syntax; "" when NLU++ gives none we can compare. */
 static void gold_value(const char *name, const cJSON *slot, char *out, size_t cap) {
     out[0] = 0;
@@ -383,16 +392,13 @@ static void gold_value(const char *name, const cJSON *slot, char *out, size_t ca
     if (!strncmp(name, "date_period", 11)) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(vs, "type");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(vs, "from"), *t = cJSON_GetObjectItemCaseSensitive(vs, "to");
-        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "absolute") || !f || !t) return;
-        snprintf(out, cap, "%04d-%02d-%02d/%04d-%02d-%02d",
-                 cJSON_GetObjectItemCaseSensitive(f, "year")->valueint, cJSON_GetObjectItemCaseSensitive(f, "month")->valueint,
-                 cJSON_GetObjectItemCaseSensitive(f, "day")->valueint, cJSON_GetObjectItemCaseSensitive(t, "year")->valueint,
-                 cJSON_GetObjectItemCaseSensitive(t, "month")->valueint, cJSON_GetObjectItemCaseSensitive(t, "day")->valueint);
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "absolute")) return;
+        int fy, fmo, fd, ty_, tmo, td;
+        if (!ymd_of(f, &fy, &fmo, &fd) || !ymd_of(t, &ty_, &tmo, &td)) return;
+        snprintf(out, cap, "%04d-%02d-%02d/%04d-%02d-%02d", fy, fmo, fd, ty_, tmo, td);
     } else if (!strncmp(name, "date", 4)) {
-        const cJSON *y = cJSON_GetObjectItemCaseSensitive(v, "year"), *m = cJSON_GetObjectItemCaseSensitive(v, "month"),
-                    *d = cJSON_GetObjectItemCaseSensitive(v, "day");
-        if (cJSON_IsNumber(y) && cJSON_IsNumber(m) && cJSON_IsNumber(d))
-            snprintf(out, cap, "%04d-%02d-%02d", y->valueint, m->valueint, d->valueint);
+        int y, m, d;
+        if (ymd_of(v, &y, &m, &d)) snprintf(out, cap, "%04d-%02d-%02d", y, m, d);
     } else if (!strcmp(name, "time_period")) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(vs, "type");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(vs, "from"), *t = cJSON_GetObjectItemCaseSensitive(vs, "to");
