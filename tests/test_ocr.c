@@ -62,6 +62,31 @@ TEST(fields_ppocr_readings) {
     CHECK_STR(f.invoice_no, "");
 }
 
+/* A page whose currency symbol the reader cannot emit (PP-OCR's dictionary has no euro or pound
+ * sign) still implies its currency; an ambiguous numeric date takes the page's own order. */
+TEST(fields_page_evidence) {
+    fr_fields f;
+    /* the symbol dropped: the currency from an IBAN, a VAT number, a word elsewhere */
+    fr_fields_extract("Harbour Tools Ltd\nDate: 04/07/2024\nTotal: 1,250.00\n"
+                      "IBAN GB29 NWBK 6016 1331 9268 19", &f);
+    CHECK_STR(f.currency, "GBP");
+    CHECK_STR(f.date, "2024-07-04");
+    fr_fields_extract("Atelier Nord GmbH\nUSt / VAT No. DE 123456789\nTotal 88.10", &f);
+    CHECK_STR(f.currency, "EUR");
+    fr_fields_extract("Payment in euros to the account below\nTotal 88.10", &f);
+    CHECK_STR(f.currency, "EUR");
+    fr_fields_extract("Ship to: TRY Street\nTotal 5.00", &f); /* no currency named */
+    CHECK_STR(f.currency, "");
+    /* a dollar invoice is month first, unless another date on the page is day first */
+    fr_fields_extract("Invoice date: 04/07/2024\nTotal: $10.00", &f);
+    CHECK_STR(f.date, "2024-04-07");
+    fr_fields_extract("Invoice date: 04/07/2024\nDue: 25/07/2024\nTotal: $10.00", &f);
+    CHECK_STR(f.date, "2024-07-04");
+    /* and a page without a currency is day first unless a date says month first */
+    fr_fields_extract("Invoice date: 04/07/2024\nDue: 07/25/2024\nTotal: 10.00", &f);
+    CHECK_STR(f.date, "2024-04-07");
+}
+
 TEST(fields_chinese_labels_noisy) {
     fr_fields f;
     fr_fields_extract("增值税普通发票\n发票代码: 031002300111\n发票号码: 08812345\n"

@@ -327,6 +327,26 @@ static bool date_parse(const char *s, bool month_first, char *out, size_t cap, b
     return false;
 }
 
+/* Order of an ambiguous numeric date from the page's own evidence: another numeric date on the
+ * page whose first number is over 12 says day first, whose second is over 12 says month first;
+ * without one, month first on a dollar invoice, day first otherwise (GBP, EUR, unknown). */
+static bool date_month_first(const char *text, const char *currency) {
+    int day_first = 0, month_first = 0;
+    for (const char *p = text; *p; p++) {
+        if (!isdigit((unsigned char)*p) || (p > text && isdigit((unsigned char)p[-1]))) continue;
+        int a = 0, c = 0, y = 0, k = 0;
+        char s1 = 0, s2 = 0;
+        if (sscanf(p, "%2d%c%2d%c%4d%n", &a, &s1, &c, &s2, &y, &k) == 5 && s1 == s2 &&
+            (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1900 && y <= 2100 &&
+            !isdigit((unsigned char)p[k]) && a >= 1 && c >= 1 && a <= 31 && c <= 31) {
+            if (a > 12 && c <= 12) day_first++;
+            else if (c > 12 && a <= 12) month_first++;
+        }
+    }
+    if (day_first != month_first) return month_first > day_first;
+    return !strcmp(currency, "USD");
+}
+
 bool fr_fields_norm_date(const char *s, char *out, size_t cap) {
     return date_parse(s, false, out, cap, NULL);
 }
@@ -580,9 +600,9 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
     }
     if (!out->payee[0]) memcpy(out->payee, first_line, sizeof first_line);
     fields_currency(text, amt_line, (size_t)amt_len, out->currency, sizeof out->currency);
-    /* an ambiguous numeric date is month first on a dollar invoice, day first otherwise */
+    /* an ambiguous numeric date takes the page's order (see date_month_first) */
     const char *dl = date_line[0] ? date_line : any_date_line;
-    if (dl[0]) date_parse(dl, !strcmp(out->currency, "USD"), out->date, sizeof out->date, NULL);
+    if (dl[0]) date_parse(dl, date_month_first(text, out->currency), out->date, sizeof out->date, NULL);
     free(text);
 }
 
@@ -667,6 +687,60 @@ const char *fr_fields_currency_in(const char *s, size_t n, size_t *at) {
     return "";
 }
 
+/* Euro-area country codes (IBAN and VAT number prefixes). */
+static const char EUR_CC[][3] = {"AT", "BE", "CY", "DE", "EE", "ES", "FI", "FR", "GR", "HR", "IE",
+                                 "IT", "LT", "LU", "LV", "MT", "NL", "PT", "SI", "SK"};
+
+/* The currency a page implies when it names none on its money lines (a symbol the reader cannot
+ * emit, such as PP-OCR's missing € and £): a code or currency word anywhere on the page, else the
+ * country of an IBAN or VAT number ("GB29 NWBK ...", "VAT No. DE123456789"): GB -> GBP, a
+ * euro-area country -> EUR; else "". */
+static const char *currency_hint(const char *text) {
+    const char *code = "";
+    for (const char *p = text; !code[0] && *p;) {
+        const char *e = strchr(p, '\n');
+        if (!e) e = p + strlen(p);
+        code = fr_fields_currency_in(p, (size_t)(e - p), NULL);
+        if (!strcmp(code, "TRY")) code = ""; /* "TRY AGAIN" on a line without a number */
+        p = *e ? e + 1 : e;
+    }
+    if (code[0]) return code;
+    for (const char *p = text; *p; p++) {
+        if (!isupper((unsigned char)p[0]) || !isupper((unsigned char)p[1])) continue;
+        if (p > text && ascii_alpha((unsigned char)p[-1])) continue;
+        /* IBAN: two letters, two check digits, then at least 10 alphanumerics/spaces; VAT: the
+         * two letters right after a "VAT" label, then 8+ digits */
+        const char *q = p + 2;
+        bool iban = isdigit((unsigned char)q[0]) && isdigit((unsigned char)q[1]);
+        if (iban) {
+            int alnum = 0;
+            for (const char *r = q + 2; *r && *r != '\n' && alnum < 10; r++)
+                if (isalnum((unsigned char)*r)) alnum++;
+                else if (*r != ' ') break;
+            iban = alnum >= 10;
+        }
+        bool vat = false;
+        if (!iban) {
+            const char *b = p;
+            while (b > text && b[-1] != '\n' && p - b < 24) b--;
+            char lab[32];
+            size_t n = 0;
+            for (const char *r = b; r < p && n < sizeof lab - 1; r++)
+                lab[n++] = (char)tolower((unsigned char)*r);
+            lab[n] = 0;
+            int digits = 0;
+            for (const char *r = q; isdigit((unsigned char)*r) || *r == ' '; r++)
+                digits += isdigit((unsigned char)*r) != 0;
+            vat = strstr(lab, "vat") && digits >= 8;
+        }
+        if (!iban && !vat) continue;
+        if (p[0] == 'G' && p[1] == 'B') return "GBP";
+        for (size_t k = 0; k < FR_ARRAY_LEN(EUR_CC); k++)
+            if (p[0] == EUR_CC[k][0] && p[1] == EUR_CC[k][1]) return "EUR";
+    }
+    return "";
+}
+
 /* The document's currency: the amount line's, else a "currency" line's, else the first one on
  * a line with a number; ¥ becomes JPY when the document names the yen. */
 static void fields_currency(const char *text, const char *amount_line, size_t amount_len,
@@ -692,6 +766,7 @@ static void fields_currency(const char *text, const char *amount_line, size_t am
         if (digit) code = fr_fields_currency_in(p, (size_t)(e - p), NULL);
         p = *e ? e + 1 : e;
     }
+    if (!code[0]) code = currency_hint(text);
     if (!strcmp(code, "CNY")) {
         /* a ¥ on a document that names the yen is the yen */
         for (size_t i = 0; i < tl;) {
