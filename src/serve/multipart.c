@@ -240,9 +240,10 @@ int fr_mp_parse(const char *body, size_t len, const char *boundary, const fr_mp_
             return fail(err, 400, "bad_multipart", "part %d has no closing boundary", count);
         }
         if ((size_t)(f - d) > lim->max_part_bytes) {
-            free(out);
-            return fail(err, 413, "part_too_large", "part \"%.60s\" is %zu bytes, over the limit of %zu",
-                        pt->name, (size_t)(f - d), lim->max_part_bytes);
+            int rc = fail(err, 413, "part_too_large", "part \"%.60s\" is %zu bytes, over the limit of %zu",
+                          pt->name, (size_t)(f - d), lim->max_part_bytes);
+            free(out); /* after the message: pt points into out */
+            return rc;
         }
         pt->data = d;
         pt->len = (size_t)(f - d);
