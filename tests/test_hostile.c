@@ -186,6 +186,28 @@ static resp get(const char *path, const char *extra) {
 #define AUTH_BATCH "Authorization: Bearer " KEY_BATCH "\r\n"
 #define P0_BODY "{\"prompt\":\"Hi\",\"max_tokens\":1,\"temperature\":0}"
 
+/* Waits (up to 10 s) until the server has released the slots of connections the client already
+ * closed: the release runs when the server sees the close, a moment after the client does (longer
+ * under the sanitizers). True when only the /metrics connection itself (control) and p2 P2 slots
+ * are held. */
+static bool settle_slots(int p2) {
+    char want[200];
+    snprintf(want, sizeof want,
+             "frugal_connection_slots_used{class=\"control\"} 1\n"
+             "frugal_connection_slots_used{class=\"P0\"} 0\n"
+             "frugal_connection_slots_used{class=\"P1\"} 0\n"
+             "frugal_connection_slots_used{class=\"P2\"} %d\n",
+             p2);
+    for (int i = 0; i < 200; i++) {
+        resp m = get("/metrics", AUTH_GOLD);
+        bool ok = strstr(resp_body(&m), want) != NULL;
+        fr_buf_free(&m.raw);
+        if (ok) return true;
+        usleep(50000);
+    }
+    return false;
+}
+
 /* ---- servers ---- */
 
 typedef struct srv {
@@ -660,6 +682,7 @@ TEST(p2_flood_does_not_starve_p0) {
     CHECK_EQ_INT(r.status, 200);
     CHECK(r.ms < 1000);
     fr_buf_free(&r.raw);
+    CHECK(settle_slots(8)); /* the P0 and /health connections are gone: 8 of P1's 10 are held */
     r = post("/v1/completions", AUTH_GOLD, P0_BODY, 10);
     CHECK_EQ_INT(r.status, 200);
     fr_buf_free(&r.raw);
