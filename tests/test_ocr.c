@@ -87,6 +87,38 @@ TEST(fields_page_evidence) {
     CHECK_STR(f.date, "2024-04-07");
 }
 
+/* PP-OCR drops most spaces and fuses neighbouring words: a one-edit label inside a name is no
+ * label, a punctuated label ("receipt#") is exact only, a month fused to the word before it is
+ * still a date; a dotted numeric date is day first even on a dollar page; 0/1 read for letters
+ * inside the payee's words are put back. */
+TEST(fields_fused_words) {
+    fr_fields f;
+    /* "Supplies" + "L" is one edit from the label "supplier": not a label inside a name */
+    fr_fields_extract("HarborSuppliesLtd\nReceipt\nInvoiceNo:77120045\nTotal:$5.00", &f);
+    CHECK_STR(f.payee, "HarborSuppliesLtd");
+    /* a one-edit label at the line start or before its separator still counts */
+    fr_fields_extract("Suplier: Granite Foods Co\nTotal 5.00", &f);
+    CHECK_STR(f.payee, "Granite Foods Co");
+    /* "Receipt" alone is the title, not "receipt#" one edit away: the next line is no number */
+    fr_fields_extract("Receipt\nVend0r1: Pioneer Labs\nInvoice # AB-204411\nTotal 9.10", &f);
+    CHECK_STR(f.invoice_no, "AB-204411");
+    /* the payee's letters back from digits; digits of a name stay */
+    fr_fields_extract("Vendor: Summit 0ffice Supp1y Ltd\nTotal 1.00", &f);
+    CHECK_STR(f.payee, "Summit Office Supply Ltd");
+    fr_fields_extract("Vendor: Studio 54 3M Co\nTotal 1.00", &f);
+    CHECK_STR(f.payee, "Studio 54 3M Co");
+    /* dotted: day first, whatever the currency; slashes on a dollar page: month first */
+    fr_fields_extract("InvoiceDate:03.11.2024\nTotal:US$19.00", &f);
+    CHECK_STR(f.date, "2024-11-03");
+    fr_fields_extract("InvoiceDate:03/11/2024\nTotal:US$19.00", &f);
+    CHECK_STR(f.date, "2024-03-11");
+    /* a month fused to a garbled label before it; but not a month inside another word */
+    fr_fields_extract("Buyer: Lakeside CoDaheSep 7, 2022\nTotal 3.00", &f);
+    CHECK_STR(f.date, "2022-09-07");
+    fr_fields_extract("Summary 5, 2024 items\nTotal 3.00", &f);
+    CHECK_STR(f.date, "");
+}
+
 TEST(fields_chinese_labels_noisy) {
     fr_fields f;
     fr_fields_extract("增值税普通发票\n发票代码: 031002300111\n发票号码: 08812345\n"

@@ -15,6 +15,7 @@
 
 static void fields_currency(const char *text, const char *amount_line, size_t amount_len,
                             char *out, size_t cap);
+static bool ascii_alpha(unsigned char c);
 
 /* A line squeezed (whitespace removed, ASCII lowered) with a map back to the original bytes. */
 typedef struct sq_line {
@@ -97,7 +98,21 @@ static int edit_distance(const uint32_t *a, int na, const uint32_t *b, int nb) {
  * CJK code points, or 7 or more ASCII letters. Shorter labels match exactly only. */
 static bool label_fuzzy_ok(const uint32_t *cp, int n) {
     bool cjk = n > 0 && cp[0] >= 0x2E80;
+    /* a label with punctuation ("receipt#", "no.") is exact only: one edit would drop the mark
+     * and leave a plain word ("Receipt" is a title, not the label "receipt#") */
+    for (int i = 0; i < n; i++)
+        if (cp[i] < 0x80 && !((cp[i] | 32) >= 'a' && (cp[i] | 32) <= 'z')) return false;
     return n <= LABEL_CPS && (cjk ? n >= 3 : n >= 7);
+}
+
+/* Whether a one-edit label window s[st..st+m) of the squeezed line (ns code points) stands where
+ * a label stands: at the start of the line, or followed by something that is not an ASCII letter
+ * (a separator, a digit, the end of the line). A word inside a name ("Ironbridge SuppliesLLC",
+ * one edit from "supplier") is no label. */
+static bool label_fuzzy_place(const uint32_t *s, int ns, int st, int m) {
+    if (st == 0 || st + m >= ns) return true;
+    uint32_t c = s[st + m];
+    return !(c < 0x80 && (c | 32) >= 'a' && (c | 32) <= 'z');
 }
 
 /* Find the first label of labels[] (priority order) in the squeezed line: exact first, then
@@ -136,6 +151,7 @@ static int find_label_neg(const sq_line *q, const char *const *labels, size_t nl
                 if (edit_distance(lab, nlab, s + st, m) > 1) continue;
                 /* the window's ends must be label characters (no edit at the edges) */
                 if (s[st] != lab[0] && s[st + m - 1] != lab[nlab - 1]) continue;
+                if (!label_fuzzy_place(s, ns, st, m)) continue;
                 bool other = false;
                 for (size_t k = 0; k < nneg && !other; k++) {
                     uint32_t ng[LABEL_CPS + 1];
@@ -259,13 +275,28 @@ static int month_at(const char *p) {
     return 0;
 }
 
+static const char *const MONTH_NAMES[12] = {"january", "february", "march", "april", "may",
+                                             "june", "july", "august", "september", "october",
+                                             "november", "december"};
+
+/* The month whose name (full, or its first 3 or more letters) is exactly the run of letters at
+ * p, or 0. */
+static int month_word(const char *p) {
+    size_t n = 0;
+    while (isalpha((unsigned char)p[n])) n++;
+    if (n < 3) return 0;
+    for (int m = 0; m < 12; m++)
+        if (n <= strlen(MONTH_NAMES[m]) && !strncasecmp(p, MONTH_NAMES[m], n)) return m + 1;
+    return 0;
+}
+
 static bool valid_ymd(int y, int m, int d) {
     return y >= 1900 && y <= 2100 && m >= 1 && m <= 12 && d >= 1 && d <= 31;
 }
 
 /* The date in s (see fields.h). A numeric date with the year last and both leading numbers
- * 12 or less ("03/05/2024") is day first unless month_first; *ambiguous says it was such a
- * date. */
+ * 12 or less ("03/05/2024", "03-05-2024") is day first unless month_first; *ambiguous says it was
+ * such a date. Dotted ones ("03.05.2024") are always day first. */
 static bool date_parse(const char *s, bool month_first, char *out, size_t cap, bool *ambiguous) {
     /* work on a squeezed copy: "2024 年 03 月 15 日" -> "2024年03月15日" */
     char b[LINE_MAX_BYTES];
@@ -291,8 +322,10 @@ static bool date_parse(const char *s, bool month_first, char *out, size_t cap, b
             if (sscanf(p, "%2d%c%2d%c%4d%n", &a, &s1, &c, &s2, &y, &k) == 5 && s1 == s2 &&
                 (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1000 &&
                 !isdigit((unsigned char)p[k])) {
-                bool amb = a <= 12 && c <= 12 && a != c;
-                if (a > 12 || (amb && !month_first) || a == c) d = a, m = c;
+                /* a dotted date is day first wherever it is written (15.03.2024, 05.03.2024):
+                 * the month-first convention writes slashes */
+                bool amb = a <= 12 && c <= 12 && a != c && s1 != '.';
+                if (a > 12 || a == c || (c <= 12 && (s1 == '.' || !month_first))) d = a, m = c;
                 else d = c, m = a;
                 if (valid_ymd(y, m, d)) {
                     if (ambiguous) *ambiguous = amb;
@@ -312,8 +345,10 @@ static bool date_parse(const char *s, bool month_first, char *out, size_t cap, b
                 }
             }
         } else if (isalpha((unsigned char)*p) && (m = month_at(p)) > 0 &&
-                   (i == 0 || !isalpha((unsigned char)p[-1]))) {
-            /* MonthDD,YYYY ("March5,2024", "Mar.5,2024") */
+                   (i == 0 || !isalpha((unsigned char)p[-1]) || month_word(p) > 0)) {
+            /* MonthDD,YYYY ("March5,2024", "Mar.5,2024"); inside a word only when the letters
+             * from here are a month's name (the reader fused it to the word before it:
+             * "StudioDateJun25,2023") */
             const char *q = p;
             while (isalpha((unsigned char)*q)) q++;
             if (*q == '.') q++;
@@ -416,6 +451,28 @@ static bool invoice_token(const char *s, const char *end, char *out, size_t cap)
     return true;
 }
 
+/* Digits the reader gives for letters inside a name, put back: a run of 0 and 1 between two
+ * ASCII letters, or at a word's start before a lower-case letter, is the letters O/o and l
+ * ("0utfitters" -> "Outfitters", "Se11er" -> "Seller"); digits beside digits or spaces stay
+ * ("Studio 54", "3M"). In place. */
+static void name_letters(char *s) {
+    for (size_t i = 0; s[i]; i++) {
+        if (s[i] != '0' && s[i] != '1') continue;
+        size_t e = i;
+        while (s[e] == '0' || s[e] == '1') e++;
+        bool before = i > 0 && ascii_alpha((unsigned char)s[i - 1]);
+        bool word_start = i == 0 || s[i - 1] == ' ';
+        bool after_lower = s[e] >= 'a' && s[e] <= 'z';
+        if ((before && ascii_alpha((unsigned char)s[e])) || (word_start && after_lower)) {
+            bool upper = word_start || (before && isupper((unsigned char)s[i - 1]) &&
+                                        isupper((unsigned char)s[e]));
+            for (size_t j = i; j < e; j++)
+                s[j] = s[j] == '0' ? (upper ? 'O' : 'o') : (upper && j == i && word_start ? 'I' : 'l');
+        }
+        i = e - 1;
+    }
+}
+
 /* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ..."). */
 static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
     static const char *const STOP[] = {
@@ -435,6 +492,7 @@ static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
     }
     const char *end = stop < q->n ? q->orig + q->map[stop] : q->orig + q->orig_len;
     copy_trim(out, cap, orig_from(q, k), end);
+    name_letters(out);
 }
 
 void fr_fields_extract(const char *text_in, fr_fields *out) {
@@ -598,7 +656,10 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
         }
         p = *e ? e + 1 : e;
     }
-    if (!out->payee[0]) memcpy(out->payee, first_line, sizeof first_line);
+    if (!out->payee[0]) {
+        memcpy(out->payee, first_line, sizeof first_line);
+        name_letters(out->payee);
+    }
     fields_currency(text, amt_line, (size_t)amt_len, out->currency, sizeof out->currency);
     /* an ambiguous numeric date takes the page's order (see date_month_first) */
     const char *dl = date_line[0] ? date_line : any_date_line;

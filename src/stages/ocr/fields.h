@@ -5,7 +5,9 @@
  * lowered (tesseract puts spaces between CJK characters and sometimes inside words), with an index
  * map back to the original line so values keep their spaces. Labels (English and Chinese) are tried
  * in priority order; "subtotal"/"小计" lines never give the amount. Dates in the common forms
- * (2024-03-15, 2024/03/15, 15/03/2024, Mar 15, 2024, 15 March 2024, 2024年3月15日) become ISO 8601.
+ * (2024-03-15, 2024/03/15, 15/03/2024, 15.03.2024, Mar 15, 2024, 15 March 2024, 2024年3月15日)
+ * become ISO 8601; a dotted numeric date is day first. Labels matched with one OCR edit must stand
+ * where labels stand (line start, or before a non-letter), so a word inside a name is no label.
  * The currency is an ISO 4217 code read from the amount line (symbol, code or word: $ US$ € £ ¥ ￥
  * ₹ ₩ ..., USD EUR GBP CNY RMB ..., dollars euros pounds yuan yen ..., 元 人民币 美元 欧元 英镑 日元
  * 円), else from a "currency"/"币种" line, else from the first one on a line that holds a number; a bare ¥
