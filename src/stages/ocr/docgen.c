@@ -37,31 +37,72 @@ void fr_doc_opts_random(fr_doc_opts *o, bool chinese, uint64_t seed) {
     o->rotate_deg = (float)(runi(&r) * 6.0 - 3.0);
     o->noise = (float)(runi(&r) * 14.0);
     o->jpeg_quality = rnext(&r) % 3 ? rint_(&r, 40, 85) : 0;
+    o->varied = !chinese;
 }
 
-/* amount in cents -> "1,234.56" */
-static void money(long cents, char *out, size_t cap) {
+/* amount in cents -> "1,234.56" (comma_decimal: "1.234,56") */
+static void money_style(long cents, bool comma_decimal, char *out, size_t cap) {
     char digits[32];
     snprintf(digits, sizeof digits, "%ld", cents / 100);
     size_t n = strlen(digits), o = 0;
     for (size_t i = 0; i < n && o + 2 < cap; i++) {
-        if (i && (n - i) % 3 == 0) out[o++] = ',';
+        if (i && (n - i) % 3 == 0) out[o++] = comma_decimal ? '.' : ',';
         out[o++] = digits[i];
     }
-    snprintf(out + o, cap - o, ".%02ld", cents % 100);
+    snprintf(out + o, cap - o, "%c%02ld", comma_decimal ? ',' : '.', cents % 100);
 }
+
+static void money(long cents, char *out, size_t cap) { money_style(cents, false, out, cap); }
+
+/* A varied page's currency: ISO code, the mark, whether it follows the figure, the decimal comma. */
+typedef struct cur_style {
+    const char *code;   /* ISO 4217 */
+    const char *mark;   /* "$", "US$", "USD ", "€", ... (with its space where one is written) */
+    bool after;         /* "1.234,56 €" */
+    bool comma_decimal; /* "1.234,56" */
+} cur_style;
+
+static const cur_style CUR_STYLES[] = {
+    {"USD", "$", false, false},      {"USD", "US$", false, false},
+    {"USD", "USD ", false, false},   {"EUR", "\xe2\x82\xac", false, false},
+    {"EUR", "\xe2\x82\xac", false, true}, {"EUR", " \xe2\x82\xac", true, true},
+    {"EUR", "\xe2\x82\xac ", false, true}, {"EUR", " EUR", true, true},
+    {"GBP", "\xc2\xa3", false, false}, {"GBP", "\xc2\xa3 ", false, false},
+    {"GBP", "GBP ", false, false},
+};
+
+/* The figure with its currency mark: "$1,234.56", "1.234,56 €". */
+static void priced(const cur_style *c, long cents, char *out, size_t cap) {
+    char m[32];
+    money_style(cents, c->comma_decimal, m, sizeof m);
+    if (c->after) snprintf(out, cap, "%s%s", m, c->mark);
+    else snprintf(out, cap, "%s%s", c->mark, m);
+}
+
+/* Faces of a varied English page (family, bold): Debian fonts, weights the evaluation generator
+ * does not draw with. */
+static const struct { const char *family; bool bold; } EN_FACES[] = {
+    {"DejaVu Sans", false},     {"DejaVu Sans", true},      {"DejaVu Sans Condensed", false},
+    {"DejaVu Serif", true},     {"Liberation Serif", true}, {"Liberation Mono", true},
+    {"Arimo", true},            {"Tinos", true},            {"Cousine", true},
+    {"Carlito", true},          {"Caladea", true},          {"FreeSans", true},
+    {"FreeSerif", true},        {"C059", true},             {"P052", true},
+    {"Lato", true},             {"Cantarell", true},        {"URW Gothic", true},
+};
 
 typedef struct page {
     cairo_t *cr;       /* drawing context */
     double dpi;        /* pixels per inch */
     const char *font;  /* regular family */
     double width_in;   /* page width, inches (text is shrunk to fit inside 0.1 in margins) */
+    bool bold_all;     /* every line in the bold weight (a varied page's bold face) */
 } page;
 
 static void text_at(page *p, double x_in, double y_in, double pt, bool bold, int align,
                     const char *s) {
     cairo_select_font_face(p->cr, p->font, CAIRO_FONT_SLANT_NORMAL,
-                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+                           bold || p->bold_all ? CAIRO_FONT_WEIGHT_BOLD
+                                               : CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(p->cr, pt * p->dpi / 72.0);
     double x = x_in * p->dpi;
     cairo_text_extents_t te;
@@ -98,6 +139,93 @@ static const char *const ZH_C[] = {"科技", "贸易", "物流", "商贸", "电�
 static const char *const ZH_ITEMS[] = {"办公用品", "打印纸", "墨盒", "技术服务费", "咨询服务",
                                        "运输费", "咖啡豆", "网络设备"};
 
+/* What a varied English page shows and where it starts. */
+typedef struct en_varied {
+    const char *payee, *customer, *inv, *date_txt; /* the fields as printed */
+    const long *items;   /* line item amounts, cents */
+    int n_items;         /* their count */
+    long sub, tax;       /* subtotal and tax, cents */
+    int tax_pct;         /* tax rate, percent */
+    long total;          /* the amount due, cents */
+    const cur_style *cs; /* currency */
+    int layout;          /* 0 one column, 1 two columns, 2 label and value columns apart */
+    bool receipt;        /* narrow till receipt */
+    double L, R, yy;     /* left and right margins and the first baseline, inches */
+    double body, step;   /* body size (pt) and line step (in) */
+    double wi;           /* page width, inches */
+} en_varied;
+
+static const char *const EN_INV_L[] = {"Invoice No:", "Invoice Number:", "Invoice #", "Invoice No."};
+static const char *const EN_DATE_L[] = {"Date:", "Invoice Date:", "Issue date:", "Date"};
+static const char *const EN_PAYEE_L[] = {"Payee:", "Seller:", "From:", "Vendor:", "Supplier:"};
+static const char *const EN_TOTAL_L[] = {"Total", "TOTAL", "Amount Due", "Total Due", "Balance due",
+                                         "Grand Total"};
+
+/* A varied English page (layout, labels, currency marks on every money line; r2 draws the
+ * choices, r the item names as the fixed page does). */
+static void draw_en_varied(page *p, rng *r, rng *r2, const en_varied *v) {
+    char buf[192], m1[48], m2[48];
+    double L = v->L, R = v->R, yy = v->yy, body = v->body, step = v->step, wi = v->wi;
+    const char *il = PICK(r2, EN_INV_L), *dl = PICK(r2, EN_DATE_L), *pl = PICK(r2, EN_PAYEE_L);
+    if (v->receipt) {
+        text_at(p, wi / 2, yy, 12, true, 2, v->payee), yy += step * 1.3;
+        snprintf(buf, sizeof buf, "%d %s Street", rint_(r2, 1, 999), PICK(r2, EN_A));
+        text_at(p, wi / 2, yy, body - 1, false, 2, buf), yy += step * 1.4;
+        snprintf(buf, sizeof buf, "%s %s", rnext(r2) & 1 ? "Receipt No:" : il, v->inv);
+        text_at(p, L, yy, body, false, 0, buf), yy += step;
+        snprintf(buf, sizeof buf, "%s %s %02d:%02d", dl, v->date_txt, rint_(r2, 8, 21), rint_(r2, 0, 59));
+        text_at(p, L, yy, body, false, 0, buf), yy += step * 1.4;
+    } else {
+        text_at(p, L, yy, 20, true, 0, rnext(r2) & 1 ? "INVOICE" : "Tax Invoice"), yy += step * 1.6;
+        text_at(p, L, yy, 13, true, 0, v->payee), yy += step;
+        snprintf(buf, sizeof buf, "%d %s Road, Springfield", rint_(r2, 1, 999), PICK(r2, EN_A));
+        text_at(p, L, yy, body - 2, false, 0, buf), yy += step * 1.5;
+        double xr = wi * 0.55, xv = L + 1.45;
+        if (v->layout == 1) { /* two columns: the parties left, the invoice's own data right */
+            snprintf(buf, sizeof buf, "%s %s", pl, v->payee), text_at(p, L, yy, body, false, 0, buf);
+            snprintf(buf, sizeof buf, "%s %s", il, v->inv), text_at(p, xr, yy, body, false, 0, buf), yy += step;
+            snprintf(buf, sizeof buf, "Bill To: %s", v->customer), text_at(p, L, yy, body, false, 0, buf);
+            snprintf(buf, sizeof buf, "%s %s", dl, v->date_txt), text_at(p, xr, yy, body, false, 0, buf);
+            yy += step * 1.6;
+        } else if (v->layout == 2) { /* labels in one column, values in another */
+            const char *lab[4] = {pl, il, dl, "Bill To:"};
+            const char *val[4] = {v->payee, v->inv, v->date_txt, v->customer};
+            for (int i = 0; i < 4; i++) {
+                text_at(p, L, yy, body, false, 0, lab[i]);
+                text_at(p, xv, yy, body, false, 0, val[i]), yy += step;
+            }
+            yy += step * 0.6;
+        } else {
+            snprintf(buf, sizeof buf, "%s %s", pl, v->payee), text_at(p, L, yy, body, false, 0, buf), yy += step;
+            snprintf(buf, sizeof buf, "%s %s", il, v->inv), text_at(p, L, yy, body, false, 0, buf), yy += step;
+            snprintf(buf, sizeof buf, "%s %s", dl, v->date_txt), text_at(p, L, yy, body, false, 0, buf), yy += step;
+            snprintf(buf, sizeof buf, "Bill To: %s", v->customer), text_at(p, L, yy, body, false, 0, buf), yy += step * 1.6;
+        }
+        text_at(p, L, yy, body, true, 0, "Description");
+        text_at(p, R, yy, body, true, 1, "Amount"), yy += step * 1.2;
+    }
+    bool marks = rnext(r2) & 1; /* a currency mark on the item lines too */
+    for (int i = 0; i < v->n_items; i++) {
+        if (marks) priced(v->cs, v->items[i], m1, sizeof m1);
+        else money_style(v->items[i], v->cs->comma_decimal, m1, sizeof m1);
+        text_at(p, L, yy, body, false, 0, PICK(r, EN_ITEMS));
+        text_at(p, R, yy, body, false, 1, m1), yy += step;
+    }
+    yy += step * 0.4;
+    priced(v->cs, v->sub, m1, sizeof m1), priced(v->cs, v->tax, m2, sizeof m2);
+    snprintf(buf, sizeof buf, "Subtotal: %s", m1), text_at(p, R, yy, body, false, 1, buf), yy += step;
+    snprintf(buf, sizeof buf, "Tax (%d%%): %s", v->tax_pct, m2), text_at(p, R, yy, body, false, 1, buf), yy += step;
+    priced(v->cs, v->total, m1, sizeof m1);
+    const char *tl = PICK(r2, EN_TOTAL_L);
+    if (v->layout == 2 || (rnext(r2) & 1)) { /* the label at the left margin, the figure right */
+        snprintf(buf, sizeof buf, "%s:", tl), text_at(p, L, yy, body + 1, true, 0, buf);
+        text_at(p, R, yy, body + 1, true, 1, m1), yy += step * 1.5;
+    } else {
+        snprintf(buf, sizeof buf, "%s: %s", tl, m1), text_at(p, R, yy, body + 1, true, 1, buf), yy += step * 1.5;
+    }
+    if (v->receipt) text_at(p, wi / 2, yy, body, false, 2, "Thank you!");
+}
+
 int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *err) {
     memset(out, 0, sizeof *out);
     memset(t, 0, sizeof *t);
@@ -119,7 +247,20 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
     cairo_translate(cr, -W / 2.0, -H / 2.0);
     double ink = 0.05 + runi(&r) * 0.15;
     cairo_set_source_rgb(cr, ink, ink, ink);
-    page p = {cr, dpi, o->chinese ? "Noto Sans CJK SC" : "DejaVu Sans", wi};
+    page p = {cr, dpi, o->chinese ? "Noto Sans CJK SC" : "DejaVu Sans", wi, false};
+    /* a varied English page draws its own choices from a second stream, so the first one (and
+     * with it the content of the fixed page) stays as it was */
+    rng r2 = {o->seed * 0x9E3779B97F4A7C15ull + 0x1234567ull};
+    bool varied = o->varied && !o->chinese;
+    const cur_style *cs = &CUR_STYLES[0];
+    int layout = 0;
+    if (varied) {
+        size_t f = rnext(&r2) % FR_ARRAY_LEN(EN_FACES);
+        p.font = EN_FACES[f].family;
+        p.bold_all = EN_FACES[f].bold;
+        cs = &CUR_STYLES[rnext(&r2) % FR_ARRAY_LEN(CUR_STYLES)];
+        layout = o->receipt ? 0 : (int)(rnext(&r2) % 3);
+    }
 
     /* content */
     char payee[96], customer[96], inv[32], date_txt[48], buf[160], m1[32], m2[32];
@@ -152,6 +293,23 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
         default: snprintf(date_txt, sizeof date_txt, "%d %s %04d", d, EN_MON[mo - 1], y);
         }
         snprintf(t->currency, sizeof t->currency, "USD");
+        if (varied) {
+            /* numeric dates in the order the currency's countries write them: month first with
+             * slashes on a dollar page, day first otherwise; dots are day first everywhere */
+            bool usd = !strcmp(cs->code, "USD");
+            switch (rnext(&r2) % 6) {
+            case 0: snprintf(date_txt, sizeof date_txt, "%s", t->date); break;
+            case 1:
+                if (usd) snprintf(date_txt, sizeof date_txt, "%02d/%02d/%04d", mo, d, y);
+                else snprintf(date_txt, sizeof date_txt, "%02d/%02d/%04d", d, mo, y);
+                break;
+            case 2: snprintf(date_txt, sizeof date_txt, "%02d.%02d.%04d", d, mo, y); break;
+            case 3: snprintf(date_txt, sizeof date_txt, "%.3s %d, %04d", EN_MON[mo - 1], d, y); break;
+            case 4: snprintf(date_txt, sizeof date_txt, "%d %s %04d", d, EN_MON[mo - 1], y); break;
+            default: snprintf(date_txt, sizeof date_txt, "%s %d, %04d", EN_MON[mo - 1], d, y);
+            }
+            snprintf(t->currency, sizeof t->currency, "%s", cs->code);
+        }
     }
     snprintf(t->invoice_no, sizeof t->invoice_no, "%s", inv);
     snprintf(t->payee, sizeof t->payee, "%s", payee);
@@ -197,6 +355,10 @@ int fr_doc_render(const fr_doc_opts *o, fr_image *out, fr_doc_truth *t, fr_err *
         snprintf(buf, sizeof buf, "%s：%s%s", o->receipt ? "合计" : "价税合计", cur, m1);
         text_at(&p, R, yy, body + 1, true, 1, buf), yy += step * 1.5;
         if (o->receipt) text_at(&p, wi / 2, yy, body, false, 2, "谢谢惠顾");
+    } else if (varied) {
+        en_varied ev = {payee, customer, inv, date_txt, items, n_items, sub, tax, tax_pct, total,
+                        cs, layout, o->receipt, L, R, yy, body, step, wi};
+        draw_en_varied(&p, &r, &r2, &ev);
     } else {
         if (o->receipt) {
             text_at(&p, wi / 2, yy, 12, true, 2, payee), yy += step * 1.3;

@@ -2,7 +2,10 @@
  * for OCR evaluation, tests and benchmarks.
  *
  * Design: a seed fixes everything (content, layout jitter, degradations), so a set of documents is
- * reproducible. Text is drawn with cairo's toy font API through fontconfig ("DejaVu Sans" /
+ * reproducible. With opts.varied (fr_doc_opts_random sets it for English) the English page also
+ * varies its face among Debian faces (bold and condensed weights of DejaVu, Liberation, Croscore,
+ * Carlito/Caladea, FreeFont, URW, Lato, Cantarell), currency, date form and layout; the clean page
+ * (fr_doc_opts_clean) is the fixed one the unit tests know. Text is drawn with cairo's toy font API through fontconfig ("DejaVu Sans" /
  * "DejaVu Sans Mono" for English, "Noto Sans CJK SC" for Chinese; fonts-dejavu-core and
  * fonts-noto-cjk), onto a white page at 100-150 dpi, rotated by up to +-3 degrees, then degraded
  * with Gaussian-ish pixel noise and optionally a JPEG round trip at low quality. Each document
@@ -28,6 +31,10 @@ typedef struct fr_doc_opts {
     float noise;        /* pixel noise amplitude in gray levels (0 = clean) */
     int jpeg_quality;   /* 0 = no JPEG round trip, else 1..100 */
     uint64_t seed;      /* content seed */
+    bool varied;        /* English: vary font face, currency ($ US$ USD € EUR £ GBP, before or
+                           after the figure, 1,234.56 or 1.234,56), date form (ISO, slashes in
+                           the currency's order, dots, month names) and layout (one column, two
+                           columns, label and value columns apart); off: the fixed page */
 } fr_doc_opts;
 
 typedef struct fr_doc_truth {
