@@ -230,6 +230,46 @@ TEST(sort_boxes_groups_lines_by_tolerance) {
     CHECK_EQ_INT((int)b[3].score, 2);
 }
 
+/* A w x h box at (x, y) on a page turned by deg degrees about the origin. */
+static fr_ppocr_box turned_box(float x, float y, float w, float h, float deg, float score) {
+    float px[4] = {x, x + w, x + w, x}, py[4] = {y, y, y + h, y + h};
+    double a = deg * M_PI / 180, c = cos(a), s = sin(a);
+    fr_ppocr_box b = {.score = score};
+    for (int q = 0; q < 4; q++) {
+        b.x[q] = (float)(px[q] * c - py[q] * s);
+        b.y[q] = (float)(px[q] * s + py[q] * c);
+    }
+    return b;
+}
+
+/* A page turned by -3 degrees: a value 500 px right of its label sits 26 px higher, so PaddleOCR's
+ * rule (top-left y within 10 px) puts it in a row of its own above the label; the skew-aware
+ * order keeps label and value in one row, and the text joins them on one line. */
+TEST(sort_rows_follows_the_skew) {
+    fr_ppocr_box b[5] = {
+        turned_box(600, 100, 150, 20, -3, 1), /* "INV-1" right of "Invoice No:" */
+        turned_box(100, 100, 200, 20, -3, 0), /* "Invoice No:" */
+        turned_box(100, 140, 200, 20, -3, 2), /* "Date:" */
+        turned_box(600, 140, 150, 20, -3, 3), /* "2024-03-05" */
+        turned_box(100, 180, 400, 20, -3, 4), /* "Total: 12.00" */
+    };
+    CHECK_NEAR(fr_ppocr_skew(b, 5), -3 * M_PI / 180, 1e-3);
+    fr_ppocr_box p[5];
+    memcpy(p, b, sizeof b);
+    fr_ppocr_sort_boxes(p, 5, 10);
+    CHECK_EQ_INT((int)p[0].score, 1); /* PaddleOCR's: the value first, on a row of its own */
+    fr_ppocr_sort_rows(b, 5);
+    for (int i = 0; i < 5; i++) CHECK_EQ_INT((int)b[i].score, i);
+    CHECK(fr_ppocr_same_row(&b[0], &b[1], fr_ppocr_skew(b, 5)));
+    CHECK(!fr_ppocr_same_row(&b[1], &b[2], fr_ppocr_skew(b, 5)));
+    char *t[5] = {"Invoice No:", "INV-1", "Date:", "2024-03-05", "Total: 12.00"};
+    char *s = fr_ppocr_join_text(b, t, 5, 10, 40.0f);
+    CHECK_STR(s, "Invoice No: INV-1\nDate: 2024-03-05\nTotal: 12.00");
+    free(s);
+    fr_ppocr_sort_rows(b, 0); /* nothing to do */
+    CHECK_NEAR(fr_ppocr_skew(b, 0), 0, 0);
+}
+
 /* ---- crop ---- */
 
 /* Solve the 8x8 system for the projective map (u, v) in the unit square -> quad. */
@@ -418,6 +458,108 @@ TEST(ctc_greedy_decoding) {
     CHECK_STR(t.text, "");
     free(t.text);
     CHECK_EQ_INT(fr_ppocr_ctc_decode(probs, 1, 0, &d, &t, &err), -1);
+    fr_ppocr_dict_free(&d);
+}
+
+/* ---- currency signs the dictionary lacks ---- */
+
+/* A 48-px line crop, white, with ink boxes; the recogniser's path over it puts one emitted class
+ * per listed step (4 columns a step: in_w = the crop's width, T = width / 4). */
+typedef struct sign_line {
+    fr_image crop;
+    float *probs; /* (T, C) */
+    int T;
+} sign_line;
+
+static void ink(fr_image *im, int x0, int x1, int y0, int y1) { /* inclusive */
+    for (int y = y0; y <= y1; y++)
+        for (int x = x0; x <= x1; x++) im->pix[(size_t)y * im->width + x] = 20;
+}
+
+/* "<label>:<glyph?><1>2.50" drawn as boxes, the ':' at step 2, the figures from step 9 on. */
+static void sign_line_make(sign_line *l, int C, const int *steps, const int *classes, int n) {
+    enum { W = 160 };
+    l->crop = (fr_image){fr_xmalloc(W * 48), W, 48, 1};
+    memset(l->crop.pix, 250, W * 48);
+    l->T = W / 4;
+    l->probs = fr_xcalloc((size_t)l->T * C, sizeof *l->probs);
+    for (int s = 0; s < l->T; s++) l->probs[(size_t)s * C] = 1; /* blank */
+    for (int i = 0; i < n; i++) {
+        l->probs[(size_t)steps[i] * C] = 0;
+        l->probs[(size_t)steps[i] * C + classes[i]] = 1;
+    }
+}
+
+TEST(signs_the_dictionary_lacks_from_the_glyph) {
+    /* classes: 1..10 the figures, 11 '.', 12 ':', 13 'f', 14 '$', 15 ' ' */
+    fr_ppocr_dict d;
+    const char *keys = "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n.\n:\nf\n$\n";
+    CHECK_EQ_INT(fr_ppocr_dict_parse(keys, strlen(keys), 1, &d, NULL), 0);
+    enum { C = 16 };
+    /* ':' step 2, figures 1 2 . 5 0 at steps 9 13 17 21 25 (pitch 4 steps = 16 px) */
+    int steps[6] = {2, 9, 13, 17, 21, 25}, cls[6] = {12, 2, 3, 11, 6, 1};
+    fr_err err = {0};
+    for (int kind = 0; kind < 5; kind++) {
+        sign_line l;
+        sign_line_make(&l, C, steps, cls, 6);
+        ink(&l.crop, 8, 11, 18, 21), ink(&l.crop, 8, 11, 30, 33); /* the colon */
+        for (int i = 1; i < 6; i++)                                /* the figures */
+            ink(&l.crop, steps[i] * 4 - 2, steps[i] * 4 + 6, i == 3 ? 34 : 10, 37);
+        if (kind == 0) { /* a pound: stem, crossbar, a bar to the bottom-left corner */
+            ink(&l.crop, 23, 25, 10, 37), ink(&l.crop, 20, 28, 22, 24), ink(&l.crop, 20, 29, 34, 37);
+            ink(&l.crop, 25, 29, 10, 12);
+        } else if (kind == 1) { /* a euro: a C whose lower curve leaves the corner empty */
+            ink(&l.crop, 20, 22, 14, 30), ink(&l.crop, 23, 29, 10, 13), ink(&l.crop, 24, 29, 34, 37);
+            ink(&l.crop, 19, 26, 20, 21), ink(&l.crop, 19, 26, 25, 26);
+        } else if (kind == 4) { /* a dash: not of the line's height, no sign */
+            ink(&l.crop, 20, 29, 22, 25);
+        } else if (kind == 3) { /* a line holding no figure at all beside the glyph */
+            ink(&l.crop, 20, 29, 10, 37);
+            for (int s = 0; s < l.T * C; s++) l.probs[s] = s % C == 0;
+        }
+        fr_ppocr_text t = {fr_xstrdup(kind == 3 ? "" : ":12.50"), 0.9f, 0};
+        int rc = fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err);
+        if (kind == 0) CHECK_STR(t.text, ":\xc2\xa3" "12.50");
+        if (kind == 1) CHECK_STR(t.text, ":\xe2\x82\xac" "12.50");
+        if (kind == 2 || kind == 3) CHECK_EQ_INT(rc, 0); /* blank paper (a space) / no figure */
+        if (kind == 2) CHECK_STR(t.text, ":12.50");
+        if (kind == 4) CHECK_STR(t.text, ":12.50");
+        free(t.text);
+        free(l.probs);
+        fr_image_free(&l.crop);
+    }
+    /* a sign the dictionary has, right before the figures: nothing added */
+    int steps2[7] = {2, 5, 9, 13, 17, 21, 25}, cls2[7] = {12, 14, 2, 3, 11, 6, 1};
+    sign_line l;
+    sign_line_make(&l, C, steps2, cls2, 7);
+    ink(&l.crop, 20, 29, 10, 37);
+    fr_ppocr_text t = {fr_xstrdup(":$12.50"), 0.9f, 0};
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err), 0);
+    CHECK_STR(t.text, ":$12.50");
+    free(t.text);
+    /* a lone "f" before the figures is the recogniser's pound */
+    cls2[1] = 13;
+    free(l.probs);
+    fr_image_free(&l.crop);
+    sign_line_make(&l, C, steps2, cls2, 7);
+    t = (fr_ppocr_text){fr_xstrdup(":f12.50"), 0.9f, 0};
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err), 1);
+    CHECK_STR(t.text, ":\xc2\xa3" "12.50");
+    free(t.text);
+    free(l.probs);
+    fr_image_free(&l.crop);
+    /* after the figures: "12.50 €" */
+    int steps3[5] = {2, 6, 10, 14, 18}, cls3[5] = {2, 3, 11, 6, 1};
+    sign_line_make(&l, C, steps3, cls3, 5);
+    for (int i = 0; i < 5; i++) ink(&l.crop, steps3[i] * 4 - 2, steps3[i] * 4 + 6, i == 2 ? 34 : 10, 37);
+    ink(&l.crop, 94, 96, 14, 30), ink(&l.crop, 97, 103, 10, 13), ink(&l.crop, 98, 103, 34, 37);
+    ink(&l.crop, 92, 100, 20, 21), ink(&l.crop, 92, 100, 25, 26);
+    t = (fr_ppocr_text){fr_xstrdup("12.50"), 0.9f, 0};
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err), 1);
+    CHECK_STR(t.text, "12.50\xe2\x82\xac");
+    free(t.text);
+    free(l.probs);
+    fr_image_free(&l.crop);
     fr_ppocr_dict_free(&d);
 }
 

@@ -290,6 +290,15 @@ static int month_word(const char *p) {
     return 0;
 }
 
+/* Whether a numeric date may end at p: no digit follows, or a time of day does, fused to it by a
+ * reader that drops the space ("03/10/202012:53"). */
+static bool date_end(const char *p) {
+    if (!isdigit((unsigned char)p[0])) return true;
+    int i = isdigit((unsigned char)p[1]) ? 2 : 1;
+    return p[i] == ':' && isdigit((unsigned char)p[i + 1]) && isdigit((unsigned char)p[i + 2]) &&
+           !isdigit((unsigned char)p[i + 3]);
+}
+
 static bool valid_ymd(int y, int m, int d) {
     return y >= 1900 && y <= 2100 && m >= 1 && m <= 12 && d >= 1 && d <= 31;
 }
@@ -314,14 +323,13 @@ static bool date_parse(const char *s, bool month_first, char *out, size_t cap, b
             if ((sscanf(p, "%4d%c%2d%c%2d%n", &y, &s1, &m, &s2, &d, &k) == 5 && s1 == s2 &&
                  (s1 == '-' || s1 == '/' || s1 == '.')) ||
                 sscanf(p, "%4d\xe5\xb9\xb4%2d\xe6\x9c\x88%2d%n", &y, &m, &d, &k) == 3) {
-                if (y >= 1000 && valid_ymd(y, m, d) && !isdigit((unsigned char)p[k])) goto ok;
+                if (y >= 1000 && valid_ymd(y, m, d) && date_end(p + k)) goto ok;
             }
             /* DD/MM/YYYY, DD.MM.YYYY, DD-MM-YYYY (MM/DD/YYYY when the first is over 12 or
              * when month_first for an ambiguous one) */
             int a = 0, c = 0;
             if (sscanf(p, "%2d%c%2d%c%4d%n", &a, &s1, &c, &s2, &y, &k) == 5 && s1 == s2 &&
-                (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1000 &&
-                !isdigit((unsigned char)p[k])) {
+                (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1000 && date_end(p + k)) {
                 /* a dotted date is day first wherever it is written (15.03.2024, 05.03.2024):
                  * the month-first convention writes slashes */
                 bool amb = a <= 12 && c <= 12 && a != c && s1 != '.';
@@ -373,7 +381,7 @@ static bool date_month_first(const char *text, const char *currency) {
         char s1 = 0, s2 = 0;
         if (sscanf(p, "%2d%c%2d%c%4d%n", &a, &s1, &c, &s2, &y, &k) == 5 && s1 == s2 &&
             (s1 == '/' || s1 == '.' || s1 == '-') && y >= 1900 && y <= 2100 &&
-            !isdigit((unsigned char)p[k]) && a >= 1 && c >= 1 && a <= 31 && c <= 31) {
+            date_end(p + k) && a >= 1 && c >= 1 && a <= 31 && c <= 31) {
             if (a > 12 && c <= 12) day_first++;
             else if (c > 12 && a <= 12) month_first++;
         }

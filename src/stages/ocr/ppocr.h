@@ -97,7 +97,8 @@ void fr_ppocr_det_prep(const fr_image *img, uint32_t out_w, uint32_t out_h, floa
  * their first pixel), the minimum-area rectangle of each component's outline, drop it when its
  * shorter side < min_size or its score (mean probability over the rectangle's polygon mask) <
  * box_thresh, grow it by unclip_ratio, drop it when the grown shorter side < min_size + 2, map it
- * to image pixels, clip, drop it when a side is <= 3 px, and sort into reading order. Writes at
+ * to image pixels, clip, drop it when a side is <= 3 px, and sort into reading order
+ * (fr_ppocr_sort_rows). Writes at
  * most cap boxes; returns their count (>= 0), or -1 with err set (map too large: TOO_LARGE; zero
  * sizes or NULL: BAD_REQUEST). */
 int fr_ppocr_det_boxes(const float *prob, uint32_t map_w, uint32_t map_h, uint32_t img_w,
@@ -106,6 +107,18 @@ int fr_ppocr_det_boxes(const float *prob, uint32_t map_w, uint32_t map_h, uint32
 /* Reading order in place: by the top-left corner's y then x; boxes whose top-left y differ by less
  * than line_tol are one line and go left to right (PaddleOCR's sorted_boxes). */
 void fr_ppocr_sort_boxes(fr_ppocr_box *b, int n, float line_tol);
+/* The page's skew from its boxes (fr_ppocr_box corners): the median slope of the top edges of the
+ * boxes at least twice as wide as high, radians, clamped to +-0.2; 0 when none. */
+float fr_ppocr_skew(const fr_ppocr_box *b, int n);
+/* Whether two boxes share a row in the frame turned by skew: their extents across the lines
+ * overlap by at least half the lower box's height. */
+bool fr_ppocr_same_row(const fr_ppocr_box *a, const fr_ppocr_box *b, float skew);
+/* Reading order in place, skew-aware (what fr_ppocr_det_boxes uses): rows of boxes that share a
+ * row (fr_ppocr_same_row at the page's fr_ppocr_skew) with the row's first box, top to bottom,
+ * each left to right along the lines. On a page turned by 3 degrees a value 400 px right of its
+ * label sits 20 px higher: PaddleOCR's fixed 10-px rule makes it a row of its own, above the
+ * label. Out of memory: fr_ppocr_sort_boxes with 10 px. */
+void fr_ppocr_sort_rows(fr_ppocr_box *b, int n);
 /* The minimum-area enclosing rectangle of n points (x, y interleaved), as a box with corners
  * ordered as fr_ppocr_box says; *short_side gets its shorter side. n >= 1. */
 void fr_ppocr_min_area_rect(const float *pts, int n, fr_ppocr_box *out, float *short_side);
@@ -158,6 +171,29 @@ void fr_ppocr_dict_free(fr_ppocr_dict *d);
 int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d,
                         fr_ppocr_text *out, fr_err *err);
 
+/* Currency signs the dictionary lacks (ppocr_keys_v1: no "€", no "£"; the recogniser emits a
+ * blank over them, or an "f" for "£"), from the line image (ppocr_signs.c): on the greedy path of
+ * probs (T, C) for crop (recognised at input width in_w, the crop resized to min(in_w,
+ * ceil(48 w / h)) columns of it), the first number whose figures have, right before them (or
+ * right after them), a stretch where nothing was emitted but the crop holds a glyph of the
+ * line's height, 0.35 to 1.8 character pitches wide, not beside a sign the dictionary has ($ ¥
+ * ￥ ￡), gets "£" or "€" there by the glyph's shape (a lone "f" before a number becomes "£").
+ * t->text (the decode of the same probs) is replaced by the path's text with the sign. Returns 1
+ * when a sign was put in, 0 when not (nothing found, or inputs it does not look at: no crop,
+ * T over 4096), -1 with err set when out of memory (t untouched). */
+int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d,
+                        const fr_image *crop, uint32_t in_w, fr_ppocr_text *t, fr_err *err);
+
+/* The same for a sign the detector boxed alone ("1.234,56 €" with a wide space): a box the
+ * recogniser read as nothing (texts[i].text empty), at most twice as wide as high, next in its
+ * row (fr_ppocr_same_row, the boxes in reading order) to a box whose text ends (the box before)
+ * or starts (the box after) with a figure less than a line height away, and holding one glyph of
+ * at least half the crop's height, gets "£" or "€" by the glyph's shape (conf at least 0.5).
+ * crops[i] is box i's crop (pix NULL when there is none). Returns how many, or -1 with err set
+ * (out of memory). */
+int fr_ppocr_lone_signs(const fr_ppocr_box *boxes, const fr_image *crops, fr_ppocr_text *texts,
+                        int n, fr_err *err);
+
 /* ---- result ---- */
 
 /* The script of UTF-8 text (invalid bytes are skipped); *cjk_share (may be NULL) gets the share
@@ -174,9 +210,10 @@ const char *fr_ppocr_script_lang(fr_ppocr_script s);
 int fr_ppocr_result(fr_ppocr_box *boxes, fr_ppocr_text *texts, int n, float line_tol,
                     float join_gap, fr_ocr_result *res, fr_err *err);
 /* Assemble the OCR text of the kept lines (boxes[0..n), in reading order, texts[i] for boxes[i])
- * into a malloc'd string: boxes of one row (their top-left y within line_tol) whose horizontal gap
- * is under join_gap times the line height are joined with a space (one phrase the detector split),
- * every other boundary is '\n'. Never NULL. */
+ * into a malloc'd string: boxes of one row (their top-left y within line_tol, or sharing a row by
+ * fr_ppocr_same_row at the boxes' fr_ppocr_skew) whose horizontal gap is under join_gap times the
+ * line height are joined with a space (one phrase the detector split, or with a large join_gap a
+ * label and its value in another column), every other boundary is '\n'. Never NULL. */
 char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, float line_tol,
                          float join_gap);
 
@@ -231,7 +268,10 @@ typedef struct fr_ppocr_opts {
     uint32_t rec_max_w;     /* widest recogniser input; wider lines are squeezed (2400) */
     float drop_score;       /* lines whose confidence is below this are left out (0.5) */
     int max_boxes;          /* text boxes kept per page (FR_PPOCR_MAX_BOXES) */
-    float join_gap;         /* fr_ppocr_join_text's gap, in line heights (1.0) */
+    float join_gap;         /* fr_ppocr_join_text's gap, in line heights (40: a row is one
+                               line, so a label keeps the value printed in another column) */
+    bool find_signs;        /* put in the currency signs the dictionary lacks (true;
+                               fr_ppocr_find_signs) */
     fr_ppocr_det_params det; /* detection settings (fr_ppocr_det_default_params) */
 } fr_ppocr_opts;
 

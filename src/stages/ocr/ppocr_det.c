@@ -246,6 +246,102 @@ void fr_ppocr_sort_boxes(fr_ppocr_box *b, int n, float line_tol) {
         }
 }
 
+/* The page's skew: the median slope of the top edges of boxes at least twice as wide as they are
+ * high (text lines), in radians, within +-0.2 (about 11 degrees); 0 when there are none. */
+float fr_ppocr_skew(const fr_ppocr_box *b, int n) {
+    float *a = malloc(sizeof *a * (size_t)(n > 0 ? n : 1));
+    int k = 0;
+    if (!a) return 0;
+    for (int i = 0; i < n; i++) {
+        float dx = b[i].x[1] - b[i].x[0], dy = b[i].y[1] - b[i].y[0];
+        float h = hypotf(b[i].x[3] - b[i].x[0], b[i].y[3] - b[i].y[0]);
+        if (dx > 0 && hypotf(dx, dy) >= 2 * h) a[k++] = atan2f(dy, dx);
+    }
+    for (int i = 1; i < k; i++) /* insertion sort: boxes are at most FR_PPOCR_MAX_BOXES */
+        for (int j = i; j > 0 && a[j] < a[j - 1]; j--) {
+            float t = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = t;
+        }
+    float m = k ? a[k / 2] : 0;
+    free(a);
+    return m > 0.2f ? 0.2f : m < -0.2f ? -0.2f : m;
+}
+
+/* A box in the frame turned by the skew: its extent across the lines [lo, hi] and its start
+ * along them. */
+typedef struct row_span {
+    float lo, hi, u0;
+} row_span;
+
+static row_span span_of(const fr_ppocr_box *b, float c, float s) {
+    row_span r = {INFINITY, -INFINITY, INFINITY};
+    for (int q = 0; q < 4; q++) {
+        float v = -b->x[q] * s + b->y[q] * c, u = b->x[q] * c + b->y[q] * s;
+        r.lo = fminf(r.lo, v);
+        r.hi = fmaxf(r.hi, v);
+        r.u0 = fminf(r.u0, u);
+    }
+    return r;
+}
+
+/* Whether two spans share a row: they overlap across the lines by half the lower one's height. */
+static bool same_row(row_span a, row_span b) {
+    float ov = fminf(a.hi, b.hi) - fmaxf(a.lo, b.lo);
+    return ov >= 0.5f * fminf(a.hi - a.lo, b.hi - b.lo);
+}
+
+bool fr_ppocr_same_row(const fr_ppocr_box *a, const fr_ppocr_box *b, float skew) {
+    float c = cosf(skew), s = sinf(skew);
+    return same_row(span_of(a, c, s), span_of(b, c, s));
+}
+
+typedef struct row_item {
+    row_span sp;   /* the box's span */
+    int row;       /* its row */
+    int idx;       /* its index in the input */
+} row_item;
+
+static int cmp_centre(const void *a, const void *b) {
+    const row_item *p = a, *q = b;
+    float cp = p->sp.lo + p->sp.hi, cq = q->sp.lo + q->sp.hi;
+    return cp < cq ? -1 : cp > cq;
+}
+
+static int cmp_row_u(const void *a, const void *b) {
+    const row_item *p = a, *q = b;
+    if (p->row != q->row) return p->row < q->row ? -1 : 1;
+    return p->sp.u0 < q->sp.u0 ? -1 : p->sp.u0 > q->sp.u0;
+}
+
+void fr_ppocr_sort_rows(fr_ppocr_box *b, int n) {
+    if (n < 2) return;
+    float sk = fr_ppocr_skew(b, n), c = cosf(sk), s = sinf(sk);
+    row_item *it = malloc(sizeof *it * (size_t)n);
+    fr_ppocr_box *tmp = malloc(sizeof *tmp * (size_t)n);
+    if (!it || !tmp) { /* out of memory: PaddleOCR's order, which needs none */
+        free(it);
+        free(tmp);
+        fr_ppocr_sort_boxes(b, n, 10.0f);
+        return;
+    }
+    for (int i = 0; i < n; i++) it[i] = (row_item){span_of(&b[i], c, s), -1, i};
+    qsort(it, (size_t)n, sizeof *it, cmp_centre);
+    /* rows by the span of their first box (the highest), looked for among the last few rows */
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        int r = -1;
+        for (int j = i - 1; j >= 0 && r < 0 && it[j].row >= rows - 3; j--)
+            if (it[j].row >= 0 && same_row(it[j].sp, it[i].sp)) r = it[j].row;
+        it[i].row = r >= 0 ? r : rows++;
+    }
+    qsort(it, (size_t)n, sizeof *it, cmp_row_u);
+    for (int i = 0; i < n; i++) tmp[i] = b[it[i].idx];
+    memcpy(b, tmp, sizeof *b * (size_t)n);
+    free(tmp);
+    free(it);
+}
+
 /* ---- DB post-processing ---- */
 
 /* A kept candidate mapped to the image and checked as filter_tag_det_res does; 1 if kept. */
@@ -349,6 +445,6 @@ int fr_ppocr_det_boxes(const float *prob, uint32_t map_w, uint32_t map_h, uint32
         out[n++] = b;
     }
     free(seen); free(queue); free(rmin); free(rmax); free(pts);
-    fr_ppocr_sort_boxes(out, n, p->line_tol);
+    fr_ppocr_sort_rows(out, n);
     return n;
 }

@@ -305,12 +305,14 @@ static float box_h(const fr_ppocr_box *b) {
 char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, float line_tol,
                          float join_gap) {
     fr_buf all = {0};
+    float skew = fr_ppocr_skew(boxes, n);
     for (int i = 0; i < n; i++) {
         if (i) {
             const fr_ppocr_box *a = &boxes[i - 1], *b = &boxes[i];
             float h = fmaxf(box_h(a), box_h(b));
             float gap = fminf(b->x[0], b->x[3]) - fmaxf(a->x[1], a->x[2]);
-            bool row = fabsf(b->y[0] - a->y[0]) < line_tol && b->x[0] >= a->x[0];
+            bool row = (fabsf(b->y[0] - a->y[0]) < line_tol || fr_ppocr_same_row(a, b, skew)) &&
+                       b->x[0] >= a->x[0];
             fr_buf_puts(&all, row && gap < join_gap * h ? " " : "\n");
         }
         fr_buf_puts(&all, texts[i] ? texts[i] : "");

@@ -36,7 +36,8 @@ struct fr_ppocr {
 fr_ppocr_opts fr_ppocr_default_opts(void) {
     fr_ppocr_opts o = {.n_threads = 1, .use_cls = true, .cls_thresh = 0.9f, .cls_batch = 6,
                        .rec_batch = 6, .rec_min_w = 320, .rec_step = 32, .rec_max_w = 2400,
-                       .drop_score = 0.5f, .max_boxes = FR_PPOCR_MAX_BOXES, .join_gap = 1.0f,
+                       .drop_score = 0.5f, .max_boxes = FR_PPOCR_MAX_BOXES, .join_gap = 40.0f,
+                       .find_signs = true,
                        .det = fr_ppocr_det_default_params()};
     return o;
 }
@@ -243,10 +244,14 @@ static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
         int T = (int)out.dims[1], C = (int)out.dims[2];
         for (int i = 0; i < k && !rc; i++) {
             fr_ppocr_text *t = &texts[v[ord[s + i]]];
-            if (fr_ppocr_ctc_decode(out.data + (size_t)i * T * C, T, C, &e->m->dict, t, err))
+            const float *pr = out.data + (size_t)i * T * C;
+            if (fr_ppocr_ctc_decode(pr, T, C, &e->m->dict, t, err))
                 rc = FR_OCR_FAILED;
             else if (t->conf < e->o.drop_score) /* PaddleOCR's drop_score */
                 t->text[0] = 0;
+            else if (e->o.find_signs &&
+                     fr_ppocr_find_signs(pr, T, C, &e->m->dict, &sub[ord[s + i]], w, t, err) < 0)
+                rc = FR_OCR_FAILED;
         }
     }
     free(ord);
@@ -291,6 +296,8 @@ fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *ca
     }
     if (!rc && nv && e->cls) rc = classify(e, crops, v, nv, cancel, err);
     if (!rc && nv) rc = recognise(e, crops, v, nv, cancel, texts, err);
+    if (!rc && nv && e->o.find_signs && fr_ppocr_lone_signs(boxes, crops, texts, nb, err) < 0)
+        rc = FR_OCR_FAILED;
     if (!rc && fr_cancel_check(cancel)) rc = FR_OCR_STOPPED;
     if (!rc && fr_ppocr_result(boxes, texts, nb, e->o.det.line_tol, e->o.join_gap, res, err))
         rc = FR_OCR_FAILED;
