@@ -16,7 +16,6 @@
 #include "stages/ocr/ppocr.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +139,6 @@ static const char *glyph_sign(const fr_image *im, const glyph *g, int thr) {
     int ink = 0, n = 0;
     for (int y = cy0; y <= g->y1; y++)
         for (int x = g->x0; x < cx1; x++, n++) ink += gray_at(im, (uint32_t)x, (uint32_t)y) <= thr;
-    if (getenv("SIGNS_DEBUG")) fprintf(stderr, "glyph %dx%d corner %d/%d\n", w, h, ink, n);
     return n && ink * 4 > n ? SIGN_POUND : SIGN_EURO;
 }
 
