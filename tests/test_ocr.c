@@ -117,6 +117,18 @@ TEST(fields_fused_words) {
     CHECK_STR(f.date, "2022-09-07");
     fr_fields_extract("Summary 5, 2024 items\nTotal 3.00", &f);
     CHECK_STR(f.date, "");
+    /* a header row joined into one line: the name at the left, "No." and the number at the right */
+    fr_fields_extract("Harbor Foods Ltd   No. 77120045\nTotal 5.00", &f);
+    CHECK_STR(f.invoice_no, "77120045");
+    CHECK_STR(f.payee, "Harbor Foods Ltd");
+    fr_fields_extract("\xe6\x9d\xad\xe5\xb7\x9e\xe7\x91\x9e\xe4\xb8\xb0\xe5\x85\xac"
+                      "\xe5\x8f\xb8 No.NO-2021-0815\n\xe5\x90\x88\xe8\xae\xa1 5.00", &f); /* 杭州瑞丰公司, 合计 */
+    CHECK_STR(f.invoice_no, "NO-2021-0815");
+    CHECK_STR(f.payee, "\xe6\x9d\xad\xe5\xb7\x9e\xe7\x91\x9e\xe4\xb8\xb0\xe5\x85\xac\xe5\x8f\xb8");
+    /* "no." inside a word is no label */
+    fr_fields_extract("Vendor: Al Casino. 12 Corp\nTotal 5.00", &f);
+    CHECK_STR(f.payee, "Al Casino. 12 Corp");
+    CHECK_STR(f.invoice_no, "");
 }
 
 TEST(fields_chinese_labels_noisy) {

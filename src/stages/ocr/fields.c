@@ -481,7 +481,28 @@ static void name_letters(char *s) {
     }
 }
 
-/* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ..."). */
+/* Whether squeezed offset k of q starts a word in the original line (its first byte, or after a
+ * byte that is no ASCII letter or digit). */
+static bool word_start(const sq_line *q, int k) {
+    if (k < 0 || k >= q->n) return false;
+    int o = q->map[k];
+    return o == 0 || !isalnum((unsigned char)q->orig[o - 1]);
+}
+
+/* Offset of a number label ("No." starting a word, then a figure or a letter prefix and a dash)
+ * in q at or after k, or -1. */
+static int number_label_at(const sq_line *q, int k) {
+    for (const char *p = strstr(q->s + k, "no."); p; p = strstr(p + 1, "no.")) {
+        int at = (int)(p - q->s), r = at + 3;
+        while (r < q->n && isalpha((unsigned char)q->s[r]) && r - at < 8) r++;
+        if (word_start(q, at) && r < q->n && (isdigit((unsigned char)q->s[r]) || q->s[r] == '-'))
+            return at;
+    }
+    return -1;
+}
+
+/* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ...",
+ * "Acme Ltd No. 80053529"). */
 static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
     static const char *const STOP[] = {
         "date", "invoice", "total", "amount", "billto", "tel",
@@ -498,6 +519,8 @@ static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
         const char *p = strstr(q->s + k, STOP[i]);
         if (p && p - q->s > k && p - q->s < stop) stop = (int)(p - q->s);
     }
+    int nl = number_label_at(q, k);
+    if (nl > k && nl < stop) stop = nl;
     const char *end = stop < q->n ? q->orig + q->map[stop] : q->orig + q->orig_len;
     copy_trim(out, cap, orig_from(q, k), end);
     name_letters(out);
@@ -583,7 +606,9 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                                     &w)) >= 0) {
                 /* "invoice" and "no." alone: only with a number right after them */
                 bool weak = !strcmp(L_INV[w], "invoice") || !strcmp(L_INV[w], "no.");
-                if (weak && !strcmp(L_INV[w], "no.") && k != 3) k = -1;
+                /* "No." at the line's start, or starting a word after another column's text
+                 * ("Acme Trading Ltd  No. 80053529": a header row joined into one line) */
+                if (weak && !strcmp(L_INV[w], "no.") && k != 3 && !word_start(&q, k - 3)) k = -1;
                 if (weak && k >= 0 && k < q.n && isalpha((unsigned char)q.s[k])) {
                     /* "No." then letters: only a number's own prefix ("No.NO-2024-1932") */
                     int r = 0;
@@ -658,8 +683,8 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                 bool letters = false;
                 for (int i = 0; i < q.n; i++)
                     letters |= isalpha((unsigned char)q.s[i]) || (unsigned char)q.s[i] >= 0x80;
-                if (!title && letters && q.n >= 4)
-                    copy_trim(first_line, sizeof first_line, q.orig, end);
+                if (!title && letters && q.n >= 4) /* cut before another column's label */
+                    payee_value(&q, 0, first_line, sizeof first_line);
             }
         }
         p = *e ? e + 1 : e;

@@ -107,17 +107,18 @@ static bool glyph_in(const fr_image *im, const int *colink, int min_col, int x0,
 }
 
 /* A glyph of a sign in columns [xa, xb) of the crop: ink of the line's height (0.6 of the rows
- * holding ink), 0.35 to 1.8 pitches wide, that does not run on past the bounds into the
- * neighbouring characters (on the left only when left_neighbour; always on the right, where the
- * region ends half a pitch before a character's centre or at the crop's end). */
+ * holding ink), 0.35 to 1.8 pitches wide, that does not run on past a bound into the character
+ * there (checked on the sides where left / right say so: a sign may touch the figure it stands
+ * before, whose own ink reaches into the region by less than the least width; a stretch after a
+ * figure must not start inside the figure's tail). */
 static bool sign_glyph(const fr_image *im, const int *colink, int min_col, int thr, int xa, int xb,
-                       bool left_neighbour, double pitch, int rows_ink, glyph *g) {
+                       bool left, bool right, double pitch, int rows_ink, glyph *g) {
     int W = (int)im->width;
     if (xb - xa < 2 || !glyph_in(im, colink, min_col, xa, xb, thr, g)) return false;
     int w = g->x1 - g->x0 + 1, h = g->y1 - g->y0 + 1;
     if (w < 0.35 * pitch || w > 1.8 * pitch || h < 0.6 * rows_ink) return false;
-    if (left_neighbour && g->x0 == xa && xa > 0 && colink[xa - 1] >= min_col) return false;
-    if (g->x1 == xb - 1 && xb < W && colink[xb] >= min_col) return false;
+    if (left && g->x0 == xa && xa > 0 && colink[xa - 1] >= min_col) return false;
+    if (right && g->x1 == xb - 1 && xb < W && colink[xb] >= min_col) return false;
     return true;
 }
 
@@ -234,7 +235,8 @@ int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d
             double b = (st[k] + 0.5) * px_step - 0.45 * pitch;
             int xa = (int)fmax(0, ceil(a)), xb = (int)fmin(W, floor(b));
             glyph g;
-            if (sign_glyph(crop, colink, min_col, thr, xa, xb, kp >= 0, pitch, rows_ink, &g)) {
+            if (sign_glyph(crop, colink, min_col, thr, xa, xb, kp >= 0, false, pitch, rows_ink,
+                           &g)) {
                 sign = glyph_sign(crop, &g, thr);
                 ins_at = k;
                 break;
@@ -247,7 +249,8 @@ int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d
             double b = kn < n ? (st[kn] + 0.5) * px_step - 0.45 * pitch : W;
             int xa = (int)fmax(0, ceil(a)), xb = (int)fmin(W, floor(b));
             glyph g;
-            if (sign_glyph(crop, colink, min_col, thr, xa, xb, true, pitch, rows_ink, &g)) {
+            if (sign_glyph(crop, colink, min_col, thr, xa, xb, true, kn < n, pitch, rows_ink,
+                           &g)) {
                 sign = glyph_sign(crop, &g, thr);
                 ins_at = k + 1;
             }
