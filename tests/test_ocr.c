@@ -125,6 +125,14 @@ TEST(fields_fused_words) {
                       "\xe5\x8f\xb8 No.NO-2021-0815\n\xe5\x90\x88\xe8\xae\xa1 5.00", &f); /* 杭州瑞丰公司, 合计 */
     CHECK_STR(f.invoice_no, "NO-2021-0815");
     CHECK_STR(f.payee, "\xe6\x9d\xad\xe5\xb7\x9e\xe7\x91\x9e\xe4\xb8\xb0\xe5\x85\xac\xe5\x8f\xb8");
+    /* the first line as the payee is cut before a label that starts a word, not inside one */
+    fr_fields_extract("Granite Logistics Ltd  Tel 555 0100\nTotal 5.00", &f);
+    CHECK_STR(f.payee, "Granite Logistics Ltd");
+    /* the O of October read as 0 and fused to the day */
+    fr_fields_extract("Date:20ctober2025\nTotal 5.00", &f);
+    CHECK_STR(f.date, "2025-10-02");
+    fr_fields_extract("Date:10Oct2025\nTotal 5.00", &f);
+    CHECK_STR(f.date, "2025-10-10");
     /* "no." inside a word is no label */
     fr_fields_extract("Vendor: Al Casino. 12 Corp\nTotal 5.00", &f);
     CHECK_STR(f.payee, "Al Casino. 12 Corp");

@@ -341,14 +341,28 @@ static bool date_parse(const char *s, bool month_first, char *out, size_t cap, b
                 }
             }
             /* DDMonthYYYY (squeezed "15March2024", "5Mar.2024") */
-            int dd = 0, kk = 0;
-            if (sscanf(p, "%2d%n", &dd, &kk) == 1 && (m = month_at(p + kk)) > 0) {
+            int dd = 0, kk = 0, mm = 0;
+            if (sscanf(p, "%2d%n", &dd, &kk) == 1) {
+                mm = month_at(p + kk);
+                if (!mm && dd >= 10 && dd % 10 == 0 && !strncasecmp(p + kk, "ct", 2)) {
+                    /* "40ctober2025": the O of October read as 0 and taken into the day */
+                    char oct[16] = "o";
+                    size_t l = 1;
+                    for (const char *r = p + kk; isalpha((unsigned char)*r) && l < sizeof oct - 1;
+                         r++)
+                        oct[l++] = *r;
+                    oct[l] = 0;
+                    if (month_word(oct) == 10) mm = 10, dd /= 10;
+                }
+            }
+            if (mm > 0) {
                 const char *q = p + kk;
                 while (isalpha((unsigned char)*q)) q++;
                 if (*q == '.') q++;
                 if (*q == ',') q++;
-                if (sscanf(q, "%4d", &y) == 1 && valid_ymd(y, m, dd)) {
+                if (sscanf(q, "%4d", &y) == 1 && valid_ymd(y, mm, dd)) {
                     d = dd;
+                    m = mm;
                     goto ok;
                 }
             }
@@ -502,8 +516,9 @@ static int number_label_at(const sq_line *q, int k) {
 }
 
 /* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ...",
- * "Acme Ltd No. 80053529"). */
-static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
+ * "Acme Ltd No. 80053529"); words: only labels that start a word count (a first line taken as
+ * the payee: "Granite Logistics" holds "tel"). */
+static void payee_value(const sq_line *q, int k, bool words, char *out, size_t cap) {
     static const char *const STOP[] = {
         "date", "invoice", "total", "amount", "billto", "tel",
         "\xe6\x97\xa5\xe6\x9c\x9f",             /* 日期 */
@@ -515,10 +530,12 @@ static void payee_value(const sq_line *q, int k, char *out, size_t cap) {
         "\xe7\x94\xb5\xe8\xaf\x9d",             /* 电话 */
     };
     int stop = q->n;
-    for (size_t i = 0; i < FR_ARRAY_LEN(STOP); i++) {
-        const char *p = strstr(q->s + k, STOP[i]);
-        if (p && p - q->s > k && p - q->s < stop) stop = (int)(p - q->s);
-    }
+    for (size_t i = 0; i < FR_ARRAY_LEN(STOP); i++)
+        for (const char *p = strstr(q->s + k, STOP[i]); p; p = strstr(p + 1, STOP[i]))
+            if (p - q->s > k && p - q->s < stop && (!words || word_start(q, (int)(p - q->s)))) {
+                stop = (int)(p - q->s);
+                break;
+            }
     int nl = number_label_at(q, k);
     if (nl > k && nl < stop) stop = nl;
     const char *end = stop < q->n ? q->orig + q->map[stop] : q->orig + q->orig_len;
@@ -674,7 +691,7 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                 /* 销售方 名称: ... */
                 if (k + 6 <= q.n && !memcmp(q.s + k, "\xe5\x90\x8d\xe7\xa7\xb0", 6))
                     k = skip_sep(&q, k + 6);
-                payee_value(&q, k, out->payee, sizeof out->payee);
+                payee_value(&q, k, false, out->payee, sizeof out->payee);
             }
             if (!first_line[0]) {
                 bool title = !strcmp(q.s, "invoice") || !strcmp(q.s, "receipt") ||
@@ -684,7 +701,7 @@ void fr_fields_extract(const char *text_in, fr_fields *out) {
                 for (int i = 0; i < q.n; i++)
                     letters |= isalpha((unsigned char)q.s[i]) || (unsigned char)q.s[i] >= 0x80;
                 if (!title && letters && q.n >= 4) /* cut before another column's label */
-                    payee_value(&q, 0, first_line, sizeof first_line);
+                    payee_value(&q, 0, true, first_line, sizeof first_line);
             }
         }
         p = *e ? e + 1 : e;
