@@ -558,6 +558,36 @@ TEST(signs_the_dictionary_lacks_from_the_glyph) {
     CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err), 1);
     CHECK_STR(t.text, "12.50\xe2\x82\xac");
     free(t.text);
+    /* inputs it does not look at: no crop, a crop of a few pixels, NaN rows, too many steps */
+    t = (fr_ppocr_text){fr_xstrdup("12.50"), 0.9f, 0};
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, NULL, 160, &t, &err), 0);
+    fr_image tiny = {l.crop.pix, 3, 3, 1};
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &tiny, 160, &t, &err), 0);
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, 5000, C, &d, &l.crop, 160, &t, &err), 0);
+    for (int i = 0; i < l.T * C; i++) l.probs[i] = NAN;
+    CHECK_EQ_INT(fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err), 0);
+    CHECK_STR(t.text, "12.50");
+    free(t.text);
+    /* a box read as nothing beside a figure in its row: the sign alone */
+    fr_ppocr_box bx[2] = {{{0, 60, 60, 0}, {0, 0, 20, 20}, 1}, {{64, 80, 80, 64}, {0, 0, 20, 20}, 1}};
+    fr_image crops[2] = {{0}};
+    crops[1] = (fr_image){fr_xmalloc(16 * 20), 16, 20, 1};
+    memset(crops[1].pix, 250, 16 * 20);
+    for (int y = 2; y < 18; y++) /* a pound: stem and a bar to the bottom-left corner */
+        for (int x = 0; x < 16; x++)
+            if ((x >= 5 && x <= 7) || y >= 15 || (y >= 9 && y <= 10 && x <= 11))
+                crops[1].pix[y * 16 + x] = 20;
+    fr_ppocr_text tx[2] = {{fr_xstrdup("12.50"), 0.9f, 0}, {fr_xstrdup(""), 0.0f, 0}};
+    CHECK_EQ_INT(fr_ppocr_lone_signs(bx, crops, tx, 2, &err), 1);
+    CHECK_STR(tx[1].text, "\xc2\xa3");
+    free(tx[1].text);
+    tx[1].text = fr_xstrdup("");
+    free(tx[0].text);
+    tx[0].text = fr_xstrdup("Total"); /* no figure beside it: nothing */
+    CHECK_EQ_INT(fr_ppocr_lone_signs(bx, crops, tx, 2, &err), 0);
+    free(tx[0].text);
+    free(tx[1].text);
+    fr_image_free(&crops[1]);
     free(l.probs);
     fr_image_free(&l.crop);
     fr_ppocr_dict_free(&d);
