@@ -132,15 +132,18 @@ static int blank_run(const int *colink, int min_col, int x0, int x1) {
     return best;
 }
 
-/* Which sign the glyph is: "£" when ink fills over a quarter of its bottom-left corner (the
- * lowest 18 % of rows, the leftmost 25 % of columns), "€" otherwise. */
+/* Which sign the glyph is: "£" when ink fills over a third of its bottom-left corner (the
+ * lowest 18 % of rows, as many columns from its left edge: a quarter of a sign's width), "€"
+ * otherwise. The corner is measured from the height and the left edge only, so where the glyph's
+ * right end was cut (the region stops short of the next figure, which a kerned sign may touch)
+ * does not change it. */
 static const char *glyph_sign(const fr_image *im, const glyph *g, int thr) {
-    int w = g->x1 - g->x0 + 1, h = g->y1 - g->y0 + 1;
-    int cx1 = g->x0 + (w + 3) / 4, cy0 = g->y1 + 1 - (h * 18 + 99) / 100;
+    int h = g->y1 - g->y0 + 1, side = (h * 18 + 99) / 100;
+    int cx1 = FR_MIN(g->x1 + 1, g->x0 + side), cy0 = g->y1 + 1 - side;
     int ink = 0, n = 0;
     for (int y = cy0; y <= g->y1; y++)
         for (int x = g->x0; x < cx1; x++, n++) ink += gray_at(im, (uint32_t)x, (uint32_t)y) <= thr;
-    return n && ink * 4 > n ? SIGN_POUND : SIGN_EURO;
+    return n && ink * 3 > n ? SIGN_POUND : SIGN_EURO;
 }
 
 int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d,
