@@ -1609,7 +1609,9 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
-    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models); /* before the media */
+    /* before the media; PP-OCR on the engine's device unless ocr.device says otherwise */
+    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models,
+                            cfg->ocr.device ? cfg->ocr.device : ec_in.device);
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
     fr_assist_set_vlm(s->assist, s->vlm, s->engine);
