@@ -140,7 +140,8 @@ static void no_spaces(const char *s, char *out, size_t cap) {
     out[n] = 0;
 }
 
-/* The CUDA settings (32 lines a run, padded batches, widths in steps of 320) run on the CPU
+/* The CUDA settings (32 lines a run, padded batches, widths in steps of 320, the detector on
+ * a 960 x 960 white canvas) run on the CPU
  * executor here: the padding rows must not change what is read, and the wider width buckets
  * (more blank input after a line) at most where a space falls (measured on this page: one word
  * gap of 17 lines is read without its space), so the lines, their characters and the fields

@@ -46,6 +46,8 @@ struct fr_ppocr {
     net_sess det, cls, rec;   /* sessions (cls empty when !o.use_cls) */
     float *in;                /* network input scratch */
     size_t in_cap;            /* its capacity in floats */
+    float *canvas;            /* the detector's canvas input (o.det_canvas), or NULL */
+    float *map;               /* the map cut back from the canvas output */
 };
 
 fr_ppocr_opts fr_ppocr_default_opts(void) {
@@ -62,6 +64,7 @@ fr_ppocr_opts fr_ppocr_cuda_opts(int device) {
     o.cls_batch = o.rec_batch = 32;
     o.pad_batch = true;
     o.rec_step = 320;
+    o.det_canvas = (uint32_t)o.det.limit_side;
     return o;
 }
 
@@ -161,6 +164,8 @@ void fr_ppocr_free(fr_ppocr *e) {
     net_free(&e->cls);
     net_free(&e->rec);
     free(e->in);
+    free(e->canvas);
+    free(e->map);
     free(e);
 }
 
@@ -215,6 +220,23 @@ static int bad_shape(const char *what, const fr_onnx_arr *a, fr_err *err) {
     return FR_OCR_FAILED;
 }
 
+/* The detector's input x (3, mh, mw) placed top-left on the white canvas (3, C, C), C =
+ * o.det_canvas: the rest of each channel is white as det_prep normalises it (BGR, ImageNet
+ * mean and deviation), so the page looks as if it had more blank paper right and below. */
+static float *place_on_canvas(fr_ppocr *e, const float *x, uint32_t mw, uint32_t mh) {
+    static const float white[3] = {(1.0f - 0.485f) / 0.229f, (1.0f - 0.456f) / 0.224f,
+                                   (1.0f - 0.406f) / 0.225f};
+    const size_t C = e->o.det_canvas;
+    if (!e->canvas) e->canvas = fr_xmalloc(3 * C * C * sizeof *e->canvas);
+    for (size_t c = 0; c < 3; c++) {
+        float *dst = e->canvas + c * C * C;
+        for (size_t i = 0; i < C * C; i++) dst[i] = white[c];
+        for (uint32_t y = 0; y < mh; y++)
+            memcpy(dst + y * C, x + (c * mh + y) * mw, mw * sizeof *dst);
+    }
+    return e->canvas;
+}
+
 /* Detection: boxes in reading order into b (at most e->o.max_boxes); *nb their count. */
 static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_ppocr_box *b,
                   int *nb, fr_err *err) {
@@ -227,13 +249,27 @@ static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_
     }
     float *x = scratch(e, (size_t)3 * mw * mh); /* (1, 3, mh, mw) */
     fr_ppocr_det_prep(img, mw, mh, x);
+    const uint32_t cv = e->o.det_canvas;
+    const bool on_canvas = cv >= 32 && cv % 32 == 0 && mw <= cv && mh <= cv;
+    uint32_t nw = mw, nh = mh; /* the network's input sides */
+    if (on_canvas) {
+        x = place_on_canvas(e, x, mw, mh);
+        nw = nh = cv;
+    }
     fr_onnx_arr out;
-    int rc = net(&e->det, "det", x, 1, mh, mw, &out, cancel, err);
+    int rc = net(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
     if (rc) return rc;
-    if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != mh ||
-        out.dims[3] != mw)
+    if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != nh ||
+        out.dims[3] != nw)
         return bad_shape("det", &out, err);
-    int n = fr_ppocr_det_boxes(out.data, mw, mh, img->width, img->height, &e->o.det, b,
+    const float *prob = out.data;
+    if (on_canvas) { /* the page's part of the map, rows of mw */
+        if (!e->map) e->map = fr_xmalloc((size_t)cv * cv * sizeof *e->map);
+        for (uint32_t y = 0; y < mh; y++)
+            memcpy(e->map + (size_t)y * mw, out.data + (size_t)y * cv, mw * sizeof *e->map);
+        prob = e->map;
+    }
+    int n = fr_ppocr_det_boxes(prob, mw, mh, img->width, img->height, &e->o.det, b,
                                e->o.max_boxes, err);
     if (n < 0) return FR_OCR_FAILED;
     *nb = n;
