@@ -163,7 +163,7 @@ fi
 #          both readers scored by bench/ocr_eval/score.py, then pages/s with many pages in flight
 if [ -n "${GPU_OCR_PAGES:-}" ] && [ -d "$GPU_OCR_PAGES" ]; then
     if [ -x "$bin/gpu-ppocr" ]; then
-        timeout 500 "$bin/gpu-ppocr" --threads "${GPU_OCR_THREADS:-8}" --seconds 20 \
+        timeout 500 "$bin/gpu-ppocr" --models models/ppocr --threads "${GPU_OCR_THREADS:-8}" --seconds 20 \
             "$GPU_OCR_PAGES" "$out/ppocr" >"$out/ppocr.log" 2>&1
         rc=$?
         note "== gpu-ppocr (PP-OCR pages on CPU and CUDA): exit $rc ($(el) s)"
