@@ -107,4 +107,60 @@ TEST(tense_aware_dates) {
     expect("what did I spend in March", "date_period", "March", "2026-03-01/2026-03-31");
 }
 
+TEST(durations_and_recurrences) {
+    /* a length of time is a date_period with an ISO 8601 duration, not a date */
+    expect("can I get a loan for 7 years?", "date_period", "7 years", "P7Y");
+    expect("the refund is still not here after 4 days", "date_period", "4 days", "P4D");
+    expect("it has been more than three weeks", "date_period", "three weeks", "P3W");
+    expect("can I extend the overdraft for a month", "date_period", "a month", "P1M");
+    expect("my transfer has been stuck for weeks", "date_period", "for weeks", "");
+    expect_none("let's call it a day", "date_period");
+    expect("the money arrives in 3 days", "date", "in 3 days", "2026-12-05"); /* anchored: a date */
+    expect("I paid it 2 weeks ago", "date", "2 weeks ago", "2026-11-18");
+    /* recurring days are periods, never dates */
+    expect("a standing order on the 9th of each month", "date_period", "9th of each month", "R/P1M/D9");
+    expect("pay my rent on the last Friday of every month", "date_period", "last Friday of every month", "R/P1M");
+    expect("how much can I save each month?", "date_period", "each month", "R/P1M");
+    expect_none("a standing order on the 9th of each month", "date");
+    expect("have I been charged twice lately?", "date_period", "lately", "");
+}
+
+TEST(period_edges_and_parts_of_day) {
+    expect("can I open it before the end of this year", "date", "end of this year", "2026-12-31");
+    expect("pay it at the beginning of next month", "date", "beginning of next month", "2027-01-01");
+    expect("I lost it yesterday afternoon", "time_period", "afternoon", "12:00/19:00");
+    expect("I lost it yesterday afternoon", "date", "yesterday", "2026-12-01");
+    /* "this morning" is a date and its part of the day a period, side by side */
+    expect("the payment I made this morning", "date", "this morning", "2026-12-02");
+    expect("the payment I made this morning", "time_period", "morning", "00:00/12:00");
+    expect_none("the payment at 10 in the morning", "time_period");
+}
+
+TEST(weekday_fixes_the_year) {
+    /* 16 October: a Saturday in 2027, a Monday in 2028 (the next such year), a Friday in 2026 */
+    expect("my appointment is on Monday, October the 16th", "date", "Monday, October the 16th", "2028-10-16");
+    expect("I was charged on Friday, October the 16th", "date", "Friday, October the 16th", "2026-10-16");
+    expect("can we meet on Tuesday 5 January", "date", "Tuesday 5 January", "2027-01-05");
+    /* no match within seven years: the plain rule (the next 16 October) */
+    expect("my appointment is on Friday, October the 16th", "date", "Friday, October the 16th", "2027-10-16");
+    /* whole calendar years */
+    expect("how much did I spend in the last 2 years", "date_period", "last 2 years", "2024-01-01/2026-01-01");
+}
+
+TEST(bare_amounts_and_split_times) {
+    expect("did I spend less than 5885 at the bookshop", "amount", "5885", "5885.00");
+    expect("No, definitely not more than 800", "amount", "800", "800.00");
+    expect("when did I spend 158.16 at the bakery", "amount", "158.16", "158.16");
+    expect_none("can I have more than 2 cards", "amount");
+    expect_none("is later than 9 ok", "amount");
+    expect("why is there a payment today at 13 50", "time", "13 50", "13:50");
+    expect_none("why is there a payment today at 13 50", "number");
+}
+
+TEST(company_and_role_details) {
+    expect("I cannot withdraw money at Lindqvist's ATMs", "company_name", "Lindqvist's", NULL);
+    expect("it should be starting on the 7th May 2027", "date_from", "7th May 2027", "2027-05-07");
+    expect("change the recipient to ignatius brumfield", "person_name", "ignatius brumfield", NULL);
+}
+
 int main(void) { return t_main(); }

@@ -187,15 +187,16 @@ size_t fr_slot_mask(const char *s, size_t n, char *out, size_t cap) {
 
 enum {
     P_D_ISO, P_D_NUM, P_D_CJK, P_D_DM, P_D_MD, P_D_MY, P_D_MTY, P_D_ORD, P_D_MON, P_D_YEAR,
-    P_D_REL, P_D_REL_CJK, P_D_WD, P_D_WWD, P_D_OFF, P_P_REL, P_P_LASTN,
+    P_D_REL, P_D_REL_CJK, P_D_WD, P_D_WWD, P_D_OFF, P_D_EDGE, P_P_REL, P_P_DUR, P_P_FORU, P_P_EACH,
+    P_P_LATELY, P_P_LASTN,
     P_T_HM, P_T_HMD, P_T_HSM, P_T_PT, P_T_HMOD, P_T_BARE, P_T_WORD, P_T_REL, P_T_HALFHOUR,
-    P_T_CJK,
+    P_T_ATHM, P_T_CJK,
     P_A_SYM, P_A_CODE, P_A_NSYM, P_A_NWORD, P_A_NWORD_CJK, P_A_WORDNUM, P_A_PENCE, P_A_CTX,
-    P_A_CTX2,
+    P_A_CMP, P_A_CTX2,
     P_C_DIGITS, P_C_ENDING, P_AC_IBAN, P_AC_CTX, P_AC_CJK,
     P_I_INV, P_I_CTX, P_I_CJK,
     P_K_SUFFIX, P_K_CJK, P_K_PREP, P_K_LC, P_K_GAZ,
-    P_PN_CTX, P_PN_NAME, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_FOR, P_NUM_BARE,
+    P_PN_CTX, P_PN_NAME, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_DAY, P_TP_FOR, P_NUM_BARE,
     P_N
 };
 
@@ -232,7 +233,18 @@ static const pat_def defs[P_N] = {
     [P_D_WWD] = {"\\b(last|next|this)\\s+week\\s+" WD "\\b", CI, 4},
     [P_D_OFF] = {"\\b(?:in\\s+" NUMW "\\s+(day|week|month|year)s?|" NUMW
                  "\\s+(day|week|month|year)s?\\s+(ago|from\\s+now|later))\\b", CI, 4},
+    /* the first / last day of a calendar period: "by the end of this year" */
+    [P_D_EDGE] = {"\\b(end|beginning|start)\\s+of\\s+(?:(?:(this|next|last|the)\\s+)(week|month|year)|" MONFULL ")\\b",
+                  CI, 4},
     [P_P_REL] = {"\\b(this|next|last|previous|current|coming|past)\\s+(week|month|year|quarter)\\b", CI, 3},
+    /* a length of time, not anchored to the calendar ("a loan for 11 years", "after 3 days") */
+    [P_P_DUR] = {"\\b(?:(for|after|over|within|than|about|almost|nearly)\\s+)?" NUMW "\\s+(day|week|month|year)s?\\b"
+                 "(?!\\s+(?:ago|from|later|earlier|before|after|old|of)\\b)", CI, 2},
+    [P_P_FORU] = {"\\bfor\\s+(days|weeks|months|years|ages)\\b", CI, 2},
+    /* a recurring day or period: "the 4th of each month", "first Wednesday of each month" */
+    [P_P_EACH] = {"\\b(?:(\\d{1,2})(?:st|nd|rd|th)\\s+of\\s+|(first|second|third|fourth|last)\\s+" WD "\\s+of\\s+)?"
+                  "(?:each|every)\\s+(day|week|month|year)\\b", CI, 4},
+    [P_P_LATELY] = {"\\blately\\b", CI, 2},
     [P_P_LASTN] = {"\\b(last|past|next|previous|coming)\\s+" NUMW "\\s+(day|week|month|year)s?\\b", CI, 4},
     [P_T_HM] = {"\\b(\\d{1,2})[:h](\\d{2})\\b(?:\\s*" MOD ")?", CI, 5},
     [P_T_HMD] = {"\\b(\\d{1,2})\\.(\\d{2})\\s*" MOD, CI, 5},
@@ -245,6 +257,8 @@ static const pat_def defs[P_N] = {
     [P_T_WORD] = {"\\b(noon|midday|midnight)\\b", CI, 3},
     [P_T_REL] = {"\\b(?:in\\s+" NUMW "\\s+(hour|minute|min)s?|" NUMW "\\s+(hour|minute|min)s?\\s+ago)\\b", CI, 4},
     [P_T_HALFHOUR] = {"\\bin\\s+half\\s+an\\s+hour\\b", CI, 4},
+    /* "at 13 50": hour and minutes split by a space after a time preposition, no modifier */
+    [P_T_ATHM] = {"\\b(?:at|from|until|till|before|after|by)\\s+\\K(\\d{1,2})\\s(\\d{2})\\b(?![.,:]\\d)(?!\\s*(?:%|" UNITS "))", CI, 4},
     [P_T_CJK] = {"(上午|早上|中午|下午|晚上|凌晨|傍晚)?\\s*(\\d{1,2})\\s*(?:点|點|时|時)\\s*(?:(\\d{1,2})\\s*分?|(半)|(一刻)|(三刻))?", 0, 5},
     [P_A_SYM] = {SYM "\\s?" NUM MULT, CI, 6},
     [P_A_CODE] = {"\\b" CODE "\\s?" NUM MULT, CI, 6},
@@ -259,6 +273,9 @@ static const pat_def defs[P_N] = {
     [P_A_PENCE] = {"\\b(\\d{1,3})p\\b(?!\\.?\\s?m\\b)", CI, 5},
     [P_A_CTX] = {"\\b(?:amount|payment|transfer|withdrawal|deposit|refund|charge|fee|limit|balance|sum)\\s+"
                  "(?:of|to|for)\\s+\\K" NUM "(?!\\s*(?:%|[:.]\\d|" UNITS "))", CI, 2},
+    /* a bare number compared or spent: "did I spend less than 5885", "not more than 800" */
+    [P_A_CMP] = {"\\b(?:(?:more|less|higher|lower|greater|bigger|smaller)\\s+than|over|under|above|below|exceed(?:ing|s)?|"
+                 "spen[dt]|paid)\\s+\\K" NUM "(?![\\w.,:]?\\d)(?!\\s*(?:%|[:.]\\d|" UNITS "|a\\.?m\\b|p\\.?m\\b|o'?clock|in\\s+the\\s+(?:morning|afternoon|evening)))", CI, 2},
     [P_A_CTX2] = {"\\ban?\\s+\\K" NUM "(?=\\s+(?:transfer|payment|refund|withdrawal|deposit|charge)\\b)", CI, 2},
     [P_C_DIGITS] = {"(?<![\\d-])(?:\\d[ -]?){12,18}\\d(?!\\d)", 0, 7},
     [P_C_ENDING] = {"\\b(?:card|visa|mastercard|amex)\\b[^.\\d\\n]{0,24}?\\b(?:ending|ends|last\\s+(?:4|four)\\s+digits?)"
@@ -297,6 +314,8 @@ static const pat_def defs[P_N] = {
                   CI, 1},
     [P_TP_REL] = {"\\b(last|past|next|coming|previous)\\s+(?:(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|"
                   "ten|eleven|twelve|couple\\s+of|few)\\s+)?(hours?|minutes?|mins?)(\\s+and\\s+a\\s+half)?\\b", CI, 4},
+    /* the part of a day named after a day word: "yesterday afternoon", "this morning" */
+    [P_TP_DAY] = {"\\b(this|yesterday|tomorrow|today)\\s+\\K(morning|afternoon|evening)\\b", CI, 3},
     [P_TP_FOR] = {"\\b(?:for|during|within|over)\\s+\\K(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|"
                   "eleven|twelve|couple\\s+of|few)\\s+(hours?|minutes?|mins?)\\b", CI, 3},
     [P_NUM_BARE] = {"(?<![\\w.,:/£$€¥#-])(\\d{1,6})(?![\\w%£$€¥]|[.,:/-]\\d|\\s*(?:st|nd|rd|th)\\b)", 0, 0},
@@ -316,6 +335,7 @@ static const int needs[P_N] = {
     [P_T_HM] = NEED_DIGIT,
     [P_T_HMD] = NEED_DIGIT,
     [P_T_HSM] = NEED_DIGIT,
+    [P_T_ATHM] = NEED_DIGIT,
     [P_T_HMOD] = NEED_DIGIT,
     [P_T_BARE] = NEED_DIGIT,
     [P_T_CJK] = NEED_DIGIT | NEED_NONASCII,
@@ -327,6 +347,7 @@ static const int needs[P_N] = {
     [P_A_PENCE] = NEED_DIGIT,
     [P_A_CTX] = NEED_DIGIT,
     [P_A_CTX2] = NEED_DIGIT,
+    [P_A_CMP] = NEED_DIGIT,
     [P_C_DIGITS] = NEED_DIGIT,
     [P_C_ENDING] = NEED_DIGIT,
     [P_AC_IBAN] = NEED_DIGIT | NEED_UPPER,
@@ -425,6 +446,9 @@ typedef struct {
     int prio;        /* pattern priority */
     int period_only; /* DATE_PERIOD made from a month / relative period: becomes a date with a role */
     int no_role;     /* deictic words (today, yesterday, this evening) never get a from/to role */
+    int companion;   /* kept beside an overlapping slot ("morning" inside the date "this morning") */
+    char vval[24];   /* a value that replaces the formatted one ("P3D", "R/P1M", "" + vague) */
+    int vset;        /* vval is set */
 } cand;
 
 typedef struct {
@@ -569,6 +593,18 @@ static void h_date(ctx *x, int id) {
         /* "may"/"march" in lower case are usually verbs: demand an ordinal or a year */
         if ((ieq(mw, mwl, "may") || ieq(mw, mwl, "march")) && islower((unsigned char)mw[0]) && !ord && !year) break;
         int y = year ? (int)gi(x, 4) : infer_year_d(x, m, d);
+        /* a leading weekday without a year picks the year it falls on ("Friday, October the
+         * 16th"): the nearest one, within seven years, in the direction the sentence looks */
+        int wd = weekday_of(x->t + x->ov[0], x->ov[1] - x->ov[0]);
+        if (!year && m && wd >= 0 && isalpha((unsigned char)x->t[x->ov[0]])) {
+            for (int k = 0; k < 8; k++) {
+                int yy = x->past ? y - k : y + k;
+                if (valid_date(yy, m, d) && weekday(days_from_civil(yy, m, d)) == wd) {
+                    y = yy;
+                    break;
+                }
+            }
+        }
         if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
         break;
     }
@@ -682,6 +718,73 @@ static void h_date(ctx *x, int id) {
         }
         break;
     }
+    case P_D_EDGE: {
+        /* the first or last day of this/next/last week, month, year, or of a month */
+        bool end = istarts(gs(x, 1), gl(x, 1), "end");
+        long from, to;
+        if (has(x, 4)) {
+            int m = month_of(gs(x, 4), gl(x, 4)), y = infer_year(x, m);
+            from = days_from_civil(y, m, 1);
+            to = days_from_civil(y, m, days_in_month(y, m));
+        } else {
+            const char *w = gs(x, 2);
+            size_t wn = gl(x, 2);
+            int dir = istarts(w, wn, "next") ? 1 : istarts(w, wn, "last") ? -1 : 0;
+            char uc = (char)tolower((unsigned char)*gs(x, 3));
+            int y = x->ref.year, m = x->ref.month;
+            if (uc == 'w') {
+                from = x->today - weekday(x->today) + 7 * dir;
+                to = from + 6;
+            } else if (uc == 'm') {
+                add_months(&y, &m, dir);
+                from = days_from_civil(y, m, 1);
+                to = days_from_civil(y, m, days_in_month(y, m));
+            } else {
+                from = days_from_civil(y + dir, 1, 1);
+                to = days_from_civil(y + dir, 12, 31);
+            }
+        }
+        date_cand(x, end ? to : from, p);
+        break;
+    }
+    case P_P_DUR:
+    case P_P_FORU: {
+        /* a duration: ISO 8601 "P3D", "P2W", "P11Y" ("for days": no count, value "") */
+        cand *c;
+        if (id == P_P_FORU) {
+            c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p);
+        } else {
+            long k = count_of(gs(x, 2), gl(x, 2));
+            bool one = k == 1 && !isdigit((unsigned char)*gs(x, 2));
+            if (k < 1 || k > 2000 || (one && !has(x, 1))) break; /* "call it a day" */
+            c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[4], x->ov[1], p);
+            snprintf(c->vval, sizeof c->vval, "P%ld%c", k, (char)toupper((unsigned char)*gs(x, 3)));
+        }
+        c->no_role = 1;
+        c->vset = 1;
+        break;
+    }
+    case P_P_EACH: {
+        /* a recurrence: "R/P1M" (ISO 8601 repeating interval), the day of the month kept in day */
+        char uc = (char)toupper((unsigned char)*gs(x, 4));
+        cand *c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p);
+        c->no_role = 1;
+        c->vset = 1;
+        if (has(x, 1)) {
+            long d = gi(x, 1);
+            if (d < 1 || d > 31) { x->nc--; break; }
+            snprintf(c->vval, sizeof c->vval, "R/P1%c/D%ld", uc, d);
+        } else {
+            snprintf(c->vval, sizeof c->vval, "R/P1%c", uc);
+        }
+        break;
+    }
+    case P_P_LATELY: {
+        cand *c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p); /* vague: value "" */
+        c->no_role = 1;
+        c->vset = 1;
+        break;
+    }
     case P_P_REL: {
         const char *w = gs(x, 1), *u = gs(x, 2);
         size_t wn = gl(x, 1);
@@ -730,6 +833,7 @@ static void h_date(ctx *x, int id) {
         } else {
             int y = x->ref.year, m = x->ref.month;
             int months = (int)(uc == 'y' ? 12 * k : k);
+            if (uc == 'y') m = 1; /* years count whole calendar years */
             if (next) {
                 add_months(&y, &m, 1);
                 from = days_from_civil(y, m, 1);
@@ -754,7 +858,8 @@ static void h_time(ctx *x, int id) {
     switch (id) {
     case P_T_HM:
     case P_T_HMD:
-    case P_T_HSM: {
+    case P_T_HSM:
+    case P_T_ATHM: {
         int h = (int)gi(x, 1), m = (int)gi(x, 2);
         if (h > 24) break;
         if (has(x, 3)) {
@@ -935,6 +1040,7 @@ static void h_amount(ctx *x, int id) {
         amount_cand(x, (double)gi(x, 1) / 100.0, "GBP", p);
         break;
     case P_A_CTX:
+    case P_A_CMP:
     case P_A_CTX2:
         amount_cand(x, parse_amount_number(gs(x, 1), gl(x, 1)), "", p);
         break;
@@ -1084,6 +1190,14 @@ static void h_company(ctx *x, int id) {
             }
             break;
         }
+        /* a trailing stop word is no part of the name: "Barclay's ATMs" */
+        for (;;) {
+            size_t w = e;
+            while (w > s && x->t[w - 1] != ' ') w--;
+            if (w <= s || !is_stop_company(x->t + w, e - w)) break;
+            e = w;
+            while (e > s && x->t[e - 1] == ' ') e--;
+        }
         if (e <= s) return;
         /* the first word decides: stop words (weekdays, months, pronouns...) are not companies */
         size_t fw = s;
@@ -1164,7 +1278,7 @@ static void h_person(ctx *x, int id) {
     int words = 0;
     static const char *const money[] = {"transf", "send", "sent", "pay", "paid", "payment", "transaction", "order",
                                         "debit", "money", "receiv", "owe", "cheque", "£", "$", "€", "euro",
-                                        "dollar", "pound", "refund"};
+                                        "dollar", "pound", "refund", "recipient", "beneficiary"};
     if (id == P_PN_CTX) {
         char cue[8];
         prev_word(x, s, cue, sizeof cue, NULL);
@@ -1254,6 +1368,16 @@ static void h_category(ctx *x, int id) {
 }
 
 static void h_period(ctx *x, int id) {
+    if (id == P_TP_DAY) {
+        /* NLU++'s parts of the day: morning 00-12, afternoon 12-19, evening 18-24 */
+        char w = (char)tolower((unsigned char)*gs(x, 2));
+        cand *c = new_cand(x, FR_SLOT_TIME_PERIOD, x->ov[4], x->ov[5], defs[id].prio);
+        c->s.hour = w == 'm' ? 0 : w == 'a' ? 12 : 18;
+        c->s.hour2 = w == 'm' ? 12 : w == 'a' ? 19 : 0;
+        /* "this morning" is also a date (P_D_REL): the period stands beside it */
+        c->companion = istarts(gs(x, 1), gl(x, 1), "this");
+        return;
+    }
     bool forp = id == P_TP_FOR;
     int gk = forp ? 1 : 2, gu = forp ? 2 : 3;
     long k = has(x, gk) ? count_of(gs(x, gk), gl(x, gk)) : 1;
@@ -1365,7 +1489,8 @@ static fr_slot_role role_of(const ctx *x, const cand *c, const cand *all, size_t
     size_t ws;
     *strong = false;
     prev_word(x, c->s.start, w, sizeof w, &ws);
-    if (!strcmp(w, "the") || !strcmp(w, "on") || !strcmp(w, "at")) prev_word(x, ws, w, sizeof w, &ws);
+    for (int k = 0; k < 2 && (!strcmp(w, "the") || !strcmp(w, "on") || !strcmp(w, "at")); k++)
+        prev_word(x, ws, w, sizeof w, &ws); /* "starting on the 7th" */
     if (!strcmp(w, "since") || !strcmp(w, "starting") || !strcmp(w, "beginning") || !strcmp(w, "between")) {
         *strong = true;
         return FR_SLOT_ROLE_FROM;
@@ -1545,6 +1670,10 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
     size_t kept = 0;
     uint8_t *taken = fr_xcalloc(len + 1, 1);
     for (size_t i = 0; i < x.nc; i++) {
+        if (x.c[i].companion) { /* beside the slot it sits in; never blocks another */
+            x.c[kept++] = x.c[i];
+            continue;
+        }
         bool clash = false;
         for (size_t b = x.c[i].s.start; b < x.c[i].s.end && !clash; b++) clash = taken[b];
         if (clash) continue;
@@ -1592,6 +1721,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         s->name = slot_name(s->kind, s->role);
         copy_text(&x, s);
         format_value(s);
+        if (x.c[i].vset) snprintf(s->value, sizeof s->value, "%s", x.c[i].vval);
     }
     free(x.c);
     return n;
