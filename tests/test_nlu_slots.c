@@ -163,4 +163,29 @@ TEST(company_and_role_details) {
     expect("change the recipient to ignatius brumfield", "person_name", "ignatius brumfield", NULL);
 }
 
+TEST(names_by_reply_and_relation) {
+    expect("it's dorian ashgrove speaking, I need help", "person_name", "dorian ashgrove", NULL);
+    expect("oriel vantassel", "person_name", "oriel vantassel", NULL); /* a reply that is a name */
+    expect("to quillon on the 5th", "person_name", "quillon", NULL);     /* a short reply */
+    expect("the standing order I set up for mirela okafor", "person_name", "mirela okafor", NULL);
+    expect("open an account under the same name tobiah renwick", "person_name", "tobiah renwick", NULL);
+    expect_none("I want to quit", "person_name");
+    expect_none("sounds good", "person_name");
+    expect_none("I transferred some money to partner overseas", "person_name");
+    expect_none("I paid the standing order for rent", "person_name");
+    expect_none("Can I send a SWIFT transfer to Bulgaria?", "person_name");
+    expect_none("Can I send a SWIFT transfer to Bulgaria?", "company_name");
+}
+
+TEST(merchants_and_categories_in_context) {
+    /* a rare word before a singular category noun is a merchant */
+    expect("did I spend more than 90 pounds in brovetti restaurant", "company_name", "brovetti restaurant", NULL);
+    expect_none("did I spend more than 90 pounds in brovetti restaurant", "shopping_category");
+    expect("how much did I spend on video games", "shopping_category", "video games", NULL);
+    /* after "spend on": a plural names a kind of thing, a verb ends it */
+    expect("did I spend less on rental bikes", "shopping_category", "rental bikes", NULL);
+    expect("has my spending on magazines decreased", "shopping_category", "magazines", NULL);
+    expect("I cancelled the direct debit I set up with zembla last week", "company_name", "zembla", NULL);
+}
+
 int main(void) { return t_main(); }

@@ -196,7 +196,7 @@ enum {
     P_C_DIGITS, P_C_ENDING, P_AC_IBAN, P_AC_CTX, P_AC_CJK,
     P_I_INV, P_I_CTX, P_I_CJK,
     P_K_SUFFIX, P_K_CJK, P_K_PREP, P_K_LC, P_K_GAZ,
-    P_PN_CTX, P_PN_NAME, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_DAY, P_TP_FOR, P_NUM_BARE,
+    P_PN_CTX, P_PN_NAME, P_PN_SPEAK, P_PN_ALONE, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_DAY, P_TP_FOR, P_NUM_BARE,
     P_N
 };
 
@@ -294,13 +294,16 @@ static const pat_def defs[P_N] = {
     [P_K_PREP] = {"\\b(?:from|to|at|with|for|in|on|paid|pay|via|by)\\s+\\K((?:[A-Z][\\w&'’.-]*|M&S)"
                   "(?:\\s+(?:&|and|of|[A-Z][\\w&'’.-]*))*)", 0, 2},
     [P_K_LC] = {"\\b(?:direct\\s+debits?(?:\\s+payments?)?\\s+(?:to|with|for|from)|(?:i|you|we)\\s+have\\s+with|"
-                "(?:spend|spent|bought\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
+                "set\\s+up\\s+with|(?:spend|spent|bought\\s+anything|buy\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
                 0, 1},
     [P_K_GAZ] = {NULL, CI, 3}, /* built from the gazetteer at init */
     /* person names after a payment cue (checked against the common words in h_person) */
     [P_PN_CTX] = {"\\b(?:to|from|pay|paid|payee|for)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 2},
-    [P_PN_NAME] = {"\\b(?:my\\s+name\\s+is|name\\s+is|under\\s+the\\s+name(?:\\s+of)?|on\\s+the\\s+name(?:\\s+of)?|"
+    [P_PN_NAME] = {"\\b(?:my\\s+name\\s+is|name\\s+is|under\\s+the\\s+(?:same\\s+)?name(?:\\s+of)?|on\\s+the\\s+name(?:\\s+of)?|"
                    "in\\s+the\\s+name\\s+of|named|called)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 3},
+    /* "it's jo smith speaking"; a reply that is only a name of rare words ("lilith danaher") */
+    [P_PN_SPEAK] = {"\\b(?:it'?s|it\\s+is|this\\s+is)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})(?=\\s+speaking\\b)", CI, 3},
+    [P_PN_ALONE] = {"^\\s*\\K([a-z][a-z'-]*(?:\\s+[a-z][a-z'-]*){1,2})(?=\\s*[.!]?\\s*$)", CI, 2},
     [P_SC_GAZ] = {"\\b(bars\\s+and\\s+restaurants|eating\\s+out|take\\s*out|takeaways?|video\\s+games|groceries|grocery|"
                   "supermarkets?|petrol|fuel|pharmacy|pharmacies|medicine|medication|dentist|doctors?|health|"
                   "restaurants?|bars?|pubs?|coffee|cafes?|clothes|clothing|shoes|fashion|holidays?|travel|flights?|"
@@ -392,7 +395,14 @@ static const char *const k_stop[] = {
     "Australia", "Ireland", "Scotland", "Wales", "Portugal", "Greece", "Turkey", "Poland", "Hong",
     "Singapore", "Dubai", "Paris", "Berlin", "Madrid", "Rome", "Tokyo", "Beijing", "Shanghai",
     "New", "Asia", "Africa", "Switzerland", "Netherlands", "Belgium", "Austria", "Sweden",
-    "Norway", "Denmark", "Finland", "Russia", "Brazil", "Thailand", "Vietnam", "Korea", "Express", "Christmas", "Easter", "USD",
+    "Norway", "Denmark", "Finland", "Russia", "Brazil", "Thailand", "Vietnam", "Korea", "Bulgaria",
+    "Romania", "Hungary", "Croatia", "Serbia", "Ukraine", "Czechia", "Slovakia", "Slovenia", "Estonia",
+    "Latvia", "Lithuania", "Iceland", "Luxembourg", "Malta", "Cyprus", "Egypt", "Morocco", "Nigeria",
+    "Kenya", "Israel", "Pakistan", "Bangladesh", "Indonesia", "Malaysia", "Philippines", "Argentina",
+    "Chile", "Colombia", "Peru", "Venezuela", "Cuba", "Jamaica", "Qatar", "Kuwait", "Lebanon", "Iran",
+    "Iraq", "Taiwan", "Nepal", "Amsterdam", "Barcelona", "Lisbon", "Dublin", "Vienna", "Prague",
+    "Warsaw", "Budapest", "Athens", "Istanbul", "Moscow", "Sydney", "Toronto", "Brussels", "Zurich",
+    "Geneva", "Munich", "Milan", "Edinburgh", "Manchester", "Express", "Christmas", "Easter", "USD",
     "EUR", "GBP", "CNY", "RMB", "Mr", "Mrs", "Ms", "Dr"};
 
 static struct {
@@ -1269,6 +1279,13 @@ static bool name_stop(const char *w, size_t n) {
                                       "saturday", "sunday", "mon", "tue", "wed", "thu", "fri", "sat", "sun"};
     for (size_t i = 0; i < FR_ARRAY_LEN(cal); i++)
         if (ieq(w, n, cal[i])) return true;
+    /* people named by their relation, not by a name */
+    static const char *const rel[] = {"partner", "wife", "husband", "mum", "mom", "mother", "dad", "father",
+                                      "friend", "friends", "landlord", "landlady", "brother", "sister", "son",
+                                      "daughter", "boss", "family", "kids", "children", "girlfriend",
+                                      "boyfriend", "colleague", "employer", "grandma", "grandpa", "parents"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(rel); i++)
+        if (ieq(w, n, rel[i])) return true;
     return lc_stop(b, n) || ieq(w, n, "speaking") ||
            ieq(w, n, "lately") || ieq(w, n, "account") || ieq(w, n, "please") || ieq(w, n, "instead");
 }
@@ -1279,13 +1296,33 @@ static void h_person(ctx *x, int id) {
     static const char *const money[] = {"transf", "send", "sent", "pay", "paid", "payment", "transaction", "order",
                                         "debit", "money", "receiv", "owe", "cheque", "£", "$", "€", "euro",
                                         "dollar", "pound", "refund", "recipient", "beneficiary"};
+    bool need_two = id == P_PN_ALONE; /* a bare reply must be a full name */
     if (id == P_PN_CTX) {
         char cue[8];
         prev_word(x, s, cue, sizeof cue, NULL);
         bool lead_for = !strcmp(cue, "for") && s == 4; /* "for jodie bienaime" as the whole answer */
-        if (!strcmp(cue, "for") && !lead_for) return;
-        if (!lead_for && strcmp(cue, "pay") && strcmp(cue, "paid") && strcmp(cue, "payee") &&
-            !context_has(x, s, 96, money, FR_ARRAY_LEN(money)))
+        bool money_near = context_has(x, s, 96, money, FR_ARRAY_LEN(money));
+        /* "the standing order I set up for charis klinefelter": "for" needs money and a full name */
+        if (!strcmp(cue, "for") && !lead_for) {
+            if (!money_near) return;
+            need_two = true;
+        }
+        /* a short reply "to hogan on the 5th", "at 2 00 afternoon to jalynn" names a payee
+         * without a money word: "to" opens it or follows a time ("I want to quit" does not) */
+        int words_in_text = 0;
+        for (size_t i = 0; i < x->n; i++)
+            if ((i == 0 || x->t[i - 1] == ' ') && x->t[i] != ' ') words_in_text++;
+        bool short_to = false;
+        if (!strcmp(cue, "to") && words_in_text <= 6) {
+            char before[16];
+            size_t cs;
+            prev_word(x, s, cue, sizeof cue, &cs);
+            prev_word(x, cs, before, sizeof before, NULL);
+            short_to = !before[0] || isdigit((unsigned char)before[0]) || !strcmp(before, "morning") ||
+                       !strcmp(before, "afternoon") || !strcmp(before, "evening") || !strcmp(before, "night") ||
+                       !strcmp(before, "am") || !strcmp(before, "pm") || !strcmp(before, "m");
+        }
+        if (!lead_for && !short_to && strcmp(cue, "pay") && strcmp(cue, "paid") && strcmp(cue, "payee") && !money_near)
             return;
     }
     while (q < x->ov[3] && words < 3) {
@@ -1295,13 +1332,15 @@ static void h_person(ctx *x, int id) {
         while (wl > 1 && (x->t[b + wl - 1] == '.' || x->t[b + wl - 1] == '\'')) wl--;
         if (words == 0) {
             /* the first word is not a common word, unless the next one is a rare one */
-            if (name_stop(x->t + b, wl) || wl < 2) return;
+            if (name_stop(x->t + b, wl) || wl < 2 || is_stop_company(x->t + b, wl)) return;
             if (common_word(x->t + b, wl)) {
                 size_t c = q;
                 while (c < x->ov[3] && x->t[c] == ' ') c++;
                 size_t d = c;
                 while (d < x->ov[3] && x->t[d] != ' ') d++;
-                if (d == c || common_word(x->t + c, d - c) || name_stop(x->t + c, d - c) || id == P_PN_CTX) return;
+                if (d == c || common_word(x->t + c, d - c) || name_stop(x->t + c, d - c) || id == P_PN_CTX ||
+                    id == P_PN_ALONE)
+                    return;
             }
         } else if (name_stop(x->t + b, wl) || (common_word(x->t + b, wl) && !(wl <= 2 && x->t[b + wl] == '.'))) {
             break;
@@ -1310,7 +1349,8 @@ static void h_person(ctx *x, int id) {
         words++;
         while (q < x->ov[3] && x->t[q] == ' ') q++;
     }
-    if (!words) return;
+    if (!words || (need_two && words < 2)) return;
+    if (id == P_PN_ALONE && e != x->ov[3]) return; /* every word of the reply is part of the name */
     /* "to elia greek restaurant", "to passport office": a business noun makes it a company */
     static const char *const biz[] = {"restaurant", "office", "shop", "store", "cafe", "bar", "pub", "hotel",
                                       "ltd", "inc", "bank", "services", "club", "market", "garage", "salon"};
@@ -1341,6 +1381,18 @@ static void h_category(ctx *x, int id) {
         size_t after = e + 40 < x->n ? e + 40 : x->n;
         for (size_t i = e; i < after && !near; i++) near = istarts(x->t + i, x->n - i, "spend") || istarts(x->t + i, x->n - i, "expense");
         if (!near) return;
+        /* a rare word before a singular category noun names a merchant: "santore restaurant" */
+        char pw[32];
+        size_t ps;
+        prev_word(x, s, pw, sizeof pw, &ps);
+        size_t pl = strlen(pw);
+        bool alpha = pl >= 3;
+        for (size_t i = 0; i < pl && alpha; i++) alpha = isalpha((unsigned char)pw[i]);
+        bool singular = tolower((unsigned char)x->t[e - 1]) != 's'; /* "video games" stays a category */
+        if (alpha && singular && islower((unsigned char)x->t[ps]) && !common_word(pw, pl) && !name_stop(pw, pl)) {
+            new_cand(x, FR_SLOT_COMPANY_NAME, ps, e, defs[id].prio);
+            return;
+        }
     } else {
         /* the captured words, without a trailing time or function word */
         size_t b = s, q = s, last = s;
@@ -1349,6 +1401,7 @@ static void h_category(ctx *x, int id) {
             b = q;
             while (q < e && x->t[q] != ' ') q++;
             if (name_stop(x->t + b, q - b) && !(words && ieq(x->t + b, q - b, "and"))) break;
+            if (words && q - b > 4 && istarts(x->t + q - 2, 2, "ed")) break; /* "news decreased" */
             if (words && !ieq(x->t + b, q - b, "and") && common_word(x->t + b, q - b)) break;
             if (!ieq(x->t + b, q - b, "and")) last = q;
             words++;
@@ -1356,10 +1409,13 @@ static void h_category(ctx *x, int id) {
         }
         e = last;
         if (e <= s) return;
-        /* "spent on eon": a rare word is a merchant, not a category */
+        /* "spent on eon": a rare word is a merchant, not a category; a plural ("rental bikes",
+         * "news") names a kind of thing */
         size_t fw = s;
         while (fw < e && x->t[fw] != ' ') fw++;
-        if (!common_word(x->t + s, fw - s)) {
+        bool plural = e - s > 3 && tolower((unsigned char)x->t[e - 1]) == 's' && x->t[e - 2] != 's' &&
+                      x->t[e - 2] != '\'';
+        if (!common_word(x->t + s, fw - s) && !plural) {
             new_cand(x, FR_SLOT_COMPANY_NAME, s, e, defs[id].prio);
             return;
         }
@@ -1650,7 +1706,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
                 else if (id <= P_AC_CJK) h_number(&x, id);
                 else if (id <= P_I_CJK) h_invoice(&x, id);
                 else if (id <= P_K_GAZ) h_company(&x, id);
-                else if (id <= P_PN_NAME) h_person(&x, id);
+                else if (id <= P_PN_ALONE) h_person(&x, id);
                 else if (id <= P_SC_CTX) h_category(&x, id);
                 else if (id <= P_TP_FOR) h_period(&x, id);
                 else h_bare_number(&x, id);
