@@ -123,6 +123,7 @@ TEST(durations_and_recurrences) {
     expect("how much can I save each month?", "date_period", "each month", "R/P1M");
     expect_none("a standing order on the 9th of each month", "date");
     expect("have I been charged twice lately?", "date_period", "lately", "");
+    expect("I lost it some days ago", "date", "some days ago", ""); /* past, distance unknown */
 }
 
 TEST(period_edges_and_parts_of_day) {

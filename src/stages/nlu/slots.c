@@ -232,7 +232,7 @@ static const pat_def defs[P_N] = {
                 "\\b(?!\\s+of\\s+(?:each|every|the)\\b)(?:\\s+(next\\s+week|last\\s+week|in\\s+a\\s+week|after\\s+next)\\b)?", CI, 4},
     [P_D_WWD] = {"\\b(last|next|this)\\s+week\\s+" WD "\\b", CI, 4},
     [P_D_OFF] = {"\\b(?:in\\s+" NUMW "\\s+(day|week|month|year)s?|" NUMW
-                 "\\s+(day|week|month|year)s?\\s+(ago|from\\s+now|later))\\b", CI, 4},
+                 "\\s+(day|week|month|year)s?\\s+(ago|from\\s+now|later)|(some)\\s+(day|week|month|year)s\\s+ago)\\b", CI, 4},
     /* the first / last day of a calendar period: "by the end of this year" */
     [P_D_EDGE] = {"\\b(end|beginning|start)\\s+of\\s+(?:(?:(this|next|last|the)\\s+)(week|month|year)|" MONFULL ")\\b",
                   CI, 4},
@@ -712,6 +712,11 @@ static void h_date(ctx *x, int id) {
         break;
     }
     case P_D_OFF: {
+        if (has(x, 6)) { /* "some days ago": a past date of unknown distance, value "" */
+            cand *c = date_cand(x, x->today, p);
+            c->vset = 1;
+            break;
+        }
         bool in = has(x, 1);
         long k = count_of(gs(x, in ? 1 : 3), gl(x, in ? 1 : 3));
         const char *u = gs(x, in ? 2 : 4);
