@@ -160,6 +160,10 @@ TEST(bare_amounts_and_split_times) {
 
 TEST(company_and_role_details) {
     expect("I cannot withdraw money at Lindqvist's ATMs", "company_name", "Lindqvist's", NULL);
+    /* a name ends with its sentence; a weekday or a place left alone is no company */
+    expect("my card did not work at Marrowby Stores. What now?", "company_name", "Marrowby Stores", NULL);
+    expect_none("can it be delivered on Saturday. Is that possible?", "company_name");
+    expect_none("I need to transfer something to China. It is urgent.", "company_name");
     expect("it should be starting on the 7th May 2027", "date_from", "7th May 2027", "2027-05-07");
     expect("change the recipient to ignatius brumfield", "person_name", "ignatius brumfield", NULL);
 }

@@ -1192,6 +1192,12 @@ static void h_company(ctx *x, int id) {
         }
         if (e <= s || lc_stop(x->t + s, e - s)) return;
     } else if (id == P_K_PREP) {
+        /* a name ends with its sentence: "in Leeds.  What ..." */
+        for (size_t i = s; i + 1 < e; i++)
+            if ((x->t[i] == '.' || x->t[i] == '!' || x->t[i] == '?') && x->t[i + 1] == ' ') {
+                e = i;
+                break;
+            }
         /* trim trailing connectors and possessive-less punctuation */
         for (;;) {
             while (e > s && (x->t[e - 1] == '.' || x->t[e - 1] == '-' || x->t[e - 1] == '\'')) e--;
@@ -1211,7 +1217,7 @@ static void h_company(ctx *x, int id) {
             while (w > s && x->t[w - 1] != ' ') w--;
             if (w <= s || !is_stop_company(x->t + w, e - w)) break;
             e = w;
-            while (e > s && x->t[e - 1] == ' ') e--;
+            while (e > s && (x->t[e - 1] == ' ' || x->t[e - 1] == '.' || x->t[e - 1] == ',')) e--;
         }
         if (e <= s) return;
         /* the first word decides: stop words (weekdays, months, pronouns...) are not companies */
