@@ -34,6 +34,20 @@ static void expect(const char *text, const char *name, const char *span, const c
     if (value) CHECK_STR(out[i].value, value);
 }
 
+/* text has a slot name with this span text (not necessarily the first of its name). */
+static void expect_span(const char *text, const char *name, const char *span, const char *value) {
+    fr_slot out[32];
+    int n;
+    find(text, name, out, &n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(out[i].name, name) && !strcmp(out[i].text, span)) {
+            CHECK_STR(out[i].value, value);
+            return;
+        }
+    fprintf(stderr, "  '%s': no %s '%s'\n", text, name, span);
+    CHECK(0);
+}
+
 static void expect_none(const char *text, const char *name) {
     fr_slot out[32];
     int n, i = find(text, name, out, &n);
@@ -129,6 +143,12 @@ TEST(durations_and_recurrences) {
 TEST(period_edges_and_parts_of_day) {
     expect("can I open it before the end of this year", "date", "end of this year", "2026-12-31");
     expect("pay it at the beginning of next month", "date", "beginning of next month", "2027-01-01");
+    expect("pay it on the 20th of next month", "date", "20th of next month", "2027-01-20");
+    expect("what did I spend last weekend", "date_period", "last weekend", "2026-11-28/2026-11-29");
+    expect_span("how much did I spend in March and April", "date_period", "April", "2026-04-01/2026-04-30");
+    expect("call me any time between 2 and 4 pm", "time_from", "2", "14:00");
+    expect("call me any time between 2 and 4 pm", "time_to", "4 pm", "16:00");
+    expect_none("it takes between 2 and 4 days", "time_from");
     expect("I lost it yesterday afternoon", "time_period", "afternoon", "12:00/19:00");
     expect("I lost it yesterday afternoon", "date", "yesterday", "2026-12-01");
     /* "this morning" is a date and its part of the day a period, side by side */

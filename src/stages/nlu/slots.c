@@ -190,7 +190,7 @@ enum {
     P_D_REL, P_D_REL_CJK, P_D_WD, P_D_WWD, P_D_OFF, P_D_EDGE, P_P_REL, P_P_DUR, P_P_FORU, P_P_EACH,
     P_P_LATELY, P_P_LASTN,
     P_T_HM, P_T_HMD, P_T_HSM, P_T_PT, P_T_HMOD, P_T_BARE, P_T_WORD, P_T_REL, P_T_HALFHOUR,
-    P_T_ATHM, P_T_CJK,
+    P_T_ATHM, P_T_RANGE1, P_T_CJK,
     P_A_SYM, P_A_CODE, P_A_NSYM, P_A_NWORD, P_A_NWORD_CJK, P_A_WORDNUM, P_A_PENCE, P_A_CTX,
     P_A_CMP, P_A_CTX2,
     P_C_DIGITS, P_C_ENDING, P_AC_IBAN, P_AC_CTX, P_AC_CJK,
@@ -220,8 +220,8 @@ static const pat_def defs[P_N] = {
     [P_D_MY] = {"\\b" MON "\\s+(\\d{4})\\b", CI, 4},
     [P_D_MTY] = {"\\b" MONFULL "\\s+(this|last|next)\\s+year\\b", CI, 4},
     [P_D_ORD] = {"\\b(?:the|on|from|to|until|till|by|since|before|after)\\s+\\K(\\d{1,2})(st|nd|rd|th)\\b"
-                 "(?!\\s+(?:of\\s+)?(?:each|every|the\\s+month)\\b)(?:\\s+(?:of\\s+)?this\\s+month\\b)?", CI, 3},
-    [P_D_MON] = {"\\b(?:since|until|till|in|from|to|by|before|after|during|of|through|on)\\s+\\K" MONFULL
+                 "(?!\\s+(?:of\\s+)?(?:each|every|the\\s+month)\\b)(?:\\s+(?:of\\s+)?(this|next|last)\\s+month\\b)?", CI, 3},
+    [P_D_MON] = {"\\b(?:since|until|till|in|from|to|by|before|after|during|of|through|on|and)\\s+\\K" MONFULL
                  "\\b(?!\\s*\\d)(?!\\s+(?:this|last|next)\\s+year)", CI, 2},
     [P_D_YEAR] = {"\\b(?:in|on|since|from|until|till|by|of)\\s+\\K((?:19|20)\\d{2})\\b"
                   "(?!\\s*(?:[-/.]\\d|pounds?|euros?|dollars?|quid|£|\\$|€|%|usd|eur|gbp))", CI, 1},
@@ -236,7 +236,7 @@ static const pat_def defs[P_N] = {
     /* the first / last day of a calendar period: "by the end of this year" */
     [P_D_EDGE] = {"\\b(end|beginning|start)\\s+of\\s+(?:(?:(this|next|last|the)\\s+)(week|month|year)|" MONFULL ")\\b",
                   CI, 4},
-    [P_P_REL] = {"\\b(this|next|last|previous|current|coming|past)\\s+(week|month|year|quarter)\\b", CI, 3},
+    [P_P_REL] = {"\\b(this|next|last|previous|current|coming|past)\\s+(week(?:end)?|month|year|quarter)\\b", CI, 3},
     /* a length of time, not anchored to the calendar ("a loan for 11 years", "after 3 days") */
     [P_P_DUR] = {"\\b(?:(for|after|over|within|than|about|almost|nearly)\\s+)?" NUMW "\\s+(day|week|month|year)s?\\b"
                  "(?!\\s+(?:ago|from|later|earlier|before|after|old|of)\\b)", CI, 2},
@@ -259,6 +259,9 @@ static const pat_def defs[P_N] = {
     [P_T_HALFHOUR] = {"\\bin\\s+half\\s+an\\s+hour\\b", CI, 4},
     /* "at 13 50": hour and minutes split by a space after a time preposition, no modifier */
     [P_T_ATHM] = {"\\b(?:at|from|until|till|before|after|by)\\s+\\K(\\d{1,2})\\s(\\d{2})\\b(?![.,:]\\d)(?!\\s*(?:%|" UNITS "))", CI, 4},
+    /* the first end of a clock range that names its modifier once: "between 2 and 4 pm" */
+    [P_T_RANGE1] = {"\\b(?:between|from)\\s+\\K(\\d{1,2})(?=\\s*(?:and|to|-|until|till)\\s*(\\d{1,2})(?:[:.]\\d{2})?\\s*"
+                    "(a\\.\\s?m\\.?|p\\.\\s?m\\.?|am\\b|pm\\b))", CI, 4},
     [P_T_CJK] = {"(上午|早上|中午|下午|晚上|凌晨|傍晚)?\\s*(\\d{1,2})\\s*(?:点|點|时|時)\\s*(?:(\\d{1,2})\\s*分?|(半)|(一刻)|(三刻))?", 0, 5},
     [P_A_SYM] = {SYM "\\s?" NUM MULT, CI, 6},
     [P_A_CODE] = {"\\b" CODE "\\s?" NUM MULT, CI, 6},
@@ -339,6 +342,7 @@ static const int needs[P_N] = {
     [P_T_HMD] = NEED_DIGIT,
     [P_T_HSM] = NEED_DIGIT,
     [P_T_ATHM] = NEED_DIGIT,
+    [P_T_RANGE1] = NEED_DIGIT,
     [P_T_HMOD] = NEED_DIGIT,
     [P_T_BARE] = NEED_DIGIT,
     [P_T_CJK] = NEED_DIGIT | NEED_NONASCII,
@@ -638,8 +642,10 @@ static void h_date(ctx *x, int id) {
     }
     case P_D_ORD: {
         int d = (int)gi(x, 1), y = x->ref.year, m = x->ref.month;
-        bool this_month = x->ov[1] > x->ov[5];
+        bool this_month = has(x, 3); /* "the 20th of this / next / last month" */
         if (d < 1 || d > 31) break;
+        if (this_month && istarts(gs(x, 3), gl(x, 3), "next")) add_months(&y, &m, 1);
+        if (this_month && istarts(gs(x, 3), gl(x, 3), "last")) add_months(&y, &m, -1);
         if (!this_month && !x->past && d < x->ref.day) add_months(&y, &m, 1);
         if (!this_month && x->past && d > x->ref.day) add_months(&y, &m, -1);
         for (int k = 0; k < 3 && d > days_in_month(y, m); k++) add_months(&y, &m, 1);
@@ -808,7 +814,10 @@ static void h_date(ctx *x, int id) {
         long from, to;
         int y = x->ref.year, m = x->ref.month;
         char uc = (char)tolower((unsigned char)u[0]);
-        if (uc == 'w') {
+        if (uc == 'w' && gl(x, 2) == 7) { /* weekend: Saturday and Sunday of that week */
+            from = x->today - weekday(x->today) + 7 * dir + 5;
+            to = from + 1;
+        } else if (uc == 'w') {
             from = x->today - weekday(x->today) + 7 * dir;
             to = from + 6;
         } else if (uc == 'm') {
@@ -882,6 +891,14 @@ static void h_time(ctx *x, int id) {
             h = apply_mod(gs(x, 3), gl(x, 3), h);
         }
         time_cand(x, h, m, p);
+        break;
+    }
+    case P_T_RANGE1: {
+        /* "between 2 and 4 pm": 14:00; "from 10 to 2 pm": 10:00 (the range crosses noon) */
+        int h = (int)gi(x, 1), h2 = (int)gi(x, 2);
+        if (h > 12 || h2 > 12 || h < 1) break;
+        if (tolower((unsigned char)*gs(x, 3)) == 'p' && h < h2) h += 12;
+        time_cand(x, h, 0, p);
         break;
     }
     case P_T_PT: {
