@@ -213,4 +213,22 @@ TEST(merchants_and_categories_in_context) {
     expect("I cancelled the direct debit I set up with zembla last week", "company_name", "zembla", NULL);
 }
 
+TEST(ranges_read_as_one) {
+    /* serving (tense-aware) reads a from/to pair as one range */
+    expect("show my transactions from the 1st to the 7 June", "date_from", "1st", "2027-06-01");
+    expect("list the transactions from Monday to Sunday", "date_from", "Monday", "2026-12-07");
+    expect("list the transactions from Monday to Sunday", "date_to", "Sunday", "2026-12-13");
+    /* 28 Oct read forward is 2027-10-28: its end is the 3rd after it */
+    expect("show me the payments from the 28 Oct to the 3rd", "date_to", "3rd", "2027-11-03");
+    /* NLU++'s convention resolves each end alone */
+    fr_slot_ref fwd = REF;
+    fwd.forward_only = 1;
+    fr_slot out[32];
+    fr_err err;
+    const char *t = "list the transactions from Monday to Sunday";
+    int n = fr_slots_extract(t, strlen(t), &fwd, out, 32, &err);
+    CHECK(n == 2);
+    if (n == 2) CHECK_STR(out[1].value, "2026-12-06");
+}
+
 int main(void) { return t_main(); }

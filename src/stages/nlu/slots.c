@@ -463,7 +463,10 @@ typedef struct {
     int companion;   /* kept beside an overlapping slot ("morning" inside the date "this morning") */
     char vval[24];   /* a value that replaces the formatted one ("P3D", "R/P1M", "" + vague) */
     int vset;        /* vval is set */
+    int partial;     /* DATE guessed from a part: PART_ORD "the 5th", PART_WD "Friday", PART_DM "5 May" */
 } cand;
+
+enum { PART_NONE, PART_ORD, PART_WD, PART_DM };
 
 typedef struct {
     const char *t;            /* input */
@@ -619,7 +622,7 @@ static void h_date(ctx *x, int id) {
                 }
             }
         }
-        if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
+        if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p)->partial = year ? PART_NONE : PART_DM;
         break;
     }
     case P_D_MY: {
@@ -649,7 +652,7 @@ static void h_date(ctx *x, int id) {
         if (!this_month && !x->past && d < x->ref.day) add_months(&y, &m, 1);
         if (!this_month && x->past && d > x->ref.day) add_months(&y, &m, -1);
         for (int k = 0; k < 3 && d > days_in_month(y, m); k++) add_months(&y, &m, 1);
-        if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
+        if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p)->partial = this_month ? PART_NONE : PART_ORD;
         break;
     }
     case P_D_MON: {
@@ -714,7 +717,7 @@ static void h_date(ctx *x, int id) {
         }
         if (pl && istarts(post, pl, "in a week")) d += 7;
         if (pl && istarts(post, pl, "after next")) d += 7;
-        date_cand(x, d, p);
+        date_cand(x, d, p)->partial = !ml && !pl ? PART_WD : PART_NONE;
         break;
     }
     case P_D_OFF: {
@@ -1533,6 +1536,43 @@ static bool past_tense(const char *t, size_t n) {
 
 /* ---------- driver ---------- */
 
+/* A from/to pair of dates read as one range (serving only: NLU++'s annotations resolve each end
+ * alone): "from the 1st to the 7 June" starts on 1 June, "from Monday to Sunday" ends on the
+ * Sunday after that Monday, "from 17 Feb to 4 Mar" does not end before it starts. */
+static void make_ranges_consistent(cand *c, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (c[i].s.kind != FR_SLOT_DATE || c[i].s.role != FR_SLOT_ROLE_FROM || c[i].vset) continue;
+        size_t j = i + 1;
+        while (j < n && j < i + 4 && !(c[j].s.kind == FR_SLOT_DATE && c[j].s.role == FR_SLOT_ROLE_TO)) j++;
+        if (j >= n || j >= i + 4 || c[j].vset) continue;
+        cand *a = &c[i], *b = &c[j];
+        if (a->partial == PART_ORD && b->partial != PART_ORD && b->partial != PART_WD) {
+            /* the bare day takes the month of the other end, or the month before it */
+            int y = b->s.year, m = b->s.month;
+            if (a->s.day > b->s.day) add_months(&y, &m, -1);
+            if (valid_date(y, m, a->s.day)) {
+                a->s.year = y;
+                a->s.month = m;
+            }
+        }
+        long da = days_from_civil(a->s.year, a->s.month, a->s.day);
+        long db = days_from_civil(b->s.year, b->s.month, b->s.day);
+        if (db >= da) continue;
+        if (b->partial == PART_WD) {
+            while (db < da) db += 7;
+        } else if (b->partial == PART_ORD) {
+            int y = b->s.year, m = b->s.month;
+            for (int k = 0; k < 12 && db < da; k++) {
+                add_months(&y, &m, 1);
+                if (valid_date(y, m, b->s.day)) db = days_from_civil(y, m, b->s.day);
+            }
+        } else if (b->partial == PART_DM && valid_date(b->s.year + 1, b->s.month, b->s.day)) {
+            db = days_from_civil(b->s.year + 1, b->s.month, b->s.day);
+        }
+        if (db >= da) civil_from_days(db, &b->s.year, &b->s.month, &b->s.day);
+    }
+}
+
 static int cand_cmp_len(const void *a, const void *b) {
     const cand *x = a, *y = b;
     size_t lx = x->s.end - x->s.start, ly = y->s.end - y->s.start;
@@ -1798,6 +1838,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         }
     }
     free(strong);
+    if (!x.ref.forward_only) make_ranges_consistent(x.c, kept);
     int n = 0;
     for (size_t i = 0; i < kept && n < cap; i++) {
         fr_slot *s = &out[n++];
