@@ -6,6 +6,7 @@
  */
 #include "stages/asr/asr.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,44 @@
 #define FR_ASR_CHUNK 4096 /* samples per ps_process_raw call */
 
 struct fr_asr {
-    ps_decoder_t *ps; /* the decoder */
-    cmd_ln_t *cfg;    /* its configuration (owned) */
+    ps_decoder_t *ps;  /* the decoder */
+    cmd_ln_t *cfg;     /* its configuration (owned) */
+    char **extra;      /* extra option argv (pointers into extra_store), or NULL */
+    char *extra_store; /* their bytes, or NULL */
+    int nbest;         /* hypotheses kept per result, >= 1 */
 };
 
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* pocketsphinx init/free */
+
+/* Split extra "-opt value ..." options into argv (strings owned by *store). The number of
+ * options is capped; an odd count (an option without its value) is an error. */
+static int split_extra(const char *extra, char ***out, int *n, char **store, fr_err *err) {
+    *out = NULL;
+    *n = 0;
+    *store = NULL;
+    if (!extra || !*extra) return 0;
+    char *s = fr_xstrdup(extra);
+    char **v = fr_xcalloc(2 * FR_ASR_EXTRA_ARGS_MAX, sizeof(char *));
+    int k = 0;
+    for (char *tok = strtok(s, " \t"); tok; tok = strtok(NULL, " \t")) {
+        if (k == 2 * FR_ASR_EXTRA_ARGS_MAX) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "asr: more than %d extra pocketsphinx options",
+                        FR_ASR_EXTRA_ARGS_MAX);
+            free(v), free(s);
+            return -1;
+        }
+        v[k++] = tok;
+    }
+    if (k % 2 || (k && v[0][0] != '-')) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "asr: extra pocketsphinx options must be -name value pairs");
+        free(v), free(s);
+        return -1;
+    }
+    *out = v;
+    *n = k;
+    *store = s;
+    return 0;
+}
 
 fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
     fr_asr_config dc;
@@ -44,27 +78,43 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
             free(domain_lm);
             return NULL;
         }
-    pthread_mutex_lock(&g_init_lock);
-    err_set_logfp(NULL); /* pocketsphinx logs to stderr by default: silence it */
-    cmd_ln_t *c = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm,
-                              "-samprate", "16000", "-bestpath", "yes", "-dither", "yes",
-                              cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
-                              cfg->beam_fast ? "-wbeam" : "-pl_window",
-                              cfg->beam_fast ? "1e-30" : "5", NULL);
-    ps_decoder_t *ps = c ? ps_init(c) : NULL;
-    pthread_mutex_unlock(&g_init_lock);
-    if (!ps) {
-        if (c) cmd_ln_free_r(c);
-        fr_err_setc(err, FR_ERR_UNAVAILABLE,
-                    "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm, dict,
-                    lm);
+    char **extra, *extra_store;
+    int n_extra;
+    if (split_extra(cfg->extra_args, &extra, &n_extra, &extra_store, err)) {
         free(domain_lm);
         return NULL;
     }
-    free(domain_lm); /* cmd_ln_init copied the strings */
+    /* argv[0] is skipped by cmd_ln_parse_r; later options override earlier ones */
+    const char *base[] = {"frugal", "-hmm", hmm, "-dict", dict, "-lm", lm, "-samprate", "16000",
+                          "-bestpath", "yes", "-dither", "yes",
+                          cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
+                          cfg->beam_fast ? "-wbeam" : "-pl_window",
+                          cfg->beam_fast ? "1e-30" : "5"};
+    int nb = (int)FR_ARRAY_LEN(base), argc = nb + n_extra;
+    char **argv = fr_xcalloc((size_t)argc + 1, sizeof(char *));
+    for (int i = 0; i < nb; i++) argv[i] = (char *)base[i];
+    for (int i = 0; i < n_extra; i++) argv[nb + i] = extra[i];
+    pthread_mutex_lock(&g_init_lock);
+    err_set_logfp(NULL); /* pocketsphinx logs to stderr by default: silence it */
+    cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, TRUE);
+    ps_decoder_t *ps = c ? ps_init(c) : NULL;
+    pthread_mutex_unlock(&g_init_lock);
+    free(argv);
+    if (!ps) {
+        if (c) cmd_ln_free_r(c);
+        fr_err_setc(err, c || !n_extra ? FR_ERR_UNAVAILABLE : FR_ERR_BAD_REQUEST,
+                    "asr: pocketsphinx could not load model %s, dictionary %s, LM %s%s%s", hmm,
+                    dict, lm, n_extra ? " with options " : "", n_extra ? cfg->extra_args : "");
+        free(extra), free(extra_store), free(domain_lm);
+        return NULL;
+    }
+    free(domain_lm);
     fr_asr *a = fr_xcalloc(1, sizeof *a);
     a->ps = ps;
     a->cfg = c;
+    a->extra = extra; /* kept while c lives (cmd_ln may point into them) */
+    a->extra_store = extra_store;
+    a->nbest = cfg->nbest <= 0 ? FR_ASR_NBEST_DEFAULT : FR_MIN(cfg->nbest, FR_ASR_NBEST_MAX);
     return a;
 }
 
@@ -74,12 +124,16 @@ void fr_asr_free(fr_asr *a) {
     ps_free(a->ps);
     cmd_ln_free_r(a->cfg);
     pthread_mutex_unlock(&g_init_lock);
+    free(a->extra);
+    free(a->extra_store);
     free(a);
 }
 
 void fr_asr_result_free(fr_asr_result *r) {
     if (!r) return;
     free(r->text);
+    for (int i = 0; i < r->n_hyps; i++) free(r->hyps[i].text);
+    free(r->hyps);
     memset(r, 0, sizeof *r);
 }
 
@@ -125,6 +179,41 @@ static int stopped(const asr_watch *w, double audio_s, fr_asr_result *res, fr_er
     return FR_ASR_STOPPED;
 }
 
+/* Adds (text, score in nats relative to the best path) to res->hyps unless the text is already
+ * there or the list is full. */
+static void add_hyp(fr_asr_result *res, int cap, const char *text, double rel) {
+    for (int i = 0; i < res->n_hyps; i++)
+        if (!strcmp(res->hyps[i].text, text)) return;
+    if (res->n_hyps >= cap) return;
+    fr_asr_hyp *h = &res->hyps[res->n_hyps++];
+    h->text = fr_xstrdup(text);
+    h->score = FR_MIN(0.0, rel);
+}
+
+/* The n-best list from the lattice (A* over it): distinct texts, best first, the 1-best
+ * transcript always first (score 0; the others relative to the first A* path). The search stops
+ * at a->nbest texts, after 4x as many paths, or when the watch fires (the list is then shorter,
+ * never empty). */
+static void collect_nbest(fr_asr *a, fr_asr_result *res, asr_watch *w) {
+    res->hyps = fr_xcalloc((size_t)a->nbest, sizeof *res->hyps);
+    add_hyp(res, a->nbest, res->text, 0);
+    if (a->nbest < 2) return;
+    /* path scores are in the decoder's log base, scaled down by 2^10 (pocketsphinx's
+     * SENSCR_SHIFT) */
+    double ln_base = log(logmath_get_base(ps_get_logmath(a->ps))) * 1024.0;
+    ps_nbest_t *nb = ps_nbest(a->ps);
+    int32 ref = 0;
+    for (int paths = 0; nb && res->n_hyps < a->nbest && paths < 4 * a->nbest; paths++) {
+        if (watch_check(w)) break;
+        int32 sc = 0;
+        const char *t = ps_nbest_hyp(nb, &sc);
+        if (!paths) ref = sc;
+        if (t) add_hyp(res, a->nbest, t, ((double)sc - (double)ref) * ln_base);
+        nb = ps_nbest_next(nb); /* frees the iterator after the last path */
+    }
+    if (nb) ps_nbest_free(nb);
+}
+
 int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err) {
     return fr_asr_run_limited(a, pcm, n, NULL, res, err) == 0 ? 0 : -1;
 }
@@ -154,6 +243,7 @@ static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr
     int32 score = 0;
     const char *hyp = ps_get_hyp(a->ps, &score);
     res->text = fr_xstrdup(hyp ? hyp : "");
+    collect_nbest(a, res, w);
     res->confidence = -1;
     if (hyp && *hyp) {
         int32 lp = ps_get_prob(a->ps);

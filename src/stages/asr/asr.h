@@ -34,6 +34,10 @@ typedef enum fr_asr_lm_kind {
     FR_ASR_LM_GENERIC = 1, /* pocketsphinx-en-us general LM */
 } fr_asr_lm_kind;
 
+#define FR_ASR_NBEST_DEFAULT 10 /* distinct hypotheses kept per utterance by default */
+#define FR_ASR_NBEST_MAX 64     /* cap on fr_asr_config.nbest */
+#define FR_ASR_EXTRA_ARGS_MAX 16 /* cap on the option/value pairs of fr_asr_config.extra_args */
+
 /* Decoder configuration; zero-initialise and set what you need. */
 typedef struct fr_asr_config {
     const char *hmm;        /* acoustic model dir; NULL = FR_ASR_MODEL_DIR "/en-us" */
@@ -41,6 +45,10 @@ typedef struct fr_asr_config {
     const char *lm;         /* LM file (ARPA or DMP); NULL = chosen by lm_kind */
     fr_asr_lm_kind lm_kind; /* default LM when lm is NULL */
     int beam_fast;          /* 1 = narrower beams (faster, slightly less accurate) */
+    int nbest;              /* distinct hypotheses per result (res->hyps): 0 = FR_ASR_NBEST_DEFAULT,
+                               1 = the best only; capped at FR_ASR_NBEST_MAX */
+    const char *extra_args; /* extra pocketsphinx options "-opt value ..." applied after the
+                               defaults (measurements and tuning); NULL = none */
 } fr_asr_config;
 
 /* Bounds of one call (a zeroed struct or NULL: none). */
@@ -50,6 +58,12 @@ typedef struct fr_asr_limits {
 } fr_asr_limits;
 
 #define FR_ASR_STOPPED (-2) /* return value: cut short, res->stopped says why */
+
+/* One hypothesis of an utterance's n-best list. */
+typedef struct fr_asr_hyp {
+    char *text;   /* lower-case words separated by spaces ("" for silence) */
+    double score; /* path score (acoustic + weighted LM) in nats relative to the best path: <= 0 */
+} fr_asr_hyp;
 
 /* One recognition result. Free with fr_asr_result_free. */
 typedef struct fr_asr_result {
@@ -61,6 +75,8 @@ typedef struct fr_asr_result {
     double rtf;        /* real-time factor: (decode_s + proc_s) / audio_s; < 1 is faster than real time */
     fr_audio_info src; /* source header (zeroed for raw PCM input) */
     fr_cancel_reason stopped; /* why the call was cut short (FR_ASR_STOPPED), else NONE */
+    fr_asr_hyp *hyps;  /* n-best list, best first, distinct texts; hyps[0].text equals text */
+    int n_hyps;        /* its length (>= 1 on success) */
 } fr_asr_result;
 
 typedef struct fr_asr fr_asr;
