@@ -173,6 +173,8 @@ int fr_cmd_asr(int argc, char **argv) {
         cJSON_AddStringToObject(o, "transcript", masked);
         free(masked);
         cJSON_AddNumberToObject(o, "confidence", r.confidence);
+        cJSON_AddNumberToObject(o, "hypotheses", r.n_hyps);
+        cJSON_AddNumberToObject(o, "chosen", r.chosen); /* 0: the 1-best; > 0: rescored */
         cJSON_AddNumberToObject(o, "audio_s", r.audio_s);
         cJSON_AddNumberToObject(o, "decode_s", r.decode_s);
         cJSON_AddNumberToObject(o, "proc_s", r.proc_s);

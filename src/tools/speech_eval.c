@@ -287,7 +287,7 @@ int fr_cmd_eval_speech(int argc, char **argv) {
     const char *ps_args = NULL, *sweep = NULL;
     int n = 120, workers = 2, nbest = FR_ASR_NBEST_DEFAULT;
     double weight = FR_ASR_RESCORE_WEIGHT;
-    bool verbose = false;
+    bool verbose = false, no_utt_cmn = false;
     fr_flags fl;
     fr_flags_init(&fl, "eval-speech", argc, argv);
     while (fr_flags_next(&fl)) {
@@ -295,13 +295,14 @@ int fr_cmd_eval_speech(int argc, char **argv) {
             printf("usage: frugal eval-speech --rows tune|eval [--n 120] [--csv TRAIN.csv]\n"
                    "       frugal eval-speech --manifest FILE [--intent MODEL] [--workers 2]\n"
                    "           [--lm PATH] [--ps-args \"-opt v ...\"] [--nbest N] [--weight W]\n"
-                   "           [--sweep W1,W2,...] [-v]\n"
+                   "           [--sweep W1,W2,...] [--no-utt-cmn] [-v]\n"
                    "  --rows prints label<TAB>text rows of the tuning or evaluation text split;\n"
                    "  --manifest recognises a generated spoken set and reports WER and\n"
                    "  speech->intent accuracy per voice profile (1-best, rescored, oracle, typed)\n");
             return 0;
         }
         if (!(fr_flag_switch(&fl, "-v", &verbose) || fr_flag_str(&fl, "--csv", &csv) ||
+              fr_flag_switch(&fl, "--no-utt-cmn", &no_utt_cmn) ||
               fr_flag_str(&fl, "--rows", &rows) || fr_flag_str(&fl, "--manifest", &manifest) ||
               fr_flag_str(&fl, "--intent", &intent) || fr_flag_str(&fl, "--lm", &lm) ||
               fr_flag_str(&fl, "--ps-args", &ps_args) || fr_flag_str(&fl, "--sweep", &sweep) ||
@@ -350,6 +351,8 @@ int fr_cmd_eval_speech(int argc, char **argv) {
         cfg.lm = lm;
         cfg.nbest = nbest;
         cfg.extra_args = ps_args;
+        cfg.rescore_model = ""; /* the list is rescored here, at every weight */
+        cfg.no_utt_cmn = no_utt_cmn;
         se_job j = {.items = items, .n = m, .im = im};
         pthread_mutex_init(&j.mu, NULL);
         j.pool = fr_asr_pool_new(&cfg, workers);
