@@ -106,6 +106,7 @@ typedef struct se_item {
     int prof;      /* profile index */
     int label_idx; /* reference label index in the model, or -1 */
     int typed_ok;  /* the typed text's intent is right */
+    int concat_ok; /* the intent of all hypotheses' texts joined is right (a comparison rule) */
     se_hyp *hyps;  /* n-best, ASR order */
     int n_hyps;    /* count */
     double audio_s, proc_s;
@@ -163,6 +164,11 @@ static void *se_worker(void *arg) {
         int l;
         label_of(j->im, it->text, &c, &l);
         it->typed_ok = l >= 0 && l == it->label_idx;
+        fr_buf cat = {0};
+        for (int h = 0; h < r.n_hyps; h++) fr_buf_puts(&cat, h ? " " : ""), fr_buf_puts(&cat, r.hyps[h].text);
+        label_of(j->im, fr_buf_cstr(&cat), &c, &l);
+        fr_buf_free(&cat);
+        it->concat_ok = l >= 0 && l == it->label_idx;
         fr_asr_result_free(&r);
     }
 }
@@ -174,6 +180,26 @@ static int pick(const se_item *it, double w) {
     for (int h = 0; h < it->n_hyps; h++) {
         double j = fr_asr_joint(it->hyps[h].score, it->hyps[h].conf, w);
         if (best < 0 || j > bj) best = h, bj = j;
+    }
+    return best;
+}
+
+/* The marginal choice at weight w: P(h) ∝ exp(w * score(h)); each intent collects
+ * sum P(h) * conf(h) over the hypotheses whose best intent it is; the hypothesis of the winning
+ * intent with the largest P(h) * conf(h) is returned. For comparison with the pick rule. */
+static int pick_marginal(const se_item *it, double w) {
+    if (!it->n_hyps) return -1;
+    double mx = it->hyps[0].score;
+    for (int h = 1; h < it->n_hyps; h++) mx = FR_MAX(mx, it->hyps[h].score);
+    double mass[FR_ASR_NBEST_MAX];
+    for (int h = 0; h < it->n_hyps; h++) mass[h] = exp(w * (it->hyps[h].score - mx)) * it->hyps[h].conf;
+    int best = 0;
+    double bm = -1;
+    for (int h = 0; h < it->n_hyps; h++) {
+        double tot = 0;
+        for (int k = 0; k < it->n_hyps; k++)
+            if (it->hyps[k].label == it->hyps[h].label) tot += mass[k];
+        if (tot > bm + 1e-12 || (fabs(tot - bm) <= 1e-12 && mass[h] > mass[best])) bm = tot, best = h;
     }
     return best;
 }
@@ -395,12 +421,19 @@ int fr_cmd_eval_speech(int argc, char **argv) {
             print_row(q < np ? pn[q] : "**all**", &t1, &tr, &ow, &oi, typed, audio);
         }
         if (nw) {
-            printf("\nweight sweep (all profiles):\n| weight | WER | intent %% |\n| --- | --- | --- |\n");
+            printf("\nweight sweep (all profiles):\n| weight | WER | intent %% | intent %% (marginal rule) |\n"
+                   "| --- | --- | --- | --- |\n");
             for (int k = 0; k < nw; k++) {
-                se_tot t = {0};
-                for (size_t i = 0; i < m; i++) tot_add(&t, &items[i], pick(&items[i], ws[k]));
-                printf("| %g | %.4f | %.2f |\n", ws[k], wer(&t), acc(&t));
+                se_tot t = {0}, tm = {0};
+                for (size_t i = 0; i < m; i++) {
+                    tot_add(&t, &items[i], pick(&items[i], ws[k]));
+                    tot_add(&tm, &items[i], pick_marginal(&items[i], ws[k]));
+                }
+                printf("| %g | %.4f | %.2f | %.2f |\n", ws[k], wer(&t), acc(&t), acc(&tm));
             }
+            size_t cat = 0;
+            for (size_t i = 0; i < m; i++) cat += items[i].concat_ok;
+            printf("intent of the n-best texts joined: %.2f %%\n", m ? 100.0 * (double)cat / (double)m : 0);
         }
         if (verbose)
             for (size_t i = 0; i < m; i++) {

@@ -11,6 +11,12 @@
  * decoder's own front end computes the cepstra of the whole utterance (a few percent of the
  * search's cost), and their mean is set as the live mean: every frame is normalised with the
  * utterance's mean, as in the acoustic model's training, and results no longer depend on history.
+ *
+ * Dither: espeak-ng and other synthesisers write digital silence (exact zeros), which derails the
+ * log-energy features, so every utterance gets ±1 LSB of noise. pocketsphinx's own dither draws
+ * from one process-wide generator seeded from the clock (results changed from run to run and
+ * with the interleaving of threads); here each utterance is dithered from a fixed seed, so the
+ * same audio gives the same transcript.
  */
 #include "stages/asr/asr.h"
 
@@ -123,7 +129,7 @@ static fr_asr *asr_new(const fr_asr_config *cfg, const fr_intent_model *shared, 
     }
     /* argv[0] is skipped by cmd_ln_parse_r; later options override earlier ones */
     const char *base[] = {"frugal", "-hmm", hmm, "-dict", dict, "-lm", lm, "-samprate", "16000",
-                          "-bestpath", "yes", "-dither", "yes",
+                          "-bestpath", "yes", "-dither", "no",
                           cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
                           cfg->beam_fast ? "-wbeam" : "-pl_window",
                           cfg->beam_fast ? "1e-30" : "5"};
@@ -325,8 +331,31 @@ static void set_utt_cmn(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w) {
     free(buf);
 }
 
+/* A copy of pcm with ±1 LSB of noise from a fixed-seed generator (see the design note). */
+static int16_t *dithered(const int16_t *pcm, size_t n) {
+    int16_t *d = fr_xmalloc((n ? n : 1) * sizeof *d);
+    uint32_t s = 0x2545f491u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        int v = (int)pcm[i] + (int)((s >> 16) % 3) - 1; /* -1, 0 or +1 */
+        d[i] = (int16_t)FR_MAX(-32768, FR_MIN(32767, v));
+    }
+    return d;
+}
+
+static int run_watched_pcm(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w,
+                           fr_asr_result *res, fr_err *err);
+
 static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr_asr_result *res,
                        fr_err *err) {
+    int16_t *d = dithered(pcm, n);
+    int rc = run_watched_pcm(a, d, n, w, res, err);
+    free(d);
+    return rc;
+}
+
+static int run_watched_pcm(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w,
+                           fr_asr_result *res, fr_err *err) {
     memset(res, 0, sizeof *res);
     double t0 = fr_time_s();
     if (watch_check(w)) return stopped(w, (double)n / FR_ASR_RATE, res, err);

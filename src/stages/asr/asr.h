@@ -41,7 +41,7 @@ typedef enum fr_asr_lm_kind {
     FR_ASR_LM_GENERIC = 1, /* pocketsphinx-en-us general LM */
 } fr_asr_lm_kind;
 
-#define FR_ASR_NBEST_DEFAULT 10 /* distinct hypotheses kept per utterance by default */
+#define FR_ASR_NBEST_DEFAULT 30 /* distinct hypotheses kept per utterance by default */
 #define FR_ASR_NBEST_MAX 64     /* cap on fr_asr_config.nbest */
 #define FR_ASR_EXTRA_ARGS_MAX 16 /* cap on the option/value pairs of fr_asr_config.extra_args */
 
