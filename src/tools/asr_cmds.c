@@ -1,6 +1,7 @@
 /* asr_cmds.c — speech commands.
  *
- *   frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...   transcribe WAV/FLAC/OGG files
+ *   frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...
+ *                   transcribe WAV/FLAC/OGG files (n-best rescored with the intent model)
  *   frugal build-lm --csv TRAIN.csv [--nlupp DIR] [--text FILE] --out LM.arpa [--bin LM.bin]
  *                   [--order 3] [--min-count3 N] [--dict PATH]   build the domain LM
  *   frugal eval-asr --csv TRAIN.csv [--n 150] [--workers 2] [--lm PATH] [--keep-wavs DIR] [-v]
@@ -128,13 +129,17 @@ int fr_cmd_asr(int argc, char **argv) {
     fr_asr_config cfg = {0};
     int first = -1;
     const char *kind = NULL;
+    bool no_rescore = false;
     fr_flags fl;
     fr_flags_init(&fl, "asr", argc, argv);
     while (first < 0 && fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
-            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...\n"
-                   "  transcribes WAV/FLAC/OGG files; prints one JSON object per file\n");
+            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...\n"
+                   "  transcribes WAV/FLAC/OGG files; prints one JSON object per file (the n-best\n"
+                   "  list is rescored with the intent model unless --no-rescore)\n");
             return 0;
+        } else if (fr_flag_switch(&fl, "--no-rescore", &no_rescore)) {
+            if (no_rescore) cfg.rescore_model = "";
         } else if (fr_flag_str(&fl, "--lm", &cfg.lm)) {
             continue;
         } else if (fr_flag_str(&fl, "--lm-kind", &kind)) {
