@@ -94,6 +94,7 @@ typedef struct se_hyp {
     double score; /* ASR score, nats relative to the best */
     float conf;   /* best in-scope intent's calibrated probability */
     int label;    /* its label index, or -1 */
+    float *probs; /* calibrated probabilities of every label [n_labels] */
 } se_hyp;
 
 /* One manifest line and what was recognised. */
@@ -159,6 +160,10 @@ static void *se_worker(void *arg) {
             it->hyps[h].norm = fr_buf_cstr(&b);
             it->hyps[h].score = r.hyps[h].score;
             label_of(j->im, r.hyps[h].text, &it->hyps[h].conf, &it->hyps[h].label);
+            float cov;
+            it->hyps[h].probs = fr_xcalloc((size_t)fr_intent_n_labels(j->im), sizeof(float));
+            fr_intent_probs(j->im, r.hyps[h].text, strlen(r.hyps[h].text), it->hyps[h].probs,
+                            &cov, &err);
         }
         float c;
         int l;
@@ -202,6 +207,28 @@ static int pick_marginal(const se_item *it, double w) {
         if (tot > bm + 1e-12 || (fabs(tot - bm) <= 1e-12 && mass[h] > mass[best])) bm = tot, best = h;
     }
     return best;
+}
+
+/* The full marginal: P(c) = sum_h pi(h) p_h(c) with pi ∝ exp(w * score) over every in-scope
+ * label c of the model (oos: its out-of-scope label, skipped); returns the hypothesis with the
+ * largest pi(h) p_h(c*) and the label in *lab. */
+static int pick_full(const se_item *it, double w, int n_labels, int oos, int *lab) {
+    *lab = -1;
+    if (!it->n_hyps) return -1;
+    double mx = it->hyps[0].score, pi[FR_ASR_NBEST_MAX], z = 0;
+    for (int h = 1; h < it->n_hyps; h++) mx = FR_MAX(mx, it->hyps[h].score);
+    for (int h = 0; h < it->n_hyps; h++) z += pi[h] = exp(w * (it->hyps[h].score - mx));
+    double best = -1;
+    for (int c = 0; c < n_labels; c++) {
+        if (c == oos) continue;
+        double p = 0;
+        for (int h = 0; h < it->n_hyps; h++) p += pi[h] / z * (double)it->hyps[h].probs[c];
+        if (p > best) best = p, *lab = c;
+    }
+    int bh = 0;
+    for (int h = 1; h < it->n_hyps; h++)
+        if (pi[h] * it->hyps[h].probs[*lab] > pi[bh] * it->hyps[bh].probs[*lab]) bh = h;
+    return bh;
 }
 
 /* Totals of one profile (or all) for one way of choosing. */
@@ -421,15 +448,22 @@ int fr_cmd_eval_speech(int argc, char **argv) {
             print_row(q < np ? pn[q] : "**all**", &t1, &tr, &ow, &oi, typed, audio);
         }
         if (nw) {
-            printf("\nweight sweep (all profiles):\n| weight | WER | intent %% | intent %% (marginal rule) |\n"
-                   "| --- | --- | --- | --- |\n");
+            printf("\nweight sweep (all profiles):\n| weight | WER | intent %% | intent %% (marginal rule) "
+                   "| intent %% (full marginal, its label) | intent %% (full marginal, chosen text) | WER (full marginal) |\n"
+                   "| --- | --- | --- | --- | --- | --- | --- |\n");
+            int nl = fr_intent_n_labels(im), oos = fr_intent_get_calib(im)->oos_label;
             for (int k = 0; k < nw; k++) {
-                se_tot t = {0}, tm = {0};
+                se_tot t = {0}, tm = {0}, tf = {0};
+                size_t fr = 0;
                 for (size_t i = 0; i < m; i++) {
                     tot_add(&t, &items[i], pick(&items[i], ws[k]));
                     tot_add(&tm, &items[i], pick_marginal(&items[i], ws[k]));
+                    int lab;
+                    tot_add(&tf, &items[i], pick_full(&items[i], ws[k], nl, oos, &lab));
+                    fr += lab >= 0 && lab == items[i].label_idx;
                 }
-                printf("| %g | %.4f | %.2f | %.2f |\n", ws[k], wer(&t), acc(&t), acc(&tm));
+                printf("| %g | %.4f | %.2f | %.2f | %.2f | %.2f | %.4f |\n", ws[k], wer(&t), acc(&t),
+                       acc(&tm), m ? 100.0 * (double)fr / (double)m : 0, acc(&tf), wer(&tf));
             }
             size_t cat = 0;
             for (size_t i = 0; i < m; i++) cat += items[i].concat_ok;
@@ -449,7 +483,7 @@ int fr_cmd_eval_speech(int argc, char **argv) {
     }
     for (size_t i = 0; i < m; i++) {
         se_item *it = &items[i];
-        for (int k = 0; k < it->n_hyps; k++) free(it->hyps[k].norm);
+        for (int k = 0; k < it->n_hyps; k++) free(it->hyps[k].norm), free(it->hyps[k].probs);
         free(it->hyps), free(it->wav), free(it->profile), free(it->label), free(it->text);
         free(it->ref);
     }
