@@ -10,7 +10,7 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev
       prometheus curl
       libtesseract-dev tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-osd libleptonica-dev
       libpng-dev libjpeg-dev libwebp-dev libtiff-dev libcairo2-dev fonts-dejavu-core fonts-noto-cjk
-      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng
+      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng sox
       libprotobuf-c-dev protobuf-c-compiler
       python3-pil fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-uming fonts-arphic-ukai
       fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-lxgw-wenkai fonts-droid-fallback
