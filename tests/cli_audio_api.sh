@@ -12,7 +12,8 @@
 # other than English, temperature out of range, an unknown model, stream, a part without
 # Content-Disposition, part headers over their limit, a form that never closes, too many parts,
 # a field over its limit, a body over max_body_bytes, GET) is its 4xx with an OpenAI-shaped
-# error and a ledger row (route, modality audio, status rejected, the HTTP status); the server
+# error and a ledger row (route, modality audio, status rejected, the HTTP status), X-Deadline-Ms
+# passed is 504 deadline_exceeded (row failed); the server
 # keeps serving after them; the rows of served requests list decode_media and asr; /metrics
 # counts both endpoints under their own label. Prints one line per check and ends with
 # "N passed, N failed". Needs curl, sqlite3, python3, espeak-ng, node.
@@ -155,6 +156,9 @@ python3 -c "print('a' * 5000, end='')" >"$TMP/prompt.txt"
 refused big_field 413 part_too_large $T -F file=@"$TMP/speech.wav" -F "prompt=<$TMP/prompt.txt"
 head -c 1100000 /dev/zero >"$TMP/pad.bin"
 refused big_body 413 request_too_large $T -F file=@"$TMP/speech.wav" -F "pad=@$TMP/pad.bin"
+st=$(post deadline $T -H 'X-Deadline-Ms: 1' -F file=@"$TMP/speech.wav")
+[ "$st" = 504 ] && pyj "$TMP/deadline.out" "j['error']['code'] == 'deadline_exceeded' and j['error']['type'] == 'timeout_error'" \
+    && ok "X-Deadline-Ms 1: 504 deadline_exceeded" || bad "X-Deadline-Ms 1: HTTP $st $(head -c 300 "$TMP/deadline.out")"
 st=$(curl -s -o "$TMP/nokey.out" -w '%{http_code}' -H "traceparent: 00-4bf92f3577b34da6a3ce929d0effffff-00f067aa0ba902b7-01" \
     -F file=@"$TMP/speech.wav" "$URL$T")
 [ "$st" = 401 ] && pyj "$TMP/nokey.out" "j['error']['code'] == 'missing_api_key'" && ok "no key: 401" || bad "no key: HTTP $st"
@@ -214,6 +218,8 @@ for r in xpriority:400 not_multipart:400 no_boundary:400 no_file:400 empty:400 m
     got="$(row $name route)|$(row $name modality)|$(row $name status)|$(row $name http_status)"
     [ "$got" = "$want|audio|rejected|$st" ] && ok "row $name: $got" || bad "row $name: '$got'"
 done
+got="$(row deadline status)|$(row deadline http_status)|$(row deadline stages)"
+[ "$got" = "failed|504|decode_media,asr" ] && ok "row deadline: $got" || bad "row deadline: '$got'"
 got=$(q "SELECT route || '|' || modality || '|' || http_status FROM requests WHERE trace_id = '4bf92f3577b34da6a3ce929d0effffff'")
 [ "$got" = "transcriptions|audio|401" ] && ok "row no key: $got" || bad "row no key: '$got'"
 [ "$(row mp3 stages)" = decode_media ] && ok "row mp3: the decode stage ran" || bad "row mp3: stages '$(row mp3 stages)'"

@@ -10,8 +10,8 @@
  *   fr_audio_reply_free(&rep);
  *
  * Form fields (docs/SERVING.md, "Audio"):
- *   file (required): WAV, FLAC or OGG/Vorbis/Opus, told by its bytes (the part's Content-Type and
- *     file name are not trusted); empty or corrupt: 400 invalid_audio; another format (MP3, M4A,
+ *   file (required): WAV, FLAC or OGG (Vorbis), told by its bytes (the part's Content-Type and
+ *     file name are not trusted); empty or corrupt: 400 invalid_audio; another format (MP3, M4A, Opus,
  *     WebM, ...): 415 unsupported_media_type;
  *   model: "pocketsphinx" (the embedded engine) or "whisper-1" (the name OpenAI's clients send;
  *     answered by the same engine); absent: the same; another name: 404 model_not_found;
