@@ -50,16 +50,9 @@ EOF
 
 # ---- the server ----
 printf 'sk-audio-a P1\nsk-audio-batch P2 P2\n' >"$TMP/keys"
-"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" --api-keys "$TMP/keys" \
-    >"$TMP/s.out" 2>"$TMP/s.err" &
-PID=$!
-i=0; PORT=
-while [ $i -lt 300 ]; do
-    PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$TMP/s.out" 2>/dev/null)
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || break
-    sleep 0.1; i=$((i + 1))
-done
+. tests/serve/start.sh
+serve_start "$TMP/s.out" "$TMP/s.err" --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/ledger.db" \
+    --api-keys "$TMP/keys"
 [ -n "$PORT" ] || { bad "server started ($(cat "$TMP/s.err"))"; finish; }
 URL=http://127.0.0.1:$PORT
 KEY='Authorization: Bearer sk-audio-a'

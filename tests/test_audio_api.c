@@ -63,35 +63,38 @@ TEST(audio_form_fields) {
     CHECK_EQ_INT(parse(FR_AUDIO_TRANSLATE, trw, &f, &e), 0);
 }
 
+/* One refused form: its fields (NULL-ended pairs) and the answer. */
+typedef struct refusal {
+    fr_audio_task task;
+    const char *kv[8];
+    int status;
+    const char *code, *param;
+} refusal;
+
 TEST(audio_form_refusals) {
-    fr_audio_task T = FR_AUDIO_TRANSCRIBE;
-    refused(T, (const char *[]){"model", "whisper-1", NULL}, 400, "missing_file", "file");
-    refused(T, (const char *[]){"file", "", NULL}, 400, "invalid_audio", "file");
-    refused(T, (const char *[]){"file", "a", "file", "b", NULL}, 400, "duplicate_field", "file");
-    refused(T, (const char *[]){"file", "a", "model", "gpt-9", NULL}, 404, "model_not_found", "model");
-    refused(T, (const char *[]){"file", "a", "response_format", "xml", NULL}, 400, "invalid_value",
-            "response_format");
-    refused(T, (const char *[]){"file", "a", "response_format", "json ", NULL}, 400, "invalid_value",
-            "response_format");
-    refused(T, (const char *[]){"file", "a", "language", "fr", NULL}, 400, "unsupported_language",
-            "language");
-    refused(FR_AUDIO_TRANSLATE, (const char *[]){"file", "a", "language", "de", NULL}, 400,
-            "unsupported_language", "language");
-    refused(T, (const char *[]){"file", "a", "language", "english", NULL}, 400, "invalid_value",
-            "language");
-    refused(T, (const char *[]){"file", "a", "temperature", "1.01", NULL}, 400, "invalid_value",
-            "temperature");
-    refused(T, (const char *[]){"file", "a", "temperature", "0.5x", NULL}, 400, "invalid_value",
-            "temperature");
-    refused(T, (const char *[]){"file", "a", "temperature", "inf", NULL}, 400, "invalid_value",
-            "temperature");
-    refused(T, (const char *[]){"file", "a", "timestamp_granularities[]", "word", NULL}, 400,
-            "unsupported_value", "timestamp_granularities[]");
-    refused(T, (const char *[]){"file", "a", "timestamp_granularities", "char", NULL}, 400,
-            "invalid_value", "timestamp_granularities[]");
-    refused(T, (const char *[]){"file", "a", "stream", "true", NULL}, 400, "unsupported_value", "stream");
-    refused(T, (const char *[]){"file", "a", "include[]", "logprobs", NULL}, 400, "unsupported_value",
-            "include[]");
+    const fr_audio_task T = FR_AUDIO_TRANSCRIBE;
+    static const refusal cases[] = {
+        {FR_AUDIO_TRANSCRIBE, {"model", "whisper-1"}, 400, "missing_file", "file"},
+        {FR_AUDIO_TRANSCRIBE, {"file", ""}, 400, "invalid_audio", "file"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "file", "b"}, 400, "duplicate_field", "file"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "model", "gpt-9"}, 404, "model_not_found", "model"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "response_format", "xml"}, 400, "invalid_value", "response_format"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "response_format", "json "}, 400, "invalid_value", "response_format"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "language", "fr"}, 400, "unsupported_language", "language"},
+        {FR_AUDIO_TRANSLATE, {"file", "a", "language", "de"}, 400, "unsupported_language", "language"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "language", "english"}, 400, "invalid_value", "language"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "temperature", "1.01"}, 400, "invalid_value", "temperature"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "temperature", "0.5x"}, 400, "invalid_value", "temperature"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "temperature", "inf"}, 400, "invalid_value", "temperature"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "timestamp_granularities[]", "word"}, 400, "unsupported_value",
+         "timestamp_granularities[]"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "timestamp_granularities", "char"}, 400, "invalid_value",
+         "timestamp_granularities[]"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "stream", "true"}, 400, "unsupported_value", "stream"},
+        {FR_AUDIO_TRANSCRIBE, {"file", "a", "include[]", "logprobs"}, 400, "unsupported_value", "include[]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        refused(cases[i].task, cases[i].kv, cases[i].status, cases[i].code, cases[i].param);
     char big[FR_AUDIO_MAX_FIELD + 2];
     memset(big, 'p', sizeof big - 1);
     big[sizeof big - 1] = 0;
@@ -120,37 +123,37 @@ TEST(audio_form_multipart_errors) {
     CHECK_STR(e.param, "model");
 }
 
-static char *render(fr_audio_format fmt, const char *text, double secs, const char **ct) {
-    fr_audio_form f = {.format = fmt};
-    size_t len;
-    char *o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, text, secs, NULL, &len, ct);
-    CHECK_EQ_INT(len, strlen(o));
-    return o;
-}
+/* One answer's bytes: the format, the transcript, its length, the body and Content-Type. */
+typedef struct rendering {
+    fr_audio_format fmt;
+    const char *text;
+    double secs;
+    const char *body, *ctype;
+} rendering;
 
 TEST(audio_render_formats) {
-    const char *ct;
-    char *o = render(FR_AUDIO_FMT_TEXT, "hello there", 2.5, &ct);
-    CHECK_STR(o, "hello there\n");
-    CHECK(!strncmp(ct, "text/plain", 10));
-    free(o);
-    o = render(FR_AUDIO_FMT_SRT, "hello there", 3723.4567, &ct);
-    CHECK_STR(o, "1\n00:00:00,000 --> 01:02:03,457\nhello there\n\n");
-    free(o);
-    o = render(FR_AUDIO_FMT_VTT, "hello there", 59.9996, &ct);
-    CHECK_STR(o, "WEBVTT\n\n00:00:00.000 --> 00:01:00.000\nhello there\n\n");
-    CHECK(!strncmp(ct, "text/vtt", 8));
-    free(o);
-    o = render(FR_AUDIO_FMT_SRT, "", 1, &ct);
-    CHECK_STR(o, "");
-    free(o);
-    o = render(FR_AUDIO_FMT_VTT, "", 1, &ct);
-    CHECK_STR(o, "WEBVTT\n\n");
-    free(o);
-    o = render(FR_AUDIO_FMT_JSON, "a \"b\"", 2.2, &ct);
-    CHECK_STR(o, "{\"text\":\"a \\\"b\\\"\",\"usage\":{\"type\":\"duration\",\"seconds\":3}}");
-    CHECK_STR(ct, "application/json");
-    free(o);
+    static const rendering cases[] = {
+        {FR_AUDIO_FMT_TEXT, "hello there", 2.5, "hello there\n", "text/plain; charset=utf-8"},
+        {FR_AUDIO_FMT_SRT, "hello there", 3723.4567, "1\n00:00:00,000 --> 01:02:03,457\nhello there\n\n",
+         "text/plain; charset=utf-8"},
+        {FR_AUDIO_FMT_VTT, "hello there", 59.9996, "WEBVTT\n\n00:00:00.000 --> 00:01:00.000\nhello there\n\n",
+         "text/vtt; charset=utf-8"},
+        {FR_AUDIO_FMT_SRT, "", 1, "", "text/plain; charset=utf-8"},
+        {FR_AUDIO_FMT_VTT, "", 1, "WEBVTT\n\n", "text/vtt; charset=utf-8"},
+        {FR_AUDIO_FMT_JSON, "a \"b\"", 2.2,
+         "{\"text\":\"a \\\"b\\\"\",\"usage\":{\"type\":\"duration\",\"seconds\":3}}", "application/json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fr_audio_form f = {.format = cases[i].fmt};
+        size_t len;
+        const char *ct;
+        char *o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, cases[i].text, cases[i].secs, NULL,
+                                  &len, &ct);
+        CHECK_EQ_INT(len, strlen(o));
+        CHECK_STR(o, cases[i].body);
+        CHECK_STR(ct, cases[i].ctype);
+        free(o);
+    }
 }
 
 TEST(audio_render_verbose) {

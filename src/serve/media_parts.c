@@ -115,6 +115,16 @@ static uint8_t *decode(const char *s, const char *param, char *mime, size_t mime
     return buf;
 }
 
+/* decode() as the start of the "decode_media" stage: the stage is begun on mt and, when decoding
+ * fails, ended; on success it is left running for the media decoder. */
+static uint8_t *decode_in_stage(metered *mt, const char *s, const char *param, char *mime,
+                                size_t mime_cap, size_t *n_out, fr_api_error *err) {
+    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
+    uint8_t *data = decode(s, param, mime, mime_cap, n_out, err);
+    if (!data) stage_end(mt);
+    return data;
+}
+
 /* ---- images for a vision-language model ---- */
 
 typedef struct fetch_buf {
@@ -233,12 +243,8 @@ static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     }
     char mime[64];
     size_t n = 0;
-    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
-    uint8_t *data = decode(url->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) {
-        stage_end(mt);
-        return -1;
-    }
+    uint8_t *data = decode_in_stage(mt, url->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
     fr_assist_media_err me;
     memset(&me, 0, sizeof me);
     void *img = g_media.image_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
@@ -328,12 +334,8 @@ static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     }
     char mime[64];
     size_t n = 0;
-    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
-    uint8_t *data = decode(d->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) {
-        stage_end(mt);
-        return -1;
-    }
+    uint8_t *data = decode_in_stage(mt, d->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
     if (!mime[0] && f) snprintf(mime, sizeof mime, "audio/%.40s", f->valuestring);
     char *t = NULL;
     double secs = 0;
