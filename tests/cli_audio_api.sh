@@ -15,7 +15,9 @@
 # error and a ledger row (route, modality audio, status rejected, the HTTP status), X-Deadline-Ms
 # passed is 504 deadline_exceeded (row failed); the server
 # keeps serving after them; the rows of served requests list decode_media and asr; /metrics
-# counts both endpoints under their own label. Prints one line per check and ends with
+# counts both endpoints under their own label. A second server with Whisper weights
+# (--asr-model, the tiny random fixture): segments from its timestamps in verbose_json / srt /
+# vtt, languages by name, translation, its refusals and rows. Prints one line per check and ends with
 # "N passed, N failed". Needs curl, sqlite3, python3, espeak-ng, node.
 cd "$(dirname "$0")/.." || exit 1
 BIN=${FRUGAL_BIN:-build/frugal}
@@ -219,4 +221,50 @@ got=$(q "SELECT route || '|' || modality || '|' || http_status FROM requests WHE
 nasr=$(q "SELECT count(*) FROM requests WHERE route IN ('transcriptions', 'translations') AND stages = 'decode_media,asr' AND status = 'ok'")
 # 11 by curl, 7 by the openai client
 [ "$nasr" = 18 ] && ok "$nasr served audio rows (curl and the openai client)" || bad "served audio rows: $nasr, want 18"
+
+# ---- Whisper (--asr-model): the tiny random-weight fixture, so the structure is checked, not
+# the words: segments from its timestamp tokens (srt and vtt cue for cue), the detected or given
+# language by name, translation with the translate task, its languages and its model name ----
+WH=tests/fixtures/whisper-tiny/hf-80
+"$BIN" serve --model tests/fixtures/qwen2-tiny --port 0 --ledger "" --asr-model "$TMP/none" >/dev/null 2>"$TMP/wbad.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "$TMP/none" "$TMP/wbad.err" && ok "--asr-model missing: exit 1 naming it" \
+    || bad "--asr-model missing: exit $rc ($(head -c 200 "$TMP/wbad.err"))"
+serve_start "$TMP/w.out" "$TMP/w.err" --model tests/fixtures/qwen2-tiny --port 0 --ledger "$TMP/wledger.db" --asr-model "$WH"
+[ -n "$PORT" ] || { bad "Whisper server started ($(tail -c 300 "$TMP/w.err"))"; finish; }
+URL=http://127.0.0.1:$PORT
+AUD=tests/fixtures/whisper-tiny/audio/chirp-7.3s.wav
+st=$(post wverbose $T -F file=@$AUD -F response_format=verbose_json -F model=whisper)
+[ "$st" = 200 ] && pyj "$TMP/wverbose.out" "j['task'] == 'transcribe' and j['language'].isalpha() and len(j['language']) > 3 and abs(j['duration'] - 7.3) < 0.01 and len(j['segments']) >= 1 and all(s['start'] <= s['end'] for s in j['segments']) and [s['id'] for s in j['segments']] == list(range(len(j['segments'])))" \
+    && ok "whisper verbose_json: detected language by name, $(python3 -c "import json; print(len(json.load(open('$TMP/wverbose.out'))['segments']))" 2>/dev/null) segments" \
+    || bad "whisper verbose_json: HTTP $st $(head -c 400 "$TMP/wverbose.out")"
+st=$(post wsrt $T -F file=@$AUD -F response_format=srt)
+python3 - "$TMP/wverbose.out" "$TMP/wsrt.out" <<'PY' && ok "whisper srt: one cue per segment, the same times" || bad "whisper srt: HTTP $st $(head -c 300 "$TMP/wsrt.out")"
+import json, sys
+segs = json.load(open(sys.argv[1]))['segments']
+def t(x): ms = round(x * 1000); return '%02d:%02d:%02d,%03d' % (ms // 3600000, ms // 60000 % 60, ms // 1000 % 60, ms % 1000)
+want = ''.join('%d\n%s --> %s\n%s\n\n' % (i + 1, t(s['start']), t(s['end']), s['text'].lstrip(' ')) for i, s in enumerate(segs))
+sys.exit(0 if open(sys.argv[2]).read() == want else 1)
+PY
+st=$(post wvtt $T -F file=@$AUD -F response_format=vtt)
+[ "$st" = 200 ] && [ "$(grep -c -- ' --> ' "$TMP/wvtt.out")" = "$(grep -c -- ' --> ' "$TMP/wsrt.out")" ] && head -n 1 "$TMP/wvtt.out" | grep -qx WEBVTT \
+    && ok "whisper vtt: as many cues" || bad "whisper vtt: HTTP $st"
+st=$(post wen $T -F file=@$AUD -F response_format=verbose_json -F language=en)
+[ "$st" = 200 ] && pyj "$TMP/wen.out" "j['language'] == 'english'" && ok "whisper language=en: english" || bad "whisper language=en: HTTP $st $(head -c 200 "$TMP/wen.out")"
+st=$(post wde $T -F file=@$AUD -F response_format=verbose_json -F language=de)
+[ "$st" = 200 ] && pyj "$TMP/wde.out" "j['language'] == 'german'" && ok "whisper language=de: german" || bad "whisper language=de: HTTP $st"
+st=$(post wtr $TR -F file=@$AUD -F response_format=verbose_json -F language=de -F model=whisper-1)
+[ "$st" = 200 ] && pyj "$TMP/wtr.out" "j['task'] == 'translate' and j['language'] == 'english'" \
+    && ok "whisper translations: the translate task" || bad "whisper translations: HTTP $st $(head -c 200 "$TMP/wtr.out")"
+st=$(post wjson $T -F file=@$AUD)
+[ "$st" = 200 ] && pyj "$TMP/wjson.out" "isinstance(j['text'], str) and j['usage']['seconds'] == 8" && ok "whisper json" || bad "whisper json: HTTP $st"
+refused wxx 400 unsupported_language $T -F file=@$AUD -F language=xx
+refused wps 404 model_not_found $T -F file=@$AUD -F model=pocketsphinx
+refused wword 400 unsupported_value $T -F file=@$AUD -F response_format=verbose_json -F 'timestamp_granularities[]=word'
+refused wmp3 415 unsupported_media_type $T -F file=@"$TMP/song.mp3"
+kill -TERM "$PID"; wait "$PID"; rc=$?; PID=
+[ "$rc" = 0 ] && ok "Whisper server exit 0" || bad "Whisper server exit $rc"
+got=$(sqlite3 "$TMP/wledger.db" "SELECT group_concat(route || ':' || modality || ':' || stages || ':' || http_status, ' ') FROM requests")
+[ "$got" = "transcriptions:audio:decode_media,asr:200 transcriptions:audio:decode_media,asr:200 transcriptions:audio:decode_media,asr:200 transcriptions:audio:decode_media,asr:200 transcriptions:audio:decode_media,asr:200 translations:audio:decode_media,asr:200 transcriptions:audio:decode_media,asr:200 transcriptions:audio::400 transcriptions:audio::404 transcriptions:audio::400 transcriptions:audio:decode_media:415" ] \
+    && ok "whisper rows: decode_media and asr, refusals" || bad "whisper rows: '$got'"
 finish

@@ -24,7 +24,7 @@ static char *form(const char *const *kv) {
 
 static int parse(fr_audio_task task, const char *const *kv, fr_audio_form *f, fr_api_error *e) {
     char *body = form(kv);
-    int rc = fr_audio_form_parse(task, CT, body, strlen(body), &LIM, f, e);
+    int rc = fr_audio_form_parse(task, CT, body, strlen(body), &LIM, NULL, f, e);
     free(body); /* f->file points into it: only its length is looked at below */
     return rc;
 }
@@ -106,26 +106,26 @@ TEST(audio_form_multipart_errors) {
     fr_api_error e;
     const char *body = "--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc\r\n--XyZ--\r\n";
     CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, "multipart/form-data", body, strlen(body),
-                                     &LIM, &f, &e), -1);
+                                     &LIM, NULL, &f, &e), -1);
     CHECK_EQ_INT(e.status, 400);
     CHECK_STR(e.code, "missing_boundary");
-    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, NULL, body, strlen(body), &LIM, &f, &e), -1);
+    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, NULL, body, strlen(body), &LIM, NULL, &f, &e), -1);
     CHECK_STR(e.code, "not_multipart");
     fr_mp_limits small = LIM;
     small.max_part_bytes = 2;
-    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, CT, body, strlen(body), &small, &f, &e), -1);
+    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, CT, body, strlen(body), &small, NULL, &f, &e), -1);
     CHECK_EQ_INT(e.status, 413);
     CHECK_STR(e.code, "part_too_large");
     static const char nul[] = "--XyZ\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nabc\r\n"
                               "--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nw\0x\r\n--XyZ--\r\n";
-    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, CT, nul, sizeof nul - 1, &LIM, &f, &e), -1);
+    CHECK_EQ_INT(fr_audio_form_parse(FR_AUDIO_TRANSCRIBE, CT, nul, sizeof nul - 1, &LIM, NULL, &f, &e), -1);
     CHECK_STR(e.code, "invalid_value");
     CHECK_STR(e.param, "model");
 }
 
 /* One answer's bytes: the format, the transcript, its length, the body and Content-Type. */
 typedef struct rendering {
-    fr_audio_format fmt;
+    fr_audio_response_format fmt;
     const char *text;
     double secs;
     const char *body, *ctype;
@@ -147,8 +147,8 @@ TEST(audio_render_formats) {
         fr_audio_form f = {.format = cases[i].fmt};
         size_t len;
         const char *ct;
-        char *o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, cases[i].text, cases[i].secs, NULL,
-                                  &len, &ct);
+        fr_audio_transcript t = {.text = cases[i].text, .seconds = cases[i].secs};
+        char *o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, &t, NULL, &len, &ct);
         CHECK_EQ_INT(len, strlen(o));
         CHECK_STR(o, cases[i].body);
         CHECK_STR(ct, cases[i].ctype);
@@ -161,8 +161,9 @@ TEST(audio_render_verbose) {
     fr_audio_cost cost = {.metered = true, .joules = 1.5, .usd = 2e-5, .final = true};
     size_t len;
     const char *ct;
-    char *o = fr_audio_render(FR_AUDIO_TRANSLATE, &f, "the the the the the the the the", 4.25,
-                              &cost, &len, &ct);
+    fr_audio_transcript t = {.text = "the the the the the the the the", .seconds = 4.25,
+                             .language = "english"};
+    char *o = fr_audio_render(FR_AUDIO_TRANSLATE, &f, &t, &cost, &len, &ct);
     cJSON *j = cJSON_Parse(o);
     CHECK(j != NULL);
     CHECK_STR(cJSON_GetObjectItem(j, "task")->valuestring, "translate");
@@ -181,10 +182,35 @@ TEST(audio_render_verbose) {
     CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "seconds")->valueint, 5);
     cJSON_Delete(j);
     free(o);
-    o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, "", 1.0, NULL, &len, &ct);
+    t = (fr_audio_transcript){.text = "", .seconds = 1.0};
+    o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, &t, NULL, &len, &ct);
     j = cJSON_Parse(o);
     CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "segments")) == 0 &&
           !cJSON_GetObjectItem(j, "frugal"));
+    cJSON_Delete(j);
+    free(o);
+}
+
+/* An engine's own segments (Whisper's): one cue each, ids in order, texts trimmed in cues. */
+TEST(audio_render_segments) {
+    static const fr_audio_segment segs[] = {{0.0, 1.5, " Hello."}, {1.5, 3.25, " How are you?"}};
+    fr_audio_transcript t = {.text = "Hello. How are you?", .seconds = 4.0, .language = "german",
+                             .segments = segs, .n_segments = 2};
+    fr_audio_form f = {.format = FR_AUDIO_FMT_SRT};
+    size_t len;
+    const char *ct;
+    char *o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, &t, NULL, &len, &ct);
+    CHECK_STR(o, "1\n00:00:00,000 --> 00:00:01,500\nHello.\n\n2\n00:00:01,500 --> 00:00:03,250\nHow are you?\n\n");
+    free(o);
+    f.format = FR_AUDIO_FMT_VERBOSE_JSON;
+    o = fr_audio_render(FR_AUDIO_TRANSCRIBE, &f, &t, NULL, &len, &ct);
+    cJSON *j = cJSON_Parse(o);
+    cJSON *sg = cJSON_GetObjectItem(j, "segments");
+    CHECK_EQ_INT(cJSON_GetArraySize(sg), 2);
+    CHECK_STR(cJSON_GetObjectItem(j, "language")->valuestring, "german");
+    CHECK_EQ_INT(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 1), "id")->valueint, 1);
+    CHECK_NEAR(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 1), "start")->valuedouble, 1.5, 1e-9);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(sg, 1), "text")->valuestring, " How are you?");
     cJSON_Delete(j);
     free(o);
 }

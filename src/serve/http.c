@@ -72,6 +72,7 @@
 #include "serve/metrics.h"
 #include "serve/serve.h"
 #include "serve/vlm.h"
+#include "model/whisper.h"
 
 #define WAIT_SLICE_S 0.05
 #define KEEPALIVE_S 10.0
@@ -84,6 +85,8 @@ struct fr_server {
     fr_meter *meter;            /* owned, or NULL (metering off) */
     fr_assist *assist;          /* POST /v1/assist handler (owned; shared with `frugal assist`) */
     fr_vlm *vlm;                /* images for a vision-language model (owned), or NULL */
+    fr_whisper_model *whisper;  /* the audio endpoints' Whisper (owned; --asr-model), or NULL:
+                                   pocketsphinx */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -1271,7 +1274,7 @@ static enum MHD_Result do_audio(conn *c, const fr_api_key *key, fr_audio_task ta
     fr_cancel stop = {stage_cancel, &sw};
     fr_audio_call call = {.task = task, .content_type = header(c, "Content-Type"),
                           .limits = audio_limits(s), .meter = s->meter, .account = c->mr,
-                          .cancel = &stop};
+                          .cancel = &stop, .whisper = s->whisper};
     fr_audio_reply rep;
     atomic_fetch_add(&s->stage_busy, 1);
     fr_audio_handle(c->body.data, c->body.len, &call, &rep);
@@ -1725,6 +1728,10 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
+    if (cfg->asr_model) { /* the audio endpoints' engine */
+        if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
+        fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
+    }
     fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models); /* before the media */
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
@@ -1784,6 +1791,7 @@ fail:
     if (s->lfd >= 0) close(s->lfd);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_free(s->whisper);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
     free(s->tmpl_owned);
@@ -1836,6 +1844,7 @@ void fr_server_free(fr_server *s) {
     if (!s->stopped) fr_server_shutdown(s, 0);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_free(s->whisper);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
     fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);

@@ -25,7 +25,7 @@ static void audio_form(const char *ct, const char *body, size_t bn) {
     for (int t = 0; t < 2; t++) {
         fr_audio_form f;
         fr_api_error e;
-        if (fr_audio_form_parse((fr_audio_task)t, ct, body, bn, &LIM, &f, &e) == 0) {
+        if (fr_audio_form_parse((fr_audio_task)t, ct, body, bn, &LIM, NULL, &f, &e) == 0) {
             check(f.file_len > 0 && (const char *)f.file >= body &&
                   (const char *)f.file + f.file_len <= body + bn);
             check(f.format <= FR_AUDIO_FMT_VERBOSE_JSON && f.temperature >= 0 && f.temperature <= 1);
