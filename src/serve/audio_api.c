@@ -152,7 +152,7 @@ static int read_language(const fields *fs, const fr_whisper_model *whisper, fr_a
     if (whisper) {
         if (fr_whisper_lang_index(v) < 0)
             BAD(400, "unsupported_language", "language", "Whisper has no language '%s'.", v);
-        snprintf(f->language, sizeof f->language, "%s", v);
+        memcpy(f->language, v, n + 1); /* 2 or 3 letters */
         return 0;
     }
     if (strcmp(v, "en") && strcmp(v, "eng"))
