@@ -110,6 +110,7 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->ledger_default);
     free(c->ocr.engine);
     free(c->ocr.ppocr_models);
+    free(c->ocr.device);
     for (int i = 0; i < c->n_keys; i++) {
         /* wipe secrets before giving the memory back */
         volatile char *p = c->keys[i].key;
@@ -327,6 +328,14 @@ static int apply_ocr(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj,
         } else if (!strcmp(it->string, "ppocr_models")) {
             if (fr_conf_str(d, it, name, true, 4096, &v, err)) return -1;
             set_str(&c->ocr.ppocr_models, v);
+        } else if (!strcmp(it->string, "device")) {
+            if (fr_conf_str(d, it, name, true, 64, &v, err)) return -1;
+            fr_backend_kind kind;
+            int idx;
+            fr_err de = {0};
+            if (v && strcmp(v, "auto") && fr_backend_parse_device(v, &kind, &idx, &de))
+                return fr_conf_fail(d, it, name, err, "must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+            set_str(&c->ocr.device, v && strcmp(v, "auto") ? v : NULL);
         } else {
             return fr_conf_unknown(d, it, "ocr.", err);
         }

@@ -45,6 +45,8 @@ typedef struct fr_serve_ocr {
     char *engine;       /* "ppocr", "tesseract" or NULL / "auto": ppocr when its models are
                            present, else tesseract ($FRUGAL_OCR_ENGINE when unset) */
     char *ppocr_models; /* the PP-OCR models folder; NULL = models/ppocr of the data root */
+    char *device;       /* where PP-OCR's networks run: "cpu", "cuda", "cuda:N", or NULL /
+                           "auto": the engine's device */
 } fr_serve_ocr;
 
 typedef struct fr_serve_config {

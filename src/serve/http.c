@@ -1732,7 +1732,9 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
         if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
         fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
     }
-    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models); /* before the media */
+    /* before the media; PP-OCR on the engine's device unless ocr.device says otherwise */
+    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models,
+                            cfg->ocr.device ? cfg->ocr.device : ec_in.device);
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
     fr_assist_set_vlm(s->assist, s->vlm, s->engine);

@@ -42,7 +42,8 @@ typedef struct metered {
 } metered;
 
 static void stage_begin(metered *mt, fr_meter_stage stage) {
-    mt->st = mt->m && mt->r ? fr_meter_stage_begin(mt->m, mt->r, stage, FR_METER_DEV_CPU) : NULL;
+    int dev = stage == FR_MSTAGE_OCR ? fr_assist_media_ocr_meter_device() : FR_METER_DEV_CPU;
+    mt->st = mt->m && mt->r ? fr_meter_stage_begin(mt->m, mt->r, stage, dev) : NULL;
 }
 
 static void stage_end(metered *mt) {

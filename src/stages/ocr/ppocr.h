@@ -233,9 +233,19 @@ typedef struct fr_ppocr_opts {
     int max_boxes;          /* text boxes kept per page (FR_PPOCR_MAX_BOXES) */
     float join_gap;         /* fr_ppocr_join_text's gap, in line heights (1.0) */
     fr_ppocr_det_params det; /* detection settings (fr_ppocr_det_default_params) */
+    int device;             /* -1: the networks run on the CPU executor; k >= 0: on CUDA device
+                               k (backend/cuda/onnx_cuda.h; a binary without the CUDA backend
+                               refuses it: UNSUPPORTED) */
+    bool pad_batch;         /* every cls / rec run has exactly cls_batch / rec_batch rows (the
+                               last batch padded with blank rows): few shapes, so a few CUDA
+                               graphs serve every page (false) */
 } fr_ppocr_opts;
 
 fr_ppocr_opts fr_ppocr_default_opts(void);
+/* The settings for CUDA device `device`: the defaults with larger batches (32 lines a run,
+ * padded), recogniser widths in steps of 320 (8 shapes from 320 to 2400), so that the device
+ * runs few, wide, graphed runs. */
+fr_ppocr_opts fr_ppocr_cuda_opts(int device);
 /* Whether dir (NULL: FR_PPOCR_DEFAULT_DIR under the data root) holds the four files. */
 bool fr_ppocr_models_present(const char *dir);
 /* Loads the three models and the dictionary from dir (NULL: the default). NULL with err set
