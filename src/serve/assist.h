@@ -149,6 +149,11 @@ typedef struct fr_assist_media {
 
 void fr_assist_ocr_free(fr_assist_ocr *o);
 
+/* The JSON code of a media decoder's error by its fr_err code: "media_too_large" (too large),
+ * "unsupported_media_type" (unsupported media), `invalid_code` (bad request, e.g.
+ * "invalid_audio"), else NULL (the code's name). */
+const char *fr_assist_media_code(const fr_err *err, const char *invalid_code);
+
 /* The media stages this build links (serve/media.c): the real ones where the stage libraries
  * are built, NULL entries with reasons otherwise. */
 void fr_assist_media_default(fr_assist_media *m);

@@ -29,6 +29,8 @@ const char *const fr_serve_usage =
     "  --api-keys FILE          Bearer keys, one per line: KEY [DEFAULT_TIER [HIGHEST_TIER]]\n"
     "                           (also FRUGAL_API_KEYS=KEY[:TIER],...)\n"
     "  --served-model-name NAME model id reported by the API (default: the model's name)\n"
+    "  --asr-model PATH         Whisper weights (HF folder or whisper.cpp .bin) for the audio\n"
+    "                           endpoints (default: the embedded pocketsphinx, English)\n"
     "  --kv-memory-mb N         KV cache budget in MiB (default 512; CPU)\n"
     "  --device cpu|cuda[:N]    where the decoder runs (default cpu; cuda needs make cuda)\n"
     "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
@@ -95,6 +97,7 @@ void fr_serve_config_init(fr_serve_config *c) {
 void fr_serve_config_free(fr_serve_config *c) {
     free(c->model);
     free(c->served_name);
+    free(c->asr_model);
     free(c->host);
     free(c->quant);
     free(c->chat_template);
@@ -348,7 +351,7 @@ static char **str_dst(fr_serve_config *c, const char *k) {
         {"api_keys_file", SC(api_keys_file)},   {"quant", SC(quant)},
         {"device", SC(device)},         {"weights", SC(weights)},
         {"kv_cache", SC(kv_cache)},     {"meter_config", SC(meter_config)},
-        {"ledger", SC(ledger)},
+        {"ledger", SC(ledger)},         {"asr_model", SC(asr_model)},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(t); i++)
         if (!strcmp(t[i].key, k)) return (char **)(void *)((char *)c + t[i].off);
@@ -418,7 +421,7 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
 static const char *const value_opts[] = {
     "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
     "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
-    "--kv-fraction", "--meter", "--meter-config", "--ledger",
+    "--kv-fraction", "--meter", "--meter-config", "--ledger", "--asr-model",
 };
 
 /* The first walk: --help, and every --config FILE applied in order (so that the options override
@@ -474,7 +477,7 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
         {"--model", SC(model)},         {"--host", SC(host)},
         {"--chat-template", SC(chat_template)}, {"--api-keys", SC(api_keys_file)},
         {"--served-model-name", SC(served_name)}, {"--meter-config", SC(meter_config)},
-        {"--ledger", SC(ledger)},
+        {"--ledger", SC(ledger)},       {"--asr-model", SC(asr_model)},
     };
     const char *v = NULL;
     int mb;

@@ -45,13 +45,17 @@ static struct {
     char why_asr[300];     /* why ASR is unavailable */
 } g = {.once = PTHREAD_ONCE_INIT};
 
+const char *fr_assist_media_code(const fr_err *err, const char *invalid_code) {
+    return err->code == FR_ERR_TOO_LARGE     ? "media_too_large"
+           : err->code == FR_ERR_UNSUPPORTED ? "unsupported_media_type"
+           : err->code == FR_ERR_BAD_REQUEST ? invalid_code
+                                             : NULL;
+}
+
 /* A decoder's error → the media error: the code as raised, the JSON code by that code. */
 static void set_err(fr_assist_media_err *e, const fr_err *err, const char *invalid_code) {
     e->err = *err;
-    e->code = err->code == FR_ERR_TOO_LARGE     ? "media_too_large"
-              : err->code == FR_ERR_UNSUPPORTED ? "unsupported_media_type"
-              : err->code == FR_ERR_BAD_REQUEST ? invalid_code
-                                                : NULL;
+    e->code = fr_assist_media_code(err, invalid_code);
 }
 
 static void *img_decode(void *ctx, const uint8_t *data, size_t n, const char *mime,

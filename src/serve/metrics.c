@@ -13,7 +13,8 @@ static const double TPOT_LE[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05,
 const char *fr_endpoint_label(int ep) {
     static const char *names[FR_EP_COUNT] = {"/v1/chat/completions", "/v1/completions",
                                              "/v1/models", "/health", "/ready", "/metrics",
-                                             "/v1/assist", "other"};
+                                             "/v1/assist", "/v1/audio/transcriptions",
+                                             "/v1/audio/translations", "other"};
     return ep >= 0 && ep < FR_EP_COUNT ? names[ep] : "other";
 }
 

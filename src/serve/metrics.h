@@ -22,6 +22,8 @@ typedef enum fr_endpoint {
     FR_EP_READY,       /* /ready */
     FR_EP_METRICS,     /* /metrics */
     FR_EP_ASSIST,      /* /v1/assist */
+    FR_EP_TRANSCRIPTIONS, /* /v1/audio/transcriptions */
+    FR_EP_TRANSLATIONS,   /* /v1/audio/translations */
     FR_EP_OTHER,       /* anything else */
     FR_EP_COUNT
 } fr_endpoint;
