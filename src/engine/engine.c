@@ -1067,9 +1067,10 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     }
     int n_blocks = c.kv_blocks > 0 ? c.kv_blocks
                                    : fr_kv_pool_blocks_for_bytes(hp, c.block_size, c.kv_bytes);
-    /* More blocks than max_running full-context sequences can hold would never be used. */
+    /* More blocks than max_running full-context sequences can hold would never be used, unless
+     * the prefix cache keeps them (then the whole budget is the cache's). */
     int useful = c.max_running * ((c.max_ctx + c.block_size - 1) / c.block_size);
-    if (c.kv_blocks <= 0 && n_blocks > useful) n_blocks = useful;
+    if (c.kv_blocks <= 0 && n_blocks > useful && !c.prefix_cache) n_blocks = useful;
     if (kind == FR_BACKEND_CPU && n_blocks < 2) {
         fr_err_set(err, "the KV memory budget holds %d blocks; need at least 2", n_blocks);
         return NULL;

@@ -64,8 +64,9 @@ struct fr_meter_req;
 
 typedef struct fr_engine_config {
     int block_size;                 /* tokens per KV block (16) */
-    size_t kv_bytes;                /* memory budget of the KV pool (capped at what max_running
-                                       sequences of max_ctx tokens can use) */
+    size_t kv_bytes;                /* memory budget of the KV pool (without the prefix cache
+                                       capped at what max_running sequences of max_ctx tokens
+                                       can use; with it the rest holds cached blocks) */
     int kv_blocks;                  /* > 0: exact number of blocks (overrides kv_bytes) */
     int step_tokens;                /* token budget of one step (decoder batch capacity) */
     int prefill_chunk;              /* most prompt tokens one sequence processes per step */
