@@ -261,14 +261,14 @@ static int argmax(const float *x, int n) {
 /* Prompt q shares its first `shared` tokens with p, already computed and published in s_p. The
  * sequence that takes the cached blocks must give the same logits, bit for bit, as one that
  * computes all of q: every row from the first uncached position on, then 6 greedy decodes. */
-static void check_shared_logits(fr_decoder *d, fr_kv_pool *kv, const fr_model *m,
-                                const int32_t *q, int nq, int want_hit_blocks) {
+static int check_shared_logits(fr_decoder *d, fr_kv_pool *kv, const fr_model *m,
+                               const int32_t *q, int nq, int want_hit_blocks) {
     const int bs = kv->block_size, V = m->hp.n_vocab;
     fr_kv_block_key keys[32];
     int max = (nq - 1) / bs, ids[32];
     chain_keys(q, max, bs, 0, keys);
     int hit = fr_kv_prefix_match(kv, keys, q, max, ids);
-    CHECK_EQ_INT(hit, want_hit_blocks);
+    if (want_hit_blocks >= 0) CHECK_EQ_INT(hit, want_hit_blocks); /* -1: whatever is left */
     fr_seq a = {0}, b = {0};
     fr_seq_share(&a, kv, ids, hit);
     int from = hit * bs, rows = nq - from;
@@ -291,6 +291,51 @@ static void check_shared_logits(fr_decoder *d, fr_kv_pool *kv, const fr_model *m
     fr_seq_release(&b, kv);
     free(la);
     free(lb);
+    return hit;
+}
+
+/* Two sequences over the same cached blocks and one computing everything, in one batch: each
+ * shared row equals the row of the same prompt computed alone without the cache. */
+static void check_shared_batch(fr_decoder *d, fr_kv_pool *kv, const fr_model *m,
+                               const int32_t *q1, int n1, const int32_t *q2, int n2) {
+    const int bs = kv->block_size, V = m->hp.n_vocab;
+    const int32_t *qs[3] = {q1, q2, q1};
+    int ns[3] = {n1, n2, n1}, from[3] = {0, 0, 0};
+    fr_seq s[3] = {{0}, {0}, {0}};
+    for (int k = 0; k < 2; k++) { /* s[0], s[1] share; s[2] computes all of q1 */
+        fr_kv_block_key keys[32];
+        int ids[32], max = (ns[k] - 1) / bs;
+        chain_keys(qs[k], max, bs, 0, keys);
+        int hit = fr_kv_prefix_match(kv, keys, qs[k], max, ids);
+        CHECK(hit > 0);
+        fr_seq_share(&s[k], kv, ids, hit);
+        from[k] = hit * bs;
+    }
+    int32_t tok[256], pos[256];
+    fr_seq *seqs[256];
+    int nb = 0;
+    for (int k = 0; k < 3; k++) {
+        CHECK(fr_seq_reserve(&s[k], kv, ns[k]) == 0);
+        for (int i = from[k]; i < ns[k]; i++, nb++) tok[nb] = qs[k][i], pos[nb] = i, seqs[nb] = &s[k];
+    }
+    float *lg = malloc(sizeof(float) * (size_t)V * (size_t)nb);
+    float *ref = malloc(sizeof(float) * (size_t)V * 256);
+    fr_batch b = {.n_tokens = nb, .tokens = tok, .pos = pos, .seqs = seqs, .logits = NULL};
+    fr_err err = {0};
+    CHECK(fr_decoder_forward(d, kv, &b, lg, &err) == 0);
+    int row = 0;
+    for (int k = 0; k < 3; k++) {
+        fr_seq alone = {0}; /* the same prompt alone, nothing shared */
+        CHECK(forward_rows(d, kv, &alone, qs[k], 0, ns[k], ref) == 0);
+        int rows = ns[k] - from[k];
+        CHECK(!memcmp(lg + (size_t)row * V, ref + (size_t)from[k] * V,
+                      sizeof(float) * (size_t)V * (size_t)rows));
+        row += rows;
+        fr_seq_release(&alone, kv);
+    }
+    for (int k = 0; k < 3; k++) fr_seq_release(&s[k], kv);
+    free(lg);
+    free(ref);
 }
 
 TEST(decoder_logits_identical_over_cached_prefix) {
@@ -324,6 +369,20 @@ TEST(decoder_logits_identical_over_cached_prefix) {
     check_shared_logits(d, kv, m, q, 75, 2);
     /* p of 64 tokens exactly: its last token is in block 3, so only 3 blocks are taken */
     check_shared_logits(d, kv, m, p, 64, 3);
+    /* in one batch: q and p over the same cached blocks beside p computed in full */
+    check_shared_batch(d, kv, m, q, 75, p, 70);
+    /* after eviction: take every available block but two, so most cached blocks are evicted
+     * (deepest first); what is left still gives the same logits */
+    fr_kv_prefix_stats st0, st1;
+    fr_kv_prefix_stats_get(kv, &st0);
+    fr_seq big = {0};
+    CHECK(fr_seq_reserve(&big, kv, (fr_kv_pool_available(kv) - 2) * 16) == 0);
+    fr_kv_prefix_stats_get(kv, &st1);
+    CHECK(st1.evictions > st0.evictions);
+    CHECK_EQ_INT(st1.cached, 2);
+    fr_seq_release(&big, kv); /* its blocks were never published: they become free */
+    /* the root blocks 0 and 1 (shared by p and q, released last) are what survives */
+    CHECK_EQ_INT(check_shared_logits(d, kv, m, p, 70, -1), 2);
     free(tmp);
     fr_kv_pool_free(kv);
     fr_decoder_free(d);
