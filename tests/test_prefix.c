@@ -635,6 +635,56 @@ TEST(engine_opt_out_and_salt) {
     CHECK_EQ_INT(st.prefix_queries, 4 * 50); /* the opted-out request is not a query */
 }
 
+/* A request that shares another's blocks keeps them when that one is cancelled mid-run, and its
+ * output is the uncached one; every block is back at the end. */
+TEST(engine_cancel_while_shared) {
+    fr_model *m = load_fixture(&g_text, "qwen2-tiny");
+    if (!m) return;
+    static job j[2], ref;
+    memset(j, 0, sizeof j);
+    uint64_t rng = 21;
+    j[0].n = 90;
+    random_ids(&rng, j[0].ids, 90, m->hp.n_vocab, -1);
+    j[1] = j[0];
+    ref = j[1];
+    fr_engine_config cfg = base_cfg(false);
+    fr_err err = {0};
+    fr_engine *off = fr_engine_new(m, &cfg, &err);
+    CHECK(off != NULL);
+    if (!off) return;
+    run_jobs(off, &ref, 1, NOUT, false);
+    fr_engine_free(off);
+    cfg.prefix_cache = true;
+    fr_engine *on = fr_engine_new(m, &cfg, &err);
+    CHECK(on != NULL);
+    if (!on) return;
+    fr_req *a = submit(on, &j[0], 400); /* long: still running when b arrives */
+    CHECK(a != NULL);
+    if (!a) return;
+    fr_req_info ia;
+    while (!fr_req_wait(a, NULL, 0.05, &ia) && ia.n_generated < 2) {
+    }
+    fr_req *b = submit(on, &j[1], NOUT);
+    CHECK(b != NULL);
+    fr_req_info ib;
+    while (b && !fr_req_wait(b, NULL, 0.01, &ib) && ib.t_admit == 0) {
+    }
+    fr_req_cancel(a, FR_END_CANCELLED);
+    if (b) collect(b, &j[1], NOUT);
+    CHECK_EQ_INT(j[1].n_cached, 80); /* (90 - 1) / 16 = 5 blocks, all a's */
+    CHECK(j[1].n_out == ref.n_out && !memcmp(j[1].out, ref.out, sizeof(int32_t) * NOUT));
+    double t0 = fr_time_s();
+    while (!fr_req_wait(a, NULL, 0.05, &ia) && fr_time_s() - t0 < 10) {
+    }
+    CHECK_EQ_INT(ia.end, FR_END_CANCELLED);
+    fr_req_release(a);
+    fr_engine_stats st;
+    fr_engine_stats_get(on, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    CHECK(st.kv_blocks_cached > 0);
+    fr_engine_free(on);
+}
+
 /* ---- vision-language prompts: image rows and M-RoPE positions are in the key ---- */
 
 TEST(engine_vl_image_content_in_key) {
