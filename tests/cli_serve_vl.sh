@@ -167,7 +167,7 @@ EOF
     check "health after the hostile images" "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" 200
     printf '{"messages":[{"role":"user","content":"Where is my card?"}],"max_tokens":4,"temperature":0}' >"$TMP/text.json"
     check "a text request still works" "$(post "$TMP/text.json")" 200
-    check "text request: no image usage" "$(grep -c prompt_tokens_details "$TMP/body")" 0
+    check "text request: no image usage" "$(grep -c image_tokens "$TMP/body")" 0
     check "after it all: the image request still = HF" \
         "$([ "$(post "$TMP/one.json")" = 200 ] && ids)" "$WANT_IDS"
     # /v1/assist routes pictures: a photo to the VLM with pruning, a document to OCR unless the

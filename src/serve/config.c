@@ -36,6 +36,8 @@ const char *const fr_serve_usage =
     "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
     "  --kv-cache bf16|int8     KV cache element type (int8: CUDA only)\n"
     "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
+    "  --no-prefix-cache        compute every prompt in full (default: prompts share the KV\n"
+    "                           blocks of prefixes computed before; config \"prefix_cache\")\n"
     "  --meter on|off           energy and cost per request (default on)\n"
     "  --meter-config FILE      meter settings, JSON (docs/METERING.md); applied over the\n"
     "                           config file's \"metering\" section\n"
@@ -376,6 +378,7 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     if (r) return r < 0 ? -1 : 0;
     if (!strcmp(k, "meter")) return fr_conf_bool(d, it, k, &c->meter, err);
     if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
+    if (!strcmp(k, "prefix_cache")) return fr_conf_bool(d, it, k, &c->engine.prefix_cache, err);
     if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
     if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
     if (!strcmp(k, "vision")) return apply_vision(c, d, it, err);
@@ -417,7 +420,7 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
 
 /* ---- command line (base/flags.h, its errors in err) ---- */
 
-/* Every option of `frugal serve` takes a value. */
+/* The options of `frugal serve` that take a value (the others are switches: --no-prefix-cache). */
 static const char *const value_opts[] = {
     "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
     "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
@@ -481,6 +484,11 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
     };
     const char *v = NULL;
     int mb;
+    bool on = false;
+    if (fr_flag_switch(f, "--no-prefix-cache", &on)) {
+        c->engine.prefix_cache = false;
+        return true;
+    }
     if (fr_flag_str(f, "--config", &v) || fr_flag_int(f, "--port", 0, 65535, &c->port) ||
         fr_flag_float(f, "--kv-fraction", 0.01, 1, &c->engine.kv_fraction))
         return true;

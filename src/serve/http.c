@@ -523,7 +523,7 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_engine_stats st;
     fr_engine_stats_get(s->engine, &st);
     fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s),
-                          .vision = s->vlm != NULL};
+                          .vision = s->vlm != NULL, .model_name = s->model_name};
     if (s->vlm) fr_vlm_stats_get(s->vlm, &x.vision_cache);
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
@@ -584,6 +584,7 @@ static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, f
 static void stream_append_end(stream *st) {
     fr_api_kind k = st->kind;
     st->res.completion_tokens = st->info.n_generated;
+    st->res.cached_tokens = st->info.n_cached;
     if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
         fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
                             st->include_usage);
@@ -1055,6 +1056,7 @@ static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api
         res->text_len = out.len;
         res->finish = finish_name(info.end);
         res->completion_tokens = info.n_generated;
+        res->cached_tokens = info.n_cached;
         bool final = meter_settle(s, j->mid, &info);
         ret = send_json(c, 200, with_frugal(j->kind == FR_API_CHAT ? fr_api_chat_response(res)
                                                                    : fr_api_completion_response(res),
@@ -1778,11 +1780,11 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
     fr_guard_config_reserves(&gc);
     const fr_engine_config *ec = fr_engine_cfg(s->engine);
     fr_info("serving %s on %s:%d (%s): auth %s, KV %d blocks x %d tokens, step %d tokens, "
-            "chunk %d, %d running max, context %d, meter %s",
+            "chunk %d, %d running max, context %d, prefix cache %s, meter %s",
             s->model_name, cfg->host, s->port, fr_engine_backend_name(s->engine),
             cfg->n_keys ? "on" : "off", ec->kv_blocks,
             ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx,
-            !s->meter ? "off" : ledger_path[0] ? ledger_path : "on, no ledger");
+            ec->prefix_cache ? "on" : "off", !s->meter ? "off" : ledger_path[0] ? ledger_path : "on, no ledger");
     fr_info("connections: %d slots (reserved: control %d, P0 %d, P1 %d), %d pending, head "
             "within %.1f s and %d bytes",
             gc.max_connections, gc.reserved[0], gc.reserved[1], gc.reserved[2], gc.max_pending,
