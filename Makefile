@@ -98,6 +98,10 @@ $(BUILD)/lib-alone: $(BUILD)/libfrugal.a
 $(BUILD)/bench_onnx: $(BUILD)/bench/bench_onnx.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/bench_prefix.c: TTFT per turn with and without the prefix cache (bench/RESULTS.md)
+$(BUILD)/bench_prefix: $(BUILD)/bench/bench_prefix.o $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 tests: $(TEST_BIN) $(BUILD)/frugal $(BUILD)/lib-alone
 
 test: tests
@@ -150,7 +154,9 @@ tests: $(BUILD)/gguf-spec
 #                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF),
 #                    gpu-vl-bench (frugal's side of bench/gpu/vl_bench.sh), gpu-onnx (the CUDA
 #                    ONNX executor vs onnxruntime and the CPU executor, and the PP-OCR bench;
-#                    links -lcudnn) and frugal-cuda (the CLI with the CUDA backend linked in).
+#                    links -lcudnn), gpu-ppocr (the PP-OCR page pipeline on CPU and CUDA over
+#                    page images, and its pages/s) and frugal-cuda (the CLI with the CUDA
+#                    backend linked in).
 #   make cuda-tools  only gpu-check and gpu-bench (no libfrugal dependencies: base.o, and for
 #                    gpu-bench the meter's NVML loader nvml.o; what a bare GPU host can build).
 NVCC         ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
@@ -192,12 +198,14 @@ $(CUDA_BUILD)/gpu-vl-bench: $(CUDA_BUILD)/bench/gpu/vl_bench.o $(CUDA_OBJ) $(BUI
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-onnx: $(CUDA_BUILD)/tests/gpu/onnx_check.o $(ONNX_CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcudnn
+$(CUDA_BUILD)/gpu-ppocr: $(CUDA_BUILD)/tests/gpu/ppocr_pages.o $(ONNX_CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ -Wl,--as-needed $(LDLIBS) $(CUDA_LIBS) -lcudnn
 $(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(sort $(CUDA_OBJ) $(ONNX_CUDA_OBJ)) $(BUILD)/libfrugal-tools.a $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS) -lcudnn
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
 cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/gpu-vl-bench \
-      $(CUDA_BUILD)/gpu-onnx $(CUDA_BUILD)/frugal-cuda
+      $(CUDA_BUILD)/gpu-onnx $(CUDA_BUILD)/gpu-ppocr $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(ONNX_CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)
 

@@ -11,7 +11,8 @@
 #      vs HF); the CUDA vision tower (gpu-vision); `frugal-cuda generate --device cuda --image`
 #      on the fixture vs HF (prompt ids, grid, last logits < 2e-2, the 12 greedy ids);
 #      the CUDA ONNX executor on the PP-OCR models and every op fixture against onnxruntime and
-#      the CPU executor, and its pages/s bench (gpu-onnx);
+#      the CPU executor, and its pages/s bench (gpu-onnx); with GPU_OCR_PAGES, the whole PP-OCR
+#      page pipeline on CPU and CUDA over those pages, scored, and its pages/s (gpu-ppocr);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
 #   6. compute-sanitizer memcheck over `gpu-check --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
@@ -155,6 +156,27 @@ if [ -x "$bin/gpu-onnx" ]; then
 else
     note "FAIL gpu-onnx: not built (make cuda builds it; it needs the CPU build's libfrugal.a)"
     status=1
+fi
+
+# ---- 4e. the PP-OCR page pipeline on real pages, CPU and CUDA (gpu-ppocr), when GPU_OCR_PAGES
+#          names a folder of pages with their truth (bench/ocr_eval/gen_invoices.py --out DIR):
+#          both readers scored by bench/ocr_eval/score.py, then pages/s with many pages in flight
+if [ -n "${GPU_OCR_PAGES:-}" ] && [ -d "$GPU_OCR_PAGES" ]; then
+    if [ -x "$bin/gpu-ppocr" ]; then
+        timeout 500 "$bin/gpu-ppocr" --models models/ppocr --threads "${GPU_OCR_THREADS:-8}" --seconds 20 \
+            "$GPU_OCR_PAGES" "$out/ppocr" >"$out/ppocr.log" 2>&1
+        rc=$?
+        note "== gpu-ppocr (PP-OCR pages on CPU and CUDA): exit $rc ($(el) s)"
+        grep -E '^gpu-ppocr' "$out/ppocr.log" | tee -a "$sum"
+        for d in cpu cuda; do
+            python3 bench/ocr_eval/score.py --truth "$GPU_OCR_PAGES" --out "$out/ppocr/$d" \
+                --engine "ppocr-$d" --seconds 1 2>&1 | tail -n 3 | tee -a "$sum"
+        done
+        [ "$rc" -eq 0 ] || status=1
+    else
+        note "FAIL gpu-ppocr: not built (make cuda builds it)"
+        status=1
+    fi
 fi
 
 # ---- 5. benchmarks

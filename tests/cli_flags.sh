@@ -35,6 +35,9 @@ expect "ocr --threshold abc" 2 "--threshold must be a number" ocr --threshold ab
 expect "train-intent --threads abc" 2 "--threads must be an integer" train-intent --data "$TMP/none.csv" --out "$TMP/m.bin" --threads abc
 expect "eval-nlu --seed -1" 2 "--seed must be a non-negative integer" eval-nlu --model "$TMP/none.bin" --data "$TMP/none.csv" --seed -1
 expect "eval-asr --workers 0" 2 "--workers must be an integer in 1..64" eval-asr --workers 0
+expect "eval-speech --rows test" 2 "--rows tune|eval" eval-speech --rows test
+expect "eval-speech --sweep 1,x" 2 "--sweep: weights >= 0" eval-speech --manifest "$TMP/none.tsv" --sweep 1,x
+expect "eval-speech --nbest 99" 2 "--nbest must be an integer in 1..64" eval-speech --manifest "$TMP/none.tsv" --nbest 99
 expect "assist --max-line 8" 2 "--max-line must be a number >= 16" assist --max-line 8
 expect "audit --since soon" 2 "bad --since" audit --ledger "$TMP/none.db" --since soon
 expect "generate --top-k 1.5" 2 "--top-k must be an integer" generate --model "$TMP/none" --top-k 1.5

@@ -35,18 +35,11 @@ for tool in curl node sqlite3 prlimit; do
 done
 [ -x "$BIN" ] || { bad "binary $BIN missing"; echo "$pass passed, $fail failed"; exit 1; }
 
+. tests/serve/start.sh # serve_start
 # start_server NAME [serve options...]: sets PID, PORT, URL (the caller names the ledger)
 start_server() {
     name=$1; shift
-    "$BIN" serve --model "$MODEL" --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-    PID=$!
-    i=0; PORT=
-    while [ $i -lt 300 ]; do
-        PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$TMP/$name.out" 2>/dev/null)
-        [ -n "$PORT" ] && break
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1; i=$((i + 1))
-    done
+    serve_start "$TMP/$name.out" "$TMP/$name.err" --model "$MODEL" --port 0 "$@"
     URL=http://127.0.0.1:$PORT
     if [ -z "$PORT" ]; then bad "$name: server started"; tail -n 20 "$TMP/$name.err"; PID=; return 1; fi
     return 0

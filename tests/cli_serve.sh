@@ -18,18 +18,11 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1 (got '$2', want '$3')";
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
+. tests/serve/start.sh # serve_start
 # start_server NAME [serve options...]: sets PID, PORT, URL
 start_server() {
     name=$1; shift
-    "$BIN" serve --model "$MODEL" --port 0 --ledger "" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-    PID=$!
-    i=0; PORT=
-    while [ $i -lt 300 ]; do
-        PORT=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\)$|\1|p' "$TMP/$name.out" 2>/dev/null)
-        [ -n "$PORT" ] && break
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1; i=$((i + 1))
-    done
+    serve_start "$TMP/$name.out" "$TMP/$name.err" --model "$MODEL" --port 0 --ledger "" "$@"
     URL=http://127.0.0.1:$PORT
     if [ -z "$PORT" ]; then bad "$name: server started"; cat "$TMP/$name.err"; PID=; return 1; fi
     return 0
@@ -120,8 +113,11 @@ if start_server open; then
         run_node robustness.mjs disconnect
     fi
     curl -s "$URL/metrics" >"$TMP/metrics"
-    if promtool check metrics <"$TMP/metrics" >"$TMP/promtool" 2>&1; then ok "promtool check metrics"
-    else bad "promtool check metrics: $(cat "$TMP/promtool")"; fi
+    # the vllm:* names (docs/METRICS.md) contain ':', promtool's one finding allowed
+    promtool check metrics <"$TMP/metrics" >"$TMP/promtool" 2>&1; prc=$?
+    pother=$(grep -v "^vllm:[a-z0-9_:]* metric names should not contain ':'\$" "$TMP/promtool")
+    if { [ $prc = 0 ] || [ $prc = 3 ]; } && [ -z "$pother" ]; then ok "promtool check metrics"
+    else bad "promtool check metrics (exit $prc): $pother"; fi
     grep -q '^frugal_requests_total{endpoint="/v1/chat/completions",tier="P1",status="200"}' "$TMP/metrics" \
         && ok "metrics: requests_total by endpoint/tier/status" || bad "metrics requests_total"
     grep -q '^frugal_requests_total{endpoint="/v1/completions",tier="P0",status="200"} 1$' "$TMP/metrics" \

@@ -242,8 +242,13 @@ TEST(server_meter_end_to_end) {
     mu_write(prom, metrics);
     free(metrics);
     if (system("command -v promtool >/dev/null 2>&1") == 0) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "promtool check metrics < %s", prom);
+        /* clean but for the ':' of the vllm:* names (serve/metrics.h): promtool's only finding */
+        char cmd[700];
+        snprintf(cmd, sizeof cmd,
+                 "out=$(promtool check metrics < '%s' 2>&1); rc=$?; other=$(printf '%%s\\n' \"$out\" "
+                 "| grep -v \"^vllm:[a-z0-9_:]* metric names should not contain ':'$\" | grep .); "
+                 "[ -z \"$other\" ] && { [ $rc = 0 ] || [ $rc = 3 ]; } || { echo \"$other\"; exit 1; }",
+                 prom);
         CHECK_EQ_INT(system(cmd), 0);
     } else {
         printf("  (promtool not installed: `promtool check metrics` skipped)\n");

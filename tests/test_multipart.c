@@ -98,4 +98,31 @@ TEST(mp_hostile) {
     free(huge);
 }
 
+/* The one parameter-list reader behind Content-Type and Content-Disposition: the same malformed
+ * lists are refused by both, with each header's code. */
+TEST(mp_parameter_lists) {
+    static const char *const bad[] = {"; name", "; =x", "; name=", "; name=\"open", "name=x",
+                                      "; na me=x", "; name=\"a\x01b\""};
+    char b[FR_MP_MAX_BOUNDARY + 1];
+    fr_mp_error e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char ct[128], body[256];
+        snprintf(ct, sizeof ct, "multipart/form-data%s; boundary=XyZ", bad[i]);
+        CHECK_EQ_INT(fr_mp_boundary(ct, b, &e), -1);
+        CHECK(!strcmp(e.code, "bad_content_type"));
+        snprintf(body, sizeof body, "--XyZ\r\nContent-Disposition: form-data%s\r\n\r\nx\r\n--XyZ--", bad[i]);
+        refused(body, 400, "bad_part_header");
+    }
+    CHECK_EQ_INT(fr_mp_boundary("multipart/form-data; boundary=", b, &e), -1);
+    CHECK(!strcmp(e.code, "bad_boundary"));
+    CHECK_EQ_INT(fr_mp_boundary("multipart/form-data ; charset = utf-8 ; boundary = \"q\\\"x\"", b, &e), 0);
+    CHECK(!strcmp(b, "q\"x"));
+    fr_mp_part *p;
+    int n;
+    CHECK_EQ_INT(parse("--XyZ\r\nContent-Disposition: form-data ; filename = \"f.wav\" ; NAME = file\r\n"
+                       "\r\nx\r\n--XyZ--", &p, &n, &e), 0);
+    CHECK(n == 1 && !strcmp(p[0].name, "file") && !strcmp(p[0].filename, "f.wav"));
+    free(p);
+}
+
 int main(void) { return t_main(); }

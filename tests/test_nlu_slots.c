@@ -34,6 +34,20 @@ static void expect(const char *text, const char *name, const char *span, const c
     if (value) CHECK_STR(out[i].value, value);
 }
 
+/* text has a slot name with this span text (not necessarily the first of its name). */
+static void expect_span(const char *text, const char *name, const char *span, const char *value) {
+    fr_slot out[32];
+    int n;
+    find(text, name, out, &n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(out[i].name, name) && !strcmp(out[i].text, span)) {
+            CHECK_STR(out[i].value, value);
+            return;
+        }
+    fprintf(stderr, "  '%s': no %s '%s'\n", text, name, span);
+    CHECK(0);
+}
+
 static void expect_none(const char *text, const char *name) {
     fr_slot out[32];
     int n, i = find(text, name, out, &n);
@@ -105,6 +119,116 @@ TEST(tense_aware_dates) {
     expect("schedule it on the 15th", "date", "15th", "2026-12-15");
     expect("I was charged on 1 December", "date", "1 December", "2026-12-01");
     expect("what did I spend in March", "date_period", "March", "2026-03-01/2026-03-31");
+}
+
+TEST(durations_and_recurrences) {
+    /* a length of time is a date_period with an ISO 8601 duration, not a date */
+    expect("can I get a loan for 7 years?", "date_period", "7 years", "P7Y");
+    expect("the refund is still not here after 4 days", "date_period", "4 days", "P4D");
+    expect("it has been more than three weeks", "date_period", "three weeks", "P3W");
+    expect("can I extend the overdraft for a month", "date_period", "a month", "P1M");
+    expect("my transfer has been stuck for weeks", "date_period", "for weeks", "");
+    expect_none("let's call it a day", "date_period");
+    expect("the money arrives in 3 days", "date", "in 3 days", "2026-12-05"); /* anchored: a date */
+    expect("I paid it 2 weeks ago", "date", "2 weeks ago", "2026-11-18");
+    /* recurring days are periods, never dates */
+    expect("a standing order on the 9th of each month", "date_period", "9th of each month", "R/P1M/D9");
+    expect("pay my rent on the last Friday of every month", "date_period", "last Friday of every month", "R/P1M");
+    expect("how much can I save each month?", "date_period", "each month", "R/P1M");
+    expect_none("a standing order on the 9th of each month", "date");
+    expect("have I been charged twice lately?", "date_period", "lately", "");
+    expect("I lost it some days ago", "date", "some days ago", ""); /* past, distance unknown */
+}
+
+TEST(period_edges_and_parts_of_day) {
+    expect("can I open it before the end of this year", "date", "end of this year", "2026-12-31");
+    expect("pay it at the beginning of next month", "date", "beginning of next month", "2027-01-01");
+    expect("pay it on the 20th of next month", "date", "20th of next month", "2027-01-20");
+    expect("what did I spend last weekend", "date_period", "last weekend", "2026-11-28/2026-11-29");
+    expect_span("how much did I spend in March and April", "date_period", "April", "2026-04-01/2026-04-30");
+    expect("call me any time between 2 and 4 pm", "time_from", "2", "14:00");
+    expect("call me any time between 2 and 4 pm", "time_to", "4 pm", "16:00");
+    expect_none("it takes between 2 and 4 days", "time_from");
+    expect("I lost it yesterday afternoon", "time_period", "afternoon", "12:00/19:00");
+    expect("I lost it yesterday afternoon", "date", "yesterday", "2026-12-01");
+    /* "this morning" is a date and its part of the day a period, side by side */
+    expect("the payment I made this morning", "date", "this morning", "2026-12-02");
+    expect("the payment I made this morning", "time_period", "morning", "00:00/12:00");
+    expect_none("the payment at 10 in the morning", "time_period");
+}
+
+TEST(weekday_fixes_the_year) {
+    /* 16 October: a Saturday in 2027, a Monday in 2028 (the next such year), a Friday in 2026 */
+    expect("my appointment is on Monday, October the 16th", "date", "Monday, October the 16th", "2028-10-16");
+    expect("I was charged on Friday, October the 16th", "date", "Friday, October the 16th", "2026-10-16");
+    expect("can we meet on Tuesday 5 January", "date", "Tuesday 5 January", "2027-01-05");
+    /* no match within seven years: the plain rule (the next 16 October) */
+    expect("my appointment is on Friday, October the 16th", "date", "Friday, October the 16th", "2027-10-16");
+    /* whole calendar years */
+    expect("how much did I spend in the last 2 years", "date_period", "last 2 years", "2024-01-01/2026-01-01");
+}
+
+TEST(bare_amounts_and_split_times) {
+    expect("did I spend less than 5885 at the bookshop", "amount", "5885", "5885.00");
+    expect("No, definitely not more than 800", "amount", "800", "800.00");
+    expect("when did I spend 158.16 at the bakery", "amount", "158.16", "158.16");
+    expect_none("can I have more than 2 cards", "amount");
+    expect_none("is later than 9 ok", "amount");
+    expect("why is there a payment today at 13 50", "time", "13 50", "13:50");
+    expect_none("why is there a payment today at 13 50", "number");
+}
+
+TEST(company_and_role_details) {
+    expect("I cannot withdraw money at Lindqvist's ATMs", "company_name", "Lindqvist's", NULL);
+    /* a name ends with its sentence; a weekday or a place left alone is no company */
+    expect("my card did not work at Marrowby Stores. What now?", "company_name", "Marrowby Stores", NULL);
+    expect_none("can it be delivered on Saturday. Is that possible?", "company_name");
+    expect_none("I need to transfer something to China. It is urgent.", "company_name");
+    expect("it should be starting on the 7th May 2027", "date_from", "7th May 2027", "2027-05-07");
+    expect("change the recipient to ignatius brumfield", "person_name", "ignatius brumfield", NULL);
+}
+
+TEST(names_by_reply_and_relation) {
+    expect("it's dorian ashgrove speaking, I need help", "person_name", "dorian ashgrove", NULL);
+    expect("oriel vantassel", "person_name", "oriel vantassel", NULL); /* a reply that is a name */
+    expect("to quillon on the 5th", "person_name", "quillon", NULL);     /* a short reply */
+    expect("the standing order I set up for mirela okafor", "person_name", "mirela okafor", NULL);
+    expect("open an account under the same name tobiah renwick", "person_name", "tobiah renwick", NULL);
+    expect_none("I want to quit", "person_name");
+    expect_none("sounds good", "person_name");
+    expect_none("I transferred some money to partner overseas", "person_name");
+    expect_none("I paid the standing order for rent", "person_name");
+    expect_none("Can I send a SWIFT transfer to Bulgaria?", "person_name");
+    expect_none("Can I send a SWIFT transfer to Bulgaria?", "company_name");
+}
+
+TEST(merchants_and_categories_in_context) {
+    /* a rare word before a singular category noun is a merchant */
+    expect("did I spend more than 90 pounds in brovetti restaurant", "company_name", "brovetti restaurant", NULL);
+    expect_none("did I spend more than 90 pounds in brovetti restaurant", "shopping_category");
+    expect("how much did I spend on video games", "shopping_category", "video games", NULL);
+    /* after "spend on": a plural names a kind of thing, a verb ends it */
+    expect("did I spend less on rental bikes", "shopping_category", "rental bikes", NULL);
+    expect("has my spending on magazines decreased", "shopping_category", "magazines", NULL);
+    expect("I cancelled the direct debit I set up with zembla last week", "company_name", "zembla", NULL);
+}
+
+TEST(ranges_read_as_one) {
+    /* serving (tense-aware) reads a from/to pair as one range */
+    expect("show my transactions from the 1st to the 7 June", "date_from", "1st", "2027-06-01");
+    expect("list the transactions from Monday to Sunday", "date_from", "Monday", "2026-12-07");
+    expect("list the transactions from Monday to Sunday", "date_to", "Sunday", "2026-12-13");
+    /* 28 Oct read forward is 2027-10-28: its end is the 3rd after it */
+    expect("show me the payments from the 28 Oct to the 3rd", "date_to", "3rd", "2027-11-03");
+    /* NLU++'s convention resolves each end alone */
+    fr_slot_ref fwd = REF;
+    fwd.forward_only = 1;
+    fr_slot out[32];
+    fr_err err;
+    const char *t = "list the transactions from Monday to Sunday";
+    int n = fr_slots_extract(t, strlen(t), &fwd, out, 32, &err);
+    CHECK(n == 2);
+    if (n == 2) CHECK_STR(out[1].value, "2026-12-06");
 }
 
 int main(void) { return t_main(); }

@@ -131,6 +131,69 @@ TEST(rgb_page_reads_as_well) {
     fr_ppocr_free(e);
 }
 
+/* Text without its spaces, into out (cap bytes). */
+static void no_spaces(const char *s, char *out, size_t cap) {
+    size_t n = 0;
+    for (; s && *s && n + 1 < cap; s++)
+        if (*s != ' ') out[n++] = *s;
+    out[n] = 0;
+}
+
+/* The CUDA settings (32 lines a run, padded batches, widths in steps of 320, the detector on
+ * a 960 x 960 white canvas) run on the CPU
+ * executor here: the padding rows must not change what is read, and the wider width buckets
+ * (more blank input after a line) at most where a space falls (measured on this page: one word
+ * gap of 17 lines is read without its space), so the lines, their characters and the fields
+ * are the same. */
+TEST(padded_batches_read_like_unpadded_ones) {
+    fr_ppocr *e = engine();
+    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
+    o.device = -1;
+    fr_err err = {0};
+    fr_ppocr *p = models() ? fr_ppocr_new(g_models, &o, &err) : NULL;
+    fr_image img = {0};
+    CHECK(e != NULL && p != NULL);
+    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/en.png", 1, &img), 0);
+    if (e && p && img.pix) {
+        fr_ocr_result a, b;
+        CHECK_EQ_INT(fr_ppocr_run(e, &img, NULL, &a, &err), FR_OCR_OK);
+        CHECK_EQ_INT(fr_ppocr_run(p, &img, NULL, &b, &err), FR_OCR_OK);
+        CHECK_EQ_INT((int)b.n_lines, (int)a.n_lines);
+        static char ta[8192], tb[8192];
+        no_spaces(a.text, ta, sizeof ta);
+        no_spaces(b.text, tb, sizeof tb);
+        CHECK(strlen(ta) > 100);
+        CHECK_STR(tb, ta);
+        fr_fields fa, fb;
+        fr_fields_extract(a.text, &fa);
+        fr_fields_extract(b.text, &fb);
+        CHECK_STR(fb.invoice_no, fa.invoice_no);
+        CHECK_STR(fb.amount, fa.amount);
+        CHECK_STR(fb.date, fa.date);
+        CHECK_STR(fb.payee, fa.payee);
+        fr_ocr_result_free(&a);
+        fr_ocr_result_free(&b);
+    }
+    fr_image_free(&img);
+    fr_ppocr_free(p);
+    fr_ppocr_free(e);
+}
+
+/* This test binary has no CUDA backend: a CUDA device is refused with UNSUPPORTED. */
+TEST(cuda_device_without_the_backend_is_unsupported) {
+    if (!models()) {
+        CHECK(models() != NULL);
+        return;
+    }
+    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
+    fr_err err = {0};
+    fr_ppocr *e = fr_ppocr_new(g_models, &o, &err);
+    CHECK(e == NULL);
+    CHECK_EQ_INT(err.code, FR_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "cuda:0") != NULL);
+    fr_ppocr_free(e);
+}
+
 static void fill(fr_image *img, uint32_t w, uint32_t h, uint32_t ch, int kind) {
     img->width = w, img->height = h, img->channels = ch;
     size_t n = (size_t)w * h * ch;

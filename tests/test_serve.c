@@ -489,4 +489,67 @@ TEST(metrics_render) {
     fr_metrics_destroy(&m);
 }
 
+/* The vllm:* families: vLLM's names, types, labels and buckets (serve/metrics_vllm.c). */
+TEST(metrics_render_vllm_names) {
+    fr_metrics m;
+    fr_metrics_init(&m);
+    fr_req_info info;
+    memset(&info, 0, sizeof info);
+    info.tier = 1;
+    info.end = FR_END_STOP;
+    info.t_arrival = 10;
+    info.t_admit = 10.5;
+    info.t_first = 10.03;
+    info.t_end = 10.39;
+    info.n_generated = 5; /* 4 intervals of 0.09 s */
+    fr_metrics_generation(&m, &info, 1, 1);
+    fr_engine_stats st;
+    memset(&st, 0, sizeof st);
+    st.kv_blocks_total = 8;
+    st.kv_blocks_used = 2;
+    st.running[0] = 1, st.running[2] = 2;
+    st.waiting[1] = 3;
+    st.prefix_queries = 300;
+    st.prefix_hits = 128;
+    st.ended[1][FR_END_STOP] = 4;
+    st.ended[0][FR_END_CANCELLED] = 1;
+    fr_metrics_extra x = {.model_name = "tiny\"q"};
+    fr_buf o = {0};
+    fr_metrics_render(&m, &st, &x, &o);
+    const char *t = fr_buf_cstr(&o);
+#define L "{model_name=\"tiny\\\"q\",engine=\"0\""
+    CHECK(strstr(t, "# TYPE vllm:num_requests_running gauge\n"));
+    CHECK(strstr(t, "vllm:num_requests_running" L "} 3\n"));
+    CHECK(strstr(t, "vllm:num_requests_waiting" L "} 3\n"));
+    CHECK(strstr(t, "vllm:kv_cache_usage_perc" L "} 0.25\n"));
+    CHECK(strstr(t, "vllm:gpu_cache_usage_perc" L "} 0.25\n"));
+    CHECK(strstr(t, "# TYPE vllm:prefix_cache_queries_total counter\n"));
+    CHECK(strstr(t, "vllm:prefix_cache_queries_total" L "} 300\n"));
+    CHECK(strstr(t, "vllm:prefix_cache_hits_total" L "} 128\n"));
+    CHECK(strstr(t, "vllm:request_success_total" L ",finished_reason=\"stop\"} 4\n"));
+    CHECK(strstr(t, "vllm:request_success_total" L ",finished_reason=\"abort\"} 1\n"));
+    CHECK(strstr(t, "# TYPE vllm:time_to_first_token_seconds histogram\n"));
+    CHECK(strstr(t, "vllm:time_to_first_token_seconds_bucket" L ",le=\"0.02\"} 0\n"));
+    CHECK(strstr(t, "vllm:time_to_first_token_seconds_bucket" L ",le=\"0.04\"} 1\n"));
+    CHECK(strstr(t, "vllm:time_to_first_token_seconds_bucket" L ",le=\"2560.0\"} 1\n"));
+    CHECK(strstr(t, "vllm:time_to_first_token_seconds_bucket" L ",le=\"+Inf\"} 1\n"));
+    CHECK(strstr(t, "vllm:time_per_output_token_seconds_count" L "} 4\n"));
+    CHECK(strstr(t, "vllm:time_per_output_token_seconds_bucket" L ",le=\"0.075\"} 0\n"));
+    CHECK(strstr(t, "vllm:time_per_output_token_seconds_bucket" L ",le=\"0.1\"} 4\n"));
+    CHECK(strstr(t, "vllm:e2e_request_latency_seconds_bucket" L ",le=\"0.5\"} 1\n"));
+    CHECK(strstr(t, "vllm:request_queue_time_seconds_count" L "} 1\n"));
+    CHECK(strstr(t, "# TYPE vllm:lora_requests_info gauge\n"));
+    CHECK(strstr(t, "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\","
+                    "waiting_lora_adapters=\"\"} "));
+#undef L
+    /* without a model name (a caller that does not serve one) the family is left out */
+    fr_buf o2 = {0};
+    fr_metrics_render(&m, &st, NULL, &o2);
+    CHECK(!strstr(fr_buf_cstr(&o2), "vllm:"));
+    CHECK(strstr(fr_buf_cstr(&o2), "frugal_prefix_cache_hit_tokens_total 128\n"));
+    fr_buf_free(&o);
+    fr_buf_free(&o2);
+    fr_metrics_destroy(&m);
+}
+
 int main(void) { return t_main(); }

@@ -25,6 +25,14 @@
  * passes none of them, so text-only serving is what it was. Generated tokens (and their
  * recomputation after preemption) take KV position + the request's delta.
  *
+ * Prefix cache (engine.h, backend/kv.h): admit looks the queued request's leading full blocks up
+ * by key (keys are computed on demand and kept per request: block i's key chains over block
+ * i-1's), shares the hits and prefills from the first missing position; deliver publishes every
+ * block a step filled. Admission counts cached blocks nobody holds as available (a reservation
+ * evicts them, least recently released first) and does not count the hits it will share as
+ * needed. A cached block a queued request found can only be evicted by a reservation, and
+ * admission shares its hits before it reserves anything, so a lookup stays valid until used.
+ *
  * Memory: requests allocate at submit (token array sized prompt + max_tokens, sampler, gen
  * state); the step loop itself only uses scratch allocated in fr_engine_new (batch arrays,
  * logits, plan items), plus whatever fr_seq_reserve needs to grow a block table and the amortised
@@ -77,6 +85,13 @@ struct fr_req {
     int32_t rope_delta;    /* positions of tokens after the prompt: KV position + rope_delta */
     fr_meter_req *mreq;    /* meter account (owned once accepted), or NULL */
     fr_meter_step *mq;     /* open queue step, or NULL */
+    /* prefix cache (engine thread) */
+    bool no_cache;         /* the request opted out: no lookup, nothing published */
+    uint64_t root;         /* chain root of its block keys (fr_kv_chain_root of its salt) */
+    uint64_t *row_hash;    /* (n_img_rows) content hash of each image feature row, or NULL */
+    fr_kv_block_key *bkey; /* (cap_tok / block_size + 1) keys of its leading blocks */
+    int n_bkey;            /* keys computed so far (tokens never change, so they stay valid) */
+    int n_pub;             /* leading blocks of seq published (or offered) already */
     /* cross-thread */
     atomic_int cancel;     /* fr_end a front end asked for, 0 = none */
     atomic_int refs;       /* references: the front end's and the engine's */
@@ -113,6 +128,7 @@ struct fr_engine {
     uint8_t *b_use;         /* (step_tokens) which rows of b_embd are used */
     int32_t *b_rope;        /* (3, step_tokens) M-RoPE rows of a step (packed to (3, nb)) */
     fr_buf delta;           /* text released by one token */
+    int *hit_ids;           /* (max_ctx / block_size + 2) cached blocks found at admission */
     /* shared state (mu) */
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* wakes the engine thread: new work or stop */
@@ -172,6 +188,7 @@ fr_engine_config fr_engine_config_default(void) {
     c.warmup = true;
     c.kv_fraction = 0.9f;
     c.meter_device = FR_ENGINE_METER_DEV_AUTO;
+    c.prefix_cache = true;
     return c;
 }
 
@@ -186,6 +203,8 @@ static void req_free(fr_req *r) {
     free(r->img_embd);
     free(r->img_row);
     free(r->rope_pos);
+    free(r->row_hash);
+    free(r->bkey);
     free(r->seq.blocks);
     fr_buf_free(&r->out);
     pthread_mutex_destroy(&r->mu);
@@ -364,7 +383,8 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
 }
 
 static void preempt(fr_engine *e, fr_req *r) {
-    fr_seq_release(&r->seq, e->kv);
+    fr_seq_release(&r->seq, e->kv); /* its published blocks stay cached until evicted */
+    r->n_pub = 0;
     e->st.recomputed_tokens += (uint64_t)r->n_done;
     r->n_done = 0;
     r->gone = true;
@@ -457,6 +477,11 @@ static void copy_images(const fr_engine *e, fr_req *r, const fr_req_params *p) {
         r->img_row = fr_xmalloc(sizeof(int32_t) * (size_t)n);
         int32_t k = 0;
         for (int i = 0; i < n; i++) r->img_row[i] = p->prompt[i] == p->image_token_id ? k++ : -1;
+        /* the prefix cache's view of an image: the content of each feature row */
+        size_t row_bytes = sizeof(float) * (size_t)e->m->hp.n_embd;
+        r->row_hash = fr_xmalloc(sizeof(uint64_t) * (size_t)p->n_img_rows);
+        for (int i = 0; i < p->n_img_rows; i++)
+            r->row_hash[i] = fr_kv_hash_bytes(r->img_embd + (size_t)i * e->m->hp.n_embd, row_bytes);
     }
     if (p->rope_pos) {
         r->rope_pos = fr_xmalloc(sizeof(int32_t) * 3 * (size_t)n);
@@ -512,6 +537,9 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     r->tokens = fr_xmalloc((size_t)r->cap_tok * sizeof(int32_t));
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_tok = p->n_prompt;
+    r->no_cache = p->no_prefix_cache || !e->cfg.prefix_cache;
+    r->root = fr_kv_chain_root(p->cache_salt);
+    r->bkey = fr_xmalloc(sizeof(fr_kv_block_key) * (size_t)(r->cap_tok / e->kv->block_size + 1));
     copy_images(e, r, p);
     fr_gen_init(&r->gen, e->m, &p->gen);
     fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
@@ -602,7 +630,7 @@ static int reclaimable(const fr_engine *e, int tier, int *n_victims) {
     int blocks = 0, n = 0;
     for (int i = 0; i < e->n_run; i++)
         if (e->run[i]->prio > tier) {
-            blocks += e->run[i]->seq.n_blocks;
+            blocks += fr_seq_sole_blocks(&e->run[i]->seq, e->kv); /* shared ones stay held */
             n++;
         }
     *n_victims = n;
@@ -617,6 +645,70 @@ static fr_req *pick_victim(fr_engine *e, int above_tier) {
     }
     int v = fr_sched_victim(e->cands, e->n_run, above_tier);
     return v >= 0 ? e->run[v] : NULL;
+}
+
+/* ---- the prefix cache (engine lock held) ---- */
+
+/* Keys r->bkey[n_bkey .. upto) (tokens of those blocks known). Block i's key covers block i-1's
+ * hash, its token ids, and as `extra` what else decides its K/V: the content of the image rows
+ * its positions take and M-RoPE positions that differ from the KV position. */
+static void key_blocks(const fr_engine *e, fr_req *r, int upto) {
+    const int bs = e->kv->block_size, n = r->n_prompt;
+    for (; r->n_bkey < upto; r->n_bkey++) {
+        int i = r->n_bkey;
+        uint64_t x = 0;
+        bool any = false;
+        for (int j = 0; j < bs; j++) {
+            int pos = i * bs + j;
+            bool in_prompt = pos < n;
+            if (r->img_row && in_prompt && r->img_row[pos] >= 0) {
+                x = fr_kv_hash_mix(fr_kv_hash_mix(x, (uint64_t)j << 8 | 1),
+                                   r->row_hash[r->img_row[pos]]);
+                any = true;
+            }
+            if (r->rope_pos) {
+                int32_t t = in_prompt ? r->rope_pos[pos] : pos + r->rope_delta;
+                int32_t h = in_prompt ? r->rope_pos[n + pos] : t;
+                int32_t w = in_prompt ? r->rope_pos[2 * n + pos] : t;
+                if (t != pos || h != pos || w != pos) {
+                    x = fr_kv_hash_mix(fr_kv_hash_mix(x, (uint64_t)j << 8 | 2),
+                                       (uint64_t)(uint32_t)t | (uint64_t)(uint32_t)h << 32);
+                    x = fr_kv_hash_mix(x, (uint64_t)(uint32_t)w);
+                    any = true;
+                }
+            }
+        }
+        fr_kv_block_key *k = &r->bkey[i];
+        k->parent = i == 0 ? r->root : r->bkey[i - 1].hash;
+        k->extra = any ? x | 1 : 0;
+        k->hash = fr_kv_block_hash(k->parent, r->tokens + (size_t)i * bs, bs, k->extra);
+    }
+}
+
+/* The cached leading blocks of r into e->hit_ids; returns their count. The last known token is
+ * always computed (its logits are needed), so only the full blocks before it are looked up. */
+static int cache_lookup(fr_engine *e, fr_req *r) {
+    if (!fr_kv_prefix_on(e->kv) || r->no_cache) return 0;
+    int max = (r->n_tok - 1) / e->kv->block_size;
+    key_blocks(e, r, max);
+    return fr_kv_prefix_match(e->kv, r->bkey, r->tokens, max, e->hit_ids);
+}
+
+/* Blocks a reservation could take once the n hits in e->hit_ids are shared. */
+static int avail_after(const fr_engine *e, int n_hit) {
+    return fr_kv_pool_available(e->kv) - fr_kv_prefix_unheld(e->kv, e->hit_ids, n_hit);
+}
+
+/* Publish the blocks of r the last step filled (after the forward wrote them). */
+static void publish_blocks(fr_engine *e, fr_req *r) {
+    if (!fr_kv_prefix_on(e->kv) || r->no_cache) return;
+    const int bs = e->kv->block_size;
+    int full = r->seq.n_pos / bs;
+    if (full <= r->n_pub) return;
+    key_blocks(e, r, full);
+    for (int i = r->n_pub; i < full; i++)
+        fr_kv_prefix_publish(e->kv, &r->seq, i, &r->bkey[i], r->tokens + (size_t)i * bs);
+    r->n_pub = full;
 }
 
 /* Move queued requests into the running batch, best (effective tier, arrival) first. */
@@ -635,31 +727,34 @@ static void admit(fr_engine *e, double now) {
             }
         }
         if (!c) return;
-        int need = fr_kv_blocks_needed(e->kv, c->n_tok);
+        int n_hit = cache_lookup(e, c); /* shared, not needed */
+        int need = fr_kv_blocks_needed(e->kv, c->n_tok) - n_hit;
         int wm = e->n_run > 0 ? e->watermark : 0;
         bool need_slot = e->n_run >= e->cfg.max_running;
-        if (need_slot || e->kv->n_free < need + wm) {
+        if (need_slot || avail_after(e, n_hit) < need + wm) {
             /* Only strictly lower tiers may be preempted to make room, and only if enough. */
             int n_vict = 0, rec = reclaimable(e, c->tier, &n_vict);
-            if ((need_slot && n_vict == 0) || e->kv->n_free + rec < need) {
+            if ((need_slot && n_vict == 0) || avail_after(e, n_hit) + rec < need) {
                 blocked[c->tier] = true;
                 continue;
             }
-            while (e->n_run >= e->cfg.max_running || e->kv->n_free < need + wm) {
+            while (e->n_run >= e->cfg.max_running || avail_after(e, n_hit) < need + wm) {
                 fr_req *v = pick_victim(e, c->tier);
                 if (!v) break;
                 preempt(e, v);
                 run_compact(e);
                 wm = e->n_run > 0 ? e->watermark : 0;
             }
-            if (e->n_run >= e->cfg.max_running || e->kv->n_free < need) {
+            if (e->n_run >= e->cfg.max_running || avail_after(e, n_hit) < need) {
                 blocked[c->tier] = true;
                 continue;
             }
         }
         q_remove(e, c);
+        if (n_hit > 0) fr_seq_share(&c->seq, e->kv, e->hit_ids, n_hit);
         if (fr_seq_reserve(&c->seq, e->kv, c->n_tok) != 0) {
-            q_insert(e, c); /* cannot happen: free blocks were checked */
+            fr_seq_release(&c->seq, e->kv); /* cannot happen: available blocks were checked */
+            q_insert(e, c);
             blocked[c->tier] = true;
             continue;
         }
@@ -670,13 +765,19 @@ static void admit(fr_engine *e, double now) {
             c->mq = NULL;
         }
         c->prio = c_eff < c->tier ? c_eff : c->tier;
-        c->n_done = 0;
+        c->n_done = c->seq.n_pos; /* the shared prefix, or 0 */
+        c->n_pub = n_hit;
         e->run[e->n_run++] = c;
         if (!c->admitted_once) {
             c->admitted_once = true;
             e->st.prompt_tokens[c->tier] += (uint64_t)c->n_prompt;
+            if (fr_kv_prefix_on(e->kv) && !c->no_cache) {
+                e->st.prefix_queries += (uint64_t)c->n_prompt;
+                e->st.prefix_hits += (uint64_t)c->n_done;
+            }
             pthread_mutex_lock(&c->mu);
             c->info.t_admit = now;
+            c->info.n_cached = c->n_done;
             pthread_mutex_unlock(&c->mu);
         }
     }
@@ -768,7 +869,10 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req, bool *any_m
 
 /* Sample the next token of every request that produced logits, release text, end finished. */
 static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
-    for (int k = 0; k < n_batch_req; k++) e->batch_req[k]->n_done = e->batch_req[k]->seq.n_pos;
+    for (int k = 0; k < n_batch_req; k++) {
+        e->batch_req[k]->n_done = e->batch_req[k]->seq.n_pos;
+        publish_blocks(e, e->batch_req[k]);
+    }
     double now = fr_time_s();
     for (int k = 0; k < n_logits; k++) {
         fr_req *r = e->logit_req[k];
@@ -963,9 +1067,10 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     }
     int n_blocks = c.kv_blocks > 0 ? c.kv_blocks
                                    : fr_kv_pool_blocks_for_bytes(hp, c.block_size, c.kv_bytes);
-    /* More blocks than max_running full-context sequences can hold would never be used. */
+    /* More blocks than max_running full-context sequences can hold would never be used, unless
+     * the prefix cache keeps them (then the whole budget is the cache's). */
     int useful = c.max_running * ((c.max_ctx + c.block_size - 1) / c.block_size);
-    if (c.kv_blocks <= 0 && n_blocks > useful) n_blocks = useful;
+    if (c.kv_blocks <= 0 && n_blocks > useful && !c.prefix_cache) n_blocks = useful;
     if (kind == FR_BACKEND_CPU && n_blocks < 2) {
         fr_err_set(err, "the KV memory budget holds %d blocks; need at least 2", n_blocks);
         return NULL;
@@ -1011,6 +1116,7 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->n_vocab = hp->n_vocab;
     e->be = be;
     e->kv = fr_backend_kv(be);
+    e->hit_ids = fr_xmalloc(sizeof(int) * (size_t)(c.max_ctx / c.block_size + 2));
     e->dev_sample = fr_backend_supports(be, FR_BOP_DEVICE_SAMPLING);
     e->meter_dev = c.meter_device != FR_ENGINE_METER_DEV_AUTO ? c.meter_device
                    : kind == FR_BACKEND_CUDA                 ? fr_meter_dev_gpu(dev_index)
@@ -1052,6 +1158,11 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (c.warmup) warmup(e);
+    if (c.prefix_cache && fr_kv_prefix_enable(e->kv) != 0) {
+        fr_err_set(err, "cannot allocate the prefix cache's tables (%d blocks)", n_blocks);
+        fr_engine_free(e);
+        return NULL;
+    }
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         fr_err_set(err, "cannot start the engine thread");
         e->thread_started = false;
@@ -1072,11 +1183,12 @@ void fr_engine_free(fr_engine *e) {
     pthread_mutex_unlock(&e->mu);
     if (e->thread_started) pthread_join(e->thread, NULL);
     else end_everything(e, FR_END_SHUTDOWN);
+    fr_kv_prefix_disable(e->kv); /* every sequence is released; the CUDA pool does not free it */
     fr_backend_free(e->be); /* frees the pool too */
     free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e->logits);
     free(e->logit_req), free(e->batch_req), free(e->items), free(e->cands), free(e->run);
     free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
-    free(e->b_embd), free(e->b_use), free(e->b_rope);
+    free(e->b_embd), free(e->b_use), free(e->b_rope), free(e->hit_ids);
     fr_buf_free(&e->delta);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -1117,7 +1229,13 @@ void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s) {
     for (int i = 0; i < e->n_run; i++) s->running[e->run[i]->tier]++;
     for (int t = 0; t < FR_N_TIERS; t++) s->waiting[t] = e->n_wait[t];
     s->kv_blocks_total = e->kv->n_blocks;
-    s->kv_blocks_used = e->kv->n_blocks - e->kv->n_free;
+    s->kv_blocks_used = e->kv->n_blocks - fr_kv_pool_available(e->kv);
+    fr_kv_prefix_stats ps;
+    fr_kv_prefix_stats_get(e->kv, &ps);
+    s->prefix_cache = fr_kv_prefix_on(e->kv);
+    s->kv_blocks_cached = ps.cached;
+    s->kv_blocks_evictable = ps.evictable;
+    s->prefix_evictions = ps.evictions;
     s->alive = e->thread_started && !e->stop;
     pthread_mutex_unlock(&e->mu);
 }

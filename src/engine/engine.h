@@ -21,6 +21,16 @@
  *      ended with FR_END_DEADLINE. Both free the blocks at the next step.
  * Every submitted request ends exactly once with an fr_end reason visible through fr_req_wait.
  *
+ * Prefix caching (cfg.prefix_cache, on by default; backend/kv.h): a request's full prompt blocks
+ * that another request already computed (same token ids from position 0, same image rows, same
+ * M-RoPE positions) are taken from the pool read-only at admission instead of being prefilled;
+ * every full block a request computes (prompt or generated) is published when its step ends.
+ * At least the prompt's last token is always computed (it gives the first logits), so a hit
+ * covers at most the full blocks before it. The decoder's results do not depend on how a
+ * sequence's positions were split across steps (backend/cpu/decoder.h), so on the CPU the output
+ * is bit-identical with and without the cache; CUDA reads the same block tables. A preempted
+ * request finds its own published blocks again unless they were evicted meanwhile.
+ *
  * Threads: fr_engine_submit, fr_req_* and fr_engine_stats may be called from any thread. The
  * engine thread alone touches the backend, the KV pool and the sequences.
  *
@@ -54,8 +64,9 @@ struct fr_meter_req;
 
 typedef struct fr_engine_config {
     int block_size;                 /* tokens per KV block (16) */
-    size_t kv_bytes;                /* memory budget of the KV pool (capped at what max_running
-                                       sequences of max_ctx tokens can use) */
+    size_t kv_bytes;                /* memory budget of the KV pool (without the prefix cache
+                                       capped at what max_running sequences of max_ctx tokens
+                                       can use; with it the rest holds cached blocks) */
     int kv_blocks;                  /* > 0: exact number of blocks (overrides kv_bytes) */
     int step_tokens;                /* token budget of one step (decoder batch capacity) */
     int prefill_chunk;              /* most prompt tokens one sequence processes per step */
@@ -75,6 +86,7 @@ typedef struct fr_engine_config {
     /* metering (NULL: off); the meter must outlive the engine */
     struct fr_meter *meter;
     int meter_device;               /* meter device of the steps; FR_ENGINE_METER_DEV_AUTO */
+    bool prefix_cache;              /* share computed prompt blocks across requests (true) */
 } fr_engine_config;
 
 fr_engine_config fr_engine_config_default(void);
@@ -132,6 +144,10 @@ typedef struct fr_req_params {
     int n_img_rows;             /* rows of img_embd */
     int image_token_id;         /* the placeholder id (hp.image_token_id) */
     const int32_t *rope_pos;    /* (3, n_prompt) t, h, w rows, or NULL (plain positions) */
+    /* prefix cache (engine.h above) */
+    bool no_prefix_cache;       /* neither take cached blocks nor publish this request's */
+    uint64_t cache_salt;        /* 0 = none; otherwise only requests with the same salt share
+                                   blocks (fr_kv_chain_root) */
 } fr_req_params;
 
 typedef struct fr_engine fr_engine;
@@ -145,6 +161,7 @@ typedef struct fr_req_info {
     int n_prompt;        /* prompt tokens */
     int n_generated;     /* tokens generated (EOS included) */
     int n_preempted;     /* times it was preempted and recomputed */
+    int n_cached;        /* prompt tokens taken from the prefix cache at first admission */
     double t_arrival;    /* fr_time_s() stamps; 0 = not (yet) */
     double t_admit;      /* first admitted to the running batch */
     double t_first;      /* first token sampled */
@@ -200,7 +217,8 @@ int fr_engine_in_flight(fr_engine *e);
 typedef struct fr_engine_stats {
     int running[FR_N_TIERS];             /* running sequences */
     int waiting[FR_N_TIERS];             /* queued requests (new and preempted) */
-    int kv_blocks_total, kv_blocks_used; /* KV pool */
+    int kv_blocks_total, kv_blocks_used; /* KV pool; used = held by requests (cached blocks
+                                            nobody holds count as free) */
     int block_size;
     uint64_t steps;                      /* decoder steps run */
     uint64_t step_tokens;                /* tokens processed (prefill, recompute, decode) */
@@ -212,6 +230,12 @@ typedef struct fr_engine_stats {
     uint64_t rejected[FR_N_TIERS][FR_ADMIT_COUNT]; /* refusals by verdict */
     uint64_t ended[FR_N_TIERS][FR_END_ERROR + 1];  /* ended requests by reason */
     double ewma_step_s, ewma_token_s;    /* the prediction's inputs */
+    bool prefix_cache;                   /* the prefix cache is on */
+    uint64_t prefix_queries;             /* prompt tokens looked up at first admission */
+    uint64_t prefix_hits;                /* of those, found in the cache (not computed) */
+    int kv_blocks_cached;                /* blocks published in the cache (held or not) */
+    int kv_blocks_evictable;             /* cached blocks no request holds (reusable) */
+    uint64_t prefix_evictions;           /* cached blocks evicted for new content */
     bool alive;                          /* engine thread running */
 } fr_engine_stats;
 void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s);

@@ -11,7 +11,7 @@
 #include "meter/meter_int.h"
 #include "meter/prom.h"
 
-static void esc(fr_buf *o, const char *s) {
+void fr_prom_escape(fr_buf *o, const char *s) {
     bool utf8 = fr_utf8_valid(s, strlen(s)); /* label values must be UTF-8: else '?' */
     for (; *s; s++) {
         if ((unsigned char)*s >= 0x80 && !utf8) fr_buf_puts(o, "?");
@@ -115,7 +115,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         for (int r = 0; r < p->n_routes; r++)
             for (int c = 0; c < FR_COST_N; c++) {
                 fr_buf_puts(o, "frugal_cost_usd_total{route=\"");
-                esc(o, p->routes[r].name);
+                fr_prom_escape(o, p->routes[r].name);
                 fr_buf_printf(o, "\",component=\"%s\"} ", fr_cost_component_name((fr_cost_component)c));
                 num(o, p->routes[r].usd[c]);
                 fr_buf_puts(o, "\n");
@@ -124,7 +124,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         for (int r = 0; r < p->n_routes; r++)
             for (int s = 0; s < 4; s++) {
                 fr_buf_puts(o, "frugal_route_requests_total{route=\"");
-                esc(o, p->routes[r].name);
+                fr_prom_escape(o, p->routes[r].name);
                 fr_buf_printf(o, "\",status=\"%s\"} %ld\n", fr_meter_status_name((fr_meter_status)s),
                               p->routes[r].n_status[s]);
             }
@@ -135,16 +135,16 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
             for (int b = 0; b < FR_PROM_NBUCKETS; b++) {
                 cum += p->routes[r].bucket[b];
                 fr_buf_puts(o, "frugal_request_energy_joules_bucket{route=\"");
-                esc(o, p->routes[r].name);
+                fr_prom_escape(o, p->routes[r].name);
                 if (b < FR_PROM_NBUCKETS - 1) fr_buf_printf(o, "\",le=\"%g\"} %ld\n", fr_prom_buckets[b], cum);
                 else fr_buf_printf(o, "\",le=\"+Inf\"} %ld\n", cum);
             }
             fr_buf_puts(o, "frugal_request_energy_joules_sum{route=\"");
-            esc(o, p->routes[r].name);
+            fr_prom_escape(o, p->routes[r].name);
             fr_buf_puts(o, "\"} ");
             num(o, p->routes[r].j_sum);
             fr_buf_puts(o, "\nfrugal_request_energy_joules_count{route=\"");
-            esc(o, p->routes[r].name);
+            fr_prom_escape(o, p->routes[r].name);
             fr_buf_printf(o, "\"} %ld\n", cum);
         }
     }
@@ -153,7 +153,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         for (int t = 0; t < p->n_tiers; t++) {
             long n = p->tiers[t].met + p->tiers[t].missed;
             fr_buf_puts(o, "frugal_slo_attainment_ratio{tier=\"");
-            esc(o, p->tiers[t].name);
+            fr_prom_escape(o, p->tiers[t].name);
             fr_buf_puts(o, "\"} ");
             num(o, n ? (double)p->tiers[t].met / (double)n : 1.0);
             fr_buf_puts(o, "\n");
@@ -162,7 +162,7 @@ void fr_meter_prom_format(const fr_meter_prom *p, fr_buf *o) {
         for (int t = 0; t < p->n_tiers; t++) {
             for (int k = 0; k < 2; k++) {
                 fr_buf_puts(o, "frugal_slo_requests_total{tier=\"");
-                esc(o, p->tiers[t].name);
+                fr_prom_escape(o, p->tiers[t].name);
                 fr_buf_printf(o, "\",result=\"%s\"} %ld\n", k ? "missed" : "met",
                               k ? p->tiers[t].missed : p->tiers[t].met);
             }

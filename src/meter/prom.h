@@ -9,5 +9,8 @@
 /* Appends the `# HELP name help` and `# TYPE name type` lines of one metric family. `type` is
  * "counter", "gauge" or "histogram"; `help` is one line of text (no newline). Cannot fail. */
 void fr_prom_head(fr_buf *o, const char *name, const char *type, const char *help);
+/* Appends s as a label value's content: \\, \" and \n escaped; not UTF-8: bytes >= 0x80 become
+ * '?'. Cannot fail. */
+void fr_prom_escape(fr_buf *o, const char *s);
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/kv.h"
 #include "base/mask.h"
 #include "engine/engine.h"
 #include "engine/sched.h"
@@ -419,7 +420,8 @@ fail:
     return -1;
 }
 
-/* Step 5: our extensions: "priority" (tier), "ignore_eos", "return_token_ids". 0, or -1 with *err set. */
+/* Step 5: our extensions: "priority" (tier), "ignore_eos", "return_token_ids", the image
+ * settings, and the prefix cache's "cache_prompt" / "cache_salt". 0, or -1 with *err set. */
 static int parse_extensions(const cJSON *root, fr_api_req *out, fr_api_error *err) {
     const cJSON *it;
     if ((it = field(root, "priority"))) {
@@ -437,6 +439,16 @@ static int parse_extensions(const cJSON *root, fr_api_req *out, fr_api_error *er
         if (!cJSON_IsBool(it))
             BAD("return_token_ids", "\"return_token_ids\" must be true or false");
         out->return_token_ids = cJSON_IsTrue(it);
+    }
+    if ((it = field(root, "cache_prompt"))) {
+        if (!cJSON_IsBool(it)) BAD("cache_prompt", "\"cache_prompt\" must be true or false");
+        out->no_prefix_cache = !cJSON_IsTrue(it);
+    }
+    if ((it = field(root, "cache_salt"))) {
+        size_t n = cJSON_IsString(it) ? strlen(it->valuestring) : 0;
+        if (n < 1 || n > 1024)
+            BAD("cache_salt", "\"cache_salt\" must be a string of 1 to 1024 bytes");
+        out->cache_salt = fr_kv_hash_bytes(it->valuestring, n) | 1; /* never 0 (= none) */
     }
     if ((it = field(root, "keep_ratio"))) {
         if (!cJSON_IsNumber(it) || !(it->valuedouble > 0 && it->valuedouble <= 1))
@@ -593,6 +605,8 @@ void fr_api_req_params_apply(fr_req_params *p, const fr_api_req *q, uint64_t see
     p->sampling.top_k = 0;
     p->sampling.min_p = 0;
     p->sampling.seed = seed;
+    p->no_prefix_cache = q->no_prefix_cache;
+    p->cache_salt = q->cache_salt;
 }
 
 static char *print_free(cJSON *j) {
@@ -637,8 +651,9 @@ static cJSON *usage_obj(const fr_api_result *r) {
     cJSON_AddNumberToObject(u, "prompt_tokens", r->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", r->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", r->prompt_tokens + r->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details"); /* as OpenAI: always */
+    cJSON_AddNumberToObject(d, "cached_tokens", r->cached_tokens);
     if (r->image_tokens > 0) { /* a prompt with images (docs/SERVING.md) */
-        cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
         cJSON_AddNumberToObject(d, "image_tokens", (double)r->image_tokens);
         cJSON_AddNumberToObject(u, "image_tokens_kept", (double)r->image_tokens_kept);
     }

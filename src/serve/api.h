@@ -90,6 +90,9 @@ typedef struct fr_api_req {
     int64_t max_image_tokens; /* body "max_image_tokens" >= 1, or -1 (not given) */
     int64_t min_pixels;      /* body "mm_processor_kwargs": {"min_pixels", "max_pixels"}, 0 = */
     int64_t max_pixels;      /* not given */
+    bool no_prefix_cache;    /* body "cache_prompt": false (llama.cpp's name): no prefix cache */
+    uint64_t cache_salt;     /* body "cache_salt" (vLLM's name) hashed, or 0 = none: only
+                                requests with the same salt share cached blocks */
 } fr_api_req;
 
 /* Parse and validate. 0, or -1 with *err (status 400 and the field). */
@@ -141,6 +144,8 @@ typedef struct fr_api_result {
     int n_token_ids;
     int64_t image_tokens;      /* image tokens of the prompt before pruning, 0 = no images */
     int64_t image_tokens_kept; /* and after (prompt_tokens counts these) */
+    int cached_tokens;         /* prompt tokens taken from the prefix cache
+                                  (usage.prompt_tokens_details.cached_tokens) */
 } fr_api_result;
 
 /* Non-streaming response bodies (malloc'd JSON). */

@@ -589,7 +589,8 @@ static void stage_begin(run_state *rs, fr_stage s) {
     /* the LLM's own prefill/decode steps are metered by the engine */
     if (rs->a->meter && rs->call && rs->call->meter && s != FR_STAGE_LLM)
         rs->step = fr_meter_stage_begin(rs->a->meter, rs->call->meter, meter_stage[s],
-                                        FR_METER_DEV_CPU);
+                                        s == FR_STAGE_OCR ? fr_assist_media_ocr_meter_device()
+                                                          : FR_METER_DEV_CPU);
     rs->t0 = fr_time_s();
 }
 

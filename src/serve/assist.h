@@ -149,6 +149,11 @@ typedef struct fr_assist_media {
 
 void fr_assist_ocr_free(fr_assist_ocr *o);
 
+/* The JSON code of a media decoder's error by its fr_err code: "media_too_large" (too large),
+ * "unsupported_media_type" (unsupported media), `invalid_code` (bad request, e.g.
+ * "invalid_audio"), else NULL (the code's name). */
+const char *fr_assist_media_code(const fr_err *err, const char *invalid_code);
+
 /* The media stages this build links (serve/media.c): the real ones where the stage libraries
  * are built, NULL entries with reasons otherwise. */
 void fr_assist_media_default(fr_assist_media *m);
@@ -156,9 +161,15 @@ void fr_assist_media_default(fr_assist_media *m);
  * (the default: $FRUGAL_OCR_ENGINE if set, else ppocr when its models are in ppocr_dir, NULL:
  * models/ppocr of the data root, else tesseract; an auto choice of ppocr whose models cannot be
  * run falls back to tesseract with a warning, an explicit one makes OCR unavailable with the
- * reason). Takes effect only before the first fr_assist_media_default (the server calls it at
- * start, from its "ocr" config section); strings are copied. */
-void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir);
+ * reason). device: where PP-OCR's networks run (NULL / "cpu", "cuda", "cuda:N"; the server
+ * passes ocr.device, else its engine's device). Takes effect only before the first
+ * fr_assist_media_default (the server calls it at start, from its "ocr" config section);
+ * strings are copied. */
+void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir, const char *device);
+/* Where the default media stages' OCR runs, as a meter device (meter.h: FR_METER_DEV_CPU, or
+ * fr_meter_dev_gpu(i) when PP-OCR's networks run on CUDA device i), for metering its stage;
+ * FR_METER_DEV_CPU until the default media have been set up (their first use). */
+int fr_assist_media_ocr_meter_device(void);
 
 /* ---- the handler ------------------------------------------------------------------------------ */
 

@@ -29,11 +29,15 @@ const char *const fr_serve_usage =
     "  --api-keys FILE          Bearer keys, one per line: KEY [DEFAULT_TIER [HIGHEST_TIER]]\n"
     "                           (also FRUGAL_API_KEYS=KEY[:TIER],...)\n"
     "  --served-model-name NAME model id reported by the API (default: the model's name)\n"
+    "  --asr-model PATH         Whisper weights (HF folder or whisper.cpp .bin) for the audio\n"
+    "                           endpoints (default: the embedded pocketsphinx, English)\n"
     "  --kv-memory-mb N         KV cache budget in MiB (default 512; CPU)\n"
     "  --device cpu|cuda[:N]    where the decoder runs (default cpu; cuda needs make cuda)\n"
     "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
     "  --kv-cache bf16|int8     KV cache element type (int8: CUDA only)\n"
     "  --kv-fraction F          CUDA: share of free device memory for the KV pool (0.9)\n"
+    "  --no-prefix-cache        compute every prompt in full (default: prompts share the KV\n"
+    "                           blocks of prefixes computed before; config \"prefix_cache\")\n"
     "  --meter on|off           energy and cost per request (default on)\n"
     "  --meter-config FILE      meter settings, JSON (docs/METERING.md); applied over the\n"
     "                           config file's \"metering\" section\n"
@@ -95,6 +99,7 @@ void fr_serve_config_init(fr_serve_config *c) {
 void fr_serve_config_free(fr_serve_config *c) {
     free(c->model);
     free(c->served_name);
+    free(c->asr_model);
     free(c->host);
     free(c->quant);
     free(c->chat_template);
@@ -107,6 +112,7 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->ledger_default);
     free(c->ocr.engine);
     free(c->ocr.ppocr_models);
+    free(c->ocr.device);
     for (int i = 0; i < c->n_keys; i++) {
         /* wipe secrets before giving the memory back */
         volatile char *p = c->keys[i].key;
@@ -324,6 +330,14 @@ static int apply_ocr(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj,
         } else if (!strcmp(it->string, "ppocr_models")) {
             if (fr_conf_str(d, it, name, true, 4096, &v, err)) return -1;
             set_str(&c->ocr.ppocr_models, v);
+        } else if (!strcmp(it->string, "device")) {
+            if (fr_conf_str(d, it, name, true, 64, &v, err)) return -1;
+            fr_backend_kind kind;
+            int idx;
+            fr_err de = {0};
+            if (v && strcmp(v, "auto") && fr_backend_parse_device(v, &kind, &idx, &de))
+                return fr_conf_fail(d, it, name, err, "must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\"");
+            set_str(&c->ocr.device, v && strcmp(v, "auto") ? v : NULL);
         } else {
             return fr_conf_unknown(d, it, "ocr.", err);
         }
@@ -339,7 +353,7 @@ static char **str_dst(fr_serve_config *c, const char *k) {
         {"api_keys_file", SC(api_keys_file)},   {"quant", SC(quant)},
         {"device", SC(device)},         {"weights", SC(weights)},
         {"kv_cache", SC(kv_cache)},     {"meter_config", SC(meter_config)},
-        {"ledger", SC(ledger)},
+        {"ledger", SC(ledger)},         {"asr_model", SC(asr_model)},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(t); i++)
         if (!strcmp(t[i].key, k)) return (char **)(void *)((char *)c + t[i].off);
@@ -364,6 +378,7 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     if (r) return r < 0 ? -1 : 0;
     if (!strcmp(k, "meter")) return fr_conf_bool(d, it, k, &c->meter, err);
     if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
+    if (!strcmp(k, "prefix_cache")) return fr_conf_bool(d, it, k, &c->engine.prefix_cache, err);
     if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
     if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
     if (!strcmp(k, "vision")) return apply_vision(c, d, it, err);
@@ -405,11 +420,11 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
 
 /* ---- command line (base/flags.h, its errors in err) ---- */
 
-/* Every option of `frugal serve` takes a value. */
+/* The options of `frugal serve` that take a value (the others are switches: --no-prefix-cache). */
 static const char *const value_opts[] = {
     "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
     "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
-    "--kv-fraction", "--meter", "--meter-config", "--ledger",
+    "--kv-fraction", "--meter", "--meter-config", "--ledger", "--asr-model",
 };
 
 /* The first walk: --help, and every --config FILE applied in order (so that the options override
@@ -465,10 +480,15 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
         {"--model", SC(model)},         {"--host", SC(host)},
         {"--chat-template", SC(chat_template)}, {"--api-keys", SC(api_keys_file)},
         {"--served-model-name", SC(served_name)}, {"--meter-config", SC(meter_config)},
-        {"--ledger", SC(ledger)},
+        {"--ledger", SC(ledger)},       {"--asr-model", SC(asr_model)},
     };
     const char *v = NULL;
     int mb;
+    bool on = false;
+    if (fr_flag_switch(f, "--no-prefix-cache", &on)) {
+        c->engine.prefix_cache = false;
+        return true;
+    }
     if (fr_flag_str(f, "--config", &v) || fr_flag_int(f, "--port", 0, 65535, &c->port) ||
         fr_flag_float(f, "--kv-fraction", 0.01, 1, &c->engine.kv_fraction))
         return true;

@@ -45,11 +45,16 @@ typedef struct fr_serve_ocr {
     char *engine;       /* "ppocr", "tesseract" or NULL / "auto": ppocr when its models are
                            present, else tesseract ($FRUGAL_OCR_ENGINE when unset) */
     char *ppocr_models; /* the PP-OCR models folder; NULL = models/ppocr of the data root */
+    char *device;       /* where PP-OCR's networks run: "cpu", "cuda", "cuda:N", or NULL /
+                           "auto": the engine's device */
 } fr_serve_ocr;
 
 typedef struct fr_serve_config {
     char *model;                    /* model path (required) */
     char *served_name;              /* model id in the API; NULL = the model's name */
+    char *asr_model;                /* Whisper weights for the audio endpoints (an HF folder or a
+                                       whisper.cpp .bin; --asr-model); NULL = the embedded
+                                       pocketsphinx */
     char *host;                     /* bind address (127.0.0.1) */
     int port;                       /* 8080; 0 = any free port (printed at start) */
     char *quant;                    /* NULL, "q8" or "q4" */

@@ -65,12 +65,14 @@
 #include "model/tokenizer.h"
 #include "serve/api.h"
 #include "serve/assist.h"
+#include "serve/audio_api.h"
 #include "serve/error.h"
 #include "serve/media_parts.h"
 #include "serve/guard.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
 #include "serve/vlm.h"
+#include "model/whisper.h"
 
 #define WAIT_SLICE_S 0.05
 #define KEEPALIVE_S 10.0
@@ -83,6 +85,8 @@ struct fr_server {
     fr_meter *meter;            /* owned, or NULL (metering off) */
     fr_assist *assist;          /* POST /v1/assist handler (owned; shared with `frugal assist`) */
     fr_vlm *vlm;                /* images for a vision-language model (owned), or NULL */
+    fr_whisper_model *whisper;  /* the audio endpoints' Whisper (owned; --asr-model), or NULL:
+                                   pocketsphinx */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -157,7 +161,15 @@ static int classify(const char *url) {
     if (!strcmp(url, "/ready")) return FR_EP_READY;
     if (!strcmp(url, "/metrics")) return FR_EP_METRICS;
     if (!strcmp(url, "/v1/assist")) return FR_EP_ASSIST;
+    if (!strcmp(url, "/v1/audio/transcriptions")) return FR_EP_TRANSCRIPTIONS;
+    if (!strcmp(url, "/v1/audio/translations")) return FR_EP_TRANSLATIONS;
     return FR_EP_OTHER;
+}
+
+/* The POST endpoints whose handler runs stages on the connection thread (the requests counted
+ * in stage_busy and the duration histogram besides generation). */
+static bool stage_endpoint(int ep) {
+    return ep == FR_EP_ASSIST || ep == FR_EP_TRANSCRIPTIONS || ep == FR_EP_TRANSLATIONS;
 }
 
 /* True when the peer has closed its side (or the socket failed). */
@@ -182,6 +194,7 @@ static bool client_gone(struct MHD_Connection *mc) {
 typedef struct stage_watch {
     fr_server *s;
     struct MHD_Connection *mc;
+    double deadline;       /* fr_time_s() of the request's X-Deadline-Ms, 0 = none */
     double next_peek;      /* fr_time_s() of the next socket peek */
     fr_cancel_reason why;  /* first reason seen (sticky) */
 } stage_watch;
@@ -191,6 +204,7 @@ static fr_cancel_reason stage_cancel(void *ctx) {
     if (w->why) return w->why;
     if (atomic_load(&w->s->cancel_all)) return w->why = FR_CANCEL_SHUTDOWN;
     double now = fr_time_s();
+    if (w->deadline > 0 && now >= w->deadline) return w->why = FR_CANCEL_DEADLINE;
     if (now >= w->next_peek) {
         w->next_peek = now + 0.02;
         if (client_gone(w->mc)) w->why = FR_CANCEL_CLIENT_GONE;
@@ -198,7 +212,10 @@ static fr_cancel_reason stage_cancel(void *ctx) {
     return w->why;
 }
 
-static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body, size_t len) {
+/* Queues the response (body malloc'd, taken); hdrs: more header name / value pairs, NULL-ended
+ * (NULL: none). */
+static enum MHD_Result queue_with(conn *c, int status, const char *ctype, char *body, size_t len,
+                                  const char *const *hdrs) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -206,6 +223,7 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", ctype);
+    for (int i = 0; hdrs && hdrs[i] && hdrs[i + 1]; i += 2) MHD_add_response_header(r, hdrs[i], hdrs[i + 1]);
     if (status == 429 || status == 503) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", c->retry_after > 0 ? c->retry_after : 1);
@@ -215,7 +233,7 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
     if (c->traceparent[0]) MHD_add_response_header(r, "traceparent", c->traceparent);
     if (status == 405) {
         const char *allow =
-            c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || c->ep == FR_EP_ASSIST ? "POST" : "GET";
+            c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || stage_endpoint(c->ep) ? "POST" : "GET";
         MHD_add_response_header(r, "Allow", allow);
     }
     if (status == 413 || c->close) MHD_add_response_header(r, "Connection", "close");
@@ -224,6 +242,10 @@ static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body,
     enum MHD_Result ret = MHD_queue_response(c->mc, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result queue(conn *c, int status, const char *ctype, char *body, size_t len) {
+    return queue_with(c, status, ctype, body, len, NULL);
 }
 
 static enum MHD_Result send_json(conn *c, int status, char *json) {
@@ -353,12 +375,13 @@ static void sse_with_frugal(fr_buf *out, size_t at, const fr_req_info *info, boo
     free(json);
 }
 
-/* The ledger route of a generation endpoint's path ("chat", "completions", "assist"), or NULL
- * for any other path. */
+/* The ledger route of a metered endpoint's path ("chat", "completions", "assist",
+ * "transcriptions", "translations"), or NULL for any other path. */
 static const char *generation_route(const char *path, size_t len) {
     static const struct { const char *path, *route; } gen[] = {
         {"/v1/chat/completions", "chat"}, {"/v1/completions", "completions"},
-        {"/v1/assist", "assist"}};
+        {"/v1/assist", "assist"}, {"/v1/audio/transcriptions", "transcriptions"},
+        {"/v1/audio/translations", "translations"}};
     for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
         if (strlen(gen[i].path) == len && !memcmp(path, gen[i].path, len)) return gen[i].route;
     return NULL;
@@ -370,11 +393,12 @@ static const char *generation_route(const char *path, size_t len) {
 static void meter_refusal(fr_server *s, const char *route, const fr_api_key *key, int tier,
                           const char *traceparent, int status, char tp_out[56]) {
     if (!s->meter || !route) return;
+    bool audio = !strcmp(route, "transcriptions") || !strcmp(route, "translations");
     fr_meter_req_info in = {.traceparent = traceparent,
                             .api_key_id = key ? key->id : NULL,
                             .route = route,
                             .tier = fr_tier_name(tier),
-                            .modality = "text"};
+                            .modality = audio ? "audio" : "text"};
     fr_meter_req *mr = fr_meter_request_begin(s->meter, &in);
     if (tp_out) fr_meter_request_traceparent(mr, tp_out);
     fr_meter_req_result res = {.http_status = status, .ttft_s = -1, .slo_met = -1,
@@ -499,7 +523,7 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_engine_stats st;
     fr_engine_stats_get(s->engine, &st);
     fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s),
-                          .vision = s->vlm != NULL};
+                          .vision = s->vlm != NULL, .model_name = s->model_name};
     if (s->vlm) fr_vlm_stats_get(s->vlm, &x.vision_cache);
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
@@ -560,6 +584,7 @@ static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, f
 static void stream_append_end(stream *st) {
     fr_api_kind k = st->kind;
     st->res.completion_tokens = st->info.n_generated;
+    st->res.cached_tokens = st->info.n_cached;
     if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
         fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
                             st->include_usage);
@@ -1031,6 +1056,7 @@ static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api
         res->text_len = out.len;
         res->finish = finish_name(info.end);
         res->completion_tokens = info.n_generated;
+        res->cached_tokens = info.n_cached;
         bool final = meter_settle(s, j->mid, &info);
         ret = send_json(c, 200, with_frugal(j->kind == FR_API_CHAT ? fr_api_chat_response(res)
                                                                    : fr_api_completion_response(res),
@@ -1085,86 +1111,179 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
 
 /* ---- assist: the handler `frugal assist` also calls (serve/assist.c, docs/ASSIST.md) ---- */
 
-/* A refusal before the assist account is opened: its ledger row, then the error. */
-static enum MHD_Result assist_refuse(conn *c, const fr_api_key *key, int status,
-                                     const char *type, const char *code, const char *param,
-                                     const char *msg) {
+/* ---- stage doors: /v1/assist and the audio endpoints run their stages on the connection
+ * thread, with an account the handler owns from the head to the answer ---- */
+
+/* What a stage door settled before its handler runs. */
+typedef struct stage_door {
+    const char *route;    /* ledger route */
+    const char *modality; /* the account's modality (NULL: set by the handler) */
+    int forced;           /* X-Priority's tier within the key's cap, -1 = none */
+    int dflt;             /* the key's (or the server's) default tier within the cap */
+    int highest;          /* the key's cap (0 = any) */
+    double deadline, deadline_ms; /* X-Deadline-Ms (0 = none) */
+} stage_door;
+
+/* A refusal before the door's account is opened: its ledger row, then the error. */
+static enum MHD_Result door_refuse(conn *c, const stage_door *d, const fr_api_key *key,
+                                   int status, const char *type, const char *code,
+                                   const char *param, const char *msg) {
     char tp[56] = "";
-    meter_refusal(c->s, "assist", key, head_tier(c->s->cfg, key, header(c, "X-Priority")),
+    meter_refusal(c->s, d->route, key, head_tier(c->s->cfg, key, header(c, "X-Priority")),
                   header(c, "traceparent"), status, tp);
     if (tp[0]) memcpy(c->traceparent, tp, sizeof tp);
     return fail(c, status, type, code, param, msg);
 }
 
-static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
+/* Refuses new work while draining; reads X-Priority and X-Deadline-Ms (400 when malformed) and
+ * settles the tiers into *d and c->tier. Returns false with *ret set (the refusal's row made). */
+static bool door_headers(conn *c, const fr_api_key *key, stage_door *d, enum MHD_Result *ret) {
     fr_server *s = c->s;
     if (atomic_load(&s->draining)) {
         c->retry_after = 5;
-        return assist_refuse(c, key, 503, "server_error", "shutting_down", NULL,
-                             "The server is shutting down and accepts no new requests.");
+        *ret = door_refuse(c, d, key, 503, "server_error", "shutting_down", NULL,
+                           "The server is shutting down and accepts no new requests.");
+        return false;
     }
-    int forced = -1;
     const char *xp = header(c, "X-Priority");
-    if (xp && (forced = fr_tier_parse(xp)) < 0)
-        return assist_refuse(c, key, 400, "invalid_request_error", NULL, "X-Priority",
-                             "X-Priority must be P0, P1 or P2.");
-    double deadline = 0, deadline_ms = 0;
+    d->forced = -1;
+    if (xp && (d->forced = fr_tier_parse(xp)) < 0) {
+        *ret = door_refuse(c, d, key, 400, "invalid_request_error", NULL, "X-Priority",
+                           "X-Priority must be P0, P1 or P2.");
+        return false;
+    }
     const char *xd = header(c, "X-Deadline-Ms");
-    if (xd && !deadline_parse(xd, c->t_start, &deadline_ms, &deadline))
-        return assist_refuse(c, key, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
-                             "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
-    int highest = key ? key->highest_tier : 0;
-    int dflt = key ? key->default_tier : s->cfg->default_tier;
-    if (forced >= 0 && forced < highest) forced = highest; /* the key's cap, as on chat */
-    if (dflt < highest) dflt = highest;
-    c->tier = forced >= 0 ? forced : dflt;
+    if (xd && !deadline_parse(xd, c->t_start, &d->deadline_ms, &d->deadline)) {
+        *ret = door_refuse(c, d, key, 400, "invalid_request_error", NULL, "X-Deadline-Ms",
+                           "X-Deadline-Ms must be a number of milliseconds in 1..86400000.");
+        return false;
+    }
+    d->highest = key ? key->highest_tier : 0;
+    d->dflt = key ? key->default_tier : s->cfg->default_tier;
+    if (d->forced >= 0 && d->forced < d->highest) d->forced = d->highest; /* the key's cap */
+    if (d->dflt < d->highest) d->dflt = d->highest;
+    c->tier = d->forced >= 0 ? d->forced : d->dflt;
+    return true;
+}
+
+/* The door's headers, then its account (route, tier, modality), refused with 503 while the
+ * ledger cannot record work. Returns false with *ret set. */
+static bool door_open(conn *c, const fr_api_key *key, stage_door *d, enum MHD_Result *ret) {
+    fr_server *s = c->s;
+    if (!door_headers(c, key, d, ret)) return false;
     if (s->meter && !c->mr) {
-        /* the modality is set by the handler once the body is parsed (serve/assist.c) */
         fr_meter_req_info in = {.traceparent = header(c, "traceparent"),
                                 .api_key_id = key ? key->id : NULL,
-                                .route = "assist",
+                                .route = d->route,
                                 .tier = fr_tier_name(c->tier),
-                                .modality = NULL};
+                                .modality = d->modality};
         c->mr = fr_meter_request_begin(s->meter, &in);
         fr_meter_request_traceparent(c->mr, c->traceparent);
     }
     char why[300];
     if (!fr_meter_ledger_ok(s->meter, why, sizeof why)) { /* work it could not record: refused */
         c->retry_after = LEDGER_RETRY_AFTER_S;
-        enum MHD_Result r0 = ledger_refusal(c, why);
+        *ret = ledger_refusal(c, why);
         meter_end_http(c);
-        return r0;
+        return false;
     }
+    return true;
+}
+
+/* The door's answer: nobody to answer when the client left (close); else the account closed
+ * with the status about to be sent, then the body once the row is durable (or the 503 that
+ * replaces a success whose row is not). body is taken; hdrs as queue_with's. */
+static enum MHD_Result door_answer(conn *c, const stage_watch *sw, int st, const char *ctype,
+                                   char *body, size_t len, const char *const *hdrs) {
+    fr_server *s = c->s;
+    bool metered = c->mr != NULL;
+    if (sw->why == FR_CANCEL_CLIENT_GONE) {
+        free(body);
+        c->status = 499;
+        meter_end_http(c);
+        return MHD_NO;
+    }
+    if (st == 503) c->retry_after = 5;
+    c->status = st;
+    uint64_t seq = meter_end_http(c);
+    if (metered && fr_meter_ledger_wait(s->meter, seq) != 0 && st < 400) {
+        fr_api_error e;
+        answer_withheld(s, seq, &e);
+        free(body);
+        c->retry_after = LEDGER_RETRY_AFTER_S;
+        return send_error(c, &e);
+    }
+    return queue_with(c, st, ctype, body, len, hdrs);
+}
+
+static enum MHD_Result do_assist(conn *c, const fr_api_key *key) {
+    fr_server *s = c->s;
+    enum MHD_Result r;
+    /* the modality is set by the handler once the body is parsed (serve/assist.c) */
+    stage_door d = {.route = "assist"};
+    if (!door_open(c, key, &d, &r)) return r;
     stage_watch sw = {.s = s, .mc = c->mc};
-    fr_assist_call call = {.tier = forced, .default_tier = dflt, .t_arrival = c->t_start,
-                           .meter = c->mr, .highest_tier = highest, .deadline = deadline,
+    fr_assist_call call = {.tier = d.forced, .default_tier = d.dflt, .t_arrival = c->t_start,
+                           .meter = c->mr, .highest_tier = d.highest, .deadline = d.deadline,
                            .cancel = {stage_cancel, &sw}};
     char *json = NULL;
     atomic_fetch_add(&s->stage_busy, 1);
     int st = fr_assist_handle(s->assist, c->body.data ? c->body.data : "", c->body.len, &call,
                               &json);
-    enum MHD_Result r;
-    bool metered = c->mr != NULL;
-    if (sw.why == FR_CANCEL_CLIENT_GONE) { /* nobody to answer: close */
-        free(json);
-        c->status = 499;
-        meter_end_http(c);
-        r = MHD_NO;
-    } else {
-        /* the row first (closed with the status about to be sent), then the answer once durable */
-        if (st == 503) c->retry_after = 5;
-        c->status = st;
-        uint64_t seq = meter_end_http(c);
-        if (metered && fr_meter_ledger_wait(s->meter, seq) != 0 && st < 400) {
-            fr_api_error e;
-            answer_withheld(s, seq, &e);
-            free(json);
-            c->retry_after = LEDGER_RETRY_AFTER_S;
-            r = send_error(c, &e);
-        } else {
-            r = send_json(c, st, json);
-        }
+    r = door_answer(c, &sw, st, "application/json", json, strlen(json), NULL);
+    atomic_fetch_sub(&s->stage_busy, 1);
+    return r;
+}
+
+/* The multipart bounds of an audio form: the body limit for the whole, the assist door's audio
+ * limit for one part (the recording). */
+static fr_mp_limits audio_limits(fr_server *s) {
+    size_t body = s->cfg->max_body_bytes;
+    size_t audio = fr_assist_config_of(s->assist)->max_audio_bytes;
+    return (fr_mp_limits){.max_parts = FR_AUDIO_MAX_PARTS, .max_header_bytes = 4096,
+                          .max_part_bytes = audio && audio < body ? audio : body,
+                          .max_total_bytes = body};
+}
+
+/* X-Frugal-Joules / -Usd / -Estimated / -Final: the reply's figures, for every format (the JSON
+ * ones also hold them in "frugal"). vals: 4 x 32 bytes of storage; hdrs: 9 slots. */
+static void cost_headers(const fr_audio_cost *cost, char vals[4][32], const char *hdrs[9]) {
+    hdrs[0] = NULL;
+    if (!cost->metered) return;
+    snprintf(vals[0], 32, "%.9g", cost->joules);
+    snprintf(vals[1], 32, "%.9g", cost->usd);
+    snprintf(vals[2], 32, "%s", cost->estimated ? "true" : "false");
+    snprintf(vals[3], 32, "%s", cost->final ? "true" : "false");
+    static const char *const names[4] = {"X-Frugal-Joules", "X-Frugal-Usd", "X-Frugal-Estimated",
+                                         "X-Frugal-Final"};
+    for (int i = 0; i < 4; i++) {
+        hdrs[2 * i] = names[i];
+        hdrs[2 * i + 1] = vals[i];
     }
+    hdrs[8] = NULL;
+}
+
+/* POST /v1/audio/transcriptions and /v1/audio/translations (serve/audio_api.h): the stage door
+ * (tier, deadline, account with modality audio), the handler, the answer once its row is
+ * durable. */
+static enum MHD_Result do_audio(conn *c, const fr_api_key *key, fr_audio_task task) {
+    fr_server *s = c->s;
+    enum MHD_Result r;
+    stage_door d = {.route = task == FR_AUDIO_TRANSLATE ? "translations" : "transcriptions",
+                    .modality = "audio"};
+    if (!door_open(c, key, &d, &r)) return r;
+    stage_watch sw = {.s = s, .mc = c->mc, .deadline = d.deadline};
+    fr_cancel stop = {stage_cancel, &sw};
+    fr_audio_call call = {.task = task, .content_type = header(c, "Content-Type"),
+                          .limits = audio_limits(s), .meter = s->meter, .account = c->mr,
+                          .cancel = &stop, .whisper = s->whisper};
+    fr_audio_reply rep;
+    atomic_fetch_add(&s->stage_busy, 1);
+    fr_audio_handle(c->body.data, c->body.len, &call, &rep);
+    char vals[4][32];
+    const char *hdrs[9];
+    cost_headers(&rep.cost, vals, hdrs);
+    r = door_answer(c, &sw, rep.status, rep.content_type, rep.body, rep.len, hdrs);
     atomic_fetch_sub(&s->stage_busy, 1);
     return r;
 }
@@ -1326,12 +1445,14 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
     if (c->ep != FR_EP_HEALTH && !check_auth(c, url, &key, &ret)) return ret;
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST");
-    if (c->ep == FR_EP_ASSIST) {
-        if (post) return do_assist(c, key);
+    if (stage_endpoint(c->ep)) {
+        if (post && c->ep == FR_EP_ASSIST) return do_assist(c, key);
+        if (post) return do_audio(c, key, c->ep == FR_EP_TRANSLATIONS ? FR_AUDIO_TRANSLATE
+                                                                      : FR_AUDIO_TRANSCRIBE);
         c->close = false;
         fr_api_error e;
         fr_api_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL,
-                         "Method %.16s is not allowed on /v1/assist (POST only).", method);
+                         "Method %.16s is not allowed on %.200s (POST only).", method, url);
         return send_error(c, &e);
     }
     switch (c->ep) {
@@ -1447,7 +1568,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                                   (unsigned int)ceil(s->cfg->header_timeout_s));
     if (!c) return;
     if (!c->stream_owned) {
-        bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || c->ep == FR_EP_ASSIST;
+        bool gen = c->ep == FR_EP_CHAT || c->ep == FR_EP_COMPLETIONS || stage_endpoint(c->ep);
         fr_metrics_request(&s->metrics, c->ep, c->tier, c->status ? c->status : 499,
                            gen ? fr_time_s() - c->t_start : -1);
     }
@@ -1609,7 +1730,13 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
-    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models); /* before the media */
+    if (cfg->asr_model) { /* the audio endpoints' engine */
+        if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
+        fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
+    }
+    /* before the media; PP-OCR on the engine's device unless ocr.device says otherwise */
+    fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models,
+                            cfg->ocr.device ? cfg->ocr.device : ec_in.device);
     s->assist = fr_assist_for_server(s->engine, m, s->tmpl);
     fr_assist_set_meter(s->assist, s->meter);
     fr_assist_set_vlm(s->assist, s->vlm, s->engine);
@@ -1653,11 +1780,11 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
     fr_guard_config_reserves(&gc);
     const fr_engine_config *ec = fr_engine_cfg(s->engine);
     fr_info("serving %s on %s:%d (%s): auth %s, KV %d blocks x %d tokens, step %d tokens, "
-            "chunk %d, %d running max, context %d, meter %s",
+            "chunk %d, %d running max, context %d, prefix cache %s, meter %s",
             s->model_name, cfg->host, s->port, fr_engine_backend_name(s->engine),
             cfg->n_keys ? "on" : "off", ec->kv_blocks,
             ec->block_size, ec->step_tokens, ec->prefill_chunk, ec->max_running, ec->max_ctx,
-            !s->meter ? "off" : ledger_path[0] ? ledger_path : "on, no ledger");
+            ec->prefix_cache ? "on" : "off", !s->meter ? "off" : ledger_path[0] ? ledger_path : "on, no ledger");
     fr_info("connections: %d slots (reserved: control %d, P0 %d, P1 %d), %d pending, head "
             "within %.1f s and %d bytes",
             gc.max_connections, gc.reserved[0], gc.reserved[1], gc.reserved[2], gc.max_pending,
@@ -1668,6 +1795,7 @@ fail:
     if (s->lfd >= 0) close(s->lfd);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_free(s->whisper);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
     free(s->tmpl_owned);
@@ -1720,6 +1848,7 @@ void fr_server_free(fr_server *s) {
     if (!s->stopped) fr_server_shutdown(s, 0);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_free(s->whisper);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
     fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "meter/meter.h"
 #include "serve/assist.h"
 #include "stages/asr/asr.h"
 #include "stages/audio/audio.h"
@@ -35,19 +37,25 @@ static struct {
     pthread_once_t once;   /* set-up guard */
     char engine[16];       /* the configured OCR reader ("" = auto), fr_assist_media_set_ocr */
     char ppocr_dir[1024];  /* the PP-OCR models folder ("" = the default) */
+    char device[32];       /* PP-OCR's device ("" = the CPU) */
+    int ocr_mdev;          /* the OCR stage's meter device (FR_METER_DEV_CPU unless on CUDA) */
     fr_ocr_pool *ocr;      /* shared OCR engines, or NULL */
     fr_asr_pool *asr;      /* shared ASR decoders, or NULL */
     char why_ocr[300];     /* why OCR is unavailable */
     char why_asr[300];     /* why ASR is unavailable */
 } g = {.once = PTHREAD_ONCE_INIT};
 
+const char *fr_assist_media_code(const fr_err *err, const char *invalid_code) {
+    return err->code == FR_ERR_TOO_LARGE     ? "media_too_large"
+           : err->code == FR_ERR_UNSUPPORTED ? "unsupported_media_type"
+           : err->code == FR_ERR_BAD_REQUEST ? invalid_code
+                                             : NULL;
+}
+
 /* A decoder's error → the media error: the code as raised, the JSON code by that code. */
 static void set_err(fr_assist_media_err *e, const fr_err *err, const char *invalid_code) {
     e->err = *err;
-    e->code = err->code == FR_ERR_TOO_LARGE     ? "media_too_large"
-              : err->code == FR_ERR_UNSUPPORTED ? "unsupported_media_type"
-              : err->code == FR_ERR_BAD_REQUEST ? invalid_code
-                                                : NULL;
+    e->code = fr_assist_media_code(err, invalid_code);
 }
 
 static void *img_decode(void *ctx, const uint8_t *data, size_t n, const char *mime,
@@ -180,10 +188,15 @@ static void aud_free(void *ctx, void *a) {
     free(a);
 }
 
-void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir) {
+void fr_assist_media_set_ocr(const char *engine, const char *ppocr_dir, const char *device) {
     snprintf(g.engine, sizeof g.engine, "%s", engine && strcmp(engine, "auto") ? engine : "");
     snprintf(g.ppocr_dir, sizeof g.ppocr_dir, "%s", ppocr_dir ? ppocr_dir : "");
+    snprintf(g.device, sizeof g.device, "%s", device ? device : "");
 }
+
+/* Set once by setup_ocr; a caller that ran OCR through the default media has passed the
+ * pthread_once that wrote it, any other reads the CPU. */
+int fr_assist_media_ocr_meter_device(void) { return g.ocr_mdev; }
 
 /* The OCR pool: the configured reader, or the default one (see fr_assist_media_set_ocr). */
 static void setup_ocr(void) {
@@ -193,6 +206,8 @@ static void setup_ocr(void) {
     memset(&oc, 0, sizeof oc);
     oc.lang = getenv("FRUGAL_OCR_LANG") ? getenv("FRUGAL_OCR_LANG") : "eng";
     oc.ppocr_dir = g.ppocr_dir[0] ? g.ppocr_dir : NULL;
+    oc.device = g.device[0] ? g.device : NULL;
+    g.ocr_mdev = FR_METER_DEV_CPU;
     const char *want = g.engine[0] ? g.engine : getenv("FRUGAL_OCR_ENGINE");
     bool asked = want && *want && strcmp(want, "auto");
     if (asked && fr_ocr_kind_parse(want, &oc.kind, &err)) {
@@ -201,7 +216,13 @@ static void setup_ocr(void) {
     }
     if (!asked) oc.kind = fr_ocr_kind_default(oc.ppocr_dir);
     if (oc.kind == FR_OCR_KIND_PPOCR) {
-        if ((g.ocr = fr_ocr_pool_new(&oc, 0, &err))) return;
+        if ((g.ocr = fr_ocr_pool_new(&oc, 0, &err))) {
+            fr_backend_kind k;
+            int i;
+            if (!fr_backend_parse_device(oc.device, &k, &i, NULL) && k == FR_BACKEND_CUDA)
+                g.ocr_mdev = fr_meter_dev_gpu(i);
+            return;
+        }
         if (asked) {
             snprintf(g.why_ocr, sizeof g.why_ocr, "unavailable: %.280s", err.msg);
             return;

@@ -42,7 +42,8 @@ typedef struct metered {
 } metered;
 
 static void stage_begin(metered *mt, fr_meter_stage stage) {
-    mt->st = mt->m && mt->r ? fr_meter_stage_begin(mt->m, mt->r, stage, FR_METER_DEV_CPU) : NULL;
+    int dev = stage == FR_MSTAGE_OCR ? fr_assist_media_ocr_meter_device() : FR_METER_DEV_CPU;
+    mt->st = mt->m && mt->r ? fr_meter_stage_begin(mt->m, mt->r, stage, dev) : NULL;
 }
 
 static void stage_end(metered *mt) {
@@ -113,6 +114,16 @@ static uint8_t *decode(const char *s, const char *param, char *mime, size_t mime
     }
     *n_out = (size_t)dn;
     return buf;
+}
+
+/* decode() as the start of the "decode_media" stage: the stage is begun on mt and, when decoding
+ * fails, ended; on success it is left running for the media decoder. */
+static uint8_t *decode_in_stage(metered *mt, const char *s, const char *param, char *mime,
+                                size_t mime_cap, size_t *n_out, fr_api_error *err) {
+    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
+    uint8_t *data = decode(s, param, mime, mime_cap, n_out, err);
+    if (!data) stage_end(mt);
+    return data;
 }
 
 /* ---- images for a vision-language model ---- */
@@ -233,12 +244,8 @@ static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     }
     char mime[64];
     size_t n = 0;
-    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
-    uint8_t *data = decode(url->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) {
-        stage_end(mt);
-        return -1;
-    }
+    uint8_t *data = decode_in_stage(mt, url->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
     fr_assist_media_err me;
     memset(&me, 0, sizeof me);
     void *img = g_media.image_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
@@ -280,35 +287,20 @@ static int image_part(const cJSON *part, const char *param, metered *mt, fr_buf 
     return rc;
 }
 
-static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf *out,
-                      fr_api_error *err) {
-    const cJSON *ia = cJSON_GetObjectItemCaseSensitive(part, "input_audio");
-    const cJSON *d = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "data") : NULL;
-    const cJSON *f = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "format") : NULL;
-    if (!cJSON_IsString(d) || (f && !cJSON_IsString(f))) {
-        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
-                         "%s.input_audio must be {\"data\": base64, \"format\": \"wav\"|\"flac\"|\"ogg\"}", param);
-        return -1;
-    }
+/* Decoded audio → transcript, with the "decode_media" stage already running on mt (ended here,
+ * after decoding) and ASR metered as "asr". *text malloc'd, *seconds the recording's length. */
+static int transcribe(metered *mt, const uint8_t *data, size_t n, const char *mime,
+                      const char *param, char **text, double *seconds, fr_api_error *err) {
     if (!g_media.audio_decode || !g_media.asr) {
+        stage_end(mt);
         fr_api_error_set(err, 400, "invalid_request_error", "unsupported_content_part", param,
                          "%s: speech input is unavailable in this build (%s)", param,
                          g_media.why_asr ? g_media.why_asr : g_media.why_audio ? g_media.why_audio : "no ASR stage");
         return -1;
     }
-    char mime[64];
-    size_t n = 0;
-    stage_begin(mt, FR_MSTAGE_DECODE_MEDIA);
-    uint8_t *data = decode(d->valuestring, param, mime, sizeof mime, &n, err);
-    if (!data) {
-        stage_end(mt);
-        return -1;
-    }
-    if (!mime[0] && f) snprintf(mime, sizeof mime, "audio/%.40s", f->valuestring);
     fr_assist_media_err me;
     memset(&me, 0, sizeof me);
-    void *au = g_media.audio_decode(g_media.ctx, data, n, mime[0] ? mime : NULL, &me);
-    free(data);
+    void *au = g_media.audio_decode(g_media.ctx, data, n, mime, &me);
     stage_end(mt);
     if (!au) {
         media_fail(err, &me, param);
@@ -326,9 +318,43 @@ static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf 
         media_fail(err, &me, param);
         return -1;
     }
+    *text = t;
+    *seconds = secs;
+    return 0;
+}
+
+static int audio_part(const cJSON *part, const char *param, metered *mt, fr_buf *out,
+                      fr_api_error *err) {
+    const cJSON *ia = cJSON_GetObjectItemCaseSensitive(part, "input_audio");
+    const cJSON *d = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "data") : NULL;
+    const cJSON *f = cJSON_IsObject(ia) ? cJSON_GetObjectItemCaseSensitive(ia, "format") : NULL;
+    if (!cJSON_IsString(d) || (f && !cJSON_IsString(f))) {
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s.input_audio must be {\"data\": base64, \"format\": \"wav\"|\"flac\"|\"ogg\"}", param);
+        return -1;
+    }
+    char mime[64];
+    size_t n = 0;
+    uint8_t *data = decode_in_stage(mt, d->valuestring, param, mime, sizeof mime, &n, err);
+    if (!data) return -1;
+    if (!mime[0] && f) snprintf(mime, sizeof mime, "audio/%.40s", f->valuestring);
+    char *t = NULL;
+    double secs = 0;
+    int rc = transcribe(mt, data, n, mime[0] ? mime : NULL, param, &t, &secs, err);
+    free(data);
+    if (rc) return -1;
     fr_buf_printf(out, "[transcript of the attached audio]\n%s", t);
     free(t);
     return 0;
+}
+
+int fr_api_media_transcribe(const uint8_t *data, size_t n, const char *mime, const char *param,
+                            struct fr_meter *m, struct fr_meter_req *r, const fr_cancel *cancel,
+                            char **text, double *seconds, fr_api_error *err) {
+    pthread_once(&g_once, media_init);
+    metered mt = {m, r, NULL, cancel};
+    stage_begin(&mt, FR_MSTAGE_DECODE_MEDIA);
+    return transcribe(&mt, data, n, mime, param, text, seconds, err);
 }
 
 int fr_api_media_part_text(const cJSON *part, const char *type, const char *param, fr_buf *out,

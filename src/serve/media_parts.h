@@ -48,6 +48,19 @@ int fr_api_media_image_bytes(const struct cJSON *part, const char *type, const c
                              const fr_api_limits *lim, uint8_t **data, size_t *len, char *mime,
                              size_t mime_cap, fr_api_error *err);
 
+/* The transcript of a recording (WAV, FLAC or OGG, told by its bytes; mime: the declared media
+ * type or NULL) for the audio endpoints (serve/audio_api.h): decoded and resampled as the
+ * "decode_media" stage, transcribed as the "asr" stage of account `r` on meter `m` (either NULL:
+ * not metered), under the same time limit as input_audio parts and stopped by `cancel` (NULL:
+ * never). `param` names the field in errors. Returns 0 with *text (malloc'd; the caller frees)
+ * and *seconds (the recording's length), or -1 with *err as for input_audio parts (400
+ * invalid_audio for empty or corrupt bytes, 415 unsupported_media_type, 413 media_too_large, 504
+ * asr_timeout, 503 shutting_down, 400 unsupported_content_part when this build has no ASR).
+ * Thread-safe. */
+int fr_api_media_transcribe(const uint8_t *data, size_t n, const char *mime, const char *param,
+                            struct fr_meter *m, struct fr_meter_req *r, const fr_cancel *cancel,
+                            char **text, double *seconds, fr_api_error *err);
+
 /* Text-density threshold used for image parts (default 0.35). */
 void fr_api_media_set_threshold(double t);
 /* The OCR / ASR bounds of media parts (default: fr_assist_config_init's); the server sets its

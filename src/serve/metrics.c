@@ -13,7 +13,8 @@ static const double TPOT_LE[] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.05,
 const char *fr_endpoint_label(int ep) {
     static const char *names[FR_EP_COUNT] = {"/v1/chat/completions", "/v1/completions",
                                              "/v1/models", "/health", "/ready", "/metrics",
-                                             "/v1/assist", "other"};
+                                             "/v1/assist", "/v1/audio/transcriptions",
+                                             "/v1/audio/translations", "other"};
     return ep >= 0 && ep < FR_EP_COUNT ? names[ep] : "other";
 }
 
@@ -42,6 +43,7 @@ void fr_metrics_init(fr_metrics *m) {
         fr_hist_init(&m->ttft[t], LAT_LE, nl);
         fr_hist_init(&m->tpot[t], TPOT_LE, nt);
     }
+    fr_metrics_init_vllm(m);
 }
 
 void fr_metrics_destroy(fr_metrics *m) { pthread_mutex_destroy(&m->mu); }
@@ -84,6 +86,7 @@ void fr_metrics_generation(fr_metrics *m, const fr_req_info *info, double ttft_s
         tpot = (info->t_end - info->t_first) / (info->n_generated - 1);
         fr_hist_observe(&m->tpot[t], tpot);
     }
+    fr_metrics_observe_vllm(m, info);
     if (info->end == FR_END_STOP || info->end == FR_END_LENGTH) {
         bool ok = ttft >= 0 && ttft <= ttft_slo_s && (tpot < 0 || tpot <= tpot_slo_s);
         if (ok) m->slo_met[t]++;
@@ -168,11 +171,13 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
                  "Completed requests that met their tier's TTFT and TPOT targets.", m->slo_met);
     per_tier_u64(o, "frugal_slo_missed_total", "counter",
                  "Completed requests that missed their tier's TTFT or TPOT target.", m->slo_missed);
+    if (x && x->model_name) fr_metrics_render_vllm(m, st, x->model_name, o);
     pthread_mutex_unlock(&m->mu);
 
     per_tier_int(o, "frugal_requests_running", "Sequences in the running batch.", st->running);
     per_tier_int(o, "frugal_requests_waiting", "Requests queued (new or preempted).", st->waiting);
-    fr_prom_head(o, "frugal_kv_blocks_used", "gauge", "KV cache blocks held by sequences.");
+    fr_prom_head(o, "frugal_kv_blocks_used", "gauge",
+                 "KV cache blocks held by sequences (cached blocks none holds count as free).");
     fr_buf_printf(o, "frugal_kv_blocks_used %d\n", st->kv_blocks_used);
     fr_prom_head(o, "frugal_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.");
     fr_buf_printf(o, "frugal_kv_blocks_capacity %d\n", st->kv_blocks_total);
@@ -224,6 +229,24 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
          "Cached tokens thrown away by preemption (to be recomputed).");
     fr_buf_printf(o, "frugal_recomputed_tokens_total %llu\n",
                   (unsigned long long)st->recomputed_tokens);
+    fr_prom_head(o, "frugal_prefix_cache_enabled", "gauge",
+                 "1 when prompts share the KV blocks of prefixes computed before.");
+    fr_buf_printf(o, "frugal_prefix_cache_enabled %d\n", st->prefix_cache ? 1 : 0);
+    fr_prom_head(o, "frugal_prefix_cache_query_tokens_total", "counter",
+                 "Prompt tokens looked up in the prefix cache (first admission of a request).");
+    fr_buf_printf(o, "frugal_prefix_cache_query_tokens_total %llu\n",
+                  (unsigned long long)st->prefix_queries);
+    fr_prom_head(o, "frugal_prefix_cache_hit_tokens_total", "counter",
+                 "Prompt tokens found in the prefix cache (their K/V not computed).");
+    fr_buf_printf(o, "frugal_prefix_cache_hit_tokens_total %llu\n",
+                  (unsigned long long)st->prefix_hits);
+    fr_prom_head(o, "frugal_prefix_cache_evictions_total", "counter",
+                 "Cached KV blocks taken back for new content (least recently released first).");
+    fr_buf_printf(o, "frugal_prefix_cache_evictions_total %llu\n",
+                  (unsigned long long)st->prefix_evictions);
+    fr_prom_head(o, "frugal_kv_blocks_cached", "gauge",
+                 "KV cache blocks published in the prefix cache, held or not.");
+    fr_buf_printf(o, "frugal_kv_blocks_cached %d\n", st->kv_blocks_cached);
     fr_prom_head(o, "frugal_http_connections", "gauge", "Open HTTP connections.");
     fr_buf_printf(o, "frugal_http_connections %d\n", x ? x->connections : 0);
     fr_prom_head(o, "frugal_ready", "gauge", "1 when the model is loaded and the engine accepts work.");

@@ -2,6 +2,7 @@
 #include "serve/multipart.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,30 @@ static const char *skip_ws(const char *s, const char *end) {
     return s;
 }
 
+/* The next "; key=value" of a parameter list at *p: the key span (*k, *kl) and the value into v
+ * (cap bytes); *p advances past it. Returns 1, 0 at the end of the list, -1 when the list is
+ * malformed, -2 when only the value is (bad quoting, empty, over cap - 1 bytes). */
+static int next_param(const char **p, const char *end, const char **k, size_t *kl, char *v,
+                      size_t cap) {
+    const char *s = skip_ws(*p, end);
+    if (s >= end) return 0;
+    if (*s != ';') return -1;
+    s = skip_ws(s + 1, end);
+    *k = s;
+    while (s < end && is_tchar(*s)) s++;
+    *kl = (size_t)(s - *k);
+    s = skip_ws(s, end);
+    if (!*kl || s >= end || *s != '=') return -1;
+    s = skip_ws(s + 1, end);
+    if (param_value(&s, end, v, cap)) return -2;
+    *p = s;
+    return 1;
+}
+
+static bool key_is(const char *k, size_t kl, const char *name) {
+    return kl == strlen(name) && !strncasecmp(k, name, kl);
+}
+
 int fr_mp_boundary(const char *ct, char *out, fr_mp_error *err) {
     if (!ct) return fail(err, 400, "not_multipart", "Content-Type is missing; send multipart/form-data");
     const char *end = ct + strlen(ct);
@@ -65,24 +90,17 @@ int fr_mp_boundary(const char *ct, char *out, fr_mp_error *err) {
     if (strncasecmp(s, "multipart/form-data", 19))
         return fail(err, 400, "not_multipart", "Content-Type must be multipart/form-data");
     s += 19;
-    for (;;) {
-        s = skip_ws(s, end);
-        if (s >= end) break;
-        if (*s != ';') return fail(err, 400, "bad_content_type", "malformed Content-Type parameters");
-        s = skip_ws(s + 1, end);
-        const char *k = s;
-        while (s < end && is_tchar(*s)) s++;
-        size_t kl = (size_t)(s - k);
-        s = skip_ws(s, end);
-        if (!kl || s >= end || *s != '=')
-            return fail(err, 400, "bad_content_type", "malformed Content-Type parameters");
-        s = skip_ws(s + 1, end);
-        char v[FR_MP_MAX_BOUNDARY + 2];
-        if (param_value(&s, end, v, sizeof v))
-            return fail(err, 400, kl == 8 && !strncasecmp(k, "boundary", 8) ? "bad_boundary"
-                                                                             : "bad_content_type",
+    const char *k;
+    size_t kl;
+    char v[FR_MP_MAX_BOUNDARY + 2];
+    int r;
+    while ((r = next_param(&s, end, &k, &kl, v, sizeof v))) {
+        if (r == -1) return fail(err, 400, "bad_content_type", "malformed Content-Type parameters");
+        bool is_boundary = key_is(k, kl, "boundary");
+        if (r == -2)
+            return fail(err, 400, is_boundary ? "bad_boundary" : "bad_content_type",
                         "malformed Content-Type parameter (the boundary is 1 to 70 characters)");
-        if (kl == 8 && !strncasecmp(k, "boundary", 8)) {
+        if (is_boundary) {
             size_t n = strlen(v);
             if (n > FR_MP_MAX_BOUNDARY || (n && v[n - 1] == ' '))
                 return fail(err, 400, "bad_boundary", "the boundary is 1 to 70 characters");
@@ -111,26 +129,19 @@ static int disposition(const char *s, const char *end, fr_mp_part *pt, fr_mp_err
         return fail(err, 400, "bad_part_header", "a part's Content-Disposition must be form-data");
     s += 9;
     int have_name = 0;
-    for (;;) {
-        s = skip_ws(s, end);
-        if (s >= end) break;
-        if (*s != ';') return fail(err, 400, "bad_part_header", "malformed Content-Disposition");
-        s = skip_ws(s + 1, end);
-        const char *k = s;
-        while (s < end && is_tchar(*s)) s++;
-        size_t kl = (size_t)(s - k);
-        s = skip_ws(s, end);
-        if (!kl || s >= end || *s != '=')
-            return fail(err, 400, "bad_part_header", "malformed Content-Disposition");
-        s = skip_ws(s + 1, end);
-        char v[FR_MP_MAX_NAME];
-        if (param_value(&s, end, v, sizeof v))
+    const char *k;
+    size_t kl;
+    char v[FR_MP_MAX_NAME];
+    int r;
+    while ((r = next_param(&s, end, &k, &kl, v, sizeof v))) {
+        if (r == -1) return fail(err, 400, "bad_part_header", "malformed Content-Disposition");
+        if (r == -2)
             return fail(err, 400, "bad_part_header",
                         "malformed Content-Disposition value (at most %d bytes)", FR_MP_MAX_NAME - 1);
-        if (kl == 4 && !strncasecmp(k, "name", 4)) {
+        if (key_is(k, kl, "name")) {
             memcpy(pt->name, v, sizeof v);
             have_name = 1;
-        } else if (kl == 8 && !strncasecmp(k, "filename", 8)) {
+        } else if (key_is(k, kl, "filename")) {
             memcpy(pt->filename, v, sizeof v);
         }
     }
@@ -153,11 +164,11 @@ static int part_headers(const char *s, const char *end, fr_mp_part *pt, fr_mp_er
         for (const char *q = s; q < colon; q++)
             if (!is_tchar(*q)) return fail(err, 400, "bad_part_header", "bad part header name");
         size_t kl = (size_t)(colon - s);
-        if (kl == 19 && !strncasecmp(s, "Content-Disposition", 19)) {
+        if (key_is(s, kl, "Content-Disposition")) {
             if (have_cd) return fail(err, 400, "bad_part_header", "Content-Disposition given twice");
             have_cd = 1;
             if (disposition(colon + 1, eol, pt, err)) return -1;
-        } else if (kl == 12 && !strncasecmp(s, "Content-Type", 12)) {
+        } else if (key_is(s, kl, "Content-Type")) {
             const char *v = skip_ws(colon + 1, eol);
             size_t vl = (size_t)(eol - v);
             if (vl >= sizeof pt->type) vl = sizeof pt->type - 1;

@@ -36,6 +36,7 @@ struct fr_vlm {
     fr_vision_cache *cache; /* encoder cache, or NULL */
     bool bg_drop;           /* drop document background units before the tower */
     fr_cuda_vision *cv;     /* the tower on a CUDA device (fr_vlm_use_device), or NULL: CPU */
+    int cv_dev;             /* that device's index (the vision stage is metered on it) */
     pthread_mutex_t cv_mu;  /* one request at a time through cv (its stream and buffers) */
 };
 
@@ -85,6 +86,7 @@ int fr_vlm_use_device(fr_vlm *v, const char *device, fr_err *err) {
         return -1;
     }
     if (!(v->cv = fr_cuda_vision_new(v->m, idx, err))) return -1;
+    v->cv_dev = idx;
     pthread_mutex_init(&v->cv_mu, NULL);
     return 0;
 }
@@ -422,9 +424,9 @@ int fr_vlm_prepare(fr_vlm *v, const int32_t *raw, size_t n_raw, const fr_api_ima
         return -1;
     }
     double t0 = fr_time_s();
-    fr_meter_step *st = meter && mreq ? fr_meter_stage_begin(meter, mreq, FR_MSTAGE_VISION,
-                                                             FR_METER_DEV_CPU)
-                                      : NULL;
+    int mdev = v->cv ? fr_meter_dev_gpu(v->cv_dev) : FR_METER_DEV_CPU;
+    fr_meter_step *st =
+        meter && mreq ? fr_meter_stage_begin(meter, mreq, FR_MSTAGE_VISION, mdev) : NULL;
     img_feat *f = fr_xcalloc((size_t)n_images + 1, sizeof *f);
     int32_t *grid = fr_xcalloc((size_t)n_images * 3 + 1, sizeof(int32_t));
     int32_t *ids = NULL, *rpos = NULL;

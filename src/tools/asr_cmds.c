@@ -1,6 +1,7 @@
 /* asr_cmds.c — speech commands.
  *
- *   frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...   transcribe WAV/FLAC/OGG files
+ *   frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...
+ *                   transcribe WAV/FLAC/OGG files (n-best rescored with the intent model)
  *   frugal build-lm --csv TRAIN.csv [--nlupp DIR] [--text FILE] --out LM.arpa [--bin LM.bin]
  *                   [--order 3] [--min-count3 N] [--dict PATH]   build the domain LM
  *   frugal eval-asr --csv TRAIN.csv [--n 150] [--workers 2] [--lm PATH] [--keep-wavs DIR] [-v]
@@ -8,7 +9,9 @@
  *
  * The held-out rows (fr_asr_is_heldout) are skipped by build-lm and are the only rows eval-asr
  * uses, so the domain LM never sees the evaluation sentences (also not as exact duplicates:
- * training rows whose normalised text equals a held-out row's are dropped too).
+ * training rows whose normalised text equals a held-out row's are dropped too). build-lm also
+ * skips the text splits of `frugal eval-speech` (fr_speech_split_marks: the intent model's
+ * validation and calibration rows), the same way.
  */
 #include "tools/asr_cmds.h"
 
@@ -27,6 +30,7 @@
 #include "stages/asr/asr.h"
 #include "stages/asr/lm.h"
 #include "stages/asr/ps_wrap.h"
+#include "tools/speech_eval.h"
 
 extern char **environ;
 
@@ -125,13 +129,17 @@ int fr_cmd_asr(int argc, char **argv) {
     fr_asr_config cfg = {0};
     int first = -1;
     const char *kind = NULL;
+    bool no_rescore = false;
     fr_flags fl;
     fr_flags_init(&fl, "asr", argc, argv);
     while (first < 0 && fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
-            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] FILE...\n"
-                   "  transcribes WAV/FLAC/OGG files; prints one JSON object per file\n");
+            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...\n"
+                   "  transcribes WAV/FLAC/OGG files; prints one JSON object per file (the n-best\n"
+                   "  list is rescored with the intent model unless --no-rescore)\n");
             return 0;
+        } else if (fr_flag_switch(&fl, "--no-rescore", &no_rescore)) {
+            if (no_rescore) cfg.rescore_model = "";
         } else if (fr_flag_str(&fl, "--lm", &cfg.lm)) {
             continue;
         } else if (fr_flag_str(&fl, "--lm-kind", &kind)) {
@@ -170,6 +178,8 @@ int fr_cmd_asr(int argc, char **argv) {
         cJSON_AddStringToObject(o, "transcript", masked);
         free(masked);
         cJSON_AddNumberToObject(o, "confidence", r.confidence);
+        cJSON_AddNumberToObject(o, "hypotheses", r.n_hyps);
+        cJSON_AddNumberToObject(o, "chosen", r.chosen); /* 0: the 1-best; > 0: rescored */
         cJSON_AddNumberToObject(o, "audio_s", r.audio_s);
         cJSON_AddNumberToObject(o, "decode_s", r.decode_s);
         cJSON_AddNumberToObject(o, "proc_s", r.proc_s);
@@ -218,7 +228,6 @@ int fr_cmd_build_lm(int argc, char **argv) {
     if (!ws) return fprintf(stderr, "frugal build-lm: %s\n", err.msg), 1;
     rows train = {0}, extra = {0}, held = {0};
     int rc = 1;
-    if (csv && read_csv(csv, &train, &err)) goto done;
     if (nlupp && read_nlupp(nlupp, &extra, &err)) goto done;
     if (text) {
         size_t len;
@@ -230,13 +239,27 @@ int fr_cmd_build_lm(int argc, char **argv) {
         }
         free(t);
     }
+    /* the CSV through the labelled-data reader (RFC 4180 quoting, the intent trainer's row
+     * order): rows of the spoken tuning/evaluation text splits (speech_eval.h) stay out too */
+    uint8_t *mark = NULL;
+    if (csv) {
+        fr_intent_data d;
+        if (fr_intent_data_load_csv(&d, csv, &err)) goto done;
+        mark = fr_xcalloc(d.n + 1, 1);
+        fr_speech_split_marks(&d, mark);
+        train.v = fr_xcalloc(d.n + 1, sizeof(char *));
+        for (size_t i = 0; i < d.n; i++) train.v[i] = fr_xstrdup(d.texts[i]);
+        train.n = d.n;
+        fr_intent_data_free(&d);
+    } else {
+        mark = fr_xcalloc(1, 1);
+    }
+    for (size_t i = 0; i < train.n; i++) mark[i] = mark[i] || fr_asr_is_heldout(train.v[i]);
     /* normalised held-out sentences: exact duplicates never enter the LM */
-    fr_wordset *dummy = NULL;
-    (void)dummy;
     char **hn = NULL;
     size_t nh = 0;
     for (size_t i = 0; i < train.n; i++)
-        if (fr_asr_is_heldout(train.v[i])) {
+        if (mark[i]) {
             fr_buf b = {0};
             fr_asr_normalize(train.v[i], &b);
             hn = fr_xrealloc(hn, (nh + 1) * sizeof(char *));
@@ -247,7 +270,7 @@ int fr_cmd_build_lm(int argc, char **argv) {
     for (int pass = 0; pass < 2; pass++) {
         rows *r = pass ? &extra : &train;
         for (size_t i = 0; i < r->n; i++) {
-            if (!pass && fr_asr_is_heldout(r->v[i])) continue;
+            if (!pass && mark[i]) continue;
             fr_buf b = {0};
             fr_asr_normalize(r->v[i], &b);
             int dup = 0;
@@ -259,6 +282,7 @@ int fr_cmd_build_lm(int argc, char **argv) {
     }
     for (size_t k = 0; k < nh; k++) free(hn[k]);
     free(hn);
+    free(mark);
     (void)held;
     FILE *f = fopen(out, "w");
     if (!f) {

@@ -66,16 +66,18 @@ int fr_cmd_ocr(int argc, char **argv) {
     while (fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
             printf("usage: frugal ocr FILE [--engine ppocr|tesseract] [--models DIR] "
-                   "[--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] [--threshold T] "
-                   "[--force-ocr] [--binarize 0|1|2]\n"
+                   "[--device cpu|cuda|cuda:N] [--type MEDIA] [--lang eng|chi_sim|eng+chi_sim] "
+                   "[--threshold T] [--force-ocr] [--binarize 0|1|2]\n"
                    "  no --engine: ppocr when its models are installed (--models DIR, default "
                    "models/ppocr of the data root), else tesseract\n"
+                   "  --device: where ppocr's networks run (cuda needs frugal-cuda)\n"
                    "  --lang, --binarize: tesseract only; no --lang: eng+chi_sim when the "
                    "chi_sim model is installed, else eng (ppocr detects the script itself)\n");
             return 0;
         }
         if (fr_flag_str(&fl, "--type", &type) || fr_flag_str(&fl, "--lang", &oc.lang) ||
             fr_flag_str(&fl, "--engine", &engine) || fr_flag_str(&fl, "--models", &oc.ppocr_dir) ||
+            fr_flag_str(&fl, "--device", &oc.device) ||
             fr_flag_float(&fl, "--threshold", 0, 2, &sc.threshold) ||
             fr_flag_int(&fl, "--binarize", 0, 2, &oc.binarize) ||
             fr_flag_switch(&fl, "--force-ocr", &sc.force_ocr))

@@ -4,11 +4,14 @@
  * Input: the first line is the Content-Type, the rest the body. Properties checked (besides
  * ASan/UBSan's): a refusal has status 400 or 413 and a code; an accepted form has at most
  * max_parts parts, each part's data lies inside the body and within max_part_bytes, each name
- * is non-empty and NUL-terminated within its array. */
+ * is non-empty and NUL-terminated within its array. The same input also goes through the audio
+ * endpoints' form reader (serve/audio_api.h) for both tasks: a refusal is a 4xx with a code, an
+ * accepted form's file lies inside the body and is not empty. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/audio_api.h"
 #include "serve/multipart.h"
 
 static const fr_mp_limits LIM = {.max_parts = 8, .max_header_bytes = 512,
@@ -16,6 +19,20 @@ static const fr_mp_limits LIM = {.max_parts = 8, .max_header_bytes = 512,
 
 static void check(int c) {
     if (!c) abort();
+}
+
+static void audio_form(const char *ct, const char *body, size_t bn) {
+    for (int t = 0; t < 2; t++) {
+        fr_audio_form f;
+        fr_api_error e;
+        if (fr_audio_form_parse((fr_audio_task)t, ct, body, bn, &LIM, NULL, &f, &e) == 0) {
+            check(f.file_len > 0 && (const char *)f.file >= body &&
+                  (const char *)f.file + f.file_len <= body + bn);
+            check(f.format <= FR_AUDIO_FMT_VERBOSE_JSON && f.temperature >= 0 && f.temperature <= 1);
+        } else {
+            check(e.status >= 400 && e.status < 500 && e.code && e.message[0]);
+        }
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -49,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         check(e.status == 400 && e.code);
     }
+    audio_form(ct, body, bn);
     free(body);
     return 0;
 }

@@ -8,7 +8,8 @@
  *      serialise → load back to identical bytes.
  *   1: the same with the checksum enforced (a failure must be a message).
  *   2: extract slots from the payload (reference date from the payload's first bytes): spans must
- *      lie inside the input in order without overlap, names must be set, card/account slots
+ *      lie inside the input in order without overlap (but a part of the day inside its date,
+ *      "this morning"), names must be set, card/account slots
  *      must hold at most four digits in text and value.
  *   3: classify and assess (the out-of-scope verdict) the payload with a small model built at
  *      start-up, featurise it, run the attachment rule (attach.h), the currency scanner and
@@ -123,8 +124,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (k < 0 || k > 24) abort();
         size_t prev_end = 0;
         for (int i = 0; i < k; i++) {
-            if (sl[i].start >= sl[i].end || sl[i].end > n || sl[i].start < prev_end || !sl[i].name) abort();
-            prev_end = sl[i].end;
+            /* the one allowed overlap: a part of the day inside its date ("this morning") */
+            bool inside = i > 0 && sl[i].kind == FR_SLOT_TIME_PERIOD && sl[i - 1].kind == FR_SLOT_DATE &&
+                          sl[i].start >= sl[i - 1].start && sl[i].end <= sl[i - 1].end;
+            if (sl[i].start >= sl[i].end || sl[i].end > n || (sl[i].start < prev_end && !inside) || !sl[i].name)
+                abort();
+            if (!inside) prev_end = sl[i].end;
             if (!memchr(sl[i].text, 0, sizeof sl[i].text) || !memchr(sl[i].value, 0, sizeof sl[i].value)) abort();
             if (sl[i].kind == FR_SLOT_CARD_NUMBER || sl[i].kind == FR_SLOT_ACCOUNT_NUMBER) {
                 size_t dt = 0, dv = 0;

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config nlu npy onnx ppocr request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config multipart nlu npy onnx ppocr request safetensors tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -123,4 +123,14 @@ for y in range(3,8):
 for y in range(9,14):
   for x in range(16,30): m[y*w+x]=200
 sys.stdout.buffer.write(bytes([1,w-1,h-1]+m))' > "$C/ppocr/map"
+# multipart: the Content-Type line, then the body (fuzz_multipart; the audio endpoints' forms):
+# curl's -F form with a WAV head and every field, undici's (the openai npm client) with a quoted
+# boundary and granularities, a translation, and hostile ones (a boundary-like line inside the
+# data, a part without Content-Disposition, a part that never closes)
+W='RIFF$\000\000\000WAVEfmt \020\000\000\000\001\000\001\000\200>\000\000\000}\000\000\002\000\020\000data\000\000\000\000'
+printf 'multipart/form-data; boundary=------------------------d74496d66958873e\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="file"; filename="speech.wav"\r\nContent-Type: audio/x-wav\r\n\r\n'"$W"'\r\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="language"\r\n\r\nen\r\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="response_format"\r\n\r\nverbose_json\r\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="temperature"\r\n\r\n0.2\r\n--------------------------d74496d66958873e\r\nContent-Disposition: form-data; name="prompt"\r\n\r\ncard delivery\r\n--------------------------d74496d66958873e--\r\n' > "$C/multipart/curl"
+printf 'multipart/form-data; boundary="----formdata-undici-0123456789"\n------formdata-undici-0123456789\r\nContent-Disposition: form-data; name="file"; filename="speech.wav"\r\nContent-Type: application/octet-stream\r\n\r\n'"$W"'\r\n------formdata-undici-0123456789\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n------formdata-undici-0123456789\r\nContent-Disposition: form-data; name="timestamp_granularities[]"\r\n\r\nsegment\r\n------formdata-undici-0123456789\r\nContent-Disposition: form-data; name="timestamp_granularities[]"\r\n\r\nword\r\n------formdata-undici-0123456789--' > "$C/multipart/undici"
+printf 'Multipart/Form-Data; charset=utf-8; boundary=XyZ\n--XyZ\r\ncontent-disposition: form-data; name=file\r\n\r\n'"$W"'\r\n--XyZ\r\nContent-Disposition: form-data; name="response_format"\r\n\r\nsrt\r\n--XyZ\r\nContent-Disposition: form-data; name="stream"\r\n\r\nfalse\r\n--XyZ--\r\n' > "$C/multipart/translate"
+printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a \\"q\\".wav"\r\n\r\n'"$W"'\r\n--XyZ-not\r\n--X\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\nno disposition\r\n--XyZ--\r\n' > "$C/multipart/hostile"
+printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\nRIFF never closes' > "$C/multipart/open"
 du -sh "$C"

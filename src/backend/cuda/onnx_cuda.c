@@ -418,6 +418,20 @@ static int plan_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i, cx_alloc *al, fr_e
             if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
                 math_ok(s, perf[k].mathType))
                 pick = k;
+        if (pick < 0) {
+            /* Find times every algorithm with buffers it allocates itself, and fails when the
+             * device is short of memory at that moment (many sessions planning at once): then
+             * cuDNN's heuristic ranking, which allocates nothing */
+            got = 0;
+            if (cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, c->xd, c->wd, c->cd, c->yd,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                       perf) != CUDNN_STATUS_SUCCESS)
+                got = 0;
+            for (int k = 0; k < got && pick < 0; k++)
+                if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
+                    math_ok(s, perf[k].mathType))
+                    pick = k;
+        }
         if (pick < 0)
             return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
                            "cuDNN has no forward algorithm for this convolution");

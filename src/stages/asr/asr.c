@@ -3,26 +3,103 @@
  * Audio is fed to ps_process_raw in blocks of FR_ASR_CHUNK samples (the pattern pocketsphinx
  * documents for streaming). The transcript is ps_get_hyp; the confidence is the lattice
  * posterior of the best path (ps_get_prob, converted from log base with the decoder's logmath).
+ *
+ * Cepstral mean: fed in blocks, pocketsphinx normalises with a running ("live") mean that starts
+ * from the model's prior and carries over from the previous utterance of the same decoder, so
+ * the first second of an utterance is normalised with the wrong mean (short questions lost their
+ * first words) and a result depended on what the decoder heard before. Before each utterance the
+ * decoder's own front end computes the cepstra of the whole utterance (a few percent of the
+ * search's cost), and their mean is set as the live mean: every frame is normalised with the
+ * utterance's mean, as in the acoustic model's training, and results no longer depend on history.
+ *
+ * Dither: espeak-ng and other synthesisers write digital silence (exact zeros), which derails the
+ * log-energy features, so every utterance gets ±1 LSB of noise. pocketsphinx's own dither draws
+ * from one process-wide generator seeded from the clock (results changed from run to run and
+ * with the interleaving of threads); here each utterance is dithered from a fixed seed, so the
+ * same audio gives the same transcript.
  */
 #include "stages/asr/asr.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "stages/asr/ps_wrap.h"
+#include "stages/asr/rescore.h"
 
 #define FR_ASR_CHUNK 4096 /* samples per ps_process_raw call */
 
 struct fr_asr {
-    ps_decoder_t *ps; /* the decoder */
-    cmd_ln_t *cfg;    /* its configuration (owned) */
+    ps_decoder_t *ps;  /* the decoder */
+    cmd_ln_t *cfg;     /* its configuration (owned) */
+    char **extra;      /* extra option argv (pointers into extra_store), or NULL */
+    char *extra_store; /* their bytes, or NULL */
+    int nbest;         /* hypotheses kept per result, >= 1 */
+    int utt_cmn;       /* 1 = set the utterance's cepstral mean before decoding */
+    const fr_intent_model *im; /* rescoring model, or NULL (none) */
+    fr_intent_model *im_own;   /* im when this decoder loaded it (else the pool owns it) */
+    double weight;             /* rescoring weight */
 };
+
+/* The rescoring model of a config: 0 with *out (NULL = none), or -1 with err when a named
+ * model cannot be loaded. The default model missing from the data root means no rescoring. */
+static int load_rescore_model(const fr_asr_config *cfg, fr_intent_model **out, fr_err *err) {
+    *out = NULL;
+    if (cfg->rescore_model && !*cfg->rescore_model) return 0;
+    char *dflt = cfg->rescore_model ? NULL : fr_data_path(FR_ASR_RESCORE_MODEL);
+    if (dflt && !fr_path_exists(dflt)) {
+        free(dflt);
+        return 0;
+    }
+    *out = fr_intent_load(dflt ? dflt : cfg->rescore_model, err);
+    free(dflt);
+    if (!*out) return -1;
+    if (fr_intent_is_multilabel(*out)) {
+        fr_intent_free(*out);
+        *out = NULL;
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "asr: the rescoring model must be single-label");
+        return -1;
+    }
+    return 0;
+}
 
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* pocketsphinx init/free */
 
-fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
+/* Split extra "-opt value ..." options into argv (strings owned by *store). The number of
+ * options is capped; an odd count (an option without its value) is an error. */
+static int split_extra(const char *extra, char ***out, int *n, char **store, fr_err *err) {
+    *out = NULL;
+    *n = 0;
+    *store = NULL;
+    if (!extra || !*extra) return 0;
+    char *s = fr_xstrdup(extra);
+    char **v = fr_xcalloc(2 * FR_ASR_EXTRA_ARGS_MAX, sizeof(char *));
+    int k = 0;
+    for (char *tok = strtok(s, " \t"); tok; tok = strtok(NULL, " \t")) {
+        if (k == 2 * FR_ASR_EXTRA_ARGS_MAX) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "asr: more than %d extra pocketsphinx options",
+                        FR_ASR_EXTRA_ARGS_MAX);
+            free(v), free(s);
+            return -1;
+        }
+        v[k++] = tok;
+    }
+    if (k % 2 || (k && v[0][0] != '-')) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "asr: extra pocketsphinx options must be -name value pairs");
+        free(v), free(s);
+        return -1;
+    }
+    *out = v;
+    *n = k;
+    *store = s;
+    return 0;
+}
+
+/* A decoder; im: the pool's rescoring model (shared), or NULL to load cfg's own. */
+static fr_asr *asr_new(const fr_asr_config *cfg, const fr_intent_model *shared, int use_shared,
+                       fr_err *err) {
     fr_asr_config dc;
     if (!cfg) memset(&dc, 0, sizeof dc), cfg = &dc;
     const char *hmm = cfg->hmm ? cfg->hmm : FR_ASR_MODEL_DIR "/en-us";
@@ -44,42 +121,88 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
             free(domain_lm);
             return NULL;
         }
-    pthread_mutex_lock(&g_init_lock);
-    err_set_logfp(NULL); /* pocketsphinx logs to stderr by default: silence it */
-    cmd_ln_t *c = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-lm", lm,
-                              "-samprate", "16000", "-bestpath", "yes", "-dither", "yes",
-                              cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
-                              cfg->beam_fast ? "-wbeam" : "-pl_window",
-                              cfg->beam_fast ? "1e-30" : "5", NULL);
-    ps_decoder_t *ps = c ? ps_init(c) : NULL;
-    pthread_mutex_unlock(&g_init_lock);
-    if (!ps) {
-        if (c) cmd_ln_free_r(c);
-        fr_err_setc(err, FR_ERR_UNAVAILABLE,
-                    "asr: pocketsphinx could not load model %s, dictionary %s, LM %s", hmm, dict,
-                    lm);
+    char **extra, *extra_store;
+    int n_extra;
+    if (split_extra(cfg->extra_args, &extra, &n_extra, &extra_store, err)) {
         free(domain_lm);
         return NULL;
     }
-    free(domain_lm); /* cmd_ln_init copied the strings */
+    /* argv[0] is skipped by cmd_ln_parse_r; later options override earlier ones */
+    const char *base[] = {"frugal", "-hmm", hmm, "-dict", dict, "-lm", lm, "-samprate", "16000",
+                          "-bestpath", "yes", "-dither", "no",
+                          cfg->beam_fast ? "-beam" : "-topn", cfg->beam_fast ? "1e-40" : "4",
+                          cfg->beam_fast ? "-wbeam" : "-pl_window",
+                          cfg->beam_fast ? "1e-30" : "5"};
+    /* an extra option replaces the default of the same name (sphinxbase refuses duplicates) */
+    int nb = (int)FR_ARRAY_LEN(base), argc = 1;
+    char **argv = fr_xcalloc((size_t)(nb + n_extra) + 1, sizeof(char *));
+    argv[0] = (char *)base[0];
+    for (int i = 1; i + 1 < nb; i += 2) {
+        int dup = 0;
+        for (int k = 0; k < n_extra && !dup; k += 2) dup = !strcmp(extra[k], base[i]);
+        if (!dup) argv[argc++] = (char *)base[i], argv[argc++] = (char *)base[i + 1];
+    }
+    for (int i = 0; i < n_extra; i++) argv[argc++] = extra[i];
+    pthread_mutex_lock(&g_init_lock);
+    err_set_logfp(NULL); /* pocketsphinx logs to stderr by default: silence it */
+    cmd_ln_t *c = cmd_ln_parse_r(NULL, ps_args(), argc, argv, TRUE);
+    ps_decoder_t *ps = c ? ps_init(c) : NULL;
+    pthread_mutex_unlock(&g_init_lock);
+    free(argv);
+    if (!ps) {
+        if (c) cmd_ln_free_r(c);
+        fr_err_setc(err, c || !n_extra ? FR_ERR_UNAVAILABLE : FR_ERR_BAD_REQUEST,
+                    "asr: pocketsphinx could not load model %s, dictionary %s, LM %s%s%s", hmm,
+                    dict, lm, n_extra ? " with options " : "", n_extra ? cfg->extra_args : "");
+        free(extra), free(extra_store), free(domain_lm);
+        return NULL;
+    }
+    free(domain_lm);
+    fr_intent_model *own = NULL;
+    if (!use_shared && load_rescore_model(cfg, &own, err)) {
+        pthread_mutex_lock(&g_init_lock);
+        ps_free(ps);
+        cmd_ln_free_r(c);
+        pthread_mutex_unlock(&g_init_lock);
+        free(extra), free(extra_store);
+        return NULL;
+    }
     fr_asr *a = fr_xcalloc(1, sizeof *a);
+    a->im = use_shared ? shared : own;
+    a->im_own = own;
+    a->weight = cfg->rescore_weight > 0 ? cfg->rescore_weight : FR_ASR_RESCORE_WEIGHT;
     a->ps = ps;
     a->cfg = c;
+    a->extra = extra; /* kept while c lives (cmd_ln may point into them) */
+    a->extra_store = extra_store;
+    a->utt_cmn = !cfg->no_utt_cmn;
+    a->nbest = cfg->nbest <= 0 ? FR_ASR_NBEST_DEFAULT : FR_MIN(cfg->nbest, FR_ASR_NBEST_MAX);
     return a;
+}
+
+fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
+    fr_asr_config dc;
+    if (!cfg) memset(&dc, 0, sizeof dc), cfg = &dc;
+    return asr_new(cfg, NULL, 0, err);
 }
 
 void fr_asr_free(fr_asr *a) {
     if (!a) return;
+    fr_intent_free(a->im_own);
     pthread_mutex_lock(&g_init_lock);
     ps_free(a->ps);
     cmd_ln_free_r(a->cfg);
     pthread_mutex_unlock(&g_init_lock);
+    free(a->extra);
+    free(a->extra_store);
     free(a);
 }
 
 void fr_asr_result_free(fr_asr_result *r) {
     if (!r) return;
     free(r->text);
+    for (int i = 0; i < r->n_hyps; i++) free(r->hyps[i].text);
+    free(r->hyps);
     memset(r, 0, sizeof *r);
 }
 
@@ -125,15 +248,118 @@ static int stopped(const asr_watch *w, double audio_s, fr_asr_result *res, fr_er
     return FR_ASR_STOPPED;
 }
 
+/* Adds (text, score in nats relative to the best path) to res->hyps unless the text is already
+ * there or the list is full. */
+static void add_hyp(fr_asr_result *res, int cap, const char *text, double rel) {
+    for (int i = 0; i < res->n_hyps; i++)
+        if (!strcmp(res->hyps[i].text, text)) return;
+    if (res->n_hyps >= cap) return;
+    fr_asr_hyp *h = &res->hyps[res->n_hyps++];
+    h->text = fr_xstrdup(text);
+    h->score = FR_MIN(0.0, rel);
+}
+
+/* The n-best list from the lattice (A* over it): distinct texts, best first, the 1-best
+ * transcript always first (score 0; the others relative to the first A* path). The search stops
+ * at a->nbest texts, after 4x as many paths, or when the watch fires (the list is then shorter,
+ * never empty). */
+static void collect_nbest(fr_asr *a, fr_asr_result *res, asr_watch *w) {
+    res->hyps = fr_xcalloc((size_t)a->nbest, sizeof *res->hyps);
+    add_hyp(res, a->nbest, res->text, 0);
+    if (a->nbest < 2) return;
+    /* path scores are in the decoder's log base, scaled down by 2^10 (pocketsphinx's
+     * SENSCR_SHIFT) */
+    double ln_base = log(logmath_get_base(ps_get_logmath(a->ps))) * 1024.0;
+    ps_nbest_t *nb = ps_nbest(a->ps);
+    int32 ref = 0;
+    for (int paths = 0; nb && res->n_hyps < a->nbest && paths < 4 * a->nbest; paths++) {
+        if (watch_check(w)) break;
+        int32 sc = 0;
+        const char *t = ps_nbest_hyp(nb, &sc);
+        if (!paths) ref = sc;
+        if (t) add_hyp(res, a->nbest, t, ((double)sc - (double)ref) * ln_base);
+        nb = ps_nbest_next(nb); /* frees the iterator after the last path */
+    }
+    if (nb) ps_nbest_free(nb);
+}
+
 int fr_asr_run(fr_asr *a, const int16_t *pcm, size_t n, fr_asr_result *res, fr_err *err) {
     return fr_asr_run_limited(a, pcm, n, NULL, res, err) == 0 ? 0 : -1;
 }
 
+#define CMN_BLOCK 256 /* frames per front-end call of the mean pass */
+#define CMN_MAX_CEP 64 /* cepstral coefficients at most */
+#define CMN_MIN_FRAMES 10 /* fewer frames: keep the running mean */
+
+/* The utterance's cepstral mean into the decoder's live CMN (see the design note). Stops early
+ * (keeping the running mean) when the watch fires. */
+static void set_utt_cmn(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w) {
+    fe_t *fe = ps_get_fe(a->ps);
+    feat_t *ft = ps_get_feat(a->ps);
+    int ncep = fe ? fe_get_output_size(fe) : 0;
+    if (!ft || !ft->cmn_struct || ncep <= 0 || ncep > CMN_MAX_CEP || !n) return;
+    mfcc_t *buf = fr_xcalloc((size_t)CMN_BLOCK * (size_t)ncep, sizeof(mfcc_t));
+    mfcc_t *rows[CMN_BLOCK];
+    for (int i = 0; i < CMN_BLOCK; i++) rows[i] = buf + (size_t)i * (size_t)ncep;
+    double sum[CMN_MAX_CEP] = {0};
+    long nfr = 0;
+    int ok = fe_start_utt(fe) == 0;
+    const int16 *p = pcm;
+    size_t left = n;
+    while (ok && left > 0) {
+        if (watch_check(w)) {
+            ok = 0;
+            break;
+        }
+        int32 nf = CMN_BLOCK;
+        size_t before = left;
+        if (fe_process_frames(fe, &p, &left, rows, &nf, NULL) < 0) ok = 0;
+        for (int32 f = 0; ok && f < nf; f++, nfr++)
+            for (int c = 0; c < ncep; c++) sum[c] += (double)rows[f][c];
+        if (!nf && left == before) break; /* no progress */
+    }
+    int32 nf = 0;
+    fe_end_utt(fe, rows[0], &nf);
+    if (ok && nf == 1) {
+        for (int c = 0; c < ncep; c++) sum[c] += (double)rows[0][c];
+        nfr++;
+    }
+    if (ok && nfr >= CMN_MIN_FRAMES) {
+        for (int c = 0; c < ncep; c++) rows[0][c] = (mfcc_t)(sum[c] / (double)nfr);
+        cmn_live_set(ft->cmn_struct, rows[0]);
+    }
+    free(buf);
+}
+
+/* A copy of pcm with ±1 LSB of noise from a fixed-seed generator (see the design note). */
+static int16_t *dithered(const int16_t *pcm, size_t n) {
+    int16_t *d = fr_xmalloc((n ? n : 1) * sizeof *d);
+    uint32_t s = 0x2545f491u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        int v = (int)pcm[i] + (int)((s >> 16) % 3) - 1; /* -1, 0 or +1 */
+        d[i] = (int16_t)FR_MAX(-32768, FR_MIN(32767, v));
+    }
+    return d;
+}
+
+static int run_watched_pcm(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w,
+                           fr_asr_result *res, fr_err *err);
+
 static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr_asr_result *res,
                        fr_err *err) {
+    int16_t *d = dithered(pcm, n);
+    int rc = run_watched_pcm(a, d, n, w, res, err);
+    free(d);
+    return rc;
+}
+
+static int run_watched_pcm(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w,
+                           fr_asr_result *res, fr_err *err) {
     memset(res, 0, sizeof *res);
     double t0 = fr_time_s();
     if (watch_check(w)) return stopped(w, (double)n / FR_ASR_RATE, res, err);
+    if (a->utt_cmn) set_utt_cmn(a, pcm, n, w);
     if (ps_start_utt(a->ps) < 0) {
         fr_err_set(err, "asr: could not start an utterance");
         return -1;
@@ -154,6 +380,12 @@ static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr
     int32 score = 0;
     const char *hyp = ps_get_hyp(a->ps, &score);
     res->text = fr_xstrdup(hyp ? hyp : "");
+    collect_nbest(a, res, w);
+    if (a->im && res->n_hyps > 1) {
+        fr_err rerr = {0};
+        int k = fr_asr_result_rescore(a->im, res, a->weight, &rerr);
+        res->chosen = k > 0 ? k : 0; /* a failed rescoring keeps the 1-best */
+    }
     res->confidence = -1;
     if (hyp && *hyp) {
         int32 lp = ps_get_prob(a->ps);
@@ -200,6 +432,9 @@ int fr_asr_run_bytes(fr_asr *a, const void *bytes, size_t len, const fr_audio_li
 struct fr_asr_pool {
     fr_asr_config cfg;     /* configuration (strings below owned) */
     char *hmm, *dict, *lm; /* owned copies of the config strings */
+    char *extra, *rescore; /* ditto */
+    fr_intent_model *im;   /* the rescoring model shared by the decoders, or NULL */
+    int im_loaded;         /* 1 once the model was loaded (or found absent) */
     int max;               /* decoders at most */
     int created;           /* decoders created so far (including ones being created) */
     fr_asr **idle;         /* stack of idle decoders */
@@ -216,6 +451,8 @@ fr_asr_pool *fr_asr_pool_new(const fr_asr_config *cfg, int n) {
     p->cfg.hmm = p->hmm = dup_or_null(p->cfg.hmm);
     p->cfg.dict = p->dict = dup_or_null(p->cfg.dict);
     p->cfg.lm = p->lm = dup_or_null(p->cfg.lm);
+    p->cfg.extra_args = p->extra = dup_or_null(p->cfg.extra_args);
+    p->cfg.rescore_model = p->rescore = dup_or_null(p->cfg.rescore_model);
     p->max = n > 0 ? n : fr_n_cores();
     p->idle = fr_xcalloc((size_t)p->max, sizeof(fr_asr *));
     pthread_mutex_init(&p->mu, NULL);
@@ -235,8 +472,12 @@ static fr_asr *pool_take(fr_asr_pool *p, asr_watch *w, fr_err *err) {
         }
         if (p->created < p->max) {
             p->created++;
+            fr_asr *a = NULL;
+            /* the shared rescoring model loads with the first decoder (under the lock) */
+            if (!p->im_loaded && load_rescore_model(&p->cfg, &p->im, err) == 0) p->im_loaded = 1;
+            int ok = p->im_loaded;
             pthread_mutex_unlock(&p->mu);
-            fr_asr *a = fr_asr_new(&p->cfg, err);
+            if (ok) a = asr_new(&p->cfg, p->im, 1, err);
             if (!a) {
                 pthread_mutex_lock(&p->mu);
                 p->created--;
@@ -316,6 +557,9 @@ void fr_asr_pool_free(fr_asr_pool *p) {
     free(p->hmm);
     free(p->dict);
     free(p->lm);
+    free(p->extra);
+    free(p->rescore);
+    fr_intent_free(p->im);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

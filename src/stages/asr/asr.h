@@ -12,6 +12,12 @@
  * time limit and the cancel check (client gone, shutdown) are checked between blocks and while
  * waiting for a pooled decoder, so a stopped call returns within one block's work.
  *
+ * N-best rescoring: every result carries the n-best list of the lattice (res->hyps). When a
+ * rescoring model is loaded (fr_asr_config.rescore_model; by default the shipped BANKING77 intent
+ * model), res->text is the hypothesis that maximises the joint ASR + intent score (rescore.h),
+ * chosen inside the call, so it counts against the same time limit. A pool loads the model once
+ * and shares it (read-only) between its decoders.
+ *
  * Language model: FR_ASR_LM_DOMAIN (default) is the project's banking trigram built by
  * `frugal build-lm` (<data root>/models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
  * Debian package's general US English model. cfg->lm overrides both with any ARPA / DMP file.
@@ -28,11 +34,16 @@
 #define FR_ASR_RATE 16000 /* the acoustic model's sample rate */
 #define FR_ASR_MODEL_DIR "/usr/share/pocketsphinx/model/en-us"
 #define FR_ASR_DOMAIN_LM "models/asr/banking.lm.bin" /* under the data root (fr_data_path) */
+#define FR_ASR_RESCORE_MODEL "models/intent-banking77.bin" /* default rescoring model, ditto */
 
 typedef enum fr_asr_lm_kind {
     FR_ASR_LM_DOMAIN = 0,  /* project-built banking LM (default) */
     FR_ASR_LM_GENERIC = 1, /* pocketsphinx-en-us general LM */
 } fr_asr_lm_kind;
+
+#define FR_ASR_NBEST_DEFAULT 30 /* distinct hypotheses kept per utterance by default */
+#define FR_ASR_NBEST_MAX 64     /* cap on fr_asr_config.nbest */
+#define FR_ASR_EXTRA_ARGS_MAX 16 /* cap on the option/value pairs of fr_asr_config.extra_args */
 
 /* Decoder configuration; zero-initialise and set what you need. */
 typedef struct fr_asr_config {
@@ -41,6 +52,16 @@ typedef struct fr_asr_config {
     const char *lm;         /* LM file (ARPA or DMP); NULL = chosen by lm_kind */
     fr_asr_lm_kind lm_kind; /* default LM when lm is NULL */
     int beam_fast;          /* 1 = narrower beams (faster, slightly less accurate) */
+    int nbest;              /* distinct hypotheses per result (res->hyps): 0 = FR_ASR_NBEST_DEFAULT,
+                               1 = the best only; capped at FR_ASR_NBEST_MAX */
+    const char *extra_args; /* extra pocketsphinx options "-opt value ..." applied after the
+                               defaults (measurements and tuning); NULL = none */
+    const char *rescore_model; /* intent model that rescores the n-best list (rescore.h):
+                                  NULL = FR_ASR_RESCORE_MODEL under the data root when it exists
+                                  (else no rescoring), "" = no rescoring */
+    double rescore_weight;     /* ASR-score weight of the rescoring; 0 = FR_ASR_RESCORE_WEIGHT */
+    int no_utt_cmn;            /* 1 = pocketsphinx's running cepstral mean instead of the
+                                  utterance's own (see asr.c; for measurements) */
 } fr_asr_config;
 
 /* Bounds of one call (a zeroed struct or NULL: none). */
@@ -50,6 +71,12 @@ typedef struct fr_asr_limits {
 } fr_asr_limits;
 
 #define FR_ASR_STOPPED (-2) /* return value: cut short, res->stopped says why */
+
+/* One hypothesis of an utterance's n-best list. */
+typedef struct fr_asr_hyp {
+    char *text;   /* lower-case words separated by spaces ("" for silence) */
+    double score; /* path score (acoustic + weighted LM) in nats relative to the best path: <= 0 */
+} fr_asr_hyp;
 
 /* One recognition result. Free with fr_asr_result_free. */
 typedef struct fr_asr_result {
@@ -61,6 +88,10 @@ typedef struct fr_asr_result {
     double rtf;        /* real-time factor: (decode_s + proc_s) / audio_s; < 1 is faster than real time */
     fr_audio_info src; /* source header (zeroed for raw PCM input) */
     fr_cancel_reason stopped; /* why the call was cut short (FR_ASR_STOPPED), else NONE */
+    fr_asr_hyp *hyps;  /* n-best list in ASR order, distinct texts; hyps[0] is the 1-best */
+    int n_hyps;        /* its length (>= 1 on success) */
+    int chosen;        /* the hypothesis in text: 0 = the 1-best, > 0 = picked by the intent
+                          rescoring (text is then hyps[chosen].text) */
 } fr_asr_result;
 
 typedef struct fr_asr fr_asr;

@@ -187,15 +187,16 @@ size_t fr_slot_mask(const char *s, size_t n, char *out, size_t cap) {
 
 enum {
     P_D_ISO, P_D_NUM, P_D_CJK, P_D_DM, P_D_MD, P_D_MY, P_D_MTY, P_D_ORD, P_D_MON, P_D_YEAR,
-    P_D_REL, P_D_REL_CJK, P_D_WD, P_D_WWD, P_D_OFF, P_P_REL, P_P_LASTN,
+    P_D_REL, P_D_REL_CJK, P_D_WD, P_D_WWD, P_D_OFF, P_D_EDGE, P_P_REL, P_P_DUR, P_P_FORU, P_P_EACH,
+    P_P_LATELY, P_P_LASTN,
     P_T_HM, P_T_HMD, P_T_HSM, P_T_PT, P_T_HMOD, P_T_BARE, P_T_WORD, P_T_REL, P_T_HALFHOUR,
-    P_T_CJK,
+    P_T_ATHM, P_T_RANGE1, P_T_CJK,
     P_A_SYM, P_A_CODE, P_A_NSYM, P_A_NWORD, P_A_NWORD_CJK, P_A_WORDNUM, P_A_PENCE, P_A_CTX,
-    P_A_CTX2,
+    P_A_CMP, P_A_CTX2,
     P_C_DIGITS, P_C_ENDING, P_AC_IBAN, P_AC_CTX, P_AC_CJK,
     P_I_INV, P_I_CTX, P_I_CJK,
     P_K_SUFFIX, P_K_CJK, P_K_PREP, P_K_LC, P_K_GAZ,
-    P_PN_CTX, P_PN_NAME, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_FOR, P_NUM_BARE,
+    P_PN_CTX, P_PN_NAME, P_PN_SPEAK, P_PN_ALONE, P_SC_GAZ, P_SC_CTX, P_TP_REL, P_TP_DAY, P_TP_FOR, P_NUM_BARE,
     P_N
 };
 
@@ -219,8 +220,8 @@ static const pat_def defs[P_N] = {
     [P_D_MY] = {"\\b" MON "\\s+(\\d{4})\\b", CI, 4},
     [P_D_MTY] = {"\\b" MONFULL "\\s+(this|last|next)\\s+year\\b", CI, 4},
     [P_D_ORD] = {"\\b(?:the|on|from|to|until|till|by|since|before|after)\\s+\\K(\\d{1,2})(st|nd|rd|th)\\b"
-                 "(?!\\s+(?:of\\s+)?(?:each|every|the\\s+month)\\b)(?:\\s+(?:of\\s+)?this\\s+month\\b)?", CI, 3},
-    [P_D_MON] = {"\\b(?:since|until|till|in|from|to|by|before|after|during|of|through|on)\\s+\\K" MONFULL
+                 "(?!\\s+(?:of\\s+)?(?:each|every|the\\s+month)\\b)(?:\\s+(?:of\\s+)?(this|next|last)\\s+month\\b)?", CI, 3},
+    [P_D_MON] = {"\\b(?:since|until|till|in|from|to|by|before|after|during|of|through|on|and)\\s+\\K" MONFULL
                  "\\b(?!\\s*\\d)(?!\\s+(?:this|last|next)\\s+year)", CI, 2},
     [P_D_YEAR] = {"\\b(?:in|on|since|from|until|till|by|of)\\s+\\K((?:19|20)\\d{2})\\b"
                   "(?!\\s*(?:[-/.]\\d|pounds?|euros?|dollars?|quid|£|\\$|€|%|usd|eur|gbp))", CI, 1},
@@ -231,8 +232,19 @@ static const pat_def defs[P_N] = {
                 "\\b(?!\\s+of\\s+(?:each|every|the)\\b)(?:\\s+(next\\s+week|last\\s+week|in\\s+a\\s+week|after\\s+next)\\b)?", CI, 4},
     [P_D_WWD] = {"\\b(last|next|this)\\s+week\\s+" WD "\\b", CI, 4},
     [P_D_OFF] = {"\\b(?:in\\s+" NUMW "\\s+(day|week|month|year)s?|" NUMW
-                 "\\s+(day|week|month|year)s?\\s+(ago|from\\s+now|later))\\b", CI, 4},
-    [P_P_REL] = {"\\b(this|next|last|previous|current|coming|past)\\s+(week|month|year|quarter)\\b", CI, 3},
+                 "\\s+(day|week|month|year)s?\\s+(ago|from\\s+now|later)|(some)\\s+(day|week|month|year)s\\s+ago)\\b", CI, 4},
+    /* the first / last day of a calendar period: "by the end of this year" */
+    [P_D_EDGE] = {"\\b(end|beginning|start)\\s+of\\s+(?:(?:(this|next|last|the)\\s+)(week|month|year)|" MONFULL ")\\b",
+                  CI, 4},
+    [P_P_REL] = {"\\b(this|next|last|previous|current|coming|past)\\s+(week(?:end)?|month|year|quarter)\\b", CI, 3},
+    /* a length of time, not anchored to the calendar ("a loan for 11 years", "after 3 days") */
+    [P_P_DUR] = {"\\b(?:(for|after|over|within|than|about|almost|nearly)\\s+)?" NUMW "\\s+(day|week|month|year)s?\\b"
+                 "(?!\\s+(?:ago|from|later|earlier|before|after|old|of)\\b)", CI, 2},
+    [P_P_FORU] = {"\\bfor\\s+(days|weeks|months|years|ages)\\b", CI, 2},
+    /* a recurring day or period: "the 4th of each month", "first Wednesday of each month" */
+    [P_P_EACH] = {"\\b(?:(\\d{1,2})(?:st|nd|rd|th)\\s+of\\s+|(first|second|third|fourth|last)\\s+" WD "\\s+of\\s+)?"
+                  "(?:each|every)\\s+(day|week|month|year)\\b", CI, 4},
+    [P_P_LATELY] = {"\\blately\\b", CI, 2},
     [P_P_LASTN] = {"\\b(last|past|next|previous|coming)\\s+" NUMW "\\s+(day|week|month|year)s?\\b", CI, 4},
     [P_T_HM] = {"\\b(\\d{1,2})[:h](\\d{2})\\b(?:\\s*" MOD ")?", CI, 5},
     [P_T_HMD] = {"\\b(\\d{1,2})\\.(\\d{2})\\s*" MOD, CI, 5},
@@ -245,6 +257,11 @@ static const pat_def defs[P_N] = {
     [P_T_WORD] = {"\\b(noon|midday|midnight)\\b", CI, 3},
     [P_T_REL] = {"\\b(?:in\\s+" NUMW "\\s+(hour|minute|min)s?|" NUMW "\\s+(hour|minute|min)s?\\s+ago)\\b", CI, 4},
     [P_T_HALFHOUR] = {"\\bin\\s+half\\s+an\\s+hour\\b", CI, 4},
+    /* "at 13 50": hour and minutes split by a space after a time preposition, no modifier */
+    [P_T_ATHM] = {"\\b(?:at|from|until|till|before|after|by)\\s+\\K(\\d{1,2})\\s(\\d{2})\\b(?![.,:]\\d)(?!\\s*(?:%|" UNITS "))", CI, 4},
+    /* the first end of a clock range that names its modifier once: "between 2 and 4 pm" */
+    [P_T_RANGE1] = {"\\b(?:between|from)\\s+\\K(\\d{1,2})(?=\\s*(?:and|to|-|until|till)\\s*(\\d{1,2})(?:[:.]\\d{2})?\\s*"
+                    "(a\\.\\s?m\\.?|p\\.\\s?m\\.?|am\\b|pm\\b))", CI, 4},
     [P_T_CJK] = {"(上午|早上|中午|下午|晚上|凌晨|傍晚)?\\s*(\\d{1,2})\\s*(?:点|點|时|時)\\s*(?:(\\d{1,2})\\s*分?|(半)|(一刻)|(三刻))?", 0, 5},
     [P_A_SYM] = {SYM "\\s?" NUM MULT, CI, 6},
     [P_A_CODE] = {"\\b" CODE "\\s?" NUM MULT, CI, 6},
@@ -259,6 +276,9 @@ static const pat_def defs[P_N] = {
     [P_A_PENCE] = {"\\b(\\d{1,3})p\\b(?!\\.?\\s?m\\b)", CI, 5},
     [P_A_CTX] = {"\\b(?:amount|payment|transfer|withdrawal|deposit|refund|charge|fee|limit|balance|sum)\\s+"
                  "(?:of|to|for)\\s+\\K" NUM "(?!\\s*(?:%|[:.]\\d|" UNITS "))", CI, 2},
+    /* a bare number compared or spent: "did I spend less than 5885", "not more than 800" */
+    [P_A_CMP] = {"\\b(?:(?:more|less|higher|lower|greater|bigger|smaller)\\s+than|over|under|above|below|exceed(?:ing|s)?|"
+                 "spen[dt]|paid)\\s+\\K" NUM "(?![\\w.,:]?\\d)(?!\\s*(?:%|[:.]\\d|" UNITS "|a\\.?m\\b|p\\.?m\\b|o'?clock|in\\s+the\\s+(?:morning|afternoon|evening)))", CI, 2},
     [P_A_CTX2] = {"\\ban?\\s+\\K" NUM "(?=\\s+(?:transfer|payment|refund|withdrawal|deposit|charge)\\b)", CI, 2},
     [P_C_DIGITS] = {"(?<![\\d-])(?:\\d[ -]?){12,18}\\d(?!\\d)", 0, 7},
     [P_C_ENDING] = {"\\b(?:card|visa|mastercard|amex)\\b[^.\\d\\n]{0,24}?\\b(?:ending|ends|last\\s+(?:4|four)\\s+digits?)"
@@ -277,13 +297,16 @@ static const pat_def defs[P_N] = {
     [P_K_PREP] = {"\\b(?:from|to|at|with|for|in|on|paid|pay|via|by)\\s+\\K((?:[A-Z][\\w&'’.-]*|M&S)"
                   "(?:\\s+(?:&|and|of|[A-Z][\\w&'’.-]*))*)", 0, 2},
     [P_K_LC] = {"\\b(?:direct\\s+debits?(?:\\s+payments?)?\\s+(?:to|with|for|from)|(?:i|you|we)\\s+have\\s+with|"
-                "(?:spend|spent|bought\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
+                "set\\s+up\\s+with|(?:spend|spent|bought\\s+anything|buy\\s+anything|shop|shopped|paid|pay)\\s+(?:at|in))\\s+\\K([a-z][a-z'&-]*)",
                 0, 1},
     [P_K_GAZ] = {NULL, CI, 3}, /* built from the gazetteer at init */
     /* person names after a payment cue (checked against the common words in h_person) */
     [P_PN_CTX] = {"\\b(?:to|from|pay|paid|payee|for)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 2},
-    [P_PN_NAME] = {"\\b(?:my\\s+name\\s+is|name\\s+is|under\\s+the\\s+name(?:\\s+of)?|on\\s+the\\s+name(?:\\s+of)?|"
+    [P_PN_NAME] = {"\\b(?:my\\s+name\\s+is|name\\s+is|under\\s+the\\s+(?:same\\s+)?name(?:\\s+of)?|on\\s+the\\s+name(?:\\s+of)?|"
                    "in\\s+the\\s+name\\s+of|named|called)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})", CI, 3},
+    /* "it's jo smith speaking"; a reply that is only a name of rare words ("lilith danaher") */
+    [P_PN_SPEAK] = {"\\b(?:it'?s|it\\s+is|this\\s+is)\\s+\\K([a-z][a-z'.-]*(?:\\s+[a-z][a-z'.-]*){0,2})(?=\\s+speaking\\b)", CI, 3},
+    [P_PN_ALONE] = {"^\\s*\\K([a-z][a-z'-]*(?:\\s+[a-z][a-z'-]*){1,2})(?=\\s*[.!]?\\s*$)", CI, 2},
     [P_SC_GAZ] = {"\\b(bars\\s+and\\s+restaurants|eating\\s+out|take\\s*out|takeaways?|video\\s+games|groceries|grocery|"
                   "supermarkets?|petrol|fuel|pharmacy|pharmacies|medicine|medication|dentist|doctors?|health|"
                   "restaurants?|bars?|pubs?|coffee|cafes?|clothes|clothing|shoes|fashion|holidays?|travel|flights?|"
@@ -297,6 +320,8 @@ static const pat_def defs[P_N] = {
                   CI, 1},
     [P_TP_REL] = {"\\b(last|past|next|coming|previous)\\s+(?:(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|"
                   "ten|eleven|twelve|couple\\s+of|few)\\s+)?(hours?|minutes?|mins?)(\\s+and\\s+a\\s+half)?\\b", CI, 4},
+    /* the part of a day named after a day word: "yesterday afternoon", "this morning" */
+    [P_TP_DAY] = {"\\b(this|yesterday|tomorrow|today)\\s+\\K(morning|afternoon|evening)\\b", CI, 3},
     [P_TP_FOR] = {"\\b(?:for|during|within|over)\\s+\\K(\\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|"
                   "eleven|twelve|couple\\s+of|few)\\s+(hours?|minutes?|mins?)\\b", CI, 3},
     [P_NUM_BARE] = {"(?<![\\w.,:/£$€¥#-])(\\d{1,6})(?![\\w%£$€¥]|[.,:/-]\\d|\\s*(?:st|nd|rd|th)\\b)", 0, 0},
@@ -316,6 +341,8 @@ static const int needs[P_N] = {
     [P_T_HM] = NEED_DIGIT,
     [P_T_HMD] = NEED_DIGIT,
     [P_T_HSM] = NEED_DIGIT,
+    [P_T_ATHM] = NEED_DIGIT,
+    [P_T_RANGE1] = NEED_DIGIT,
     [P_T_HMOD] = NEED_DIGIT,
     [P_T_BARE] = NEED_DIGIT,
     [P_T_CJK] = NEED_DIGIT | NEED_NONASCII,
@@ -327,6 +354,7 @@ static const int needs[P_N] = {
     [P_A_PENCE] = NEED_DIGIT,
     [P_A_CTX] = NEED_DIGIT,
     [P_A_CTX2] = NEED_DIGIT,
+    [P_A_CMP] = NEED_DIGIT,
     [P_C_DIGITS] = NEED_DIGIT,
     [P_C_ENDING] = NEED_DIGIT,
     [P_AC_IBAN] = NEED_DIGIT | NEED_UPPER,
@@ -371,7 +399,14 @@ static const char *const k_stop[] = {
     "Australia", "Ireland", "Scotland", "Wales", "Portugal", "Greece", "Turkey", "Poland", "Hong",
     "Singapore", "Dubai", "Paris", "Berlin", "Madrid", "Rome", "Tokyo", "Beijing", "Shanghai",
     "New", "Asia", "Africa", "Switzerland", "Netherlands", "Belgium", "Austria", "Sweden",
-    "Norway", "Denmark", "Finland", "Russia", "Brazil", "Thailand", "Vietnam", "Korea", "Express", "Christmas", "Easter", "USD",
+    "Norway", "Denmark", "Finland", "Russia", "Brazil", "Thailand", "Vietnam", "Korea", "Bulgaria",
+    "Romania", "Hungary", "Croatia", "Serbia", "Ukraine", "Czechia", "Slovakia", "Slovenia", "Estonia",
+    "Latvia", "Lithuania", "Iceland", "Luxembourg", "Malta", "Cyprus", "Egypt", "Morocco", "Nigeria",
+    "Kenya", "Israel", "Pakistan", "Bangladesh", "Indonesia", "Malaysia", "Philippines", "Argentina",
+    "Chile", "Colombia", "Peru", "Venezuela", "Cuba", "Jamaica", "Qatar", "Kuwait", "Lebanon", "Iran",
+    "Iraq", "Taiwan", "Nepal", "Amsterdam", "Barcelona", "Lisbon", "Dublin", "Vienna", "Prague",
+    "Warsaw", "Budapest", "Athens", "Istanbul", "Moscow", "Sydney", "Toronto", "Brussels", "Zurich",
+    "Geneva", "Munich", "Milan", "Edinburgh", "Manchester", "Express", "Christmas", "Easter", "USD",
     "EUR", "GBP", "CNY", "RMB", "Mr", "Mrs", "Ms", "Dr"};
 
 static struct {
@@ -425,7 +460,13 @@ typedef struct {
     int prio;        /* pattern priority */
     int period_only; /* DATE_PERIOD made from a month / relative period: becomes a date with a role */
     int no_role;     /* deictic words (today, yesterday, this evening) never get a from/to role */
+    int companion;   /* kept beside an overlapping slot ("morning" inside the date "this morning") */
+    char vval[24];   /* a value that replaces the formatted one ("P3D", "R/P1M", "" + vague) */
+    int vset;        /* vval is set */
+    int partial;     /* DATE guessed from a part: PART_ORD "the 5th", PART_WD "Friday", PART_DM "5 May" */
 } cand;
+
+enum { PART_NONE, PART_ORD, PART_WD, PART_DM };
 
 typedef struct {
     const char *t;            /* input */
@@ -569,7 +610,19 @@ static void h_date(ctx *x, int id) {
         /* "may"/"march" in lower case are usually verbs: demand an ordinal or a year */
         if ((ieq(mw, mwl, "may") || ieq(mw, mwl, "march")) && islower((unsigned char)mw[0]) && !ord && !year) break;
         int y = year ? (int)gi(x, 4) : infer_year_d(x, m, d);
-        if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
+        /* a leading weekday without a year picks the year it falls on ("Friday, October the
+         * 16th"): the nearest one, within seven years, in the direction the sentence looks */
+        int wd = weekday_of(x->t + x->ov[0], x->ov[1] - x->ov[0]);
+        if (!year && m && wd >= 0 && isalpha((unsigned char)x->t[x->ov[0]])) {
+            for (int k = 0; k < 8; k++) {
+                int yy = x->past ? y - k : y + k;
+                if (valid_date(yy, m, d) && weekday(days_from_civil(yy, m, d)) == wd) {
+                    y = yy;
+                    break;
+                }
+            }
+        }
+        if (m && valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p)->partial = year ? PART_NONE : PART_DM;
         break;
     }
     case P_D_MY: {
@@ -592,12 +645,14 @@ static void h_date(ctx *x, int id) {
     }
     case P_D_ORD: {
         int d = (int)gi(x, 1), y = x->ref.year, m = x->ref.month;
-        bool this_month = x->ov[1] > x->ov[5];
+        bool this_month = has(x, 3); /* "the 20th of this / next / last month" */
         if (d < 1 || d > 31) break;
+        if (this_month && istarts(gs(x, 3), gl(x, 3), "next")) add_months(&y, &m, 1);
+        if (this_month && istarts(gs(x, 3), gl(x, 3), "last")) add_months(&y, &m, -1);
         if (!this_month && !x->past && d < x->ref.day) add_months(&y, &m, 1);
         if (!this_month && x->past && d > x->ref.day) add_months(&y, &m, -1);
         for (int k = 0; k < 3 && d > days_in_month(y, m); k++) add_months(&y, &m, 1);
-        if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p);
+        if (valid_date(y, m, d)) date_cand(x, days_from_civil(y, m, d), p)->partial = this_month ? PART_NONE : PART_ORD;
         break;
     }
     case P_D_MON: {
@@ -662,10 +717,15 @@ static void h_date(ctx *x, int id) {
         }
         if (pl && istarts(post, pl, "in a week")) d += 7;
         if (pl && istarts(post, pl, "after next")) d += 7;
-        date_cand(x, d, p);
+        date_cand(x, d, p)->partial = !ml && !pl ? PART_WD : PART_NONE;
         break;
     }
     case P_D_OFF: {
+        if (has(x, 6)) { /* "some days ago": a past date of unknown distance, value "" */
+            cand *c = date_cand(x, x->today, p);
+            c->vset = 1;
+            break;
+        }
         bool in = has(x, 1);
         long k = count_of(gs(x, in ? 1 : 3), gl(x, in ? 1 : 3));
         const char *u = gs(x, in ? 2 : 4);
@@ -682,6 +742,73 @@ static void h_date(ctx *x, int id) {
         }
         break;
     }
+    case P_D_EDGE: {
+        /* the first or last day of this/next/last week, month, year, or of a month */
+        bool end = istarts(gs(x, 1), gl(x, 1), "end");
+        long from, to;
+        if (has(x, 4)) {
+            int m = month_of(gs(x, 4), gl(x, 4)), y = infer_year(x, m);
+            from = days_from_civil(y, m, 1);
+            to = days_from_civil(y, m, days_in_month(y, m));
+        } else {
+            const char *w = gs(x, 2);
+            size_t wn = gl(x, 2);
+            int dir = istarts(w, wn, "next") ? 1 : istarts(w, wn, "last") ? -1 : 0;
+            char uc = (char)tolower((unsigned char)*gs(x, 3));
+            int y = x->ref.year, m = x->ref.month;
+            if (uc == 'w') {
+                from = x->today - weekday(x->today) + 7 * dir;
+                to = from + 6;
+            } else if (uc == 'm') {
+                add_months(&y, &m, dir);
+                from = days_from_civil(y, m, 1);
+                to = days_from_civil(y, m, days_in_month(y, m));
+            } else {
+                from = days_from_civil(y + dir, 1, 1);
+                to = days_from_civil(y + dir, 12, 31);
+            }
+        }
+        date_cand(x, end ? to : from, p);
+        break;
+    }
+    case P_P_DUR:
+    case P_P_FORU: {
+        /* a duration: ISO 8601 "P3D", "P2W", "P11Y" ("for days": no count, value "") */
+        cand *c;
+        if (id == P_P_FORU) {
+            c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p);
+        } else {
+            long k = count_of(gs(x, 2), gl(x, 2));
+            bool one = k == 1 && !isdigit((unsigned char)*gs(x, 2));
+            if (k < 1 || k > 2000 || (one && !has(x, 1))) break; /* "call it a day" */
+            c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[4], x->ov[1], p);
+            snprintf(c->vval, sizeof c->vval, "P%ld%c", k, (char)toupper((unsigned char)*gs(x, 3)));
+        }
+        c->no_role = 1;
+        c->vset = 1;
+        break;
+    }
+    case P_P_EACH: {
+        /* a recurrence: "R/P1M" (ISO 8601 repeating interval), the day of the month kept in day */
+        char uc = (char)toupper((unsigned char)*gs(x, 4));
+        cand *c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p);
+        c->no_role = 1;
+        c->vset = 1;
+        if (has(x, 1)) {
+            long d = gi(x, 1);
+            if (d < 1 || d > 31) { x->nc--; break; }
+            snprintf(c->vval, sizeof c->vval, "R/P1%c/D%ld", uc, d);
+        } else {
+            snprintf(c->vval, sizeof c->vval, "R/P1%c", uc);
+        }
+        break;
+    }
+    case P_P_LATELY: {
+        cand *c = new_cand(x, FR_SLOT_DATE_PERIOD, x->ov[0], x->ov[1], p); /* vague: value "" */
+        c->no_role = 1;
+        c->vset = 1;
+        break;
+    }
     case P_P_REL: {
         const char *w = gs(x, 1), *u = gs(x, 2);
         size_t wn = gl(x, 1);
@@ -690,7 +817,10 @@ static void h_date(ctx *x, int id) {
         long from, to;
         int y = x->ref.year, m = x->ref.month;
         char uc = (char)tolower((unsigned char)u[0]);
-        if (uc == 'w') {
+        if (uc == 'w' && gl(x, 2) == 7) { /* weekend: Saturday and Sunday of that week */
+            from = x->today - weekday(x->today) + 7 * dir + 5;
+            to = from + 1;
+        } else if (uc == 'w') {
             from = x->today - weekday(x->today) + 7 * dir;
             to = from + 6;
         } else if (uc == 'm') {
@@ -730,6 +860,7 @@ static void h_date(ctx *x, int id) {
         } else {
             int y = x->ref.year, m = x->ref.month;
             int months = (int)(uc == 'y' ? 12 * k : k);
+            if (uc == 'y') m = 1; /* years count whole calendar years */
             if (next) {
                 add_months(&y, &m, 1);
                 from = days_from_civil(y, m, 1);
@@ -754,7 +885,8 @@ static void h_time(ctx *x, int id) {
     switch (id) {
     case P_T_HM:
     case P_T_HMD:
-    case P_T_HSM: {
+    case P_T_HSM:
+    case P_T_ATHM: {
         int h = (int)gi(x, 1), m = (int)gi(x, 2);
         if (h > 24) break;
         if (has(x, 3)) {
@@ -762,6 +894,14 @@ static void h_time(ctx *x, int id) {
             h = apply_mod(gs(x, 3), gl(x, 3), h);
         }
         time_cand(x, h, m, p);
+        break;
+    }
+    case P_T_RANGE1: {
+        /* "between 2 and 4 pm": 14:00; "from 10 to 2 pm": 10:00 (the range crosses noon) */
+        int h = (int)gi(x, 1), h2 = (int)gi(x, 2);
+        if (h > 12 || h2 > 12 || h < 1) break;
+        if (tolower((unsigned char)*gs(x, 3)) == 'p' && h < h2) h += 12;
+        time_cand(x, h, 0, p);
         break;
     }
     case P_T_PT: {
@@ -935,6 +1075,7 @@ static void h_amount(ctx *x, int id) {
         amount_cand(x, (double)gi(x, 1) / 100.0, "GBP", p);
         break;
     case P_A_CTX:
+    case P_A_CMP:
     case P_A_CTX2:
         amount_cand(x, parse_amount_number(gs(x, 1), gl(x, 1)), "", p);
         break;
@@ -1071,6 +1212,12 @@ static void h_company(ctx *x, int id) {
         }
         if (e <= s || lc_stop(x->t + s, e - s)) return;
     } else if (id == P_K_PREP) {
+        /* a name ends with its sentence: "in Leeds.  What ..." */
+        for (size_t i = s; i + 1 < e; i++)
+            if ((x->t[i] == '.' || x->t[i] == '!' || x->t[i] == '?') && x->t[i + 1] == ' ') {
+                e = i;
+                break;
+            }
         /* trim trailing connectors and possessive-less punctuation */
         for (;;) {
             while (e > s && (x->t[e - 1] == '.' || x->t[e - 1] == '-' || x->t[e - 1] == '\'')) e--;
@@ -1083,6 +1230,14 @@ static void h_company(ctx *x, int id) {
                 continue;
             }
             break;
+        }
+        /* a trailing stop word is no part of the name: "Barclay's ATMs" */
+        for (;;) {
+            size_t w = e;
+            while (w > s && x->t[w - 1] != ' ') w--;
+            if (w <= s || !is_stop_company(x->t + w, e - w)) break;
+            e = w;
+            while (e > s && (x->t[e - 1] == ' ' || x->t[e - 1] == '.' || x->t[e - 1] == ',')) e--;
         }
         if (e <= s) return;
         /* the first word decides: stop words (weekdays, months, pronouns...) are not companies */
@@ -1155,6 +1310,13 @@ static bool name_stop(const char *w, size_t n) {
                                       "saturday", "sunday", "mon", "tue", "wed", "thu", "fri", "sat", "sun"};
     for (size_t i = 0; i < FR_ARRAY_LEN(cal); i++)
         if (ieq(w, n, cal[i])) return true;
+    /* people named by their relation, not by a name */
+    static const char *const rel[] = {"partner", "wife", "husband", "mum", "mom", "mother", "dad", "father",
+                                      "friend", "friends", "landlord", "landlady", "brother", "sister", "son",
+                                      "daughter", "boss", "family", "kids", "children", "girlfriend",
+                                      "boyfriend", "colleague", "employer", "grandma", "grandpa", "parents"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(rel); i++)
+        if (ieq(w, n, rel[i])) return true;
     return lc_stop(b, n) || ieq(w, n, "speaking") ||
            ieq(w, n, "lately") || ieq(w, n, "account") || ieq(w, n, "please") || ieq(w, n, "instead");
 }
@@ -1164,14 +1326,34 @@ static void h_person(ctx *x, int id) {
     int words = 0;
     static const char *const money[] = {"transf", "send", "sent", "pay", "paid", "payment", "transaction", "order",
                                         "debit", "money", "receiv", "owe", "cheque", "£", "$", "€", "euro",
-                                        "dollar", "pound", "refund"};
+                                        "dollar", "pound", "refund", "recipient", "beneficiary"};
+    bool need_two = id == P_PN_ALONE; /* a bare reply must be a full name */
     if (id == P_PN_CTX) {
         char cue[8];
         prev_word(x, s, cue, sizeof cue, NULL);
         bool lead_for = !strcmp(cue, "for") && s == 4; /* "for jodie bienaime" as the whole answer */
-        if (!strcmp(cue, "for") && !lead_for) return;
-        if (!lead_for && strcmp(cue, "pay") && strcmp(cue, "paid") && strcmp(cue, "payee") &&
-            !context_has(x, s, 96, money, FR_ARRAY_LEN(money)))
+        bool money_near = context_has(x, s, 96, money, FR_ARRAY_LEN(money));
+        /* "the standing order I set up for charis klinefelter": "for" needs money and a full name */
+        if (!strcmp(cue, "for") && !lead_for) {
+            if (!money_near) return;
+            need_two = true;
+        }
+        /* a short reply "to hogan on the 5th", "at 2 00 afternoon to jalynn" names a payee
+         * without a money word: "to" opens it or follows a time ("I want to quit" does not) */
+        int words_in_text = 0;
+        for (size_t i = 0; i < x->n; i++)
+            if ((i == 0 || x->t[i - 1] == ' ') && x->t[i] != ' ') words_in_text++;
+        bool short_to = false;
+        if (!strcmp(cue, "to") && words_in_text <= 6) {
+            char before[16];
+            size_t cs;
+            prev_word(x, s, cue, sizeof cue, &cs);
+            prev_word(x, cs, before, sizeof before, NULL);
+            short_to = !before[0] || isdigit((unsigned char)before[0]) || !strcmp(before, "morning") ||
+                       !strcmp(before, "afternoon") || !strcmp(before, "evening") || !strcmp(before, "night") ||
+                       !strcmp(before, "am") || !strcmp(before, "pm") || !strcmp(before, "m");
+        }
+        if (!lead_for && !short_to && strcmp(cue, "pay") && strcmp(cue, "paid") && strcmp(cue, "payee") && !money_near)
             return;
     }
     while (q < x->ov[3] && words < 3) {
@@ -1181,13 +1363,15 @@ static void h_person(ctx *x, int id) {
         while (wl > 1 && (x->t[b + wl - 1] == '.' || x->t[b + wl - 1] == '\'')) wl--;
         if (words == 0) {
             /* the first word is not a common word, unless the next one is a rare one */
-            if (name_stop(x->t + b, wl) || wl < 2) return;
+            if (name_stop(x->t + b, wl) || wl < 2 || is_stop_company(x->t + b, wl)) return;
             if (common_word(x->t + b, wl)) {
                 size_t c = q;
                 while (c < x->ov[3] && x->t[c] == ' ') c++;
                 size_t d = c;
                 while (d < x->ov[3] && x->t[d] != ' ') d++;
-                if (d == c || common_word(x->t + c, d - c) || name_stop(x->t + c, d - c) || id == P_PN_CTX) return;
+                if (d == c || common_word(x->t + c, d - c) || name_stop(x->t + c, d - c) || id == P_PN_CTX ||
+                    id == P_PN_ALONE)
+                    return;
             }
         } else if (name_stop(x->t + b, wl) || (common_word(x->t + b, wl) && !(wl <= 2 && x->t[b + wl] == '.'))) {
             break;
@@ -1196,7 +1380,8 @@ static void h_person(ctx *x, int id) {
         words++;
         while (q < x->ov[3] && x->t[q] == ' ') q++;
     }
-    if (!words) return;
+    if (!words || (need_two && words < 2)) return;
+    if (id == P_PN_ALONE && e != x->ov[3]) return; /* every word of the reply is part of the name */
     /* "to elia greek restaurant", "to passport office": a business noun makes it a company */
     static const char *const biz[] = {"restaurant", "office", "shop", "store", "cafe", "bar", "pub", "hotel",
                                       "ltd", "inc", "bank", "services", "club", "market", "garage", "salon"};
@@ -1227,6 +1412,18 @@ static void h_category(ctx *x, int id) {
         size_t after = e + 40 < x->n ? e + 40 : x->n;
         for (size_t i = e; i < after && !near; i++) near = istarts(x->t + i, x->n - i, "spend") || istarts(x->t + i, x->n - i, "expense");
         if (!near) return;
+        /* a rare word before a singular category noun names a merchant: "santore restaurant" */
+        char pw[32];
+        size_t ps;
+        prev_word(x, s, pw, sizeof pw, &ps);
+        size_t pl = strlen(pw);
+        bool alpha = pl >= 3;
+        for (size_t i = 0; i < pl && alpha; i++) alpha = isalpha((unsigned char)pw[i]);
+        bool singular = tolower((unsigned char)x->t[e - 1]) != 's'; /* "video games" stays a category */
+        if (alpha && singular && islower((unsigned char)x->t[ps]) && !common_word(pw, pl) && !name_stop(pw, pl)) {
+            new_cand(x, FR_SLOT_COMPANY_NAME, ps, e, defs[id].prio);
+            return;
+        }
     } else {
         /* the captured words, without a trailing time or function word */
         size_t b = s, q = s, last = s;
@@ -1235,6 +1432,7 @@ static void h_category(ctx *x, int id) {
             b = q;
             while (q < e && x->t[q] != ' ') q++;
             if (name_stop(x->t + b, q - b) && !(words && ieq(x->t + b, q - b, "and"))) break;
+            if (words && q - b > 4 && istarts(x->t + q - 2, 2, "ed")) break; /* "news decreased" */
             if (words && !ieq(x->t + b, q - b, "and") && common_word(x->t + b, q - b)) break;
             if (!ieq(x->t + b, q - b, "and")) last = q;
             words++;
@@ -1242,10 +1440,13 @@ static void h_category(ctx *x, int id) {
         }
         e = last;
         if (e <= s) return;
-        /* "spent on eon": a rare word is a merchant, not a category */
+        /* "spent on eon": a rare word is a merchant, not a category; a plural ("rental bikes",
+         * "news") names a kind of thing */
         size_t fw = s;
         while (fw < e && x->t[fw] != ' ') fw++;
-        if (!common_word(x->t + s, fw - s)) {
+        bool plural = e - s > 3 && tolower((unsigned char)x->t[e - 1]) == 's' && x->t[e - 2] != 's' &&
+                      x->t[e - 2] != '\'';
+        if (!common_word(x->t + s, fw - s) && !plural) {
             new_cand(x, FR_SLOT_COMPANY_NAME, s, e, defs[id].prio);
             return;
         }
@@ -1254,6 +1455,16 @@ static void h_category(ctx *x, int id) {
 }
 
 static void h_period(ctx *x, int id) {
+    if (id == P_TP_DAY) {
+        /* NLU++'s parts of the day: morning 00-12, afternoon 12-19, evening 18-24 */
+        char w = (char)tolower((unsigned char)*gs(x, 2));
+        cand *c = new_cand(x, FR_SLOT_TIME_PERIOD, x->ov[4], x->ov[5], defs[id].prio);
+        c->s.hour = w == 'm' ? 0 : w == 'a' ? 12 : 18;
+        c->s.hour2 = w == 'm' ? 12 : w == 'a' ? 19 : 0;
+        /* "this morning" is also a date (P_D_REL): the period stands beside it */
+        c->companion = istarts(gs(x, 1), gl(x, 1), "this");
+        return;
+    }
     bool forp = id == P_TP_FOR;
     int gk = forp ? 1 : 2, gu = forp ? 2 : 3;
     long k = has(x, gk) ? count_of(gs(x, gk), gl(x, gk)) : 1;
@@ -1325,6 +1536,43 @@ static bool past_tense(const char *t, size_t n) {
 
 /* ---------- driver ---------- */
 
+/* A from/to pair of dates read as one range (serving only: NLU++'s annotations resolve each end
+ * alone): "from the 1st to the 7 June" starts on 1 June, "from Monday to Sunday" ends on the
+ * Sunday after that Monday, "from 17 Feb to 4 Mar" does not end before it starts. */
+static void make_ranges_consistent(cand *c, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (c[i].s.kind != FR_SLOT_DATE || c[i].s.role != FR_SLOT_ROLE_FROM || c[i].vset) continue;
+        size_t j = i + 1;
+        while (j < n && j < i + 4 && !(c[j].s.kind == FR_SLOT_DATE && c[j].s.role == FR_SLOT_ROLE_TO)) j++;
+        if (j >= n || j >= i + 4 || c[j].vset) continue;
+        cand *a = &c[i], *b = &c[j];
+        if (a->partial == PART_ORD && b->partial != PART_ORD && b->partial != PART_WD) {
+            /* the bare day takes the month of the other end, or the month before it */
+            int y = b->s.year, m = b->s.month;
+            if (a->s.day > b->s.day) add_months(&y, &m, -1);
+            if (valid_date(y, m, a->s.day)) {
+                a->s.year = y;
+                a->s.month = m;
+            }
+        }
+        long da = days_from_civil(a->s.year, a->s.month, a->s.day);
+        long db = days_from_civil(b->s.year, b->s.month, b->s.day);
+        if (db >= da) continue;
+        if (b->partial == PART_WD) {
+            while (db < da) db += 7;
+        } else if (b->partial == PART_ORD) {
+            int y = b->s.year, m = b->s.month;
+            for (int k = 0; k < 12 && db < da; k++) {
+                add_months(&y, &m, 1);
+                if (valid_date(y, m, b->s.day)) db = days_from_civil(y, m, b->s.day);
+            }
+        } else if (b->partial == PART_DM && valid_date(b->s.year + 1, b->s.month, b->s.day)) {
+            db = days_from_civil(b->s.year + 1, b->s.month, b->s.day);
+        }
+        if (db >= da) civil_from_days(db, &b->s.year, &b->s.month, &b->s.day);
+    }
+}
+
 static int cand_cmp_len(const void *a, const void *b) {
     const cand *x = a, *y = b;
     size_t lx = x->s.end - x->s.start, ly = y->s.end - y->s.start;
@@ -1365,7 +1613,8 @@ static fr_slot_role role_of(const ctx *x, const cand *c, const cand *all, size_t
     size_t ws;
     *strong = false;
     prev_word(x, c->s.start, w, sizeof w, &ws);
-    if (!strcmp(w, "the") || !strcmp(w, "on") || !strcmp(w, "at")) prev_word(x, ws, w, sizeof w, &ws);
+    for (int k = 0; k < 2 && (!strcmp(w, "the") || !strcmp(w, "on") || !strcmp(w, "at")); k++)
+        prev_word(x, ws, w, sizeof w, &ws); /* "starting on the 7th" */
     if (!strcmp(w, "since") || !strcmp(w, "starting") || !strcmp(w, "beginning") || !strcmp(w, "between")) {
         *strong = true;
         return FR_SLOT_ROLE_FROM;
@@ -1525,7 +1774,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
                 else if (id <= P_AC_CJK) h_number(&x, id);
                 else if (id <= P_I_CJK) h_invoice(&x, id);
                 else if (id <= P_K_GAZ) h_company(&x, id);
-                else if (id <= P_PN_NAME) h_person(&x, id);
+                else if (id <= P_PN_ALONE) h_person(&x, id);
                 else if (id <= P_SC_CTX) h_category(&x, id);
                 else if (id <= P_TP_FOR) h_period(&x, id);
                 else h_bare_number(&x, id);
@@ -1545,6 +1794,10 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
     size_t kept = 0;
     uint8_t *taken = fr_xcalloc(len + 1, 1);
     for (size_t i = 0; i < x.nc; i++) {
+        if (x.c[i].companion) { /* beside the slot it sits in; never blocks another */
+            x.c[kept++] = x.c[i];
+            continue;
+        }
         bool clash = false;
         for (size_t b = x.c[i].s.start; b < x.c[i].s.end && !clash; b++) clash = taken[b];
         if (clash) continue;
@@ -1585,6 +1838,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         }
     }
     free(strong);
+    if (!x.ref.forward_only) make_ranges_consistent(x.c, kept);
     int n = 0;
     for (size_t i = 0; i < kept && n < cap; i++) {
         fr_slot *s = &out[n++];
@@ -1592,6 +1846,7 @@ int fr_slots_extract(const char *text, size_t len, const fr_slot_ref *ref, fr_sl
         s->name = slot_name(s->kind, s->role);
         copy_text(&x, s);
         format_value(s);
+        if (x.c[i].vset) snprintf(s->value, sizeof s->value, "%s", x.c[i].vval);
     }
     free(x.c);
     return n;

@@ -23,7 +23,14 @@
  * shopping_category, time_period, number) come from their context: a name after a payment cue
  * ("to", "from", "paid", "under the name"...) made of words that are not common English words; a
  * category from a list, or the words after "spend/spent on"; "last/next N hours/minutes"; and an
- * integer that no other slot covers. Dates keep a leading weekday ("Friday 7 January 2016").
+ * integer that no other slot covers. Dates keep a leading weekday ("Friday 7 January 2016"), and
+ * without a year the weekday picks the year. A part of the day after a day word ("yesterday
+ * afternoon", "this morning") is a time_period; "this morning" is also a date, and both are
+ * returned (the only case of two slots sharing bytes).
+ *
+ * A date_period that is a length of time ("for 11 years", "after 3 days") has an ISO 8601
+ * duration as value ("P11Y", "P3D"), a recurrence ("the 4th of each month") a repeating interval
+ * ("R/P1M/D4"), a vague one ("lately", "for days") the value "" (year..day2 are then 0).
  *
  * Card and account numbers are masked inside the extractor (fr_slot_mask: every letter/digit but
  * the last four becomes '*'): the raw number is never copied into a slot, so nothing downstream

@@ -3,6 +3,7 @@
 #include "stages/ocr/ocr.h"
 
 #include "stages/ocr/ppocr.h"
+#include "backend/backend.h"
 
 #include <errno.h>
 #include <math.h>
@@ -515,12 +516,20 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
         p->cfg.tessdata = p->tessdata;
     }
     p->cfg.ppocr_dir = NULL; /* read once, below */
+    p->cfg.device = NULL;    /* read once, below */
     p->cap = n > 0 ? n : fr_n_cores();
     p->free_e = fr_xcalloc((size_t)p->cap, sizeof *p->free_e);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (p->cfg.kind == FR_OCR_KIND_PPOCR) {
-        p->po = fr_ppocr_default_opts();
+        fr_backend_kind dk;
+        int di;
+        if (fr_backend_parse_device(cfg->device, &dk, &di, err)) {
+            fr_err_prefix(err, "OCR");
+            fr_ocr_pool_free(p);
+            return NULL;
+        }
+        p->po = dk == FR_BACKEND_CUDA ? fr_ppocr_cuda_opts(di) : fr_ppocr_default_opts();
         if (!(p->pm = fr_ppocr_models_load(cfg->ppocr_dir, err))) {
             fr_ocr_pool_free(p);
             return NULL;

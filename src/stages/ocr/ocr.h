@@ -46,6 +46,8 @@ typedef enum fr_ocr_kind {
 typedef struct fr_ocr_cfg {
     fr_ocr_kind kind;     /* the reader (0: tesseract); the fields below up to psm are tesseract's */
     const char *ppocr_dir; /* PP-OCR models folder; NULL = models/ppocr under the data root */
+    const char *device;   /* where PP-OCR's networks run: NULL / "cpu", "cuda", "cuda:N" (a
+                             binary with the CUDA backend; fr_ppocr_cuda_opts) */
     const char *lang;     /* tesseract languages, "eng", "chi_sim", "eng+chi_sim"; NULL = "eng" */
     const char *tessdata; /* directory of *.traineddata; NULL = search (see above) */
     int dpi;              /* resolution hint for tesseract; 0 = 150 */

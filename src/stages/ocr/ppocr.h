@@ -273,9 +273,23 @@ typedef struct fr_ppocr_opts {
     bool find_signs;        /* put in the currency signs the dictionary lacks (true;
                                fr_ppocr_find_signs) */
     fr_ppocr_det_params det; /* detection settings (fr_ppocr_det_default_params) */
+    int device;             /* -1: the networks run on the CPU executor; k >= 0: on CUDA device
+                               k (backend/cuda/onnx_cuda.h; a binary without the CUDA backend
+                               refuses it: UNSUPPORTED) */
+    bool pad_batch;         /* every cls / rec run has exactly cls_batch / rec_batch rows (the
+                               last batch padded with blank rows): few shapes, so a few CUDA
+                               graphs serve every page (false) */
+    uint32_t det_canvas;    /* > 0: the detector's input is placed top-left on a white
+                               det_canvas x det_canvas input when it fits (a multiple of 32), and
+                               its map cut back: one detector shape for every page (0) */
 } fr_ppocr_opts;
 
 fr_ppocr_opts fr_ppocr_default_opts(void);
+/* The settings for CUDA device `device`: the defaults with larger batches (32 lines a run,
+ * padded), recogniser widths in steps of 320 (8 shapes from 320 to 2400) and the detector on a
+ * 960 x 960 canvas, so that the device runs few shapes (each a plan, with cuDNN's algorithm
+ * search, and a CUDA graph), wide and graphed. */
+fr_ppocr_opts fr_ppocr_cuda_opts(int device);
 /* Whether dir (NULL: FR_PPOCR_DEFAULT_DIR under the data root) holds the four files. */
 bool fr_ppocr_models_present(const char *dir);
 /* Loads the three models and the dictionary from dir (NULL: the default). NULL with err set

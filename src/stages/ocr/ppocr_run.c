@@ -1,5 +1,6 @@
 /* ppocr_run.c — the PP-OCR engine: the three networks on frugal's ONNX executor
- * (backend/onnx_exec.h) around the pure steps of ppocr_det.c and ppocr_rec.c; see ppocr.h.
+ * (backend/onnx_exec.h, or its CUDA twin backend/cuda/onnx_cuda.h when opts.device >= 0) around
+ * the pure steps of ppocr_det.c and ppocr_rec.c; see ppocr.h.
  *
  * Design: the models and the dictionary are loaded once (fr_ppocr_models, immutable, shared);
  * an engine holds one executor session per network and one input buffer grown to the largest
@@ -15,8 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/onnx_cuda.h"
 #include "backend/onnx_exec.h"
 #include "model/onnx/onnx.h"
+
+/* The CUDA executor is linked only into binaries built with the CUDA backend (make cuda); it is
+ * referenced weakly, as backend.c references the CUDA row of the backend table. */
+#pragma weak fr_onnx_cuda_default_opts
+#pragma weak fr_onnx_cuda_sess_new
+#pragma weak fr_onnx_cuda_sess_run
+#pragma weak fr_onnx_cuda_sess_free
+
+/* One network's session, on the CPU executor or on a CUDA device (the other NULL). */
+typedef struct net_sess {
+    fr_onnx_sess *cpu;
+    fr_onnx_cuda_sess *gpu;
+} net_sess;
 
 struct fr_ppocr_models {
     fr_onnx_model *det; /* DB detector: x (N, 3, H, W) → (N, 1, H, W) probabilities */
@@ -28,9 +43,11 @@ struct fr_ppocr_models {
 struct fr_ppocr {
     const fr_ppocr_models *m; /* borrowed */
     fr_ppocr_opts o;          /* settings */
-    fr_onnx_sess *det, *cls, *rec; /* sessions (cls NULL when !o.use_cls) */
+    net_sess det, cls, rec;   /* sessions (cls empty when !o.use_cls) */
     float *in;                /* network input scratch */
     size_t in_cap;            /* its capacity in floats */
+    float *canvas;            /* the detector's canvas input (o.det_canvas), or NULL */
+    float *map;               /* the map cut back from the canvas output */
 };
 
 fr_ppocr_opts fr_ppocr_default_opts(void) {
@@ -38,7 +55,17 @@ fr_ppocr_opts fr_ppocr_default_opts(void) {
                        .rec_batch = 6, .rec_min_w = 320, .rec_step = 32, .rec_max_w = 2400,
                        .drop_score = 0.5f, .max_boxes = FR_PPOCR_MAX_BOXES, .join_gap = 40.0f,
                        .find_signs = true,
-                       .det = fr_ppocr_det_default_params()};
+                       .det = fr_ppocr_det_default_params(), .device = -1};
+    return o;
+}
+
+fr_ppocr_opts fr_ppocr_cuda_opts(int device) {
+    fr_ppocr_opts o = fr_ppocr_default_opts();
+    o.device = device;
+    o.cls_batch = o.rec_batch = 32;
+    o.pad_batch = true;
+    o.rec_step = 320;
+    o.det_canvas = (uint32_t)o.det.limit_side;
     return o;
 }
 
@@ -109,12 +136,37 @@ fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err) {
     return m;
 }
 
+static void net_free(net_sess *n) {
+    fr_onnx_sess_free(n->cpu);
+    if (n->gpu) fr_onnx_cuda_sess_free(n->gpu);
+    memset(n, 0, sizeof *n);
+}
+
+/* A session for m on the engine's device. 0, or -1 with err set. */
+static int net_new(const fr_ppocr *e, const fr_onnx_model *m, net_sess *n, fr_err *err) {
+    if (e->o.device < 0) {
+        fr_onnx_sess_opts so = fr_onnx_sess_default_opts();
+        so.n_threads = e->o.n_threads > 0 ? e->o.n_threads : 1;
+        return (n->cpu = fr_onnx_sess_new(m, &so, err)) ? 0 : -1;
+    }
+    if (!fr_onnx_cuda_sess_new) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "device cuda:%d: this binary is built without the "
+                    "CUDA backend (make cuda builds frugal-cuda)", e->o.device);
+        return -1;
+    }
+    fr_onnx_cuda_opts co = fr_onnx_cuda_default_opts();
+    co.max_plans = 32; /* det sides, one cls shape, the rec width buckets */
+    return (n->gpu = fr_onnx_cuda_sess_new(m, e->o.device, &co, err)) ? 0 : -1;
+}
+
 void fr_ppocr_free(fr_ppocr *e) {
     if (!e) return;
-    fr_onnx_sess_free(e->det);
-    fr_onnx_sess_free(e->cls);
-    fr_onnx_sess_free(e->rec);
+    net_free(&e->det);
+    net_free(&e->cls);
+    net_free(&e->rec);
     free(e->in);
+    free(e->canvas);
+    free(e->map);
     free(e);
 }
 
@@ -128,11 +180,8 @@ fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err 
         e->o.max_boxes = FR_PPOCR_MAX_BOXES;
     if (e->o.rec_min_w < 8) e->o.rec_min_w = 8;
     if (e->o.rec_max_w < e->o.rec_min_w) e->o.rec_max_w = e->o.rec_min_w;
-    fr_onnx_sess_opts so = fr_onnx_sess_default_opts();
-    so.n_threads = e->o.n_threads > 0 ? e->o.n_threads : 1;
-    if (!(e->det = fr_onnx_sess_new(m->det, &so, err)) ||
-        (e->o.use_cls && !(e->cls = fr_onnx_sess_new(m->cls, &so, err))) ||
-        !(e->rec = fr_onnx_sess_new(m->rec, &so, err))) {
+    if (net_new(e, m->det, &e->det, err) || (e->o.use_cls && net_new(e, m->cls, &e->cls, err)) ||
+        net_new(e, m->rec, &e->rec, err)) {
         fr_err_prefix(err, "PP-OCR");
         fr_ppocr_free(e);
         return NULL;
@@ -152,11 +201,12 @@ static float *scratch(fr_ppocr *e, size_t n) {
 
 /* One network run on x (n, 3, h, w). 0, or an fr_ocr_status: STOPPED when the cancel check says
  * stop (before the run or as the reason it failed), FAILED with err otherwise. */
-static int net(fr_onnx_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
+static int net(net_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
                fr_onnx_arr *out, const fr_cancel *cancel, fr_err *err) {
     if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
     fr_onnx_arr in = {.rank = 4, .dims = {n, 3, h, w}, .data = x};
-    if (fr_onnx_sess_run(s, &in, 1, out, 1, cancel, err)) {
+    if (s->gpu ? fr_onnx_cuda_sess_run(s->gpu, &in, 1, out, 1, cancel, err)
+               : fr_onnx_sess_run(s->cpu, &in, 1, out, 1, cancel, err)) {
         if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
         fr_err_prefix(err, "PP-OCR %s", what);
         return FR_OCR_FAILED;
@@ -171,6 +221,23 @@ static int bad_shape(const char *what, const fr_onnx_arr *a, fr_err *err) {
     return FR_OCR_FAILED;
 }
 
+/* The detector's input x (3, mh, mw) placed top-left on the white canvas (3, C, C), C =
+ * o.det_canvas: the rest of each channel is white as det_prep normalises it (BGR, ImageNet
+ * mean and deviation), so the page looks as if it had more blank paper right and below. */
+static float *place_on_canvas(fr_ppocr *e, const float *x, uint32_t mw, uint32_t mh) {
+    static const float white[3] = {(1.0f - 0.485f) / 0.229f, (1.0f - 0.456f) / 0.224f,
+                                   (1.0f - 0.406f) / 0.225f};
+    const size_t C = e->o.det_canvas;
+    if (!e->canvas) e->canvas = fr_xmalloc(3 * C * C * sizeof *e->canvas);
+    for (size_t c = 0; c < 3; c++) {
+        float *dst = e->canvas + c * C * C;
+        for (size_t i = 0; i < C * C; i++) dst[i] = white[c];
+        for (uint32_t y = 0; y < mh; y++)
+            memcpy(dst + y * C, x + (c * mh + y) * mw, mw * sizeof *dst);
+    }
+    return e->canvas;
+}
+
 /* Detection: boxes in reading order into b (at most e->o.max_boxes); *nb their count. */
 static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_ppocr_box *b,
                   int *nb, fr_err *err) {
@@ -183,31 +250,49 @@ static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_
     }
     float *x = scratch(e, (size_t)3 * mw * mh); /* (1, 3, mh, mw) */
     fr_ppocr_det_prep(img, mw, mh, x);
+    const uint32_t cv = e->o.det_canvas;
+    const bool on_canvas = cv >= 32 && cv % 32 == 0 && mw <= cv && mh <= cv;
+    uint32_t nw = mw, nh = mh; /* the network's input sides */
+    if (on_canvas) {
+        x = place_on_canvas(e, x, mw, mh);
+        nw = nh = cv;
+    }
     fr_onnx_arr out;
-    int rc = net(e->det, "det", x, 1, mh, mw, &out, cancel, err);
+    int rc = net(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
     if (rc) return rc;
-    if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != mh ||
-        out.dims[3] != mw)
+    if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != nh ||
+        out.dims[3] != nw)
         return bad_shape("det", &out, err);
-    int n = fr_ppocr_det_boxes(out.data, mw, mh, img->width, img->height, &e->o.det, b,
+    const float *prob = out.data;
+    if (on_canvas) { /* the page's part of the map, rows of mw */
+        if (!e->map) e->map = fr_xmalloc((size_t)cv * cv * sizeof *e->map);
+        for (uint32_t y = 0; y < mh; y++)
+            memcpy(e->map + (size_t)y * mw, out.data + (size_t)y * cv, mw * sizeof *e->map);
+        prob = e->map;
+    }
+    int n = fr_ppocr_det_boxes(prob, mw, mh, img->width, img->height, &e->o.det, b,
                                e->o.max_boxes, err);
     if (n < 0) return FR_OCR_FAILED;
     *nb = n;
     return 0;
 }
 
+/* Rows of a run that carries k crops: k, or the whole batch when batches are padded. */
+static int batch_rows(const fr_ppocr *e, int batch, int k) { return e->o.pad_batch ? batch : k; }
+
 /* The classifier over the crops listed in v[0..n) (all non-empty): 180° ones are turned. */
 static int classify(fr_ppocr *e, fr_image *crops, const int *v, int n, const fr_cancel *cancel,
                     fr_err *err) {
     size_t per = (size_t)3 * FR_PPOCR_REC_H * FR_PPOCR_CLS_W;
     for (int s = 0; s < n; s += e->o.cls_batch) {
-        int k = FR_MIN(e->o.cls_batch, n - s);
-        float *x = scratch(e, per * (size_t)k); /* (k, 3, 48, 192) */
+        int k = FR_MIN(e->o.cls_batch, n - s), kb = batch_rows(e, e->o.cls_batch, k);
+        float *x = scratch(e, per * (size_t)kb); /* (kb, 3, 48, 192) */
         for (int i = 0; i < k; i++) fr_ppocr_cls_prep(&crops[v[s + i]], x + per * (size_t)i);
+        memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         fr_onnx_arr out;
-        int rc = net(e->cls, "cls", x, k, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
+        int rc = net(&e->cls, "cls", x, kb, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
         if (rc) return rc;
-        if (out.rank != 2 || out.dims[0] != k || out.dims[1] != 2)
+        if (out.rank != 2 || out.dims[0] != kb || out.dims[1] != 2)
             return bad_shape("cls", &out, err);
         for (int i = 0; i < k; i++)
             if (fr_ppocr_cls_says_flip(out.data + 2 * i, e->o.cls_thresh))
@@ -233,11 +318,13 @@ static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
         }
         uint32_t w = fr_ppocr_rec_width(ratio, e->o.rec_min_w, e->o.rec_step, e->o.rec_max_w);
         size_t per = (size_t)3 * FR_PPOCR_REC_H * w;
-        float *x = scratch(e, per * (size_t)k); /* (k, 3, 48, w) */
+        int kb = batch_rows(e, e->o.rec_batch, k);
+        float *x = scratch(e, per * (size_t)kb); /* (kb, 3, 48, w) */
         for (int i = 0; i < k; i++) fr_ppocr_rec_prep(&sub[ord[s + i]], w, x + per * (size_t)i);
+        memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         fr_onnx_arr out;
-        if ((rc = net(e->rec, "rec", x, k, FR_PPOCR_REC_H, w, &out, cancel, err))) break;
-        if (out.rank != 3 || out.dims[0] != k || out.dims[1] < 1 || out.dims[2] < 1) {
+        if ((rc = net(&e->rec, "rec", x, kb, FR_PPOCR_REC_H, w, &out, cancel, err))) break;
+        if (out.rank != 3 || out.dims[0] != kb || out.dims[1] < 1 || out.dims[2] < 1) {
             rc = bad_shape("rec", &out, err);
             break;
         }
@@ -294,7 +381,7 @@ fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *ca
         }
         v[nv++] = i;
     }
-    if (!rc && nv && e->cls) rc = classify(e, crops, v, nv, cancel, err);
+    if (!rc && nv && (e->cls.cpu || e->cls.gpu)) rc = classify(e, crops, v, nv, cancel, err);
     if (!rc && nv) rc = recognise(e, crops, v, nv, cancel, texts, err);
     if (!rc && nv && e->o.find_signs && fr_ppocr_lone_signs(boxes, crops, texts, nb, err) < 0)
         rc = FR_OCR_FAILED;
