@@ -875,6 +875,12 @@ fr_whisper_model *fr_whisper_load_ggml_buffer(const uint8_t *data, size_t size, 
             fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor name holds a NUL byte", name);
             goto out;
         }
+        for (int i = 0; i < nl; i++) /* names go into one-line messages */
+            if ((unsigned char)names[S.n][i] < 0x20 || names[S.n][i] == 0x7f) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor name holds a control byte",
+                            name);
+                goto out;
+            }
         r.o += (size_t)nl;
         size_t nbytes = (size_t)cnt * (ty ? 2u : 4u);
         if (nbytes > r.n - r.o) {
