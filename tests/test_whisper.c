@@ -216,6 +216,20 @@ TEST(ggml_hostile_files_fail_with_codes) {
         CHECK(strstr(err.msg, "rename.bin") != NULL);
         free(x);
     }
+    /* a control byte in a tensor name is refused by name, and the message stays one line */
+    {
+        uint8_t *x = malloc(n);
+        memcpy(x, b, n);
+        uint8_t *p = memmem(x, n, "decoder.ln.weight", 17);
+        CHECK(p != NULL);
+        if (p) p[8] = '\n';
+        memset(&err, 0, sizeof err);
+        CHECK(fr_whisper_load_ggml_buffer(x, n, "ctl.bin", &err) == NULL);
+        CHECK_EQ_INT(err.code, FR_ERR_BAD_REQUEST);
+        CHECK(strstr(err.msg, "control byte") != NULL);
+        CHECK(strchr(err.msg, '\n') == NULL);
+        free(x);
+    }
     /* trailing garbage is a truncated tensor header */
     {
         uint8_t *x = malloc(n + 6);
