@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
 #include "meter/meter.h"
 #include "serve/assist.h"
 #include "stages/asr/asr.h"
@@ -217,10 +216,8 @@ static void setup_ocr(void) {
     if (!asked) oc.kind = fr_ocr_kind_default(oc.ppocr_dir);
     if (oc.kind == FR_OCR_KIND_PPOCR) {
         if ((g.ocr = fr_ocr_pool_new(&oc, 0, &err))) {
-            fr_backend_kind k;
-            int i;
-            if (!fr_backend_parse_device(oc.device, &k, &i, NULL) && k == FR_BACKEND_CUDA)
-                g.ocr_mdev = fr_meter_dev_gpu(i);
+            int dev = fr_ocr_pool_cuda_device(g.ocr);
+            if (dev >= 0) g.ocr_mdev = fr_meter_dev_gpu(dev);
             return;
         }
         if (asked) {

@@ -98,14 +98,13 @@ static int load_pages(const char *dir, page *p, int cap) {
 }
 
 /* One page through engine e: the text and fields into the page's slot when keep. */
-static int read_page(run_ctx *c, fr_ppocr *e, page *p, double *ms) {
+static int read_page(run_ctx *c, fr_ppocr *e, page *p) {
     fr_ocr_result r;
     fr_err err = {0};
     if (fr_ppocr_run(e, &p->img, NULL, &r, &err) != FR_OCR_OK) {
         fprintf(stderr, "gpu-ppocr: %s on %s: %s\n", p->name, c->dev ? "cuda" : "cpu", err.msg);
         return -1;
     }
-    *ms = r.ms;
     if (c->keep) {
         free(p->text[c->dev]);
         p->text[c->dev] = fr_xstrdup(r.text ? r.text : "");
@@ -129,8 +128,7 @@ static void *worker(void *v) {
         } else if (i >= c->n_pages) {
             break;
         }
-        double ms;
-        if (read_page(c, e, &c->pages[i], &ms)) {
+        if (read_page(c, e, &c->pages[i])) {
             atomic_fetch_add(&c->failed, 1);
             continue;
         }

@@ -548,6 +548,10 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
 
 fr_ocr_kind fr_ocr_pool_kind(const fr_ocr_pool *p) { return p->cfg.kind; }
 
+int fr_ocr_pool_cuda_device(const fr_ocr_pool *p) {
+    return p->cfg.kind == FR_OCR_KIND_PPOCR ? p->po.device : -1;
+}
+
 int fr_ocr_pool_run(fr_ocr_pool *p, const fr_image *img, fr_ocr_result *res, fr_err *err) {
     return fr_ocr_pool_run_limited(p, img, NULL, res, err) == FR_OCR_OK ? 0 : -1;
 }

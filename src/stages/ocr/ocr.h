@@ -142,6 +142,8 @@ fr_ocr_status fr_ocr_pool_run_limited(fr_ocr_pool *p, const fr_image *img,
                                       const fr_ocr_limits *lim, fr_ocr_result *res, fr_err *err);
 /* The reader the pool runs. */
 fr_ocr_kind fr_ocr_pool_kind(const fr_ocr_pool *p);
+/* The CUDA device PP-OCR's networks run on (cfg->device), or -1: the CPU (also tesseract). */
+int fr_ocr_pool_cuda_device(const fr_ocr_pool *p);
 void fr_ocr_pool_free(fr_ocr_pool *p);
 
 #endif
