@@ -139,8 +139,9 @@ static void no_spaces(const char *s, char *out, size_t cap) {
     out[n] = 0;
 }
 
-/* The CUDA settings (32 lines a run, padded batches, widths in steps of 320, the detector on
- * a 960 x 960 white canvas) run on the CPU
+/* The CUDA settings (up to 32 lines a run, padded to 8, 16 or 32 rows, the recogniser's batches
+ * cut where that saves padded work, widths in steps of 320, the detector on a 960 x 720 white
+ * portrait canvas) run on the CPU
  * executor here: the padding rows must not change what is read, and the wider width buckets
  * (more blank input after a line) at most where a space falls (measured on this page: one word
  * gap of 17 lines is read without its space), so the lines, their characters and the fields
@@ -174,6 +175,42 @@ TEST(padded_batches_read_like_unpadded_ones) {
         fr_ocr_result_free(&a);
         fr_ocr_result_free(&b);
     }
+    fr_image_free(&img);
+    fr_ppocr_free(p);
+    fr_ppocr_free(e);
+}
+
+/* A landscape page (the English page on white paper twice as wide): with the CUDA settings its
+ * detector input (960 x ~670) goes on the 960 x 720 landscape canvas, and the page reads as it
+ * does at its own size with the default settings. */
+TEST(landscape_page_on_the_short_canvas) {
+    fr_ppocr *e = engine();
+    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
+    o.device = -1;
+    CHECK(o.det_canvas_short > 0 && o.det_canvas_short < o.det_canvas);
+    fr_err err = {0};
+    fr_ppocr *p = models() ? fr_ppocr_new(g_models, &o, &err) : NULL;
+    fr_image img = {0}, wide = {0};
+    CHECK(e != NULL && p != NULL);
+    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/en.png", 1, &img), 0);
+    if (e && p && img.pix) {
+        wide.width = img.width * 2, wide.height = img.height, wide.channels = 1;
+        wide.pix = fr_xmalloc((size_t)wide.width * wide.height);
+        memset(wide.pix, 255, (size_t)wide.width * wide.height);
+        for (uint32_t y = 0; y < img.height; y++)
+            memcpy(wide.pix + (size_t)y * wide.width, img.pix + (size_t)y * img.width, img.width);
+        fr_ocr_result a, b;
+        CHECK_EQ_INT(fr_ppocr_run(e, &wide, NULL, &a, &err), FR_OCR_OK);
+        CHECK_EQ_INT(fr_ppocr_run(p, &wide, NULL, &b, &err), FR_OCR_OK);
+        static char ta[8192], tb[8192];
+        no_spaces(a.text, ta, sizeof ta);
+        no_spaces(b.text, tb, sizeof tb);
+        CHECK(strlen(ta) > 100);
+        CHECK_STR(tb, ta);
+        fr_ocr_result_free(&a);
+        fr_ocr_result_free(&b);
+    }
+    fr_image_free(&wide);
     fr_image_free(&img);
     fr_ppocr_free(p);
     fr_ppocr_free(e);
