@@ -100,6 +100,13 @@ def main():
         }
         print(name, "max |lora - base|", ref["adapters"][name]["max_abs_lora_vs_base"],
               "max |lora - merged|", ref["adapters"][name]["max_abs_lora_vs_merged"])
+        # the base model by its folder name, not the path it was read from on this host
+        cp = os.path.join(out, "adapter_config.json")
+        c = json.load(open(cp))
+        c["base_model_name_or_path"] = base
+        with open(cp, "w") as f:
+            json.dump(c, f, indent=2, sort_keys=True)
+            f.write("\n")
         # the saved folder holds only the adapter; the README peft writes is not needed
         readme = os.path.join(out, "README.md")
         if os.path.exists(readme):

@@ -89,7 +89,10 @@ static int read_config(fr_lora *a, const char *dir, int targets[FR_LORA_N], fr_e
         refuse_if_set(c, "modules_to_save", NULL, path, err) ||
         refuse_if_set(c, "rank_pattern", NULL, path, err) ||
         refuse_if_set(c, "alpha_pattern", NULL, path, err) ||
-        refuse_if_set(c, "layers_to_transform", NULL, path, err))
+        refuse_if_set(c, "layers_to_transform", NULL, path, err) ||
+        refuse_if_set(c, "lora_bias", NULL, path, err) ||
+        refuse_if_set(c, "exclude_modules", NULL, path, err) ||
+        refuse_if_set(c, "layer_replication", NULL, path, err))
         goto done;
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(c, "r");
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(c, "lora_alpha");
