@@ -90,7 +90,7 @@ struct fr_req {
     bool no_cache;         /* the request opted out: no lookup, nothing published */
     uint64_t root;         /* chain root of its block keys (fr_kv_chain_root of its salt and
                               its adapter's hash) */
-    const fr_lora *lora;   /* its LoRA adapter (borrowed), or NULL */
+    fr_lora *lora;         /* its LoRA adapter (a reference), or NULL */
     uint64_t *row_hash;    /* (n_img_rows) content hash of each image feature row, or NULL */
     fr_kv_block_key *bkey; /* (cap_tok / block_size + 1) keys of its leading blocks */
     int n_bkey;            /* keys computed so far (tokens never change, so they stay valid) */
@@ -210,6 +210,7 @@ static void req_free(fr_req *r) {
     free(r->row_hash);
     free(r->bkey);
     free(r->seq.blocks);
+    fr_lora_free(r->lora);
     fr_buf_free(&r->out);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -558,7 +559,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_tok = p->n_prompt;
     r->no_cache = p->no_prefix_cache || !e->cfg.prefix_cache;
-    r->lora = p->lora;
+    r->lora = p->lora ? fr_lora_ref(p->lora) : NULL;
     r->root = fr_kv_chain_root(!p->lora       ? p->cache_salt
                                : p->cache_salt ? fr_kv_hash_mix(p->cache_salt, p->lora->hash)
                                                : p->lora->hash);
@@ -1248,6 +1249,26 @@ int fr_engine_in_flight(fr_engine *e) {
     int n = e->n_run + waiting_total(e);
     pthread_mutex_unlock(&e->mu);
     return n;
+}
+
+/* Appends name to the comma-separated list b unless it is there. */
+static void name_once(fr_buf *b, const char *name) {
+    const char *l = b->data ? b->data : "";
+    const size_t n = strlen(name);
+    for (const char *p = l; (p = strstr(p, name)); p += n)
+        if ((p == l || p[-1] == ',') && (p[n] == ',' || !p[n])) return;
+    if (b->len) fr_buf_puts(b, ",");
+    fr_buf_puts(b, name);
+}
+
+void fr_engine_lora_in_use(fr_engine *e, fr_buf *running, fr_buf *waiting) {
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_run; i++)
+        if (e->run[i]->lora) name_once(running, e->run[i]->lora->name);
+    for (int t = 0; t < FR_N_TIERS; t++)
+        for (const fr_req *r = e->qhead[t]; r; r = r->qnext)
+            if (r->lora) name_once(waiting, r->lora->name);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s) {

@@ -41,8 +41,14 @@ static void sides(const fr_hparams *hp, int m, int *in, int *out) {
     }
 }
 
+fr_lora *fr_lora_ref(const fr_lora *c) {
+    fr_lora *a = (fr_lora *)c; /* the count is the one mutable field */
+    atomic_fetch_add(&a->refs, 1);
+    return a;
+}
+
 void fr_lora_free(fr_lora *a) {
-    if (!a) return;
+    if (!a || atomic_fetch_sub(&a->refs, 1) != 1) return;
     for (int i = 0; a->m && i < a->n_layer * FR_LORA_N; i++) {
         free(a->m[i].a);
         free(a->m[i].b);
@@ -260,6 +266,7 @@ fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, f
         return NULL;
     }
     fr_lora *a = fr_xcalloc(1, sizeof *a);
+    atomic_init(&a->refs, 1);
     snprintf(a->name, sizeof a->name, "%s", name);
     a->dir = fr_xstrdup(dir);
     a->n_layer = hp->n_layer;

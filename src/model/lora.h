@@ -17,10 +17,13 @@
  * the LM head, a rank over FR_LORA_MAX_RANK. Shapes are checked against the model (BAD_REQUEST
  * naming the tensor); a missing file is NOT_FOUND. An adapter is immutable after load and may be
  * shared by threads; `hash` identifies its weights (the prefix cache keys adapted requests by
- * it).
+ * it). It is reference-counted: fr_lora_load gives one reference, fr_lora_ref takes another
+ * (a request running with it), fr_lora_free gives one back and frees on the last.
  */
 #ifndef FRUGAL_MODEL_LORA_H
 #define FRUGAL_MODEL_LORA_H
+
+#include <stdatomic.h>
 
 #include "model/model.h"
 
@@ -55,11 +58,15 @@ typedef struct fr_lora {
     fr_lora_mat *m;              /* (n_layer * FR_LORA_N) */
     uint64_t hash;               /* of the rank, scale and every weight */
     size_t bytes;                /* f32 bytes held */
+    atomic_int refs;             /* references (fr_lora_ref / fr_lora_free) */
 } fr_lora;
 
 /* Loads the adapter in folder dir for a model of hp, calling it name (at most
  * FR_LORA_MAX_NAME - 1 bytes). NULL with err set (codes above). */
 fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, fr_err *err);
+/* Another reference to a (thread-safe); returns a. */
+fr_lora *fr_lora_ref(const fr_lora *a);
+/* Gives one reference back; the last frees (thread-safe). NULL is ignored. */
 void fr_lora_free(fr_lora *a);
 /* Layer l's projection m, or NULL when the adapter leaves it alone. */
 static inline const fr_lora_mat *fr_lora_get(const fr_lora *a, int l, fr_lora_mod m) {
