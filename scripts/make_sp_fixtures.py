@@ -23,9 +23,10 @@ scripts/sp_corpus.txt, which sits beside this script):
   spm/              (only with `sentencepiece`) a real SentencePiece BPE model trained with
                     Llama-2's settings: sp.model, vocab.json (pieces with scores and types, as a
                     GGUF `llama` vocabulary stores them) and sentencepiece's own ids
-  spm-llama/        (with `sentencepiece` and `transformers`) LlamaTokenizerFast converted from
-                    spm/sp.model, legacy=True; spm-llama-nolegacy/ the same with legacy=False;
-                    spm-gemma/ GemmaTokenizerFast converted from it
+  spm-llama/        (with `sentencepiece` and `transformers`) spm/sp.model converted by
+                    transformers' LlamaConverter (what LlamaTokenizerFast does), legacy=True;
+                    spm-llama-nolegacy/ the same with legacy=False; spm-gemma/ converted by
+                    GemmaConverter; each with the "<s> $A" template those classes add
 Each folder holds tokenizer.json, tokenizer_config.json and expect.json:
   {"tool": {versions}, "cases": [{"text", "ids" (add_special_tokens=False),
    "ids_special" (add_special_tokens=True), "decoded" (decode(ids)),
@@ -390,19 +391,30 @@ def train_spm(out_dir):
     return model, sp
 
 
-def save_fast(out_dir, name, fast, template, sp):
-    from tokenizers import Tokenizer
-    d = os.path.join(out_dir, name)
-    fast.chat_template = template
-    fast.save_pretrained(d)
-    for extra in ("tokenizer.model", "special_tokens_map.json"):
-        p = os.path.join(d, extra)
-        if os.path.exists(p):
-            os.remove(p)
-    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
-    exp = {"tool": versions(), "cases": cases_for(tok, sp), "chat": chats_for(fast, template)}
-    write_json(os.path.join(d, "expect.json"), exp)
-    log("%s: written" % name)
+class SlowShim:
+    """The few attributes transformers' SentencePiece converters read from a slow tokenizer
+    (LlamaTokenizer / GemmaTokenizer), so the conversion needs no slow tokenizer class."""
+
+    def __init__(self, model, sp, legacy, bos="<s>", eos="</s>"):
+        self.vocab_file = model
+        self.legacy = legacy
+        self.add_prefix_space = True
+        self.bos_token, self.eos_token, self.unk_token, self.pad_token = bos, eos, "<unk>", None
+        self.add_bos_token, self.add_eos_token = True, False
+        self._sp = sp
+
+    def convert_ids_to_tokens(self, i):
+        return self._sp.id_to_piece(i)
+
+
+def convert_spm(model, sp, converter_name, legacy):
+    """tokenizer.json (as a dict) of transformers' converter for the SentencePiece model, with
+    the "<s> $A" template LlamaTokenizerFast / GemmaTokenizerFast add at load."""
+    import transformers.convert_slow_tokenizer as conv
+    tok = getattr(conv, converter_name)(SlowShim(model, sp, legacy)).converted()
+    tj = json.loads(tok.to_str())
+    tj["post_processor"] = bos_template()
+    return tj
 
 
 def optional(out_dir):
@@ -411,24 +423,16 @@ def optional(out_dir):
     except Exception as e:  # noqa: BLE001
         log("sentencepiece part skipped: %s" % e)
         return
-    try:
-        from transformers import LlamaTokenizerFast
-    except Exception as e:  # noqa: BLE001
-        log("transformers part skipped: %s" % e)
-        return
-    for name, legacy in (("spm-llama", True), ("spm-llama-nolegacy", False)):
+    cfg = {"legacy": False}
+    for name, conv, legacy, tmpl in (("spm-llama", "LlamaConverter", True, LLAMA2_TEMPLATE),
+                                     ("spm-llama-nolegacy", "LlamaConverter", False,
+                                      MISTRAL_TEMPLATE),
+                                     ("spm-gemma", "GemmaConverter", True, MISTRAL_TEMPLATE)):
         try:
-            fast = LlamaTokenizerFast(vocab_file=model, legacy=legacy, from_slow=True)
-            save_fast(out_dir, name, fast, LLAMA2_TEMPLATE, sp)
-        except Exception:  # noqa: BLE001
+            emit(out_dir, name, convert_spm(model, sp, conv, legacy), tmpl, sp,
+                 None if legacy else cfg)
+        except Exception:  # noqa: BLE001 - transformers is optional
             traceback.print_exc()
-    try:
-        from transformers import GemmaTokenizerFast
-        fast = GemmaTokenizerFast(vocab_file=model, from_slow=True, bos_token="<s>",
-                                  eos_token="</s>", unk_token="<unk>", pad_token="<unk>")
-        save_fast(out_dir, "spm-gemma", fast, MISTRAL_TEMPLATE, sp)
-    except Exception:  # noqa: BLE001
-        traceback.print_exc()
 
 
 def main():
