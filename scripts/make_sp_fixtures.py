@@ -24,9 +24,9 @@ scripts/sp_corpus.txt, which sits beside this script):
                     Llama-2's settings: sp.model, vocab.json (pieces with scores and types, as a
                     GGUF `llama` vocabulary stores them) and sentencepiece's own ids
   spm-llama/        (with `sentencepiece` and `transformers`) spm/sp.model converted by
-                    transformers' LlamaConverter (what LlamaTokenizerFast does), legacy=True;
+                    transformers (LlamaTokenizer[Fast].from_pretrained, legacy=True);
                     spm-llama-nolegacy/ the same with legacy=False; spm-gemma/ converted by
-                    GemmaConverter; each with the "<s> $A" template those classes add
+                    GemmaTokenizer[Fast]; each with the "<s> $A" template those classes add
 Each folder holds tokenizer.json, tokenizer_config.json and expect.json:
   {"tool": {versions}, "cases": [{"text", "ids" (add_special_tokens=False),
    "ids_special" (add_special_tokens=True), "decoded" (decode(ids)),
@@ -233,7 +233,12 @@ def added_tokens():
              "normalized": False, "special": True} for i, s in enumerate(SPECIALS)]
 
 
-def bos_template():
+def bos_template(tj=None):
+    """TemplateProcessing "<s> $A" (pair "<s> $A <s> $B") with <s>'s id in tj (default 1)."""
+    bos = 1
+    for a in (tj or {}).get("added_tokens", []):
+        if a["content"] == "<s>":
+            bos = a["id"]
     return {"type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
                        {"Sequence": {"id": "A", "type_id": 0}}],
@@ -241,7 +246,7 @@ def bos_template():
                      {"Sequence": {"id": "A", "type_id": 0}},
                      {"SpecialToken": {"id": "<s>", "type_id": 1}},
                      {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [bos], "tokens": ["<s>"]}}}
 
 
 def metaspace(scheme, split):
@@ -391,30 +396,35 @@ def train_spm(out_dir):
     return model, sp
 
 
-class SlowShim:
-    """The few attributes transformers' SentencePiece converters read from a slow tokenizer
-    (LlamaTokenizer / GemmaTokenizer), so the conversion needs no slow tokenizer class."""
-
-    def __init__(self, model, sp, legacy, bos="<s>", eos="</s>"):
-        self.vocab_file = model
-        self.legacy = legacy
-        self.add_prefix_space = True
-        self.bos_token, self.eos_token, self.unk_token, self.pad_token = bos, eos, "<unk>", None
-        self.add_bos_token, self.add_eos_token = True, False
-        self._sp = sp
-
-    def convert_ids_to_tokens(self, i):
-        return self._sp.id_to_piece(i)
-
-
-def convert_spm(model, sp, converter_name, legacy):
-    """tokenizer.json (as a dict) of transformers' converter for the SentencePiece model, with
-    the "<s> $A" template LlamaTokenizerFast / GemmaTokenizerFast add at load."""
-    import transformers.convert_slow_tokenizer as conv
-    tok = getattr(conv, converter_name)(SlowShim(model, sp, legacy)).converted()
-    tj = json.loads(tok.to_str())
-    tj["post_processor"] = bos_template()
-    return tj
+def convert_spm(model, class_names, kw):
+    """tokenizer.json (as a dict) of transformers' own conversion of the SentencePiece model
+    (from_pretrained on a folder holding it as tokenizer.model), with the "<s> $A" template
+    that LlamaTokenizerFast / GemmaTokenizerFast apply for add_bos_token."""
+    import shutil
+    import tempfile
+    import transformers
+    last = None
+    for cls_name in class_names:
+        cls = getattr(transformers, cls_name, None)
+        if cls is None:
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copy(model, os.path.join(d, "tokenizer.model"))
+            try:
+                t = cls.from_pretrained(d, **kw)
+            except Exception as e:  # noqa: BLE001 - try the next class
+                last = e
+                continue
+        bt = getattr(t, "backend_tokenizer", None) or getattr(t, "_tokenizer", None)
+        if bt is None:
+            continue
+        tj = json.loads(bt.to_str())
+        if len(tj["model"]["vocab"]) < 300:
+            last = RuntimeError("%s gave an empty vocabulary" % cls_name)
+            continue
+        tj["post_processor"] = bos_template(tj)
+        return tj
+    raise RuntimeError("no conversion of %s worked (%s)" % (class_names, last))
 
 
 def optional(out_dir):
@@ -423,14 +433,18 @@ def optional(out_dir):
     except Exception as e:  # noqa: BLE001
         log("sentencepiece part skipped: %s" % e)
         return
-    cfg = {"legacy": False}
-    for name, conv, legacy, tmpl in (("spm-llama", "LlamaConverter", True, LLAMA2_TEMPLATE),
-                                     ("spm-llama-nolegacy", "LlamaConverter", False,
-                                      MISTRAL_TEMPLATE),
-                                     ("spm-gemma", "GemmaConverter", True, MISTRAL_TEMPLATE)):
+    llama = ["LlamaTokenizerFast", "LlamaTokenizer"]
+    gemma = ["GemmaTokenizerFast", "GemmaTokenizer"]
+    toks = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    for name, classes, kw, tmpl in (
+            ("spm-llama", llama, {"legacy": True, "from_slow": True}, LLAMA2_TEMPLATE),
+            ("spm-llama-nolegacy", llama, {"legacy": False, "from_slow": True},
+             MISTRAL_TEMPLATE),
+            ("spm-gemma", gemma, dict(toks, pad_token="<unk>", from_slow=True),
+             MISTRAL_TEMPLATE)):
         try:
-            emit(out_dir, name, convert_spm(model, sp, conv, legacy), tmpl, sp,
-                 None if legacy else cfg)
+            emit(out_dir, name, convert_spm(model, classes, kw), tmpl, sp,
+                 {"legacy": kw.get("legacy", True)})
         except Exception:  # noqa: BLE001 - transformers is optional
             traceback.print_exc()
 
