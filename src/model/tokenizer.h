@@ -38,7 +38,14 @@ fr_tokenizer *fr_tokenizer_load_json(const char *path, fr_err *err);
 /* The same from tokenizer.json text in memory; `name` is used in error messages. */
 fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t len, fr_err *err);
 
-/* From a GGUF vocabulary (tokenizer.ggml.* keys). `pre` is tokenizer.ggml.pre; known names map
+/* From a GGUF vocabulary (tokenizer.ggml.* keys). With model "llama" (SentencePiece BPE: Llama 2,
+ * Mistral, Gemma GGUFs) the tokens are SentencePiece pieces with `scores`: each text segment
+ * between control / user-defined / unknown tokens gets a U+2581 prefix (unless no_space_prefix),
+ * spaces become U+2581, and adjacent pieces merge by the best score of the merged piece (types
+ * normal and user-defined only); a character that is no piece becomes its <0xXX> byte tokens;
+ * decoding turns U+2581 into spaces, byte tokens into bytes and drops the first leading space
+ * (with the prefix); merges and `pre` are not used. Otherwise (byte-level BPE): `pre` is
+ * tokenizer.ggml.pre; known names map
  * to the pre-tokenizer of their tokenizer.json files: "qwen2" / "deepseek-r1-qwen" (Qwen2 regex,
  * NFC), "llama-bpe" / "llama3" / "llama-v3" (Llama-3 regex, ignore_merges), "gpt2" / "gpt-2" /
  * "default" (GPT-2 regex); an unknown name is an error that names it. token_types: 1 normal, 2 unknown, 3 control, 4 user-defined,
@@ -57,6 +64,11 @@ typedef struct fr_vocab_spec {
     const char *pre;             /* tokenizer.ggml.pre, or NULL for "default" */
     int bos_id, eos_id, pad_id;  /* -1 when absent (pad_id is not used by the tokenizer) */
     bool add_bos;                /* tokenizer.ggml.add_bos_token */
+    /* tokenizer.ggml.model "llama" (SentencePiece BPE) only: */
+    const char *model;           /* tokenizer.ggml.model: NULL or "gpt2" byte-level, "llama" */
+    const float *scores;         /* tokenizer.ggml.scores, or NULL (all 0) */
+    bool add_eos;                /* tokenizer.ggml.add_eos_token: EOS appended with add_special */
+    bool no_space_prefix;        /* tokenizer.ggml.add_space_prefix = false */
 } fr_vocab_spec;
 fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err);
 
@@ -99,6 +111,7 @@ void fr_detokenize_append(const fr_tokenizer *t, const int32_t *ids, size_t n, b
 typedef struct fr_detok {
     char pend[8]; /* bytes of an incomplete UTF-8 sequence (at most 3) */
     int n_pend;   /* how many */
+    int n_tok;    /* tokens decoded so far (SentencePiece decoders treat the first specially) */
 } fr_detok;
 /* Appends decoded text for `id` to *out. */
 void fr_detok_push(const fr_tokenizer *t, fr_detok *d, int id, bool skip_special, fr_buf *out);
