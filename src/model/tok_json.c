@@ -568,8 +568,8 @@ fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t 
     if (!have_bl) {
         if (parse_sp(&j, root)) goto done;
     } else if (b.model != FR_TOKM_BPE || b.byte_fallback || b.ms || b.sp_space || b.sp_prepend) {
-        jfail(&j, "a ByteLevel pre-tokenizer with a SentencePiece-style model or normalizer is "
-                  "not supported");
+        jfail(&j, "a ByteLevel pre-tokenizer with a SentencePiece-style %s is not supported",
+              b.byte_fallback ? "model (model.byte_fallback is true)" : "model or normalizer");
         goto done;
     } else if (parse_bl_decoder(&j, root)) {
         goto done;
