@@ -360,6 +360,35 @@ TEST(gguf_llama_control_tokens_split_out) {
     free(buf);
 }
 
+/* The GGUF path against HF's own conversion of the same model (transformers' LlamaTokenizer,
+ * legacy): equal ids wherever the two rules agree, i.e. for text that does not start with a
+ * space or U+2581 (HF's Metaspace then adds no U+2581, SentencePiece and llama.cpp do), control
+ * tokens included. */
+TEST(gguf_llama_tokenizer_matches_hf_conversion) {
+    if (!generator_had("transformers")) {
+        fprintf(stderr, "  the fixture generator had no transformers: not run\n");
+        return;
+    }
+    uint8_t *buf;
+    fr_model *m = spm_gguf_model(&buf);
+    cJSON *x = sp_json("spm-llama", "expect.json");
+    CHECK(m != NULL && x != NULL);
+    int bad = 0, n = 0, shown = 0;
+    const cJSON *cases = cJSON_GetObjectItem(x, "cases");
+    for (const cJSON *c = m && cases ? cases->child : NULL; c; c = c->next) {
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        if (text[0] == ' ' || !strncmp(text, "\xE2\x96\x81", 3) || strstr(text, "> ")) continue;
+        n++;
+        bad += !ids_match(m->tok, text, true, cJSON_GetObjectItem(c, "ids_special"), &shown);
+    }
+    if (bad) fprintf(stderr, "  %d of %d strings differ from HF's conversion\n", bad, n);
+    CHECK(n >= 35);
+    CHECK_EQ_INT(bad, 0);
+    cJSON_Delete(x);
+    fr_model_free(m);
+    free(buf);
+}
+
 /* The same pieces through fr_tokenizer_from_vocab directly, with add_space_prefix false: no
  * prefix and no stripped space. */
 TEST(gguf_llama_no_space_prefix) {
