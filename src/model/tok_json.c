@@ -6,14 +6,22 @@
  * implement exactly (other models, normalizers, pre-tokenizers, post-processors, split
  * behaviours) is a one-line error naming the file and the construct, never a silent difference.
  *
- * Accepted (the shapes of Qwen2/Qwen2.5/Qwen3 and Llama-3 checkpoints, and GPT-2-style files):
+ * Accepted (the shapes of Qwen2/Qwen2.5/Qwen3 and Llama-3 checkpoints, GPT-2-style files, and
+ * the SentencePiece-style files of Llama 2, Mistral and Gemma):
  *   model: BPE; vocab {string: id}; merges ["a b", ...] or [["a", "b"], ...]; ignore_merges;
- *          unk_token/fuse_unk; byte_fallback must be false, dropout null, no subword affixes.
+ *          unk_token/fuse_unk; byte_fallback (SentencePiece shapes only), dropout null, no
+ *          subword affixes.  Unigram: vocab [[piece, score], ...], unk_id, byte_fallback.
  *   added_tokens: [{id, content, special, lstrip, rstrip, single_word, normalized}].
- *   normalizer: null, NFC, or a Sequence of those.
- *   pre_tokenizer: ByteLevel{add_prefix_space, use_regex}, Split{pattern {Regex|String},
- *          behavior Isolated, invert false}, or a Sequence of those ending in one ByteLevel.
- *   decoder: ByteLevel.  post_processor: null, ByteLevel, TemplateProcessing (single), Sequence.
+ *   normalizer: null, NFC, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of those.
+ *   pre_tokenizer, byte-level: ByteLevel{add_prefix_space, use_regex}, Split{pattern
+ *          {Regex|String}, behavior Isolated, invert false}, or a Sequence of those ending in one
+ *          ByteLevel; SentencePiece: null, Metaspace{replacement "▁", prepend_scheme or
+ *          add_prefix_space, split}, Split(" ", MergedWithPrevious) after Replace(" " -> "▁").
+ *   decoder, byte-level: ByteLevel; SentencePiece: Replace("▁" -> " "), ByteFallback, Fuse,
+ *          Strip(" ", 1, 0) after Fuse, Metaspace, or a Sequence of those.
+ *   post_processor: null, ByteLevel, TemplateProcessing (single), Sequence.
+ * A file without a ByteLevel stage is read as SentencePiece-style when its model is Unigram or
+ * has byte_fallback, or it has Metaspace / Prepend / Replace (parse_sp).
  */
 #include "model/tok_internal.h"
 
