@@ -461,6 +461,52 @@ static void check_chat(const char *dir) {
 TEST(chat_llama2_template_renders_with_one_bos) { check_chat("bpe-llama2"); }
 TEST(chat_mistral_template_renders_with_one_bos) { check_chat("bpe-metaspace"); }
 
+/* ---------------------------------------------------------------- long text */
+
+/* corpus-en.txt (670 KB, one segment for the Llama-2 shape and GGUF) and corpus-zh.txt encode
+ * and decode back to themselves with byte fallback; prints the encoding throughput. */
+static void round_trip(const char *what, const fr_tokenizer *t, const char *corpus) {
+    char *p = fr_path_join(t_fixtures(), corpus);
+    fr_err e = {0};
+    size_t n = 0;
+    char *txt = fr_read_file(p, 8u << 20, &n, &e);
+    free(p);
+    CHECK(txt != NULL && t != NULL);
+    if (!txt || !t) {
+        free(txt);
+        return;
+    }
+    int32_t *ids = NULL;
+    size_t k = 0;
+    double t0 = fr_time_s();
+    CHECK(fr_tokenize(t, txt, n, false, &ids, &k, &e) == 0);
+    double dt = fr_time_s() - t0;
+    char *back = fr_detokenize(t, ids, k, false);
+    CHECK(back && strlen(back) == n && !memcmp(back, txt, n));
+    fprintf(stderr, "  encode %s with %s: %.1f MB/s (%zu bytes -> %zu tokens)\n", corpus, what,
+            (double)n / 1e6 / (dt > 0 ? dt : 1e-9), n, k);
+    free(back);
+    free(ids);
+    free(txt);
+}
+
+TEST(long_text_round_trips) {
+    fr_tokenizer *a = sp_load("bpe-llama2"), *b = sp_load("bpe-gemma");
+    uint8_t *buf;
+    fr_model *m = spm_gguf_model(&buf);
+    CHECK(m != NULL);
+    const char *corp[] = {"corpus-en.txt", "corpus-zh.txt"};
+    for (int i = 0; i < 2; i++) {
+        round_trip("bpe-llama2", a, corp[i]);
+        round_trip("bpe-gemma", b, corp[i]);
+        if (m) round_trip("gguf llama", m->tok, corp[i]);
+    }
+    fr_tokenizer_free(a);
+    fr_tokenizer_free(b);
+    fr_model_free(m);
+    free(buf);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void json_err(const char *json, const char *want) {
