@@ -7,8 +7,10 @@
  * (skip_special_tokens False and True); spm/ holds a real SentencePiece BPE model's pieces,
  * scores and types (vocab.json) and sentencepiece's own ids. Every test fails when its fixture
  * is missing. The GGUF tests write a GGUF whose tokenizer is `llama` (the pieces with scores and
- * types) over llama-tiny-f16.gguf's weights and load it with the model loader, so the same code
- * as for a downloaded Llama-2 GGUF runs; its ids must equal sentencepiece's.
+ * types) over llama-tiny-f16.gguf's weights, check it with tests/gguf_spec.c (the GGUF
+ * specification and llama.cpp's loader rules, no code shared with src/model) and load it with the
+ * model loader, so the same code as for a downloaded Llama-2 GGUF runs; its ids must equal
+ * sentencepiece's.
  */
 #include "t.h"
 
@@ -215,18 +217,31 @@ static void w_u64(fr_buf *b, uint64_t v) { fr_buf_append(b, &v, 8); }
 static void w_str(fr_buf *b, const char *s, size_t n) { w_u64(b, n), fr_buf_append(b, s, n); }
 static void w_key(fr_buf *b, const char *k, uint32_t type) { w_str(b, k, strlen(k)), w_u32(b, type); }
 
-static int w_tokenizer_kv(fr_buf *b, const spm_vocab *v) {
+/* The tokenizer keys: v's pieces, padded with unused "[PADi]" tokens to `rows` (llama.cpp wants
+ * exactly one token per embedding row). Returns the key count. */
+static int w_tokenizer_kv(fr_buf *b, const spm_vocab *v, int rows) {
+    int n = FR_MAX(rows, v->n);
+    char pad[32];
     w_key(b, "tokenizer.ggml.model", FR_GGUF_STR);
     w_str(b, "llama", 5);
     w_key(b, "tokenizer.ggml.tokens", FR_GGUF_ARR);
-    w_u32(b, FR_GGUF_STR), w_u64(b, (uint64_t)v->n);
-    for (int i = 0; i < v->n; i++) w_str(b, v->tok[i], v->len[i]);
+    w_u32(b, FR_GGUF_STR), w_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        if (i < v->n) w_str(b, v->tok[i], v->len[i]);
+        else w_str(b, pad, (size_t)snprintf(pad, sizeof pad, "[PAD%d]", i));
+    }
     w_key(b, "tokenizer.ggml.scores", FR_GGUF_ARR);
-    w_u32(b, FR_GGUF_F32), w_u64(b, (uint64_t)v->n);
-    fr_buf_append(b, v->score, (size_t)v->n * sizeof(float));
+    w_u32(b, FR_GGUF_F32), w_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        float sc = i < v->n ? v->score[i] : 0.0f;
+        fr_buf_append(b, &sc, 4);
+    }
     w_key(b, "tokenizer.ggml.token_type", FR_GGUF_ARR);
-    w_u32(b, FR_GGUF_I32), w_u64(b, (uint64_t)v->n);
-    fr_buf_append(b, v->type, (size_t)v->n * sizeof(int32_t));
+    w_u32(b, FR_GGUF_I32), w_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        int32_t ty = i < v->n ? v->type[i] : 5;
+        fr_buf_append(b, &ty, 4);
+    }
     w_key(b, "tokenizer.ggml.bos_token_id", FR_GGUF_U32), w_u32(b, 1);
     w_key(b, "tokenizer.ggml.eos_token_id", FR_GGUF_U32), w_u32(b, 2);
     w_key(b, "tokenizer.ggml.unknown_token_id", FR_GGUF_U32), w_u32(b, 0);
@@ -249,7 +264,8 @@ static uint8_t *gguf_with_spm(const fr_gguf *g, const spm_vocab *v, size_t *size
         fr_buf_append(&kv, from, (size_t)(to - from));
         nkv++;
     }
-    nkv += w_tokenizer_kv(&kv, v);
+    const fr_gguf_tensor *emb = fr_gguf_find_tensor(g, "token_embd.weight");
+    nkv += w_tokenizer_kv(&kv, v, emb ? (int)emb->ne[1] : v->n);
     const fr_gguf_tensor *last = &g->tensors[g->n_tensors - 1];
     const uint8_t *ti_end = (const uint8_t *)last->name.p + last->name.n + 4 +
                             8 * (size_t)last->n_dims + 4 + 8;
@@ -266,6 +282,8 @@ static uint8_t *gguf_with_spm(const fr_gguf *g, const spm_vocab *v, size_t *size
 
 /* A model whose GGUF tokenizer is spm/vocab.json's, loaded by the model loader. *buf owns the
  * file image (free after the model). */
+int gguf_spec_check(const char *name, const uint8_t *data, size_t size, FILE *out);
+
 static fr_model *spm_gguf_model(uint8_t **buf) {
     *buf = NULL;
     spm_vocab v;
@@ -280,6 +298,8 @@ static fr_model *spm_gguf_model(uint8_t **buf) {
         size_t sz = 0;
         *buf = gguf_with_spm(&g, &v, &sz);
         fr_gguf_free(&g);
+        /* the independent checker (tests/gguf_spec.c) accepts it as llama.cpp would */
+        CHECK_EQ_INT(gguf_spec_check("spm.gguf", *buf, sz, stderr), 0);
         m = fr_model_load_gguf_buffer(*buf, sz, "spm.gguf", &e);
         if (!m) fprintf(stderr, "  spm.gguf: %s\n", e.msg);
     }
