@@ -300,6 +300,10 @@ static fr_model *spm_gguf_model(uint8_t **buf) {
         fr_gguf_free(&g);
         /* the independent checker (tests/gguf_spec.c) accepts it as llama.cpp would */
         CHECK_EQ_INT(gguf_spec_check("spm.gguf", *buf, sz, stderr), 0);
+        const char *out = getenv("FRUGAL_SP_GGUF_OUT"); /* tests/cli_gguf.sh: for llama.cpp */
+        FILE *f = out ? fopen(out, "wb") : NULL;
+        if (out) CHECK(f && fwrite(*buf, 1, sz, f) == sz);
+        if (f) fclose(f);
         m = fr_model_load_gguf_buffer(*buf, sz, "spm.gguf", &e);
         if (!m) fprintf(stderr, "  spm.gguf: %s\n", e.msg);
     }
