@@ -14,7 +14,12 @@
  */
 #include "t.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
+
+#include "frugal.h"
 
 #include "base/base.h"
 #include "model/chat.h"
@@ -484,6 +489,83 @@ static void check_chat(const char *dir) {
 
 TEST(chat_llama2_template_renders_with_one_bos) { check_chat("bpe-llama2"); }
 TEST(chat_mistral_template_renders_with_one_bos) { check_chat("bpe-metaspace"); }
+
+/* Through the public API: an HF folder with llama-tiny's weights and the bpe-llama2 tokenizer
+ * (tokenizer.json + tokenizer_config.json with the Llama-2 template): frugal_render_chat equals
+ * transformers' rendering, frugal_tokenize_chat holds one BOS per user turn (the template's),
+ * equals tokenizing the rendered text without add_special, and add_special = 1 prepends one more
+ * BOS, as HF's Tokenizer.encode does. */
+static bool link_into(const char *dir, const char *from_dir, const char *name) {
+    char *src = fr_path_join(from_dir, name), *dst = fr_path_join(dir, name);
+    char *abs = realpath(src, NULL);
+    bool ok = abs && symlink(abs, dst) == 0;
+    free(abs), free(src), free(dst);
+    return ok;
+}
+
+static bool make_sp_folder(char *dir) {
+    static const char *const w[] = {"config.json", "generation_config.json",
+                                    "model.safetensors.index.json",
+                                    "model-00001-of-00003.safetensors",
+                                    "model-00002-of-00003.safetensors",
+                                    "model-00003-of-00003.safetensors"};
+    if (!mkdtemp(dir)) return false;
+    char *tiny = fr_path_join(t_fixtures(), "llama-tiny"), *sp = fr_path_join(t_fixtures(), "sp/bpe-llama2");
+    bool ok = true;
+    for (size_t i = 0; i < FR_ARRAY_LEN(w); i++) ok &= link_into(dir, tiny, w[i]);
+    ok &= link_into(dir, sp, "tokenizer.json") && link_into(dir, sp, "tokenizer_config.json");
+    free(tiny), free(sp);
+    return ok;
+}
+
+static void rm_folder(const char *dir) {
+    static const char *const names[] = {"config.json", "generation_config.json",
+        "model.safetensors.index.json", "model-00001-of-00003.safetensors",
+        "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "tokenizer.json",
+        "tokenizer_config.json"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(names); i++) {
+        char *p = fr_path_join(dir, names[i]);
+        unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+}
+
+TEST(api_hf_folder_with_sentencepiece_tokenizer_one_bos) {
+    char dir[512];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/frugal-sp-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    bool made = make_sp_folder(dir);
+    CHECK(made);
+    frugal_error err;
+    frugal_model *m = made ? frugal_model_load(dir, frugal_model_default_params(), &err) : NULL;
+    if (made && !m) fprintf(stderr, "  load: %s\n", err.message);
+    cJSON *x = sp_json("bpe-llama2", "expect.json");
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(x, "chat"), 1); /* two user turns */
+    CHECK(m != NULL && c != NULL);
+    if (m && c) {
+        char *msgs = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "messages"));
+        char *text = frugal_render_chat(m, msgs, NULL, &err);
+        CHECK_STR(text, cJSON_GetObjectItem(c, "rendered")->valuestring);
+        int32_t *ids = NULL, *ids0 = NULL, *ids1 = NULL;
+        size_t n = 0, n0 = 0, n1 = 0, n_bos = 0;
+        CHECK_EQ_INT(frugal_tokenize_chat(m, msgs, NULL, &ids, &n, &err), FRUGAL_OK);
+        for (size_t i = 0; i < n; i++) n_bos += ids[i] == 1;
+        CHECK(n > 4 && ids[0] == 1 && ids[1] != 1);
+        CHECK_EQ_INT(n_bos, 2);
+        if (text) {
+            CHECK_EQ_INT(frugal_tokenize(m, text, 0, &ids0, &n0, &err), FRUGAL_OK);
+            CHECK(n0 == n && !memcmp(ids0, ids, n * sizeof *ids));
+            CHECK_EQ_INT(frugal_tokenize(m, text, 1, &ids1, &n1, &err), FRUGAL_OK);
+            CHECK(n1 == n + 1 && ids1[0] == 1 && !memcmp(ids1 + 1, ids, n * sizeof *ids));
+        }
+        frugal_free(ids), frugal_free(ids0), frugal_free(ids1), frugal_free(text);
+        free(msgs);
+    }
+    cJSON_Delete(x);
+    frugal_model_free(m);
+    if (made) rm_folder(dir);
+}
 
 /* ---------------------------------------------------------------- long text */
 
