@@ -374,12 +374,19 @@ def train_spm(out_dir):
     d = os.path.join(out_dir, "spm")
     os.makedirs(d, exist_ok=True)
     prefix = os.path.join(d, "sp")
-    spm.SentencePieceTrainer.train(
-        input=CORPUS, model_prefix=prefix, vocab_size=1400, model_type="bpe",
-        byte_fallback=True, split_digits=True, allow_whitespace_only_pieces=True,
-        remove_extra_whitespaces=False, normalization_rule_name="identity",
-        character_coverage=0.9995, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        hard_vocab_limit=False, num_threads=1, minloglevel=2)
+    # the model stores its input and prefix paths: train from inside d with relative ones, so
+    # sp.model names no path of the machine that made it
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        spm.SentencePieceTrainer.train(
+            input=os.path.relpath(CORPUS), model_prefix="sp", vocab_size=1400, model_type="bpe",
+            byte_fallback=True, split_digits=True, allow_whitespace_only_pieces=True,
+            remove_extra_whitespaces=False, normalization_rule_name="identity",
+            character_coverage=0.9995, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+            hard_vocab_limit=False, num_threads=1, minloglevel=2)
+    finally:
+        os.chdir(cwd)
     if os.path.exists(prefix + ".vocab"):
         os.remove(prefix + ".vocab")
     model = prefix + ".model"
