@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_gguf.sh — GGUF files written by `frugal mkmodel`, and the GGUF fixtures, checked by
 # gguf-spec (tests/gguf_spec.c: the GGUF specification and llama.cpp's loader rules for llama,
-# qwen2 and the gpt2 tokenizer, written without the project's own GGUF reader):
+# qwen2 and the gpt2 / llama tokenizers, written without the project's own GGUF reader):
 #   - both architectures x every GGUF type mkmodel writes (f32 f16 q8_0 q4_0), tied and untied,
 #     with the default tokenizer and an embedding larger than the tokenizer (--vocab > tokens);
 #   - real tokenizers (llama-tiny's Llama 3 BPE with BOS, qwen2-tiny's), a head size other than
