@@ -658,4 +658,31 @@ TEST(sp_json_errors_name_the_construct) {
           e.code == FR_ERR_UNSUPPORTED);
 }
 
+/* A Unigram vocabulary with one 60 000-byte piece: the Viterbi tries only the lengths pieces
+ * have, and the long piece is found where the text holds it. */
+TEST(unigram_long_piece) {
+    fr_buf j = {0}, text = {0};
+    fr_buf_puts(&j, "{\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"vocab\":[[\"<unk>\",0],"
+                    "[\"\xE2\x96\x81" "a\",-1],[\"a\",-2],[\"\xE2\x96\x81\",-3],[\"");
+    for (int i = 0; i < 60000; i++) fr_buf_puts(&j, "x");
+    fr_buf_puts(&j, "\",-5]]},\"pre_tokenizer\":" MSP ",\"decoder\":" MSP "}");
+    for (int i = 0; i < 20000; i++) fr_buf_puts(&text, "a ");
+    for (int i = 0; i < 60000; i++) fr_buf_puts(&text, "x");
+    fr_err e = {0};
+    fr_tokenizer *t = fr_tokenizer_from_json("long.json", j.data, j.len, &e);
+    CHECK(t != NULL);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (t && fr_tokenize(t, text.data, text.len, false, &ids, &n, &e) == 0) {
+        CHECK_EQ_INT(n, 20002); /* 20000 x "▁a", then "▁" and the long piece */
+        CHECK(n == 20002 && ids[0] == 1 && ids[19999] == 1 && ids[20000] == 3 && ids[20001] == 4);
+    } else {
+        CHECK(0);
+    }
+    free(ids);
+    fr_tokenizer_free(t);
+    fr_buf_free(&j);
+    fr_buf_free(&text);
+}
+
 int main(void) { return t_main(); }

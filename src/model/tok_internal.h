@@ -202,6 +202,8 @@ struct fr_tokenizer {
     double *score;             /* per id (SPM, Unigram); NULL otherwise */
     uint8_t *piece;            /* per id: 1 if SPM may merge into it (NULL: all may) */
     double unk_score;          /* Unigram: score of an unknown character (min score - 10) */
+    uint32_t *piece_lens;      /* Unigram: the distinct byte lengths of the pieces, ascending */
+    int n_piece_lens;          /* their count (bounds the Viterbi's lookups per position) */
 };
 
 /* ---- encoding state (tokenizer.c), shared with tok_sp.c ---- */

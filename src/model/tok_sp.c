@@ -18,7 +18,8 @@
  *        max-heap of candidates with stale entries skipped; a final symbol that is not a piece
  *        becomes its byte tokens (or unk);
  *      - FR_TOKM_UNIGRAM: Viterbi over character positions, every vocab piece starting at a
- *        position is an edge weighted by its score, an unknown character an edge of
+ *        position is an edge weighted by its score (looked up for the vocabulary's distinct
+ *        piece lengths only), an unknown character an edge of
  *        (min score - 10); ties keep the first (shortest) edge; consecutive unknowns are fused
  *        and become byte tokens with byte_fallback, else unk.
  * Decoding (fr_tok_sp_decode, applied per token at build time): "▁" -> " ", <0xXX> -> its byte;
@@ -72,6 +73,21 @@ size_t fr_tok_sp_decode(int sp_dec, bool first, const char *s, size_t n, char *o
 
 /* ---- build ---- */
 
+/* The distinct piece lengths, ascending: the Viterbi tries only these at each position, so a
+ * vocabulary with one very long piece does not make every position try every length. */
+static void piece_lengths(fr_tokenizer *t, const tok_build *b) {
+    uint8_t *seen = fr_xcalloc((size_t)t->max_vocab_len + 1, 1);
+    int k = 0;
+    for (size_t i = 0; i < b->n_vocab; i++) {
+        size_t l = b->vocab[i].n;
+        if (l && !seen[l]) seen[l] = 1, k++;
+    }
+    t->piece_lens = fr_xmalloc(((size_t)k + 1) * sizeof *t->piece_lens);
+    for (uint32_t l = 1; l <= t->max_vocab_len; l++)
+        if (seen[l]) t->piece_lens[t->n_piece_lens++] = l;
+    free(seen);
+}
+
 int fr_tok_sp_finish(fr_tokenizer *t, const tok_build *b, fr_err *err) {
     for (int by = 0; by < 256; by++) {
         char s[8];
@@ -92,6 +108,7 @@ int fr_tok_sp_finish(fr_tokenizer *t, const tok_build *b, fr_err *err) {
         lo = fmin(lo, sc);
     }
     t->unk_score = (isfinite(lo) ? lo : 0.0) - 10.0;
+    if (b->model == FR_TOKM_UNIGRAM) piece_lengths(t, b);
     if (b->model == FR_TOKM_SPM) {
         t->piece = fr_xcalloc((size_t)t->n_vocab, 1);
         for (size_t i = 0; i < b->n_vocab; i++) t->piece[b->vocab[i].id] = b->vocab[i].piece;
@@ -271,8 +288,8 @@ static void vit_forward(const fr_tokenizer *t, const char *s, size_t n, vit_node
     for (size_t i = 0; i < n;) {
         size_t cl = FR_MIN((size_t)fr_tok_char_len((uint8_t)s[i]), n - i);
         bool single = false;
-        size_t maxl = FR_MIN((size_t)t->max_vocab_len, n - i);
-        for (size_t l = 1; l <= maxl; l++) {
+        for (int k = 0; k < t->n_piece_lens && t->piece_lens[k] <= n - i; k++) {
+            size_t l = t->piece_lens[k];
             if (i + l < n && ((uint8_t)s[i + l] & 0xC0) == 0x80) continue; /* inside a char */
             int32_t id = fr_tok_vocab_id(t, s + i, l);
             if (id < 0) continue;

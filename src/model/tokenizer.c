@@ -669,6 +669,7 @@ void fr_tokenizer_free(fr_tokenizer *t) {
     free(t->merges);
     free(t->score);
     free(t->piece);
+    free(t->piece_lens);
     for (int i = 0; i < t->n_stages; i++) pcre2_code_free(t->stages[i].re);
     free(t);
 }
