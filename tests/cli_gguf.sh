@@ -3,6 +3,7 @@
 # gguf-spec (tests/gguf_spec.c: the GGUF specification and llama.cpp's loader rules for llama,
 # qwen2 and the gpt2 / llama tokenizers, written without the project's own GGUF reader):
 #   - both architectures x every GGUF type mkmodel writes (f32 f16 q8_0 q4_0), tied and untied,
+#     and the K-quants (q4_k q5_k q6_k) on a llama of hidden 256,
 #     with the default tokenizer and an embedding larger than the tokenizer (--vocab > tokens);
 #   - real tokenizers (llama-tiny's Llama 3 BPE with BOS, qwen2-tiny's), a head size other than
 #     hidden / heads;
@@ -14,7 +15,7 @@
 #     installed into tests/gguf/node_modules on the first run, as cli_serve.sh does for openai):
 #     the @huggingface/gguf parser (tests/gguf/hf_gguf.mjs), and llama.cpp itself through
 #     node-llama-cpp's prebuilt CPU build (tests/gguf/llamacpp.mjs): every file loads and decodes,
-#     on the F32 ones llama.cpp's greedy tokens equal frugal's, and the bad file is refused;
+#     on the F32 and K-quant ones llama.cpp's greedy tokens equal frugal's, and the bad file is refused;
 #   - the SentencePiece (`llama` tokenizer) GGUF that tests/test_sp_tokenizer.c writes: gguf-spec
 #     accepts it, and llama.cpp's tokenizer gives sentencepiece's ids on the fixture strings
 #     (tests/gguf/sp_llamacpp.mjs; frugal's ids on the same file are checked by the C test).
@@ -61,6 +62,13 @@ for arch in qwen2 llama; do
             --vocab 300 --gguf-type "$t" $tied --seed 3 &&
             spec_ok "mkmodel $arch $t ${tied:-untied}" "$TMP/$arch-$t.gguf"
     done
+done
+
+# ---- the K-quants (rows of 256: hidden 256, FFN 512; the 320-row embedding too) ----
+for t in q4_k q5_k q6_k; do
+    mk "llama-$t" --arch llama --hidden 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 \
+        --vocab 320 --gguf-type "$t" --seed 3 &&
+        spec_ok "mkmodel llama $t" "$TMP/llama-$t.gguf"
 done
 
 # ---- real tokenizers; a head size that is not hidden / heads ----
@@ -132,19 +140,19 @@ else
         else bad "@huggingface/gguf check on tokens-fewer-than-rows: $out"; fi
     fi
     if [ -d "$nm/node-llama-cpp" ]; then
-        # every file loads and decodes; on the F32 ones llama.cpp's greedy tokens on frugal's prompt
+        # every file loads and decodes; on the F32 and K-quant ones llama.cpp's greedy tokens on frugal's prompt
         # ids equal frugal's (CPU decoder); the bad file is refused
         set --
         for f in $files; do
             case $f in
-            "$TMP/qwen2-f32.gguf" | "$TMP/llama-f32.gguf" | tests/fixtures/qwen2-tiny-f32.gguf)
+            "$TMP/qwen2-f32.gguf" | "$TMP/llama-f32.gguf" | tests/fixtures/qwen2-tiny-f32.gguf | "$TMP"/llama-q?_k.gguf)
                 j=$("$BIN" generate --model "$f" --prompt "The cat sat on the mat" --temperature 0 \
                     --max-tokens 6 --ignore-eos --json 2>/dev/null) || { bad "frugal generate $f"; continue; }
                 set -- "$@" "$f" "$j" ;;
             *) set -- "$@" "$f" ;;
             esac
         done
-        node_count llamacpp.mjs "llama.cpp loads and decodes them (greedy = frugal's on the F32 ones), refuses the bad file" \
+        node_count llamacpp.mjs "llama.cpp loads and decodes them (greedy = frugal's on the F32 and K-quant ones), refuses the bad file" \
             "$@" "!tests/fixtures/bad-gguf/tokens-fewer-than-rows.gguf"
         # the SentencePiece GGUF that test_sp_tokenizer writes (llama-tiny's weights and a `llama`
         # vocabulary from tests/fixtures/sp/spm): gguf-spec accepts it and llama.cpp tokenizes the

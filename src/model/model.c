@@ -39,7 +39,7 @@
 int fr_dtype_block(fr_dtype t) {
     switch (t) {
     case FR_DTYPE_Q8_0: case FR_DTYPE_Q4_0: return 32;
-    case FR_DTYPE_Q4_K: return 256;
+    case FR_DTYPE_Q4_K: case FR_DTYPE_Q5_K: case FR_DTYPE_Q6_K: return 256;
     default: return 1;
     }
 }
@@ -51,13 +51,29 @@ size_t fr_dtype_row_size(fr_dtype t, int64_t n) {
     case FR_DTYPE_Q8_0: return (size_t)(n / 32) * 34;
     case FR_DTYPE_Q4_0: return (size_t)(n / 32) * 18;
     case FR_DTYPE_Q4_K: return (size_t)(n / 256) * 144;
+    case FR_DTYPE_Q5_K: return (size_t)(n / 256) * 176;
+    case FR_DTYPE_Q6_K: return (size_t)(n / 256) * 210;
     default: return 0;
     }
 }
 
 const char *fr_dtype_name(fr_dtype t) {
-    static const char *names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"};
+    static const char *names[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"};
     return (unsigned)t < FR_ARRAY_LEN(names) ? names[t] : "?";
+}
+
+int fr_dtype_to_f32(fr_dtype t, const void *src, float *dst, int64_t n) {
+    static const uint32_t ggml[FR_DTYPE_COUNT] = {
+        [FR_DTYPE_F32] = FR_GGML_F32,   [FR_DTYPE_F16] = FR_GGML_F16,
+        [FR_DTYPE_BF16] = FR_GGML_BF16, [FR_DTYPE_Q8_0] = FR_GGML_Q8_0,
+        [FR_DTYPE_Q4_0] = FR_GGML_Q4_0, [FR_DTYPE_Q4_K] = FR_GGML_Q4_K,
+        [FR_DTYPE_Q5_K] = FR_GGML_Q5_K, [FR_DTYPE_Q6_K] = FR_GGML_Q6_K};
+    if ((unsigned)t >= FR_DTYPE_COUNT) return -1;
+    if (t == FR_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return 0;
+    }
+    return fr_ggml_to_f32(ggml[t], src, dst, n);
 }
 
 /* ---- model storage ---- */
@@ -210,12 +226,21 @@ fr_ld_job *fr_ld_add_job(fr_loader *L, fr_tensor *dst, const char *canon, const 
     return j;
 }
 
-static bool type_convertible(uint32_t t) {
-    return t == FR_GGML_F16 || t == FR_GGML_BF16 || t == FR_GGML_Q4_K || t == FR_GGML_Q5_K ||
-           t == FR_GGML_Q6_K;
-}
+static bool type_convertible(uint32_t t) { return t == FR_GGML_F16 || t == FR_GGML_BF16; }
+/* Kept as stored: F32 and the GGUF block types (their rows are dequantised where used). */
 static bool type_direct(uint32_t t) {
-    return t == FR_GGML_F32 || t == FR_GGML_Q8_0 || t == FR_GGML_Q4_0;
+    return t == FR_GGML_F32 || t == FR_GGML_Q8_0 || t == FR_GGML_Q4_0 || t == FR_GGML_Q4_K ||
+           t == FR_GGML_Q5_K || t == FR_GGML_Q6_K;
+}
+static fr_dtype direct_dtype(uint32_t t) {
+    switch (t) {
+    case FR_GGML_Q8_0: return FR_DTYPE_Q8_0;
+    case FR_GGML_Q4_0: return FR_DTYPE_Q4_0;
+    case FR_GGML_Q4_K: return FR_DTYPE_Q4_K;
+    case FR_GGML_Q5_K: return FR_DTYPE_Q5_K;
+    case FR_GGML_Q6_K: return FR_DTYPE_Q6_K;
+    default: return FR_DTYPE_F32;
+    }
 }
 
 /* Find and check one job: presence, shape, storage type. */
@@ -341,8 +366,7 @@ static int materialise(fr_loader *L, fr_ld_job *j, fr_err *err) {
         t->nbytes = bytes;
         return 0;
     }
-    t->dtype = s->type == FR_GGML_F32 ? FR_DTYPE_F32
-               : s->type == FR_GGML_Q8_0 ? FR_DTYPE_Q8_0 : FR_DTYPE_Q4_0;
+    t->dtype = direct_dtype(s->type);
     t->nbytes = s->nbytes;
     size_t align = s->type == FR_GGML_F32 ? 4 : 2;
     if ((uintptr_t)s->data % align) {

@@ -29,8 +29,10 @@ typedef enum fr_dtype {
     FR_DTYPE_Q8_0, /* GGUF Q8_0: blocks of 32: f16 scale d, 32 x int8; x = q * d */
     FR_DTYPE_Q4_0, /* GGUF Q4_0: blocks of 32: f16 d, 16 bytes; lo nibble = elem j, hi = j+16;
                       x = (q - 8) * d */
-    FR_DTYPE_Q4_K, /* GGUF Q4_K super-blocks of 256 (144 bytes); dequantised to F32 at load, so
-                      never seen by the backend */
+    FR_DTYPE_Q4_K, /* GGUF K-quants, super-blocks of 256 elements in ggml's layouts (144, 176 and
+                      210 bytes): kept in their blocks, rows dequantised where they are used */
+    FR_DTYPE_Q5_K,
+    FR_DTYPE_Q6_K,
     FR_DTYPE_COUNT
 } fr_dtype;
 
@@ -38,6 +40,10 @@ typedef enum fr_dtype {
 size_t fr_dtype_row_size(fr_dtype t, int64_t n);
 int fr_dtype_block(fr_dtype t); /* elements per block: 1 for float types */
 const char *fr_dtype_name(fr_dtype t);
+/* n elements (a multiple of the block) of type t at src as F32 into dst: F32, F16, BF16 and the
+ * GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: ggml's reference dequantisation). 0, or -1 for
+ * another type. */
+int fr_dtype_to_f32(fr_dtype t, const void *src, float *dst, int64_t n);
 
 #define FR_MAX_DIMS 4
 typedef struct fr_tensor {

@@ -2,7 +2,7 @@
  *
  *   frugal mkmodel --out PATH --arch qwen2|llama --hidden N --layers N --heads N --kv-heads N
  *                  --ffn N --vocab N [--head-dim N] [--ctx N] [--tied] [--dtype f32|f16|bf16]
- *                  [--format hf|gguf] [--gguf-type f32|f16|q8_0|q4_0]
+ *                  [--format hf|gguf] [--gguf-type f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k]
  *                  [--tokenizer tokenizer.json] [--seed S]
  *
  * Design: the file layout (every tensor's name, shape, type, offset) is computed first, so the
@@ -10,7 +10,10 @@
  * memory stays at a few MiB whatever the model size. Weights: matrices ~ normal(0, 1/sqrt(fan_in))
  * (fan_in = the row length), norms 1, biases ~ normal(0, 0.02); each tensor has its own generator
  * seeded from --seed and its index, so output is reproducible. Quantised GGUF types use ggml's
- * reference rounding.
+ * reference rounding for Q8_0 / Q4_0; the K-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256 in
+ * ggml's layouts, as docs/gguf.md's types and model/gguf.c's dequantisation read them) are
+ * written from the layouts with plain min/max scales (no search); a matrix whose rows are not a
+ * multiple of 256 is written Q8_0 instead, as llama.cpp's quantiser falls back.
  *
  * Tokenizer: --tokenizer copies an HF tokenizer.json (its size must not exceed --vocab); the
  * default is a minimal byte-level BPE (256 byte tokens, no merges, the Qwen2 Split regex) plus
@@ -53,9 +56,10 @@ static const char *CHATML_TEMPLATE =
     "{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
 /* storage types of the output */
-enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0 };
-static const char *type_st_name[] = {"F32", "F16", "BF16", "", ""};
-static const uint32_t type_ggml[] = {0, 1, 30, 8, 2};
+enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_0, T_Q4_K, T_Q5_K, T_Q6_K };
+static const char *type_st_name[] = {"F32", "F16", "BF16", "", "", "", "", ""};
+static const uint32_t type_ggml[] = {0, 1, 30, 8, 2, 12, 13, 14};
+static bool is_kquant(int t) { return t == T_Q4_K || t == T_Q5_K || t == T_Q6_K; }
 
 typedef struct opts {
     const char *out;        /* output folder (hf) or file (gguf) */
@@ -153,11 +157,128 @@ static void quant_q4_0(const float *x, uint8_t *out, int64_t n) {
     }
 }
 
+/* ---- K-quants: super-blocks of 256 (layouts of ggml's block_q4_K / q5_K / q6_K) ---- */
+
+static void put_f16(uint8_t *p, float v) {
+    uint16_t h = fr_f32_to_f16(v);
+    memcpy(p, &h, 2);
+}
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins: x ~ d*s*q - dmin*m, q in
+ * 0..qmax. Fills q (256 codes) and the 12 packed scale bytes; returns d and dmin. */
+static void kq_scales(const float *x, int qmax, uint8_t *q, uint8_t sc[12], float *dd, float *dm) {
+    float scale[8], mn[8], smax = 0, mmax = 0;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0, hi = -INFINITY; /* the min is an offset down from 0: lo <= 0 */
+        for (int l = 0; l < 32; l++) {
+            lo = fminf(lo, x[32 * j + l]);
+            hi = fmaxf(hi, x[32 * j + l]);
+        }
+        scale[j] = (hi - lo) / (float)qmax;
+        mn[j] = -lo;
+        smax = fmaxf(smax, scale[j]);
+        mmax = fmaxf(mmax, mn[j]);
+    }
+    const float d = fr_f16_to_f32(fr_f32_to_f16(smax / 63.0f));
+    const float dmin = fr_f16_to_f32(fr_f32_to_f16(mmax / 63.0f));
+    uint8_t s6[8], m6[8];
+    for (int j = 0; j < 8; j++) {
+        s6[j] = (uint8_t)clampi(d > 0 ? (int)lrintf(scale[j] / d) : 0, 0, 63);
+        m6[j] = (uint8_t)clampi(dmin > 0 ? (int)lrintf(mn[j] / dmin) : 0, 0, 63);
+        const float ds = d * s6[j], off = dmin * m6[j];
+        for (int l = 0; l < 32; l++)
+            q[32 * j + l] = (uint8_t)clampi(ds > 0 ? (int)lrintf((x[32 * j + l] + off) / ds) : 0,
+                                            0, qmax);
+    }
+    for (int k = 0; k < 4; k++) {
+        sc[k] = (uint8_t)((s6[k] & 63) | ((s6[k + 4] >> 4) << 6));
+        sc[k + 4] = (uint8_t)((m6[k] & 63) | ((m6[k + 4] >> 4) << 6));
+        sc[k + 8] = (uint8_t)((s6[k + 4] & 15) | ((m6[k + 4] & 15) << 4));
+    }
+    *dd = d, *dm = dmin;
+}
+
+/* Q4_K (144 bytes): d, dmin, 12 scale bytes, 128 bytes: in each 64-element chunk c, byte l holds
+ * element 64c + l (low nibble) and 64c + 32 + l (high nibble). */
+static void quant_q4_k(const float *x, uint8_t *out, int64_t n) {
+    for (int64_t b = 0; b < n / 256; b++, x += 256, out += 144) {
+        uint8_t q[256];
+        float d, dm;
+        kq_scales(x, 15, q, out + 4, &d, &dm);
+        put_f16(out, d);
+        put_f16(out + 2, dm);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                out[16 + 32 * c + l] = (uint8_t)(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+    }
+}
+
+/* Q5_K (176 bytes): d, dmin, 12 scale bytes, 32 bytes of fifth bits (bit 2c of byte l: element
+ * 64c + l; bit 2c + 1: element 64c + 32 + l), then the nibbles as Q4_K's. */
+static void quant_q5_k(const float *x, uint8_t *out, int64_t n) {
+    for (int64_t b = 0; b < n / 256; b++, x += 256, out += 176) {
+        uint8_t q[256];
+        float d, dm;
+        kq_scales(x, 31, q, out + 4, &d, &dm);
+        put_f16(out, d);
+        put_f16(out + 2, dm);
+        uint8_t *qh = out + 16, *ql = out + 48;
+        memset(qh, 0, 32);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                const int a = q[64 * c + l], z = q[64 * c + 32 + l];
+                ql[32 * c + l] = (uint8_t)((a & 15) | ((z & 15) << 4));
+                qh[l] |= (uint8_t)(((a >> 4) << (2 * c)) | ((z >> 4) << (2 * c + 1)));
+            }
+    }
+}
+
+/* Q6_K (210 bytes): 128 bytes of low nibbles, 64 bytes of high bit pairs, 16 int8 scales (one
+ * per 16 elements), f16 d; x ~ d * sc * (q - 32). In each half h (128 elements), step l < 32
+ * holds elements l, l + 32, l + 64, l + 96: low nibbles of the first two in ql[l] / ql[l + 32]
+ * (low), of the last two in their high nibbles, the bit pairs in qh[l] at shifts 0, 2, 4, 6. */
+static void quant_q6_k(const float *x, uint8_t *out, int64_t n) {
+    for (int64_t b = 0; b < n / 256; b++, x += 256, out += 210) {
+        float sub[16], amax = 0;
+        for (int i = 0; i < 16; i++) {
+            float m = 0;
+            for (int l = 0; l < 16; l++) m = fmaxf(m, fabsf(x[16 * i + l]));
+            sub[i] = m / 31.0f;
+            amax = fmaxf(amax, sub[i]);
+        }
+        const float d = fr_f16_to_f32(fr_f32_to_f16(amax / 127.0f));
+        int8_t *sc = (int8_t *)(out + 192);
+        int q[256];
+        for (int i = 0; i < 16; i++) {
+            sc[i] = (int8_t)clampi(d > 0 ? (int)lrintf(sub[i] / d) : 0, -128, 127);
+            const float ds = d * sc[i];
+            for (int l = 0; l < 16; l++)
+                q[16 * i + l] = clampi(ds != 0 ? (int)lrintf(x[16 * i + l] / ds) : 0, -32, 31) + 32;
+        }
+        put_f16(out + 208, d);
+        for (int h = 0; h < 2; h++) {
+            uint8_t *ql = out + 64 * h, *qh = out + 128 + 32 * h;
+            const int *qq = q + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((qq[l] & 15) | ((qq[l + 64] & 15) << 4));
+                ql[l + 32] = (uint8_t)((qq[l + 32] & 15) | ((qq[l + 96] & 15) << 4));
+                qh[l] = (uint8_t)((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) |
+                                  ((qq[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
 static uint64_t row_bytes(int type, int64_t n) {
     switch (type) {
     case T_F32: return (uint64_t)n * 4;
     case T_F16: case T_BF16: return (uint64_t)n * 2;
     case T_Q8_0: return (uint64_t)(n / 32) * 34;
+    case T_Q4_K: return (uint64_t)(n / 256) * 144;
+    case T_Q5_K: return (uint64_t)(n / 256) * 176;
+    case T_Q6_K: return (uint64_t)(n / 256) * 210;
     default: return (uint64_t)(n / 32) * 18;
     }
 }
@@ -377,6 +498,7 @@ static void plan_add(plan *p, const char *hf, const char *gg, int nd, int64_t ne
     t->ne1 = ne1;
     t->kind = kind;
     t->type = kind ? T_F32 : type; /* GGUF keeps vectors F32; HF: set below */
+    if (is_kquant(t->type) && ne0 % 256) t->type = T_Q8_0; /* rows the K-quants cannot cut */
     t->nbytes = row_bytes(t->type, ne0) * (uint64_t)ne1;
 }
 
@@ -488,6 +610,9 @@ static void *slice_run(void *arg) {
         }
         break;
     case T_Q8_0: quant_q8_0(x, o, n); break;
+    case T_Q4_K: quant_q4_k(x, o, n); break;
+    case T_Q5_K: quant_q5_k(x, o, n); break;
+    case T_Q6_K: quant_q6_k(x, o, n); break;
     default: quant_q4_0(x, o, n); break;
     }
     return NULL;
@@ -608,10 +733,11 @@ static int write_gguf(const opts *o, const plan *p, const vocab *v, fr_err *err)
     kv_str(&kv, &n, NULL, "general.name", "random");
     kv_u32(&kv, &n, NULL, "general.alignment", 32);
     /* llama_ftype of the matrices: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_Q4_0 2 */
-    static const uint32_t ftype[] = {0, 1, 32, 7, 2};
+    /* MOSTLY_Q4_K_S 14, MOSTLY_Q5_K_S 16, MOSTLY_Q6_K 18 */
+    static const uint32_t ftype[] = {0, 1, 32, 7, 2, 14, 16, 18};
     kv_u32(&kv, &n, NULL, "general.file_type", ftype[o->gtype]);
     /* the spec: present whenever a tensor is quantized (ggml's GGML_QNT_VERSION is 2) */
-    if (o->gtype == T_Q8_0 || o->gtype == T_Q4_0)
+    if (o->gtype == T_Q8_0 || o->gtype == T_Q4_0 || is_kquant(o->gtype))
         kv_u32(&kv, &n, NULL, "general.quantization_version", 2);
     kv_u32(&kv, &n, a, "context_length", (uint32_t)o->ctx);
     kv_u32(&kv, &n, a, "embedding_length", (uint32_t)o->hidden);
@@ -819,7 +945,9 @@ static const char *USAGE =
     "  --tied               tie the output projection to the embedding\n"
     "  --format hf|gguf     default: gguf when --out ends in .gguf, else hf\n"
     "  --dtype f32|f16|bf16 safetensors dtype (default f32)\n"
-    "  --gguf-type f32|f16|q8_0|q4_0   GGUF matrix type (default f32; vectors stay f32)\n"
+    "  --gguf-type f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k\n"
+    "                                  GGUF matrix type (default f32; vectors stay f32; K-quant\n"
+    "                                  matrices whose rows are not a multiple of 256: q8_0)\n"
     "  --tokenizer FILE     tokenizer.json to use (default: 256 byte tokens + 3 specials)\n"
     "  --seed S             random seed (default 0)\n";
 
@@ -883,11 +1011,12 @@ int fr_cmd_mkmodel(int argc, char **argv) {
     if (format && strcmp(format, "gguf") && strcmp(format, "hf"))
         return usage_error("--format must be hf or gguf");
     static const char *const dnames[] = {"f32", "f16", "bf16"};
-    static const char *const gnames[] = {"f32", "f16", "", "q8_0", "q4_0"};
+    static const char *const gnames[] = {"f32", "f16", "", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"};
     o.dtype = pick(dtype, dnames, 3);
-    o.gtype = pick(gtype, gnames, 5);
+    o.gtype = pick(gtype, gnames, 8);
     if (o.dtype < 0) return usage_error("--dtype must be f32, f16 or bf16");
-    if (o.gtype < 0 || o.gtype == T_BF16) return usage_error("--gguf-type must be f32, f16, q8_0 or q4_0");
+    if (o.gtype < 0 || o.gtype == T_BF16)
+        return usage_error("--gguf-type must be f32, f16, q8_0, q4_0, q4_k, q5_k or q6_k");
     if (o.gguf && o.gtype >= T_Q8_0 &&
         (o.hidden % 32 || o.ffn % 32 || (o.heads * o.head_dim) % 32))
         return usage_error("q8_0/q4_0 need --hidden, --ffn and heads x head-dim to be multiples of 32");

@@ -348,8 +348,10 @@ static void mm_chunk_f32(const mm_ctx *c, const mm_mat *mt, int ith, int r0, int
             for (int i = 0; i < R; i++) {
                 if (dt == FR_DTYPE_Q8_0)
                     deq_q8_0((const fr_block_q8_0 *)(wr + i * mt->wstride), deq + (size_t)i * K, K);
-                else
+                else if (dt == FR_DTYPE_Q4_0)
                     deq_q4_0((const fr_block_q4_0 *)(wr + i * mt->wstride), deq + (size_t)i * K, K);
+                else /* K-quants: ggml's reference dequantisation, exact */
+                    fr_dtype_to_f32(dt, wr + i * mt->wstride, deq + (size_t)i * K, K);
             }
             wf = deq;
             ws = (size_t)K;
@@ -557,7 +559,10 @@ static void mm_worker(void *arg, int ith, int nth) {
             else mm_chunk_f32(c, mt, ith, r0, r1);
             break;
         case FR_DTYPE_Q8_0:
-        case FR_DTYPE_Q4_0: mm_chunk_f32(c, mt, ith, r0, r1); break;
+        case FR_DTYPE_Q4_0:
+        case FR_DTYPE_Q4_K:
+        case FR_DTYPE_Q5_K:
+        case FR_DTYPE_Q6_K: mm_chunk_f32(c, mt, ith, r0, r1); break;
         default:
             if (c->avx512) mm_chunk_own_512(c, mt, r0, r1);
             else mm_chunk_own(c, mt, r0, r1);

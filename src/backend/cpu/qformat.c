@@ -27,6 +27,8 @@ const char *fr_cpu_dtype_name(fr_dtype t) {
     case FR_DTYPE_Q8_0: return "q8_0";
     case FR_DTYPE_Q4_0: return "q4_0";
     case FR_DTYPE_Q4_K: return "q4_k";
+    case FR_DTYPE_Q5_K: return "q5_k";
+    case FR_DTYPE_Q6_K: return "q6_k";
     case (int)FR_DTYPE_Q8: return "q8";
     case (int)FR_DTYPE_Q4: return "q4";
     default: return "?";
@@ -41,6 +43,9 @@ size_t fr_cpu_row_bytes(fr_dtype t, int64_t n) {
     case FR_DTYPE_BF16: return un * 2;
     case FR_DTYPE_Q8_0: return nb * sizeof(fr_block_q8_0);
     case FR_DTYPE_Q4_0: return nb * sizeof(fr_block_q4_0);
+    case FR_DTYPE_Q4_K:
+    case FR_DTYPE_Q5_K:
+    case FR_DTYPE_Q6_K: return fr_dtype_row_size(t, n);
     case (int)FR_DTYPE_Q8: return round_up(fr_own_head_bytes(t, n) + un, FR_ROW_ALIGN);
     case (int)FR_DTYPE_Q4: return round_up(fr_own_head_bytes(t, n) + un / 2, FR_ROW_ALIGN);
     default: return 0;
@@ -48,8 +53,8 @@ size_t fr_cpu_row_bytes(fr_dtype t, int64_t n) {
 }
 
 bool fr_cpu_dtype_supported(fr_dtype t) {
-    return t == FR_DTYPE_F32 || t == FR_DTYPE_Q8_0 || t == FR_DTYPE_Q4_0 || t == FR_DTYPE_Q8 ||
-           t == FR_DTYPE_Q4;
+    return t == FR_DTYPE_F32 || t == FR_DTYPE_Q8_0 || t == FR_DTYPE_Q4_0 || t == FR_DTYPE_Q4_K ||
+           t == FR_DTYPE_Q5_K || t == FR_DTYPE_Q6_K || t == FR_DTYPE_Q8 || t == FR_DTYPE_Q4;
 }
 
 /* round to nearest, ties to even (the default MXCSR mode): lrintf without the libm call */
@@ -171,6 +176,9 @@ void fr_cpu_quantize_row(fr_dtype t, const float *src, void *dst, int64_t n) {
 void fr_cpu_dequantize_row(fr_dtype t, const void *src, float *dst, int64_t n) {
     int64_t nb = n / FR_QK;
     switch ((int)t) {
+    case FR_DTYPE_Q4_K:
+    case FR_DTYPE_Q5_K:
+    case FR_DTYPE_Q6_K: fr_dtype_to_f32(t, src, dst, n); return;
     case FR_DTYPE_F32: memcpy(dst, src, (size_t)n * 4); return;
     case FR_DTYPE_F16: {
         const uint16_t *h = src;

@@ -480,7 +480,7 @@ extern "C" void fr_cuda_free(fr_cuda *c) {
 }
 
 /* ------------------------------------------------------------------ weights from a model */
-/* A malloc'd F32 copy of a tensor (F32 / Q8_0 / Q4_0), or NULL with err. */
+/* A malloc'd F32 copy of a tensor (F32 / Q8_0 / Q4_0 / the K-quants), or NULL with err. */
 static float *tensor_f32(const fr_tensor *t, fr_err *err) {
     const int64_t n = fr_tensor_nelem(t);
     float *o = (float *)malloc((size_t)n * sizeof(float));
@@ -509,6 +509,7 @@ static float *tensor_f32(const fr_tensor *t, fr_err *err) {
                 o[b * 32 + j + 16] = (float)((p[2 + j] >> 4) - 8) * d;
             }
         }
+    } else if (fr_dtype_to_f32(t->dtype, t->data, o, n) == 0) { /* K-quants, F16, BF16 */
     } else {
         fr_err_set(err, "cuda: tensor %s has dtype %d, which the CUDA backend does not take",
                    t->name ? t->name : "?", (int)t->dtype);
