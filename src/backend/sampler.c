@@ -164,3 +164,17 @@ int fr_sample(fr_sampler *s, const float *logits) {
     }
     return pick;
 }
+
+int fr_sampler_apply_mask(float *logits, const uint32_t *mask, int n) {
+    int allowed = 0;
+    for (int w = 0; w < (n + 31) / 32; w++) allowed += __builtin_popcount(mask[w]);
+    if (allowed == 0) return 0;
+    for (int w = 0; w < (n + 31) / 32; w++) {
+        uint32_t b = mask[w];
+        if (b == 0xffffffffu) continue;
+        int end = FR_MIN(n, w * 32 + 32);
+        for (int i = w * 32; i < end; i++)
+            if (!(b >> (i & 31) & 1)) logits[i] = -INFINITY;
+    }
+    return allowed;
+}
