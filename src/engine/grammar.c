@@ -543,11 +543,29 @@ void fr_gstate_from_frame(const fr_grammar *g, const fr_gframe *f, fr_gstate *st
 fr_gframe fr_gframe_key(const fr_grammar *g, const fr_gframe *f, int max_chars) {
     fr_gframe k = *f;
     const gnode *n = node(g, f->node);
-    if (n->kind == GK_STR && f->n >= n->a && (n->b < 0 || n->b - f->n >= max_chars))
-        k.n = -1; /* far from both limits: the count cannot matter for one token */
+    if (n->kind == GK_STR && f->n >= n->a) /* past minLength: only the room left matters, up to
+                                              the longest token */
+        k.n = -1 - (n->b < 0 ? max_chars : FR_MIN(n->b - f->n, max_chars));
     else if (n->kind == GK_ARR && n->b < 0)
         k.n = FR_MIN(f->n, n->a);
     return k;
+}
+
+bool fr_gframe_string_body(const fr_grammar *g, const fr_gframe *f, int *n, int *min, int *max) {
+    if (f->node < 0) return false;
+    const gnode *nd = node(g, f->node);
+    if (nd->kind != GK_STR || f->ph != S_BODY) return false;
+    *n = f->n;
+    *min = nd->a;
+    *max = nd->b;
+    return true;
+}
+
+void fr_gstate_pop_top(const fr_grammar *g, const fr_gstack *s, fr_gstate *out) {
+    out->n = 1;
+    out->hit_base = false;
+    fr_gstack_copy(&out->s[0], s);
+    if (out->s[0].len > 0) pop_done(g, &out->s[0]);
 }
 
 int fr_grammar_n_nodes(const fr_grammar *g) { return g->n_nodes; }

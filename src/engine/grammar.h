@@ -100,5 +100,10 @@ void fr_gstate_from_frame(const fr_grammar *g, const fr_gframe *f, fr_gstate *st
 /* A frame's cache key: f with the fields that cannot change the next max_chars characters'
  * outcome normalised. */
 fr_gframe fr_gframe_key(const fr_grammar *g, const fr_gframe *f, int max_chars);
+/* A string frame inside its body (not within an escape or a UTF-8 character): true with its
+ * characters so far and its minLength / maxLength (-1: none). */
+bool fr_gframe_string_body(const fr_grammar *g, const fr_gframe *f, int *n, int *min, int *max);
+/* out = the one-stack state of s with its top frame popped as complete (its parent told). */
+void fr_gstate_pop_top(const fr_grammar *g, const fr_gstack *s, fr_gstate *out);
 
 #endif

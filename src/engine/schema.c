@@ -13,6 +13,7 @@
 #include "engine/grammar_impl.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,8 +151,8 @@ static int check_keywords(cctx *c, const cJSON *s) {
 static int count_kw(cctx *c, const cJSON *s, const char *kw, int dflt) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, kw);
     if (!v) return dflt;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble ||
-        v->valuedouble < 0 || v->valuedouble > MAX_COUNT) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= MAX_COUNT) ||
+        v->valuedouble != (double)(long long)v->valuedouble) {
         fail(c, FR_ERR_BAD_REQUEST, "\"%s\" must be an integer in 0..1000000", kw);
         return -2;
     }
@@ -281,15 +282,66 @@ static int compile_object(cctx *c, const cJSON *s, int depth) {
     return id;
 }
 
-static int compile_enum(cctx *c, const cJSON *e) {
-    if (!cJSON_IsArray(e)) return fail(c, FR_ERR_BAD_REQUEST, "%s must be an array", "\"enum\"");
-    int n = cJSON_GetArraySize(e);
-    if (n == 0) return fail(c, FR_ERR_BAD_REQUEST, "%s is empty: no value can match", "\"enum\"");
+static bool type_is(const cJSON *v, const char *t) {
+    if (!strcmp(t, "object")) return cJSON_IsObject(v);
+    if (!strcmp(t, "array")) return cJSON_IsArray(v);
+    if (!strcmp(t, "string")) return cJSON_IsString(v);
+    if (!strcmp(t, "number")) return cJSON_IsNumber(v);
+    if (!strcmp(t, "integer"))
+        return cJSON_IsNumber(v) && fabs(v->valuedouble) < 9e15 &&
+               v->valuedouble == (double)(long long)v->valuedouble;
+    if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
+    return !strcmp(t, "null") && cJSON_IsNull(v);
+}
+
+static int utf8_chars(const char *p) {
+    int n = 0;
+    for (; *p; p++) n += ((unsigned char)*p & 0xC0) != 0x80;
+    return n;
+}
+
+/* Does a const / enum value meet the schema's other keywords? Values are literals, so the
+ * sibling keywords filter them: type, minLength/maxLength, minItems/maxItems; properties,
+ * required and items beside an object or array value are refused (-1). */
+static int value_fits(cctx *c, const cJSON *v, const cJSON *s) {
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(s, "type"), *t;
+    if (cJSON_IsString(ty) && !type_is(v, ty->valuestring)) return 0;
+    if (cJSON_IsArray(ty)) {
+        bool any = false;
+        cJSON_ArrayForEach(t, ty) any |= cJSON_IsString(t) && type_is(v, t->valuestring);
+        if (!any) return 0;
+    }
+    static const char *const deep[] = {"properties", "required", "items", "additionalProperties"};
+    for (size_t i = 0; i < FR_ARRAY_LEN(deep); i++)
+        if ((cJSON_IsObject(v) || cJSON_IsArray(v)) && cJSON_GetObjectItemCaseSensitive(s, deep[i]))
+            return fail(c, FR_ERR_UNSUPPORTED, "\"%s\" beside an object or array const/enum value "
+                        "is not supported", deep[i]);
+    int mn = count_kw(c, s, "minLength", 0), mx = count_kw(c, s, "maxLength", -1);
+    int mi = count_kw(c, s, "minItems", 0), xi = count_kw(c, s, "maxItems", -1);
+    if (mn == -2 || mx == -2 || mi == -2 || xi == -2) return -1;
+    if (cJSON_IsString(v) && (utf8_chars(v->valuestring) < mn ||
+                              (mx >= 0 && utf8_chars(v->valuestring) > mx)))
+        return 0;
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (cJSON_IsArray(v) && (n < mi || (xi >= 0 && n > xi))) return 0;
+    return 1;
+}
+
+/* enum / const (one value, as a one-value list): the values that fit, as literals */
+static int compile_values(cctx *c, const cJSON *e, bool single, const cJSON *s) {
+    const char *kw = single ? "\"const\"" : "\"enum\"";
+    if (!single && !cJSON_IsArray(e)) return fail(c, FR_ERR_BAD_REQUEST, "%s must be an array", kw);
+    int n = single ? 1 : cJSON_GetArraySize(e);
     if (n > FR_GRAMMAR_MAX_ENUM)
         return fail(c, FR_ERR_TOO_LARGE, "\"enum\" has more than %s values", "256");
     int alts[FR_GRAMMAR_MAX_ENUM], k = 0;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, e) if ((alts[k++] = value_lit(c, v)) < 0) return -1;
+    const cJSON *v = single ? e : e->child;
+    for (int i = 0; i < n; i++, v = single ? NULL : v->next) {
+        int fit = value_fits(c, v, s);
+        if (fit < 0) return -1;
+        if (fit && (alts[k++] = value_lit(c, v)) < 0) return -1;
+    }
+    if (k == 0) return fail(c, FR_ERR_BAD_REQUEST, "no value of %s meets the schema", kw);
     return choice_node(c, alts, k);
 }
 
@@ -356,8 +408,15 @@ static int compile(cctx *c, const cJSON *s, int depth) {
     if (check_keywords(c, s)) return -1;
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(s, "anyOf"))) return compile_anyof(c, s, v, depth);
-    if ((v = cJSON_GetObjectItemCaseSensitive(s, "const"))) return value_lit(c, v);
-    if ((v = cJSON_GetObjectItemCaseSensitive(s, "enum"))) return compile_enum(c, v);
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "const"))) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+        bool in = !e;
+        const cJSON *x;
+        if (cJSON_IsArray(e)) cJSON_ArrayForEach(x, e) in |= cJSON_Compare(x, v, true);
+        if (!in) return fail(c, FR_ERR_BAD_REQUEST, "%s is not among the enum values", "\"const\"");
+        return compile_values(c, v, true, s);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(s, "enum"))) return compile_values(c, v, false, s);
     if ((v = cJSON_GetObjectItemCaseSensitive(s, "type"))) return compile_types(c, s, v, depth);
     if (cJSON_GetObjectItemCaseSensitive(s, "properties")) return compile_object(c, s, depth);
     if (cJSON_GetObjectItemCaseSensitive(s, "items")) return compile_array(c, s, depth);

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config multipart nlu npy onnx ppocr request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config multipart nlu npy onnx ppocr request safetensors schema tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -134,3 +134,12 @@ printf 'Multipart/Form-Data; charset=utf-8; boundary=XyZ\n--XyZ\r\ncontent-dispo
 printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a \\"q\\".wav"\r\n\r\n'"$W"'\r\n--XyZ-not\r\n--X\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\nno disposition\r\n--XyZ--\r\n' > "$C/multipart/hostile"
 printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\nRIFF never closes' > "$C/multipart/open"
 du -sh "$C"
+# schema: JSON Schemas the compiler takes (walked and validated) and ones it refuses
+printf '{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},"age":{"type":"integer"},"tags":{"type":"array","items":{"enum":["a","b",7,null]},"minItems":1,"maxItems":3}},"required":["name","tags"],"additionalProperties":false}' > "$C/schema/person"
+printf '{"anyOf":[{"type":"number"},{"type":"null"},{"type":"array","items":{"type":"string"}}]}' > "$C/schema/anyof"
+printf '{"type":"object"}' > "$C/schema/object"
+printf '{"type":["string","integer"],"enum":["x",1,2.5,"yy"],"maxLength":1}' > "$C/schema/enum_type"
+printf '{"type":"object","additionalProperties":{"type":"array","items":{"type":"boolean"},"maxItems":2}}' > "$C/schema/additional"
+printf '{"type":"string","pattern":"^a"}' > "$C/schema/pattern"
+printf '{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}' > "$C/schema/refloop"
+printf '{"const":{"a":[1,{"b":null}]}}' > "$C/schema/const_obj"
