@@ -265,6 +265,100 @@ TEST(mask_equals_brute_force_and_walks_validate) {
     CHECK_EQ_INT(valid, walks);
 }
 
+/* A vocabulary of JSON-ish pieces (quotes, escapes, digits, brackets, partial and whole UTF-8,
+ * spaces), stored byte-level as GGUF vocabularies are: the fast paths' corner cases. */
+static int byte_cp(int b) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return b;
+    int n = 0;
+    for (int x = 0; x < b; x++)
+        if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) n++;
+    return 256 + n;
+}
+
+static fr_tokenizer *tricky_vocab(int n_tokens) {
+    static const char *pieces[] = {"\"", "{", "}", "[", "]", ",", ":", " ", "\\", "n", "u", "0",
+                                   "1", "7", ".", "-", "e", "+", "a", "b", "k", "true", "null",
+                                   "\xc3", "\xa9", "\xc3\xa9", "\xe2\x82\xac", "\n", "d8", "00"};
+    char **toks = calloc((size_t)n_tokens + 1, sizeof *toks);
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        char o[4];
+        int cp = byte_cp(b);
+        if (cp < 0x80) o[0] = (char)cp, o[1] = 0;
+        else o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 0x3F)), o[2] = 0;
+        toks[n++] = strdup(o);
+    }
+    while (n < n_tokens - 1) {
+        char raw[64] = "", st[160];
+        int parts = 1 + (int)(next_rand() % 4);
+        for (int i = 0; i < parts; i++) strcat(raw, pieces[next_rand() % FR_ARRAY_LEN(pieces)]);
+        size_t k = 0;
+        for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+            int cp = byte_cp(*p);
+            if (cp < 0x80) st[k++] = (char)cp;
+            else st[k++] = (char)(0xC0 | cp >> 6), st[k++] = (char)(0x80 | (cp & 0x3F));
+        }
+        st[k] = 0;
+        bool dup = false;
+        for (int i = 256; i < n && !dup; i++) dup = !strcmp(toks[i], st);
+        if (!dup) toks[n++] = strdup(st);
+    }
+    toks[n++] = strdup("<|im_end|>");
+    int32_t *types = calloc((size_t)n, sizeof *types);
+    for (int i = 0; i < n; i++) types[i] = i == n - 1 ? 3 : 1;
+    fr_vocab_spec spec = {.n_tokens = n, .tokens = (const char *const *)toks, .token_types = types,
+                          .pre = "qwen2", .bos_id = -1, .eos_id = n - 1, .pad_id = -1};
+    fr_err err = {0};
+    fr_tokenizer *t = fr_tokenizer_from_vocab(&spec, &err);
+    if (!t) fprintf(stderr, "  tricky vocab: %s\n", err.msg);
+    for (int i = 0; i < n; i++) free(toks[i]);
+    free(toks);
+    free(types);
+    return t;
+}
+
+TEST(mask_equals_brute_force_on_tricky_vocab) {
+    if (!load_vocab()) {
+        CHECK(0);
+        return;
+    }
+    fr_tokenizer *saved_tok = tok;
+    fr_tokvocab *saved_voc = voc;
+    tok = tricky_vocab(3000);
+    CHECK(tok);
+    if (!tok) {
+        tok = saved_tok;
+        return;
+    }
+    int eos = fr_tokenizer_n_vocab(tok) - 1;
+    voc = fr_tokvocab_new(tok, fr_tokenizer_n_vocab(tok), &eos, 1);
+    int mismatch = 0, complete = 0, valid = 0, walks = 0;
+    for (size_t k = 0; k < FR_ARRAY_LEN(WALK_SCHEMAS); k++) {
+        const char *src = WALK_SCHEMAS[k] ? WALK_SCHEMAS[k] : PERSON;
+        cJSON *schema = cJSON_Parse(src);
+        fr_grammar *g = compile(src);
+        for (int r = 0; g && r < 6; r++) {
+            fr_buf out = {0};
+            fr_gstate st0;
+            fr_gstate_init(g, &st0);
+            bool done = walk(g, fr_gstate_need(g, &st0) + r * 10, &out, &mismatch);
+            walks++;
+            complete += done;
+            valid += sc_text_valid(out.data ? out.data : "", out.len, schema);
+            fr_buf_free(&out);
+        }
+        fr_grammar_free(g);
+        cJSON_Delete(schema);
+    }
+    CHECK_EQ_INT(mismatch, 0);
+    CHECK_EQ_INT(complete, walks);
+    CHECK_EQ_INT(valid, walks);
+    fr_tokvocab_free(voc);
+    fr_tokenizer_free(tok);
+    tok = saved_tok;
+    voc = saved_voc;
+}
+
 TEST(apply_mask_in_sampler_terms) {
     if (!load_vocab()) {
         CHECK(0);

@@ -81,7 +81,8 @@ struct fr_req {
     bool gen_live;         /* gen and sampler initialised and not yet freed */
     fr_sampling sp;        /* sampling parameters (device sampling) */
     fr_grammar *grammar;   /* constrained decoding (owned), or NULL */
-    fr_tokmask *tm;        /* its matcher and mask cache (engine thread), or NULL */
+    fr_tokmask *tm;        /* its matcher (engine thread; made at its first sampling), or NULL */
+    int mslot;             /* the engine's mask-cache slot it holds, or -1 */
     float *img_embd;       /* (n_img_rows, n_embd) image feature rows (owned), or NULL */
     int32_t *img_row;      /* (n_prompt) row of img_embd of each prompt token, -1 for text; NULL
                               without images */
@@ -133,6 +134,14 @@ struct fr_engine {
     int32_t *b_rope;        /* (3, step_tokens) M-RoPE rows of a step (packed to (3, nb)) */
     fr_buf delta;           /* text released by one token */
     fr_tokvocab *voc;       /* the vocabulary trie of constrained decoding */
+    struct mcache_slot {    /* mask caches shared by requests with equal grammars (engine thread) */
+        uint8_t *fp;        /* the grammar's fingerprint (owned), NULL = free slot */
+        size_t len;
+        fr_maskcache *c;
+        int refs;           /* requests using it */
+        uint64_t used;      /* last attach (the idle slot used longest ago is replaced) */
+    } mcs[8];
+    uint64_t mc_tick;
     uint32_t *mask;         /* (fr_tokmask_words) one row's token mask */
     int *hit_ids;           /* (max_ctx / block_size + 2) cached blocks found at admission */
     /* shared state (mu) */
@@ -200,11 +209,46 @@ fr_engine_config fr_engine_config_default(void) {
 
 /* ---- requests ---- */
 
-static void grammar_drop(fr_req *r) {
+static void grammar_drop(fr_engine *e, fr_req *r) {
+    if (e && r->mslot >= 0) e->mcs[r->mslot].refs--;
+    r->mslot = -1;
     fr_tokmask_free(r->tm);
     fr_grammar_free(r->grammar);
     r->tm = NULL;
     r->grammar = NULL;
+}
+
+/* The request's matcher, on a mask cache shared with requests of an equal grammar (a free or
+ * idle slot is taken for a new grammar; with every slot busy the matcher has its own cache). */
+static void grammar_attach(fr_engine *e, fr_req *r) {
+    size_t len;
+    uint8_t *fp = fr_grammar_fingerprint(r->grammar, &len);
+    int best = -1;
+    for (int i = 0; i < (int)FR_ARRAY_LEN(e->mcs); i++) {
+        struct mcache_slot *m = &e->mcs[i];
+        if (m->fp && m->len == len && !memcmp(m->fp, fp, len)) {
+            best = i;
+            break;
+        }
+        if (m->refs == 0 && (best < 0 || !m->fp || (e->mcs[best].fp && m->used < e->mcs[best].used)))
+            best = i;
+    }
+    struct mcache_slot *m = best >= 0 ? &e->mcs[best] : NULL;
+    if (m && !(m->fp && m->len == len && !memcmp(m->fp, fp, len))) { /* take the slot over */
+        free(m->fp);
+        fr_maskcache_free(m->c);
+        m->fp = fp;
+        m->len = len;
+        m->c = fr_maskcache_new();
+        fp = NULL;
+    }
+    free(fp);
+    if (m) {
+        m->refs++;
+        m->used = ++e->mc_tick;
+    }
+    r->mslot = best;
+    r->tm = fr_tokmask_new_shared(e->voc, r->grammar, m ? m->c : NULL);
 }
 
 static void req_free(fr_req *r) {
@@ -212,7 +256,7 @@ static void req_free(fr_req *r) {
         fr_gen_free(&r->gen);
         fr_sampler_free(&r->sampler);
     }
-    grammar_drop(r);
+    grammar_drop(NULL, r); /* ended requests dropped it already (req_end, engine thread) */
     free(r->tokens);
     free(r->img_embd);
     free(r->img_row);
@@ -380,7 +424,7 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
         fr_sampler_free(&r->sampler);
         r->gen_live = false;
     }
-    grammar_drop(r);
+    grammar_drop(e, r);
     pthread_mutex_lock(&r->mu);
     r->info.done = true;
     r->info.end = why;
@@ -581,10 +625,8 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     copy_images(e, r, p);
     fr_gen_init(&r->gen, e->m, &p->gen);
     fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
-    if (p->grammar) {
-        r->grammar = p->grammar;
-        r->tm = fr_tokmask_new(e->voc, r->grammar);
-    }
+    r->grammar = p->grammar; /* its matcher is made on the engine thread (grammar_attach) */
+    r->mslot = -1;
     r->sp = p->sampling;
     r->gen_live = true;
     atomic_init(&r->cancel, 0);
@@ -626,6 +668,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     if (v != FR_ADMIT_OK) {
         refuse(e, adm, v, tier, true);
         pthread_mutex_unlock(&e->mu);
+        r->grammar = NULL; /* refused: the caller's again */
         atomic_store(&r->refs, 1);
         fr_req_release(r);
         return NULL;
@@ -947,6 +990,7 @@ static void deliver(fr_engine *e, int n_logits, int n_batch_req, bool host_rows)
     for (int k = 0; k < n_logits; k++) {
         fr_req *r = e->logit_req[k];
         float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
+        if (r->grammar && !r->tm) grammar_attach(e, r);
         int id = r->tm ? sample_constrained(e, r, row)
                  : e->dev_sample && !host_rows ? e->row_id[k]
                                                 : fr_sample(&r->sampler, row);
@@ -992,7 +1036,7 @@ static void end_everything(fr_engine *e, fr_end why) {
 /* a request of this step's batch decodes under a grammar (its logits must come to the host) */
 static bool batch_constrained(const fr_engine *e, int n_batch_req) {
     for (int k = 0; k < n_batch_req; k++)
-        if (e->batch_req[k]->tm) return true;
+        if (e->batch_req[k]->grammar) return true;
     return false;
 }
 
@@ -1287,6 +1331,10 @@ void fr_engine_free(fr_engine *e) {
     free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
     free(e->b_embd), free(e->b_use), free(e->b_rope), free(e->hit_ids);
     fr_buf_free(&e->delta);
+    for (size_t i = 0; i < FR_ARRAY_LEN(e->mcs); i++) {
+        free(e->mcs[i].fp);
+        fr_maskcache_free(e->mcs[i].c);
+    }
     fr_tokvocab_free(e->voc);
     free(e->mask);
     pthread_mutex_destroy(&e->mu);

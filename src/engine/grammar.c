@@ -569,3 +569,36 @@ void fr_gstate_pop_top(const fr_grammar *g, const fr_gstack *s, fr_gstate *out) 
 }
 
 int fr_grammar_n_nodes(const fr_grammar *g) { return g->n_nodes; }
+
+static void put32(uint8_t *o, size_t *k, int32_t x) {
+    memcpy(o + *k, &x, 4);
+    *k += 4;
+}
+
+uint8_t *fr_grammar_fingerprint(const fr_grammar *g, size_t *len) {
+    size_t cap = 16 + (size_t)g->n_nodes * 20 + (size_t)g->n_props * 12 + (size_t)g->n_kids * 4 +
+                 (size_t)g->n_bytes;
+    uint8_t *o = fr_xmalloc(cap);
+    size_t k = 0;
+    put32(o, &k, g->n_nodes);
+    put32(o, &k, g->n_props);
+    put32(o, &k, g->n_kids);
+    put32(o, &k, g->any_str);
+    for (int i = 0; i < g->n_nodes; i++) { /* field by field: no padding bytes */
+        const gnode *n = &g->nodes[i];
+        put32(o, &k, n->kind);
+        put32(o, &k, n->a);
+        put32(o, &k, n->b);
+        put32(o, &k, n->item);
+        put32(o, &k, n->minsize);
+    }
+    for (int i = 0; i < g->n_props; i++) {
+        put32(o, &k, g->props[i].key);
+        put32(o, &k, g->props[i].value);
+        put32(o, &k, g->props[i].required);
+    }
+    for (int i = 0; i < g->n_kids; i++) put32(o, &k, g->kids[i]);
+    if (g->n_bytes) memcpy(o + k, g->bytes, (size_t)g->n_bytes);
+    *len = k + (size_t)g->n_bytes;
+    return o;
+}

@@ -56,6 +56,8 @@ fr_grammar *fr_grammar_from_schema(const struct cJSON *schema, const char *prefi
 /* The same from schema text (for the fuzzer and tests). */
 fr_grammar *fr_grammar_from_text(const char *json, size_t len, fr_err *err);
 void fr_grammar_free(fr_grammar *g);
+/* The grammar's tables as bytes (malloc'd, *len set): equal fingerprints, equal grammars. */
+uint8_t *fr_grammar_fingerprint(const fr_grammar *g, size_t *len);
 int fr_grammar_n_nodes(const fr_grammar *g);
 
 /* One frame of a stack: a node and where in it the match is. Plain data: two equal frames

@@ -42,12 +42,21 @@ struct fr_tokvocab {
     trie all;                /* every normal token of at most FR_TOKMASK_TRIE_DEPTH bytes */
     trie rest;               /* those that are not plain string tokens */
     uint32_t *plain_le;      /* (PLAIN_K + 1, words) plain tokens of <= k characters */
+    uint32_t *first;         /* (256, words) normal tokens by first byte */
+    uint32_t *normal;        /* (words) every normal token (the union of first) */
     int32_t *other;          /* tokens checked one by one (long, duplicate bytes) */
     int n_other;
     int32_t *eos;            /* EOS ids within n_vocab */
     int n_eos;
     int max_chars;           /* longest token in bytes (bounds its characters) */
     struct strbody *sb;      /* the string-body entry, shared by every grammar */
+};
+
+typedef struct centry centry;
+struct fr_maskcache {
+    centry *e;               /* (FR_TOKMASK_CACHE) entries */
+    int n;                   /* in use */
+    unsigned victim;         /* next entry replaced when full (round robin) */
 };
 
 typedef struct centry {
@@ -62,6 +71,9 @@ typedef struct centry {
     int32_t *g_tok, *g_off;  /* per suffix group: a member and its suffix offset */
     int32_t *g_first, *g_n;  /* its members unc[g_first .. g_first + g_n) */
     int n_groups;
+    uint32_t *pop0;          /* (words) tokens whose first byte ends the frame (a complete number
+                                or sequence): allowed as the popped stack allows them; NULL none */
+    uint8_t b0[32];          /* those first bytes (walk scratch) */
 } centry;
 
 /* What a string body accepts among the non-plain tokens, for any string node: the tokens
@@ -81,13 +93,13 @@ struct fr_tokmask {
     const fr_grammar *g;
     fr_gstate st;            /* current state */
     fr_gstate tmp[2];        /* scratch for checks */
-    fr_gstate popped;        /* a stack with its top frame popped (suffix groups) */
+    fr_gstate *pop_lv;       /* (FR_GRAMMAR_MAX_FRAMES + 1) popped stacks per recursion level */
+    uint32_t *mask_lv;       /* (FR_GRAMMAR_MAX_FRAMES + 1, words) masks of the popped stacks */
     fr_gstate *lv;           /* (FR_TOKMASK_TRIE_DEPTH + 1) trie walk levels */
     int16_t *hit_lv;         /* (FR_TOKMASK_TRIE_DEPTH + 1) byte where the path left, -1 none */
     bool *multi_lv;          /* (FR_TOKMASK_TRIE_DEPTH + 1) left at more than one byte */
-    centry cache[FR_TOKMASK_CACHE];
-    centry scratch;          /* used when the cache is full */
-    int n_cache;
+    fr_maskcache *c;         /* the frame cache (own, or shared by equal grammars) */
+    bool own_cache;
     long hits, misses;
 };
 
@@ -201,6 +213,7 @@ static void plain_bits(fr_tokvocab *v, int id, int chars) {
 }
 
 static struct strbody *strbody_new(fr_tokvocab *v);
+static void entry_free(centry *e);
 
 fr_tokvocab *fr_tokvocab_new(const fr_tokenizer *t, int n_vocab, const int *eos, int n_eos) {
     fr_tokvocab *v = fr_xcalloc(1, sizeof *v);
@@ -212,12 +225,16 @@ fr_tokvocab *fr_tokvocab_new(const fr_tokenizer *t, int n_vocab, const int *eos,
     int32_t *rest = fr_xmalloc(sizeof(int32_t) * (size_t)(nt + 1));
     v->other = fr_xmalloc(sizeof(int32_t) * (size_t)(nt + 1));
     v->plain_le = fr_xcalloc((size_t)(PLAIN_K + 1) * (size_t)v->words, sizeof(uint32_t));
+    v->first = fr_xcalloc(256 * (size_t)v->words, sizeof(uint32_t));
+    v->normal = fr_xcalloc((size_t)v->words, sizeof(uint32_t));
     int n = 0;
     for (int id = 0; id < nt; id++) {
         size_t l;
         const char *s;
         if (fr_tokenizer_is_special(t, id) || !(s = fr_token_data(t, id, &l)) || l == 0) continue;
         v->max_chars = FR_MAX(v->max_chars, (int)l);
+        v->first[(size_t)(uint8_t)s[0] * (size_t)v->words + (size_t)(id >> 5)] |= 1u << (id & 31);
+        v->normal[id >> 5] |= 1u << (id & 31);
         if (l > FR_TOKMASK_TRIE_DEPTH) v->other[v->n_other++] = id;
         else ids[n++] = id;
     }
@@ -241,8 +258,6 @@ fr_tokvocab *fr_tokvocab_new(const fr_tokenizer *t, int n_vocab, const int *eos,
     return v;
 }
 
-static void entry_free(centry *e);
-
 void fr_tokvocab_free(fr_tokvocab *v) {
     if (!v) return;
     if (v->sb) {
@@ -256,6 +271,8 @@ void fr_tokvocab_free(fr_tokvocab *v) {
     trie_free(&v->all);
     trie_free(&v->rest);
     free(v->plain_le);
+    free(v->first);
+    free(v->normal);
     free(v->other);
     free(v->eos);
     free(v);
@@ -267,12 +284,18 @@ int fr_tokmask_words(const fr_tokvocab *v) { return v->words; }
 
 /* --- masks --- */
 
-fr_tokmask *fr_tokmask_new(const fr_tokvocab *v, const fr_grammar *g) {
+fr_tokmask *fr_tokmask_new_shared(const fr_tokvocab *v, const fr_grammar *g, fr_maskcache *c) {
     fr_tokmask *m = fr_xcalloc(1, sizeof *m);
     m->v = v;
     m->g = g;
+    m->own_cache = !c;
+    m->c = c ? c : fr_maskcache_new();
     fr_gstate_init(g, &m->st);
     return m;
+}
+
+fr_tokmask *fr_tokmask_new(const fr_tokvocab *v, const fr_grammar *g) {
+    return fr_tokmask_new_shared(v, g, NULL);
 }
 
 static void entry_free(centry *e) {
@@ -284,14 +307,16 @@ static void entry_free(centry *e) {
     free(e->g_off);
     free(e->g_first);
     free(e->g_n);
+    free(e->pop0);
     memset(e, 0, sizeof *e);
 }
 
 void fr_tokmask_free(fr_tokmask *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_cache; i++) entry_free(&m->cache[i]);
-    entry_free(&m->scratch);
+    if (m->own_cache) fr_maskcache_free(m->c);
     free(m->lv);
+    free(m->pop_lv);
+    free(m->mask_lv);
     free(m->hit_lv);
     free(m->multi_lv);
     free(m);
@@ -324,6 +349,11 @@ static void walk_trie(fr_tokmask *m, const trie *t, const fr_gframe *f, centry *
         if (s->hit_base) {
             if (hit < 0) hit = d - 1;
             else multi = true;
+        }
+        if (s->n == 0 && d == 1 && s->hit_base) { /* the frame ends before this byte */
+            e->b0[t->byte[k] >> 3] |= (uint8_t)(1u << (t->byte[k] & 7));
+            k = t->skip[k];
+            continue;
         }
         if (s->n == 0) {
             if (hit >= 0)
@@ -408,6 +438,25 @@ static void group_uncertain(fr_tokmask *m, centry *e) {
     free(gid);
 }
 
+/* pop0 = the tokens whose first byte is in b0, from the first-byte bitsets (the smaller side:
+ * the bytes in b0, or every token minus the bytes not in it) */
+static void build_pop0(const fr_tokvocab *v, centry *e) {
+    int nb = 0;
+    for (int b = 0; b < 256; b++) nb += e->b0[b >> 3] >> (b & 7) & 1;
+    if (nb == 0) return;
+    size_t W = (size_t)v->words;
+    e->pop0 = fr_xcalloc(W, sizeof(uint32_t));
+    if (nb > 128) memcpy(e->pop0, v->normal, W * sizeof(uint32_t));
+    for (int b = 0; b < 256; b++) {
+        bool member = e->b0[b >> 3] >> (b & 7) & 1;
+        const uint32_t *fb = v->first + (size_t)b * W;
+        if (nb <= 128 && member)
+            for (size_t w = 0; w < W; w++) e->pop0[w] |= fb[w];
+        else if (nb > 128 && !member)
+            for (size_t w = 0; w < W; w++) e->pop0[w] &= ~fb[w];
+    }
+}
+
 static void entry_compute(fr_tokmask *m, const fr_gframe *f, centry *e) {
     const fr_tokvocab *v = m->v;
     if (!m->lv) {
@@ -418,23 +467,42 @@ static void entry_compute(fr_tokmask *m, const fr_gframe *f, centry *e) {
     if (!e->acc) e->acc = fr_xmalloc(sizeof(uint32_t) * (size_t)v->words);
     memset(e->acc, 0, sizeof(uint32_t) * (size_t)v->words);
     e->n_unc = 0;
-    walk_trie(m, f->node == -1 ? &v->rest : &v->all, f, e);
+    memset(e->b0, 0, sizeof e->b0);
+    free(e->pop0);
+    e->pop0 = NULL;
+    walk_trie(m, &v->all, f, e);
     group_uncertain(m, e);
+    build_pop0(v, e);
 }
 
 static centry *entry_get(fr_tokmask *m, const fr_gframe *f) {
     fr_gframe key = fr_gframe_key(m->g, f, m->v->max_chars);
-    for (int i = 0; i < m->n_cache; i++)
-        if (!memcmp(&m->cache[i].key, &key, sizeof key)) {
+    fr_maskcache *c = m->c;
+    for (int i = 0; i < c->n; i++)
+        if (!memcmp(&c->e[i].key, &key, sizeof key)) {
             m->hits++;
-            return &m->cache[i];
+            return &c->e[i];
         }
     m->misses++;
-    centry *e = m->n_cache < FR_TOKMASK_CACHE ? &m->cache[m->n_cache++] : &m->scratch;
+    /* full: replace round robin (a caller holding an entry across a recursion looks it up again) */
+    centry *e = c->n < FR_TOKMASK_CACHE ? &c->e[c->n++] : &c->e[c->victim++ % FR_TOKMASK_CACHE];
     e->key = key;
     e->used = true;
     entry_compute(m, f, e);
     return e;
+}
+
+fr_maskcache *fr_maskcache_new(void) {
+    fr_maskcache *c = fr_xcalloc(1, sizeof *c);
+    c->e = fr_xcalloc(FR_TOKMASK_CACHE, sizeof(centry));
+    return c;
+}
+
+void fr_maskcache_free(fr_maskcache *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) entry_free(&c->e[i]);
+    free(c->e);
+    free(c);
 }
 
 /* do bytes s[0..l) pass from state `from` */
@@ -453,6 +521,48 @@ static bool token_ok(fr_tokmask *m, const fr_gstate *from, int id) {
     size_t l;
     const char *s = fr_token_data(m->v->tok, id, &l);
     return s && l > 0 && bytes_ok(m, from, s, l);
+}
+
+static bool fits(int c, int min, int max) { return c >= min && (max < 0 || c <= max); }
+
+/* The suffix groups of e that pop passes into mask (a group's members only when `str` is NULL
+ * or their characters fit str = {n, min, max}). A group whose first byte pop refuses is skipped
+ * without feeding the rest: one feed per distinct first byte. */
+static void check_groups(fr_tokmask *m, const fr_gstate *pop, const centry *e, const int *str,
+                         const int16_t *mem_ch, uint32_t *mask) {
+    uint8_t first_ok[256]; /* 0 unknown, 1 refused, 2 taken */
+    memset(first_ok, 0, sizeof first_ok);
+    for (int g = 0; g < e->n_groups; g++) {
+        size_t l;
+        const char *b = fr_token_data(m->v->tok, e->g_tok[g], &l);
+        const char *suf = b + e->g_off[g];
+        uint8_t c = (uint8_t)suf[0];
+        if (!first_ok[c]) first_ok[c] = fr_gstate_feed(m->g, pop, c, &m->tmp[0]) ? 2 : 1;
+        if (first_ok[c] == 1 || !bytes_ok(m, pop, suf, l - (size_t)e->g_off[g])) continue;
+        for (int i = e->g_first[g]; i < e->g_first[g] + e->g_n[g]; i++)
+            if (!str || fits(str[0] + mem_ch[i], str[1], str[2])) bit_set(mask, e->unc[i]);
+    }
+}
+
+/* s with its top frame popped, in this level's scratch */
+static fr_gstate *popped(fr_tokmask *m, const fr_gstack *s, int lv) {
+    if (!m->pop_lv) {
+        m->pop_lv = fr_xmalloc(sizeof(fr_gstate) * (FR_GRAMMAR_MAX_FRAMES + 2));
+        m->mask_lv = fr_xmalloc(sizeof(uint32_t) * (size_t)m->v->words * (FR_GRAMMAR_MAX_FRAMES + 2));
+    }
+    fr_gstate_pop_top(m->g, s, &m->pop_lv[lv]);
+    return &m->pop_lv[lv];
+}
+
+/* the entry's tokens checked whole against stack s */
+static void raw_check(fr_tokmask *m, const fr_gstack *s, const centry *e, uint32_t *mask) {
+    if (!e->n_raw) return;
+    fr_gstate start; /* token_ok uses m->tmp: the start state is kept apart */
+    start.n = 1;
+    start.hit_base = false;
+    fr_gstack_copy(&start.s[0], s);
+    for (int i = 0; i < e->n_raw; i++)
+        if (!bit_get(mask, e->raw[i]) && token_ok(m, &start, e->raw[i])) bit_set(mask, e->raw[i]);
 }
 
 /* characters a string gains from bytes b[0..n) of its body (an escape counts once) */
@@ -478,12 +588,11 @@ static int closing_quote(const char *b, size_t n) {
     return -1;
 }
 
-static bool fits(int c, int min, int max) { return c >= min && (max < 0 || c <= max); }
 
 /* A frame inside a string body: the plain tokens that fit, the vocabulary's string-body
  * entry filtered by the frame's count and limits, its groups from the popped stack. */
 static void string_stack(fr_tokmask *m, const fr_gstack *s, int n, int min, int max,
-                         uint32_t *mask) {
+                         uint32_t *mask, int lv) {
     const fr_tokvocab *v = m->v;
     const strbody *sb = v->sb;
     int k = max < 0 ? PLAIN_K : FR_MIN(max - n, PLAIN_K);
@@ -493,51 +602,34 @@ static void string_stack(fr_tokmask *m, const fr_gstack *s, int n, int min, int 
         if (sb->in_close[i] ? fits(n + sb->in_ch[i], min, max) : max < 0 || n + sb->in_ch[i] <= max)
             bit_set(mask, sb->in_id[i]);
     const centry *e = &sb->e;
-    if (e->n_groups) fr_gstate_pop_top(m->g, s, &m->popped);
-    for (int g = 0; g < e->n_groups; g++) {
-        size_t l;
-        const char *b = fr_token_data(v->tok, e->g_tok[g], &l);
-        if (!bytes_ok(m, &m->popped, b + e->g_off[g], l - (size_t)e->g_off[g])) continue;
-        for (int i = e->g_first[g]; i < e->g_first[g] + e->g_n[g]; i++)
-            if (fits(n + sb->mem_ch[i], min, max)) bit_set(mask, e->unc[i]);
-    }
-    fr_gstate one;
-    one.n = 1;
-    one.hit_base = false;
-    fr_gstack_copy(&one.s[0], s);
-    for (int i = 0; i < e->n_raw; i++)
-        if (!bit_get(mask, e->raw[i]) && token_ok(m, &one, e->raw[i])) bit_set(mask, e->raw[i]);
+    int str[3] = {n, min, max};
+    check_groups(m, popped(m, s, lv), e, str, sb->mem_ch, mask);
+    raw_check(m, s, e, mask);
 }
 
-static void one_stack(fr_tokmask *m, int si, uint32_t *mask) {
-    const fr_gstack *s = &m->st.s[si];
-    if (s->len == 0) return;
+/* The mask of stack s ORed into mask; lv: recursion level (a complete frame's pop0 tokens take
+ * the popped stack's mask, one level down). */
+static void one_stack(fr_tokmask *m, const fr_gstack *s, uint32_t *mask, int lv) {
+    if (s->len == 0 || lv > FR_GRAMMAR_MAX_FRAMES) return;
     int n, min, max;
     if (fr_gframe_string_body(m->g, &s->f[s->len - 1], &n, &min, &max)) {
         m->hits++;
-        string_stack(m, s, n, min, max, mask);
+        string_stack(m, s, n, min, max, mask, lv);
         return;
     }
-    centry *e = entry_get(m, &s->f[s->len - 1]);
-    for (int w = 0; w < m->v->words; w++) mask[w] |= e->acc[w];
-    if (e->n_groups) { /* what follows the frame: once per suffix, from the popped stack */
-        fr_gstate_pop_top(m->g, s, &m->popped);
-        for (int g = 0; g < e->n_groups; g++) {
-            size_t l;
-            const char *b = fr_token_data(m->v->tok, e->g_tok[g], &l);
-            if (!bytes_ok(m, &m->popped, b + e->g_off[g], l - (size_t)e->g_off[g])) continue;
-            for (int i = e->g_first[g]; i < e->g_first[g] + e->g_n[g]; i++) bit_set(mask, e->unc[i]);
-        }
+    const centry *e = entry_get(m, &s->f[s->len - 1]);
+    size_t W = (size_t)m->v->words;
+    for (size_t w = 0; w < W; w++) mask[w] |= e->acc[w];
+    fr_gstate *pop = popped(m, s, lv);
+    check_groups(m, pop, e, NULL, NULL, mask); /* what follows the frame: once per suffix */
+    if (e->pop0) { /* the frame ends before the token: the popped stack decides */
+        uint32_t *pm = m->mask_lv + (size_t)lv * W;
+        memset(pm, 0, W * sizeof(uint32_t));
+        one_stack(m, &pop->s[0], pm, lv + 1);
+        e = entry_get(m, &s->f[s->len - 1]); /* the recursion may have reused the scratch entry */
+        for (size_t w = 0; w < W; w++) mask[w] |= pm[w] & e->pop0[w];
     }
-    if (!e->n_raw) return;
-    fr_gstate one; /* only this stack: its own context decides */
-    one.n = 1;
-    one.hit_base = false;
-    fr_gstack_copy(&one.s[0], s);
-    for (int i = 0; i < e->n_raw; i++) {
-        int id = e->raw[i];
-        if (!bit_get(mask, id) && token_ok(m, &one, id)) bit_set(mask, id);
-    }
+    raw_check(m, s, e, mask);
 }
 
 /* The string-body entry (strbody above), from a string grammar's body frame walked over the
@@ -593,7 +685,7 @@ static void finish_mask(fr_tokmask *m, uint32_t *mask) {
 
 void fr_tokmask_fill(fr_tokmask *m, uint32_t *mask) {
     memset(mask, 0, sizeof(uint32_t) * (size_t)m->v->words);
-    for (int i = 0; i < m->st.n; i++) one_stack(m, i, mask);
+    for (int i = 0; i < m->st.n; i++) one_stack(m, &m->st.s[i], mask, 0);
     finish_mask(m, mask);
 }
 

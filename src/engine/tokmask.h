@@ -28,10 +28,11 @@
 #include "model/tokenizer.h"
 
 #define FR_TOKMASK_TRIE_DEPTH 48 /* longest token kept in the trie, in bytes */
-#define FR_TOKMASK_CACHE 64      /* cached frames per request */
+#define FR_TOKMASK_CACHE 128     /* cached frames per grammar */
 
 typedef struct fr_tokvocab fr_tokvocab;
 typedef struct fr_tokmask fr_tokmask;
+typedef struct fr_maskcache fr_maskcache;
 
 /* n_vocab: the model's rows (ids the tokenizer lacks are never allowed); eos: the ids that end
  * generation. Never fails (allocation failure aborts). */
@@ -46,6 +47,13 @@ int fr_tokmask_words(const fr_tokvocab *v);
 /* A matcher at the grammar's start. v and g are borrowed and must outlive it. */
 fr_tokmask *fr_tokmask_new(const fr_tokvocab *v, const fr_grammar *g);
 void fr_tokmask_free(fr_tokmask *m);
+/* The per-frame cache of one grammar, shared by the matchers of equal grammars
+ * (fr_grammar_fingerprint): what a frame accepts depends on the grammar and the vocabulary
+ * only, so requests with the same schema start warm. Used by one thread at a time. */
+fr_maskcache *fr_maskcache_new(void);
+void fr_maskcache_free(fr_maskcache *c);
+/* A matcher using cache c (borrowed: it must outlive the matcher; NULL = a cache of its own). */
+fr_tokmask *fr_tokmask_new_shared(const fr_tokvocab *v, const fr_grammar *g, fr_maskcache *c);
 /* The allowed tokens of the current state into mask (fr_tokmask_words words). */
 void fr_tokmask_fill(fr_tokmask *m, uint32_t *mask);
 /* The same by brute force: every token's bytes through the whole state. */
