@@ -429,8 +429,10 @@ static void group_uncertain(fr_tokmask *m, centry *e) {
             members[at] = e->unc[i];
             offs[at] = e->unc_off[i];
         }
-    memcpy(e->unc, members, sizeof(int32_t) * (size_t)pos);
-    memcpy(e->unc_off, offs, sizeof(int16_t) * (size_t)pos);
+    if (pos) { /* e->unc is NULL while nothing was uncertain */
+        memcpy(e->unc, members, sizeof(int32_t) * (size_t)pos);
+        memcpy(e->unc_off, offs, sizeof(int16_t) * (size_t)pos);
+    }
     e->n_unc = pos;
     free(members);
     free(offs);
