@@ -120,6 +120,8 @@ TEST(refusals_name_the_keyword) {
     refused("{\"type\":\"strin\"}", FR_ERR_UNSUPPORTED, "strin");
     refused("[1]", FR_ERR_BAD_REQUEST, NULL);
     refused("{\"items\":[{}]}", FR_ERR_UNSUPPORTED, "items");
+    /* a name with a control byte (fuzz_schema's find): the message stays one printable line */
+    refused("{\"addition\\nal\\u00e9\":false}", FR_ERR_UNSUPPORTED, "addition?al??");
 }
 
 TEST(hostile_schemas_are_bounded) {

@@ -43,6 +43,9 @@ static int fail(cctx *c, fr_err_code code, const char *fmt, const char *what) {
         char m[200];
         snprintf(m, sizeof m, fmt, what);
         fr_err_setc(c->err, code, "%s (at %s)", m, c->path[0] ? c->path : "the schema root");
+        /* names come from the schema: one printable ASCII line (a cut name stays valid text) */
+        for (char *p = c->err ? c->err->msg : NULL; p && *p; p++)
+            if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
     }
     c->failed = true;
     return -1;
