@@ -142,7 +142,11 @@ struct fr_engine {
         uint64_t used;      /* last attach (the idle slot used longest ago is replaced) */
     } mcs[8];
     uint64_t mc_tick;
-    uint32_t *mask;         /* (fr_tokmask_words) one row's token mask */
+    uint32_t *mask;         /* (max_running, fr_tokmask_words) token masks of a step's rows, made by
+                               the mask thread while the forward pass runs */
+    int mask_words;         /* words of one row's mask */
+    pthread_t mask_thread;  /* computes a step's masks (mask_worker); joined after the forward */
+    int n_mask_rows;        /* logits rows of the step the mask thread works on */
     int *hit_ids;           /* (max_ctx / block_size + 2) cached blocks found at admission */
     /* shared state (mu) */
     pthread_mutex_t mu;
@@ -965,9 +969,8 @@ static void keep_fitting(fr_engine *e, fr_req *r, float *row, int left) {
  * a draw whose shortest completion fits in the tokens left after it. A draw that does not fit is
  * masked out and drawn again; after a few, only fitting tokens are kept (one always exists: the
  * first byte of the shortest completion, as a single-byte token). */
-static int sample_constrained(fr_engine *e, fr_req *r, float *row) {
-    fr_tokmask_fill(r->tm, e->mask);
-    fr_sampler_apply_mask(row, e->mask, e->n_vocab);
+static int sample_constrained(fr_engine *e, fr_req *r, float *row, int k) {
+    fr_sampler_apply_mask(row, e->mask + (size_t)k * (size_t)e->mask_words, e->n_vocab);
     int left = r->max_tokens - r->gen.n_generated - 1;
     for (int tries = 0;; tries++) {
         int id = fr_sample(&r->sampler, row);
@@ -990,8 +993,7 @@ static void deliver(fr_engine *e, int n_logits, int n_batch_req, bool host_rows)
     for (int k = 0; k < n_logits; k++) {
         fr_req *r = e->logit_req[k];
         float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
-        if (r->grammar && !r->tm) grammar_attach(e, r);
-        int id = r->tm ? sample_constrained(e, r, row)
+        int id = r->tm ? sample_constrained(e, r, row, k)
                  : e->dev_sample && !host_rows ? e->row_id[k]
                                                 : fr_sample(&r->sampler, row);
         if (r->tm && !fr_tokmask_accept(r->tm, id)) {
@@ -1031,6 +1033,36 @@ static void end_everything(fr_engine *e, fr_end why) {
             req_end(e, r, why, NULL);
             fr_req_release(r);
         }
+}
+
+/* The masks of the step's constrained rows (logit_req[0..n_mask_rows)), on the mask thread
+ * while the engine thread runs the forward pass: a row's mask depends on the tokens before it
+ * only, all known when the step starts. The matchers and their caches are touched by this
+ * thread alone until it is joined. */
+static void *mask_worker(void *arg) {
+    fr_engine *e = arg;
+    for (int k = 0; k < e->n_mask_rows; k++) {
+        fr_req *r = e->logit_req[k];
+        if (r->tm) fr_tokmask_fill(r->tm, e->mask + (size_t)k * (size_t)e->mask_words);
+    }
+    return NULL;
+}
+
+/* Starts the mask thread for this step's constrained rows (making their matchers first).
+ * Returns whether it runs; if the thread cannot start, the masks are made here. */
+static bool masks_begin(fr_engine *e, int n_logits) {
+    bool any = false;
+    for (int k = 0; k < n_logits; k++) {
+        fr_req *r = e->logit_req[k];
+        if (!r->grammar) continue;
+        if (!r->tm) grammar_attach(e, r);
+        any = true;
+    }
+    if (!any) return false;
+    e->n_mask_rows = n_logits;
+    if (pthread_create(&e->mask_thread, NULL, mask_worker, e) == 0) return true;
+    mask_worker(e);
+    return false;
 }
 
 /* a request of this step's batch decodes under a grammar (its logits must come to the host) */
@@ -1081,6 +1113,7 @@ static void *engine_main(void *arg) {
             }
             ms = fr_meter_step_begin(e->cfg.meter, e->meter_dev, e->shares, ns);
         }
+        bool masking = masks_begin(e, n_logits);
         pthread_mutex_unlock(&e->mu);
         fr_err err = {0};
         double t0 = fr_time_s();
@@ -1089,7 +1122,13 @@ static void *engine_main(void *arg) {
                                                    e->row_id, &err)
                        : fr_backend_forward(e->be, &b, e->logits, &err);
         double dt = fr_time_s() - t0;
+        double mask_wait = 0;
+        if (masking) {
+            pthread_join(e->mask_thread, NULL);
+            mask_wait = fr_time_s() - t0 - dt; /* what the forward did not hide */
+        }
         pthread_mutex_lock(&e->mu);
+        e->st.mask_wait_seconds += mask_wait;
         if (ms) fr_meter_step_end(e->cfg.meter, ms);
         e->st.steps++;
         e->st.step_tokens += (uint64_t)nb;
@@ -1268,7 +1307,8 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->b_logit = fr_xmalloc(st);
     e->logits = malloc(mr * (size_t)e->n_vocab * sizeof(float));
     e->voc = vocab_new(m);
-    e->mask = e->voc ? fr_xmalloc(sizeof(uint32_t) * (size_t)fr_tokmask_words(e->voc)) : NULL;
+    e->mask_words = e->voc ? fr_tokmask_words(e->voc) : 0;
+    e->mask = e->voc ? fr_xmalloc(sizeof(uint32_t) * (size_t)e->mask_words * mr) : NULL;
     if (!e->logits) {
         fr_err_set(err, "cannot allocate logits for %d sequences", c.max_running);
         fr_backend_free(e->be);

@@ -232,6 +232,9 @@ typedef struct fr_engine_stats {
     uint64_t steps;                      /* decoder steps run */
     uint64_t step_tokens;                /* tokens processed (prefill, recompute, decode) */
     double step_seconds;                 /* time spent in steps */
+    double mask_wait_seconds;            /* constrained decoding: time the engine waited for
+                                            token masks after the forward pass (their cost the
+                                            forward did not hide) */
     uint64_t prompt_tokens[FR_N_TIERS];  /* prompt tokens of admitted requests */
     uint64_t gen_tokens[FR_N_TIERS];     /* tokens generated */
     uint64_t preempted[FR_N_TIERS];      /* preemptions (a request may count several) */
