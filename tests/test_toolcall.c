@@ -125,4 +125,22 @@ TEST(forced_call_grammar) {
     cJSON_Delete(tools);
 }
 
+TEST(stream_safe_prefix) {
+    const char *t = "Sure. <tool";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_QWEN, t, strlen(t), 0), 6); /* "<tool" kept back */
+    t = "Sure. <tool_call>\n{\"name\"";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_QWEN, t, strlen(t), 0), 6);
+    t = "a < b";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_QWEN, t, strlen(t), 0), 5);
+    t = "<";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_QWEN, t, 1, 0), 0);
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_QWEN, t, 1, 3), 3); /* never below what was sent */
+    t = "  {\"name\": \"f\"";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_LLAMA3, t, strlen(t), 0), 0);
+    t = "  ";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_LLAMA3, t, 2, 0), 0);
+    t = "  Hello";
+    CHECK_EQ_INT(fr_tool_stream_safe(FR_TOOL_LLAMA3, t, strlen(t), 0), 7);
+}
+
 int main(void) { return t_main(); }

@@ -153,7 +153,8 @@ typedef struct stream {
     int tool_family;      /* fr_tool_family of a request with tools (0: none): the text is held
                              until the end and sent as tool-call deltas or one content delta */
     cJSON *tools;         /* the request's tools (owned) when tool_family is set */
-    fr_buf held;          /* text held back (tools) */
+    fr_buf held;          /* the reply's text so far (tools) */
+    size_t released;      /* of it, sent as content already (fr_tool_stream_safe) */
 } stream;
 
 /* ---- small helpers ---- */
@@ -586,16 +587,18 @@ static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, f
     }
 }
 
-/* A stream with tools: the held text as tool-call deltas, or as one content delta. Returns
- * whether it held calls. */
+/* A stream with tools, at its end: the text not yet sent as tool-call deltas, or as one
+ * content delta. Returns whether it held calls. */
 static bool stream_flush_tools(stream *st) {
     char *content = NULL;
-    cJSON *calls = fr_tool_parse((fr_tool_family)st->tool_family, st->held.data, st->held.len,
-                                 st->tools, random_seed(), &content);
+    const char *rest = st->held.data ? st->held.data + st->released : "";
+    size_t n = st->held.len - st->released;
+    cJSON *calls = fr_tool_parse((fr_tool_family)st->tool_family, rest, n, st->tools,
+                                 random_seed(), &content);
     if (calls) fr_api_stream_tool_calls(&st->out, &st->res, content, calls, st->include_usage);
-    else if (st->held.len)
-        fr_api_stream_chunk(&st->out, st->kind, &st->res, false, st->held.data, st->held.len,
-                            NULL, st->include_usage);
+    else if (n)
+        fr_api_stream_chunk(&st->out, st->kind, &st->res, false, rest, n, NULL,
+                            st->include_usage);
     free(content);
     cJSON_Delete(calls);
     return calls != NULL;
@@ -658,9 +661,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         /* a chunk per wake with new text (or, with return_token_ids, new ids: random-weight
          * models often sample tokens without text, and timing clients count ids) */
-        if (st->tool_family && st->text.len) {
+        if (st->tool_family && st->text.len) { /* content goes out until a call may start */
             fr_buf_append(&st->held, st->text.data, st->text.len);
+            size_t safe = fr_tool_stream_safe((fr_tool_family)st->tool_family, st->held.data,
+                                              st->held.len, st->released);
             st->text.len = 0;
+            if (safe > st->released) fr_buf_append(&st->text, st->held.data + st->released,
+                                                   safe - st->released);
+            st->released = safe;
         }
         if (st->text.len || new_ids > 0)
             fr_api_stream_chunk(&st->out, st->kind, &st->res, false,

@@ -209,3 +209,23 @@ cJSON *fr_tool_parse(fr_tool_family f, const char *text, size_t len, const cJSON
     fr_buf_free(&rest);
     return calls;
 }
+
+size_t fr_tool_stream_safe(fr_tool_family f, const char *text, size_t len, size_t released) {
+    size_t safe = released;
+    if (f == FR_TOOL_QWEN) {
+        const char *o = memmem(text, len, QWEN_OPEN, sizeof QWEN_OPEN - 1);
+        if (o) {
+            safe = (size_t)(o - text);
+        } else { /* keep back a tail that may begin "<tool_call>" */
+            size_t keep = 0;
+            for (size_t k = FR_MIN(len, sizeof QWEN_OPEN - 2); k > 0 && !keep; k--)
+                if (!memcmp(text + len - k, QWEN_OPEN, k)) keep = k;
+            safe = len - keep;
+        }
+    } else if (f == FR_TOOL_LLAMA3) {
+        size_t i = 0;
+        while (i < len && strchr(" \t\r\n", text[i]) && text[i]) i++;
+        if (i < len && text[i] != '{' && text[i] != '<') safe = len; /* plain text */
+    }
+    return safe > released ? safe : released;
+}

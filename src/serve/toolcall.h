@@ -46,4 +46,11 @@ struct fr_grammar *fr_tool_grammar(fr_tool_family f, const struct cJSON *tools, 
 struct cJSON *fr_tool_parse(fr_tool_family f, const char *text, size_t len,
                             const struct cJSON *tools, uint64_t id_seed, char **content);
 
+/* Streaming with tools: how many leading bytes of the reply so far (text[0..len)) are surely
+ * content and may be sent as content deltas now. Qwen: everything before the first <tool_call>
+ * (less a tail that could be its beginning); Llama-3.1: everything, once the reply's first
+ * character shows it is not a call ('{' or '<' start one: nothing is released then). Never
+ * less than `released` (what was sent already). */
+size_t fr_tool_stream_safe(fr_tool_family f, const char *text, size_t len, size_t released);
+
 #endif

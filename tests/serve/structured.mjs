@@ -123,6 +123,21 @@ const auto = await client.chat.completions.create({ model: MODEL, tools, max_tok
 check('openai tools auto with history: a reply', ['stop', 'length', 'tool_calls'].includes(auto.choices[0].finish_reason),
   JSON.stringify(auto.choices[0]));
 
+// tool_choice auto, streamed: the deltas (content and any calls) equal the non-streamed reply
+const aw = await client.chat.completions.create({ model: MODEL, messages, tools, max_tokens: 24, temperature: 0 });
+const as = await client.chat.completions.create({ model: MODEL, messages, tools, max_tokens: 24, temperature: 0,
+  stream: true });
+let atext = '', afinish = null, achunks = 0;
+for await (const ch of as) {
+  const c = ch.choices[0];
+  if (!c) continue;
+  if (c.delta.content) { atext += c.delta.content; achunks++; }
+  if (c.finish_reason) afinish = c.finish_reason;
+}
+check('openai tools auto, streamed: content equals non-stream',
+  atext === (aw.choices[0].message.content || '') && afinish === aw.choices[0].finish_reason,
+  JSON.stringify([atext, aw.choices[0].message.content, afinish, achunks]));
+
 // hostile and unsupported schemas: 400 naming the problem
 async function refused(name, s, code, word) {
   try {
