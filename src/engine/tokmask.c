@@ -61,7 +61,6 @@ struct fr_maskcache {
 
 typedef struct centry {
     fr_gframe key;
-    bool used;
     uint32_t *acc;           /* (words) accepted by the frame alone */
     int32_t *unc;            /* uncertain tokens, then (after grouping) the group members */
     int16_t *unc_off;        /* (n_unc) byte where each left the frame; -1: several, check whole */
@@ -489,7 +488,6 @@ static centry *entry_get(fr_tokmask *m, const fr_gframe *f) {
     /* full: replace round robin (a caller holding an entry across a recursion looks it up again) */
     centry *e = c->n < FR_TOKMASK_CACHE ? &c->e[c->n++] : &c->e[c->victim++ % FR_TOKMASK_CACHE];
     e->key = key;
-    e->used = true;
     entry_compute(m, f, e);
     return e;
 }

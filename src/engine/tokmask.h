@@ -11,10 +11,12 @@
  * in preorder (a node and the index after its subtree), so a walk prunes a dead prefix with all
  * its tokens at once. The tokens a stack's top frame accepts by itself — without popping below
  * it — depend on that frame only, so per frame (fr_gframe_key) a cache keeps the bitset of
- * tokens accepted for sure and the list of "uncertain" ones whose bytes pop the frame; a step
- * ORs the cached bitset and checks only the uncertain tokens against the whole stack. Tokens
- * longer than FR_TOKMASK_TRIE_DEPTH bytes are checked one by one. Special tokens are never
- * allowed, except the EOS ids once the value may end.
+ * tokens accepted for sure and the "uncertain" ones whose bytes pop the frame, grouped by the
+ * bytes left after the pop; a step ORs the cached bitset and checks each group once against the
+ * stack below the frame. String bodies use bitsets of plain tokens by character count and one
+ * entry per vocabulary; the caches are shared by the requests of one grammar (fr_maskcache).
+ * Tokens longer than FR_TOKMASK_TRIE_DEPTH bytes are checked one by one. Special tokens are
+ * never allowed, except the EOS ids once the value may end. tokmask.c has the details.
  *
  * Reference: fr_tokmask_fill_ref feeds every token's bytes through the whole state (tests
  * compare the two bit for bit).
