@@ -29,7 +29,7 @@
 #include "engine/grammar.h"
 #include "model/tokenizer.h"
 
-#define FR_TOKMASK_TRIE_DEPTH 48 /* longest token kept in the trie, in bytes */
+#define FR_TOKMASK_TRIE_DEPTH 48 /* longest token kept in the trie, in bytes (longer: checked one by one) */
 #define FR_TOKMASK_CACHE 128     /* cached frames per grammar */
 
 typedef struct fr_tokvocab fr_tokvocab;
