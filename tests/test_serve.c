@@ -115,8 +115,16 @@ TEST(chat_request_errors) {
         {"\"stream_options\":{\"include_usage\":1}}", "stream_options.include_usage"},
         {"\"priority\":\"P9\"}", "priority"},
         {"\"logprobs\":true}", "logprobs"},
-        {"\"tools\":[{\"type\":\"function\"}]}", "tools"},
-        {"\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+        {"\"tools\":[{\"type\":\"function\"}]}", "tools[0]"},
+        {"\"tools\":{}}", "tools"},
+        {"\"tool_choice\":\"required\"}", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":"
+         "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}", "tool_choice.function.name"},
+        {"\"response_format\":{\"type\":\"xml\"}}", "response_format.type"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+         "\"schema\":{\"type\":\"string\",\"pattern\":\"a\"}}}}", "response_format.json_schema.schema"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}}",
+         "response_format.json_schema.name"},
         {"\"frequency_penalty\":0.5}", "frequency_penalty"},
         {"\"logit_bias\":{\"5\":1}}", "logit_bias"},
         {"\"model\":5}", "model"},

@@ -164,3 +164,19 @@ int fr_sample(fr_sampler *s, const float *logits) {
     }
     return pick;
 }
+
+int fr_sampler_apply_mask(float *logits, const uint32_t *mask, int n) {
+    int allowed = 0;
+    for (int w = 0; w < (n + 31) / 32; w++) allowed += __builtin_popcount(mask[w]);
+    if (allowed == 0) return 0;
+    int full = n / 32;
+    for (int w = 0; w < full; w++) { /* branch-free per word: the compiler vectorises it */
+        uint32_t b = mask[w];
+        if (b == 0xffffffffu) continue;
+        float *x = logits + (size_t)w * 32;
+        for (int j = 0; j < 32; j++) x[j] = (b >> j & 1) ? x[j] : -INFINITY;
+    }
+    for (int i = full * 32; i < n; i++)
+        if (!(mask[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+    return allowed;
+}

@@ -39,5 +39,8 @@ void fr_sampler_init(fr_sampler *s, const fr_sampling *p, int n_vocab);
 void fr_sampler_free(fr_sampler *s);
 /* Pick the next token from raw logits (n_vocab). Greedy picks the lowest index among ties. */
 int fr_sample(fr_sampler *s, const float *logits);
+/* Constrained decoding: logits[i] = -inf for every i whose bit in mask is clear (bit i of word
+ * i / 32; n entries). A row with no bit set is left as it is. Returns the allowed count. */
+int fr_sampler_apply_mask(float *logits, const uint32_t *mask, int n);
 
 #endif

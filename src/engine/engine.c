@@ -42,6 +42,8 @@
 #include "model/lora.h"
 
 #include "backend/backend.h"
+#include "engine/grammar.h"
+#include "engine/tokmask.h"
 #include "meter/meter.h"
 
 #include <errno.h>
@@ -79,6 +81,9 @@ struct fr_req {
     fr_sampler sampler;    /* sampling state (engine thread) */
     bool gen_live;         /* gen and sampler initialised and not yet freed */
     fr_sampling sp;        /* sampling parameters (device sampling) */
+    fr_grammar *grammar;   /* constrained decoding (owned), or NULL */
+    fr_tokmask *tm;        /* its matcher (engine thread; made at its first sampling), or NULL */
+    int mslot;             /* the engine's mask-cache slot it holds, or -1 */
     float *img_embd;       /* (n_img_rows, n_embd) image feature rows (owned), or NULL */
     int32_t *img_row;      /* (n_prompt) row of img_embd of each prompt token, -1 for text; NULL
                               without images */
@@ -132,6 +137,20 @@ struct fr_engine {
     uint8_t *b_use;         /* (step_tokens) which rows of b_embd are used */
     int32_t *b_rope;        /* (3, step_tokens) M-RoPE rows of a step (packed to (3, nb)) */
     fr_buf delta;           /* text released by one token */
+    fr_tokvocab *voc;       /* the vocabulary trie of constrained decoding */
+    struct mcache_slot {    /* mask caches shared by requests with equal grammars (engine thread) */
+        uint8_t *fp;        /* the grammar's fingerprint (owned), NULL = free slot */
+        size_t len;
+        fr_maskcache *c;
+        int refs;           /* requests using it */
+        uint64_t used;      /* last attach (the idle slot used longest ago is replaced) */
+    } mcs[8];
+    uint64_t mc_tick;
+    uint32_t *mask;         /* (max_running, fr_tokmask_words) token masks of a step's rows, made by
+                               the mask thread while the forward pass runs */
+    int mask_words;         /* words of one row's mask */
+    pthread_t mask_thread;  /* computes a step's masks (mask_worker); joined after the forward */
+    int n_mask_rows;        /* logits rows of the step the mask thread works on */
     int *hit_ids;           /* (max_ctx / block_size + 2) cached blocks found at admission */
     /* shared state (mu) */
     pthread_mutex_t mu;
@@ -198,11 +217,54 @@ fr_engine_config fr_engine_config_default(void) {
 
 /* ---- requests ---- */
 
+static void grammar_drop(fr_engine *e, fr_req *r) {
+    if (e && r->mslot >= 0) e->mcs[r->mslot].refs--;
+    r->mslot = -1;
+    fr_tokmask_free(r->tm);
+    fr_grammar_free(r->grammar);
+    r->tm = NULL;
+    r->grammar = NULL;
+}
+
+/* The request's matcher, on a mask cache shared with requests of an equal grammar (a free or
+ * idle slot is taken for a new grammar; with every slot busy the matcher has its own cache). */
+static void grammar_attach(fr_engine *e, fr_req *r) {
+    size_t len;
+    uint8_t *fp = fr_grammar_fingerprint(r->grammar, &len);
+    int best = -1;
+    for (int i = 0; i < (int)FR_ARRAY_LEN(e->mcs); i++) {
+        struct mcache_slot *m = &e->mcs[i];
+        if (m->fp && m->len == len && !memcmp(m->fp, fp, len)) {
+            best = i;
+            break;
+        }
+        if (m->refs == 0 && (best < 0 || !m->fp || (e->mcs[best].fp && m->used < e->mcs[best].used)))
+            best = i;
+    }
+    struct mcache_slot *m = best >= 0 ? &e->mcs[best] : NULL;
+    if (m && !(m->fp && m->len == len && !memcmp(m->fp, fp, len))) { /* take the slot over */
+        free(m->fp);
+        fr_maskcache_free(m->c);
+        m->fp = fp;
+        m->len = len;
+        m->c = fr_maskcache_new();
+        fp = NULL;
+    }
+    free(fp);
+    if (m) {
+        m->refs++;
+        m->used = ++e->mc_tick;
+    }
+    r->mslot = best;
+    r->tm = fr_tokmask_new_shared(e->voc, r->grammar, m ? m->c : NULL);
+}
+
 static void req_free(fr_req *r) {
     if (r->gen_live) {
         fr_gen_free(&r->gen);
         fr_sampler_free(&r->sampler);
     }
+    grammar_drop(NULL, r); /* ended requests dropped it already (req_end, engine thread) */
     free(r->tokens);
     free(r->img_embd);
     free(r->img_row);
@@ -371,6 +433,7 @@ static void req_end(fr_engine *e, fr_req *r, fr_end why, const char *msg) {
         fr_sampler_free(&r->sampler);
         r->gen_live = false;
     }
+    grammar_drop(e, r);
     pthread_mutex_lock(&r->mu);
     r->info.done = true;
     r->info.end = why;
@@ -512,6 +575,20 @@ static void copy_images(const fr_engine *e, fr_req *r, const fr_req_params *p) {
     }
 }
 
+/* A grammar whose shortest output needs more than max_tokens tokens (one byte each at worst)
+ * cannot be honoured: true with adm->msg set. */
+static bool grammar_too_long(const fr_grammar *g, int max_tokens, fr_admission *adm) {
+    fr_gstate *st = fr_xmalloc(sizeof *st);
+    fr_gstate_init(g, st);
+    int need = fr_gstate_need(g, st);
+    free(st);
+    if (need <= max_tokens) return false;
+    snprintf(adm->msg, sizeof adm->msg,
+             "the response format's shortest output needs %d tokens, more than max_tokens (%d)",
+             need, max_tokens);
+    return true;
+}
+
 fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm) {
     fr_admission dummy;
     if (!adm) adm = &dummy;
@@ -541,6 +618,15 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
         return NULL;
     }
 
+    if (p->grammar && !e->voc) {
+        snprintf(adm->msg, sizeof adm->msg, "constrained decoding needs the model's tokenizer");
+        refuse(e, adm, FR_ADMIT_INVALID, tier, false);
+        return NULL;
+    }
+    if (p->grammar && grammar_too_long(p->grammar, max_tokens, adm)) {
+        refuse(e, adm, FR_ADMIT_TOO_LARGE, tier, false);
+        return NULL;
+    }
     fr_admit iv = p->img_embd || p->rope_pos ? check_images(e, p, adm) : FR_ADMIT_OK;
     if (iv == FR_ADMIT_OK && p->lora) iv = check_lora(e, p, adm);
     if (iv != FR_ADMIT_OK) {
@@ -567,6 +653,8 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     copy_images(e, r, p);
     fr_gen_init(&r->gen, e->m, &p->gen);
     fr_sampler_init(&r->sampler, &p->sampling, e->n_vocab);
+    r->grammar = p->grammar; /* its matcher is made on the engine thread (grammar_attach) */
+    r->mslot = -1;
     r->sp = p->sampling;
     r->gen_live = true;
     atomic_init(&r->cancel, 0);
@@ -608,6 +696,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     if (v != FR_ADMIT_OK) {
         refuse(e, adm, v, tier, true);
         pthread_mutex_unlock(&e->mu);
+        r->grammar = NULL; /* refused: the caller's again */
         atomic_store(&r->refs, 1);
         fr_req_release(r);
         return NULL;
@@ -892,8 +981,35 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req, bool *any_m
     return nb;
 }
 
-/* Sample the next token of every request that produced logits, release text, end finished. */
-static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
+/* Only tokens whose shortest completion fits in `left` more tokens stay in row. */
+static void keep_fitting(fr_engine *e, fr_req *r, float *row, int left) {
+    for (int id = 0; id < e->n_vocab; id++) {
+        if (row[id] == -INFINITY) continue;
+        int need = fr_tokmask_need_after(r->tm, id);
+        if (need < 0 || need > left) row[id] = -INFINITY;
+    }
+}
+
+/* The next token of a constrained request (engine.h): the grammar's mask on its logits row, then
+ * a draw whose shortest completion fits in the tokens left after it. A draw that does not fit is
+ * masked out and drawn again; after a few, only fitting tokens are kept (one always exists: the
+ * first byte of the shortest completion, as a single-byte token). */
+static int sample_constrained(fr_engine *e, fr_req *r, float *row, int k) {
+    fr_sampler_apply_mask(row, e->mask + (size_t)k * (size_t)e->mask_words, e->n_vocab);
+    int left = r->max_tokens - r->gen.n_generated - 1;
+    for (int tries = 0;; tries++) {
+        int id = fr_sample(&r->sampler, row);
+        int need = fr_tokmask_need_after(r->tm, id);
+        if (need >= 0 && need <= left) return id;
+        row[id] = -INFINITY;
+        if (tries == 3) keep_fitting(e, r, row, left);
+        if (tries > 3) return id; /* nothing fits: accept fails and the request ends in error */
+    }
+}
+
+/* Sample the next token of every request that produced logits, release text, end finished.
+ * host_rows: the step ran on the host path (a constrained request was in the batch). */
+static void deliver(fr_engine *e, int n_logits, int n_batch_req, bool host_rows) {
     for (int k = 0; k < n_batch_req; k++) {
         e->batch_req[k]->n_done = e->batch_req[k]->seq.n_pos;
         publish_blocks(e, e->batch_req[k]);
@@ -901,8 +1017,14 @@ static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
     double now = fr_time_s();
     for (int k = 0; k < n_logits; k++) {
         fr_req *r = e->logit_req[k];
-        int id = e->dev_sample ? e->row_id[k]
-                               : fr_sample(&r->sampler, e->logits + (size_t)k * (size_t)e->n_vocab);
+        float *row = e->logits + (size_t)k * (size_t)e->n_vocab;
+        int id = r->tm ? sample_constrained(e, r, row, k)
+                 : e->dev_sample && !host_rows ? e->row_id[k]
+                                                : fr_sample(&r->sampler, row);
+        if (r->tm && !fr_tokmask_accept(r->tm, id)) {
+            req_end(e, r, FR_END_ERROR, "constrained decoding drew a token outside the grammar");
+            continue;
+        }
         if (r->n_tok < r->cap_tok) r->tokens[r->n_tok++] = id;
         e->delta.len = 0;
         fr_finish f = fr_gen_push(&r->gen, id, &e->delta);
@@ -913,7 +1035,8 @@ static void deliver(fr_engine *e, int n_logits, int n_batch_req) {
         if (r->info.t_first == 0) r->info.t_first = now;
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
-        if (f == FR_FINISH_STOP) req_end(e, r, FR_END_STOP, NULL);
+        if (f == FR_FINISH_STOP || (r->tm && fr_tokmask_terminal(r->tm)))
+            req_end(e, r, FR_END_STOP, NULL);
         else if (f == FR_FINISH_LENGTH || r->n_tok >= r->cap_tok || r->n_tok >= e->cfg.max_ctx)
             req_end(e, r, FR_END_LENGTH, NULL);
     }
@@ -935,6 +1058,43 @@ static void end_everything(fr_engine *e, fr_end why) {
             req_end(e, r, why, NULL);
             fr_req_release(r);
         }
+}
+
+/* The masks of the step's constrained rows (logit_req[0..n_mask_rows)), on the mask thread
+ * while the engine thread runs the forward pass: a row's mask depends on the tokens before it
+ * only, all known when the step starts. The matchers and their caches are touched by this
+ * thread alone until it is joined. */
+static void *mask_worker(void *arg) {
+    fr_engine *e = arg;
+    for (int k = 0; k < e->n_mask_rows; k++) {
+        fr_req *r = e->logit_req[k];
+        if (r->tm) fr_tokmask_fill(r->tm, e->mask + (size_t)k * (size_t)e->mask_words);
+    }
+    return NULL;
+}
+
+/* Starts the mask thread for this step's constrained rows (making their matchers first).
+ * Returns whether it runs; if the thread cannot start, the masks are made here. */
+static bool masks_begin(fr_engine *e, int n_logits) {
+    bool any = false;
+    for (int k = 0; k < n_logits; k++) {
+        fr_req *r = e->logit_req[k];
+        if (!r->grammar) continue;
+        if (!r->tm) grammar_attach(e, r);
+        any = true;
+    }
+    if (!any) return false;
+    e->n_mask_rows = n_logits;
+    if (pthread_create(&e->mask_thread, NULL, mask_worker, e) == 0) return true;
+    mask_worker(e);
+    return false;
+}
+
+/* a request of this step's batch decodes under a grammar (its logits must come to the host) */
+static bool batch_constrained(const fr_engine *e, int n_batch_req) {
+    for (int k = 0; k < n_batch_req; k++)
+        if (e->batch_req[k]->grammar) return true;
+    return false;
 }
 
 static void *engine_main(void *arg) {
@@ -981,14 +1141,22 @@ static void *engine_main(void *arg) {
             }
             ms = fr_meter_step_begin(e->cfg.meter, e->meter_dev, e->shares, ns);
         }
+        bool masking = masks_begin(e, n_logits);
         pthread_mutex_unlock(&e->mu);
         fr_err err = {0};
         double t0 = fr_time_s();
-        int rc = e->dev_sample ? fr_backend_forward_sample(e->be, &b, e->row_sp, n_logits,
-                                                           e->row_ctr, e->row_id, &err)
-                               : fr_backend_forward(e->be, &b, e->logits, &err);
+        bool host = !e->dev_sample || batch_constrained(e, n_breq);
+        int rc = !host ? fr_backend_forward_sample(e->be, &b, e->row_sp, n_logits, e->row_ctr,
+                                                   e->row_id, &err)
+                       : fr_backend_forward(e->be, &b, e->logits, &err);
         double dt = fr_time_s() - t0;
+        double mask_wait = 0;
+        if (masking) {
+            pthread_join(e->mask_thread, NULL);
+            mask_wait = fr_time_s() - t0 - dt; /* what the forward did not hide */
+        }
         pthread_mutex_lock(&e->mu);
+        e->st.mask_wait_seconds += mask_wait;
         if (ms) fr_meter_step_end(e->cfg.meter, ms);
         e->st.steps++;
         e->st.step_tokens += (uint64_t)nb;
@@ -1004,7 +1172,7 @@ static void *engine_main(void *arg) {
             fail_batch(e, n_breq, err.msg);
             continue;
         }
-        deliver(e, n_logits, n_breq);
+        deliver(e, n_logits, n_breq, host);
     }
     end_everything(e, FR_END_SHUTDOWN);
     pthread_mutex_unlock(&e->mu);
@@ -1056,6 +1224,16 @@ static void warmup(fr_engine *e) {
     else fr_warn("engine: warmup step failed: %s", err.msg);
     fr_seq_release(&s, e->kv);
     free(s.blocks);
+}
+
+/* The vocabulary trie of constrained decoding, with the model's end ids; NULL without a
+ * tokenizer (constrained requests are then refused). */
+static fr_tokvocab *vocab_new(const fr_model *m) {
+    if (!m->tok) return NULL;
+    int eos[8], n = 0;
+    for (int id = 0; id < m->hp.n_vocab && n < (int)FR_ARRAY_LEN(eos); id++)
+        if (fr_gen_is_eos(m, id)) eos[n++] = id;
+    return fr_tokvocab_new(m->tok, m->hp.n_vocab, eos, n);
 }
 
 fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_err *err) {
@@ -1157,6 +1335,9 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->b_lora = fr_xcalloc(st, sizeof *e->b_lora);
     e->b_logit = fr_xmalloc(st);
     e->logits = malloc(mr * (size_t)e->n_vocab * sizeof(float));
+    e->voc = vocab_new(m);
+    e->mask_words = e->voc ? fr_tokmask_words(e->voc) : 0;
+    e->mask = e->voc ? fr_xmalloc(sizeof(uint32_t) * (size_t)e->mask_words * mr) : NULL;
     if (!e->logits) {
         fr_err_set(err, "cannot allocate logits for %d sequences", c.max_running);
         fr_backend_free(e->be);
@@ -1219,6 +1400,12 @@ void fr_engine_free(fr_engine *e) {
     free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
     free(e->b_embd), free(e->b_use), free(e->b_rope), free(e->hit_ids);
     fr_buf_free(&e->delta);
+    for (size_t i = 0; i < FR_ARRAY_LEN(e->mcs); i++) {
+        free(e->mcs[i].fp);
+        fr_maskcache_free(e->mcs[i].c);
+    }
+    fr_tokvocab_free(e->voc);
+    free(e->mask);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

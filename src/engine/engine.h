@@ -148,6 +148,15 @@ typedef struct fr_req_params {
     bool no_prefix_cache;       /* neither take cached blocks nor publish this request's */
     uint64_t cache_salt;        /* 0 = none; otherwise only requests with the same salt share
                                    blocks (fr_kv_chain_root) */
+    /* Constrained decoding (engine/grammar.h; structured outputs, forced tool calls): every
+     * sampled token keeps the output inside the grammar (engine/tokmask.h masks the logits),
+     * and a draw is kept only when the grammar's shortest completion still fits in the tokens
+     * left, so the output is complete within max_tokens (FR_ADMIT_TOO_LARGE when even the
+     * shortest does not fit). The request ends with FR_END_STOP as soon as nothing may follow.
+     * A batch that holds such a request samples on the host (the device sampler takes no
+     * mask). The engine takes the grammar over when fr_engine_submit returns a request; a
+     * refused submission leaves it with the caller. NULL = free text. */
+    struct fr_grammar *grammar;
     /* LoRA (model/lora.h): the adapter every token of the request runs with, NULL = the base
      * model. The request holds a reference (fr_lora_ref) until it is freed, so the caller may
      * drop its own (an adapter unloaded while requests use it lives until they end). The prefix
@@ -229,6 +238,9 @@ typedef struct fr_engine_stats {
     uint64_t steps;                      /* decoder steps run */
     uint64_t step_tokens;                /* tokens processed (prefill, recompute, decode) */
     double step_seconds;                 /* time spent in steps */
+    double mask_wait_seconds;            /* constrained decoding: time the engine waited for
+                                            token masks after the forward pass (their cost the
+                                            forward did not hide) */
     uint64_t prompt_tokens[FR_N_TIERS];  /* prompt tokens of admitted requests */
     uint64_t gen_tokens[FR_N_TIERS];     /* tokens generated */
     uint64_t preempted[FR_N_TIERS];      /* preemptions (a request may count several) */

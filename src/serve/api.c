@@ -22,7 +22,9 @@
 #include "engine/engine.h"
 #include "engine/sched.h"
 #include "meter/meter.h"
+#include "engine/grammar.h"
 #include "serve/media_parts.h"
+#include "serve/toolcall.h"
 
 void fr_api_error_set(fr_api_error *e, int status, const char *type, const char *code,
                       const char *param, const char *fmt, ...) {
@@ -180,13 +182,37 @@ static const char *message_role(const cJSON *m, int i, fr_api_error *err) {
         return NULL;
     }
     const cJSON *tc = field(m, "tool_calls");
-    if (tc && (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) > 0)) {
+    if (tc && (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) > FR_TOOL_MAX_CALLS ||
+               (cJSON_GetArraySize(tc) > 0 && strcmp(r, "assistant")))) {
         snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-        fr_api_error_set(err, 400, "invalid_request_error", "unsupported_parameter", param,
-                         "tool calls are not supported (%s)", param);
+        fr_api_error_set(err, 400, "invalid_request_error", NULL, param,
+                         "%s must be an array of at most %d calls, on an assistant message",
+                         param, FR_TOOL_MAX_CALLS);
         return NULL;
     }
     return r;
+}
+
+/* An assistant message's tool_calls and a tool message's tool_call_id / name go to the chat
+ * template as given, except that a call's "arguments" JSON string becomes the object it holds
+ * (templates print it with tojson, as transformers expects). */
+static void copy_tool_fields(const cJSON *m, cJSON *nm) {
+    const cJSON *tc = field(m, "tool_calls"), *c;
+    static const char *const keep[] = {"tool_call_id", "name"};
+    for (size_t k = 0; k < FR_ARRAY_LEN(keep); k++) {
+        const cJSON *v = field(m, keep[k]);
+        if (cJSON_IsString(v)) cJSON_AddStringToObject(nm, keep[k], v->valuestring);
+    }
+    if (!cJSON_IsArray(tc) || cJSON_GetArraySize(tc) == 0) return;
+    cJSON *calls = cJSON_AddArrayToObject(nm, "tool_calls");
+    cJSON_ArrayForEach(c, tc) {
+        cJSON *d = cJSON_Duplicate(c, true);
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(d, "function");
+        cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *obj = cJSON_IsString(a) ? cJSON_Parse(a->valuestring) : NULL;
+        if (obj) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+        cJSON_AddItemToArray(calls, d);
+    }
 }
 
 static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_req *out,
@@ -247,6 +273,7 @@ static int parse_messages(const cJSON *msgs, const fr_api_limits *lim, fr_api_re
             cJSON_AddStringToObject(nm, "content", fr_buf_cstr(&text));
             cJSON_Delete(parts);
         }
+        copy_tool_fields(m, nm);
         cJSON_AddItemToArray(out->messages, nm);
         i++;
     }
@@ -490,18 +517,8 @@ static int refuse_unsupported(const cJSON *root, fr_api_kind kind, fr_api_req *o
         UNSUPPORTED("logprobs", "\"logprobs\" is not supported");
     if ((it = field(root, "top_logprobs")) && !(cJSON_IsNumber(it) && it->valuedouble == 0))
         UNSUPPORTED("top_logprobs", "\"top_logprobs\" is not supported");
-    if ((it = field(root, "tools")) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0))
-        UNSUPPORTED("tools", "\"tools\" (function calling) is not supported");
     if ((it = field(root, "functions")) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0))
         UNSUPPORTED("functions", "\"functions\" (function calling) is not supported");
-    if ((it = field(root, "tool_choice")) &&
-        !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
-        UNSUPPORTED("tool_choice", "\"tool_choice\" is not supported");
-    if ((it = field(root, "response_format"))) {
-        const cJSON *t = cJSON_IsObject(it) ? field(it, "type") : NULL;
-        if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
-            UNSUPPORTED("response_format", "only \"response_format\": {\"type\": \"text\"} is supported");
-    }
     if ((it = field(root, "logit_bias")) && !(cJSON_IsObject(it) && !it->child))
         UNSUPPORTED("logit_bias", "\"logit_bias\" is not supported");
     static const char *const zero_only[] = {"presence_penalty", "frequency_penalty"};
@@ -538,7 +555,8 @@ int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_li
     if (!root) return -1;
     int rc = parse_input(root, kind, lim, out, err) || parse_sampling(root, lim, out, err) ||
                      parse_stop(root, out, err) || parse_stream(root, out, err) ||
-                     parse_extensions(root, out, err) || refuse_unsupported(root, kind, out, err)
+                     parse_extensions(root, out, err) || fr_api_parse_structured(root, kind, out, err) ||
+                     refuse_unsupported(root, kind, out, err)
                  ? -1
                  : 0;
     cJSON_Delete(root);
@@ -557,6 +575,9 @@ void fr_api_req_free(fr_api_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
     free(r->images);
+    fr_grammar_free(r->grammar);
+    cJSON_Delete(r->tools);
+    free(r->tool_name);
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
     r->priority = -1;
@@ -690,8 +711,10 @@ char *fr_api_chat_response(const fr_api_result *r) {
     cJSON_AddNumberToObject(c, "index", 0);
     cJSON *m = cJSON_AddObjectToObject(c, "message");
     cJSON_AddStringToObject(m, "role", "assistant");
-    cJSON_AddItemToObject(m, "content", string_n(r->text, r->text_len));
+    if (r->tool_calls && r->text_len == 0) cJSON_AddNullToObject(m, "content");
+    else cJSON_AddItemToObject(m, "content", string_n(r->text, r->text_len));
     cJSON_AddNullToObject(m, "refusal");
+    if (r->tool_calls) cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(r->tool_calls, true));
     cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", r->finish);
     add_ids(c, r);
@@ -747,6 +770,52 @@ void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, 
     cJSON_AddItemToArray(ch, c);
     if (with_usage_null) cJSON_AddNullToObject(j, "usage");
     sse(out, j);
+}
+
+/* one chat chunk whose delta is d (taken) */
+static void delta_chunk(fr_buf *out, const fr_api_result *r, cJSON *d, bool with_usage_null) {
+    cJSON *j = envelope(r, "chat.completion.chunk");
+    cJSON *ch = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddItemToObject(c, "delta", d);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(ch, c);
+    if (with_usage_null) cJSON_AddNullToObject(j, "usage");
+    sse(out, j);
+}
+
+void fr_api_stream_tool_calls(fr_buf *out, const fr_api_result *r, const char *content,
+                              const cJSON *calls, bool with_usage_null) {
+    if (content && *content) {
+        cJSON *d = cJSON_CreateObject();
+        cJSON_AddStringToObject(d, "content", content);
+        delta_chunk(out, r, d, with_usage_null);
+    }
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        for (int part = 0; part < 2; part++) {
+            cJSON *d = cJSON_CreateObject(), *tcs = cJSON_AddArrayToObject(d, "tool_calls");
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "index", i);
+            cJSON *f = cJSON_CreateObject();
+            if (part == 0) {
+                cJSON_AddItemToObject(t, "id", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "id"), 0));
+                cJSON_AddStringToObject(t, "type", "function");
+                cJSON_AddItemToObject(f, "name", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(fn, "name"), 0));
+                cJSON_AddStringToObject(f, "arguments", "");
+            } else {
+                cJSON_AddItemToObject(f, "arguments", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(fn, "arguments"), 0));
+            }
+            cJSON_AddItemToObject(t, "function", f);
+            cJSON_AddItemToArray(tcs, t);
+            delta_chunk(out, r, d, with_usage_null);
+        }
+        i++;
+    }
 }
 
 void fr_api_stream_usage(fr_buf *out, fr_api_kind kind, const fr_api_result *r) {

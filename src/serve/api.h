@@ -6,9 +6,9 @@
  *   - the body must be valid UTF-8 and one JSON object; known fields must have the right type and
  *     range, else 400 naming the field in `param`;
  *   - unknown fields are ignored (as vLLM and llama.cpp do), so newer clients keep working;
- *   - known fields we cannot honour with a non-default value (n > 1, logprobs, tools,
- *     response_format other than text, penalties, logit_bias, echo, best_of, suffix) are a 400
- *     that says so, never silently ignored;
+ *   - known fields we cannot honour with a non-default value (n > 1, logprobs, functions,
+ *     penalties, logit_bias, echo, best_of, suffix) are a 400 that says so, never silently
+ *     ignored; response_format, tools and tool_choice are api_structured.c's;
  *   - content parts: "text" parts are joined with "\n"; image_url / input_audio parts become
  *     text by OCR / ASR (serve/media_parts.h), or, for a vision-language model
  *     (fr_api_limits.max_images > 0), image_url and image parts are collected as images
@@ -93,7 +93,20 @@ typedef struct fr_api_req {
     bool no_prefix_cache;    /* body "cache_prompt": false (llama.cpp's name): no prefix cache */
     uint64_t cache_salt;     /* body "cache_salt" (vLLM's name) hashed, or 0 = none: only
                                 requests with the same salt share cached blocks */
+    /* structured outputs and tools (docs/SERVING.md) */
+    struct fr_grammar *grammar; /* response_format json_object / json_schema compiled (owned),
+                                   or NULL; fr_api_req_take_grammar hands it on */
+    struct cJSON *tools;     /* chat "tools" as given, validated (owned), or NULL */
+    int tool_choice;         /* FR_API_TOOLS_* */
+    char *tool_name;         /* tool_choice {"type": "function", "function": {"name"}} (owned) */
 } fr_api_req;
+
+enum {
+    FR_API_TOOLS_NONE = 0, /* no tools, or tool_choice "none": plain text */
+    FR_API_TOOLS_AUTO,     /* the model may call: calls are parsed from the reply */
+    FR_API_TOOLS_REQUIRED, /* exactly one call to one of the tools, forced by a grammar */
+    FR_API_TOOLS_NAMED,    /* exactly one call to tool_name, forced by a grammar */
+};
 
 /* Parse and validate. 0, or -1 with *err (status 400 and the field). */
 /* The strict parse every JSON body goes through (chat, completions, assist): over
@@ -105,6 +118,11 @@ struct cJSON *fr_api_parse_object(const char *body, size_t len, size_t max_body_
 int fr_api_parse(fr_api_kind kind, const char *body, size_t len, const fr_api_limits *lim,
                  fr_api_req *out, fr_api_error *err);
 void fr_api_req_free(fr_api_req *r);
+/* One step of fr_api_parse (api_structured.c): response_format (json_schema compiled into
+ * out->grammar; an unsupported keyword is 400 unsupported_schema naming it, a limit 400
+ * schema_too_large), tools, tool_choice, parallel_tool_calls. 0, or -1 with *err set. */
+int fr_api_parse_structured(const struct cJSON *root, fr_api_kind kind, fr_api_req *out,
+                            fr_api_error *err);
 
 /* The completion budget of a prompt of n_prompt tokens in a context of ctx tokens: `requested`
  * when >= 0 (prompt + requested must fit), else `dflt` capped to what the prompt leaves. Returns
@@ -146,6 +164,8 @@ typedef struct fr_api_result {
     int64_t image_tokens_kept; /* and after (prompt_tokens counts these) */
     int cached_tokens;         /* prompt tokens taken from the prefix cache
                                   (usage.prompt_tokens_details.cached_tokens) */
+    const struct cJSON *tool_calls; /* chat: OpenAI tool_calls parsed from the reply, or NULL;
+                                       with them content is text (NULL when text_len is 0) */
 } fr_api_result;
 
 /* Non-streaming response bodies (malloc'd JSON). */
@@ -159,6 +179,11 @@ char *fr_api_completion_response(const fr_api_result *r);
 void fr_api_stream_chunk(fr_buf *out, fr_api_kind kind, const fr_api_result *r, bool role_first,
                          const char *text, size_t text_len, const char *finish,
                          bool with_usage_null);
+/* Chat with tools: the tool calls as OpenAI streams them, one chunk per call with its index,
+ * id, type and name (arguments ""), then one with its arguments string; content (may be NULL)
+ * first as a content delta. */
+void fr_api_stream_tool_calls(fr_buf *out, const fr_api_result *r, const char *content,
+                              const struct cJSON *calls, bool with_usage_null);
 /* The final usage chunk (empty choices). */
 void fr_api_stream_usage(fr_buf *out, fr_api_kind kind, const fr_api_result *r);
 /* "data: {error}\n\n" */

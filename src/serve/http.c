@@ -72,6 +72,7 @@
 #include "serve/guard.h"
 #include "serve/metrics.h"
 #include "serve/serve.h"
+#include "serve/toolcall.h"
 #include "serve/vlm.h"
 #include "model/whisper.h"
 
@@ -151,6 +152,11 @@ typedef struct stream {
     int max_ids;          /* capacity of ids */
     int ids_sent;         /* ids already sent */
     char mid[64];         /* meter account id ("" = not metered) */
+    int tool_family;      /* fr_tool_family of a request with tools (0: none): the text is held
+                             until the end and sent as tool-call deltas or one content delta */
+    cJSON *tools;         /* the request's tools (owned) when tool_family is set */
+    fr_buf held;          /* the reply's text so far (tools) */
+    size_t released;      /* of it, sent as content already (fr_tool_stream_safe) */
 } stream;
 
 /* ---- small helpers ---- */
@@ -646,13 +652,31 @@ static void end_error(fr_end end, const fr_req_info *info, double deadline_ms, f
     }
 }
 
+/* A stream with tools, at its end: the text not yet sent as tool-call deltas, or as one
+ * content delta. Returns whether it held calls. */
+static bool stream_flush_tools(stream *st) {
+    char *content = NULL;
+    const char *rest = st->held.data ? st->held.data + st->released : "";
+    size_t n = st->held.len - st->released;
+    cJSON *calls = fr_tool_parse((fr_tool_family)st->tool_family, rest, n, st->tools,
+                                 random_seed(), &content);
+    if (calls) fr_api_stream_tool_calls(&st->out, &st->res, content, calls, st->include_usage);
+    else if (n)
+        fr_api_stream_chunk(&st->out, st->kind, &st->res, false, rest, n, NULL,
+                            st->include_usage);
+    free(content);
+    cJSON_Delete(calls);
+    return calls != NULL;
+}
+
 static void stream_append_end(stream *st) {
     fr_api_kind k = st->kind;
     st->res.completion_tokens = st->info.n_generated;
     st->res.cached_tokens = st->info.n_cached;
     if (st->info.end == FR_END_STOP || st->info.end == FR_END_LENGTH) {
-        fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0, finish_name(st->info.end),
-                            st->include_usage);
+        bool calls = st->tool_family && stream_flush_tools(st);
+        fr_api_stream_chunk(&st->out, k, &st->res, false, NULL, 0,
+                            calls ? "tool_calls" : finish_name(st->info.end), st->include_usage);
         if (st->include_usage) {
             size_t at = st->out.len;
             fr_api_stream_usage(&st->out, k, &st->res);
@@ -702,6 +726,15 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         /* a chunk per wake with new text (or, with return_token_ids, new ids: random-weight
          * models often sample tokens without text, and timing clients count ids) */
+        if (st->tool_family && st->text.len) { /* content goes out until a call may start */
+            fr_buf_append(&st->held, st->text.data, st->text.len);
+            size_t safe = fr_tool_stream_safe((fr_tool_family)st->tool_family, st->held.data,
+                                              st->held.len, st->released);
+            st->text.len = 0;
+            if (safe > st->released) fr_buf_append(&st->text, st->held.data + st->released,
+                                                   safe - st->released);
+            st->released = safe;
+        }
         if (st->text.len || new_ids > 0)
             fr_api_stream_chunk(&st->out, st->kind, &st->res, false,
                                 st->text.data ? st->text.data : "", st->text.len, NULL,
@@ -754,6 +787,8 @@ static void stream_free(void *cls) {
     fr_metrics_request(&s->metrics, st->ep, st->tier, st->status, fr_time_s() - st->t_start);
     fr_buf_free(&st->out);
     fr_buf_free(&st->text);
+    fr_buf_free(&st->held);
+    cJSON_Delete(st->tools);
     free(st->ids);
     free(st);
     atomic_fetch_sub(&s->busy, 1);
@@ -814,6 +849,7 @@ typedef struct gen_job {
     int tier;
     double deadline, deadline_ms;
     int max_tokens;
+    fr_tool_family family;  /* tool-call format of the template (tools requests) */
     fr_lora *lora;         /* the adapter "model" names (a reference), or NULL: the base model */
 } gen_job;
 
@@ -965,7 +1001,7 @@ static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
         fr_chat_opts co = {.add_generation_prompt = true,
                            .bos_token = m->bos_token_str ? m->bos_token_str : "",
                            .eos_token = m->eos_token_str ? m->eos_token_str : "",
-                           .tools = NULL};
+                           .tools = j->q.tools};
         j->rendered = fr_chat_render(s->tmpl, j->q.messages, &co, &ferr);
         if (!j->rendered) {
             fr_api_error_set(&err, 400, "invalid_request_error", "chat_template_error",
@@ -989,6 +1025,32 @@ static bool prompt_ids(conn *c, gen_job *j, enum MHD_Result *ret) {
     }
     if (j->q.n_images) return image_prompt(c, j, ret);
     return true;
+}
+
+/* A request with tools: the template's tool-call family (400 when it has none) and, for
+ * tool_choice "required" or a named function, the grammar that forces one valid call (its
+ * parameters schema checked like response_format's). Returns false with *ret set. */
+static bool tool_setup(conn *c, gen_job *j, enum MHD_Result *ret) {
+    if (!j->q.tools) return true;
+    j->family = fr_tool_family_of(c->s->tmpl);
+    fr_api_error err;
+    if (j->family == FR_TOOL_NONE) {
+        *ret = fail(c, 400, "invalid_request_error", "unsupported_parameter", "tools",
+                    "This model's chat template shows no tool-call format (Qwen2.5's "
+                    "<tool_call> or Llama-3.1's JSON); \"tools\" cannot be used with it.");
+        return false;
+    }
+    if (j->q.tool_choice < FR_API_TOOLS_REQUIRED) return true;
+    fr_err fe = {0};
+    j->q.grammar = fr_tool_grammar(j->family, j->q.tools, j->q.tool_name, &fe);
+    if (j->q.grammar) return true;
+    const char *code = fe.code == FR_ERR_UNSUPPORTED ? "unsupported_schema"
+                       : fe.code == FR_ERR_TOO_LARGE ? "schema_too_large"
+                                                     : "invalid_schema";
+    fr_api_error_set(&err, 400, "invalid_request_error", code, "tools",
+                     "Invalid schema for the tools' parameters: %s", fe.msg);
+    *ret = send_error(c, &err);
+    return false;
 }
 
 /* max_tokens against the context: the request's, or the server default that fits. Returns
@@ -1016,7 +1078,7 @@ static bool fit_context(conn *c, gen_job *j, enum MHD_Result *ret) {
 
 /* Hands the request to the engine (which then owns the meter account). Returns the request, or
  * NULL with *ret set (the account stays ours: closed as rejected). */
-static fr_req *submit(conn *c, const gen_job *j, enum MHD_Result *ret) {
+static fr_req *submit(conn *c, gen_job *j, enum MHD_Result *ret) {
     fr_server *s = c->s;
     fr_req_params p;
     fr_api_req_params_init(&p, j->ids, j->n_ids, j->max_tokens, j->tier, c->t_start, j->deadline);
@@ -1029,12 +1091,14 @@ static fr_req *submit(conn *c, const gen_job *j, enum MHD_Result *ret) {
         p.image_token_id = s->model->hp.image_token_id;
         p.rope_pos = j->vp.rope_pos;
     }
+    p.grammar = j->q.grammar;
     fr_admission adm;
     fr_req *r = fr_engine_submit(s->engine, &p, &adm);
     if (!r) {
         *ret = admission_error(c, &adm);
         return NULL;
     }
+    j->q.grammar = NULL; /* the engine's now */
     c->mr = NULL; /* the engine's now: it closes the account when the request ends */
     atomic_fetch_add(&s->busy, 1);
     c->generation = true;
@@ -1061,6 +1125,10 @@ static enum MHD_Result start_stream(conn *c, const gen_job *j, fr_req *r,
     st->deadline_ms = j->deadline_ms;
     st->return_ids = j->q.return_token_ids;
     snprintf(st->mid, sizeof st->mid, "%s", j->mid);
+    if (j->q.tools) {
+        st->tool_family = j->family;
+        st->tools = cJSON_Duplicate(j->q.tools, true);
+    }
     if (st->return_ids) {
         st->max_ids = j->max_tokens;
         st->ids = fr_xmalloc((size_t)j->max_tokens * sizeof(int32_t));
@@ -1096,6 +1164,8 @@ static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api
     fr_buf out = {0};
     fr_req_info info;
     bool gone = false;
+    cJSON *calls = NULL;
+    char *content = NULL;
     while (!fr_req_wait(r, &out, WAIT_SLICE_S, &info))
         if (!gone && client_gone(c->mc)) {
             fr_req_cancel(r, FR_END_CANCELLED);
@@ -1123,6 +1193,16 @@ static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api
         res->text = out.data ? out.data : "";
         res->text_len = out.len;
         res->finish = finish_name(info.end);
+        if (j->q.tools) {
+            calls = fr_tool_parse(j->family, res->text, res->text_len, j->q.tools, random_seed(),
+                                  &content);
+            if (calls) {
+                res->tool_calls = calls;
+                res->text = content ? content : "";
+                res->text_len = content ? strlen(content) : 0;
+                res->finish = "tool_calls";
+            }
+        }
         res->completion_tokens = info.n_generated;
         res->cached_tokens = info.n_cached;
         bool final = meter_settle(s, j->mid, &info);
@@ -1139,6 +1219,8 @@ static enum MHD_Result answer_whole(conn *c, const gen_job *j, fr_req *r, fr_api
     }
     fr_buf_free(&out);
     free(out_ids);
+    free(content);
+    cJSON_Delete(calls);
     atomic_fetch_sub(&s->busy, 1);
     c->generation = false;
     return ret;
@@ -1157,7 +1239,8 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     j.key = key;
     if (!parse_body(c, &j, pre_tier, &ret)) return ret;
     fr_req *r = NULL;
-    if (request_settings(c, &j, pre_tier, &ret) && prompt_ids(c, &j, &ret) &&
+    if (request_settings(c, &j, pre_tier, &ret) && tool_setup(c, &j, &ret) &&
+        prompt_ids(c, &j, &ret) &&
         fit_context(c, &j, &ret) && (r = submit(c, &j, &ret))) {
         fr_api_result res;
         memset(&res, 0, sizeof res);

@@ -10,7 +10,7 @@ C=tests/fuzz/corpus
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 [ -d "$C" ] && find "$C" -type f ! -name "regress-*" -delete
-for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config multipart nlu npy onnx ppocr request safetensors tokenizer traceparent vl_sample; do
+for h in assist audio chat gguf gguf_spec exif http_head image mask meter_config multipart nlu npy onnx ppocr request safetensors schema tokenizer traceparent vl_sample; do
     mkdir -p "$C/$h"
 done
 LIBS=$(make -s --no-print-directory print-ldlibs)
@@ -76,6 +76,9 @@ printf '\003I still have not received my card \346\210\221\347\232\204\345\215\2
 # request: chat and completion bodies, server configs, key files
 printf '\000{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]}],"max_tokens":5,"stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"priority":"P0"}' > "$C/request/chat1"
 printf '\000{"messages":[{"role":"assistant","content":null},{"role":"tool","content":"x"}],"temperature":0.5,"top_p":0.9,"seed":-1,"n":1,"logprobs":false,"tools":[],"response_format":{"type":"text"}}' > "$C/request/chat2"
+printf '\000{"messages":[{"role":"user","content":"block it"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"block","arguments":"{\\"d\\":\\"1234\\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}],"tools":[{"type":"function","function":{"name":"block","parameters":{"type":"object","properties":{"d":{"type":"string","maxLength":4}},"required":["d"]}}}],"tool_choice":{"type":"function","function":{"name":"block"}},"parallel_tool_calls":false}' > "$C/request/chat-tools"
+printf '\000{"messages":[{"role":"user","content":"json"}],"response_format":{"type":"json_schema","json_schema":{"name":"intent","strict":true,"schema":{"type":"object","properties":{"intent":{"enum":["a","b"]},"n":{"type":["integer","null"]}},"required":["intent"],"additionalProperties":false}}}}' > "$C/request/chat-json-schema"
+printf '\001{"prompt":"{","response_format":{"type":"json_object"}}' > "$C/request/cmpl-json-object"
 printf '\001{"prompt":"Once upon a time","max_tokens":16,"stop":"\\n","echo":false,"best_of":1,"suffix":"","ignore_eos":true,"return_token_ids":true}' > "$C/request/cmpl1"
 printf '\001{"prompt":["caf\\u00e9 \\ud83d\\ude00"],"max_completion_tokens":3}' > "$C/request/cmpl2"
 { printf '\002'; cat tests/serve/overload.json; } > "$C/request/cfg1"
@@ -140,3 +143,12 @@ printf 'Multipart/Form-Data; charset=utf-8; boundary=XyZ\n--XyZ\r\ncontent-dispo
 printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"; filename="a \\"q\\".wav"\r\n\r\n'"$W"'\r\n--XyZ-not\r\n--X\r\n--XyZ\r\nContent-Type: text/plain\r\n\r\nno disposition\r\n--XyZ--\r\n' > "$C/multipart/hostile"
 printf 'multipart/form-data; boundary=XyZ\n--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\nRIFF never closes' > "$C/multipart/open"
 du -sh "$C"
+# schema: JSON Schemas the compiler takes (walked and validated) and ones it refuses
+printf '{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},"age":{"type":"integer"},"tags":{"type":"array","items":{"enum":["a","b",7,null]},"minItems":1,"maxItems":3}},"required":["name","tags"],"additionalProperties":false}' > "$C/schema/person"
+printf '{"anyOf":[{"type":"number"},{"type":"null"},{"type":"array","items":{"type":"string"}}]}' > "$C/schema/anyof"
+printf '{"type":"object"}' > "$C/schema/object"
+printf '{"type":["string","integer"],"enum":["x",1,2.5,"yy"],"maxLength":1}' > "$C/schema/enum_type"
+printf '{"type":"object","additionalProperties":{"type":"array","items":{"type":"boolean"},"maxItems":2}}' > "$C/schema/additional"
+printf '{"type":"string","pattern":"^a"}' > "$C/schema/pattern"
+printf '{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}' > "$C/schema/refloop"
+printf '{"const":{"a":[1,{"b":null}]}}' > "$C/schema/const_obj"
