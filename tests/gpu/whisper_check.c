@@ -23,12 +23,13 @@
  *   - continuous batching: three sequences of different prompt lengths on different windows
  *     stepped together with fr_cuda_whisper_step (one joining late, one leaving early) vs each
  *     run alone with fr_cuda_whisper_decode: rel L2 <= TOL_SAME per step, tokens equal;
- *   - graph replay vs eager launches (fr_cuda_whisper_set_graphs): max |diff| <= 1e-5;
+ *   - graph replay vs eager launches (fr_cuda_whisper_set_graphs): rel L2 <= TOL_GRAPH;
  *   - kv_copy: a copied cache continues exactly as the original;
  *   - errors: a token out of range, a full cache, a cache given twice, a batch of 0 windows:
  *     FR_ERR_BAD_REQUEST.
  * Tolerances (bf16 weights and matrix inputs, fp32 accumulation / residual / softmax, bf16
- * caches): TOL_ENC 2e-2, TOL_LOGITS 3e-2, TOL_SAME 2e-3. A missing fixture is a FAIL. Without a
+ * caches): TOL_ENC 2e-2, TOL_LOGITS 3e-2, TOL_SAME 5e-3 (against 1 for a wrong row or head), TOL_GRAPH 1e-4
+ * (the same kernels: expected bit-equal). A missing fixture is a FAIL. Without a
  * GPU it prints that and exits 0.
  *
  *   gpu-whisper [FIXTURES_DIR]   (default tests/fixtures)
@@ -51,7 +52,8 @@
 
 #define TOL_ENC 2e-2
 #define TOL_LOGITS 3e-2
-#define TOL_SAME 2e-3
+#define TOL_SAME 5e-3
+#define TOL_GRAPH 1e-4
 #define N_STEPS 6
 
 static int n_pass, n_fail, n_tie;
@@ -382,13 +384,13 @@ static void check_graph_copy_errors(const char *name, const fr_whisper_model *m,
         fr_cuda_whisper_set_graphs(cw, false);
         ok = ok && fr_cuda_whisper_decode(cw, gx, b, s ? &tb : prompt, n, l2, false, &err) == 0;
         fr_cuda_whisper_set_graphs(cw, true);
-        const double e = max_abs(l1, l2, (size_t)V);
+        const double e = rel_l2(l1, l2, (size_t)V);
         if (!(e <= worst)) worst = e;
         ta = tb = argmax(l1, V);
     }
-    snprintf(label, sizeof label, "%s: graph replay vs eager, max |logit diff|", name);
+    snprintf(label, sizeof label, "%s: graph replay vs eager (4 steps, worst)", name);
     if (!ok) check(label, false, err.msg);
-    else report(label, worst, 1e-5);
+    else report(label, worst, TOL_GRAPH);
     /* kv_copy: c = copy of a, then both take the same token */
     fr_cuda_whisper_kv *c = ok ? fr_cuda_whisper_kv_new(cw, &err) : NULL;
     snprintf(label, sizeof label, "%s: a copied cache continues as its source", name);
