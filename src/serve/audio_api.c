@@ -435,6 +435,7 @@ static int whisper_run(const fr_audio_call *call, const fr_audio_form *f, const 
     p.task = call->task == FR_AUDIO_TRANSLATE ? FR_WHISPER_TASK_TRANSLATE : FR_WHISPER_TASK_TRANSCRIBE;
     p.timestamps = f->format >= FR_AUDIO_FMT_SRT;
     p.cancel = call->cancel;
+    p.cuda = call->whisper_cuda;
     fr_meter_step *st = step_begin(call, FR_MSTAGE_ASR);
     fr_err e = {0};
     int rc = fr_whisper_transcribe(call->whisper, a->pcm, a->n, &p, r, &e);
