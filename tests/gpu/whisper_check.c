@@ -23,6 +23,10 @@
  *   - continuous batching: three sequences of different prompt lengths on different windows
  *     stepped together with fr_cuda_whisper_step (one joining late, one leaving early) vs each
  *     run alone with fr_cuda_whisper_decode: rel L2 <= TOL_SAME per step, tokens equal;
+ *   - across requests: 4 threads, each its own window and sequence, encode at once and decode
+ *     greedily at once (their calls combined into shared encoder batches and steps): windows
+ *     rel L2 <= TOL_SAME against the window alone, logits per step rel L2 <= TOL_SAME against
+ *     the sequence alone, tokens equal; how many calls went into how many batches is printed;
  *   - graph replay vs eager launches (fr_cuda_whisper_set_graphs): rel L2 <= TOL_GRAPH;
  *   - kv_copy: a copied cache continues exactly as the original;
  *   - errors: a token out of range, a full cache, a cache given twice, a batch of 0 windows:
@@ -39,6 +43,7 @@
  *                                batch 1 and 8, NVML joules per audio minute (no checks)
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +431,112 @@ static void check_graph_copy_errors(const char *name, const fr_whisper_model *m,
     free(l1), free(l2);
 }
 
+/* Across requests: N_THR threads at once, each encoding its own window and decoding 16 greedy
+ * steps (1-token decode calls), against the same done by one thread alone beforehand. */
+#define N_THR 4
+#define THR_STEPS 16
+typedef struct thr_job {
+    fr_cuda_whisper *cw;
+    const fr_whisper_model *m;
+    const float *mel;   /* the window */
+    float *enc;         /* (T, d) out */
+    float *lg;          /* (THR_STEPS + 1, V) out */
+    int tok[THR_STEPS + 1];
+    int rc;
+    fr_err err;
+} thr_job;
+
+static void *thr_run(void *arg) {
+    thr_job *j = arg;
+    const int V = j->m->hp.n_vocab;
+    fr_cuda_whisper_cross *x = NULL;
+    fr_cuda_whisper_kv *kv = NULL;
+    int prompt[4];
+    make_prompt(j->m, 4, 1, prompt);
+    j->rc = -1;
+    if (fr_cuda_whisper_encode(j->cw, j->mel, 1, j->enc, &x, &j->err) ||
+        !(kv = fr_cuda_whisper_kv_new(j->cw, &j->err)) ||
+        fr_cuda_whisper_decode(j->cw, x, kv, prompt, 4, j->lg, false, &j->err))
+        goto out;
+    j->tok[0] = argmax(j->lg, V);
+    for (int s = 1; s <= THR_STEPS; s++) {
+        if (fr_cuda_whisper_decode(j->cw, x, kv, &j->tok[s - 1], 1, j->lg + (size_t)s * V, false,
+                                   &j->err))
+            goto out;
+        j->tok[s] = argmax(j->lg + (size_t)s * V, V);
+    }
+    j->rc = 0;
+out:
+    fr_cuda_whisper_kv_free(j->cw, kv);
+    fr_cuda_whisper_cross_free(j->cw, x);
+    return NULL;
+}
+
+static void check_threads(const char *name, const fr_whisper_model *m, fr_cuda_whisper *cw,
+                          const float *mel3 /* 3 windows */) {
+    const fr_whisper_hparams *hp = &m->hp;
+    const size_t T = (size_t)hp->n_audio_ctx, d = (size_t)hp->n_audio_state, V = (size_t)hp->n_vocab;
+    const size_t per_mel = (size_t)hp->n_mels * 2 * T;
+    thr_job alone[N_THR], both[N_THR];
+    char label[200];
+    for (int i = 0; i < N_THR; i++) {
+        thr_job *js[2] = {&alone[i], &both[i]};
+        for (int k = 0; k < 2; k++) {
+            memset(js[k], 0, sizeof *js[k]);
+            js[k]->cw = cw, js[k]->m = m, js[k]->mel = mel3 + (size_t)(i % 3) * per_mel;
+            js[k]->enc = malloc(T * d * 4);
+            js[k]->lg = malloc((THR_STEPS + 1) * V * 4);
+            FR_ASSERT(js[k]->enc && js[k]->lg);
+        }
+        thr_run(&alone[i]); /* one after the other: nothing to combine */
+    }
+    fr_cuda_whisper_stats s0, s1;
+    fr_cuda_whisper_get_stats(cw, &s0);
+    pthread_t th[N_THR];
+    for (int i = 0; i < N_THR; i++) FR_ASSERT(pthread_create(&th[i], NULL, thr_run, &both[i]) == 0);
+    for (int i = 0; i < N_THR; i++) pthread_join(th[i], NULL);
+    fr_cuda_whisper_get_stats(cw, &s1);
+    bool ok = true, tok_ok = true;
+    double we = 0, wl = 0;
+    for (int i = 0; i < N_THR; i++) {
+        if (alone[i].rc || both[i].rc) {
+            snprintf(label, sizeof label, "%s: thread %d", name, i);
+            check(label, false, alone[i].rc ? alone[i].err.msg : both[i].err.msg);
+            ok = false;
+            continue;
+        }
+        const double e = rel_l2(both[i].enc, alone[i].enc, T * d);
+        if (!(e <= we)) we = e;
+        for (int s = 0; s <= THR_STEPS; s++) {
+            const double l = rel_l2(both[i].lg + s * V, alone[i].lg + s * V, V);
+            if (!(l <= wl)) wl = l;
+            if (both[i].tok[s] != alone[i].tok[s]) {
+                const float *la = alone[i].lg + s * V;
+                if (margin(la, (int)V) > 4 * max_abs(both[i].lg + s * V, la, V)) {
+                    tok_ok = false;
+                } else {
+                    n_tie++;
+                    printf("note %s: thread %d step %d near tie\n", name, i, s);
+                }
+                break; /* the sequences differ from here on */
+            }
+        }
+    }
+    if (ok) {
+        snprintf(label, sizeof label, "%s: %d threads at once: windows vs alone", name, N_THR);
+        report(label, we, TOL_SAME);
+        snprintf(label, sizeof label, "%s: %d threads at once: logits per step vs alone", name, N_THR);
+        report(label, wl, TOL_SAME);
+        snprintf(label, sizeof label, "%s: %d threads at once: greedy tokens vs alone", name, N_THR);
+        check(label, tok_ok, NULL);
+    }
+    printf("note %s: %d threads: %ld encode calls in %ld batches, %ld step calls in %ld steps "
+           "(%ld rows)\n", name, N_THR, s1.enc_calls - s0.enc_calls, s1.encodes - s0.encodes,
+           s1.step_calls - s0.step_calls, s1.steps - s0.steps, s1.step_rows - s0.step_rows);
+    for (int i = 0; i < N_THR; i++)
+        free(alone[i].enc), free(alone[i].lg), free(both[i].enc), free(both[i].lg);
+}
+
 /* Every check on one model. */
 static void check_model(const char *name, const fr_whisper_model *m, int long_prompt) {
     const fr_whisper_hparams *hp = &m->hp;
@@ -490,6 +601,7 @@ static void check_model(const char *name, const fr_whisper_model *m, int long_pr
         fr_whisper_cross_free(cx);
     }
     check_batching(name, m, cw, gx);
+    check_threads(name, m, cw, mel);
     check_graph_copy_errors(name, m, cw, g1);
 out:
     for (int b = 0; b < 3; b++) fr_cuda_whisper_cross_free(cw, gx[b]);

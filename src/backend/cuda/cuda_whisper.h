@@ -20,10 +20,18 @@
  * (thread-local capture mode) and replayed with new inputs (token, position, cache pointers are
  * read from device buffers that the graph does not own).
  *
- * Thread safety: every call takes the handle's mutex (one stream, one cuBLAS handle, one set of
- * activation buffers); the model on the host is read only at fr_cuda_whisper_new and may be
- * freed after it. Caches belong to the handle that made them. Nothing calls a device-wide
- * synchronisation; caches are allocated stream-ordered (cudaMallocAsync).
+ * Across requests: calls from several threads are combined. Concurrent fr_cuda_whisper_decode /
+ * fr_cuda_whisper_step calls (each its own sequences) are run as one step of all their rows
+ * (up to 64), concurrent fr_cuda_whisper_encode calls as one encoder batch (up to 8 windows):
+ * the first caller to find no batch running takes everything queued, runs it and wakes the
+ * others (no scheduler thread; a lone caller runs at once). fr_cuda_whisper_get_stats tells how
+ * many calls went into how many batches.
+ *
+ * Thread safety: any thread may call; the device work is serialised on the handle's mutex (one
+ * stream, one cuBLAS handle, one set of activation buffers); the model on the host is read only
+ * at fr_cuda_whisper_new and may be freed after it. Caches belong to the handle that made them,
+ * and a cache to one thread at a time; free every cache before the handle. Nothing calls a
+ * device-wide synchronisation; caches are allocated stream-ordered from the handle's pool.
  *
  * Checked by gpu-whisper (tests/gpu/whisper_check.c) against the CPU reference.
  */
@@ -50,10 +58,21 @@ typedef struct fr_cuda_whisper_kv {
     int cap; /* n_text_ctx */
 } fr_cuda_whisper_kv;
 
+/* What the handle ran (counters since creation). */
+typedef struct fr_cuda_whisper_stats {
+    long enc_calls;   /* fr_cuda_whisper_encode calls */
+    long encodes;     /* encoder batches run (calls of concurrent threads combined) */
+    long enc_windows; /* windows in them */
+    long step_calls;  /* decode / step calls (a prompt over 64 tokens counts per chunk) */
+    long steps;       /* decoder steps run (calls of concurrent threads combined) */
+    long step_rows;   /* rows in them, without the bucket's padding */
+} fr_cuda_whisper_stats;
+
 /* Upload m to `device`. Returns NULL with err: head size above 128 (FR_ERR_UNSUPPORTED), a
  * device that does not exist (FR_ERR_UNAVAILABLE), out of device memory (FR_ERR_TOO_LARGE). */
 fr_cuda_whisper *fr_cuda_whisper_new(const fr_whisper_model *m, int device, fr_err *err);
 void fr_cuda_whisper_free(fr_cuda_whisper *cw);
+void fr_cuda_whisper_get_stats(fr_cuda_whisper *cw, fr_cuda_whisper_stats *out);
 /* The device index the handle runs on. */
 int fr_cuda_whisper_device(const fr_cuda_whisper *cw);
 /* Graphs on (default) or off (every step launched eagerly: the check's comparison). */

@@ -101,6 +101,7 @@ typedef struct sbufs {
     step_in *in;    /* device */
     step_in *in_h;  /* pinned host */
     int32_t *next_h; /* pinned host [MR] */
+    float *lg_h;     /* pinned host (MR, V): the logits of a step */
     float *x;       /* (MR, d) */
     uint16_t *xn;   /* (MR, d) */
     float *qkv;     /* (MR, 3d) */
@@ -120,7 +121,13 @@ struct fr_cuda_whisper {
     cudaStream_t st;
     cublasHandle_t cub;
     cudaMemPool_t pool;    /* caches and encoder buffers */
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;    /* the stream, cuBLAS, buffers and graphs */
+    pthread_mutex_t qmu;   /* the queues below and stats */
+    pthread_cond_t qcv;    /* a leader finished a batch */
+    struct ereq *eq_head, *eq_tail; /* encoder calls waiting */
+    struct sreq *sq_head, *sq_tail; /* step calls waiting */
+    bool e_leading, s_leading;      /* a caller is running a batch */
+    fr_cuda_whisper_stats stats;
     bool graphs;
     cudaGraphExec_t g[N_BUCKETS];
     uint16_t *conv1_w, *conv2_w; /* [d][3M], [d][3d] */
@@ -257,6 +264,7 @@ void fr_cuda_whisper_free(fr_cuda_whisper *cw) {
     for (int i = 0; i < cw->n_allocs; i++) FR_CK(cudaFree(cw->allocs[i]));
     if (cw->s.in_h) FR_CK(cudaFreeHost(cw->s.in_h));
     if (cw->s.next_h) FR_CK(cudaFreeHost(cw->s.next_h));
+    if (cw->s.lg_h) FR_CK(cudaFreeHost(cw->s.lg_h));
     free(cw->allocs);
     free(cw->enc);
     free(cw->dec);
@@ -264,6 +272,8 @@ void fr_cuda_whisper_free(fr_cuda_whisper *cw) {
     if (cw->cub) FR_CKB(cublasDestroy(cw->cub));
     if (cw->st) FR_CK(cudaStreamDestroy(cw->st));
     pthread_mutex_destroy(&cw->mu);
+    pthread_mutex_destroy(&cw->qmu);
+    pthread_cond_destroy(&cw->qcv);
     free(cw);
 }
 
@@ -295,6 +305,8 @@ fr_cuda_whisper *fr_cuda_whisper_new(const fr_whisper_model *m, int device, fr_e
     fr_cuda_whisper *cw = (fr_cuda_whisper *)calloc(1, sizeof *cw);
     FR_ASSERT(cw);
     pthread_mutex_init(&cw->mu, NULL);
+    pthread_mutex_init(&cw->qmu, NULL);
+    pthread_cond_init(&cw->qcv, NULL);
     cw->hp = *hp, cw->dev = device, cw->graphs = true;
     cw->V = hp->n_vocab, cw->Vp = (hp->n_vocab + 63) / 64 * 64;
     FR_CK(cudaSetDevice(device));
@@ -402,6 +414,7 @@ fr_cuda_whisper *fr_cuda_whisper_new(const fr_whisper_model *m, int device, fr_e
             if (!(*want[i].p = dmalloc(cw, want[i].bytes, err))) goto fail;
         FR_CK(cudaMallocHost((void **)&s->in_h, sizeof(step_in)));
         FR_CK(cudaMallocHost((void **)&s->next_h, (size_t)MR * 4));
+        FR_CK(cudaMallocHost((void **)&s->lg_h, (size_t)MR * cw->V * 4));
         memset(s->in_h, 0, sizeof(step_in));
     }
     return cw;
@@ -479,6 +492,110 @@ static fr_cuda_whisper_cross *cross_from(fr_cuda_whisper *cw, const uint16_t *en
     return x;
 }
 
+/* ---------------------------------------------------------------- combining callers
+ *
+ * Calls from several threads are combined (flat combining, no scheduler thread): a caller queues
+ * its request and waits; whoever finds no leader becomes it, takes what is queued (windows up to
+ * COMBINE_WINDOWS for the encoder, rows up to MR for a step, whole requests in arrival order),
+ * runs them as one batch under the handle's mutex, marks them done and wakes the others. So the
+ * decoder steps of concurrent requests (each its own caches, lengths and windows) run as one
+ * step, and their windows as one encoder batch; a lone caller runs at once. */
+
+#define COMBINE_WINDOWS 8 /* windows of concurrent callers put into one encoder batch */
+
+/* One caller's windows. */
+typedef struct ereq {
+    const float *mel;           /* (B, n_mels, 2T) host */
+    int B;
+    float *enc;                 /* (B, T, d) host, or NULL */
+    fr_cuda_whisper_cross **xo; /* B caches out, or NULL */
+    int rc;
+    fr_err err;
+    bool done;
+    struct ereq *next;
+} ereq;
+
+/* One caller's rows of a decoder step. */
+typedef struct sreq {
+    int n;                     /* rows */
+    int32_t tok[MR], pos[MR];
+    uint16_t *kvp[MR], *xkp[MR];
+    float *lg;                 /* host (lg_rows, V) for rows lg_first.., or NULL */
+    int lg_first, lg_rows;
+    int *next;                 /* host (n) argmax per row, or NULL */
+    bool done;
+    struct sreq *link;
+} sreq;
+
+/* The encoder on the windows of nr requests (Bt windows in all). Caller holds the mutex. */
+static void encode_batch(fr_cuda_whisper *cw, ereq *const *rs, int nr, int Bt) {
+    const fr_whisper_hparams *hp = &cw->hp;
+    const int T = hp->n_audio_ctx, T2 = 2 * T, d = hp->n_audio_state, M = hp->n_mels;
+    const int ff = hp->n_audio_ff, H = hp->n_audio_head, D = d / H;
+    const int n = Bt * T, n2 = Bt * T2;
+    fr_err err = {};
+    if (ensure_enc(cw, Bt, &err)) {
+        for (int i = 0; i < nr; i++) rs[i]->rc = -1, rs[i]->err = err;
+        return;
+    }
+    ebufs *e = &cw->e;
+    cudaStream_t st = cw->st;
+    bool want_f32 = false;
+    for (int i = 0, at = 0; i < nr; at += rs[i]->B, i++) {
+        FR_CK(cudaMemcpyAsync(e->mel + (size_t)at * M * T2, rs[i]->mel,
+                              (size_t)rs[i]->B * M * T2 * 4, cudaMemcpyHostToDevice, st));
+        want_f32 = want_f32 || rs[i]->enc;
+    }
+    frk_wh_im2col1(e->mel, Bt, M, T2, e->col, st);
+    gemm(cw, e->col, n2, cw->conv1_w, d, 3 * M, e->fa);
+    frk_wh_bias_act(e->fa, cw->conv1_b, n2, d, 1, NULL, 0, NULL, e->ha, st);
+    frk_wh_im2col2(e->ha, Bt, T2, d, e->col, st);
+    gemm(cw, e->col, n, cw->conv2_w, d, 3 * d, e->fa);
+    frk_wh_bias_act(e->fa, cw->conv2_b, n, d, 1, cw->enc_pos, T, e->x, NULL, st);
+    const float scale = 1.f / sqrtf((float)D);
+    for (int l = 0; l < hp->n_audio_layer; l++) {
+        const elayer *E = &cw->enc[l];
+        frk_wh_layernorm(e->x, E->ln1.w, E->ln1.b, n, d, LN_EPS, NULL, e->xn, st);
+        gemm(cw, e->xn, n, E->qkv.w, 3 * d, d, e->fa);
+        frk_wh_bias_act(e->fa, E->qkv.b, n, 3 * d, 0, NULL, 0, NULL, e->ha, st);
+        if (D % 16 == 0 && D <= FRK_VIT_MAX_HEAD_DIM)
+            frk_vit_attention(e->ha, e->cu, Bt, T, H, D, e->att, st);
+        else
+            frk_wh_attention(e->ha, 3 * d, e->rowbase, (size_t)d, 2 * (size_t)d, 3 * d, e->len, n,
+                             H, D, scale, e->att, d, st);
+        gemm(cw, e->att, n, E->o.w, d, d, e->t);
+        frk_vit_residual(e->x, e->t, E->o.b, n, d, st);
+        frk_wh_layernorm(e->x, E->ln2.w, E->ln2.b, n, d, LN_EPS, NULL, e->xn, st);
+        gemm(cw, e->xn, n, E->fc1.w, ff, d, e->fa);
+        frk_wh_bias_act(e->fa, E->fc1.b, n, ff, 1, NULL, 0, NULL, e->ha, st);
+        gemm(cw, e->ha, n, E->fc2.w, d, ff, e->t);
+        frk_vit_residual(e->x, e->t, E->fc2.b, n, d, st);
+    }
+    frk_wh_layernorm(e->x, cw->enc_ln.w, cw->enc_ln.b, n, d, LN_EPS, want_f32 ? e->out : NULL,
+                     e->xn, st);
+    for (int i = 0, at = 0; i < nr; at += rs[i]->B, i++) {
+        ereq *r = rs[i];
+        r->rc = 0;
+        if (r->enc)
+            FR_CK(cudaMemcpyAsync(r->enc, e->out + (size_t)at * T * d, (size_t)r->B * T * d * 4,
+                                  cudaMemcpyDeviceToHost, st));
+        if (!r->xo) continue;
+        for (int b = 0; b < r->B; b++)
+            if (!(r->xo[b] = cross_from(cw, e->xn + (size_t)(at + b) * T * d, &r->err))) {
+                for (int k = 0; k < b; k++) {
+                    pfree(cw, r->xo[k]->d);
+                    free(r->xo[k]);
+                    r->xo[k] = NULL;
+                }
+                r->rc = -1;
+                break;
+            }
+    }
+    FR_CK(cudaStreamSynchronize(st));
+    cw->stats.encodes++;
+    cw->stats.enc_windows += Bt;
+}
+
 int fr_cuda_whisper_encode(fr_cuda_whisper *cw, const float *mel, int B, float *enc,
                            fr_cuda_whisper_cross **xo, fr_err *err) {
     if (B < 1 || B > FR_CUDA_WHISPER_MAX_BATCH) {
@@ -486,66 +603,43 @@ int fr_cuda_whisper_encode(fr_cuda_whisper *cw, const float *mel, int B, float *
                     FR_CUDA_WHISPER_MAX_BATCH);
         return -1;
     }
-    const fr_whisper_hparams *hp = &cw->hp;
-    const int T = hp->n_audio_ctx, T2 = 2 * T, d = hp->n_audio_state, M = hp->n_mels;
-    const int ff = hp->n_audio_ff, H = hp->n_audio_head, D = d / H;
-    const int n = B * T, n2 = B * T2;
-    pthread_mutex_lock(&cw->mu);
-    FR_CK(cudaSetDevice(cw->dev));
-    int rc = -1;
     if (xo)
         for (int b = 0; b < B; b++) xo[b] = NULL;
-    if (ensure_enc(cw, B, err)) goto out;
-    {
-        ebufs *e = &cw->e;
-        cudaStream_t st = cw->st;
-        FR_CK(cudaMemcpyAsync(e->mel, mel, (size_t)B * M * T2 * 4, cudaMemcpyHostToDevice, st));
-        frk_wh_im2col1(e->mel, B, M, T2, e->col, st);
-        gemm(cw, e->col, n2, cw->conv1_w, d, 3 * M, e->fa);
-        frk_wh_bias_act(e->fa, cw->conv1_b, n2, d, 1, NULL, 0, NULL, e->ha, st);
-        frk_wh_im2col2(e->ha, B, T2, d, e->col, st);
-        gemm(cw, e->col, n, cw->conv2_w, d, 3 * d, e->fa);
-        frk_wh_bias_act(e->fa, cw->conv2_b, n, d, 1, cw->enc_pos, T, e->x, NULL, st);
-        const float scale = 1.f / sqrtf((float)D);
-        for (int l = 0; l < hp->n_audio_layer; l++) {
-            const elayer *E = &cw->enc[l];
-            frk_wh_layernorm(e->x, E->ln1.w, E->ln1.b, n, d, LN_EPS, NULL, e->xn, st);
-            gemm(cw, e->xn, n, E->qkv.w, 3 * d, d, e->fa);
-            frk_wh_bias_act(e->fa, E->qkv.b, n, 3 * d, 0, NULL, 0, NULL, e->ha, st);
-            if (D % 16 == 0 && D <= FRK_VIT_MAX_HEAD_DIM)
-                frk_vit_attention(e->ha, e->cu, B, T, H, D, e->att, st);
-            else
-                frk_wh_attention(e->ha, 3 * d, e->rowbase, (size_t)d, 2 * (size_t)d, 3 * d, e->len,
-                                 n, H, D, scale, e->att, d, st);
-            gemm(cw, e->att, n, E->o.w, d, d, e->t);
-            frk_vit_residual(e->x, e->t, E->o.b, n, d, st);
-            frk_wh_layernorm(e->x, E->ln2.w, E->ln2.b, n, d, LN_EPS, NULL, e->xn, st);
-            gemm(cw, e->xn, n, E->fc1.w, ff, d, e->fa);
-            frk_wh_bias_act(e->fa, E->fc1.b, n, ff, 1, NULL, 0, NULL, e->ha, st);
-            gemm(cw, e->ha, n, E->fc2.w, d, ff, e->t);
-            frk_vit_residual(e->x, e->t, E->fc2.b, n, d, st);
+    ereq me;
+    memset(&me, 0, sizeof me);
+    me.mel = mel, me.B = B, me.enc = enc, me.xo = xo;
+    pthread_mutex_lock(&cw->qmu);
+    cw->stats.enc_calls++;
+    if (cw->eq_tail) cw->eq_tail->next = &me;
+    else cw->eq_head = &me;
+    cw->eq_tail = &me;
+    while (!me.done) {
+        if (cw->e_leading) {
+            pthread_cond_wait(&cw->qcv, &cw->qmu);
+            continue;
         }
-        frk_wh_layernorm(e->x, cw->enc_ln.w, cw->enc_ln.b, n, d, LN_EPS, enc ? e->out : NULL, e->xn,
-                         st);
-        if (enc)
-            FR_CK(cudaMemcpyAsync(enc, e->out, (size_t)n * d * 4, cudaMemcpyDeviceToHost, st));
-        if (xo)
-            for (int b = 0; b < B; b++)
-                if (!(xo[b] = cross_from(cw, e->xn + (size_t)b * T * d, err))) {
-                    for (int k = 0; k < b; k++) {
-                        pfree(cw, xo[k]->d);
-                        free(xo[k]);
-                        xo[k] = NULL;
-                    }
-                    FR_CK(cudaStreamSynchronize(st));
-                    goto out;
-                }
-        FR_CK(cudaStreamSynchronize(st));
-        rc = 0;
+        cw->e_leading = true;
+        ereq *rs[COMBINE_WINDOWS + FR_CUDA_WHISPER_MAX_BATCH];
+        int nr = 0, Bt = 0;
+        while (cw->eq_head && (nr == 0 || Bt + cw->eq_head->B <= COMBINE_WINDOWS)) {
+            ereq *r = cw->eq_head;
+            cw->eq_head = r->next;
+            if (!cw->eq_head) cw->eq_tail = NULL;
+            rs[nr++] = r, Bt += r->B;
+        }
+        pthread_mutex_unlock(&cw->qmu);
+        pthread_mutex_lock(&cw->mu);
+        FR_CK(cudaSetDevice(cw->dev));
+        encode_batch(cw, rs, nr, Bt);
+        pthread_mutex_unlock(&cw->mu);
+        pthread_mutex_lock(&cw->qmu);
+        for (int i = 0; i < nr; i++) rs[i]->done = true;
+        cw->e_leading = false;
+        pthread_cond_broadcast(&cw->qcv);
     }
-out:
-    pthread_mutex_unlock(&cw->mu);
-    return rc;
+    pthread_mutex_unlock(&cw->qmu);
+    if (me.rc) *err = me.err;
+    return me.rc;
 }
 
 fr_cuda_whisper_cross *fr_cuda_whisper_cross_new(fr_cuda_whisper *cw, const float *enc,
@@ -658,15 +752,24 @@ static void step_kernels(fr_cuda_whisper *cw, int R) {
     frk_wh_argmax(s->logits, R, cw->V, cw->Vp, s->next, st);
 }
 
-/* Runs the R rows filled in s.in_h (padded to the bucket), then copies rows lg_first ..
- * lg_first + lg_rows - 1 of the logits to lg (when lg) and the argmax of the R rows to next
- * (when next). Synchronous. Caller holds the mutex. */
-static void step_run(fr_cuda_whisper *cw, int R, float *lg, int lg_first, int lg_rows, int *next) {
+/* Runs the requests' rows (R in all, padded to the bucket) as one step and hands each request
+ * its logits rows and argmax. Caller holds the mutex. */
+static void step_batch(fr_cuda_whisper *cw, sreq *const *rs, int nr, int R) {
     FR_ASSERT(R >= 1 && R <= MR);
     int b = 0;
     while ((1 << b) < R) b++;
     const int Rb = 1 << b;
     step_in *h = cw->s.in_h;
+    bool want_lg = false;
+    for (int i = 0, at = 0; i < nr; at += rs[i]->n, i++) {
+        const sreq *q = rs[i];
+        for (int r = 0; r < q->n; r++) {
+            h->tok[at + r] = q->tok[r], h->pos[at + r] = q->pos[r];
+            h->len[at + r] = q->pos[r] + 1, h->lenx[at + r] = cw->hp.n_audio_ctx;
+            h->kvp[at + r] = q->kvp[r], h->xkp[at + r] = q->xkp[r];
+        }
+        want_lg = want_lg || (q->lg && q->lg_rows > 0);
+    }
     for (int r = R; r < Rb; r++) { /* dummy rows: token 0 at position 0 of a private cache */
         h->tok[r] = 0, h->pos[r] = 0, h->len[r] = 1, h->lenx[r] = cw->hp.n_audio_ctx;
         h->kvp[r] = cw->dummy_kv, h->xkp[r] = h->xkp[0];
@@ -686,15 +789,57 @@ static void step_run(fr_cuda_whisper *cw, int R, float *lg, int lg_first, int lg
     } else {
         step_kernels(cw, Rb);
     }
-    if (next) FR_CK(cudaMemcpyAsync(cw->s.next_h, cw->s.next, (size_t)R * 4, cudaMemcpyDeviceToHost, st));
-    if (lg && lg_rows > 0) {
-        FR_ASSERT(lg_first >= 0 && lg_first + lg_rows <= R);
-        FR_CK(cudaMemcpy2DAsync(lg, (size_t)cw->V * 4, cw->s.logits + (size_t)lg_first * cw->Vp,
-                                (size_t)cw->Vp * 4, (size_t)cw->V * 4, (size_t)lg_rows,
-                                cudaMemcpyDeviceToHost, st));
-    }
+    FR_CK(cudaMemcpyAsync(cw->s.next_h, cw->s.next, (size_t)R * 4, cudaMemcpyDeviceToHost, st));
+    if (want_lg)
+        FR_CK(cudaMemcpy2DAsync(cw->s.lg_h, (size_t)cw->V * 4, cw->s.logits, (size_t)cw->Vp * 4,
+                                (size_t)cw->V * 4, (size_t)R, cudaMemcpyDeviceToHost, st));
     FR_CK(cudaStreamSynchronize(st));
-    if (next) memcpy(next, cw->s.next_h, (size_t)R * 4);
+    for (int i = 0, at = 0; i < nr; at += rs[i]->n, i++) {
+        const sreq *q = rs[i];
+        if (q->next) memcpy(q->next, cw->s.next_h + at, (size_t)q->n * 4);
+        if (q->lg && q->lg_rows > 0) {
+            FR_ASSERT(q->lg_first >= 0 && q->lg_first + q->lg_rows <= q->n);
+            memcpy(q->lg, cw->s.lg_h + (size_t)(at + q->lg_first) * cw->V,
+                   (size_t)q->lg_rows * cw->V * 4);
+        }
+    }
+    cw->stats.steps++;
+    cw->stats.step_rows += R;
+}
+
+/* Queues q, waits until a leader (maybe this caller) has run it. */
+static void step_submit(fr_cuda_whisper *cw, sreq *q) {
+    pthread_mutex_lock(&cw->qmu);
+    cw->stats.step_calls++;
+    q->done = false, q->link = NULL;
+    if (cw->sq_tail) cw->sq_tail->link = q;
+    else cw->sq_head = q;
+    cw->sq_tail = q;
+    while (!q->done) {
+        if (cw->s_leading) {
+            pthread_cond_wait(&cw->qcv, &cw->qmu);
+            continue;
+        }
+        cw->s_leading = true;
+        sreq *rs[MR];
+        int nr = 0, R = 0;
+        while (cw->sq_head && R + cw->sq_head->n <= MR) {
+            sreq *r = cw->sq_head;
+            cw->sq_head = r->link;
+            if (!cw->sq_head) cw->sq_tail = NULL;
+            rs[nr++] = r, R += r->n;
+        }
+        pthread_mutex_unlock(&cw->qmu);
+        pthread_mutex_lock(&cw->mu);
+        FR_CK(cudaSetDevice(cw->dev));
+        step_batch(cw, rs, nr, R);
+        pthread_mutex_unlock(&cw->mu);
+        pthread_mutex_lock(&cw->qmu);
+        for (int i = 0; i < nr; i++) rs[i]->done = true;
+        cw->s_leading = false;
+        pthread_cond_broadcast(&cw->qcv);
+    }
+    pthread_mutex_unlock(&cw->qmu);
 }
 
 int fr_cuda_whisper_decode(fr_cuda_whisper *cw, const fr_cuda_whisper_cross *x,
@@ -711,23 +856,24 @@ int fr_cuda_whisper_decode(fr_cuda_whisper *cw, const fr_cuda_whisper_cross *x,
             fr_err_setc(err, FR_ERR_BAD_REQUEST, "whisper: token %d out of range", tokens[i]);
             return -1;
         }
-    pthread_mutex_lock(&cw->mu);
-    FR_CK(cudaSetDevice(cw->dev));
-    step_in *h = cw->s.in_h;
-    for (int c0 = 0; c0 < n; c0 += MR) {
+    sreq *q = (sreq *)malloc(sizeof *q);
+    FR_ASSERT(q);
+    for (int c0 = 0; c0 < n; c0 += MR) { /* the rows of one chunk see each other's keys */
         const int R = FR_MIN(MR, n - c0);
+        q->n = R;
         for (int r = 0; r < R; r++) {
-            const int p = kv->n + c0 + r;
-            h->tok[r] = tokens[c0 + r], h->pos[r] = p, h->len[r] = p + 1;
-            h->lenx[r] = hp->n_audio_ctx;
-            h->kvp[r] = (uint16_t *)kv->d, h->xkp[r] = x->d;
+            q->tok[r] = tokens[c0 + r], q->pos[r] = kv->n + c0 + r;
+            q->kvp[r] = (uint16_t *)kv->d, q->xkp[r] = x->d;
         }
         const bool last = c0 + R == n;
-        if (all) step_run(cw, R, logits + (size_t)c0 * hp->n_vocab, 0, R, NULL);
-        else step_run(cw, R, last ? logits : NULL, R - 1, last ? 1 : 0, NULL);
+        q->lg = all ? logits + (size_t)c0 * hp->n_vocab : last ? logits : NULL;
+        q->lg_first = all ? 0 : R - 1;
+        q->lg_rows = all ? R : last ? 1 : 0;
+        q->next = NULL;
+        step_submit(cw, q);
     }
+    free(q);
     kv->n += n;
-    pthread_mutex_unlock(&cw->mu);
     return 0;
 }
 
@@ -755,16 +901,22 @@ int fr_cuda_whisper_step(fr_cuda_whisper *cw, int n_seq, fr_cuda_whisper_kv *con
                 return -1;
             }
     }
-    pthread_mutex_lock(&cw->mu);
-    FR_CK(cudaSetDevice(cw->dev));
-    step_in *h = cw->s.in_h;
+    sreq *q = (sreq *)malloc(sizeof *q);
+    FR_ASSERT(q);
+    q->n = n_seq;
     for (int r = 0; r < n_seq; r++) {
-        const int p = kv[r]->n;
-        h->tok[r] = tokens[r], h->pos[r] = p, h->len[r] = p + 1, h->lenx[r] = hp->n_audio_ctx;
-        h->kvp[r] = (uint16_t *)kv[r]->d, h->xkp[r] = x[r]->d;
+        q->tok[r] = tokens[r], q->pos[r] = kv[r]->n;
+        q->kvp[r] = (uint16_t *)kv[r]->d, q->xkp[r] = x[r]->d;
     }
-    step_run(cw, n_seq, logits, 0, logits ? n_seq : 0, next);
+    q->lg = logits, q->lg_first = 0, q->lg_rows = logits ? n_seq : 0, q->next = next;
+    step_submit(cw, q);
+    free(q);
     for (int r = 0; r < n_seq; r++) kv[r]->n++;
-    pthread_mutex_unlock(&cw->mu);
     return 0;
+}
+
+void fr_cuda_whisper_get_stats(fr_cuda_whisper *cw, fr_cuda_whisper_stats *out) {
+    pthread_mutex_lock(&cw->qmu);
+    *out = cw->stats;
+    pthread_mutex_unlock(&cw->qmu);
 }
