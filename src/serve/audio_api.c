@@ -403,8 +403,11 @@ static const char *lang_name(const char *code) {
 
 /* A CPU step of the call's account, or NULL (not metered). */
 static fr_meter_step *step_begin(const fr_audio_call *call, fr_meter_stage stage) {
+    /* Whisper on a CUDA device is metered on that GPU */
+    const int gpu = stage == FR_MSTAGE_ASR ? fr_whisper_cuda_device(call->whisper_cuda) : -1;
     return call->meter && call->account
-               ? fr_meter_stage_begin(call->meter, call->account, stage, FR_METER_DEV_CPU)
+               ? fr_meter_stage_begin(call->meter, call->account, stage,
+                                      gpu >= 0 ? fr_meter_dev_gpu(gpu) : FR_METER_DEV_CPU)
                : NULL;
 }
 

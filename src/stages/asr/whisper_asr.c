@@ -24,6 +24,7 @@
 #pragma weak fr_cuda_whisper_kv_copy
 #pragma weak fr_cuda_whisper_decode
 #pragma weak fr_cuda_whisper_step
+#pragma weak fr_cuda_whisper_device
 
 /* Where a transcription computes: the CPU reference (cw NULL) or the CUDA model. */
 typedef struct weng {
@@ -98,6 +99,10 @@ int fr_whisper_cuda_open(const fr_whisper_model *m, const char *device, fr_cuda_
 
 void fr_whisper_cuda_free(fr_cuda_whisper *cw) {
     if (cw) fr_cuda_whisper_free(cw);
+}
+
+int fr_whisper_cuda_device(const fr_cuda_whisper *cw) {
+    return cw ? fr_cuda_whisper_device(cw) : -1;
 }
 
 fr_whisper_params fr_whisper_default_params(void) {

@@ -108,6 +108,8 @@ int fr_whisper_transcribe(const fr_whisper_model *m, const float *pcm, size_t n,
 int fr_whisper_cuda_open(const fr_whisper_model *m, const char *device,
                          struct fr_cuda_whisper **out, fr_err *err);
 void fr_whisper_cuda_free(struct fr_cuda_whisper *cw);
+/* The CUDA device index of cw, or -1 for NULL (the CPU). */
+int fr_whisper_cuda_device(const struct fr_cuda_whisper *cw);
 
 /* ---- the pieces, for the tests */
 
