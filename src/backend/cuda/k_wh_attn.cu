@@ -5,9 +5,9 @@
  *
  * Flash-style: no score matrix. A block of NW = 8 warps serves one (row, head). Lane l holds
  * dimensions l, l + 32, l + 64, l + 96 of q (scaled) and of its output accumulator; warp w takes
- * keys w, w + 8, ...: per key the lanes' partial dot products are summed by shuffles, then the
- * warp folds the score into its running maximum m, sum l and accumulator o (fp32, exp of the
- * score less the running maximum). At the end the 8 partial states are merged through shared
+ * chunks of KU = 4 consecutive keys (w KU, w KU + 32, ...): per key the lanes' partial dot
+ * products are summed by shuffles, then the warp folds the chunk's scores into its running
+ * maximum m, sum l and accumulator o (fp32, exp of the score less the running maximum). At the end the 8 partial states are merged through shared
  * memory: M = max m_w, out = sum_w o_w e^(m_w - M) / sum_w l_w e^(m_w - M). A warp with no key
  * has m = -inf and contributes nothing.
  */
@@ -15,6 +15,7 @@
 #include "backend/cuda/whisper_kernels.h"
 
 #define NW 8
+#define KU 4 /* keys a warp takes at once */
 #define DMAX FRK_WH_MAX_HEAD_DIM
 
 __global__ void __launch_bounds__(NW * 32)
@@ -36,22 +37,47 @@ k_wh_attn(const bf16 *__restrict__ q, int ldq, const bf16 *const *__restrict__ b
         o[i] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
-    for (int j = w; j < L; j += NW) {
-        const bf16 *kr = K + (size_t)j * ldk, *vr = V + (size_t)j * ldk;
-        float s = 0.f;
+    /* warp w takes the chunks of KU consecutive keys starting at w KU, w KU + NW KU, ...; the KU
+     * dot products of a chunk are independent (their loads and shuffles overlap), then one
+     * rescale folds the chunk in. Whether a key exists is the same for the whole warp. */
+    for (int j0 = w * KU; j0 < L; j0 += NW * KU) {
+        float s[KU];
 #pragma unroll
-        for (int i = 0; i < DMAX / 32; i++) {
-            const int d = lane + 32 * i;
-            if (d < D) s = fmaf(qv[i], __bfloat162float(kr[d]), s);
+        for (int u = 0; u < KU; u++) {
+            s[u] = 0.f;
+            if (j0 + u < L) {
+                const bf16 *kr = K + (size_t)(j0 + u) * ldk;
+#pragma unroll
+                for (int i = 0; i < DMAX / 32; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < D) s[u] = fmaf(qv[i], __bfloat162float(kr[d]), s[u]);
+                }
+            }
         }
-        s = warp_sum(s);
-        const float mn = fmaxf(m, s);
-        const float c = __expf(m - mn), p = __expf(s - mn); /* c = 0 on the first key */
-        l = l * c + p;
+#pragma unroll
+        for (int u = 0; u < KU; u++) s[u] = warp_sum(s[u]);
+        float mx = s[0]; /* key j0 exists */
+#pragma unroll
+        for (int u = 1; u < KU; u++)
+            if (j0 + u < L) mx = fmaxf(mx, s[u]);
+        const float mn = fmaxf(m, mx);
+        const float c = __expf(m - mn); /* 0 on the first chunk */
+        float p[KU];
+#pragma unroll
+        for (int u = 0; u < KU; u++) p[u] = j0 + u < L ? __expf(s[u] - mn) : 0.f;
+        float ps = 0.f;
+#pragma unroll
+        for (int u = 0; u < KU; u++) ps += p[u];
+        l = l * c + ps;
 #pragma unroll
         for (int i = 0; i < DMAX / 32; i++) {
             const int d = lane + 32 * i;
-            o[i] = o[i] * c + (d < D ? p * __bfloat162float(vr[d]) : 0.f);
+            float acc = o[i] * c;
+            if (d < D)
+#pragma unroll
+                for (int u = 0; u < KU; u++)
+                    if (j0 + u < L) acc = fmaf(p[u], __bfloat162float(V[(size_t)(j0 + u) * ldk + d]), acc);
+            o[i] = acc;
         }
         m = mn;
     }

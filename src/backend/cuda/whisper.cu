@@ -592,8 +592,6 @@ static void encode_batch(fr_cuda_whisper *cw, ereq *const *rs, int nr, int Bt) {
             }
     }
     FR_CK(cudaStreamSynchronize(st));
-    cw->stats.encodes++;
-    cw->stats.enc_windows += Bt;
 }
 
 int fr_cuda_whisper_encode(fr_cuda_whisper *cw, const float *mel, int B, float *enc,
@@ -634,6 +632,8 @@ int fr_cuda_whisper_encode(fr_cuda_whisper *cw, const float *mel, int B, float *
         pthread_mutex_unlock(&cw->mu);
         pthread_mutex_lock(&cw->qmu);
         for (int i = 0; i < nr; i++) rs[i]->done = true;
+        cw->stats.encodes++;
+        cw->stats.enc_windows += Bt;
         cw->e_leading = false;
         pthread_cond_broadcast(&cw->qcv);
     }
@@ -803,8 +803,6 @@ static void step_batch(fr_cuda_whisper *cw, sreq *const *rs, int nr, int R) {
                    (size_t)q->lg_rows * cw->V * 4);
         }
     }
-    cw->stats.steps++;
-    cw->stats.step_rows += R;
 }
 
 /* Queues q, waits until a leader (maybe this caller) has run it. */
@@ -836,6 +834,8 @@ static void step_submit(fr_cuda_whisper *cw, sreq *q) {
         pthread_mutex_unlock(&cw->mu);
         pthread_mutex_lock(&cw->qmu);
         for (int i = 0; i < nr; i++) rs[i]->done = true;
+        cw->stats.steps++;
+        cw->stats.step_rows += R;
         cw->s_leading = false;
         pthread_cond_broadcast(&cw->qcv);
     }
