@@ -17,7 +17,8 @@
  *     the decoder alone): rel L2 <= TOL_LOGITS each step;
  *   - greedy tokens: the GPU's argmax (on the device) equals the CPU's at every step whose CPU
  *     top-2 margin is above 4 x the step's largest logit difference (a closer call is printed
- *     as a near tie and not counted); and equals the argmax of the GPU's own logits exactly;
+ *     as a near tie and not counted; the random model must have such steps, the fixtures' tiny
+ *     logits may have none);
  *   - the prompt decoded with all = true (every row's logits; a 70-token prompt on the random
  *     model: two chunks of the 64-row step) vs the CPU;
  *   - continuous batching: three sequences of different prompt lengths on different windows
@@ -226,7 +227,7 @@ static void make_prompt(const fr_whisper_model *m, int n, uint64_t seed, int *ou
  * tokens; logits compared per step, tokens per step. */
 static void check_decoder(const char *name, const fr_whisper_model *m, fr_cuda_whisper *cw,
                           const fr_whisper_cross *cx, const fr_cuda_whisper_cross *gx,
-                          const int *prompt, int P) {
+                          const int *prompt, int P, bool need_clear) {
     const int V = m->hp.n_vocab;
     fr_err err = {0};
     float *lc = malloc((size_t)V * 4), *lg = malloc((size_t)V * 4);
@@ -263,10 +264,15 @@ static void check_decoder(const char *name, const fr_whisper_model *m, fr_cuda_w
         }
         next = tc; /* both continue on the CPU's token */
     }
-    snprintf(label, sizeof label, "%s: greedy tokens equal (%d steps counted)", name, tok_n);
+    snprintf(label, sizeof label, "%s: greedy tokens equal (%d steps with a clear margin)", name,
+             tok_n);
     char det[64];
     snprintf(det, sizeof det, "%d of %d", tok_ok, tok_n);
-    check(label, tok_ok == tok_n && tok_n > 0, det);
+    if (tok_n == 0 && !need_clear)
+        printf("note %s: no step had a clear top-2 margin (tiny random logits): tokens not "
+               "compared\n", name);
+    else
+        check(label, tok_ok == tok_n && tok_n > 0, det);
 out:
     fr_whisper_kv_free(kc);
     fr_cuda_whisper_kv_free(cw, kg);
@@ -538,7 +544,8 @@ static void check_threads(const char *name, const fr_whisper_model *m, fr_cuda_w
 }
 
 /* Every check on one model. */
-static void check_model(const char *name, const fr_whisper_model *m, int long_prompt) {
+static void check_model(const char *name, const fr_whisper_model *m, int long_prompt,
+                        bool need_clear) {
     const fr_whisper_hparams *hp = &m->hp;
     const size_t T = (size_t)hp->n_audio_ctx, d = (size_t)hp->n_audio_state;
     const size_t per_mel = (size_t)hp->n_mels * 2 * T;
@@ -592,9 +599,9 @@ static void check_model(const char *name, const fr_whisper_model *m, int long_pr
         int prompt[4];
         make_prompt(m, 4, 1, prompt);
         snprintf(label, sizeof label, "%s dec(GPU enc)", name);
-        check_decoder(label, m, cw, cx, g1, prompt, 4);
+        check_decoder(label, m, cw, cx, g1, prompt, 4, need_clear);
         snprintf(label, sizeof label, "%s dec(CPU enc)", name);
-        if (gxc) check_decoder(label, m, cw, cx, gxc, prompt, 4);
+        if (gxc) check_decoder(label, m, cw, cx, gxc, prompt, 4, need_clear);
         else check(label, false, err.msg);
         check_all_rows(name, m, cw, cx, g1, long_prompt);
         fr_cuda_whisper_cross_free(cw, gxc);
@@ -620,7 +627,7 @@ static void check_fixture(const char *dir, const char *sub) {
         check(name, false, err.msg);
         return;
     }
-    check_model(name, m, 12);
+    check_model(name, m, 12, false);
     fr_whisper_free(m);
 }
 
@@ -631,7 +638,7 @@ static void check_random(void) {
         check("random d128", false, "out of host memory");
         return;
     }
-    check_model("random d128 h64", &m, 70);
+    check_model("random d128 h64", &m, 70, true);
     rand_model_free(&m);
 }
 
