@@ -412,9 +412,13 @@ fr_cuda_whisper *fr_cuda_whisper_new(const fr_whisper_model *m, int device, fr_e
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
             if (!(*want[i].p = dmalloc(cw, want[i].bytes, err))) goto fail;
-        FR_CK(cudaMallocHost((void **)&s->in_h, sizeof(step_in)));
-        FR_CK(cudaMallocHost((void **)&s->next_h, (size_t)MR * 4));
-        FR_CK(cudaMallocHost((void **)&s->lg_h, (size_t)MR * cw->V * 4));
+        if (cudaMallocHost((void **)&s->in_h, sizeof(step_in)) != cudaSuccess ||
+            cudaMallocHost((void **)&s->next_h, (size_t)MR * 4) != cudaSuccess ||
+            cudaMallocHost((void **)&s->lg_h, (size_t)MR * cw->V * 4) != cudaSuccess) {
+            (void)cudaGetLastError();
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "cuda whisper: out of pinned host memory");
+            goto fail;
+        }
         memset(s->in_h, 0, sizeof(step_in));
     }
     return cw;
