@@ -15,11 +15,11 @@
 #      the CPU executor, and its pages/s bench (gpu-onnx); with GPU_OCR_PAGES, the whole PP-OCR
 #      page pipeline on CPU and CUDA over those pages, scored, and its pages/s (gpu-ppocr);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
-#   6. compute-sanitizer memcheck over `gpu-check --quick`;
+#   6. compute-sanitizer memcheck over `gpu-check --quick` and `gpu-whisper --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
 # Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
-# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,whisper.log,cli_vl.json,onnx.log,sanitizer.log,bench.log,
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,whisper.log,sanitizer-whisper.log,cli_vl.json,onnx.log,sanitizer.log,bench.log,
 #       summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
@@ -214,6 +214,15 @@ if [ -x "$cs" ]; then
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/sanitizer.log" | tail -n 1)
     note "== compute-sanitizer memcheck (gpu-check --quick): ${es:-no summary}; ${line:-} (exit $rc, $(el) s)"
     [ "$rc" -eq 0 ] || status=1
+    if [ -x "$bin/gpu-whisper" ]; then
+        timeout 400 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin/gpu-whisper" \
+            --quick tests/fixtures >"$out/sanitizer-whisper.log" 2>&1
+        rc=$?
+        es=$(grep -E 'ERROR SUMMARY' "$out/sanitizer-whisper.log" | tail -n 1)
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/sanitizer-whisper.log" | tail -n 1)
+        note "== compute-sanitizer memcheck (gpu-whisper --quick): ${es:-no summary}; ${line:-} (exit $rc, $(el) s)"
+        [ "$rc" -eq 9 ] && status=1 # memory errors (a timeout is noted, not failed)
+    fi
 else
     note "== compute-sanitizer: not found"
 fi
