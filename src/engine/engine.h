@@ -148,6 +148,11 @@ typedef struct fr_req_params {
     bool no_prefix_cache;       /* neither take cached blocks nor publish this request's */
     uint64_t cache_salt;        /* 0 = none; otherwise only requests with the same salt share
                                    blocks (fr_kv_chain_root) */
+    /* LoRA (model/lora.h): the adapter every token of the request runs with, NULL = the base
+     * model. Borrowed: it must outlive the request (until fr_req_info says done). The prefix
+     * cache keys the request's blocks by the adapter's hash too. Refused (INVALID) on a backend
+     * without FR_BOP_LORA or for an adapter loaded for another model shape. */
+    const struct fr_lora *lora;
 } fr_req_params;
 
 typedef struct fr_engine fr_engine;

@@ -10,14 +10,13 @@
  * the executor's error with its code.
  */
 #include "stages/ocr/ppocr.h"
+#include "stages/ocr/ppocr_net.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/onnx_cuda.h"
-#include "backend/onnx_exec.h"
 #include "model/onnx/onnx.h"
 
 /* The CUDA executor is linked only into binaries built with the CUDA backend (make cuda); it is
@@ -27,11 +26,6 @@
 #pragma weak fr_onnx_cuda_sess_run
 #pragma weak fr_onnx_cuda_sess_free
 
-/* One network's session, on the CPU executor or on a CUDA device (the other NULL). */
-typedef struct net_sess {
-    fr_onnx_sess *cpu;
-    fr_onnx_cuda_sess *gpu;
-} net_sess;
 
 struct fr_ppocr_models {
     fr_onnx_model *det; /* DB detector: x (N, 3, H, W) → (N, 1, H, W) probabilities */
@@ -115,6 +109,9 @@ bool fr_ppocr_models_present(const char *dir) {
     return true;
 }
 
+const fr_onnx_model *fr_ppocr_models_rec(const fr_ppocr_models *m) { return m->rec; }
+const fr_ppocr_dict *fr_ppocr_models_dict(const fr_ppocr_models *m) { return &m->dict; }
+
 void fr_ppocr_models_free(fr_ppocr_models *m) {
     if (!m) return;
     fr_onnx_model_free(m->det);
@@ -160,37 +157,35 @@ fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err) {
     return m;
 }
 
-static void net_free(net_sess *n) {
+void fr_ppocr_net_free(net_sess *n) {
     fr_onnx_sess_free(n->cpu);
     if (n->gpu) fr_onnx_cuda_sess_free(n->gpu);
     memset(n, 0, sizeof *n);
 }
 
-/* A session for m on the engine's device; path: on CUDA, the output comes back as its greedy
- * path (argmax_last: index and value per step) instead of the class probabilities. 0, or -1 with
- * err set. */
-static int net_new(const fr_ppocr *e, const fr_onnx_model *m, int path, net_sess *n, fr_err *err) {
-    if (e->o.device < 0) {
+int fr_ppocr_net_new(const fr_ppocr_opts *o, const fr_onnx_model *m, int path, net_sess *n,
+                     fr_err *err) {
+    if (o->device < 0) {
         fr_onnx_sess_opts so = fr_onnx_sess_default_opts();
-        so.n_threads = e->o.n_threads > 0 ? e->o.n_threads : 1;
+        so.n_threads = o->n_threads > 0 ? o->n_threads : 1;
         return (n->cpu = fr_onnx_sess_new(m, &so, err)) ? 0 : -1;
     }
     if (!fr_onnx_cuda_sess_new) {
         fr_err_setc(err, FR_ERR_UNSUPPORTED, "device cuda:%d: this binary is built without the "
-                    "CUDA backend (make cuda builds frugal-cuda)", e->o.device);
+                    "CUDA backend (make cuda builds frugal-cuda)", o->device);
         return -1;
     }
     fr_onnx_cuda_opts co = fr_onnx_cuda_default_opts();
     co.max_plans = 32; /* det sides, one cls shape, the rec width buckets */
     co.argmax_last = path;
-    return (n->gpu = fr_onnx_cuda_sess_new(m, e->o.device, &co, err)) ? 0 : -1;
+    return (n->gpu = fr_onnx_cuda_sess_new(m, o->device, &co, err)) ? 0 : -1;
 }
 
 void fr_ppocr_free(fr_ppocr *e) {
     if (!e) return;
-    net_free(&e->det);
-    net_free(&e->cls);
-    net_free(&e->rec);
+    fr_ppocr_net_free(&e->det);
+    fr_ppocr_net_free(&e->cls);
+    fr_ppocr_net_free(&e->rec);
     free(e->in);
     free(e->canvas);
     free(e->map);
@@ -208,9 +203,9 @@ fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err 
         e->o.max_boxes = FR_PPOCR_MAX_BOXES;
     if (e->o.rec_min_w < 8) e->o.rec_min_w = 8;
     if (e->o.rec_max_w < e->o.rec_min_w) e->o.rec_max_w = e->o.rec_min_w;
-    if (net_new(e, m->det, 0, &e->det, err) ||
-        (e->o.use_cls && net_new(e, m->cls, 0, &e->cls, err)) ||
-        net_new(e, m->rec, 1, &e->rec, err)) {
+    if (fr_ppocr_net_new(&e->o, m->det, 0, &e->det, err) ||
+        (e->o.use_cls && fr_ppocr_net_new(&e->o, m->cls, 0, &e->cls, err)) ||
+        (!e->o.rec_queue && fr_ppocr_net_new(&e->o, m->rec, 1, &e->rec, err))) {
         fr_err_prefix(err, "PP-OCR");
         fr_ppocr_free(e);
         return NULL;
@@ -230,8 +225,8 @@ static float *scratch(fr_ppocr *e, size_t n) {
 
 /* One network run on x (n, 3, h, w). 0, or an fr_ocr_status: STOPPED when the cancel check says
  * stop (before the run or as the reason it failed), FAILED with err otherwise. */
-static int net(net_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
-               fr_onnx_arr *out, const fr_cancel *cancel, fr_err *err) {
+int fr_ppocr_net_run(net_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
+                     fr_onnx_arr *out, const fr_cancel *cancel, fr_err *err) {
     if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
     fr_onnx_arr in = {.rank = 4, .dims = {n, 3, h, w}, .data = x};
     if (s->gpu ? fr_onnx_cuda_sess_run(s->gpu, &in, 1, out, 1, cancel, err)
@@ -301,7 +296,7 @@ static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_
     if (on_canvas) x = place_on_canvas(e, x, mw, mh, nw, nh);
     lap(e, FR_PPOCR_T_DET_PREP, &t0);
     fr_onnx_arr out;
-    int rc = net(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
+    int rc = fr_ppocr_net_run(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
     lap(e, FR_PPOCR_T_DET_NET, &t0);
     if (rc) return rc;
     if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != nh ||
@@ -372,7 +367,7 @@ static int classify(fr_ppocr *e, fr_image *crops, const int *v, int n, const fr_
         memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         lap(e, FR_PPOCR_T_CLS_PREP, &t0);
         fr_onnx_arr out;
-        int rc = net(&e->cls, "cls", x, kb, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
+        int rc = fr_ppocr_net_run(&e->cls, "cls", x, kb, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
         lap(e, FR_PPOCR_T_CLS_NET, &t0);
         if (rc) return rc;
         if (out.rank != 2 || out.dims[0] != kb || out.dims[1] != 2)
@@ -393,6 +388,51 @@ static const float *cpu_path(fr_ppocr *e, const float *pr, int T, int C) {
     }
     fr_ppocr_best_path(pr, T, C, e->path);
     return e->path;
+}
+
+/* One line's text from its greedy path (T, 2), the crop recognised at input width w: CTC, the
+ * drop score, the signs the dictionary lacks. 0 or FR_OCR_FAILED with err. */
+static int decode_line(const fr_ppocr *e, const float *path, int T, const fr_image *crop,
+                       uint32_t w, fr_ppocr_text *t, fr_err *err) {
+    if (fr_ppocr_ctc_decode_path(path, T, &e->m->dict, t, err)) return FR_OCR_FAILED;
+    if (t->conf < e->o.drop_score) { /* PaddleOCR's drop_score */
+        t->text[0] = 0;
+        return 0;
+    }
+    if (e->o.find_signs && fr_ppocr_find_signs_path(path, T, &e->m->dict, crop, w, t, err) < 0)
+        return FR_OCR_FAILED;
+    return 0;
+}
+
+/* The recogniser over the crops v[0..n) through the shared queue (o.rec_queue): each line at its
+ * own width bucket, 64 lines a submission (bounding the inputs held at once). */
+static int recognise_shared(fr_ppocr *e, const fr_image *crops, const int *v, int n,
+                            const fr_cancel *cancel, fr_ppocr_text *texts, fr_err *err) {
+    enum { CHUNK = 64 };
+    float *x[CHUNK], *path[CHUNK];
+    uint32_t w[CHUNK];
+    int T[CHUNK], rc = 0;
+    for (int s = 0; s < n && !rc; s += CHUNK) {
+        double t0 = fr_time_s();
+        const int k = FR_MIN(CHUNK, n - s);
+        for (int i = 0; i < k; i++) {
+            const fr_image *c = &crops[v[s + i]];
+            w[i] = fr_ppocr_rec_width((float)c->width / (float)c->height, e->o.rec_min_w,
+                                      e->o.rec_step, e->o.rec_max_w);
+            x[i] = fr_xmalloc((size_t)3 * FR_PPOCR_REC_H * w[i] * sizeof **x);
+            fr_ppocr_rec_prep(c, w[i], x[i]);
+        }
+        lap(e, FR_PPOCR_T_REC_PREP, &t0);
+        rc = fr_ppocr_recq_run(e->o.rec_queue, k, x, w, cancel, path, T, err);
+        lap(e, FR_PPOCR_T_REC_NET, &t0);
+        for (int i = 0; i < k; i++) {
+            if (!rc) rc = decode_line(e, path[i], T[i], &crops[v[s + i]], w[i], &texts[v[s + i]], err);
+            free(path[i]);
+            free(x[i]);
+        }
+        lap(e, FR_PPOCR_T_DECODE, &t0);
+    }
+    return rc;
 }
 
 /* The recogniser over the crops v[0..n) in batches of similar aspect ratio; texts[v[i]] set. */
@@ -421,7 +461,7 @@ static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
         memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         lap(e, FR_PPOCR_T_REC_PREP, &t0);
         fr_onnx_arr out;
-        rc = net(&e->rec, "rec", x, kb, FR_PPOCR_REC_H, w, &out, cancel, err);
+        rc = fr_ppocr_net_run(&e->rec, "rec", x, kb, FR_PPOCR_REC_H, w, &out, cancel, err);
         lap(e, FR_PPOCR_T_REC_NET, &t0);
         if (rc) break;
         if (out.rank != 3 || out.dims[0] != kb || out.dims[1] < 1 || out.dims[2] < 1) {
@@ -434,16 +474,9 @@ static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
             break;
         }
         for (int i = 0; i < k && !rc; i++) {
-            fr_ppocr_text *t = &texts[v[ord[s + i]]];
             const float *path = e->rec.gpu ? out.data + (size_t)i * T * 2
                                            : cpu_path(e, out.data + (size_t)i * T * C, T, C);
-            if (fr_ppocr_ctc_decode_path(path, T, &e->m->dict, t, err))
-                rc = FR_OCR_FAILED;
-            else if (t->conf < e->o.drop_score) /* PaddleOCR's drop_score */
-                t->text[0] = 0;
-            else if (e->o.find_signs &&
-                     fr_ppocr_find_signs_path(path, T, &e->m->dict, &sub[ord[s + i]], w, t, err) < 0)
-                rc = FR_OCR_FAILED;
+            rc = decode_line(e, path, T, &sub[ord[s + i]], w, &texts[v[ord[s + i]]], err);
         }
         lap(e, FR_PPOCR_T_DECODE, &t0);
     }
@@ -492,7 +525,9 @@ fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *ca
     }
     lap(e, FR_PPOCR_T_CROP, &t1);
     if (!rc && nv && (e->cls.cpu || e->cls.gpu)) rc = classify(e, crops, v, nv, cancel, err);
-    if (!rc && nv) rc = recognise(e, crops, v, nv, cancel, texts, err);
+    if (!rc && nv)
+        rc = e->o.rec_queue ? recognise_shared(e, crops, v, nv, cancel, texts, err)
+                            : recognise(e, crops, v, nv, cancel, texts, err);
     t1 = fr_time_s();
     if (!rc && nv && e->o.find_signs && fr_ppocr_lone_signs(boxes, crops, texts, nb, err) < 0)
         rc = FR_OCR_FAILED;
