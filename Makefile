@@ -161,6 +161,7 @@ $(BUILD)/tests/test_sp_tokenizer: $(BUILD)/tests/gguf_spec_check.o
 #                    links build-cuda/gpu-check (kernels and decoder vs CPU references),
 #                    gpu-bench (Llama-3-8B-shape benchmarks), gpu-e2e (fixtures vs HF through
 #                    backend.h), gpu-vision (the CUDA vision tower vs the CPU tower and HF),
+#                    gpu-whisper (the CUDA Whisper vs the CPU reference, and --bench),
 #                    gpu-vl-bench (frugal's side of bench/gpu/vl_bench.sh), gpu-onnx (the CUDA
 #                    ONNX executor vs onnxruntime and the CPU executor, and the PP-OCR bench;
 #                    links -lcudnn), gpu-ppocr (the PP-OCR page pipeline on CPU and CUDA over
@@ -178,8 +179,9 @@ CUDA_CFLAGS  := $(CSTD) $(WARN) -O2 -g -pthread -Iinclude -Isrc -Itests -I$(CUDA
 CUDA_SRC     := $(sort $(wildcard src/backend/cuda/*.cu))
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(CUDA_BUILD)/%.o)
 # the vision tower (vision.cu) calls backend/vision_plan.c (libfrugal): only the
-# programs that link libfrugal take it; gpu-check and gpu-bench link the kernels alone
-CUDA_KOBJ    := $(filter-out $(CUDA_BUILD)/src/backend/cuda/vision.o $(CUDA_BUILD)/src/backend/cuda/k_onnx.o,$(CUDA_OBJ))
+# programs that link libfrugal take it (whisper.cu too: it reads model/whisper.h's model);
+# gpu-check and gpu-bench link the kernels alone
+CUDA_KOBJ    := $(filter-out $(CUDA_BUILD)/src/backend/cuda/vision.o $(CUDA_BUILD)/src/backend/cuda/k_onnx.o $(CUDA_BUILD)/src/backend/cuda/whisper.o,$(CUDA_OBJ))
 # the ONNX executor on the device (onnx_cuda.c: host code over cuDNN / cuBLAS, k_onnx.cu: its
 # kernels) runs the CPU executor's prepared schedule: programs that link libfrugal take it
 ONNX_CUDA_OBJ := $(CUDA_BUILD)/src/backend/cuda/onnx_cuda.o $(CUDA_BUILD)/src/backend/cuda/k_onnx.o
@@ -203,6 +205,8 @@ $(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_BUILD)/tests/gpu/vl_
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-vision: $(CUDA_BUILD)/tests/gpu/vision.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
+$(CUDA_BUILD)/gpu-whisper: $(CUDA_BUILD)/tests/gpu/whisper_check.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
+	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-vl-bench: $(CUDA_BUILD)/bench/gpu/vl_bench.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-onnx: $(CUDA_BUILD)/tests/gpu/onnx_check.o $(ONNX_CUDA_OBJ) $(BUILD)/libfrugal.a
@@ -213,7 +217,7 @@ $(CUDA_BUILD)/frugal-cuda: $(BUILD)/src/main.o $(sort $(CUDA_OBJ) $(ONNX_CUDA_OB
 	$(CC) -o $@ $^ $(TOOL_LDLIBS) $(LDLIBS) $(CUDA_LIBS) -lcudnn
 
 cuda-tools: $(CUDA_BUILD)/gpu-check $(CUDA_BUILD)/gpu-bench
-cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/gpu-vl-bench \
+cuda: cuda-tools $(CUDA_BUILD)/gpu-e2e $(CUDA_BUILD)/gpu-vision $(CUDA_BUILD)/gpu-whisper $(CUDA_BUILD)/gpu-vl-bench \
       $(CUDA_BUILD)/gpu-onnx $(CUDA_BUILD)/gpu-ppocr $(CUDA_BUILD)/frugal-cuda
 .PHONY: cuda cuda-tools
 -include $(CUDA_OBJ:.o=.d) $(ONNX_CUDA_OBJ:.o=.d) $(wildcard $(CUDA_BUILD)/tests/gpu/*.d $(CUDA_BUILD)/bench/gpu/*.d)

@@ -8,17 +8,18 @@
 #      (build-cuda/gpu-check; tolerances by dtype, NaN never passes, outputs poisoned);
 #   4. the fixture models end to end against their HF references and the CPU decoder (gpu-e2e;
 #      with the multimodal checks: image rows + M-RoPE vs the CPU decoder, qwen25vl-tiny on CUDA
-#      vs HF); the CUDA vision tower (gpu-vision); `frugal-cuda generate --device cuda --image`
+#      vs HF); the CUDA vision tower (gpu-vision); the CUDA Whisper vs the CPU reference and
+#      its benchmark (gpu-whisper, gpu-whisper --bench); `frugal-cuda generate --device cuda --image`
 #      on the fixture vs HF (prompt ids, grid, last logits < 2e-2, the 12 greedy ids);
 #      the CUDA ONNX executor on the PP-OCR models and every op fixture against onnxruntime and
 #      the CPU executor, and its pages/s bench (gpu-onnx); with GPU_OCR_PAGES, the whole PP-OCR
 #      page pipeline on CPU and CUDA over those pages, scored, and its pages/s (gpu-ppocr);
 #   5. the Llama-3-8B-shape benchmarks (gpu-bench);
-#   6. compute-sanitizer memcheck over `gpu-check --quick`;
+#   6. compute-sanitizer memcheck over `gpu-check --quick` and `gpu-whisper --quick`;
 #   7. a summary: pass/fail counts, failures, the benchmark table (printed last).
 #
 # Usage: scripts/gpu-check.sh [OUTDIR]     (default: $GPU_CHECK_OUT, else ./gpu-check-out)
-# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,cli_vl.json,onnx.log,sanitizer.log,bench.log,
+# Logs: OUTDIR/{gpu.txt,build.log,check.log,e2e.log,vision.log,whisper.log,sanitizer-whisper.log,cli_vl.json,onnx.log,sanitizer.log,bench.log,
 #       summary.txt}.
 # Exit status: 0 when every check passed (benchmarks never fail the script).
 set -u
@@ -102,6 +103,21 @@ if [ -x "$bin/gpu-vision" ]; then
     grep -E '^vit ' "$out/vision.log" | tee -a "$sum"
 else
     note "== gpu-vision: not built"
+fi
+
+# ---- 4b'. the CUDA Whisper vs the CPU reference (fixtures + random d128), and its benchmark
+if [ -x "$bin/gpu-whisper" ]; then
+    timeout 300 "$bin/gpu-whisper" tests/fixtures >"$out/whisper.log" 2>&1
+    rc=$?
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/whisper.log" | tail -n 1)
+    note "== gpu-whisper (CUDA Whisper vs the CPU reference): ${line:-no summary} (exit $rc, $(el) s)"
+    grep -E '^(FAIL|note) ' "$out/whisper.log" | tee -a "$sum"
+    [ "$rc" -eq 0 ] || status=1
+    timeout 400 "$bin/gpu-whisper" --bench >>"$out/whisper.log" 2>&1
+    note "== gpu-whisper --bench (random large-v3-turbo and small shapes, exit $?):"
+    grep -E '^whisper-bench ' "$out/whisper.log" | tee -a "$sum"
+else
+    note "== gpu-whisper: not built"
 fi
 
 # ---- 4c. the CLI with an image on CUDA: frugal-cuda generate --device cuda vs HF's ref.json
@@ -198,6 +214,15 @@ if [ -x "$cs" ]; then
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/sanitizer.log" | tail -n 1)
     note "== compute-sanitizer memcheck (gpu-check --quick): ${es:-no summary}; ${line:-} (exit $rc, $(el) s)"
     [ "$rc" -eq 0 ] || status=1
+    if [ -x "$bin/gpu-whisper" ]; then
+        timeout 400 "$cs" --tool memcheck --leak-check no --error-exitcode 9 "$bin/gpu-whisper" \
+            --quick tests/fixtures >"$out/sanitizer-whisper.log" 2>&1
+        rc=$?
+        es=$(grep -E 'ERROR SUMMARY' "$out/sanitizer-whisper.log" | tail -n 1)
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/sanitizer-whisper.log" | tail -n 1)
+        note "== compute-sanitizer memcheck (gpu-whisper --quick): ${es:-no summary}; ${line:-} (exit $rc, $(el) s)"
+        [ "$rc" -eq 9 ] && status=1 # memory errors (a timeout is noted, not failed)
+    fi
 else
     note "== compute-sanitizer: not found"
 fi

@@ -80,5 +80,23 @@ rc_is "an unknown language exits 2" $? 2
 "$BIN" transcribe --model "$HF" >/dev/null 2>&1
 rc_is "no --audio exits 2" $? 2
 
+# --device: cpu is the reference; a CUDA device in a binary without the CUDA backend is refused
+"$BIN" transcribe --model "$HF" --audio "$AUD/tone-1s.wav" --language en --max-new-tokens 8 \
+    --device cpu --json >"$TMP/dev_cpu.json" 2>/dev/null
+rc_is "--device cpu exits 0" $? 0
+same "--device cpu gives the default's tokens" "$(json_field "$TMP/dev_cpu.json" tokens)" \
+    "$("$BIN" transcribe --model "$HF" --audio "$AUD/tone-1s.wav" --language en --max-new-tokens 8 \
+        --json 2>/dev/null | json_field /dev/stdin tokens)"
+"$BIN" transcribe --model "$HF" --audio "$AUD/tone-1s.wav" --device cuda --max-new-tokens 4 \
+    >/dev/null 2>"$TMP/e3"
+rc=$?
+if grep -q "no CUDA backend" "$TMP/e3"; then
+    rc_is "--device cuda in the CPU-only binary exits 1" $rc 1
+else
+    ok "--device cuda: this binary has the CUDA backend (exit $rc; not the CPU-only case)"
+fi
+"$BIN" transcribe --model "$HF" --audio "$AUD/tone-1s.wav" --device gpu >/dev/null 2>&1
+rc_is "--device gpu (not a device) exits 1" $? 1
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

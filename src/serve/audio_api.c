@@ -403,8 +403,11 @@ static const char *lang_name(const char *code) {
 
 /* A CPU step of the call's account, or NULL (not metered). */
 static fr_meter_step *step_begin(const fr_audio_call *call, fr_meter_stage stage) {
+    /* Whisper on a CUDA device is metered on that GPU */
+    const int gpu = stage == FR_MSTAGE_ASR ? fr_whisper_cuda_device(call->whisper_cuda) : -1;
     return call->meter && call->account
-               ? fr_meter_stage_begin(call->meter, call->account, stage, FR_METER_DEV_CPU)
+               ? fr_meter_stage_begin(call->meter, call->account, stage,
+                                      gpu >= 0 ? fr_meter_dev_gpu(gpu) : FR_METER_DEV_CPU)
                : NULL;
 }
 
@@ -435,6 +438,7 @@ static int whisper_run(const fr_audio_call *call, const fr_audio_form *f, const 
     p.task = call->task == FR_AUDIO_TRANSLATE ? FR_WHISPER_TASK_TRANSLATE : FR_WHISPER_TASK_TRANSCRIBE;
     p.timestamps = f->format >= FR_AUDIO_FMT_SRT;
     p.cancel = call->cancel;
+    p.cuda = call->whisper_cuda;
     fr_meter_step *st = step_begin(call, FR_MSTAGE_ASR);
     fr_err e = {0};
     int rc = fr_whisper_transcribe(call->whisper, a->pcm, a->n, &p, r, &e);

@@ -132,6 +132,8 @@ typedef struct fr_audio_call {
     const fr_cancel *cancel;     /* stops ASR (client gone, shutdown, deadline), or NULL */
     const struct fr_whisper_model *whisper; /* the engine: Whisper (shared, read-only), or NULL:
                                                the embedded pocketsphinx */
+    struct fr_cuda_whisper *whisper_cuda;   /* Whisper on a CUDA device (thread-safe), or NULL:
+                                               on the CPU */
 } fr_audio_call;
 
 /* What to answer. */

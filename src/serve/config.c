@@ -34,6 +34,8 @@ const char *const fr_serve_usage =
     "  --lora-runtime-updates   serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter\n"
     "  --asr-model PATH         Whisper weights (HF folder or whisper.cpp .bin) for the audio\n"
     "                           endpoints (default: the embedded pocketsphinx, English)\n"
+    "  --asr-device cpu|cuda[:N] where Whisper runs (default: the decoder's device; cuda\n"
+    "                           needs frugal-cuda)\n"
     "  --kv-memory-mb N         KV cache budget in MiB (default 512; CPU)\n"
     "  --device cpu|cuda[:N]    where the decoder runs (default cpu; cuda needs make cuda)\n"
     "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
@@ -104,6 +106,7 @@ void fr_serve_config_free(fr_serve_config *c) {
     free(c->model);
     free(c->served_name);
     free(c->asr_model);
+    free(c->asr_device);
     free(c->host);
     free(c->quant);
     free(c->chat_template);
@@ -381,6 +384,7 @@ static char **str_dst(fr_serve_config *c, const char *k) {
         {"device", SC(device)},         {"weights", SC(weights)},
         {"kv_cache", SC(kv_cache)},     {"meter_config", SC(meter_config)},
         {"ledger", SC(ledger)},         {"asr_model", SC(asr_model)},
+        {"asr_device", SC(asr_device)},
     };
     for (size_t i = 0; i < FR_ARRAY_LEN(t); i++)
         if (!strcmp(t[i].key, k)) return (char **)(void *)((char *)c + t[i].off);
@@ -454,7 +458,7 @@ int fr_serve_config_apply_json(fr_serve_config *c, const char *json, size_t len,
 static const char *const value_opts[] = {
     "--config", "--model", "--host", "--port", "--quant", "--chat-template", "--api-keys",
     "--served-model-name", "--kv-memory-mb", "--device", "--weights", "--kv-cache",
-    "--kv-fraction", "--meter", "--meter-config", "--ledger", "--asr-model",
+    "--kv-fraction", "--meter", "--meter-config", "--ledger", "--asr-model", "--asr-device",
 };
 
 /* The first walk: --help, and every --config FILE applied in order (so that the options override
@@ -511,6 +515,7 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
         {"--chat-template", SC(chat_template)}, {"--api-keys", SC(api_keys_file)},
         {"--served-model-name", SC(served_name)}, {"--meter-config", SC(meter_config)},
         {"--ledger", SC(ledger)},       {"--asr-model", SC(asr_model)},
+        {"--asr-device", SC(asr_device)},
     };
     const char *v = NULL;
     int mb;

@@ -63,6 +63,8 @@ typedef struct fr_serve_config {
     char *asr_model;                /* Whisper weights for the audio endpoints (an HF folder or a
                                        whisper.cpp .bin; --asr-model); NULL = the embedded
                                        pocketsphinx */
+    char *asr_device;               /* where Whisper runs ("cpu", "cuda", "cuda:N"; asr_device,
+                                       --asr-device); NULL = the decoder's device */
     char *host;                     /* bind address (127.0.0.1) */
     int port;                       /* 8080; 0 = any free port (printed at start) */
     char *quant;                    /* NULL, "q8" or "q4" */

@@ -75,6 +75,7 @@
 #include "serve/toolcall.h"
 #include "serve/vlm.h"
 #include "model/whisper.h"
+#include "stages/asr/whisper_asr.h"
 
 #define WAIT_SLICE_S 0.05
 #define KEEPALIVE_S 10.0
@@ -90,6 +91,8 @@ struct fr_server {
     fr_whisper_model *whisper;  /* the audio endpoints' Whisper (owned; --asr-model), or NULL:
                                    pocketsphinx */
     fr_lora_reg *loras;         /* LoRA adapters served by name (owned; serve/lora_reg.h) */
+    struct fr_cuda_whisper *whisper_cuda; /* that model on a CUDA device (owned; --asr-device,
+                                   else the decoder's device), or NULL: on the CPU */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -1428,7 +1431,8 @@ static enum MHD_Result do_audio(conn *c, const fr_api_key *key, fr_audio_task ta
     fr_cancel stop = {stage_cancel, &sw};
     fr_audio_call call = {.task = task, .content_type = header(c, "Content-Type"),
                           .limits = audio_limits(s), .meter = s->meter, .account = c->mr,
-                          .cancel = &stop, .whisper = s->whisper};
+                          .cancel = &stop, .whisper = s->whisper,
+                          .whisper_cuda = s->whisper_cuda};
     fr_audio_reply rep;
     atomic_fetch_add(&s->stage_busy, 1);
     fr_audio_handle(c->body.data, c->body.len, &call, &rep);
@@ -1893,7 +1897,14 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
     }
     if (cfg->asr_model) { /* the audio endpoints' engine */
         if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
-        fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
+        /* on --asr-device, else the decoder's device (as PP-OCR) */
+        const char *adev = cfg->asr_device ? cfg->asr_device : ec_in.device;
+        if (fr_whisper_cuda_open(s->whisper, adev, &s->whisper_cuda, err)) {
+            fr_err_prefix(err, "--asr-device");
+            goto fail;
+        }
+        fr_info("audio endpoints: Whisper from %s (%s)", cfg->asr_model,
+                s->whisper_cuda ? adev : "cpu");
     }
     /* before the media; PP-OCR on the engine's device unless ocr.device says otherwise */
     fr_assist_media_set_ocr(cfg->ocr.engine, cfg->ocr.ppocr_models,
@@ -1956,6 +1967,7 @@ fail:
     if (s->lfd >= 0) close(s->lfd);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_cuda_free(s->whisper_cuda);
     fr_whisper_free(s->whisper);
     fr_engine_free(s->engine);
     fr_meter_close(s->meter);
@@ -2009,6 +2021,7 @@ void fr_server_free(fr_server *s) {
     if (!s->stopped) fr_server_shutdown(s, 0);
     fr_assist_free(s->assist);
     fr_vlm_free(s->vlm);
+    fr_whisper_cuda_free(s->whisper_cuda);
     fr_whisper_free(s->whisper);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
     fr_lora_reg_free(s->loras); /* after the engine: its requests held adapters */

@@ -24,7 +24,7 @@
 #define USAGE                                                                                  \
     "usage: frugal transcribe --model DIR_OR_BIN --audio FILE [--language xx]\n"               \
     "                         [--task transcribe|translate] [--timestamps] [--beams N]\n"      \
-    "                         [--max-new-tokens N] [--json]\n"
+    "                         [--max-new-tokens N] [--json] [--device cpu|cuda|cuda:N]\n"
 
 static void print_json(const char *file, const char *model, const fr_whisper_model *m,
                        const fr_whisper_params *p, const fr_whisper_result *r, double proc_s) {
@@ -63,7 +63,7 @@ static void print_json(const char *file, const char *model, const fr_whisper_mod
 }
 
 int fr_cmd_transcribe(int argc, char **argv) {
-    const char *model = NULL, *audio = NULL, *lang = NULL, *task = NULL;
+    const char *model = NULL, *audio = NULL, *lang = NULL, *task = NULL, *device = NULL;
     bool ts = false, json = false;
     fr_whisper_params p = fr_whisper_default_params();
     fr_flags fl;
@@ -71,10 +71,11 @@ int fr_cmd_transcribe(int argc, char **argv) {
     while (fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
             printf(USAGE "  transcribes one WAV/FLAC/OGG file with a Whisper model (HF folder or "
-                         "whisper.cpp .bin) on the CPU\n");
+                         "whisper.cpp .bin) on the CPU, or with --device cuda on a CUDA device (frugal-cuda)\n");
             return 0;
         } else if (fr_flag_str(&fl, "--model", &model) || fr_flag_str(&fl, "--audio", &audio) ||
                    fr_flag_str(&fl, "--language", &lang) || fr_flag_str(&fl, "--task", &task) ||
+                   fr_flag_str(&fl, "--device", &device) ||
                    fr_flag_switch(&fl, "--timestamps", &ts) || fr_flag_switch(&fl, "--json", &json) ||
                    fr_flag_int(&fl, "--beams", 1, 16, &p.num_beams) ||
                    fr_flag_int(&fl, "--max-new-tokens", 1, 4096, &p.max_new_tokens)) {
@@ -106,6 +107,11 @@ int fr_cmd_transcribe(int argc, char **argv) {
     fr_err err = {0};
     fr_whisper_model *m = fr_whisper_load(model, &err);
     if (!m) return fprintf(stderr, "frugal transcribe: %s\n", err.msg), 1;
+    if (fr_whisper_cuda_open(m, device, &p.cuda, &err)) {
+        fprintf(stderr, "frugal transcribe: --device %s: %s\n", device, err.msg);
+        fr_whisper_free(m);
+        return 1;
+    }
     size_t len;
     char *bytes = fr_read_file(audio, (size_t)64 << 20, &len, &err);
     fr_audio a = {0};
@@ -139,6 +145,7 @@ int fr_cmd_transcribe(int argc, char **argv) {
 out:
     fr_audio_free(&a);
     free(bytes);
+    fr_whisper_cuda_free(p.cuda);
     fr_whisper_free(m);
     return rc;
 }

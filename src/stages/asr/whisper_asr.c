@@ -6,9 +6,104 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "backend/cuda/cuda_whisper.h"
 #include "stages/audio/mel.h"
 
 #define NEG_BIG (-1.0e9f) /* HF's "very large negative" beam score */
+
+/* The CUDA Whisper is linked only into binaries built with the CUDA backend (make cuda); it is
+ * referenced weakly, as ppocr_run.c references the CUDA ONNX executor. Only
+ * fr_whisper_cuda_open checks that it is there: a handle exists only when it is. */
+#pragma weak fr_cuda_whisper_new
+#pragma weak fr_cuda_whisper_free
+#pragma weak fr_cuda_whisper_encode
+#pragma weak fr_cuda_whisper_cross_free
+#pragma weak fr_cuda_whisper_kv_new
+#pragma weak fr_cuda_whisper_kv_free
+#pragma weak fr_cuda_whisper_kv_copy
+#pragma weak fr_cuda_whisper_decode
+#pragma weak fr_cuda_whisper_step
+#pragma weak fr_cuda_whisper_device
+
+/* Where a transcription computes: the CPU reference (cw NULL) or the CUDA model. */
+typedef struct weng {
+    const fr_whisper_model *m;
+    fr_cuda_whisper *cw;
+} weng;
+/* A window's cross-attention cache on one or the other. */
+typedef struct wcross {
+    const fr_whisper_cross *c;
+    const fr_cuda_whisper_cross *g;
+} wcross;
+/* A sequence's self-attention cache on one or the other. */
+typedef struct wkv {
+    fr_whisper_kv *c;
+    fr_cuda_whisper_kv *g;
+} wkv;
+
+static int kv_new(const weng *e, wkv *k, fr_err *err) {
+    k->c = NULL, k->g = NULL;
+    if (!e->cw) {
+        k->c = fr_whisper_kv_new(e->m);
+        return 0;
+    }
+    return (k->g = fr_cuda_whisper_kv_new(e->cw, err)) ? 0 : -1;
+}
+static void kv_free(const weng *e, wkv *k) {
+    if (k->c) fr_whisper_kv_free(k->c);
+    if (k->g) fr_cuda_whisper_kv_free(e->cw, k->g);
+    k->c = NULL, k->g = NULL;
+}
+static void kv_copy(const weng *e, wkv *dst, const wkv *src) {
+    if (e->cw) fr_cuda_whisper_kv_copy(e->cw, dst->g, src->g);
+    else fr_whisper_kv_copy(e->m, dst->c, src->c);
+}
+static int dec(const weng *e, const wcross *x, wkv *k, const int *t, int n, float *logits,
+               fr_err *err) {
+    if (e->cw) return fr_cuda_whisper_decode(e->cw, x->g, k->g, t, n, logits, false, err);
+    return fr_whisper_decode(e->m, x->c, k->c, t, n, logits, false, err);
+}
+/* One token for each of n sequences (the beams): on CUDA one batched step. */
+static int dec_many(const weng *e, const wcross *x, wkv *k, const int *const *t, int n,
+                    float *logits, fr_err *err) {
+    const int V = e->m->hp.n_vocab;
+    if (e->cw && n <= FR_CUDA_WHISPER_MAX_ROWS) {
+        fr_cuda_whisper_kv *kv[FR_CUDA_WHISPER_MAX_ROWS];
+        const fr_cuda_whisper_cross *xs[FR_CUDA_WHISPER_MAX_ROWS];
+        int tok[FR_CUDA_WHISPER_MAX_ROWS];
+        for (int i = 0; i < n; i++) kv[i] = k[i].g, xs[i] = x->g, tok[i] = *t[i];
+        return fr_cuda_whisper_step(e->cw, n, kv, xs, tok, logits, NULL, err);
+    }
+    for (int i = 0; i < n; i++)
+        if (dec(e, x, &k[i], t[i], 1, logits + (size_t)i * V, err)) return -1;
+    return 0;
+}
+
+int fr_whisper_cuda_open(const fr_whisper_model *m, const char *device, fr_cuda_whisper **out,
+                         fr_err *err) {
+    *out = NULL;
+    if (!device || !device[0]) return 0;
+    fr_backend_kind kind;
+    int idx = 0;
+    if (fr_backend_parse_device(device, &kind, &idx, err)) return -1;
+    if (kind == FR_BACKEND_CPU) return 0;
+    if (!fr_cuda_whisper_new) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "whisper: device %s: this binary has no CUDA "
+                    "backend (frugal-cuda has it)", device);
+        return -1;
+    }
+    *out = fr_cuda_whisper_new(m, idx, err);
+    return *out ? 0 : -1;
+}
+
+void fr_whisper_cuda_free(fr_cuda_whisper *cw) {
+    if (cw) fr_cuda_whisper_free(cw);
+}
+
+int fr_whisper_cuda_device(const fr_cuda_whisper *cw) {
+    return cw ? fr_cuda_whisper_device(cw) : -1;
+}
 
 fr_whisper_params fr_whisper_default_params(void) {
     fr_whisper_params p;
@@ -53,19 +148,26 @@ int fr_whisper_features(const fr_whisper_model *m, const float *pcm, size_t n, b
     return rc;
 }
 
-int fr_whisper_detect_language(const fr_whisper_model *m, const fr_whisper_cross *c, fr_err *err) {
-    const fr_whisper_vocab *v = &m->vocab;
-    fr_whisper_kv *kv = fr_whisper_kv_new(m);
-    float *logits = fr_xmalloc((size_t)m->hp.n_vocab * sizeof(float));
+static int detect_language(const weng *e, const wcross *x, fr_err *err) {
+    const fr_whisper_vocab *v = &e->m->vocab;
+    wkv kv;
+    if (kv_new(e, &kv, err)) return -1;
+    float *logits = fr_xmalloc((size_t)e->m->hp.n_vocab * sizeof(float));
     int best = -1;
-    if (fr_whisper_decode(m, c, kv, &v->sot, 1, logits, false, err) == 0) {
+    if (dec(e, x, &kv, &v->sot, 1, logits, err) == 0) {
         best = 0;
         for (int i = 1; i < v->n_lang; i++)
             if (logits[v->lang_begin + i] > logits[v->lang_begin + best]) best = i;
     }
     free(logits);
-    fr_whisper_kv_free(kv);
+    kv_free(e, &kv);
     return best;
+}
+
+int fr_whisper_detect_language(const fr_whisper_model *m, const fr_whisper_cross *c, fr_err *err) {
+    const weng e = {m, NULL};
+    const wcross x = {c, NULL};
+    return detect_language(&e, &x, err);
 }
 
 int fr_whisper_prompt(const fr_whisper_model *m, int language, fr_whisper_task task,
@@ -155,28 +257,30 @@ static int max_new(const fr_whisper_model *m, const fr_whisper_params *p, int n_
     return p->max_new_tokens > 0 && p->max_new_tokens < room ? p->max_new_tokens : room;
 }
 
-static int greedy(const fr_whisper_model *m, const fr_whisper_cross *c, const int *prompt, int P,
+static int greedy(const weng *e, const wcross *c, const int *prompt, int P,
                   const fr_whisper_params *p, int **out, int *n_out, fr_err *err) {
+    const fr_whisper_model *m = e->m;
     int V = m->hp.n_vocab, N = max_new(m, p, P);
+    wkv kv;
+    if (kv_new(e, &kv, err)) return -1;
     int *seq = fr_xmalloc((size_t)(P + N + 1) * sizeof(int));
     memcpy(seq, prompt, (size_t)P * sizeof(int));
     float *logits = fr_xmalloc((size_t)V * sizeof(float));
-    fr_whisper_kv *kv = fr_whisper_kv_new(m);
     int len = P, rc = -1;
-    if (fr_whisper_decode(m, c, kv, prompt, P, logits, false, err)) goto out;
+    if (dec(e, c, &kv, prompt, P, logits, err)) goto out;
     while (len - P < N) {
         process(m, p->timestamps, P, seq, len, logits);
         int t = argmax(logits, V);
         seq[len++] = t;
         if (t == m->vocab.eot || len - P == N) break;
-        if (stopped(p, err) || fr_whisper_decode(m, c, kv, &t, 1, logits, false, err)) goto out;
+        if (stopped(p, err) || dec(e, c, &kv, &t, 1, logits, err)) goto out;
     }
     *n_out = len - P;
     *out = fr_xmalloc((size_t)(*n_out + 1) * sizeof(int));
     memcpy(*out, seq + P, (size_t)*n_out * sizeof(int));
     rc = 0;
 out:
-    fr_whisper_kv_free(kv);
+    kv_free(e, &kv);
     free(logits);
     free(seq);
     return rc;
@@ -207,13 +311,15 @@ static void top_k(const float *s, int n, int k, int *idx) {
     }
 }
 
-static int beam(const fr_whisper_model *m, const fr_whisper_cross *c, const int *prompt, int P,
+static int beam(const weng *e, const wcross *c, const int *prompt, int P,
                 const fr_whisper_params *p, int **out, int *n_out, fr_err *err) {
+    const fr_whisper_model *m = e->m;
     int V = m->hp.n_vocab, NB = p->num_beams, K = 2 * NB, N = max_new(m, p, P);
     int max_len = P + N, cap = max_len + 1, rc = -1;
     hyp *run = fr_xcalloc((size_t)NB, sizeof *run), *nrun = fr_xcalloc((size_t)NB, sizeof *nrun);
     hyp *fin = fr_xcalloc((size_t)NB, sizeof *fin), *nfin = fr_xcalloc((size_t)NB, sizeof *nfin);
-    fr_whisper_kv **kv = fr_xcalloc((size_t)NB, sizeof *kv), **nkv = fr_xcalloc((size_t)NB, sizeof *nkv);
+    wkv *kv = fr_xcalloc((size_t)NB, sizeof *kv), *nkv = fr_xcalloc((size_t)NB, sizeof *nkv);
+    const int **toks = fr_xcalloc((size_t)NB, sizeof *toks);
     float *lp = fr_xmalloc((size_t)NB * V * sizeof(float));
     float *acc = fr_xmalloc((size_t)NB * V * sizeof(float));
     cand *cd = fr_xmalloc((size_t)K * sizeof *cd);
@@ -228,12 +334,12 @@ static int beam(const fr_whisper_model *m, const fr_whisper_cross *c, const int 
             hs[q]->score = NEG_BIG;
         }
         run[b].score = b == 0 ? 0.0f : NEG_BIG;
-        kv[b] = fr_whisper_kv_new(m);
-        nkv[b] = fr_whisper_kv_new(m);
     }
-    if (fr_whisper_decode(m, c, kv[0], prompt, P, lp, false, err)) goto out;
+    for (int b = 0; b < NB; b++)
+        if (kv_new(e, &kv[b], err) || kv_new(e, &nkv[b], err)) goto out;
+    if (dec(e, c, &kv[0], prompt, P, lp, err)) goto out;
     for (int b = 1; b < NB; b++) {
-        fr_whisper_kv_copy(m, kv[b], kv[0]);
+        kv_copy(e, &kv[b], &kv[0]);
         memcpy(lp + (size_t)b * V, lp, (size_t)V * sizeof(float));
     }
     bool unsat = true;
@@ -264,7 +370,7 @@ static int beam(const fr_whisper_model *m, const fr_whisper_cross *c, const int 
             nrun[b].seq[cur] = x->tok;
             nrun[b].len = cur + 1;
             nrun[b].score = tmp[idx[b]];
-            fr_whisper_kv_copy(m, nkv[b], kv[x->parent]);
+            kv_copy(e, &nkv[b], &kv[x->parent]);
         }
         /* 4. finished hypotheses: the best of the old ones and those that just stopped among the
          *    top beams, scored with the length penalty */
@@ -294,7 +400,7 @@ static int beam(const fr_whisper_model *m, const fr_whisper_cross *c, const int 
         }
         hyp *t1 = run; run = nrun; nrun = t1;
         hyp *t2 = fin; fin = nfin; nfin = t2;
-        fr_whisper_kv **t3 = kv; kv = nkv; nkv = t3;
+        wkv *t3 = kv; kv = nkv; nkv = t3;
         /* 5. can the running beams still beat the worst finished one? */
         float best = run[0].score / powf((float)(cur + 1 - P), p->length_penalty);
         float minf = fin[0].score;
@@ -304,9 +410,8 @@ static int beam(const fr_whisper_model *m, const fr_whisper_cross *c, const int 
         unsat = unsat && any;
         if (!unsat || all_hit) break;
         if (stopped(p, err)) goto out;
-        for (int b = 0; b < NB; b++)
-            if (fr_whisper_decode(m, c, kv[b], &run[b].seq[cur], 1, lp + (size_t)b * V, false, err))
-                goto out;
+        for (int b = 0; b < NB; b++) toks[b] = &run[b].seq[cur];
+        if (dec_many(e, c, kv, toks, NB, lp, err)) goto out;
     }
     *n_out = fin[0].len - P;
     *out = fr_xmalloc((size_t)(*n_out + 1) * sizeof(int));
@@ -318,9 +423,10 @@ out:
         free(nrun[b].seq);
         free(fin[b].seq);
         free(nfin[b].seq);
-        fr_whisper_kv_free(kv[b]);
-        fr_whisper_kv_free(nkv[b]);
+        kv_free(e, &kv[b]);
+        kv_free(e, &nkv[b]);
     }
+    free(toks);
     free(run);
     free(nrun);
     free(fin);
@@ -335,9 +441,9 @@ out:
     return rc;
 }
 
-int fr_whisper_generate(const fr_whisper_model *m, const fr_whisper_cross *c, const int *prompt,
-                        int n_prompt, const fr_whisper_params *p, int **out, int *n_out,
-                        fr_err *err) {
+static int generate(const weng *e, const wcross *c, const int *prompt, int n_prompt,
+                    const fr_whisper_params *p, int **out, int *n_out, fr_err *err) {
+    const fr_whisper_model *m = e->m;
     *out = NULL;
     *n_out = 0;
     if (n_prompt < 1 || n_prompt >= m->hp.n_text_ctx) {
@@ -348,8 +454,16 @@ int fr_whisper_generate(const fr_whisper_model *m, const fr_whisper_cross *c, co
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "whisper: num_beams %d (1..16)", p->num_beams);
         return -1;
     }
-    return p->num_beams == 1 ? greedy(m, c, prompt, n_prompt, p, out, n_out, err)
-                             : beam(m, c, prompt, n_prompt, p, out, n_out, err);
+    return p->num_beams == 1 ? greedy(e, c, prompt, n_prompt, p, out, n_out, err)
+                             : beam(e, c, prompt, n_prompt, p, out, n_out, err);
+}
+
+int fr_whisper_generate(const fr_whisper_model *m, const fr_whisper_cross *c, const int *prompt,
+                        int n_prompt, const fr_whisper_params *p, int **out, int *n_out,
+                        fr_err *err) {
+    const weng e = {m, NULL}; /* the CPU reference: c is a CPU cache */
+    const wcross x = {c, NULL};
+    return generate(&e, &x, prompt, n_prompt, p, out, n_out, err);
 }
 
 /* ---------------------------------------------------------------- segments and text */
@@ -440,17 +554,27 @@ static int split_segments(fr_whisper_result *r, const fr_whisper_model *m, const
 
 /* ---------------------------------------------------------------- the whole recording */
 
-/* decode one window of features (n_mels, 3000) */
+/* decode one window of features (n_mels, 3000), on the CPU or on p->cuda */
 static int run_window(const fr_whisper_model *m, const float *win, fr_whisper_params *p,
                       fr_whisper_result *r, int **gen, int *n_gen, fr_err *err) {
     const fr_whisper_hparams *hp = &m->hp;
-    float *enc = fr_xmalloc((size_t)hp->n_audio_ctx * hp->n_audio_state * sizeof(float));
-    fr_whisper_encode(m, win, enc);
-    fr_whisper_cross *c = fr_whisper_cross_new(m, enc);
-    free(enc);
+    const weng e = {m, p->cuda};
+    wcross x = {NULL, NULL};
+    fr_whisper_cross *c = NULL;
+    fr_cuda_whisper_cross *g = NULL;
+    if (p->cuda) {
+        if (fr_cuda_whisper_encode(p->cuda, win, 1, NULL, &g, err)) return -1;
+        x.g = g;
+    } else {
+        float *enc = fr_xmalloc((size_t)hp->n_audio_ctx * hp->n_audio_state * sizeof(float));
+        fr_whisper_encode(m, win, enc);
+        c = fr_whisper_cross_new(m, enc);
+        free(enc);
+        x.c = c;
+    }
     int rc = -1;
     if (m->vocab.multilingual && p->language < 0) {
-        p->language = fr_whisper_detect_language(m, c, err);
+        p->language = detect_language(&e, &x, err);
         if (p->language < 0) goto out;
     }
     int prompt[4];
@@ -461,10 +585,11 @@ static int run_window(const fr_whisper_model *m, const float *win, fr_whisper_pa
         r->n_prompt = np;
         r->language = m->vocab.multilingual ? p->language : -1;
     }
-    rc = fr_whisper_generate(m, c, prompt, np, p, gen, n_gen, err);
+    rc = generate(&e, &x, prompt, np, p, gen, n_gen, err);
     r->n_windows++;
 out:
-    fr_whisper_cross_free(c);
+    if (c) fr_whisper_cross_free(c);
+    if (g) fr_cuda_whisper_cross_free(p->cuda, g);
     return rc;
 }
 

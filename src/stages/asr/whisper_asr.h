@@ -9,7 +9,9 @@
  *   fr_whisper_result r;
  *   if (fr_whisper_transcribe(m, pcm, n, &p, &r, &err) == 0) puts(r.text);
  *   fr_whisper_result_free(&r);
- * The model is shared read-only; each call allocates its own state (thread-safe).
+ * The model is shared read-only; each call allocates its own state (thread-safe). With p.cuda
+ * (fr_whisper_cuda_open) the encoder and decoder run on that CUDA device instead, the decoding
+ * rules unchanged (the logits come back to the host for them).
  *
  * What it does, as HF does it (transformers' generation_whisper.py and logits_process.py):
  *   - the decoder prompt: <|startoftranscript|>, then (multilingual models) the language (given,
@@ -60,6 +62,8 @@ typedef struct fr_whisper_params {
     float length_penalty; /* beam search: score = sum log p / length ^ length_penalty (1.0) */
     int max_new_tokens;   /* per window; 0 = up to the decoder's positions (default 0) */
     const fr_cancel *cancel; /* checked before every decoder step, or NULL */
+    struct fr_cuda_whisper *cuda; /* the model on a CUDA device (fr_whisper_cuda_open), or NULL:
+                                     the CPU reference (default) */
 } fr_whisper_params;
 
 fr_whisper_params fr_whisper_default_params(void);
@@ -93,6 +97,19 @@ void fr_whisper_result_free(fr_whisper_result *r);
  * FR_ERR_CANCELLED / FR_ERR_TIMEOUT / FR_ERR_UNAVAILABLE when the cancel check stopped it. */
 int fr_whisper_transcribe(const fr_whisper_model *m, const float *pcm, size_t n,
                           const fr_whisper_params *p, fr_whisper_result *r, fr_err *err);
+
+/* The CUDA model of m for `device` (backend/cuda/cuda_whisper.h: bf16 weights, the decoder step
+ * in CUDA graphs, beams stepped together): "cuda" or "cuda:N"; NULL, "" or "cpu" give *out =
+ * NULL (the CPU reference) and 0. Returns 0, or -1 with err: FR_ERR_BAD_REQUEST (not a device
+ * name), FR_ERR_UNSUPPORTED (this binary has no CUDA backend: the CPU-only frugal; frugal-cuda
+ * has it), or fr_cuda_whisper_new's errors (FR_ERR_UNAVAILABLE: no such device). The handle is
+ * thread-safe (calls are serialised on it); free it with fr_whisper_cuda_free after the last
+ * transcription. */
+int fr_whisper_cuda_open(const fr_whisper_model *m, const char *device,
+                         struct fr_cuda_whisper **out, fr_err *err);
+void fr_whisper_cuda_free(struct fr_cuda_whisper *cw);
+/* The CUDA device index of cw, or -1 for NULL (the CPU). */
+int fr_whisper_cuda_device(const struct fr_cuda_whisper *cw);
 
 /* ---- the pieces, for the tests */
 
