@@ -69,17 +69,12 @@ static int refuse_if_set(const cJSON *c, const char *key, const char *ok, const 
     return -1;
 }
 
-/* The config: rank, alpha, scale, and which modules are targeted (targets[m] = 1). */
-static int read_config(fr_lora *a, const char *dir, int targets[FR_LORA_N], fr_err *err) {
-    char *path = fr_path_join(dir, "adapter_config.json");
-    size_t len = 0;
-    char *txt = fr_read_file(path, LORA_MAX_CONFIG, &len, err);
+/* The config text (len bytes, named path in messages): rank, alpha, scale, and which modules
+ * are targeted (targets[m] = 1). */
+static int read_config(fr_lora *a, const char *txt, size_t len, const char *path,
+                       int targets[FR_LORA_N], fr_err *err) {
     int rc = -1;
-    cJSON *c = txt ? cJSON_ParseWithLength(txt, len) : NULL;
-    if (!txt) {
-        fr_err_prefix(err, "LoRA");
-        goto done;
-    }
+    cJSON *c = len <= LORA_MAX_CONFIG ? cJSON_ParseWithLength(txt, len) : NULL;
     if (!cJSON_IsObject(c)) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA %s: not a JSON object", path);
         goto done;
@@ -141,22 +136,30 @@ static int read_config(fr_lora *a, const char *dir, int targets[FR_LORA_N], fr_e
     rc = 0;
 done:
     cJSON_Delete(c);
-    free(txt);
-    free(path);
     return rc;
+}
+
+/* A tensor name fit for a one-line message: control bytes as '?', at most cap - 1 bytes. */
+static const char *printable(const char *in, char *out, size_t cap) {
+    size_t i = 0;
+    for (; in[i] && i + 1 < cap; i++)
+        out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+    out[i] = 0;
+    return out;
 }
 
 /* One stored tensor as rows x cols f32 (malloc'd), or NULL with err set. */
 static float *to_f32(const fr_st_tensor *t, int rows, int cols, const char *where, fr_err *err) {
-    char sh[64];
+    char sh[64], nm[160];
     if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA %s: %s has shape %s, expected [%d, %d]", where,
-                    t->name, fr_st_shape_str(t->shape, t->n_dims, sh, sizeof sh), rows, cols);
+                    printable(t->name, nm, sizeof nm),
+                    fr_st_shape_str(t->shape, t->n_dims, sh, sizeof sh), rows, cols);
         return NULL;
     }
     if (t->dtype != FR_DTYPE_F32 && t->dtype != FR_DTYPE_F16 && t->dtype != FR_DTYPE_BF16) {
         fr_err_setc(err, FR_ERR_UNSUPPORTED, "LoRA %s: %s is %s (F32, F16 or BF16 only)", where,
-                    t->name, t->dtype_name);
+                    printable(t->name, nm, sizeof nm), printable(t->dtype_name, sh, sizeof sh));
         return NULL;
     }
     const size_t n = (size_t)rows * cols;
@@ -212,18 +215,20 @@ static int parse_name(const char *nm, int *layer, int *mod) {
 /* Every tensor of the file into a (checked against hp and the targets). */
 static int read_tensors(fr_lora *a, const fr_st_file *f, const fr_hparams *hp,
                         const int targets[FR_LORA_N], fr_err *err) {
+    char nm[160];
     for (int i = 0; i < f->n_tensors; i++) {
         const fr_st_tensor *t = &f->tensors[i];
         int l = 0, m = 0, which = parse_name(t->name, &l, &m);
+        printable(t->name, nm, sizeof nm);
         if (which < 0 || (which > 0 && l >= hp->n_layer)) {
             fr_err_setc(err, FR_ERR_UNSUPPORTED, "LoRA %s: tensor %s adapts something other than "
-                        "the decoder's projections (or a layer the model lacks)", f->path, t->name);
+                        "the decoder's projections (or a layer the model lacks)", f->path, nm);
             return -1;
         }
         if (!which) continue; /* not a LoRA tensor: ignored */
         if (!targets[m]) {
             fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA %s: tensor %s is for %s, which "
-                        "target_modules does not list", f->path, t->name, mod_names[m]);
+                        "target_modules does not list", f->path, nm, mod_names[m]);
             return -1;
         }
         fr_lora_mat *x = &a->m[l * FR_LORA_N + m];
@@ -231,7 +236,7 @@ static int read_tensors(fr_lora *a, const fr_st_file *f, const fr_hparams *hp,
         sides(hp, m, &in, &out);
         float **dst = which == 1 ? &x->a : &x->b;
         if (*dst) {
-            fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA %s: tensor %s given twice", f->path, t->name);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA %s: tensor %s given twice", f->path, nm);
             return -1;
         }
         if (!(*dst = which == 1 ? to_f32(t, a->rank, in, f->path, err)
@@ -259,31 +264,24 @@ static int read_tensors(fr_lora *a, const fr_st_file *f, const fr_hparams *hp,
     return 0;
 }
 
-fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, fr_err *err) {
-    if (!dir || !name || !*name || strlen(name) >= FR_LORA_MAX_NAME) {
-        fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA: a name of 1 to %d bytes and a folder are needed",
+/* The adapter from its config text and its tensors (f parsed), for a model of hp. */
+static fr_lora *lora_from(const char *where, const char *name, const char *cfg, size_t cfg_len,
+                          const char *cfg_path, const fr_st_file *f, const fr_hparams *hp,
+                          fr_err *err) {
+    if (!name || !*name || strlen(name) >= FR_LORA_MAX_NAME || hp->n_layer < 1) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA: a name of 1 to %d bytes is needed",
                     FR_LORA_MAX_NAME - 1);
         return NULL;
     }
     fr_lora *a = fr_xcalloc(1, sizeof *a);
     atomic_init(&a->refs, 1);
     snprintf(a->name, sizeof a->name, "%s", name);
-    a->dir = fr_xstrdup(dir);
+    a->dir = fr_xstrdup(where);
     a->n_layer = hp->n_layer;
     a->m = fr_xcalloc((size_t)hp->n_layer * FR_LORA_N, sizeof *a->m);
     int targets[FR_LORA_N];
-    fr_st_file f = {0};
-    char *st = fr_path_join(dir, "adapter_model.safetensors");
-    int rc = read_config(a, dir, targets, err);
-    if (!rc && !fr_path_exists(st)) {
-        fr_err_setc(err, FR_ERR_NOT_FOUND, "LoRA %s is missing (a PEFT adapter folder holds "
-                    "adapter_config.json and adapter_model.safetensors)", st);
-        rc = -1;
-    }
-    if (!rc && (rc = fr_st_open(&f, st, err)) == 0) rc = read_tensors(a, &f, hp, targets, err);
-    fr_st_close(&f);
-    free(st);
-    if (rc) {
+    if (read_config(a, cfg, cfg_len, cfg_path, targets, err) ||
+        read_tensors(a, f, hp, targets, err)) {
         fr_lora_free(a);
         return NULL;
     }
@@ -298,5 +296,40 @@ fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, f
         a->bytes += ((size_t)x->r * x->in + (size_t)x->out * x->r) * sizeof(float);
     }
     a->hash = h | 1; /* never 0 */
+    return a;
+}
+
+fr_lora *fr_lora_parse(const char *cfg, size_t cfg_len, const uint8_t *st, size_t st_len,
+                       const char *name, const fr_hparams *hp, fr_err *err) {
+    fr_st_file f = {0};
+    if (fr_st_parse(&f, "adapter_model.safetensors", st, st_len, err)) return NULL;
+    fr_lora *a = lora_from("(memory)", name, cfg, cfg_len, "adapter_config.json", &f, hp, err);
+    fr_st_close(&f);
+    return a;
+}
+
+fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, fr_err *err) {
+    if (!dir) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "LoRA: no folder given");
+        return NULL;
+    }
+    char *cp = fr_path_join(dir, "adapter_config.json");
+    char *st = fr_path_join(dir, "adapter_model.safetensors");
+    size_t len = 0;
+    fr_lora *a = NULL;
+    fr_st_file f = {0};
+    char *txt = fr_read_file(cp, LORA_MAX_CONFIG, &len, err);
+    if (!txt) {
+        fr_err_prefix(err, "LoRA");
+    } else if (!fr_path_exists(st)) {
+        fr_err_setc(err, FR_ERR_NOT_FOUND, "LoRA %s is missing (a PEFT adapter folder holds "
+                    "adapter_config.json and adapter_model.safetensors)", st);
+    } else if (!fr_st_open(&f, st, err)) {
+        a = lora_from(dir, name, txt, len, cp, &f, hp, err);
+    }
+    fr_st_close(&f);
+    free(txt);
+    free(st);
+    free(cp);
     return a;
 }

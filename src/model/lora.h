@@ -68,6 +68,11 @@ fr_lora *fr_lora_load(const char *dir, const char *name, const fr_hparams *hp, f
 fr_lora *fr_lora_ref(const fr_lora *a);
 /* Gives one reference back; the last frees (thread-safe). NULL is ignored. */
 void fr_lora_free(fr_lora *a);
+/* The same from the two files' bytes in memory (cfg: adapter_config.json, st: the safetensors
+ * image, both the caller's; the tensors are copied): the loader without the file system, for the
+ * fuzzer. */
+fr_lora *fr_lora_parse(const char *cfg, size_t cfg_len, const uint8_t *st, size_t st_len,
+                       const char *name, const fr_hparams *hp, fr_err *err);
 /* Layer l's projection m, or NULL when the adapter leaves it alone. */
 static inline const fr_lora_mat *fr_lora_get(const fr_lora *a, int l, fr_lora_mod m) {
     const fr_lora_mat *x = &a->m[l * FR_LORA_N + m];

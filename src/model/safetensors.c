@@ -67,14 +67,14 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     char qname[160];
     const char *name = fr_quotez(e->string, qname, sizeof qname);
     if (!cJSON_IsObject(e)) {
-        fr_err_set(err, "%s: tensor '%s': header entry is not an object", path, name);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': header entry is not an object", path, name);
         return -1;
     }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off)) {
-        fr_err_set(err, "%s: tensor '%s': header entry needs string 'dtype', array 'shape' and "
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': header entry needs string 'dtype', array 'shape' and "
                         "array 'data_offsets'", path, name);
         return -1;
     }
@@ -83,7 +83,7 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
         if (!strcmp(dt->valuestring, st_dtypes[i].name)) info = &st_dtypes[i];
     if (!info) {
         char qd[48];
-        fr_err_set(err, "%s: tensor '%s': unknown dtype '%s' (supported: F32, F16, BF16)",
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: tensor '%s': unknown dtype '%s' (supported: F32, F16, BF16)",
                    path, name, fr_quotez(dt->valuestring, qd, sizeof qd));
         return -1;
     }
@@ -91,7 +91,7 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     t->dtype = info->dtype;
     int nd = cJSON_GetArraySize(sh);
     if (nd > FR_ST_MAX_DIMS) {
-        fr_err_set(err, "%s: tensor '%s': %d dimensions (at most %d supported)", path, name, nd,
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: tensor '%s': %d dimensions (at most %d supported)", path, name, nd,
                    FR_ST_MAX_DIMS);
         return -1;
     }
@@ -100,12 +100,12 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     for (int i = 0; i < nd; i++) {
         int64_t d = json_uint(cJSON_GetArrayItem(sh, i));
         if (d <= 0) {
-            fr_err_set(err, "%s: tensor '%s': shape dimension %d is not a positive integer", path,
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': shape dimension %d is not a positive integer", path,
                        name, i);
             return -1;
         }
         if ((uint64_t)d > (UINT64_C(1) << 62) / n) {
-            fr_err_set(err, "%s: tensor '%s': shape is too large", path, name);
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': shape is too large", path, name);
             return -1;
         }
         n *= (uint64_t)d;
@@ -114,17 +114,17 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     for (int i = nd; i < FR_ST_MAX_DIMS; i++) t->shape[i] = 1;
     t->n_elem = (int64_t)n;
     if (cJSON_GetArraySize(off) != 2) {
-        fr_err_set(err, "%s: tensor '%s': data_offsets must be [begin, end]", path, name);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': data_offsets must be [begin, end]", path, name);
         return -1;
     }
     int64_t b = json_uint(cJSON_GetArrayItem(off, 0)), en = json_uint(cJSON_GetArrayItem(off, 1));
     if (b < 0 || en < 0 || b > en) {
-        fr_err_set(err, "%s: tensor '%s': data_offsets are not integers 0 <= begin <= end", path,
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': data_offsets are not integers 0 <= begin <= end", path,
                    name);
         return -1;
     }
     if ((uint64_t)en > data_size) {
-        fr_err_set(err, "%s: tensor '%s': data_offsets [%lld, %lld] run past the end of the data "
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': data_offsets [%lld, %lld] run past the end of the data "
                         "section (%zu bytes; file truncated?)", path, name, (long long)b,
                    (long long)en, data_size);
         return -1;
@@ -132,7 +132,7 @@ static int st_parse_entry(const char *path, const cJSON *e, fr_st_tensor *t, siz
     uint64_t want = n * (uint64_t)info->size; /* n < 2^62 / 1; size <= 8: checked below */
     if (n > UINT64_MAX / (uint64_t)info->size || (uint64_t)(en - b) != want) {
         char sb[96];
-        fr_err_set(err, "%s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes, but shape %s "
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes, but shape %s "
                         "of %s needs %llu", path, name, (long long)b, (long long)en,
                    (long long)(en - b), fr_st_shape_str(t->shape, nd, sb, sizeof sb), info->name,
                    (unsigned long long)want);
@@ -149,31 +149,31 @@ int fr_st_parse(fr_st_file *f, const char *path, const uint8_t *data, size_t siz
     f->data = data;
     f->size = size;
     if (size < 8) {
-        fr_err_set(err, "%s: not a safetensors file (%zu bytes, shorter than the 8-byte header "
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: not a safetensors file (%zu bytes, shorter than the 8-byte header "
                         "length)", path, size);
         goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | data[i];
     if (hlen > FR_ST_MAX_HEADER) {
-        fr_err_set(err, "%s: safetensors header length %llu exceeds the %u-byte limit (not a "
+        fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: safetensors header length %llu exceeds the %u-byte limit (not a "
                         "safetensors file?)", path, (unsigned long long)hlen, FR_ST_MAX_HEADER);
         goto fail;
     }
     if (hlen > size - 8) {
-        fr_err_set(err, "%s: safetensors header length %llu runs past the end of the file (%zu "
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: safetensors header length %llu runs past the end of the file (%zu "
                         "bytes; truncated?)", path, (unsigned long long)hlen, size);
         goto fail;
     }
     if (hlen < 2 || data[8] != '{') {
-        fr_err_set(err, "%s: safetensors header is not a JSON object (not a safetensors file?)",
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: safetensors header is not a JSON object (not a safetensors file?)",
                    path);
         goto fail;
     }
     cJSON *root = cJSON_ParseWithLength((const char *)data + 8, (size_t)hlen);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        fr_err_set(err, "%s: safetensors header is not valid JSON", path);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: safetensors header is not valid JSON", path);
         goto fail;
     }
     const uint8_t *base = data + 8 + hlen;
@@ -200,7 +200,7 @@ int fr_st_parse(fr_st_file *f, const char *path, const uint8_t *data, size_t siz
     for (int i = 1; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i].name, f->tensors[i - 1].name)) {
             char q[160];
-            fr_err_set(err, "%s: tensor '%s' appears twice in the header", path,
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s' appears twice in the header", path,
                        fr_quotez(f->tensors[i].name, q, sizeof q));
             goto fail;
         }
@@ -269,7 +269,7 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
     free(txt);
     const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
     if (!cJSON_IsObject(wm)) {
-        fr_err_set(err, "%s: %s", index,
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: %s", index,
                    root ? "no \"weight_map\" object" : "invalid JSON");
         cJSON_Delete(root);
         return -1;
@@ -280,7 +280,7 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !st_shard_name_ok(e->valuestring)) {
             char q[160];
-            fr_err_set(err, "%s: weight_map entry '%s' is not a plain file name", index,
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: weight_map entry '%s' is not a plain file name", index,
                        fr_quotez(e->string ? e->string : "?", q, sizeof q));
             rc = -1;
             break;
@@ -293,7 +293,7 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
         }
     }
     if (!rc && n_names == 0) {
-        fr_err_set(err, "%s: weight_map is empty", index);
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: weight_map is empty", index);
         rc = -1;
     }
     for (int i = 0; !rc && i < n_names; i++) {
@@ -309,7 +309,7 @@ static int st_set_open_index(fr_st_set *s, const char *dir, const char *index, f
             if (strcmp(base, e->valuestring)) continue;
             if (!fr_st_find(&s->files[i], e->string)) {
                 char q[160];
-                fr_err_set(err, "%s: tensor '%s' is listed in %s but not found there", index,
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: tensor '%s' is listed in %s but not found there", index,
                            fr_quotez(e->string, q, sizeof q), e->valuestring);
                 rc = -1;
             }
@@ -335,7 +335,7 @@ int fr_st_set_open(fr_st_set *s, const char *dir, fr_err *err) {
         rc = st_set_add(s, single, err);
         free(index);
     } else {
-        fr_err_set(err, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        fr_err_setc(err, FR_ERR_NOT_FOUND, "%s: no model.safetensors or model.safetensors.index.json", dir);
         free(index);
         free(single);
         rc = -1;
