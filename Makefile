@@ -68,7 +68,7 @@ $(1)/gen/onnx.pb-c.h: $(1)/gen/onnx.pb-c.c
 	@test -f $$@
 $(1)/src/model/onnx/onnx.o: | $(1)/gen/onnx.pb-c.h
 # the tests that write models through protobuf-c (tests/onnx_build.h)
-$(1)/tests/test_onnx.o $(1)/tests/test_onnx_exec.o: | $(1)/gen/onnx.pb-c.h
+$(1)/tests/test_onnx.o $(1)/tests/test_onnx_exec.o $(1)/tests/test_onnx_seq.o: | $(1)/gen/onnx.pb-c.h
 endef
 $(eval $(call proto_rules,$(BUILD)))
 $(BUILD)/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
