@@ -200,3 +200,42 @@ int16_t *fr_vad_join_i16(const int16_t *pcm, const fr_vad_seg *segs, size_t n_se
     *out_n = tot;
     return o;
 }
+
+float *fr_vad_join_f32(const float *pcm, const fr_vad_seg *segs, size_t n_segs, size_t *out_n) {
+    size_t tot = 0;
+    for (size_t i = 0; i < n_segs; i++) tot += (size_t)(segs[i].end - segs[i].start);
+    float *o = fr_xmalloc((tot ? tot : 1) * sizeof *o);
+    size_t at = 0;
+    for (size_t i = 0; i < n_segs; i++) {
+        const size_t len = (size_t)(segs[i].end - segs[i].start);
+        memcpy(o + at, pcm + segs[i].start, len * sizeof *o);
+        at += len;
+    }
+    *out_n = tot;
+    return o;
+}
+
+double fr_vad_time_map(const fr_vad_seg *segs, size_t n_segs, double t) {
+    double at = 0; /* start of span i in the joined audio, seconds */
+    for (size_t i = 0; i < n_segs; i++) {
+        const double len = (double)(segs[i].end - segs[i].start) / FR_VAD_RATE;
+        if (t < at + len || i + 1 == n_segs) return (double)segs[i].start / FR_VAD_RATE + (t - at);
+        at += len;
+    }
+    return t;
+}
+
+int fr_vad_trim_f32(fr_vad *v, const float *pcm, size_t n, const fr_vad_params *p, float **out,
+                    size_t *out_n, fr_vad_seg **segs, size_t *n_segs, const fr_cancel *cancel,
+                    fr_err *err) {
+    float *pr = NULL;
+    size_t nw = 0;
+    *out = NULL;
+    *segs = NULL;
+    *n_segs = *out_n = 0;
+    if (fr_vad_probs(v, pcm, n, &pr, &nw, cancel, err)) return -1;
+    fr_vad_segments(pr, nw, n, p, segs, n_segs);
+    free(pr);
+    *out = fr_vad_join_f32(pcm, *segs, *n_segs, out_n);
+    return 0;
+}

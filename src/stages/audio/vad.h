@@ -82,5 +82,16 @@ size_t fr_vad_segments(const float *probs, size_t n_win, size_t n_samples, const
 
 /* The samples of the spans, joined: malloc'd, *out_n samples (at least 1 allocated). */
 int16_t *fr_vad_join_i16(const int16_t *pcm, const fr_vad_seg *segs, size_t n_segs, size_t *out_n);
+float *fr_vad_join_f32(const float *pcm, const fr_vad_seg *segs, size_t n_segs, size_t *out_n);
+
+/* A time t (seconds) of the joined audio as a time of the original recording. */
+double fr_vad_time_map(const fr_vad_seg *segs, size_t n_segs, double t);
+
+/* probs + segments + join in one call: the speech of pcm (n samples, 16 kHz) into *out (malloc'd,
+ * *out_n samples) and its spans into *segs (malloc'd, NULL when none). p NULL: the defaults.
+ * 0, or -1 with err set (as fr_vad_probs). */
+int fr_vad_trim_f32(fr_vad *v, const float *pcm, size_t n, const fr_vad_params *p, float **out,
+                    size_t *out_n, fr_vad_seg **segs, size_t *n_segs, const fr_cancel *cancel,
+                    fr_err *err);
 
 #endif
