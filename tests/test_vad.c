@@ -10,6 +10,8 @@
 
 #include "base/base.h"
 #include "base/npy.h"
+#include "stages/asr/asr.h"
+#include "stages/asr/lm.h"
 #include "stages/audio/audio.h"
 #include "stages/audio/vad.h"
 
@@ -209,6 +211,61 @@ TEST(too_long_input_is_too_large) {
     CHECK(fr_vad_probs(v, &x, FR_VAD_MAX_SAMPLES + 1, &p, &nw, NULL, &err) == -1);
     CHECK_EQ_INT(err.code, FR_ERR_TOO_LARGE);
     fr_vad_free(v);
+}
+
+/* pocketsphinx on the fixture with its 3 s pause, with and without the VAD: the VAD decodes
+ * under 70 % of the audio and its transcript has no more word errors than the whole recording's
+ * (measured: 3 vs 5 edits over the 17 words). */
+static size_t asr_edits(const char *vad_model, const int16_t *pcm, size_t n, fr_asr_result *r) {
+    fr_asr_config cfg = {.vad_model = vad_model};
+    fr_err err = {0};
+    fr_asr *a = fr_asr_new(&cfg, &err);
+    if (!a) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return 999;
+    }
+    const int rc = fr_asr_run(a, pcm, n, r, &err);
+    fr_asr_free(a);
+    if (rc) return 998;
+    size_t words = 0;
+    const char *ref = "please transfer one hundred dollars to my savings account what is the "
+                      "balance of my checking account";
+    const size_t e = fr_wer_edits(ref, r->text, &words);
+    fprintf(stderr, "  %s: \"%s\" (%zu edits, %.2f of %.2f s decoded)\n",
+            *vad_model ? "vad" : "no vad", r->text, e, r->speech_s, r->audio_s);
+    return e;
+}
+
+TEST(asr_with_vad_transcribes_as_well) {
+    size_t n = 0;
+    float *f = load_wav(FIX "speech_pauses.wav", &n);
+    CHECK(f != NULL);
+    if (!f) return;
+    int16_t *pcm = fr_xmalloc(n * sizeof *pcm);
+    fr_audio_to_s16(f, n, pcm);
+    fr_asr_result with, without;
+    const size_t ev = asr_edits("models/vad/silero_vad.onnx", pcm, n, &with);
+    const size_t en = asr_edits("", pcm, n, &without);
+    CHECK(ev < 900 && en < 900);
+    CHECK(ev <= en);
+    CHECK_EQ_INT(with.vad, 1);
+    CHECK_EQ_INT(with.vad_spans, 2);
+    CHECK(with.speech_s < 0.7 * with.audio_s);
+    CHECK_EQ_INT(without.vad, 0);
+    CHECK(fabs(without.speech_s - without.audio_s) < 1e-9);
+    fr_asr_result_free(&with);
+    fr_asr_result_free(&without);
+    free(pcm);
+    free(f);
+}
+
+/* A named VAD model that is missing is an error of the decoder's creation, never a crash. */
+TEST(asr_with_a_missing_vad_model_fails_cleanly) {
+    fr_asr_config cfg = {.vad_model = "tests/fixtures/vad/no-such-model.onnx"};
+    fr_err err = {0};
+    fr_asr *a = fr_asr_new(&cfg, &err);
+    CHECK(a == NULL);
+    CHECK_EQ_INT(err.code, FR_ERR_NOT_FOUND);
 }
 
 int main(int argc, char **argv) {

@@ -69,23 +69,12 @@ static int load_rescore_model(const fr_asr_config *cfg, fr_intent_model **out, f
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* pocketsphinx init/free */
 
 /* The VAD of a config: 0 with *out (NULL = none), or -1 with err when a named model cannot be
- * loaded. The default model missing from the data root means no VAD, said once per process. */
+ * loaded. The default (vad_model NULL) is fr_vad_new_default: off switch, model not installed. */
 static int load_vad(const fr_asr_config *cfg, fr_vad **out, fr_err *err) {
-    static int told;
     *out = NULL;
     if (cfg->vad_model && !*cfg->vad_model) return 0;
-    const char *no = getenv("FRUGAL_NO_VAD"); /* the off switch of the default */
-    if (!cfg->vad_model && no && *no && strcmp(no, "0")) return 0;
-    char *dflt = cfg->vad_model ? NULL : fr_data_path(FR_VAD_MODEL);
-    if (!cfg->vad_model && (!dflt || !fr_path_exists(dflt))) {
-        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-            fr_info("asr: no VAD (%s not installed: scripts/install-deps.sh): whole recordings "
-                    "are decoded", FR_VAD_MODEL);
-        free(dflt);
-        return 0;
-    }
-    *out = fr_vad_new(dflt ? dflt : cfg->vad_model, err);
-    free(dflt);
+    if (!cfg->vad_model) return (*out = fr_vad_new_default()), 0;
+    *out = fr_vad_new(cfg->vad_model, err);
     return *out ? 0 : -1;
 }
 

@@ -94,6 +94,15 @@ void fr_whisper_result_free(fr_whisper_result *r);
 int fr_whisper_transcribe(const fr_whisper_model *m, const float *pcm, size_t n,
                           const fr_whisper_params *p, fr_whisper_result *r, fr_err *err);
 
+/* The same behind a VAD (stages/audio/vad.h; NULL: none): only the speech spans, joined, are
+ * transcribed, and segment times are mapped back to the recording's. No span: an empty
+ * transcript (r->text "", no segments, no window decoded), never Whisper's guess at silence.
+ * *spans (may be NULL) gets the span count, -1 without VAD. */
+struct fr_vad;
+int fr_whisper_transcribe_vad(const fr_whisper_model *m, struct fr_vad *vad, const float *pcm,
+                              size_t n, const fr_whisper_params *p, fr_whisper_result *r,
+                              int *spans, fr_err *err);
+
 /* ---- the pieces, for the tests */
 
 /* The log-mel features a model wants for n samples: (n_mels, *n_frames) with n_frames 3000 when

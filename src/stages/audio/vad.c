@@ -74,6 +74,24 @@ fail:
     return NULL;
 }
 
+fr_vad *fr_vad_new_default(void) {
+    static int told;
+    const char *no = getenv("FRUGAL_NO_VAD");
+    if (no && *no && strcmp(no, "0")) return NULL;
+    char *path = fr_data_path(FR_VAD_MODEL);
+    fr_vad *v = NULL;
+    fr_err err = {0};
+    if (!path || !fr_path_exists(path)) {
+        if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+            fr_info("vad: %s not installed (scripts/install-deps.sh): speech is decoded whole",
+                    FR_VAD_MODEL);
+    } else if (!(v = fr_vad_new(path, &err))) {
+        fr_warn("vad: %s: speech is decoded whole", err.msg);
+    }
+    free(path);
+    return v;
+}
+
 void fr_vad_free(fr_vad *v) {
     if (!v) return;
     fr_onnx_sess_free(v->s);

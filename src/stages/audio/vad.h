@@ -65,6 +65,11 @@ fr_vad_params fr_vad_default_params(void);
 fr_vad *fr_vad_new(const char *path, fr_err *err);
 void fr_vad_free(fr_vad *v);
 
+/* The default VAD of the speech stages: FR_VAD_MODEL under the data root, or NULL (no VAD)
+ * when FRUGAL_NO_VAD is set (and not "0"), when the model is not installed (said once per
+ * process) or when it fails to load (a warning). */
+fr_vad *fr_vad_new_default(void);
+
 /* Speech probability of every window of pcm (n samples at 16 kHz; n <= FR_VAD_MAX_SAMPLES):
  * *probs (malloc'd, *n_win = ceil(n / 512) values; NULL for n == 0). The state starts at zero
  * and is left as the last window made it (fr_vad_state). 0, or -1 with err set (TOO_LARGE, the
