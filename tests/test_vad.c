@@ -12,6 +12,7 @@
 #include "base/npy.h"
 #include "stages/asr/asr.h"
 #include "stages/asr/lm.h"
+#include "stages/asr/whisper_asr.h"
 #include "stages/audio/audio.h"
 #include "stages/audio/vad.h"
 
@@ -266,6 +267,55 @@ TEST(asr_with_a_missing_vad_model_fails_cleanly) {
     fr_asr *a = fr_asr_new(&cfg, &err);
     CHECK(a == NULL);
     CHECK_EQ_INT(err.code, FR_ERR_NOT_FOUND);
+}
+
+/* Whisper behind the VAD (the tiny random-weight fixture: its words mean nothing, its times
+ * do): silence decodes no window and gives ""; the fixture with pauses decodes the spans only,
+ * every segment time lies inside a span of the recording. */
+TEST(whisper_behind_the_vad) {
+    fr_err err = {0};
+    fr_whisper_model *m = fr_whisper_load("tests/fixtures/whisper-tiny/ggml-80-f32.bin", &err);
+    if (!m) fprintf(stderr, "  %s\n", err.msg);
+    CHECK(m != NULL);
+    fr_vad *v = vad();
+    CHECK(v != NULL);
+    if (!m || !v) {
+        fr_vad_free(v);
+        fr_whisper_free(m);
+        return;
+    }
+    fr_whisper_params p = fr_whisper_default_params();
+    p.timestamps = true;
+    p.max_new_tokens = 8;
+    size_t n = 0;
+    float *f = load_wav(FIX "silence.wav", &n);
+    fr_whisper_result r;
+    int spans = -9;
+    CHECK(f && fr_whisper_transcribe_vad(m, v, f, n, &p, &r, &spans, &err) == 0);
+    CHECK_EQ_INT(spans, 0);
+    if (f) {
+        CHECK_STR(r.text, "");
+        CHECK_EQ_INT(r.n_windows, 0);
+        CHECK(fabs(r.audio_s - 2.0) < 1e-6);
+        fr_whisper_result_free(&r);
+    }
+    free(f);
+    f = load_wav(FIX "speech_pauses.wav", &n);
+    CHECK(f && fr_whisper_transcribe_vad(m, v, f, n, &p, &r, &spans, &err) == 0);
+    CHECK_EQ_INT(spans, 2);
+    if (f) {
+        CHECK(fabs(r.audio_s - (double)n / 16000) < 1e-6);
+        for (int i = 0; i < r.n_segments; i++) /* not inside the 3 s pause's middle */
+            CHECK(r.segments[i].start < 4.7 || r.segments[i].start > 7.0);
+        fr_whisper_result_free(&r);
+    }
+    free(f);
+    /* the time map: joined time -> recording time */
+    const fr_vad_seg s[2] = {{16000, 32000}, {64000, 80000}};
+    CHECK(fabs(fr_vad_time_map(s, 2, 0.5) - 1.5) < 1e-9);
+    CHECK(fabs(fr_vad_time_map(s, 2, 1.25) - 4.25) < 1e-9);
+    fr_vad_free(v);
+    fr_whisper_free(m);
 }
 
 int main(int argc, char **argv) {
