@@ -98,6 +98,10 @@ $(BUILD)/lib-alone: $(BUILD)/libfrugal.a
 $(BUILD)/bench_onnx: $(BUILD)/bench/bench_onnx.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/bench_vad_whisper.c: Whisper's CPU cost with and without the VAD (bench/RESULTS.md)
+$(BUILD)/bench_vad_whisper: $(BUILD)/bench/bench_vad_whisper.o $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # bench/bench_prefix.c: TTFT per turn with and without the prefix cache (bench/RESULTS.md)
 $(BUILD)/bench_prefix: $(BUILD)/bench/bench_prefix.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

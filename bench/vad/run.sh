@@ -8,10 +8,12 @@
 # pauses of 2 to 5 s, with 1 s of lead-in and 1.5 s of tail; voices en-us and en-gb at 150 and
 # 175 words per minute; set "clean" has digital silence in the pauses, set "floor" the same
 # speech over a white-noise floor at -46 dBFS (a quiet room). Then `frugal asr` runs on each set
-# with --no-vad and with the VAD, one process per run, timed by /usr/bin/time (user + sys CPU
-# seconds of the whole process: model loads included), and the JSON lines give the recognition
+# with --no-vad and with the VAD, one process per run, three times, timed by /usr/bin/time (user +
+# sys CPU seconds of the whole process; the least of the three, minus the least of a process on
+# 0.5 s of silence: the model loads), and the JSON lines give the recognition
 # seconds (proc_s, the VAD's own vad_s inside it) and the transcripts, scored by WER against the
-# sentences and by the intent of each utterance's transcript (`frugal intent`, off: WER only).
+# sentences (WER). Then Whisper's cost with and without the VAD on the recordings joined four by
+# four (build/bench_vad_whisper: `make build/bench_vad_whisper` first).
 set -eu
 BIN=${FRUGAL_BIN:-build/frugal}
 OUT=${1:-bench/out/vad}
@@ -58,15 +60,29 @@ for trio in "$@"; do
     echo "clean$i $(echo "$trio" | tr '|' ' ')" >> "$OUT/refs.txt"
     echo "floor$i $(echo "$trio" | tr '|' ' ')" >> "$OUT/refs.txt"
 done
-for set in clean floor; do
+# a baseline process on 0.5 s of silence: the model loads every run pays
+sox -n -r 16000 -b 16 -c 1 "$OUT/wav/empty.wav" trim 0 0.5
+for rep in 1 2 3; do
     for mode in novad vad; do
         flag=$([ $mode = novad ] && echo --no-vad || echo)
-        # shellcheck disable=SC2086
-        /usr/bin/time -f "%U %S" -o "$OUT/$set-$mode.time" "$BIN" asr $flag "$OUT"/wav/$set?.wav \
-            > "$OUT/$set-$mode.jsonl"
+        /usr/bin/time -f "%U %S" -a -o "$OUT/base-$mode.time" "$BIN" asr $flag "$OUT/wav/empty.wav" > /dev/null
+        for set in clean floor; do
+            # shellcheck disable=SC2086
+            /usr/bin/time -f "%U %S" -a -o "$OUT/$set-$mode.time" "$BIN" asr $flag "$OUT"/wav/$set?.wav \
+                > "$OUT/$set-$mode.jsonl"
+        done
     done
 done
-echo "machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/')"
+# Whisper (bench/bench_vad_whisper.c, tiny-shaped random weights): the recordings joined four by
+# four (about 72 s each, past one 30 s window)
+for set in clean floor; do
+    sox "$OUT/wav/${set}1.wav" "$OUT/wav/${set}2.wav" "$OUT/wav/${set}3.wav" "$OUT/wav/${set}4.wav" "$OUT/wav/${set}-long1.wav"
+    sox "$OUT/wav/${set}5.wav" "$OUT/wav/${set}6.wav" "$OUT/wav/${set}7.wav" "$OUT/wav/${set}8.wav" "$OUT/wav/${set}-long2.wav"
+done
+if [ -x "${BENCH_WHISPER:-build/bench_vad_whisper}" ]; then
+    "${BENCH_WHISPER:-build/bench_vad_whisper}" --tokens 24 "$OUT"/wav/*-long?.wav > "$OUT/whisper.md"
+fi
+echo "machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (after the runs)"
 python3 - "$OUT" <<'EOF'
 import json, sys, os
 out = sys.argv[1]
@@ -82,12 +98,19 @@ def edits(a, b):
             cur = min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] != b[j - 1]))
             prev, d[j] = d[j], cur
     return d[len(b)]
-print("| set | mode | files | audio s | decoded s | recognition s (proc_s) | of it VAD s | process CPU s | WER |")
+def cpu(name):
+    runs = [l.split() for l in open(os.path.join(out, name)) if l.strip() and l[0].isdigit()]
+    return min(float(u) + float(s) for u, s in runs)
+base = {m: cpu("base-%s.time" % m) for m in ("novad", "vad")}
+print("model loads (CPU s of a process on 0.5 s): no VAD %.2f, VAD %.2f" % (base["novad"], base["vad"]))
+print(open(os.path.join(out, "whisper.md")).read() if os.path.exists(os.path.join(out, "whisper.md")) else "(no build/bench_vad_whisper)")
+print("| set | mode | files | audio s | decoded s | recognition wall s (proc_s) | of it VAD s | CPU s (process - loads) | WER |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for s in ("clean", "floor"):
     for mode in ("novad", "vad"):
         rows = [json.loads(l) for l in open(os.path.join(out, "%s-%s.jsonl" % (s, mode)))]
-        u, sy = open(os.path.join(out, "%s-%s.time" % (s, mode))).read().split()[-2:]
+        assert len(rows) == 8
+        c = cpu("%s-%s.time" % (s, mode)) - base[mode]
         e = n = 0
         for r in rows:
             name = os.path.basename(r["file"])[:-4]
@@ -96,5 +119,5 @@ for s in ("clean", "floor"):
         print("| %s | %s | %d | %.1f | %.1f | %.2f | %.3f | %.2f | %.3f |" % (
             s, "VAD" if mode == "vad" else "no VAD", len(rows), sum(r["audio_s"] for r in rows),
             sum(r["speech_s"] for r in rows), sum(r["proc_s"] for r in rows),
-            sum(r.get("vad_s", 0) for r in rows), float(u) + float(sy), e / n))
+            sum(r.get("vad_s", 0) for r in rows), c, e / n))
 EOF
