@@ -382,7 +382,9 @@ static void fuse_epilogue(fr_onnx_sess *s, ox_step *st) {
         int done = 0;
         for (int pass = 0; pass < 2 && !done; pass++) {
             const int mul = s->cons[s->cons_off[c] + pass], g = s->cons[s->cons_off[c] + 1 - pass];
-            if (mul == g || !is_op(s, mul, FR_ONNX_OP_Mul)) continue;
+            if (mul == g || !is_op(s, mul, FR_ONNX_OP_Mul) ||
+                s->m->nodes[mul].scope != snode(s, st)->scope)
+                continue;
             const int t_end = other_in(s, mul, c); /* the value f(x) the Mul reads */
             ox_epi chain = {0};
             chain.ins[chain.n++] = (ox_ep_ins){OX_EP_SAVE, 0, 0};

@@ -477,6 +477,11 @@ static int count_graph(const Onnx__GraphProto *g, size_t *nodes, size_t *values,
         }
         *values += np->n_output;
         if (!is_if(np)) continue;
+        if (1 + 2 * np->n_output > FR_ONNX_MAX_IO) { /* its inputs: condition, both branches' */
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "node %s: If with %zu outputs (over %d)",
+                        q(b1, np->name), np->n_output, (FR_ONNX_MAX_IO - 1) / 2);
+            return -1;
+        }
         const Onnx__GraphProto *br[2] = {if_branch(np, "then_branch"), if_branch(np, "else_branch")};
         for (int k = 0; k < 2; k++) {
             if (!br[k] || br[k]->n_input || br[k]->n_output != np->n_output) {

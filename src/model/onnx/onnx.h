@@ -40,8 +40,9 @@
 #define FR_ONNX_MAX_DEPTH 8                    /* If branches inside If branches */
 #define FR_ONNX_MAX_SCOPES 1024                /* branches of all the If nodes, plus the graph */
 
-/* The ops the loader accepts: those of the PP-OCR det / rec / cls models and of Silero VAD
- * (docs/ONNX.md). */
+/* The ops the loader accepts: those of the PP-OCR det / rec / cls models, then (from
+ * ConstantOfShape on: the CUDA executor refuses them) those Silero VAD adds (docs/ONNX.md). An If
+ * has at most (FR_ONNX_MAX_IO - 1) / 2 outputs. */
 typedef enum fr_onnx_op {
 #define FR_ONNX_OPS(X)                                                                          \
     X(Add) X(AveragePool) X(BatchNormalization) X(Cast) X(Clip) X(Concat) X(Constant) X(Conv)   \
