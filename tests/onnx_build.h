@@ -124,7 +124,7 @@ static inline Onnx__TensorProto *ob_itensor(ob *b, const char *name, int rank, c
     t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     t->n_dims = (size_t)rank;
     t->dims = ob_alloc(b, (size_t)rank * sizeof *t->dims);
-    memcpy(t->dims, dims, (size_t)rank * sizeof *t->dims);
+    if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof *t->dims); /* a scalar: dims NULL */
     t->has_raw_data = 1;
     t->raw_data.len = n * 8;
     t->raw_data.data = ob_alloc(b, n * 8);
