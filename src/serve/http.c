@@ -1730,6 +1730,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
+    if (cfg->no_vad) setenv("FRUGAL_NO_VAD", "1", 1); /* read where the speech stages start */
     if (cfg->asr_model) { /* the audio endpoints' engine */
         if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
         fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
