@@ -11,7 +11,7 @@
  * elements each), one run on one thread under a 4 MiB cap: either outputs of the declared count
  * whose every element can be read, or a one-line error with a code other than FR_ERR_INTERNAL.
  * int64 graph inputs (control values) get small integers in idata. Graphs with If branches must
- * keep each branch's nodes before their If and after its condition.
+ * keep each branch's nodes after their If's condition.
  * Seeds: small models written through protobuf-c (tests/onnx_build.h, `seeds onnx`), among them
  * If graphs (by an int64 input, nested on a shape) and an LSTM / Pad / Gather graph.
  */
@@ -135,11 +135,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int v = n->out[k];
             if (v < 0 || v >= m->n_values || m->values[v].producer != i) abort();
         }
-        /* a branch's node: its If comes later, the If's condition earlier */
+        /* a branch's node: its If's condition comes earlier (a node no branch output needs may
+           come after the If itself) */
         if (n->scope < 0 || n->scope >= m->n_scopes) abort();
         if (n->scope > 0) {
             const int f = m->scopes[n->scope].node;
-            if (f <= i || f >= m->n_nodes || m->nodes[f].op != FR_ONNX_OP_If) abort();
+            if (f < 0 || f == i || f >= m->n_nodes || m->nodes[f].op != FR_ONNX_OP_If) abort();
             const int cv = m->nodes[f].in[0];
             if (cv >= 0 && m->values[cv].producer >= i) abort();
         }
