@@ -150,6 +150,11 @@ $(BUILD)/gguf-spec: tests/gguf_spec.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(OPT) -o $@ $< $(LDSAN)
 tests: $(BUILD)/gguf-spec
+# test_sp_tokenizer runs the same checker on the GGUF it writes
+$(BUILD)/tests/gguf_spec_check.o: tests/gguf_spec.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DGGUF_SPEC_NO_MAIN -c $< -o $@
+$(BUILD)/tests/test_sp_tokenizer: $(BUILD)/tests/gguf_spec_check.o
 
 # ---- CUDA backend (optional; the CPU build above never needs CUDA) ----------------------------
 #   make cuda        nvcc-compiles src/backend/cuda (sm_90 + compute_90 PTX) into build-cuda/ and

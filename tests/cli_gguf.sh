@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_gguf.sh — GGUF files written by `frugal mkmodel`, and the GGUF fixtures, checked by
 # gguf-spec (tests/gguf_spec.c: the GGUF specification and llama.cpp's loader rules for llama,
-# qwen2 and the gpt2 tokenizer, written without the project's own GGUF reader):
+# qwen2 and the gpt2 / llama tokenizers, written without the project's own GGUF reader):
 #   - both architectures x every GGUF type mkmodel writes (f32 f16 q8_0 q4_0), tied and untied,
 #     with the default tokenizer and an embedding larger than the tokenizer (--vocab > tokens);
 #   - real tokenizers (llama-tiny's Llama 3 BPE with BOS, qwen2-tiny's), a head size other than
@@ -14,7 +14,10 @@
 #     installed into tests/gguf/node_modules on the first run, as cli_serve.sh does for openai):
 #     the @huggingface/gguf parser (tests/gguf/hf_gguf.mjs), and llama.cpp itself through
 #     node-llama-cpp's prebuilt CPU build (tests/gguf/llamacpp.mjs): every file loads and decodes,
-#     on the F32 ones llama.cpp's greedy tokens equal frugal's, and the bad file is refused.
+#     on the F32 ones llama.cpp's greedy tokens equal frugal's, and the bad file is refused;
+#   - the SentencePiece (`llama` tokenizer) GGUF that tests/test_sp_tokenizer.c writes: gguf-spec
+#     accepts it, and llama.cpp's tokenizer gives sentencepiece's ids on the fixture strings
+#     (tests/gguf/sp_llamacpp.mjs; frugal's ids on the same file are checked by the C test).
 # Prints "N passed, N failed".
 cd "$(dirname "$0")/.." || exit 1
 BIN=${FRUGAL_BIN:-build/frugal}
@@ -143,6 +146,18 @@ else
         done
         node_count llamacpp.mjs "llama.cpp loads and decodes them (greedy = frugal's on the F32 ones), refuses the bad file" \
             "$@" "!tests/fixtures/bad-gguf/tokens-fewer-than-rows.gguf"
+        # the SentencePiece GGUF that test_sp_tokenizer writes (llama-tiny's weights and a `llama`
+        # vocabulary from tests/fixtures/sp/spm): gguf-spec accepts it and llama.cpp tokenizes the
+        # fixture strings as sentencepiece does (frugal's ids on it: test_sp_tokenizer)
+        spt=$(dirname "$BIN")/tests/test_sp_tokenizer
+        if [ -x "$spt" ] && FRUGAL_SP_GGUF_OUT="$TMP/spm.gguf" "$spt" >"$TMP/spt.log" 2>&1; then
+            spec_ok "the SentencePiece GGUF of test_sp_tokenizer" "$TMP/spm.gguf"
+            out=$(node tests/gguf/sp_llamacpp.mjs "$TMP/spm.gguf" tests/fixtures/sp/spm/expect.json 2>&1)
+            if printf '%s\n' "$out" | grep -q '^ok '; then ok "$(printf '%s\n' "$out" | sed -n 's/^ok   //p')"
+            else bad "llama.cpp on the SentencePiece GGUF: $(printf '%s' "$out" | tail -c 600)"; fi
+        else
+            bad "test_sp_tokenizer wrote no GGUF ($spt: $(tail -c 300 "$TMP/spt.log" 2>/dev/null))"
+        fi
     fi
 fi
 

@@ -102,7 +102,7 @@ if start_server cached; then
     done
     grep -q '^vllm:num_requests_waiting{model_name="qwen2-tiny",engine="0"} 0$' "$TMP/metrics" \
         && ok "metrics: model_name and engine labels" || bad "metrics labels: $(grep '^vllm:num_requests_waiting' "$TMP/metrics")"
-    grep -q '^vllm:lora_requests_info{max_lora="0",running_lora_adapters="",waiting_lora_adapters=""} ' "$TMP/metrics" \
+    grep -q '^vllm:lora_requests_info{max_lora="64",running_lora_adapters="",waiting_lora_adapters=""} ' "$TMP/metrics" \
         && ok "metrics: lora_requests_info with empty adapter lists" || bad "metrics lora_requests_info"
     grep -q '^vllm:time_to_first_token_seconds_bucket{model_name="qwen2-tiny",engine="0",le="0.001"} ' "$TMP/metrics" \
         && ok "metrics: TTFT buckets as vLLM's" || bad "metrics TTFT buckets"

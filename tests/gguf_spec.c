@@ -1,6 +1,6 @@
 /* gguf_spec.c — an independent check of GGUF files: the GGUF specification (ggml's
  * docs/gguf.md, version 3) and what llama.cpp's loader requires of the `llama` and `qwen2`
- * architectures and of the `gpt2` (byte-level BPE) tokenizer.
+ * architectures and of the `gpt2` (byte-level BPE) and `llama` (SentencePiece) tokenizers.
  *
  *   gguf-spec FILE...     one line per problem, "FILE: ok (...)" for a clean file;
  *                         exit status 0 only when every file is clean.
@@ -22,6 +22,8 @@
  *   - llama-vocab.cpp (gpt2): tokenizer.ggml.merges must exist; each merge is split at its first
  *     space after position 0; token strings must be unique (an assertion otherwise); special ids
  *     are read as uint32; an unknown tokenizer.ggml.pre silently falls back to another regex.
+ *   - llama-vocab.cpp (llama, SentencePiece): no merges and no pre are read; eos defaults to 2;
+ *     the byte fallback finds "<0xXX>" or the byte itself as a token, or throws.
  *
  * The parser is bounds-checked everywhere (tests/fuzz/fuzz_gguf_spec.c runs it on arbitrary
  * bytes). Built with -DGGUF_SPEC_NO_MAIN it exposes only gguf_spec_check().
@@ -619,20 +621,37 @@ static const char *const known_pre[] = {
     "minerva-7b", "megrez", "gpt-4o", "superbpe", "trillion", "bailingmoe",
 };
 
+/* llama (SentencePiece) vocabularies: llama.cpp's byte fallback (byte_to_token) looks up
+ * "<0xXX>", else the byte itself as a token, and throws when neither exists. */
+static void check_spm_bytes(spec_ctx *c, const tok *sorted, uint64_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    int missing = 0;
+    for (int b = 0; b < 256; b++) {
+        uint8_t name[6] = {'<', '0', 'x', (uint8_t)hex[b >> 4], (uint8_t)hex[b & 15], '>'};
+        uint8_t one = (uint8_t)b;
+        if (tok_has(sorted, n, name, 6) || tok_has(sorted, n, &one, 1)) continue;
+        if (missing++ < 3)
+            problem(c, "no token <0x%02X> nor the byte itself: llama.cpp's SentencePiece byte "
+                       "fallback throws on it", b);
+    }
+}
+
 /* Returns the token count (0 if unusable). */
 static uint64_t check_tokenizer(spec_ctx *c, gfile *g, uint64_t *n_merges) {
     const rd *r = &g->r;
     uint64_t len;
+    bool spm = false; /* tokenizer.ggml.model "llama": SentencePiece, no merges, no pre */
     const kv *k = want_kv(c, g, "tokenizer.ggml.model", V_STR, true);
     if (k) {
         const uint8_t *s = kv_str(r, k, &len);
-        if (!(len == 4 && !memcmp(s, "gpt2", 4))) {
+        spm = len == 5 && !memcmp(s, "llama", 5);
+        if (!(len == 4 && !memcmp(s, "gpt2", 4)) && !spm) {
             problem(c, "tokenizer.ggml.model is '%.*s'; this check knows the gpt2 (byte-level "
-                       "BPE) tokenizer only", (int)len, (const char *)s);
+                       "BPE) and llama (SentencePiece) tokenizers only", (int)len, (const char *)s);
             return 0;
         }
     }
-    k = want_kv(c, g, "tokenizer.ggml.pre", V_STR, true);
+    k = want_kv(c, g, "tokenizer.ggml.pre", V_STR, !spm);
     if (k) {
         const uint8_t *s = kv_str(r, k, &len);
         bool known = false;
@@ -690,8 +709,9 @@ static uint64_t check_tokenizer(spec_ctx *c, gfile *g, uint64_t *n_merges) {
     const kv *sc = want_arr(c, g, "tokenizer.ggml.scores", V_F32, false);
     if (sc && sc->n != n) problem(c, "tokenizer.ggml.scores has %llu entries, tokens %llu",
                                   (unsigned long long)sc->n, (unsigned long long)n);
+    if (spm) check_spm_bytes(c, sorted, n);
     /* merges: required for gpt2; "a b", both halves and their concatenation tokens */
-    const kv *mk = want_arr(c, g, "tokenizer.ggml.merges", V_STR, true);
+    const kv *mk = spm ? NULL : want_arr(c, g, "tokenizer.ggml.merges", V_STR, true);
     if (mk) {
         *n_merges = mk->n;
         rd m = {r->p, r->n, mk->at, false};
@@ -735,7 +755,7 @@ static uint64_t check_tokenizer(spec_ctx *c, gfile *g, uint64_t *n_merges) {
     };
     bool have_bos = false;
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        k = want_kv(c, g, ids[i], V_U32, i == 1); /* without eos llama.cpp takes id 11 for gpt2 */
+        k = want_kv(c, g, ids[i], V_U32, i == 1 && !spm); /* gpt2 without eos: id 11 */
         if (!k) continue;
         uint32_t id = kv_u32(r, k);
         if (id >= n) problem(c, "%s = %u is outside the %llu tokens", ids[i], id, (unsigned long long)n);

@@ -490,6 +490,98 @@ static void sign_line_make(sign_line *l, int C, const int *steps, const int *cla
     }
 }
 
+TEST(best_path_first_largest_nan_never_wins) {
+    const float inf = INFINITY, nan = NAN;
+    const float probs[4 * 4] = {0.1f, 0.7f, 0.7f, 0.2f,  /* tie: the first */
+                                nan,  0.3f, nan,  0.4f,  /* NaN never wins */
+                                -inf, -inf, -inf, -inf,  /* nothing above -inf: class 0 */
+                                nan,  nan,  nan,  nan};
+    float path[8];
+    fr_ppocr_best_path(probs, 4, 4, path);
+    CHECK(path[0] == 1.0f && path[1] == 0.7f);
+    CHECK(path[2] == 3.0f && path[3] == 0.4f);
+    CHECK(path[4] == 0.0f && path[5] == -inf);
+    CHECK(path[6] == 0.0f && path[7] == -inf);
+    /* decoding the path equals decoding the probabilities it came from */
+    fr_ppocr_dict d;
+    fr_err err = {0};
+    CHECK_EQ_INT(fr_ppocr_dict_parse("a\nb\nc\n", 6, 0, &d, &err), 0);
+    const int T = 6, C = 4;
+    float pr[6 * 4], pa[12];
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) pr[t * C + c] = (float)((t * 7 + c * 3) % 5) / 5.0f;
+    fr_ppocr_best_path(pr, T, C, pa);
+    fr_ppocr_text x, y;
+    CHECK_EQ_INT(fr_ppocr_ctc_decode(pr, T, C, &d, &x, &err), 0);
+    CHECK_EQ_INT(fr_ppocr_ctc_decode_path(pa, T, &d, &y, &err), 0);
+    CHECK_STR(x.text, y.text);
+    CHECK(x.conf == y.conf && x.n_unknown == y.n_unknown);
+    /* a hostile path (negative, huge or NaN indices) decodes as blanks, in bounds */
+    const float bad[6] = {-3.0f, 0.9f, 1e30f, 0.9f, nan, 0.9f};
+    fr_ppocr_text z;
+    CHECK_EQ_INT(fr_ppocr_ctc_decode_path(bad, 3, &d, &z, &err), 0);
+    CHECK_EQ_INT(z.n_unknown, 0);
+    CHECK_STR(z.text, "");
+    free(x.text);
+    free(y.text);
+    free(z.text);
+    fr_ppocr_dict_free(&d);
+}
+
+/* The padded work of a cut: sum over its batches of rows x width + a run's fixed cost. */
+static double cut_work(const float *r, const int *ends, int nb, const fr_ppocr_opts *o) {
+    double w = 0;
+    for (int b = 0, s = 0; b < nb; s = ends[b++])
+        w += fr_ppocr_batch_rows(o, o->rec_batch, ends[b] - s) *
+                 (double)fr_ppocr_rec_width(r[ends[b] - 1], o->rec_min_w, o->rec_step, o->rec_max_w) +
+             4.0 * o->rec_min_w;
+    return w;
+}
+
+TEST(rec_batches_rows_and_cuts) {
+    fr_ppocr_opts c = fr_ppocr_default_opts(), g = fr_ppocr_cuda_opts(0);
+    CHECK_EQ_INT(fr_ppocr_batch_rows(&c, 6, 5), 5);
+    CHECK_EQ_INT(fr_ppocr_batch_rows(&g, 32, 1), 8);
+    CHECK_EQ_INT(fr_ppocr_batch_rows(&g, 32, 9), 16);
+    CHECK_EQ_INT(fr_ppocr_batch_rows(&g, 32, 17), 32);
+    CHECK_EQ_INT(fr_ppocr_batch_rows(&g, 2, 1), 2);
+    /* 20 narrow lines and 3 very wide ones */
+    float r[23];
+    for (int i = 0; i < 20; i++) r[i] = 2.0f + 0.1f * (float)i;
+    r[20] = 30, r[21] = 40, r[22] = 45;
+    int ends[23];
+    int nb = fr_ppocr_rec_batches(r, 23, &c, ends); /* the CPU: runs of 6 */
+    CHECK_EQ_INT(nb, 4);
+    CHECK(ends[0] == 6 && ends[1] == 12 && ends[2] == 18 && ends[3] == 23);
+    nb = fr_ppocr_rec_batches(r, 23, &g, ends);
+    CHECK(nb >= 2);
+    CHECK_EQ_INT(ends[nb - 1], 23);
+    for (int b = 0, s = 0; b < nb; s = ends[b++]) CHECK(ends[b] > s && ends[b] - s <= g.rec_batch);
+    /* less padded work than one run of all 23 at the widest line's width (what batches of 32
+     * in ratio order gave): the narrow lines run narrow, and only what rides in a wide run's
+     * padding rows joins it */
+    const int one[1] = {23};
+    CHECK(cut_work(r, ends, nb, &g) < 0.5 * cut_work(r, one, 1, &g));
+    /* the cut is the least work: against every cut of a small set (brute force over the 2^(n-1)
+     * ways to cut n = 12 sorted crops, batches of at most 8) */
+    g.rec_batch = 8;
+    float q[12];
+    for (int i = 0; i < 12; i++) q[i] = 1.0f + (float)(i * i) * 0.35f;
+    int e12[12];
+    int n12 = fr_ppocr_rec_batches(q, 12, &g, e12);
+    double got = cut_work(q, e12, n12, &g), best = INFINITY;
+    for (unsigned m = 0; m < (1u << 11); m++) {
+        int e[12], ne = 0, ok = 1;
+        for (int i = 1; i < 12; i++)
+            if (m >> (i - 1) & 1) e[ne++] = i;
+        e[ne++] = 12;
+        for (int b = 0, s = 0; b < ne; s = e[b++]) ok &= e[b] - s <= 8;
+        if (ok) best = fmin(best, cut_work(q, e, ne, &g));
+    }
+    CHECK(fabs(got - best) < 1e-6);
+    CHECK_EQ_INT(fr_ppocr_rec_batches(q, 0, &g, e12), 0);
+}
+
 TEST(signs_the_dictionary_lacks_from_the_glyph) {
     /* classes: 1..10 the figures, 11 '.', 12 ':', 13 'f', 14 '$', 15 ' ' */
     fr_ppocr_dict d;

@@ -7,6 +7,8 @@
  * the default reader tesseract and an explicit ppocr pool NOT_FOUND. */
 #include "t.h"
 
+#include <pthread.h>
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "stages/ocr/fields.h"
 #include "stages/ocr/ocr.h"
 #include "stages/ocr/ppocr.h"
+#include "stages/ocr/ppocr_net.h"
 
 static fr_ppocr_models *g_models;
 
@@ -139,8 +142,9 @@ static void no_spaces(const char *s, char *out, size_t cap) {
     out[n] = 0;
 }
 
-/* The CUDA settings (32 lines a run, padded batches, widths in steps of 320, the detector on
- * a 960 x 960 white canvas) run on the CPU
+/* The CUDA settings (up to 32 lines a run, padded to 8, 16 or 32 rows, the recogniser's batches
+ * cut where that saves padded work, widths in steps of 320, the detector on a 960 x 720 white
+ * portrait canvas) run on the CPU
  * executor here: the padding rows must not change what is read, and the wider width buckets
  * (more blank input after a line) at most where a space falls (measured on this page: one word
  * gap of 17 lines is read without its space), so the lines, their characters and the fields
@@ -177,6 +181,142 @@ TEST(padded_batches_read_like_unpadded_ones) {
     fr_image_free(&img);
     fr_ppocr_free(p);
     fr_ppocr_free(e);
+}
+
+/* A landscape page (the English page on white paper twice as wide): with the CUDA settings its
+ * detector input (960 x ~670) goes on the 960 x 720 landscape canvas, and the page reads as it
+ * does at its own size with the default settings. */
+TEST(landscape_page_on_the_short_canvas) {
+    fr_ppocr *e = engine();
+    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
+    o.device = -1;
+    CHECK(o.det_canvas_short > 0 && o.det_canvas_short < o.det_canvas);
+    fr_err err = {0};
+    fr_ppocr *p = models() ? fr_ppocr_new(g_models, &o, &err) : NULL;
+    fr_image img = {0}, wide = {0};
+    CHECK(e != NULL && p != NULL);
+    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/en.png", 1, &img), 0);
+    if (e && p && img.pix) {
+        wide.width = img.width * 2, wide.height = img.height, wide.channels = 1;
+        wide.pix = fr_xmalloc((size_t)wide.width * wide.height);
+        memset(wide.pix, 255, (size_t)wide.width * wide.height);
+        for (uint32_t y = 0; y < img.height; y++)
+            memcpy(wide.pix + (size_t)y * wide.width, img.pix + (size_t)y * img.width, img.width);
+        fr_ocr_result a, b;
+        CHECK_EQ_INT(fr_ppocr_run(e, &wide, NULL, &a, &err), FR_OCR_OK);
+        CHECK_EQ_INT(fr_ppocr_run(p, &wide, NULL, &b, &err), FR_OCR_OK);
+        static char ta[8192], tb[8192];
+        no_spaces(a.text, ta, sizeof ta);
+        no_spaces(b.text, tb, sizeof tb);
+        CHECK(strlen(ta) > 100);
+        CHECK_STR(tb, ta);
+        fr_ocr_result_free(&a);
+        fr_ocr_result_free(&b);
+    }
+    fr_image_free(&wide);
+    fr_image_free(&img);
+    fr_ppocr_free(p);
+    fr_ppocr_free(e);
+}
+
+/* The shared recogniser on the CPU executor: two engines reading the English and the Chinese
+ * page at once through one queue give the texts each gives alone through it, their runs mix
+ * lines of both pages, the English page reads like the default engine (no spaces compared), and
+ * a stopped page leaves the queue serving. */
+typedef struct q_arg {
+    fr_ppocr *e;
+    const fr_image *img;
+    char *text;
+    int st;
+} q_arg;
+
+static void *q_read(void *v) {
+    q_arg *a = v;
+    fr_ocr_result r;
+    fr_err err = {0};
+    a->st = fr_ppocr_run(a->e, a->img, NULL, &r, &err);
+    a->text = fr_xstrdup(r.text ? r.text : "");
+    fr_ocr_result_free(&r);
+    return NULL;
+}
+
+static fr_cancel_reason stop_at_once(void *ctx) {
+    (void)ctx;
+    return FR_CANCEL_CLIENT_GONE;
+}
+
+TEST(shared_recogniser_mixes_pages_and_reads_the_same) {
+    fr_ppocr *ref = engine();
+    fr_image en = {0}, zh = {0};
+    CHECK(ref != NULL);
+    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/en.png", 1, &en), 0);
+    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/zh.png", 1, &zh), 0);
+    if (!ref || !en.pix || !zh.pix) {
+        fr_image_free(&en);
+        fr_image_free(&zh);
+        fr_ppocr_free(ref);
+        return;
+    }
+    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
+    o.device = -1;
+    fr_err err = {0};
+    fr_ppocr_recq *q = fr_ppocr_recq_new(g_models, &o, &err);
+    CHECK(q != NULL);
+    o.rec_queue = q;
+    fr_ppocr *a = q ? fr_ppocr_new(g_models, &o, &err) : NULL;
+    fr_ppocr *b = q ? fr_ppocr_new(g_models, &o, &err) : NULL;
+    CHECK(a != NULL && b != NULL);
+    if (a && b) {
+        q_arg alone[2] = {{a, &en, NULL, -1}, {a, &zh, NULL, -1}};
+        q_read(&alone[0]);
+        q_read(&alone[1]);
+        long runs0, lines0, rows0;
+        fr_ppocr_recq_stats(q, &runs0, &lines0, &rows0);
+        q_arg both[2] = {{a, &en, NULL, -1}, {b, &zh, NULL, -1}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, q_read, &both[i]);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        long runs, lines, rows;
+        fr_ppocr_recq_stats(q, &runs, &lines, &rows);
+        for (int i = 0; i < 2; i++) {
+            CHECK_EQ_INT(alone[i].st, FR_OCR_OK);
+            CHECK_EQ_INT(both[i].st, FR_OCR_OK);
+            CHECK_STR(both[i].text, alone[i].text);
+        }
+        CHECK_EQ_INT(lines - lines0, lines0); /* the same lines, */
+        CHECK(runs - runs0 < runs0);          /* in fewer runs: pages shared runs */
+        CHECK(rows >= lines);
+        fr_ocr_result r;
+        CHECK_EQ_INT(fr_ppocr_run(ref, &en, NULL, &r, &err), FR_OCR_OK);
+        static char ta[8192], tb[8192];
+        no_spaces(r.text, ta, sizeof ta);
+        no_spaces(alone[0].text, tb, sizeof tb);
+        CHECK(strlen(ta) > 100);
+        CHECK_STR(tb, ta);
+        fr_ocr_result_free(&r);
+        fr_cancel stop = {.fn = stop_at_once}; /* a stopped submission: no paths, queue intact */
+        float *line = fr_xcalloc((size_t)3 * FR_PPOCR_REC_H * 320, sizeof *line), *path = NULL;
+        uint32_t lw = 320;
+        int lt = 0;
+        CHECK_EQ_INT(fr_ppocr_recq_run(q, 1, &line, &lw, &stop, &path, &lt, &err), FR_OCR_STOPPED);
+        CHECK(path == NULL);
+        CHECK_EQ_INT(fr_ppocr_recq_run(q, 1, &line, &lw, NULL, &path, &lt, &err), 0);
+        CHECK(path != NULL && lt == 40); /* width 320: 40 steps */
+        free(path);
+        free(line);
+        q_arg again = {b, &en, NULL, -1};
+        q_read(&again);
+        CHECK_EQ_INT(again.st, FR_OCR_OK);
+        CHECK_STR(again.text, alone[0].text);
+        free(again.text);
+        for (int i = 0; i < 2; i++) free(alone[i].text), free(both[i].text);
+    }
+    fr_ppocr_free(a);
+    fr_ppocr_free(b);
+    fr_ppocr_recq_free(q);
+    fr_image_free(&en);
+    fr_image_free(&zh);
+    fr_ppocr_free(ref);
 }
 
 /* This test binary has no CUDA backend: a CUDA device is refused with UNSUPPORTED. */

@@ -89,7 +89,7 @@ static int cpu_forward(fr_backend *b, const fr_batch *batch, float *logits, fr_e
 static bool cpu_supports(const fr_backend *b, fr_backend_op op) {
     (void)b;
     return op == FR_BOP_FORWARD || op == FR_BOP_WEIGHTS_INT8 || op == FR_BOP_WEIGHTS_INT4 ||
-           op == FR_BOP_EMBD_INPUT || op == FR_BOP_MROPE;
+           op == FR_BOP_EMBD_INPUT || op == FR_BOP_MROPE || op == FR_BOP_LORA;
 }
 static void cpu_mem(const fr_backend *b, fr_backend_mem *m) {
     memset(m, 0, sizeof *m);
@@ -146,12 +146,26 @@ void fr_backend_free(fr_backend *b) {
     free(b);
 }
 
+/* A batch with LoRA adapters on a backend that cannot apply them: UNSUPPORTED. */
+static int lora_refused(const fr_backend *b, const fr_batch *batch, fr_err *err) {
+    if (!batch->lora || b->ops->supports(b, FR_BOP_LORA)) return 0;
+    for (int i = 0; i < batch->n_tokens; i++)
+        if (batch->lora[i]) {
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "the %s backend does not apply LoRA adapters",
+                        b->ops->name);
+            return -1;
+        }
+    return 0;
+}
+
 int fr_backend_forward(fr_backend *b, const fr_batch *batch, float *logits, fr_err *err) {
+    if (lora_refused(b, batch, err)) return -1;
     return b->ops->forward(b, batch, logits, err);
 }
 
 int fr_backend_forward_sample(fr_backend *b, const fr_batch *batch, const fr_sampling *sp, int n_sp,
                               const uint64_t *counters, int32_t *ids, fr_err *err) {
+    if (lora_refused(b, batch, err)) return -1;
     if (b->ops->forward_sample) return b->ops->forward_sample(b, batch, sp, n_sp, counters, ids, err);
     const int V = b->model->hp.n_vocab;
     if (batch->n_tokens > b->max_tokens) {

@@ -39,6 +39,7 @@ typedef enum fr_backend_op {
     FR_BOP_GRAPHS,          /* captured decode steps */
     FR_BOP_EMBD_INPUT,      /* batches with embedding rows (fr_batch.embd: image features) */
     FR_BOP_MROPE,           /* batches with M-RoPE positions (fr_batch.rope_pos) */
+    FR_BOP_LORA,            /* batches with LoRA adapters (fr_batch.lora) */
     FR_BOP_COUNT
 } fr_backend_op;
 

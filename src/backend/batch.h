@@ -20,6 +20,8 @@
 
 #include "backend/kv.h"
 
+struct fr_lora;
+
 typedef struct fr_batch {
     int n_tokens;           /* tokens in the batch, 1..max_tokens */
     const int32_t *tokens;  /* (n_tokens) token ids */
@@ -33,6 +35,9 @@ typedef struct fr_batch {
     const int32_t *rope_pos; /* (3, n_tokens) M-RoPE positions: t row, then h, then w, each in
                                0..max_ctx-1; NULL = all three equal pos (plain RoPE). Needs a model
                                with hp.mrope_section set */
+    const struct fr_lora *const *lora; /* (n_tokens) the LoRA adapter of each token (model/lora.h:
+                               y += scale B A x on the projections it adapts), NULL entries the
+                               base model; NULL = none. Needs FR_BOP_LORA */
 } fr_batch;
 
 #endif

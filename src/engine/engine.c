@@ -39,6 +39,7 @@
  * growth of text buffers.
  */
 #include "engine/engine.h"
+#include "model/lora.h"
 
 #include "backend/backend.h"
 #include "meter/meter.h"
@@ -87,7 +88,9 @@ struct fr_req {
     fr_meter_step *mq;     /* open queue step, or NULL */
     /* prefix cache (engine thread) */
     bool no_cache;         /* the request opted out: no lookup, nothing published */
-    uint64_t root;         /* chain root of its block keys (fr_kv_chain_root of its salt) */
+    uint64_t root;         /* chain root of its block keys (fr_kv_chain_root of its salt and
+                              its adapter's hash) */
+    fr_lora *lora;         /* its LoRA adapter (a reference), or NULL */
     uint64_t *row_hash;    /* (n_img_rows) content hash of each image feature row, or NULL */
     fr_kv_block_key *bkey; /* (cap_tok / block_size + 1) keys of its leading blocks */
     int n_bkey;            /* keys computed so far (tokens never change, so they stay valid) */
@@ -113,6 +116,7 @@ struct fr_engine {
     /* step scratch, sized at start */
     int32_t *b_tok, *b_pos; /* (step_tokens) batch tokens and positions */
     fr_seq **b_seq;         /* (step_tokens) their sequences */
+    const fr_lora **b_lora; /* (step_tokens) their adapters */
     uint8_t *b_logit;       /* (step_tokens) logits wanted */
     float *logits;          /* (max_running, n_vocab) */
     fr_req **logit_req;     /* (max_running) the request of each logits row */
@@ -206,6 +210,7 @@ static void req_free(fr_req *r) {
     free(r->row_hash);
     free(r->bkey);
     free(r->seq.blocks);
+    fr_lora_free(r->lora);
     fr_buf_free(&r->out);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -429,6 +434,21 @@ static void refuse(fr_engine *e, fr_admission *adm, fr_admit v, int tier, bool l
     if (!locked) pthread_mutex_unlock(&e->mu);
 }
 
+/* The adapter of p against the backend and the model: FR_ADMIT_OK, or INVALID with adm->msg. */
+static fr_admit check_lora(const fr_engine *e, const fr_req_params *p, fr_admission *adm) {
+    if (!fr_backend_supports(e->be, FR_BOP_LORA)) {
+        snprintf(adm->msg, sizeof adm->msg, "LoRA adapters are not applied on the %s backend",
+                 fr_backend_name(e->be));
+        return FR_ADMIT_INVALID;
+    }
+    if (p->lora->n_layer != e->m->hp.n_layer) {
+        snprintf(adm->msg, sizeof adm->msg, "LoRA adapter %s has %d layers, the model %d",
+                 p->lora->name, p->lora->n_layer, e->m->hp.n_layer);
+        return FR_ADMIT_INVALID;
+    }
+    return FR_ADMIT_OK;
+}
+
 /* The image input of p checked against its prompt, the model and the backend: FR_ADMIT_OK, or
  * the verdict with adm->msg set (INVALID; TOO_LARGE when the positions, which a pruned prompt
  * keeps from before pruning, would run past the context: the rotary tables end there). */
@@ -522,6 +542,7 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     }
 
     fr_admit iv = p->img_embd || p->rope_pos ? check_images(e, p, adm) : FR_ADMIT_OK;
+    if (iv == FR_ADMIT_OK && p->lora) iv = check_lora(e, p, adm);
     if (iv != FR_ADMIT_OK) {
         refuse(e, adm, iv, tier, false);
         return NULL;
@@ -538,7 +559,10 @@ fr_req *fr_engine_submit(fr_engine *e, const fr_req_params *p, fr_admission *adm
     memcpy(r->tokens, p->prompt, (size_t)p->n_prompt * sizeof(int32_t));
     r->n_tok = p->n_prompt;
     r->no_cache = p->no_prefix_cache || !e->cfg.prefix_cache;
-    r->root = fr_kv_chain_root(p->cache_salt);
+    r->lora = p->lora ? fr_lora_ref(p->lora) : NULL;
+    r->root = fr_kv_chain_root(!p->lora       ? p->cache_salt
+                               : p->cache_salt ? fr_kv_hash_mix(p->cache_salt, p->lora->hash)
+                                               : p->lora->hash);
     r->bkey = fr_xmalloc(sizeof(fr_kv_block_key) * (size_t)(r->cap_tok / e->kv->block_size + 1));
     copy_images(e, r, p);
     fr_gen_init(&r->gen, e->m, &p->gen);
@@ -848,6 +872,7 @@ static int build_step(fr_engine *e, int *n_logits, int *n_batch_req, bool *any_m
                                                          : pos + r->rope_delta;
             }
             e->b_seq[nb] = &r->seq;
+            e->b_lora[nb] = r->lora;
             e->b_logit[nb] = pos == r->n_tok - 1;
             if (e->b_logit[nb]) {
                 if (e->dev_sample) {
@@ -935,10 +960,13 @@ static void *engine_main(void *arg) {
             }
             continue;
         }
+        bool any_lora = false;
+        for (int k = 0; k < n_breq && !any_lora; k++) any_lora = e->batch_req[k]->lora != NULL;
         fr_batch b = {.n_tokens = nb, .tokens = e->b_tok, .pos = e->b_pos,
                       .seqs = (fr_seq *const *)e->b_seq, .logits = e->b_logit,
                       .embd = any_mm ? e->b_embd : NULL, .embd_use = any_mm ? e->b_use : NULL,
-                      .rope_pos = any_mm ? e->b_rope : NULL};
+                      .rope_pos = any_mm ? e->b_rope : NULL,
+                      .lora = any_lora ? (const struct fr_lora *const *)e->b_lora : NULL};
         fr_meter_step *ms = NULL;
         if (e->cfg.meter) {
             int ns = 0;
@@ -1126,12 +1154,13 @@ fr_engine *fr_engine_new(const fr_model *m, const fr_engine_config *cfg_in, fr_e
     e->b_tok = fr_xmalloc(st * sizeof(int32_t));
     e->b_pos = fr_xmalloc(st * sizeof(int32_t));
     e->b_seq = fr_xmalloc(st * sizeof(fr_seq *));
+    e->b_lora = fr_xcalloc(st, sizeof *e->b_lora);
     e->b_logit = fr_xmalloc(st);
     e->logits = malloc(mr * (size_t)e->n_vocab * sizeof(float));
     if (!e->logits) {
         fr_err_set(err, "cannot allocate logits for %d sequences", c.max_running);
         fr_backend_free(e->be);
-        free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e);
+        free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_lora), free(e->b_logit), free(e);
         return NULL;
     }
     e->logit_req = fr_xmalloc(mr * sizeof(fr_req *));
@@ -1185,7 +1214,7 @@ void fr_engine_free(fr_engine *e) {
     else end_everything(e, FR_END_SHUTDOWN);
     fr_kv_prefix_disable(e->kv); /* every sequence is released; the CUDA pool does not free it */
     fr_backend_free(e->be); /* frees the pool too */
-    free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_logit), free(e->logits);
+    free(e->b_tok), free(e->b_pos), free(e->b_seq), free(e->b_lora), free(e->b_logit), free(e->logits);
     free(e->logit_req), free(e->batch_req), free(e->items), free(e->cands), free(e->run);
     free(e->row_sp), free(e->row_ctr), free(e->row_id), free(e->shares);
     free(e->b_embd), free(e->b_use), free(e->b_rope), free(e->hit_ids);
@@ -1220,6 +1249,26 @@ int fr_engine_in_flight(fr_engine *e) {
     int n = e->n_run + waiting_total(e);
     pthread_mutex_unlock(&e->mu);
     return n;
+}
+
+/* Appends name to the comma-separated list b unless it is there. */
+static void name_once(fr_buf *b, const char *name) {
+    const char *l = b->data ? b->data : "";
+    const size_t n = strlen(name);
+    for (const char *p = l; (p = strstr(p, name)); p += n)
+        if ((p == l || p[-1] == ',') && (p[n] == ',' || !p[n])) return;
+    if (b->len) fr_buf_puts(b, ",");
+    fr_buf_puts(b, name);
+}
+
+void fr_engine_lora_in_use(fr_engine *e, fr_buf *running, fr_buf *waiting) {
+    pthread_mutex_lock(&e->mu);
+    for (int i = 0; i < e->n_run; i++)
+        if (e->run[i]->lora) name_once(running, e->run[i]->lora->name);
+    for (int t = 0; t < FR_N_TIERS; t++)
+        for (const fr_req *r = e->qhead[t]; r; r = r->qnext)
+            if (r->lora) name_once(waiting, r->lora->name);
+    pthread_mutex_unlock(&e->mu);
 }
 
 void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s) {

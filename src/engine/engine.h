@@ -148,6 +148,12 @@ typedef struct fr_req_params {
     bool no_prefix_cache;       /* neither take cached blocks nor publish this request's */
     uint64_t cache_salt;        /* 0 = none; otherwise only requests with the same salt share
                                    blocks (fr_kv_chain_root) */
+    /* LoRA (model/lora.h): the adapter every token of the request runs with, NULL = the base
+     * model. The request holds a reference (fr_lora_ref) until it is freed, so the caller may
+     * drop its own (an adapter unloaded while requests use it lives until they end). The prefix
+     * cache keys the request's blocks by the adapter's hash too. Refused (INVALID) on a backend
+     * without FR_BOP_LORA or for an adapter loaded for another model shape. */
+    const struct fr_lora *lora;
 } fr_req_params;
 
 typedef struct fr_engine fr_engine;
@@ -238,6 +244,9 @@ typedef struct fr_engine_stats {
     uint64_t prefix_evictions;           /* cached blocks evicted for new content */
     bool alive;                          /* engine thread running */
 } fr_engine_stats;
+/* The distinct LoRA adapters of the running requests and of the waiting ones, appended as
+ * comma-separated names to running and waiting (vllm:lora_requests_info). */
+void fr_engine_lora_in_use(fr_engine *e, fr_buf *running, fr_buf *waiting);
 void fr_engine_stats_get(fr_engine *e, fr_engine_stats *s);
 
 #endif

@@ -570,6 +570,28 @@ int fr_gguf_get_i32_array(const fr_gguf *g, const char *key, int32_t **vals, int
     return 0;
 }
 
+int fr_gguf_get_f32_array(const fr_gguf *g, const char *key, float **vals, int64_t *n,
+                          fr_err *err) {
+    int rc;
+    const fr_gguf_kv *kv = get_array(g, key, &rc, err);
+    if (!kv) return rc;
+    if (kv->arr_type != FR_GGUF_F32) {
+        fr_err_set(err, KEYFMT " is an array of %s, expected f32", g->path, key,
+                   vtype_name(kv->arr_type));
+        return -1;
+    }
+    if (kv->arr_n > (uint64_t)INT32_MAX) {
+        fr_err_set(err, KEYFMT " has too many elements", g->path, key);
+        return -1;
+    }
+    size_t cnt = (size_t)kv->arr_n;
+    float *v = fr_xmalloc((cnt ? cnt : 1) * sizeof *v);
+    if (cnt) memcpy(v, kv->arr, cnt * sizeof *v); /* little-endian, as the file */
+    *vals = v;
+    *n = (int64_t)cnt;
+    return 0;
+}
+
 /* ---- dequantisation (ggml reference layouts) ---- */
 
 static float rd_f16(const uint8_t *p) {

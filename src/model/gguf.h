@@ -93,6 +93,10 @@ int fr_gguf_get_str_array(const fr_gguf *g, const char *key, const char ***ptrs,
 int fr_gguf_get_i32_array(const fr_gguf *g, const char *key, int32_t **vals, int64_t *n,
                           fr_err *err);
 
+/* An array of f32 as a malloc'd float array. */
+int fr_gguf_get_f32_array(const fr_gguf *g, const char *key, float **vals, int64_t *n,
+                          fr_err *err);
+
 /* ggml type name ("Q4_K"), or NULL for an id ggml doesn't define. */
 const char *fr_ggml_type_name(uint32_t type);
 /* Elements per block and bytes per block; 0 for an unknown id. */

@@ -743,6 +743,27 @@ static char *token_dup(const char *p, size_t n) {
     return memchr(p, 0, n) ? NULL : fr_xstrndup(p, n);
 }
 
+/* The SentencePiece keys of a `llama` tokenizer: scores (one per token), add_space_prefix,
+ * add_eos_token. *scores is malloc'd (NULL when absent). */
+static int gguf_spm_keys(const fr_gguf *g, fr_vocab_spec *spec, int64_t ntok, float **scores,
+                         fr_err *err) {
+    int64_t n = 0;
+    bool b;
+    int rc = fr_gguf_get_f32_array(g, "tokenizer.ggml.scores", scores, &n, err);
+    if (rc < 0) return -1;
+    if (rc == 0 && n != ntok) {
+        fr_err_set(err, "%s: tokenizer.ggml.scores has %lld entries, tokens has %lld", g->path,
+                   (long long)n, (long long)ntok);
+        return -1;
+    }
+    spec->scores = *scores;
+    if ((rc = fr_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b, err)) < 0) return -1;
+    if (rc == 0) spec->no_space_prefix = !b;
+    if ((rc = fr_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b, err)) < 0) return -1;
+    if (rc == 0) spec->add_eos = b;
+    return 0;
+}
+
 static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     int rc;
     fr_vocab_spec spec;
@@ -750,18 +771,22 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     const char **toks = NULL, **merges = NULL;
     size_t *tlens = NULL, *mlens = NULL;
     int32_t *types = NULL;
+    float *scores = NULL;
     char *model = NULL, *pre = NULL;
     int64_t ntok = 0, nmerge = 0, ntypes = 0, v;
     int ret = -1;
     model = fr_gguf_get_strdup(g, "tokenizer.ggml.model", &rc, err);
     if (rc == 1) fr_err_set(err, "%s: missing metadata 'tokenizer.ggml.model'", g->path);
     if (!model) goto done;
-    if (strcmp(model, "gpt2")) {
+    if (strcmp(model, "gpt2") && strcmp(model, "llama")) {
         char q[64];
-        fr_err_set(err, "%s: tokenizer model '%s' is not supported (supported: gpt2, the "
-                        "byte-level BPE of Qwen2 and Llama 3)", g->path, fr_quotez(model, q, sizeof q));
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: tokenizer model '%s' is not supported "
+                    "(supported: gpt2, the byte-level BPE of Qwen2 and Llama 3; llama, the "
+                    "SentencePiece BPE of Llama 2, Mistral and Gemma)", g->path,
+                    fr_quotez(model, q, sizeof q));
         goto done;
     }
+    spec.model = model;
     rc = fr_gguf_get_str_array(g, "tokenizer.ggml.tokens", &toks, &tlens, &ntok, err);
     if (rc == 1) fr_err_set(err, "%s: missing metadata 'tokenizer.ggml.tokens'", g->path);
     if (rc) goto done;
@@ -781,6 +806,7 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
     if (rc < 0) goto done;
     pre = fr_gguf_get_strdup(g, "tokenizer.ggml.pre", &rc, err);
     if (rc < 0) goto done;
+    if (gguf_spm_keys(g, &spec, ntok, &scores, err)) goto done;
     spec.n_tokens = (int)ntok;
     spec.tokens = toks;
     spec.token_lens = tlens;
@@ -798,8 +824,9 @@ static int gguf_tokenizer(fr_model *m, const fr_gguf *g, fr_err *err) {
         if (rc < 0) goto done;
         if (rc == 0) *ids[i] = (int)v;
     }
-    spec.add_bos = pre && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") ||
-                           !strcmp(pre, "llama-v3"));
+    spec.add_bos = !strcmp(model, "llama") ||
+                   (pre && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") ||
+                            !strcmp(pre, "llama-v3")));
     bool b;
     rc = fr_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b, err);
     if (rc < 0) goto done;
@@ -830,6 +857,7 @@ done:
     free(merges);
     free(mlens);
     free(types);
+    free(scores);
     free(model);
     free(pre);
     return ret;

@@ -1,8 +1,9 @@
-/* tok_internal.h — private to the tokenizer sources (tokenizer.c, tok_json.c).
+/* tok_internal.h — private to the tokenizer sources (tokenizer.c, tok_json.c, tok_sp.c).
  *
- * A loader fills a tok_build (the neutral description of a byte-level BPE tokenizer: model vocab,
- * merges, added tokens, pre-tokenizer stages, post-processor ids) with strings that point into
- * its own input, and fr_tok_build_finish() copies what it needs into an immutable fr_tokenizer.
+ * A loader fills a tok_build (the neutral description of a tokenizer: model kind, model vocab
+ * with scores, merges, added tokens, pre-tokenizer stages or SentencePiece text rules,
+ * post-processor ids, decoder rules) with strings that point into its own input, and
+ * fr_tok_build_finish() copies what it needs into an immutable fr_tokenizer.
  */
 #ifndef FRUGAL_TOK_INTERNAL_H
 #define FRUGAL_TOK_INTERNAL_H
@@ -28,10 +29,36 @@ typedef struct tb_str {
 } tb_str;
 
 typedef struct tb_vocab {
-    const char *s; /* token string as stored (ByteLevel-mapped) */
+    const char *s; /* token string as stored (ByteLevel-mapped, or with U+2581 for SentencePiece) */
     size_t n;      /* its byte length */
     int32_t id;    /* its id, 0 <= id < FR_TOK_MAX_VOCAB */
+    double score;  /* SentencePiece / Unigram score (0 for byte-level BPE) */
+    bool piece;    /* FR_TOKM_SPM: may be a merge result (GGUF type normal or user-defined) */
 } tb_vocab;
+
+/* Model kinds. */
+enum {
+    FR_TOKM_BPE = 0, /* HF BPE by merge rank (byte-level, or on characters with byte_fallback) */
+    FR_TOKM_SPM,     /* SentencePiece BPE as GGUF `llama` stores it: merge by the best score */
+    FR_TOKM_UNIGRAM, /* HF Unigram: Viterbi over the vocab scores */
+};
+
+/* How a SentencePiece-style tokenizer prepends U+2581 to a text segment (between added tokens). */
+enum {
+    FR_SPP_NONE = 0, /* never */
+    FR_SPP_PREPEND,  /* normalizer Prepend: every non-empty segment (GGUF add_space_prefix) */
+    FR_SPP_ALWAYS,   /* Metaspace "always": unless it starts with U+2581 already */
+    FR_SPP_FIRST,    /* Metaspace "first": the same, only for the segment at the text's start */
+};
+
+/* Decoder rules of SentencePiece-style tokenizers (bit set; 0 = the ByteLevel decoder). */
+enum {
+    FR_SPD_SP = 1,      /* a SentencePiece decoder is in use (not ByteLevel) */
+    FR_SPD_SPACE = 2,   /* U+2581 -> ' ' in each token (Replace, Metaspace) */
+    FR_SPD_BYTES = 4,   /* <0xXX> tokens -> their byte (ByteFallback) */
+    FR_SPD_STRIP1 = 8,  /* one leading ' ' of the text is removed (Strip after Fuse) */
+    FR_SPD_MSFIRST = 16 /* Metaspace decoder: the first token's U+2581s are dropped */
+};
 
 typedef struct tb_merge {
     tb_str a, b; /* left and right token strings; rank = index in the list */
@@ -67,6 +94,16 @@ typedef struct tok_build {
     bool nfc;                       /* NFC normalizer */
     bool fuse_unk;                  /* consecutive unknown characters give one unk */
     tb_str unk;                     /* unk_token, or s == NULL */
+    int32_t unk_id;                 /* Unigram unk_id, -1 = none (BPE uses unk) */
+    int model;                      /* FR_TOKM_* */
+    bool byte_fallback;             /* unknown characters become <0xXX> tokens */
+    bool sp;                        /* SentencePiece text rules below instead of stages */
+    int sp_prepend;                 /* FR_SPP_* of the normalizer (PREPEND) */
+    bool sp_space;                  /* normalizer Replace(' ', U+2581) */
+    bool ms;                        /* Metaspace pre-tokenizer present */
+    int ms_prepend;                 /* its FR_SPP_* (ALWAYS, FIRST or NONE) */
+    bool ms_split;                  /* it splits before each U+2581 */
+    int sp_dec;                     /* FR_SPD_* decoder rules */
     int32_t prefix[FR_TOK_MAX_TEMPLATE], suffix[FR_TOK_MAX_TEMPLATE]; /* template ids */
     int n_prefix, n_suffix;
     int32_t bos, eos;               /* -1 when unknown */
@@ -153,7 +190,78 @@ struct fr_tokenizer {
     int32_t prefix[FR_TOK_MAX_TEMPLATE], suffix[FR_TOK_MAX_TEMPLATE]; /* post-processor ids */
     int n_prefix, n_suffix;
     int32_t bos, eos;          /* -1 if unknown */
+    /* SentencePiece-style (model != FR_TOKM_BPE or sp set) */
+    int model;                 /* FR_TOKM_* */
+    bool byte_fallback;        /* unknown characters become <0xXX> tokens */
+    bool sp;                   /* the SentencePiece text rules below replace `stages` */
+    int sp_prepend;            /* as in tok_build */
+    bool sp_space, ms, ms_split;
+    int ms_prepend;
+    int sp_dec;                /* FR_SPD_* */
+    int32_t sp_byte[256];      /* id of each byte's <0xXX> token, -1 if absent */
+    double *score;             /* per id (SPM, Unigram); NULL otherwise */
+    uint8_t *piece;            /* per id: 1 if SPM may merge into it (NULL: all may) */
+    double unk_score;          /* Unigram: score of an unknown character (min score - 10) */
+    uint32_t *piece_lens;      /* Unigram: the distinct byte lengths of the pieces, ascending */
+    int n_piece_lens;          /* their count (bounds the Viterbi's lookups per position) */
 };
+
+/* ---- encoding state (tokenizer.c), shared with tok_sp.c ---- */
+
+/* A BPE symbol: a token id in a doubly linked list over the word's array. */
+typedef struct tok_sym {
+    int32_t id;         /* token id; -1 once merged into its left neighbour */
+    int32_t prev, next; /* neighbours' indices, -1 at the ends */
+} tok_sym;
+
+/* Word cache entry: a word (bytes in the arena) and its ids (in the ids arena). */
+typedef struct tok_centry {
+    uint64_t hash;       /* full hash, 0 = empty slot */
+    uint32_t woff, wlen; /* word bytes in `warena` */
+    uint32_t ioff, ilen; /* ids in `iarena` */
+} tok_centry;
+
+/* Per-call encoding state. */
+typedef struct tok_ctx {
+    const fr_tokenizer *t;
+    int32_t *ids;               /* output */
+    size_t n_ids, cap_ids;
+    pcre2_match_data *md[FR_TOK_MAX_STAGES]; /* per stage, made lazily */
+    pcre2_match_context *mctx;  /* with a large JIT stack, made when the default one overflows */
+    pcre2_jit_stack *jstack;
+    tok_sym *sym;               /* BPE scratch */
+    size_t cap_sym;
+    uint64_t *heap;             /* candidate merges: rank << 32 | position of the left symbol */
+    size_t cap_heap;
+    char *map;                  /* a word mapped through the ByteLevel table (ignore_merges) */
+    size_t cap_map;
+    tok_centry *cache;          /* word cache (NULL: none) */
+    uint32_t cache_mask, cache_used;
+    fr_buf warena, iarena;      /* cached words and their ids */
+    const char *text0;          /* start of the text being encoded */
+    const char *norm0;          /* SentencePiece: start of the normalized first segment */
+    fr_err *err;
+} tok_ctx;
+
+void fr_tok_push(tok_ctx *c, int32_t id);
+/* Merges the m symbols in c->sym (ids set, linked in order) by merge rank; appends the ids. */
+void fr_tok_bpe_run(tok_ctx *c, int32_t m);
+/* Model vocab string -> id, -1 if absent. */
+int32_t fr_tok_vocab_id(const fr_tokenizer *t, const char *s, size_t n);
+/* UTF-8 length of the character starting with byte b (1 for a stray continuation byte). */
+int fr_tok_char_len(uint8_t b);
+
+/* Splits normalized text on the added tokens matched there, handing the gaps to `gap`. */
+int fr_tok_split_norm(tok_ctx *c, const char *s, size_t n,
+                      int (*gap)(tok_ctx *c, const char *s, size_t n));
+/* tok_sp.c: one text segment between added tokens (raw text) of a SentencePiece-style
+ * tokenizer: normalizer, added tokens matched in the normalized text, Metaspace, model. */
+int fr_tok_sp_segment(tok_ctx *c, const char *s, size_t n);
+/* tok_sp.c: build-time parts: byte-token ids, scores, SentencePiece decoded strings. */
+int fr_tok_sp_finish(fr_tokenizer *t, const tok_build *b, fr_err *err);
+/* The decoded bytes of token string s[0..n) under the SentencePiece decoder rules sp_dec (at
+ * most n bytes, written to out); `first`: the first token of a decode (FR_SPD_MSFIRST). */
+size_t fr_tok_sp_decode(int sp_dec, bool first, const char *s, size_t n, char *out);
 
 /* helpers shared by the loaders */
 const char *fr_tok_quote(const char *s, size_t n, char *buf, size_t cap);

@@ -6,14 +6,22 @@
  * implement exactly (other models, normalizers, pre-tokenizers, post-processors, split
  * behaviours) is a one-line error naming the file and the construct, never a silent difference.
  *
- * Accepted (the shapes of Qwen2/Qwen2.5/Qwen3 and Llama-3 checkpoints, and GPT-2-style files):
+ * Accepted (the shapes of Qwen2/Qwen2.5/Qwen3 and Llama-3 checkpoints, GPT-2-style files, and
+ * the SentencePiece-style files of Llama 2, Mistral and Gemma):
  *   model: BPE; vocab {string: id}; merges ["a b", ...] or [["a", "b"], ...]; ignore_merges;
- *          unk_token/fuse_unk; byte_fallback must be false, dropout null, no subword affixes.
+ *          unk_token/fuse_unk; byte_fallback (SentencePiece shapes only), dropout null, no
+ *          subword affixes.  Unigram: vocab [[piece, score], ...], unk_id, byte_fallback.
  *   added_tokens: [{id, content, special, lstrip, rstrip, single_word, normalized}].
- *   normalizer: null, NFC, or a Sequence of those.
- *   pre_tokenizer: ByteLevel{add_prefix_space, use_regex}, Split{pattern {Regex|String},
- *          behavior Isolated, invert false}, or a Sequence of those ending in one ByteLevel.
- *   decoder: ByteLevel.  post_processor: null, ByteLevel, TemplateProcessing (single), Sequence.
+ *   normalizer: null, NFC, Prepend("▁"), Replace(" " -> "▁"), or a Sequence of those.
+ *   pre_tokenizer, byte-level: ByteLevel{add_prefix_space, use_regex}, Split{pattern
+ *          {Regex|String}, behavior Isolated, invert false}, or a Sequence of those ending in one
+ *          ByteLevel; SentencePiece: null, Metaspace{replacement "▁", prepend_scheme or
+ *          add_prefix_space, split}, Split(" ", MergedWithPrevious) after Replace(" " -> "▁").
+ *   decoder, byte-level: ByteLevel; SentencePiece: Replace("▁" -> " "), ByteFallback, Fuse,
+ *          Strip(" ", 1, 0) after Fuse, Metaspace, or a Sequence of those.
+ *   post_processor: null, ByteLevel, TemplateProcessing (single), Sequence.
+ * A file without a ByteLevel stage is read as SentencePiece-style when its model is Unigram or
+ * has byte_fallback, or it has Metaspace / Prepend / Replace (parse_sp).
  */
 #include "model/tok_internal.h"
 
@@ -24,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+#define MS "\xE2\x96\x81" /* U+2581, SentencePiece's meta space */
 #define FR_TOK_MAX_DEPTH 16 /* nesting of Sequence normalizers / pre-tokenizers / processors */
 
 typedef struct jctx {
@@ -85,16 +94,44 @@ static const char *jtype(jctx *j, const cJSON *obj, const char *where) {
     return t->valuestring;
 }
 
+/* model.type "Unigram": vocab [[piece, score], ...] (id = index), unk_id, byte_fallback. */
+static int parse_unigram(jctx *j, const cJSON *model) {
+    tok_build *b = j->b;
+    const cJSON *vocab = jget(model, "vocab"), *unk = jget(model, "unk_id");
+    if (!cJSON_IsArray(vocab)) return jfail(j, "model.vocab must be an array (Unigram)");
+    size_t n = (size_t)cJSON_GetArraySize(vocab), i = 0;
+    if (n >= FR_TOK_MAX_VOCAB) return jfail(j, "model.vocab has too many pieces (%zu)", n);
+    b->model = FR_TOKM_UNIGRAM;
+    b->unk_id = -1;
+    if (jbool(j, model, "byte_fallback", false, &b->byte_fallback, "model")) return -1;
+    if (!jabsent(unk)) {
+        int64_t u;
+        if (!jint(unk, 0, (double)n - 1, &u))
+            return jfail(j, "model.unk_id must be an index into model.vocab or null");
+        b->unk_id = (int32_t)u;
+    }
+    b->vocab = fr_xcalloc(n + 1, sizeof *b->vocab);
+    for (const cJSON *e = vocab->child; e; e = e->next, i++) {
+        const cJSON *p = cJSON_IsArray(e) ? e->child : NULL, *sc = p ? p->next : NULL;
+        if (!cJSON_IsString(p) || !cJSON_IsNumber(sc) || sc->next || !isfinite(sc->valuedouble))
+            return jfail(j, "model.vocab[%zu] must be [piece, score]", i);
+        b->vocab[b->n_vocab++] =
+            (tb_vocab){p->valuestring, strlen(p->valuestring), (int32_t)i, sc->valuedouble, true};
+    }
+    return 0;
+}
+
 static int parse_model(jctx *j, const cJSON *root) {
     tok_build *b = j->b;
     const cJSON *model = jget(root, "model");
     if (!cJSON_IsObject(model)) return jfail(j, "missing \"model\" object");
     const cJSON *ty = jget(model, "type");
     if (ty && !cJSON_IsString(ty)) return jfail(j, "model.type must be a string");
+    if (ty && !strcmp(ty->valuestring, "Unigram")) return parse_unigram(j, model);
     if (ty && strcmp(ty->valuestring, "BPE") != 0) {
         char q[96];
         const char *s = ty->valuestring;
-        return jfail(j, "model type %s is not supported (only BPE)",
+        return jfail(j, "model type %s is not supported (only BPE and Unigram)",
                      fr_tok_quote(s, strlen(s), q, sizeof q));
     }
     const cJSON *vocab = jget(model, "vocab"), *merges = jget(model, "merges");
@@ -106,8 +143,7 @@ static int parse_model(jctx *j, const cJSON *root) {
         jbool(j, model, "ignore_merges", false, &ignore_merges, "model") ||
         jbool(j, model, "fuse_unk", false, &fuse_unk, "model"))
         return -1;
-    if (byte_fallback)
-        return jfail(j, "model.byte_fallback is true: a SentencePiece-style BPE, not byte-level");
+    b->byte_fallback = byte_fallback;
     b->ignore_merges = ignore_merges;
     b->fuse_unk = fuse_unk;
     const cJSON *dropout = jget(model, "dropout");
@@ -139,7 +175,7 @@ static int parse_model(jctx *j, const cJSON *root) {
                          fr_tok_quote(e->string, strlen(e->string), q, sizeof q),
                          FR_TOK_MAX_VOCAB);
         }
-        b->vocab[b->n_vocab++] = (tb_vocab){e->string, strlen(e->string), (int32_t)id};
+        b->vocab[b->n_vocab++] = (tb_vocab){e->string, strlen(e->string), (int32_t)id, 0.0, true};
     }
 
     /* merges */
@@ -207,6 +243,21 @@ static int parse_normalizer(jctx *j, const cJSON *v, int depth) {
         j->b->nfc = true;
         return 0;
     }
+    if (!strcmp(ty, "Prepend")) {
+        const cJSON *p = jget(v, "prepend");
+        if (!cJSON_IsString(p) || strcmp(p->valuestring, MS) != 0)
+            return jfail(j, "normalizer Prepend is supported only with \"\u2581\"");
+        j->b->sp_prepend = FR_SPP_PREPEND;
+        return 0;
+    }
+    if (!strcmp(ty, "Replace")) {
+        const cJSON *pat = jget(jget(v, "pattern"), "String"), *to = jget(v, "content");
+        if (!cJSON_IsString(pat) || !cJSON_IsString(to) || strcmp(pat->valuestring, " ") ||
+            strcmp(to->valuestring, MS))
+            return jfail(j, "normalizer Replace is supported only from \" \" to \"\u2581\"");
+        j->b->sp_space = true;
+        return 0;
+    }
     if (!strcmp(ty, "Sequence")) {
         const cJSON *list = jget(v, "normalizers");
         if (!cJSON_IsArray(list)) return jfail(j, "normalizer Sequence needs a \"normalizers\" array");
@@ -215,7 +266,7 @@ static int parse_normalizer(jctx *j, const cJSON *v, int depth) {
         return 0;
     }
     char q[96];
-    return jfail(j, "normalizer type %s is not supported (only NFC)",
+    return jfail(j, "normalizer type %s is not supported (only NFC, Prepend, Replace)",
                  fr_tok_quote(ty, strlen(ty), q, sizeof q));
 }
 
@@ -224,6 +275,50 @@ static int add_stage(jctx *j, tb_stage st) {
     if (b->n_stages >= FR_TOK_MAX_STAGES) return jfail(j, "pre_tokenizer has too many stages");
     b->stages[b->n_stages++] = st;
     return 0;
+}
+
+/* Metaspace's prepend_scheme (or the older add_prefix_space) as FR_SPP_*, or -1. */
+static int ms_scheme(jctx *j, const cJSON *v, const char *where) {
+    const cJSON *sch = jget(v, "prepend_scheme");
+    if (cJSON_IsString(sch)) {
+        const char *s = sch->valuestring;
+        if (!strcmp(s, "always")) return FR_SPP_ALWAYS;
+        if (!strcmp(s, "first")) return FR_SPP_FIRST;
+        if (!strcmp(s, "never")) return FR_SPP_NONE;
+        return jfail(j, "%s prepend_scheme must be always, first or never", where);
+    }
+    if (!jabsent(sch)) return jfail(j, "%s prepend_scheme must be a string", where);
+    bool add = true;
+    if (jbool(j, v, "add_prefix_space", true, &add, where)) return -1;
+    return add ? FR_SPP_ALWAYS : FR_SPP_NONE;
+}
+
+static int ms_replacement(jctx *j, const cJSON *v, const char *where) {
+    const cJSON *r = jget(v, "replacement");
+    if (!cJSON_IsString(r) || strcmp(r->valuestring, MS) != 0)
+        return jfail(j, "%s is supported only with replacement \"\u2581\"", where);
+    return 0;
+}
+
+static int parse_metaspace(jctx *j, const cJSON *v) {
+    tok_build *b = j->b;
+    const char *w = "pre_tokenizer Metaspace";
+    if (b->ms) return jfail(j, "pre_tokenizer has two Metaspace stages");
+    int sch = ms_scheme(j, v, w);
+    if (sch < 0 || ms_replacement(j, v, w) || jbool(j, v, "split", true, &b->ms_split, w))
+        return -1;
+    b->ms = true;
+    b->ms_prepend = sch;
+    return 0;
+}
+
+/* Split(" ", MergedWithPrevious) after a normalizer that replaced every space: it has nothing
+ * to split (Gemma's tokenizer.json). True when v is that. */
+static bool space_split(jctx *j, const cJSON *v) {
+    const cJSON *str = jget(jget(v, "pattern"), "String"), *beh = jget(v, "behavior");
+    return j->b->sp_space && cJSON_IsString(str) && !strcmp(str->valuestring, " ") &&
+           cJSON_IsString(beh) && !strcmp(beh->valuestring, "MergedWithPrevious") &&
+           !cJSON_IsTrue(jget(v, "invert"));
 }
 
 static int parse_pretok(jctx *j, const cJSON *v, bool *have_bl, int depth) {
@@ -239,6 +334,8 @@ static int parse_pretok(jctx *j, const cJSON *v, bool *have_bl, int depth) {
             if (parse_pretok(j, e, have_bl, depth + 1)) return -1;
         return 0;
     }
+    if (!strcmp(ty, "Metaspace")) return parse_metaspace(j, v);
+    if (!strcmp(ty, "Split") && space_split(j, v)) return 0;
     if (!strcmp(ty, "Split")) {
         if (*have_bl) return jfail(j, "pre_tokenizer: Split after ByteLevel is not supported");
         const cJSON *pat = jget(v, "pattern");
@@ -272,8 +369,82 @@ static int parse_pretok(jctx *j, const cJSON *v, bool *have_bl, int depth) {
         tb_stage st = {{use_regex ? g : NULL, use_regex ? strlen(g) : 0}, false, prefix};
         return add_stage(j, st);
     }
-    return jfail(j, "pre_tokenizer type %s is not supported (only Split, ByteLevel, Sequence)",
+    return jfail(j, "pre_tokenizer type %s is not supported (only Split, ByteLevel, Metaspace, "
+                 "Sequence)",
                  fr_tok_quote(ty, strlen(ty), q, sizeof q));
+}
+
+/* One decoder of a SentencePiece-style tokenizer (Sequence, Replace, ByteFallback, Fuse, Strip,
+ * Metaspace); *fused: a Fuse came before. */
+static int sp_decoder(jctx *j, const cJSON *v, bool *fused, int depth) {
+    tok_build *b = j->b;
+    if (depth > FR_TOK_MAX_DEPTH) return jfail(j, "decoder nested too deeply");
+    const char *ty = jtype(j, v, "decoder");
+    if (!ty) return -1;
+    if (!strcmp(ty, "Sequence")) {
+        const cJSON *list = jget(v, "decoders");
+        if (!cJSON_IsArray(list)) return jfail(j, "decoder Sequence needs a \"decoders\" array");
+        for (const cJSON *e = list->child; e; e = e->next)
+            if (sp_decoder(j, e, fused, depth + 1)) return -1;
+        return 0;
+    }
+    if (!strcmp(ty, "Replace")) {
+        const cJSON *pat = jget(jget(v, "pattern"), "String"), *to = jget(v, "content");
+        if (!cJSON_IsString(pat) || !cJSON_IsString(to) || strcmp(pat->valuestring, MS) ||
+            strcmp(to->valuestring, " "))
+            return jfail(j, "decoder Replace is supported only from \"\u2581\" to \" \"");
+        b->sp_dec |= FR_SPD_SPACE;
+        return 0;
+    }
+    if (!strcmp(ty, "ByteFallback")) {
+        if (*fused) return jfail(j, "decoder ByteFallback after Fuse is not supported");
+        b->sp_dec |= FR_SPD_BYTES;
+        return 0;
+    }
+    if (!strcmp(ty, "Fuse")) {
+        *fused = true;
+        return 0;
+    }
+    if (!strcmp(ty, "Strip")) {
+        const cJSON *ct = jget(v, "content");
+        int64_t st = -1, sp = -1;
+        if (!cJSON_IsString(ct) || strcmp(ct->valuestring, " ") ||
+            !jint(jget(v, "start"), 0, 1, &st) || !jint(jget(v, "stop"), 0, 0, &sp) ||
+            (st && !*fused))
+            return jfail(j, "decoder Strip is supported only as Strip(\" \", 1, 0) after Fuse");
+        if (st) b->sp_dec |= FR_SPD_STRIP1;
+        return 0;
+    }
+    if (!strcmp(ty, "Metaspace")) {
+        int sch = ms_scheme(j, v, "decoder Metaspace");
+        if (sch < 0 || ms_replacement(j, v, "decoder Metaspace")) return -1;
+        b->sp_dec |= FR_SPD_SPACE | (sch != FR_SPP_NONE ? FR_SPD_MSFIRST : 0);
+        return 0;
+    }
+    char q[96];
+    return jfail(j, "decoder %s is not supported with a SentencePiece-style model",
+                 fr_tok_quote(ty, strlen(ty), q, sizeof q));
+}
+
+/* A tokenizer without a ByteLevel stage: the SentencePiece shapes (Llama 2, Mistral, Gemma,
+ * Unigram). Checks the rest of the file fits and reads its decoder. */
+static int parse_sp(jctx *j, const cJSON *root) {
+    tok_build *b = j->b;
+    if (!(b->model == FR_TOKM_UNIGRAM || b->byte_fallback || b->ms || b->sp_space ||
+          b->sp_prepend))
+        return jfail(j, "pre_tokenizer has no ByteLevel or Metaspace stage (neither a byte-level "
+                        "BPE nor a SentencePiece-style tokenizer)");
+    if (b->n_stages) return jfail(j, "pre_tokenizer Split with a SentencePiece-style model is "
+                                     "not supported");
+    if (b->nfc) return jfail(j, "normalizer NFC with a SentencePiece-style model is not supported");
+    const cJSON *dec = jget(root, "decoder");
+    if (jabsent(dec)) return jfail(j, "decoder is null (tokens would be joined by spaces; not "
+                                      "supported)");
+    bool fused = false;
+    if (sp_decoder(j, dec, &fused, 0)) return -1;
+    b->sp = true;
+    b->sp_dec |= FR_SPD_SP;
+    return 0;
 }
 
 /* ids of one special token of a TemplateProcessing */
@@ -351,10 +522,22 @@ static int parse_post(jctx *j, const cJSON *v, int depth) {
                  fr_tok_quote(ty, strlen(ty), q, sizeof q));
 }
 
+static int parse_bl_decoder(jctx *j, const cJSON *root) {
+    const cJSON *dec = jget(root, "decoder");
+    const char *dty = jabsent(dec) ? NULL : jtype(j, dec, "decoder");
+    if (!jabsent(dec) && !dty) return -1;
+    if (!dty || strcmp(dty, "ByteLevel") != 0) {
+        char q[96];
+        return jfail(j, "decoder %s is not supported (only ByteLevel)",
+                     dty ? fr_tok_quote(dty, strlen(dty), q, sizeof q) : "null");
+    }
+    return 0;
+}
+
 fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t len,
                                      fr_err *err) {
     tok_build b = {0};
-    b.bos = b.eos = -1;
+    b.bos = b.eos = b.unk_id = -1;
     b.name = name ? name : "tokenizer.json";
     jctx j = {b.name, err, &b};
     if (len > FR_TOK_MAX_FILE) {
@@ -389,22 +572,14 @@ fr_tokenizer *fr_tokenizer_from_json(const char *name, const char *json, size_t 
         parse_normalizer(&j, jget(root, "normalizer"), 0))
         goto done;
     const cJSON *pre = jget(root, "pre_tokenizer");
-    if (jabsent(pre)) {
-        jfail(&j, "pre_tokenizer is null (a ByteLevel pre-tokenizer is required)");
-        goto done;
-    }
-    if (parse_pretok(&j, pre, &have_bl, 0)) goto done;
+    if (!jabsent(pre) && parse_pretok(&j, pre, &have_bl, 0)) goto done;
     if (!have_bl) {
-        jfail(&j, "pre_tokenizer has no ByteLevel stage (not a byte-level BPE tokenizer)");
+        if (parse_sp(&j, root)) goto done;
+    } else if (b.model != FR_TOKM_BPE || b.byte_fallback || b.ms || b.sp_space || b.sp_prepend) {
+        jfail(&j, "a ByteLevel pre-tokenizer with a SentencePiece-style %s is not supported",
+              b.byte_fallback ? "model (model.byte_fallback is true)" : "model or normalizer");
         goto done;
-    }
-    const cJSON *dec = jget(root, "decoder");
-    const char *dty = jabsent(dec) ? NULL : jtype(&j, dec, "decoder");
-    if (!jabsent(dec) && !dty) goto done;
-    if (!dty || strcmp(dty, "ByteLevel") != 0) {
-        char q[96];
-        jfail(&j, "decoder %s is not supported (only ByteLevel)",
-              dty ? fr_tok_quote(dty, strlen(dty), q, sizeof q) : "null");
+    } else if (parse_bl_decoder(&j, root)) {
         goto done;
     }
     if (parse_post(&j, jget(root, "post_processor"), 0)) goto done;

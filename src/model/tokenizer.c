@@ -667,6 +667,9 @@ void fr_tokenizer_free(fr_tokenizer *t) {
     free(t->m_raw.nodes);
     free(t->m_norm.nodes);
     free(t->merges);
+    free(t->score);
+    free(t->piece);
+    free(t->piece_lens);
     for (int i = 0; i < t->n_stages; i++) pcre2_code_free(t->stages[i].re);
     free(t);
 }
@@ -741,6 +744,15 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
     t->nfc = b->nfc;
     t->fuse_unk = b->fuse_unk;
     t->unk_id = -1;
+    t->model = b->model;
+    t->byte_fallback = b->byte_fallback;
+    t->sp = b->sp;
+    t->sp_prepend = b->sp_prepend;
+    t->sp_space = b->sp_space;
+    t->ms = b->ms;
+    t->ms_prepend = b->ms_prepend;
+    t->ms_split = b->ms_split;
+    t->sp_dec = b->sp_dec;
     memset(t->m_raw.root, 0xFF, sizeof t->m_raw.root);
     memset(t->m_norm.root, 0xFF, sizeof t->m_norm.root);
     fr_buf blob = {0};
@@ -827,8 +839,10 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
         tok_entry *e = &t->ent[id];
         if (!(e->flags & (FR_TOKF_ADDED | FR_TOKF_MODEL))) continue;
         bool added = e->flags & FR_TOKF_ADDED;
-        size_t dl = bl_decode(blob.data + (added ? e->con_off : e->str_off),
-                              added ? e->con_len : e->str_len, tmp);
+        const char *ts = blob.data + (added ? e->con_off : e->str_off);
+        size_t tl = added ? e->con_len : e->str_len;
+        size_t dl = b->sp_dec ? fr_tok_sp_decode(b->sp_dec, false, ts, tl, tmp)
+                              : bl_decode(ts, tl, tmp);
         e->dec_off = blob_add(&blob, tmp, dl);
         e->dec_len = (uint32_t)dl;
     }
@@ -878,6 +892,14 @@ fr_tokenizer *fr_tok_build_finish(const tok_build *b, fr_err *err) {
         }
         t->unk_id = (int32_t)u;
     }
+    if (b->model == FR_TOKM_UNIGRAM && b->unk_id >= 0) {
+        if (b->unk_id >= n_vocab || !(t->ent[b->unk_id].flags & FR_TOKF_MODEL)) {
+            fr_err_set(err, "%s: unk_id %d is not in the vocab", name, b->unk_id);
+            goto fail;
+        }
+        t->unk_id = b->unk_id;
+    }
+    if (fr_tok_sp_finish(t, b, err)) goto fail;
 
     /* merges */
     {
@@ -969,12 +991,85 @@ static const struct {
     {"default", FR_RE_GPT2, false, false},
 };
 
+/* The vocabulary of a GGUF `llama` (SentencePiece) tokenizer: every token in the model vocab
+ * with its score, control / unknown / user-defined ones also added tokens (matched in the text
+ * first, control and unknown ones special). */
+static int spm_vocab(const fr_vocab_spec *spec, tok_build *b, fr_err *err) {
+    for (int i = 0; i < spec->n_tokens; i++) {
+        const char *s = spec->tokens[i];
+        if (!s) {
+            fr_err_set(err, "gguf vocab: token %d missing", i);
+            return -1;
+        }
+        size_t n = spec->token_lens ? spec->token_lens[i] : strlen(s);
+        int32_t ty = spec->token_types ? spec->token_types[i] : 1;
+        double sc = spec->scores ? (double)spec->scores[i] : 0.0;
+        b->vocab[b->n_vocab++] = (tb_vocab){s, n, i, sc, ty == 1 || ty == 4};
+        if ((ty == 2 || ty == 3 || ty == 4) && n > 0)
+            b->added[b->n_added++] = (tb_added){{s, n}, i, ty != 4, false, false, false, false};
+        if (ty == 2 && !b->unk.s) b->unk = (tb_str){s, n};
+    }
+    b->model = FR_TOKM_SPM;
+    b->byte_fallback = b->sp = b->sp_space = true;
+    b->sp_prepend = spec->no_space_prefix ? FR_SPP_NONE : FR_SPP_PREPEND;
+    b->sp_dec = FR_SPD_SP | FR_SPD_SPACE | FR_SPD_BYTES | (spec->no_space_prefix ? 0 : FR_SPD_STRIP1);
+    return 0;
+}
+
+/* A GGUF byte-level BPE vocabulary: tokens (control / user-defined as added tokens), merges. */
+static int bpe_vocab(const fr_vocab_spec *spec, int pi, tok_build *b, fr_err *err) {
+    char q[96];
+    for (int i = 0; i < spec->n_tokens; i++) {
+        const char *s = spec->tokens[i];
+        if (!s) {
+            fr_err_set(err, "gguf vocab: token %d missing", i);
+            return -1;
+        }
+        size_t n = spec->token_lens ? spec->token_lens[i] : strlen(s);
+        int32_t ty = spec->token_types ? spec->token_types[i] : 1;
+        if (ty == 3 || ty == 4) {
+            if (n == 0) {
+                fr_err_set(err, "gguf vocab: %s token %d is empty", ty == 3 ? "control" : "user",
+                           i);
+                return -1;
+            }
+            b->added[b->n_added++] = (tb_added){{s, n}, i, ty == 3, false, false, false, false};
+        } else {
+            b->vocab[b->n_vocab++] = (tb_vocab){s, n, i, 0.0, true};
+        }
+    }
+    for (int i = 0; i < spec->n_merges; i++) {
+        const char *m = spec->merges[i];
+        size_t n = m ? (spec->merge_lens ? spec->merge_lens[i] : strlen(m)) : 0;
+        const char *sp = m ? memchr(m, ' ', n) : NULL;
+        if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp - m) - 1)) {
+            fr_err_set(err, "gguf vocab: merge %d %s is not \"a b\"", i,
+                       m ? fr_tok_quote(m, n, q, sizeof q) : "(null)");
+            return -1;
+        }
+        b->merges[b->n_merges++] = (tb_merge){{m, (size_t)(sp - m)}, {sp + 1, n - (size_t)(sp - m) - 1}};
+    }
+    b->ignore_merges = fr_tok_pre_table[pi].ignore_merges;
+    b->nfc = fr_tok_pre_table[pi].nfc;
+    b->stages[0].re.s = fr_tok_pre_table[pi].regex;
+    b->stages[0].re.n = strlen(fr_tok_pre_table[pi].regex);
+    b->n_stages = 1;
+    return 0;
+}
+
 fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err) {
-    const char *pre = spec->pre ? spec->pre : "default";
+    char q[96];
+    const char *model = spec->model ? spec->model : "gpt2";
+    bool llama = !strcmp(model, "llama");
+    if (!llama && strcmp(model, "gpt2") != 0) {
+        fr_err_setc(err, FR_ERR_UNSUPPORTED, "gguf vocab: tokenizer model %s is not supported "
+                    "(gpt2, llama)", fr_tok_quote(model, strlen(model), q, sizeof q));
+        return NULL;
+    }
+    const char *pre = llama || !spec->pre ? "default" : spec->pre;
     int pi = -1;
     for (size_t i = 0; i < FR_ARRAY_LEN(fr_tok_pre_table); i++)
         if (!strcmp(pre, fr_tok_pre_table[i].name)) pi = (int)i;
-    char q[96];
     if (pi < 0) {
         fr_err_set(err, "gguf vocab: unknown pre-tokenizer %s (tokenizer.ggml.pre)",
                    fr_tok_quote(pre, strlen(pre), q, sizeof q));
@@ -993,42 +1088,9 @@ fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err) {
     b.vocab = fr_xcalloc((size_t)spec->n_tokens, sizeof *b.vocab);
     b.added = fr_xcalloc((size_t)spec->n_tokens, sizeof *b.added);
     b.merges = fr_xcalloc((size_t)spec->n_merges + 1, sizeof *b.merges);
+    b.unk_id = -1;
     fr_tokenizer *t = NULL;
-    for (int i = 0; i < spec->n_tokens; i++) {
-        const char *s = spec->tokens[i];
-        if (!s) {
-            fr_err_set(err, "gguf vocab: token %d missing", i);
-            goto done;
-        }
-        size_t n = spec->token_lens ? spec->token_lens[i] : strlen(s);
-        int32_t ty = spec->token_types ? spec->token_types[i] : 1;
-        if (ty == 3 || ty == 4) {
-            if (n == 0) {
-                fr_err_set(err, "gguf vocab: %s token %d is empty", ty == 3 ? "control" : "user",
-                           i);
-                goto done;
-            }
-            b.added[b.n_added++] = (tb_added){{s, n}, i, ty == 3, false, false, false, false};
-        } else {
-            b.vocab[b.n_vocab++] = (tb_vocab){s, n, i};
-        }
-    }
-    for (int i = 0; i < spec->n_merges; i++) {
-        const char *m = spec->merges[i];
-        size_t n = m ? (spec->merge_lens ? spec->merge_lens[i] : strlen(m)) : 0;
-        const char *sp = m ? memchr(m, ' ', n) : NULL;
-        if (!sp || memchr(sp + 1, ' ', n - (size_t)(sp - m) - 1)) {
-            fr_err_set(err, "gguf vocab: merge %d %s is not \"a b\"", i,
-                       m ? fr_tok_quote(m, n, q, sizeof q) : "(null)");
-            goto done;
-        }
-        b.merges[b.n_merges++] = (tb_merge){{m, (size_t)(sp - m)}, {sp + 1, n - (size_t)(sp - m) - 1}};
-    }
-    b.ignore_merges = fr_tok_pre_table[pi].ignore_merges;
-    b.nfc = fr_tok_pre_table[pi].nfc;
-    b.stages[0].re.s = fr_tok_pre_table[pi].regex;
-    b.stages[0].re.n = strlen(fr_tok_pre_table[pi].regex);
-    b.n_stages = 1;
+    if (llama ? spm_vocab(spec, &b, err) : bpe_vocab(spec, pi, &b, err)) goto done;
     if (spec->bos_id < -1 || spec->bos_id >= spec->n_tokens || spec->eos_id < -1 ||
         spec->eos_id >= spec->n_tokens) {
         fr_err_set(err, "gguf vocab: bos/eos id (%d/%d) out of range (%d tokens)", spec->bos_id,
@@ -1044,6 +1106,7 @@ fr_tokenizer *fr_tokenizer_from_vocab(const fr_vocab_spec *spec, fr_err *err) {
         }
         b.prefix[b.n_prefix++] = spec->bos_id;
     }
+    if (spec->add_eos && spec->eos_id >= 0) b.suffix[b.n_suffix++] = spec->eos_id;
     t = fr_tok_build_finish(&b, err);
 done:
     fr_tok_build_free(&b);
@@ -1053,41 +1116,8 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Encoding                                                                                     */
 
-/* A BPE symbol: a token id in a doubly linked list over the word's array. */
-typedef struct tok_sym {
-    int32_t id;         /* token id; -1 once merged into its left neighbour */
-    int32_t prev, next; /* neighbours' indices, -1 at the ends */
-} tok_sym;
-
-/* Word cache entry: a word (bytes in the arena) and its ids (in the ids arena). */
-typedef struct tok_centry {
-    uint64_t hash;       /* full hash, 0 = empty slot */
-    uint32_t woff, wlen; /* word bytes in `warena` */
-    uint32_t ioff, ilen; /* ids in `iarena` */
-} tok_centry;
-
 #define FR_TOK_CACHE_MAX_WORD 64   /* longer words are not cached */
 #define FR_TOK_CACHE_MIN_TEXT 2048 /* shorter texts use no cache */
-
-/* Per-call encoding state. */
-typedef struct tok_ctx {
-    const fr_tokenizer *t;
-    int32_t *ids;               /* output */
-    size_t n_ids, cap_ids;
-    pcre2_match_data *md[FR_TOK_MAX_STAGES]; /* per stage, made lazily */
-    pcre2_match_context *mctx;  /* with a large JIT stack, made when the default one overflows */
-    pcre2_jit_stack *jstack;
-    tok_sym *sym;               /* BPE scratch */
-    size_t cap_sym;
-    uint64_t *heap;             /* candidate merges: rank << 32 | position of the left symbol */
-    size_t cap_heap;
-    char *map;                  /* a word mapped through the ByteLevel table (ignore_merges) */
-    size_t cap_map;
-    tok_centry *cache;          /* word cache (NULL: none) */
-    uint32_t cache_mask, cache_used;
-    fr_buf warena, iarena;      /* cached words and their ids */
-    fr_err *err;
-} tok_ctx;
 
 static inline void ctx_push(tok_ctx *c, int32_t id) {
     if (c->n_ids == c->cap_ids) {
@@ -1095,6 +1125,16 @@ static inline void ctx_push(tok_ctx *c, int32_t id) {
         c->ids = fr_xrealloc(c->ids, c->cap_ids * sizeof *c->ids);
     }
     c->ids[c->n_ids++] = id;
+}
+
+void fr_tok_push(tok_ctx *c, int32_t id) { ctx_push(c, id); }
+
+int32_t fr_tok_vocab_id(const fr_tokenizer *t, const char *s, size_t n) {
+    return (int32_t)smap_get(t, &t->vocab, key_vocab, s, n);
+}
+
+int fr_tok_char_len(uint8_t b) {
+    return b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
 }
 
 /* Min-heap of candidate merges; a key orders by rank, then by position (leftmost first). */
@@ -1134,25 +1174,10 @@ static inline void cand_push(tok_ctx *c, size_t *nh, uint32_t pos, int32_t a, in
     if (m) heap_push(c, nh, (uint64_t)m->rank << 32 | pos);
 }
 
-/* BPE of one word (raw bytes). Appends its ids. */
-static void bpe_merge(tok_ctx *c, const uint8_t *w, size_t n) {
+/* Merges the m symbols of c->sym by rank (see the design note); appends the ids. */
+void fr_tok_bpe_run(tok_ctx *c, int32_t m) {
     const fr_tokenizer *t = c->t;
-    if (n + 1 > c->cap_sym) {
-        c->cap_sym = FR_MAX(n + 1, 2 * c->cap_sym);
-        c->sym = fr_xrealloc(c->sym, c->cap_sym * sizeof *c->sym);
-    }
     tok_sym *s = c->sym;
-    int32_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = t->byte_id[w[i]];
-        if (id < 0) {
-            if (t->unk_id < 0) continue; /* HF drops characters it cannot represent */
-            if (t->fuse_unk && m > 0 && s[m - 1].id == t->unk_id) continue;
-            id = t->unk_id;
-        }
-        s[m] = (tok_sym){id, m - 1, m + 1};
-        m++;
-    }
     if (m == 0) return;
     s[m - 1].next = -1;
     if (m > 1) {
@@ -1176,6 +1201,28 @@ static void bpe_merge(tok_ctx *c, const uint8_t *w, size_t n) {
         }
     }
     for (int32_t i = 0; i >= 0; i = s[i].next) ctx_push(c, s[i].id);
+}
+
+/* BPE of one word (raw bytes, each mapped through the ByteLevel table). Appends its ids. */
+static void bpe_merge(tok_ctx *c, const uint8_t *w, size_t n) {
+    const fr_tokenizer *t = c->t;
+    if (n + 1 > c->cap_sym) {
+        c->cap_sym = FR_MAX(n + 1, 2 * c->cap_sym);
+        c->sym = fr_xrealloc(c->sym, c->cap_sym * sizeof *c->sym);
+    }
+    tok_sym *s = c->sym;
+    int32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = t->byte_id[w[i]];
+        if (id < 0) {
+            if (t->unk_id < 0) continue; /* HF drops characters it cannot represent */
+            if (t->fuse_unk && m > 0 && s[m - 1].id == t->unk_id) continue;
+            id = t->unk_id;
+        }
+        s[m] = (tok_sym){id, m - 1, m + 1};
+        m++;
+    }
+    fr_tok_bpe_run(c, m);
 }
 
 static void cache_grow(tok_ctx *c) {
@@ -1398,7 +1445,13 @@ static int split_added(tok_ctx *c, const tok_matcher *m, const char *s, size_t n
 
 static int gap_normalized(tok_ctx *c, const char *s, size_t n) { return pretok(c, 0, s, n); }
 
+int fr_tok_split_norm(tok_ctx *c, const char *s, size_t n,
+                      int (*gap)(tok_ctx *c, const char *s, size_t n)) {
+    return split_added(c, &c->t->m_norm, s, n, gap);
+}
+
 static int gap_raw(tok_ctx *c, const char *s, size_t n) {
+    if (c->t->sp) return fr_tok_sp_segment(c, s, n);
     size_t nn = 0;
     char *ns = c->t->nfc ? fr_tok_nfc(s, n, &nn) : NULL;
     int rc = split_added(c, &c->t->m_norm, ns ? ns : s, ns ? nn : n, gap_normalized);
@@ -1421,6 +1474,7 @@ int fr_tokenize(const fr_tokenizer *t, const char *text, size_t len, bool add_sp
     tok_ctx c = {0};
     c.t = t;
     c.err = err;
+    c.text0 = text;
     c.cap_ids = len / 3 + 16;
     c.ids = fr_xmalloc(c.cap_ids * sizeof *c.ids);
     if (len >= FR_TOK_CACHE_MIN_TEXT) cache_grow(&c);
@@ -1548,14 +1602,43 @@ static size_t lossy_append(fr_buf *out, const uint8_t *s, size_t n, bool final) 
     return n;
 }
 
+/* Token id's decoded bytes as the k-th token of a decode: SentencePiece decoders treat the first
+ * one specially (Strip drops one leading space, Metaspace its U+2581s). *own is set to a malloc'd
+ * buffer when one was needed (free it). */
+static const char *tok_dec(const fr_tokenizer *t, int id, size_t k, size_t *n, char **own) {
+    const tok_entry *e = &t->ent[id];
+    const char *p = t->blob + e->dec_off;
+    *n = e->dec_len;
+    *own = NULL;
+    if (k > 0 || !t->sp_dec) return p;
+    if (t->sp_dec & FR_SPD_MSFIRST) {
+        bool added = e->flags & FR_TOKF_ADDED;
+        const char *s = t->blob + (added ? e->con_off : e->str_off);
+        size_t sl = added ? e->con_len : e->str_len;
+        *own = fr_xmalloc(sl + 1);
+        *n = fr_tok_sp_decode(t->sp_dec, true, s, sl, *own);
+        return *own;
+    }
+    if ((t->sp_dec & FR_SPD_STRIP1) && *n && p[0] == ' ') {
+        (*n)--;
+        return p + 1;
+    }
+    return p;
+}
+
 void fr_detokenize_append(const fr_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
                           fr_buf *out) {
     fr_buf raw = {0};
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         int id = ids[i];
         if (id < 0 || id >= t->n_vocab) continue;
         if (skip_special && (t->ent[id].flags & FR_TOKF_SPECIAL)) continue;
-        fr_buf_append(&raw, t->blob + t->ent[id].dec_off, t->ent[id].dec_len);
+        size_t dl;
+        char *own;
+        const char *d = tok_dec(t, id, k++, &dl, &own);
+        fr_buf_append(&raw, d, dl);
+        free(own);
     }
     lossy_append(out, (const uint8_t *)raw.data, raw.len, true);
     fr_buf_free(&raw);
@@ -1568,11 +1651,20 @@ char *fr_detokenize(const fr_tokenizer *t, const int32_t *ids, size_t n, bool sk
     return fr_buf_cstr(&out);
 }
 
+static void detok_bytes(fr_detok *d, const uint8_t *p, size_t n, fr_buf *out);
+
 void fr_detok_push(const fr_tokenizer *t, fr_detok *d, int id, bool skip_special, fr_buf *out) {
     if (id < 0 || id >= t->n_vocab) return;
     if (skip_special && (t->ent[id].flags & FR_TOKF_SPECIAL)) return;
-    const uint8_t *p = (const uint8_t *)t->blob + t->ent[id].dec_off;
-    size_t n = t->ent[id].dec_len;
+    size_t n;
+    char *own;
+    const uint8_t *p = (const uint8_t *)tok_dec(t, id, (size_t)d->n_tok++, &n, &own);
+    detok_bytes(d, p, n, out);
+    free(own);
+}
+
+/* Appends the decoded bytes p[0..n) of one token, holding back an incomplete character. */
+static void detok_bytes(fr_detok *d, const uint8_t *p, size_t n, fr_buf *out) {
     if (n == 0) return;
     if (d->n_pend <= 0 || d->n_pend > 3) {
         d->n_pend = 0;
@@ -1605,4 +1697,5 @@ void fr_detok_flush(fr_detok *d, fr_buf *out) {
     if (d->n_pend > 0 && d->n_pend <= (int)sizeof d->pend)
         lossy_append(out, (const uint8_t *)d->pend, (size_t)d->n_pend, true);
     d->n_pend = 0;
+    d->n_tok = 0;
 }

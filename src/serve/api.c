@@ -766,24 +766,26 @@ void fr_api_stream_error(fr_buf *out, const fr_api_error *e) {
 
 void fr_api_stream_done(fr_buf *out) { fr_buf_puts(out, "data: [DONE]\n\n"); }
 
-char *fr_api_model_object(const char *model, long long created) {
+static cJSON *model_json(const char *model, const char *parent, long long created) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", model);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)created);
     cJSON_AddStringToObject(m, "owned_by", "frugal");
-    return print_free(m);
+    if (parent) cJSON_AddStringToObject(m, "parent", parent);
+    return m;
 }
 
-char *fr_api_models_response(const char *model, long long created) {
+char *fr_api_model_object(const char *model, const char *parent, long long created) {
+    return print_free(model_json(model, parent, created));
+}
+
+char *fr_api_models_response(const char *model, long long created,
+                             const char (*adapters)[FR_API_MAX_ADAPTER_NAME], int n_adapters) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "object", "list");
     cJSON *d = cJSON_AddArrayToObject(j, "data");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", model);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)created);
-    cJSON_AddStringToObject(m, "owned_by", "frugal");
-    cJSON_AddItemToArray(d, m);
+    cJSON_AddItemToArray(d, model_json(model, NULL, created));
+    for (int i = 0; i < n_adapters; i++) cJSON_AddItemToArray(d, model_json(adapters[i], model, created));
     return print_free(j);
 }

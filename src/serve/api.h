@@ -167,7 +167,11 @@ void fr_api_stream_error(fr_buf *out, const fr_api_error *e);
 void fr_api_stream_done(fr_buf *out);
 
 /* GET /v1/models body. */
-char *fr_api_models_response(const char *model, long long created);
-char *fr_api_model_object(const char *model, long long created);
+/* The models list: the base model, then each LoRA adapter (with "parent"). */
+#define FR_API_MAX_ADAPTER_NAME 128 /* = FR_LORA_MAX_NAME */
+char *fr_api_models_response(const char *model, long long created,
+                             const char (*adapters)[FR_API_MAX_ADAPTER_NAME], int n_adapters);
+/* One model object; parent (NULL: none) is the base model of a LoRA adapter (vLLM's "parent"). */
+char *fr_api_model_object(const char *model, const char *parent, long long created);
 
 #endif

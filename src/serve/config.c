@@ -29,6 +29,9 @@ const char *const fr_serve_usage =
     "  --api-keys FILE          Bearer keys, one per line: KEY [DEFAULT_TIER [HIGHEST_TIER]]\n"
     "                           (also FRUGAL_API_KEYS=KEY[:TIER],...)\n"
     "  --served-model-name NAME model id reported by the API (default: the model's name)\n"
+    "  --lora NAME=PATH         a PEFT LoRA adapter (folder), served as model NAME; repeatable\n"
+    "                           (config \"lora\")\n"
+    "  --lora-runtime-updates   serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter\n"
     "  --asr-model PATH         Whisper weights (HF folder or whisper.cpp .bin) for the audio\n"
     "                           endpoints (default: the embedded pocketsphinx, English)\n"
     "  --no-vad                 decode whole recordings (default: only the speech Silero VAD\n"
@@ -100,6 +103,7 @@ void fr_serve_config_init(fr_serve_config *c) {
 }
 
 void fr_serve_config_free(fr_serve_config *c) {
+    for (int i = 0; i < c->n_lora; i++) free(c->lora[i]);
     free(c->model);
     free(c->served_name);
     free(c->asr_model);
@@ -348,6 +352,29 @@ static int apply_ocr(fr_serve_config *c, const fr_conf_doc *d, const cJSON *obj,
     return 0;
 }
 
+/* One "NAME=PATH" adapter more (the flag and the config list). false when the list is full. */
+static bool add_lora(fr_serve_config *c, const char *spec) {
+    if (c->n_lora >= FR_SERVE_MAX_LORA) return false;
+    c->lora[c->n_lora++] = fr_xstrdup(spec);
+    return true;
+}
+
+/* The config's "lora": a list of "NAME=PATH" strings (replacing what an earlier file set). */
+static int lora_list(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, fr_err *err) {
+    if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) > FR_SERVE_MAX_LORA)
+        return fr_conf_fail(d, it, "lora", err, "must be a list of at most %d \"NAME=PATH\" strings",
+                            FR_SERVE_MAX_LORA);
+    for (int i = 0; i < c->n_lora; i++) free(c->lora[i]);
+    c->n_lora = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (!cJSON_IsString(e) || !strchr(e->valuestring, '=') || strlen(e->valuestring) > 4096)
+            return fr_conf_fail(d, e, "lora", err, "each entry must be a \"NAME=PATH\" string");
+        add_lora(c, e->valuestring);
+    }
+    return 0;
+}
+
 /* String keys: where each goes and which values it takes. */
 static char **str_dst(fr_serve_config *c, const char *k) {
     static const struct { const char *key; size_t off; } t[] = {
@@ -365,6 +392,7 @@ static char **str_dst(fr_serve_config *c, const char *k) {
 
 static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, fr_err *err) {
     const char *k = it->string;
+    if (!strcmp(k, "lora")) return lora_list(c, d, it, err);
     char **dst = str_dst(c, k);
     if (dst) {
         const char *s;
@@ -388,6 +416,8 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     }
     if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
     if (!strcmp(k, "prefix_cache")) return fr_conf_bool(d, it, k, &c->engine.prefix_cache, err);
+    if (!strcmp(k, "lora_runtime_updates"))
+        return fr_conf_bool(d, it, k, &c->lora_runtime_updates, err);
     if (!strcmp(k, "metering")) return fr_meter_config_apply(&c->metering, d, it, "metering.", err);
     if (!strcmp(k, "limits")) return apply_limits(c, d, it, err);
     if (!strcmp(k, "vision")) return apply_vision(c, d, it, err);
@@ -494,12 +524,24 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
     const char *v = NULL;
     int mb;
     bool on = false;
+    if (fr_flag_switch(f, "--lora-runtime-updates", &on)) {
+        c->lora_runtime_updates = true;
+        return true;
+    }
     if (fr_flag_switch(f, "--no-prefix-cache", &on)) {
         c->engine.prefix_cache = false;
         return true;
     }
     if (fr_flag_switch(f, "--no-vad", &on)) {
         c->no_vad = true;
+        return true;
+    }
+    if (fr_flag_str(f, "--lora", &v)) {
+        if (v && (!strchr(v, '=') || !add_lora(c, v))) {
+            fr_err_setc(err, FR_ERR_BAD_REQUEST, "--lora wants NAME=PATH (at most %d)",
+                        FR_SERVE_MAX_LORA);
+            *rc = 2;
+        }
         return true;
     }
     if (fr_flag_str(f, "--config", &v) || fr_flag_int(f, "--port", 0, 65535, &c->port) ||

@@ -49,9 +49,17 @@ typedef struct fr_serve_ocr {
                            "auto": the engine's device */
 } fr_serve_ocr;
 
+#define FR_SERVE_MAX_LORA 64 /* adapters named at start */
+
 typedef struct fr_serve_config {
     char *model;                    /* model path (required) */
     char *served_name;              /* model id in the API; NULL = the model's name */
+    char *lora[FR_SERVE_MAX_LORA];  /* LoRA adapters loaded at start, "NAME=PATH" each (--lora,
+                                       repeatable; the config's "lora": a list of such strings;
+                                       serve/lora_reg.h) */
+    int n_lora;
+    bool lora_runtime_updates;      /* POST /v1/load_lora_adapter and /v1/unload_lora_adapter
+                                       are served (--lora-runtime-updates; off: 403) */
     char *asr_model;                /* Whisper weights for the audio endpoints (an HF folder or a
                                        whisper.cpp .bin; --asr-model); NULL = the embedded
                                        pocketsphinx */

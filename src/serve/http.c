@@ -63,6 +63,7 @@
 #include "meter/meter.h"
 #include "model/chat.h"
 #include "model/tokenizer.h"
+#include "serve/lora_reg.h"
 #include "serve/api.h"
 #include "serve/assist.h"
 #include "serve/audio_api.h"
@@ -87,6 +88,7 @@ struct fr_server {
     fr_vlm *vlm;                /* images for a vision-language model (owned), or NULL */
     fr_whisper_model *whisper;  /* the audio endpoints' Whisper (owned; --asr-model), or NULL:
                                    pocketsphinx */
+    fr_lora_reg *loras;         /* LoRA adapters served by name (owned; serve/lora_reg.h) */
     const char *tmpl;           /* chat template source, or NULL (chat refused) */
     char *tmpl_owned;           /* template read from a file */
     const char *model_name;     /* id in the API */
@@ -523,28 +525,91 @@ static enum MHD_Result do_metrics(conn *c) {
     fr_engine_stats st;
     fr_engine_stats_get(s->engine, &st);
     fr_metrics_extra x = {.connections = atomic_load(&s->connections), .ready = engine_ready(s),
-                          .vision = s->vlm != NULL, .model_name = s->model_name};
+                          .vision = s->vlm != NULL, .model_name = s->model_name,
+                          .max_lora = FR_LORA_REG_MAX};
     if (s->vlm) fr_vlm_stats_get(s->vlm, &x.vision_cache);
+    fr_buf lr = {0}, lw = {0};
+    fr_engine_lora_in_use(s->engine, &lr, &lw);
+    x.lora_running = lr.data, x.lora_waiting = lw.data;
     fr_buf o = {0};
     fr_metrics_render(&s->metrics, &st, &x, &o);
+    fr_buf_free(&lr);
+    fr_buf_free(&lw);
     guard_prometheus(s->guard, &o);
     if (s->meter) fr_meter_prometheus(s->meter, &o);
     size_t len = o.len;
     return queue(c, 200, "text/plain; version=0.0.4; charset=utf-8", fr_buf_cstr(&o), len);
 }
 
+/* The loaded adapters' names (malloc'd array of n; *n set). */
+static char (*adapter_names(fr_server *s, int *n))[FR_LORA_MAX_NAME] {
+    char(*names)[FR_LORA_MAX_NAME] = fr_xcalloc(FR_LORA_REG_MAX, sizeof *names);
+    *n = FR_MIN(FR_LORA_REG_MAX, fr_lora_reg_names(s->loras, names, FR_LORA_REG_MAX));
+    return names;
+}
+
 static enum MHD_Result do_models(conn *c, const char *url) {
     fr_server *s = c->s;
-    if (!strcmp(url, "/v1/models"))
-        return send_json(c, 200, fr_api_models_response(s->model_name, s->created));
-    const char *id = url + strlen("/v1/models/");
-    if (!strcmp(id, s->model_name))
-        return send_json(c, 200, fr_api_model_object(s->model_name, s->created));
+    int n;
+    char(*names)[FR_LORA_MAX_NAME] = adapter_names(s, &n);
+    const char *id = strncmp(url, "/v1/models/", 11) ? NULL : url + strlen("/v1/models/");
+    int k = -1;
+    for (int i = 0; id && i < n && k < 0; i++)
+        if (!strcmp(id, names[i])) k = i;
+    char *json = !id ? fr_api_models_response(s->model_name, s->created,
+                                              (const char(*)[FR_API_MAX_ADAPTER_NAME])names, n)
+                 : !strcmp(id, s->model_name) ? fr_api_model_object(s->model_name, NULL, s->created)
+                 : k >= 0 ? fr_api_model_object(names[k], s->model_name, s->created)
+                          : NULL;
+    free(names);
+    if (json) return send_json(c, 200, json);
     fr_api_error e;
     fr_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
                      "The model '%.200s' does not exist (this server serves '%.200s').", id,
                      s->model_name);
     return send_error(c, &e);
+}
+
+/* POST /v1/load_lora_adapter {"lora_name", "lora_path"} and /v1/unload_lora_adapter
+ * {"lora_name"} (vLLM's names and answers), when the server runs with lora_runtime_updates. */
+static enum MHD_Result do_lora_admin(conn *c, bool load) {
+    fr_server *s = c->s;
+    if (!s->cfg->lora_runtime_updates)
+        return fail(c, 403, "invalid_request_error", "lora_updates_disabled", NULL,
+                    "Loading and unloading LoRA adapters at run time is off (start the server "
+                    "with --lora-runtime-updates or config \"lora_runtime_updates\": true).");
+    cJSON *b = c->body.len <= 65536 ? cJSON_ParseWithLength(c->body.data ? c->body.data : "",
+                                                            c->body.len)
+                                    : NULL;
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(b, "lora_name");
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(b, "lora_path");
+    enum MHD_Result ret;
+    if (!cJSON_IsObject(b) || !cJSON_IsString(nm) || (load && !cJSON_IsString(pa))) {
+        ret = fail(c, 400, "invalid_request_error", "invalid_lora_request",
+                   !cJSON_IsString(nm) ? "lora_name" : "lora_path",
+                   load ? "The body must be a JSON object with string fields lora_name and lora_path."
+                        : "The body must be a JSON object with a string field lora_name.");
+    } else if (!strcmp(nm->valuestring, s->model_name)) {
+        ret = fail(c, 400, "invalid_request_error", "invalid_lora_request", "lora_name",
+                   "An adapter may not take the base model's name.");
+    } else {
+        fr_err err = {0};
+        int rc = load ? fr_lora_reg_load(s->loras, nm->valuestring, pa->valuestring, &err)
+                      : fr_lora_reg_unload(s->loras, nm->valuestring, &err);
+        if (rc) {
+            fr_api_error e;
+            fr_api_error_from_err(&e, &err, NULL, "lora_name");
+            ret = send_error(c, &e);
+        } else {
+            char msg[300];
+            snprintf(msg, sizeof msg, "Success: LoRA adapter '%s' %s successfully.",
+                     nm->valuestring, load ? "added" : "removed");
+            fr_info("LoRA adapter %s %s", nm->valuestring, load ? "loaded" : "unloaded");
+            ret = queue(c, 200, "text/plain; charset=utf-8", fr_xstrdup(msg), strlen(msg));
+        }
+    }
+    cJSON_Delete(b);
+    return ret;
 }
 
 /* ---- generation ---- */
@@ -749,6 +814,7 @@ typedef struct gen_job {
     int tier;
     double deadline, deadline_ms;
     int max_tokens;
+    fr_lora *lora;         /* the adapter "model" names (a reference), or NULL: the base model */
 } gen_job;
 
 /* The tier known before the body is parsed (the account of a request refused before that). */
@@ -836,7 +902,8 @@ static bool request_settings(conn *c, gen_job *j, int pre_tier, enum MHD_Result 
     j->tier = c->tier = tier;
     meter_set_tier(c, tier);
     if (!deadline_header(c, &j->deadline_ms, &j->deadline, ret)) return false;
-    if (j->q.model && strcmp(j->q.model, s->model_name)) {
+    if (j->q.model && strcmp(j->q.model, s->model_name) &&
+        !(j->lora = fr_lora_reg_get(s->loras, j->q.model))) {
         fr_api_error err;
         fr_api_error_set(&err, 404, "invalid_request_error", "model_not_found", "model",
                          "The model '%.200s' does not exist (this server serves '%.200s').",
@@ -955,6 +1022,7 @@ static fr_req *submit(conn *c, const gen_job *j, enum MHD_Result *ret) {
     fr_api_req_params_init(&p, j->ids, j->n_ids, j->max_tokens, j->tier, c->t_start, j->deadline);
     fr_api_req_params_apply(&p, &j->q, j->q.has_seed ? j->q.seed : random_seed());
     p.meter = c->mr;
+    p.lora = j->lora;
     if (j->vp.n_images) {
         p.img_embd = j->vp.embd;
         p.n_img_rows = j->vp.n_rows;
@@ -1093,7 +1161,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
         fit_context(c, &j, &ret) && (r = submit(c, &j, &ret))) {
         fr_api_result res;
         memset(&res, 0, sizeof res);
-        res.model = c->s->model_name;
+        res.model = j.lora ? j.lora->name : c->s->model_name;
         res.created = (long long)time(NULL);
         res.prompt_tokens = (int)j.n_ids;
         res.image_tokens = j.vp.image_tokens;
@@ -1106,6 +1174,7 @@ static enum MHD_Result do_generate(conn *c, fr_api_kind kind, const fr_api_key *
     free(j.ids);
     free(j.rendered);
     fr_api_req_free(&j.q);
+    fr_lora_free(j.lora); /* the engine's request holds its own reference */
     return ret;
 }
 
@@ -1475,6 +1544,10 @@ static enum MHD_Result route(conn *c, const char *url, const char *method) {
         if (!post) break;
         return do_generate(c, c->ep == FR_EP_CHAT ? FR_API_CHAT : FR_API_COMPLETIONS, key);
     default: {
+        if (!strcmp(url, "/v1/load_lora_adapter") || !strcmp(url, "/v1/unload_lora_adapter")) {
+            if (!post) break;
+            return do_lora_admin(c, url[4] == 'l');
+        }
         fr_api_error e;
         fr_api_error_set(&e, 404, "invalid_request_error", "not_found", NULL,
                          "Unknown endpoint: %.16s %.200s", method, url);
@@ -1731,6 +1804,11 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
         }
     }
     if (cfg->no_vad) setenv("FRUGAL_NO_VAD", "1", 1); /* read where the speech stages start */
+    s->loras = fr_lora_reg_new(&m->hp);
+    for (int i = 0; i < cfg->n_lora; i++) {
+        if (fr_lora_reg_load_spec(s->loras, cfg->lora[i], err)) goto fail;
+        fr_info("LoRA adapter %s", cfg->lora[i]);
+    }
     if (cfg->asr_model) { /* the audio endpoints' engine */
         if (!(s->whisper = fr_whisper_load(cfg->asr_model, err))) goto fail;
         fr_info("audio endpoints: Whisper from %s", cfg->asr_model);
@@ -1851,6 +1929,7 @@ void fr_server_free(fr_server *s) {
     fr_vlm_free(s->vlm);
     fr_whisper_free(s->whisper);
     fr_engine_free(s->engine); /* ends what is left, closing their accounts */
+    fr_lora_reg_free(s->loras); /* after the engine: its requests held adapters */
     fr_meter_close(s->meter);  /* then the last sample, the ledger rows, the threads */
     free(s->tmpl_owned);
     fr_metrics_destroy(&s->metrics);

@@ -171,7 +171,7 @@ void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metric
                  "Completed requests that met their tier's TTFT and TPOT targets.", m->slo_met);
     per_tier_u64(o, "frugal_slo_missed_total", "counter",
                  "Completed requests that missed their tier's TTFT or TPOT target.", m->slo_missed);
-    if (x && x->model_name) fr_metrics_render_vllm(m, st, x->model_name, o);
+    if (x && x->model_name) fr_metrics_render_vllm(m, st, x, o);
     pthread_mutex_unlock(&m->mu);
 
     per_tier_int(o, "frugal_requests_running", "Sequences in the running batch.", st->running);

@@ -85,12 +85,14 @@ typedef struct fr_metrics_extra {
     fr_vlm_stats vision_cache; /* its counters */
     const char *model_name; /* served model name: the vllm:* families' model_name label (NULL:
                                those families are left out) */
+    const char *lora_running, *lora_waiting; /* adapters in use, comma-separated (NULL: "") */
+    int max_lora;           /* adapters the server may hold */
 } fr_metrics_extra;
 /* The vllm:* families (metrics_vllm.c); called by fr_metrics_render with m->mu held. */
 void fr_metrics_init_vllm(fr_metrics *m);
 void fr_metrics_observe_vllm(fr_metrics *m, const fr_req_info *info);
-void fr_metrics_render_vllm(const fr_metrics *m, const fr_engine_stats *st, const char *model_name,
-                            fr_buf *out);
+void fr_metrics_render_vllm(const fr_metrics *m, const fr_engine_stats *st,
+                            const fr_metrics_extra *x, fr_buf *out);
 
 /* Appends the whole exposition. */
 void fr_metrics_render(fr_metrics *m, const fr_engine_stats *st, const fr_metrics_extra *x,

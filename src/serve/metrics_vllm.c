@@ -105,8 +105,9 @@ static void hist(fr_buf *o, const char *name, const char *help, const char *mode
     fr_buf_printf(o, "} %llu\n", (unsigned long long)h->count);
 }
 
-void fr_metrics_render_vllm(const fr_metrics *m, const fr_engine_stats *st, const char *model,
-                            fr_buf *o) {
+void fr_metrics_render_vllm(const fr_metrics *m, const fr_engine_stats *st,
+                            const fr_metrics_extra *x, fr_buf *o) {
+    const char *model = x->model_name;
     int run = 0, wait = 0;
     uint64_t prompt = 0, gen = 0, pre = 0;
     for (int t = 0; t < FR_N_TIERS; t++) {
@@ -159,9 +160,11 @@ void fr_metrics_render_vllm(const fr_metrics *m, const fr_engine_stats *st, cons
          model, &m->v_e2e);
     hist(o, "vllm:request_queue_time_seconds",
          "Histogram of time spent in WAITING phase for request.", model, &m->v_queue);
-    /* No LoRA adapters yet: both lists empty, max_lora 0; the value is the time of the scrape,
-     * as vLLM sets it (set_to_current_time). */
+    /* the adapters in use (names are [A-Za-z0-9._:/-], nothing to escape); the value is the
+     * time of the scrape, as vLLM sets it (set_to_current_time) */
     fr_prom_head(o, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
-    fr_buf_printf(o, "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\","
-                     "waiting_lora_adapters=\"\"} %.3f\n", (double)time(NULL));
+    fr_buf_printf(o, "vllm:lora_requests_info{max_lora=\"%d\",running_lora_adapters=\"%s\","
+                     "waiting_lora_adapters=\"%s\"} %.3f\n", x->max_lora,
+                  x->lora_running ? x->lora_running : "", x->lora_waiting ? x->lora_waiting : "",
+                  (double)time(NULL));
 }

@@ -1,4 +1,5 @@
-/* fuzz_tokenizer.c — libFuzzer harness for the byte-level BPE tokenizer (see tests/fuzz/README.md).
+/* fuzz_tokenizer.c — libFuzzer harness for the tokenizers: byte-level BPE and the SentencePiece
+ * shapes (see tests/fuzz/README.md).
  *
  * The first input byte (mod 5) picks what the rest is:
  *   0, 1  text encoded with the qwen2-tiny / llama-tiny fixture tokenizer. Invalid UTF-8 must be
@@ -14,7 +15,9 @@
  *         are encoded and decoded.
  *   4     a GGUF vocabulary for fr_tokenizer_from_vocab, as lines: the pre name, then tokens
  *         (first byte mod 7 = token type, the rest = the string) up to an empty line, then
- *         merges; when it loads, encoded and decoded like mode 3.
+ *         merges; when it loads, encoded and decoded like mode 3. The pre name "llama" (or
+ *         "llama-nsp", without the space prefix) makes it a SentencePiece `llama` vocabulary
+ *         with scores taken from the tokens' first bytes.
  * Fixtures come from $FRUGAL_FIXTURES or tests/fixtures (run from the repository root).
  */
 #include <stdio.h>
@@ -194,11 +197,13 @@ static void fuzz_ids(const uint8_t *p, size_t n) {
  * that decoding and streaming agree. */
 static void exercise(const fr_tokenizer *t, const uint8_t *p, size_t n) {
     static const char *texts[] = {"Hello world! It's 2024.", "  \n\t x",
-                                  "\xe6\x88\x91\xe7\x9a\x84 \xF0\x9F\x98\x80", "<|im_end|>a"};
+                                  "\xe6\x88\x91\xe7\x9a\x84 \xF0\x9F\x98\x80", "<|im_end|>a",
+                                  "<s> \xE2\x96\x81" "ab  c<0x41>"};
     fr_err e;
     for (size_t i = 0; i < sizeof texts / sizeof *texts + 1; i++) {
-        const char *s = i < 4 ? texts[i] : (const char *)p;
-        size_t sn = i < 4 ? strlen(s) : n;
+        const size_t nt = sizeof texts / sizeof *texts;
+        const char *s = i < nt ? texts[i] : (const char *)p;
+        size_t sn = i < nt ? strlen(s) : n;
         int32_t *ids = NULL;
         size_t m = 0;
         if (fr_tokenize(t, s, sn, true, &ids, &m, &e) == 0) {
@@ -260,6 +265,16 @@ static void fuzz_vocab(const uint8_t *p, size_t n) {
     size_t m0 = FR_MIN(nl, 2 + nt), nm = nl - m0;
     fr_vocab_spec sp = {(int)nt, toks, tl, ty, (int)nm, (const char *const *)line + m0, len + m0,
                         nl ? line[0] : NULL, nt > 1 ? 1 : -1, nt > 2 ? 2 : -1, -1, nt > 1};
+    /* pre name "llama" / "llama-nsp": a SentencePiece vocabulary (scores from the string bytes;
+     * "-nsp": add_space_prefix false) */
+    float *sc = malloc((nt + 1) * sizeof *sc);
+    for (size_t i = 0; i < nt; i++) sc[i] = tl[i] ? -(float)((uint8_t)toks[i][0] % 31) : 0.0f;
+    if (nl && !strncmp(line[0], "llama", 5)) {
+        sp.model = "llama";
+        sp.scores = sc;
+        sp.no_space_prefix = !strcmp(line[0], "llama-nsp");
+        sp.add_eos = nt > 3;
+    }
     fr_err e;
     fr_tokenizer *t = fr_tokenizer_from_vocab(&sp, &e);
     if (t) {
@@ -268,6 +283,7 @@ static void fuzz_vocab(const uint8_t *p, size_t n) {
     } else if (strncmp(e.msg, "gguf vocab: ", 12) != 0) {
         die("vocab error without its prefix");
     }
+    free(sc);
     free(toks);
     free(tl);
     free(ty);

@@ -31,9 +31,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/k_onnx.h"
 #include "backend/cuda/onnx_cuda.h"
 #include "backend/onnx_exec.h"
 #include "base/npy.h"
+#include "stages/ocr/ppocr.h"
 
 static int n_pass, n_fail;
 static char root[512] = ".";
@@ -368,6 +372,92 @@ done:
     fr_npy_free(&mxr);
 }
 
+
+/* ---------------------------------------------------------------- argmax_last */
+
+/* The kernel on hostile rows (ties, NaN, -inf, one column, a long row) against the host scan
+ * (fr_ppocr_best_path), value and index exactly. */
+static void check_argmax_kernel(void) {
+    enum { R = 7, D = 6625 };
+    float *x = malloc(sizeof(float) * R * D), want[2 * R], got[2 * R];
+    unsigned seed = 12345;
+    for (int i = 0; i < R * D; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)(seed >> 8 & 0xffff) / 65536.0f;
+    }
+    x[0 * D + 10] = x[0 * D + 4000] = 2.0f;                        /* tie: the first */
+    for (int c = 0; c < D; c++) x[1 * D + c] = NAN;                /* all NaN: 0, -inf */
+    for (int c = 0; c < D; c++) x[2 * D + c] = -INFINITY;          /* all -inf: 0, -inf */
+    x[3 * D + 0] = NAN, x[3 * D + 6624] = 3.0f;                    /* NaN first, max last */
+    for (int c = 0; c < D; c++) x[4 * D + c] = 0.5f;               /* all equal: 0 */
+    x[5 * D + 31] = x[5 * D + 32] = x[5 * D + 33] = 5.0f;          /* ties across lanes */
+    int ok = 1;
+    float *dx = NULL, *dy = NULL;
+    ok &= cudaMalloc((void **)&dx, sizeof(float) * R * D) == cudaSuccess;
+    ok &= cudaMalloc((void **)&dy, sizeof(float) * 2 * R) == cudaSuccess;
+    ok &= cudaMemcpy(dx, x, sizeof(float) * R * D, cudaMemcpyHostToDevice) == cudaSuccess;
+    kox_argmax_last(0, dx, dy, R, D);
+    ok &= cudaMemcpy(got, dy, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess;
+    fr_ppocr_best_path(x, R, D, want);
+    int same = 0;
+    for (int r = 0; r < R; r++) same += got[2 * r] == want[2 * r] && got[2 * r + 1] == want[2 * r + 1];
+    result(ok && same == R, "argmax_last kernel: %d of %d hostile rows (ties, NaN, -inf, equal) "
+           "equal the host scan", same, R);
+    float one[3] = {NAN, 1.0f, -INFINITY}, o2[6], w2[6];
+    ok = cudaMemcpy(dx, one, sizeof one, cudaMemcpyHostToDevice) == cudaSuccess;
+    kox_argmax_last(0, dx, dy, 3, 1); /* one column */
+    ok &= cudaMemcpy(o2, dy, sizeof o2, cudaMemcpyDeviceToHost) == cudaSuccess;
+    fr_ppocr_best_path(one, 3, 1, w2);
+    result(ok && !memcmp(o2, w2, sizeof o2), "argmax_last kernel: one-column rows equal the host scan");
+    cudaFree(dx);
+    cudaFree(dy);
+    free(x);
+}
+
+/* A session with argmax_last against the whole output of an ordinary one on the same input:
+ * the same device arithmetic, so the paths equal the host scan of the whole output exactly,
+ * eager and from the graph. */
+static void check_argmax_session(void) {
+    fr_onnx_model *m = load_model(REC);
+    fr_npy in = {0};
+    if (!m || load_npy(REF "rec_2x48x320.in.npy", &in) || in.n_dims != 4) {
+        result(0, "argmax_last session: model or fixture missing");
+        goto done;
+    }
+    fr_onnx_cuda_opts o = fr_onnx_cuda_default_opts();
+    o.poison = poison;
+    fr_err err = {0};
+    fr_onnx_cuda_sess *whole = fr_onnx_cuda_sess_new(m, 0, &o, &err);
+    o.argmax_last = 1;
+    fr_onnx_cuda_sess *red = fr_onnx_cuda_sess_new(m, 0, &o, &err);
+    fr_onnx_arr x = arr_of(&in), y, z;
+    if (!whole || !red || fr_onnx_cuda_sess_run(whole, &x, 1, &y, 1, NULL, &err) || y.rank != 3) {
+        result(0, "argmax_last session: did not run: %s", err.msg);
+        goto free_s;
+    }
+    const int64_t rows = y.dims[0] * y.dims[1], C = y.dims[2];
+    float *want = malloc(sizeof(float) * 2 * (size_t)rows);
+    fr_ppocr_best_path(y.data, (int)rows, (int)C, want);
+    for (int run = 0; run < 3; run++) {
+        if (fr_onnx_cuda_sess_run(red, &x, 1, &z, 1, NULL, &err)) {
+            result(0, "argmax_last session run %d: %s", run, err.msg);
+            break;
+        }
+        const int shape = z.rank == 3 && z.dims[0] == y.dims[0] && z.dims[1] == y.dims[1] && z.dims[2] == 2;
+        result(shape && !memcmp(z.data, want, sizeof(float) * 2 * (size_t)rows),
+               "argmax_last session rec 2x48x320 run %d (%s): (N, T, 2) paths equal the host scan of "
+               "the whole (N, T, %lld) output", run, fr_onnx_cuda_sess_last_graphed(red) ? "graph" : "eager",
+               (long long)C);
+    }
+    free(want);
+free_s:
+    fr_onnx_cuda_sess_free(whole);
+    fr_onnx_cuda_sess_free(red);
+done:
+    fr_onnx_model_free(m);
+    fr_npy_free(&in);
+}
+
 static fr_cancel_reason stop_now(void *ctx) {
     (void)ctx;
     return FR_CANCEL_CLIENT_GONE;
@@ -550,6 +640,8 @@ int main(int argc, char **argv) {
     check_whole(DET, "det_96x128", 1);
     check_whole(REC, "rec_1x48x160", 0);
     check_rec_batch();
+    check_argmax_kernel();
+    check_argmax_session();
     check_errors();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     fflush(stdout);

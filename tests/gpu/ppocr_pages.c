@@ -3,7 +3,8 @@
  * networks on the CPU executor and on CUDA (fr_ppocr_cuda_opts), then pages per second with
  * many pages in flight on one GPU.
  *
- *   gpu-ppocr [--threads T] [--cpu-threads C] [--no-cpu] [--seconds S] [--models DIR] PAGES OUT
+ *   gpu-ppocr [--threads T[,T2...]] [--cpu-threads C] [--no-cpu] [--seconds S] [--models DIR]
+ *             PAGES OUT
  *
  * PAGES holds page images (*.png, *.jpg, *.webp; bench/ocr_eval/gen_invoices.py writes them with
  * their truth as NAME.json beside). For every page the program writes OUT/cpu/NAME.out.json and
@@ -14,7 +15,10 @@
  *   - "pages/s" lines: the CPU with C threads (one engine each, one core each; --no-cpu skips
  *     it), and CUDA with T host threads (one engine each: its own streams, plans and graphs, made
  *     once), after two untimed passes that make every engine's plans and graphs, looping over
- *     the pages for S seconds.
+ *     the pages for S seconds; with a list of thread counts, one such measurement per count
+ *     (the texts of the first count are the ones compared);
+ *   - "steps" lines: thread-milliseconds per page of each step of the page pipeline (host steps
+ *     and network runs, fr_ppocr_times) in the CPU pass and in each timed CUDA loop.
  * Exit status 1 when a page fails on either device (a decode failure counts), else 0.
  */
 #include <dirent.h>
@@ -152,6 +156,34 @@ static fr_ppocr **engines(const fr_ppocr_models *m, const fr_ppocr_opts *o, int 
     return e;
 }
 
+/* The engines' step times summed into t (pages into *pages). */
+static void times_sum(fr_ppocr **e, int n, double t[FR_PPOCR_T_N], long *pages) {
+    memset(t, 0, FR_PPOCR_T_N * sizeof *t);
+    *pages = 0;
+    for (int i = 0; i < n; i++) {
+        double ti[FR_PPOCR_T_N];
+        long pi;
+        fr_ppocr_times(e[i], ti, &pi);
+        for (int k = 0; k < FR_PPOCR_T_N; k++) t[k] += ti[k];
+        *pages += pi;
+    }
+}
+
+/* One line: thread-ms per page of every step between two sums (a: before, b: after). */
+static void times_print(const char *what, const double a[FR_PPOCR_T_N], long pa,
+                        const double b[FR_PPOCR_T_N], long pb) {
+    long np = pb - pa;
+    if (np <= 0) return;
+    double all = 0;
+    printf("gpu-ppocr steps %s (thread-ms per page, %ld pages):", what, np);
+    for (int k = 0; k < FR_PPOCR_T_N; k++) {
+        double ms = (b[k] - a[k]) * 1e3 / (double)np;
+        all += ms;
+        printf(" %s %.2f", fr_ppocr_step_name((fr_ppocr_step)k), ms);
+    }
+    printf(" | all %.2f\n", all);
+}
+
 static void engines_free(fr_ppocr **e, int n) {
     for (int i = 0; e && i < n; i++) fr_ppocr_free(e[i]);
     free(e);
@@ -234,11 +266,15 @@ static int same_lines(const char *a, const char *b, int *total) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 8, cpu_threads = 0, no_cpu = 0;
+    int threads = 8, cpu_threads = 0, no_cpu = 0, tl[16], ntl = 0;
     double seconds = 10;
     const char *models = NULL, *dir = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            for (char *q = argv[++i]; *q && ntl < 16; q += *q == ',')
+                tl[ntl++] = (int)strtol(q, &q, 10);
+            threads = ntl ? tl[0] : 0;
+        }
         else if (!strcmp(argv[i], "--cpu-threads") && i + 1 < argc) cpu_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--models") && i + 1 < argc) models = argv[++i];
@@ -246,8 +282,10 @@ int main(int argc, char **argv) {
         else if (!dir) dir = argv[i];
         else if (!out) out = argv[i];
     }
-    if (!dir || !out || threads < 1 || threads > MAX_THREADS || cpu_threads < 0 ||
-        cpu_threads > MAX_THREADS) {
+    if (!ntl) tl[ntl++] = threads;
+    int bad_t = 0;
+    for (int k = 0; k < ntl; k++) bad_t |= tl[k] < 1 || tl[k] > MAX_THREADS;
+    if (!dir || !out || bad_t || cpu_threads < 0 || cpu_threads > MAX_THREADS) {
         fprintf(stderr, "usage: gpu-ppocr [--threads T] [--cpu-threads C] [--seconds S] "
                         "[--models DIR] PAGES OUT\n");
         return 2;
@@ -278,23 +316,58 @@ int main(int argc, char **argv) {
         if (!(c.eng = engines(m, &co, cpu_threads))) return 1;
         c.dev = 0;
         cpu_pps = pass(&c, cpu_threads, 0, 1);
+        double t0[FR_PPOCR_T_N] = {0}, t1[FR_PPOCR_T_N];
+        long p1;
+        times_sum(c.eng, cpu_threads, t1, &p1);
+        times_print("cpu", t0, 0, t1, p1);
         engines_free(c.eng, cpu_threads);
         failed = atomic_load(&c.failed);
     }
     /* CUDA: the engines made (weights uploaded), two untimed passes that make every engine's
      * plans and graphs (the first keeps the texts), then the timed loop */
     fr_ppocr_opts go = fr_ppocr_cuda_opts(0);
-    if (!(c.eng = engines(m, &go, threads))) return 1;
-    c.dev = 1;
-    double t_warm = fr_time_s();
-    pass(&c, threads, 0, 1);
-    pass(&c, threads, 0, 0);
-    t_warm = fr_time_s() - t_warm;
-    failed += atomic_load(&c.failed);
-    atomic_store(&c.failed, 0);
-    const double gpu_pps = pass(&c, threads, seconds, 0);
-    failed += atomic_load(&c.failed);
-    engines_free(c.eng, threads);
+    double gpu_pps = 0, t_warm = 0;
+    fr_ppocr_recq *rq = fr_ppocr_recq_new(m, &go, &err);
+    if (!rq) {
+        fprintf(stderr, "gpu-ppocr: %s\n", err.msg);
+        return 1;
+    }
+    for (int k = 0; k < 2 * ntl; k++) { /* each count with the shared recogniser, then without */
+        const int nt = tl[k / 2], shared = k % 2 == 0;
+        go.rec_queue = shared ? rq : NULL;
+        long r0, l0, w0, r1, l1, w1;
+        fr_ppocr_recq_stats(rq, &r0, &l0, &w0);
+        double t_make = fr_time_s();
+        if (!(c.eng = engines(m, &go, nt))) return 1;
+        c.dev = 1;
+        double tw = fr_time_s();
+        t_make = tw - t_make;
+        pass(&c, nt, 0, k == 0);
+        pass(&c, nt, 0, 0);
+        tw = fr_time_s() - tw;
+        failed += atomic_load(&c.failed);
+        atomic_store(&c.failed, 0);
+        double ta[FR_PPOCR_T_N], tb[FR_PPOCR_T_N];
+        long pa, pb;
+        times_sum(c.eng, nt, ta, &pa);
+        const double pps = pass(&c, nt, seconds, 0);
+        times_sum(c.eng, nt, tb, &pb);
+        fr_ppocr_recq_stats(rq, &r1, &l1, &w1);
+        char what[64];
+        snprintf(what, sizeof what, "cuda %d threads, %s", nt, shared ? "shared rec" : "own rec");
+        times_print(what, ta, pa, tb, pb);
+        printf("gpu-ppocr %s: %.1f pages/s (engines made in %.1f s, two warm passes %.1f s)",
+               what, pps, t_make, tw);
+        if (shared && r1 > r0)
+            printf("; shared runs %ld, %.1f lines and %.1f rows a run", r1 - r0,
+                   (double)(l1 - l0) / (double)(r1 - r0), (double)(w1 - w0) / (double)(r1 - r0));
+        printf("\n");
+        fflush(stdout);
+        failed += atomic_load(&c.failed);
+        engines_free(c.eng, nt);
+        if (pps > gpu_pps) gpu_pps = pps, threads = nt, t_warm = tw;
+    }
+    fr_ppocr_recq_free(rq);
     int agree = 0, lines = 0, lines_same = 0;
     for (int i = 0; i < n; i++) {
         write_out(sub[0], &pages[i], 0);
@@ -308,7 +381,7 @@ int main(int argc, char **argv) {
         printf("gpu-ppocr agree: %d of %d pages with the same five fields on CPU and CUDA; %d of %d "
            "CPU lines read identically on CUDA (%.1f %%)\n",
            agree, n, lines_same, lines, lines ? 100.0 * lines_same / lines : 0.0);
-    printf("gpu-ppocr pages/s: CPU %.2f (%d threads, %.3f per thread), CUDA %.1f (%d host "
+    printf("gpu-ppocr pages/s: CPU %.2f (%d threads, %.3f per thread), CUDA %.1f (best: %d host "
            "threads, %.0f s loop over %d pages after %.1f s of two warm passes; target >= 50: "
            "%s)\n",
            cpu_pps, no_cpu ? 0 : cpu_threads, no_cpu ? 0 : cpu_pps / cpu_threads, gpu_pps,

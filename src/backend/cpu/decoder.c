@@ -18,6 +18,8 @@
  */
 #include "backend/cpu/decoder.h"
 
+#include "model/lora.h"
+
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
@@ -360,6 +362,31 @@ static void swiglu_worker(void *arg, int ith, int nth) {
                       c->n);
 }
 
+/* LoRA: for each token with an adapter that adapts layer l's projection m, y_t += scale B (A x_t)
+ * (x (T, in), y (T, out)); plain loops, the CPU reference (rank <= FR_LORA_MAX_RANK). */
+static void lora_add(const fr_batch *b, int l, fr_lora_mod m, const float *x, float *y) {
+    if (!b->lora) return;
+    float h[FR_LORA_MAX_RANK];
+    for (int t = 0; t < b->n_tokens; t++) {
+        const fr_lora_mat *w = b->lora[t] ? fr_lora_get(b->lora[t], l, m) : NULL;
+        if (!w) continue;
+        const float *xt = x + (size_t)t * w->in;
+        float *yt = y + (size_t)t * w->out;
+        for (int r = 0; r < w->r; r++) {
+            const float *ar = w->a + (size_t)r * w->in;
+            float s = 0;
+            for (int i = 0; i < w->in; i++) s += ar[i] * xt[i];
+            h[r] = s * b->lora[t]->scale;
+        }
+        for (int o = 0; o < w->out; o++) {
+            const float *br = w->b + (size_t)o * w->r;
+            float s = 0;
+            for (int r = 0; r < w->r; r++) s += br[r] * h[r];
+            yt[o] += s;
+        }
+    }
+}
+
 int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *logits_out,
                        fr_err *err) {
     int n_useq = 0;
@@ -380,6 +407,9 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
             const fr_tensor *const ws[3] = {&L->wq, &L->wk, &L->wv};
             fr_cpu_matmul_n(pool, s, 3, ys, d->xn, ws, T);
         }
+        lora_add(b, l, FR_LORA_Q, d->xn, d->q);
+        lora_add(b, l, FR_LORA_K, d->xn, d->k);
+        lora_add(b, l, FR_LORA_V, d->xn, d->v);
         add_bias(d->q, &L->bq, T, d->q_dim);
         add_bias(d->k, &L->bk, T, d->kv_dim);
         add_bias(d->v, &L->bv, T, d->kv_dim);
@@ -396,6 +426,7 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
                          hp->n_head_kv, hp->head_dim, d->scores, d->max_ctx);
         if (d->probe) probe_layer(d, b, &view, l);
         fr_cpu_matmul(pool, s, d->proj, d->att, &L->wo, T);
+        lora_add(b, l, FR_LORA_O, d->att, d->proj);
         for (size_t i = 0; i < (size_t)T * E; i++) d->x[i] += d->proj[i];
 
         fr_cpu_rmsnorm(d->xn, d->x, L->ffn_norm.data, T, E, hp->rms_eps);
@@ -404,10 +435,13 @@ int fr_decoder_forward(fr_decoder *d, fr_kv_pool *kv, const fr_batch *b, float *
             const fr_tensor *const ws[2] = {&L->w_gate, &L->w_up};
             fr_cpu_matmul_n(pool, s, 2, ys, d->xn, ws, T);
         }
+        lora_add(b, l, FR_LORA_GATE, d->xn, d->ffa);
+        lora_add(b, l, FR_LORA_UP, d->xn, d->ffb);
         swiglu_ctx sc = {d->ffa, d->ffb, T, F};
         if (T >= 4) fr_pool_run(pool, swiglu_worker, &sc);
         else swiglu_worker(&sc, 0, 1);
         fr_cpu_matmul(pool, s, d->proj, d->ffa, &L->w_down, T);
+        lora_add(b, l, FR_LORA_DOWN, d->ffa, d->proj);
         for (size_t i = 0; i < (size_t)T * E; i++) d->x[i] += d->proj[i];
     }
 

@@ -384,6 +384,40 @@ __global__ void k_softmax(const float *__restrict__ x, float *__restrict__ y, in
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) yr[i * inner] *= inv;
 }
 
+/* One warp per row: each lane scans its strided share keeping the first largest, then the lanes
+ * merge keeping the larger value, or on a tie the smaller index. */
+__global__ void k_argmax_last(const float *__restrict__ x, float *__restrict__ y, int64_t rows,
+                              int64_t D) {
+    const int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const float *row = x + r * D;
+    float bv = -INFINITY;
+    int64_t bi = 0;
+    for (int64_t c = lane; c < D; c += 32) {
+        const float v = row[c];
+        if (v > bv) bv = v, bi = c;
+    }
+    if (bv == -INFINITY) bi = 0; /* nothing greater than -inf: index 0, as the host scan */
+    for (int o = 16; o > 0; o /= 2) {
+        const float ov = __shfl_down_sync(0xffffffffu, bv, o);
+        const int64_t oi = __shfl_down_sync(0xffffffffu, bi, o);
+        if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+    if (lane == 0) {
+        y[2 * r] = (float)bi;
+        y[2 * r + 1] = bv;
+    }
+}
+
+extern "C" void kox_argmax_last(cudaStream_t st, const float *x, float *y, int64_t rows,
+                                int64_t D) {
+    if (rows <= 0 || D <= 0) return;
+    const int warps = 8;
+    k_argmax_last<<<(unsigned)((rows + warps - 1) / warps), warps * 32, 0, st>>>(x, y, rows, D);
+    kox_launched();
+}
+
 extern "C" void kox_softmax(cudaStream_t st, const float *x, float *y, int64_t outer, int64_t D,
                             int64_t inner) {
     const int64_t rows = outer * inner;

@@ -84,6 +84,10 @@ typedef struct kox_reduce {
 void kox_reduce_mean(cudaStream_t st, const kox_reduce *p, const float *x, float *y);
 /* Softmax along a strided axis: for o < outer, k < inner, the D values x[o*D*inner + i*inner + k]. */
 void kox_softmax(cudaStream_t st, const float *x, float *y, int64_t outer, int64_t D, int64_t inner);
+/* For each of rows rows of D values: y[2r] = the index (as a float) of the first largest value
+ * of x[r*D .. r*D + D), y[2r + 1] = that value (NaN is never the largest; a row of -inf or NaN
+ * only gives index 0 and -inf), as the host's strict greater-than scan finds it. */
+void kox_argmax_last(cudaStream_t st, const float *x, float *y, int64_t rows, int64_t D);
 /* Nearest resize, asymmetric, floor: y over dims od of rank r from x (dims xd); scale per axis. */
 void kox_resize_nearest(cudaStream_t st, int r, const int64_t *xd, const int64_t *od,
                         const float *scale, int64_t n, const float *x, float *y);

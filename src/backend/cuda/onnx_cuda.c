@@ -15,7 +15,11 @@
  *      values whose lifetimes do not overlap share bytes; the arena's peak plus the cuDNN
  *      workspace is checked against max_bytes before anything is allocated;
  *   4. per convolution: descriptors and the fastest algorithm cudnnFind measures (fp32 FMA only
- *      unless tf32), a pre-padding buffer when the pads are asymmetric;
+ *      unless tf32), a pre-padding buffer when the pads are asymmetric; the choice is kept in
+ *      a process-wide table keyed by the convolution's shape, device and precision, so every
+ *      later session and plan with that convolution takes it without a search, and searches run
+ *      one at a time (timed on a quiet device, never short of memory because another session
+ *      is searching beside them);
  *   5. device copies of the constants the device steps read (session constants once per
  *      session, host-computed values per plan), pinned staging for the inputs and outputs.
  * A run: the inputs into pinned staging, then either the recorded CUDA graph (from the second
@@ -26,6 +30,7 @@
 #include <cudnn.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +113,8 @@ typedef struct cx_plan {
     cx_conv *cv;         /* (ns) */
     float **hin, **hout; /* (n_inputs, n_outputs) pinned staging; hout[i] NULL: host value */
     float **outconv;     /* (n_outputs) int64 host outputs as floats */
+    float **dred;        /* (n_outputs) with argmax_last: the device's (rows, 2) reduction */
+    int64_t *red_rows;   /* (n_outputs) its rows (0: the output comes back whole) */
     int runs;
     int gstate;          /* 0 not tried, 1 graph made, -1 capture failed: step by step */
     cudaGraphExec_t gx;
@@ -223,7 +230,10 @@ static void plan_free(fr_onnx_cuda_sess *s, cx_plan *p) {
     for (int i = 0; p->hout && i < s->m->n_outputs; i++) {
         cudaFreeHost(p->hout[i]);
         free(p->outconv[i]);
+        if (p->dred) cudaFree(p->dred[i]);
     }
+    free(p->dred);
+    free(p->red_rows);
     cudaFree(p->arena);
     cudaFree(p->ws);
     free(p->key);
@@ -351,10 +361,111 @@ static void conv_attrs(const fr_onnx_node *n, int64_t *sh, int64_t *sw, int64_t 
     if ((v = ox_attr_ints(n, "pads", &cnt)) && cnt == 4) memcpy(pads, v, 4 * sizeof *pads);
 }
 
+/* The algorithm table: what one search chose for a convolution. Shapes are few (a model has a
+ * few dozen convolutions, a session a few input shapes), so a full table stops adding and the
+ * searches go on uncached. */
+enum { CX_ALGO_CAP = 4096, CX_KEY_N = 20 };
+typedef struct cx_algo_entry {
+    int key[CX_KEY_N];
+    int algo, math;
+    size_t ws;
+} cx_algo_entry;
+static pthread_mutex_t cx_algo_mu = PTHREAD_MUTEX_INITIALIZER;
+static cx_algo_entry cx_algo_tab[CX_ALGO_CAP];
+static int cx_algo_n;
+
+/* The key of convolution c of session s (transposed when tr). */
+static void algo_key(const fr_onnx_cuda_sess *s, const cx_conv *c, const int64_t *wd, int tr,
+                     int64_t ph, int64_t pw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                     int64_t g, int key[CX_KEY_N]) {
+    const int64_t k[CX_KEY_N] = {s->dev, tr,    s->o.tf32, c->N,  c->C,  c->Hp, c->Wp,
+                                 c->M,   c->OH, c->OW,     wd[0], wd[1], wd[2], wd[3],
+                                 ph,     pw,    sh,        sw,    dh * 65536 + dw, g};
+    for (int i = 0; i < CX_KEY_N; i++) key[i] = (int)k[i];
+}
+
+/* Under cx_algo_mu: the entry for key, or NULL. */
+static const cx_algo_entry *algo_find(const int key[CX_KEY_N]) {
+    for (int i = 0; i < cx_algo_n; i++)
+        if (!memcmp(cx_algo_tab[i].key, key, sizeof cx_algo_tab[i].key)) return &cx_algo_tab[i];
+    return NULL;
+}
+
+/* Under cx_algo_mu: keeps a choice (dropped when the table is full). */
+static void algo_keep(const int key[CX_KEY_N], int algo, int math, size_t ws) {
+    if (cx_algo_n >= CX_ALGO_CAP) return;
+    cx_algo_entry *e = &cx_algo_tab[cx_algo_n++];
+    memcpy(e->key, key, sizeof e->key);
+    e->algo = algo, e->math = math, e->ws = ws;
+}
+
 /* Whether an algorithm's math type keeps the session's precision: FMA always, TF32 tensor
  * cores with tf32; never ALLOW_CONVERSION (it may round fp32 inputs to fp16). */
 static int math_ok(const fr_onnx_cuda_sess *s, cudnnMathType_t t) {
     return t == CUDNN_FMA_MATH || t == CUDNN_DEFAULT_MATH || (s->o.tf32 && t == CUDNN_TENSOR_OP_MATH);
+}
+
+/* The first usable algorithm of perf[0..got): status success, workspace within the cap, math
+ * type keeping the precision; its index or -1. */
+static int first_fwd(const fr_onnx_cuda_sess *s, const cudnnConvolutionFwdAlgoPerf_t *perf, int got) {
+    for (int k = 0; k < got; k++)
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
+            math_ok(s, perf[k].mathType))
+            return k;
+    return -1;
+}
+
+static int first_bwd(const fr_onnx_cuda_sess *s, const cudnnConvolutionBwdDataAlgoPerf_t *perf,
+                     int got) {
+    for (int k = 0; k < got; k++)
+        if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
+            math_ok(s, perf[k].mathType))
+            return k;
+    return -1;
+}
+
+/* The forward algorithm of c: cudnnFind's fastest usable one, else cuDNN's heuristic ranking
+ * (Find times every algorithm with buffers it allocates itself, and fails when the device is
+ * short of memory at that moment; the ranking allocates nothing). 0, or -1 when none. */
+static int pick_fwd(fr_onnx_cuda_sess *s, cx_conv *c, int *math) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    if (cudnnFindConvolutionForwardAlgorithm(s->dnn, c->xd, c->wd, c->cd, c->yd,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf) !=
+        CUDNN_STATUS_SUCCESS)
+        got = 0;
+    int pick = first_fwd(s, perf, got);
+    if (pick < 0) {
+        got = 0;
+        if (cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, c->xd, c->wd, c->cd, c->yd,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                   perf) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        pick = first_fwd(s, perf, got);
+    }
+    if (pick < 0) return -1;
+    c->algo = (int)perf[pick].algo;
+    c->ws = perf[pick].memory;
+    *math = (int)perf[pick].mathType;
+    return 0;
+}
+
+/* The transposed convolution's algorithm: the transposed convolution of x is the data gradient
+ * of a convolution whose output is x: dy = x (N, C, H, W), dx = y (N, M, OH, OW), the filter
+ * (C, M/g, kh, kw). 0, or -1 when none. */
+static int pick_bwd(fr_onnx_cuda_sess *s, cx_conv *c, int *math) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int got = 0;
+    if (cudnnFindConvolutionBackwardDataAlgorithm(s->dnn, c->wd, c->xd, c->cd, c->yd,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                  perf) != CUDNN_STATUS_SUCCESS)
+        got = 0;
+    int pick = first_bwd(s, perf, got);
+    if (pick < 0) return -1;
+    c->algo = (int)perf[pick].algo;
+    c->ws = perf[pick].memory;
+    *math = (int)perf[pick].mathType;
+    return 0;
 }
 
 /* Step 4 for step i: descriptors and algorithm. */
@@ -407,58 +518,24 @@ static int plan_conv(fr_onnx_cuda_sess *s, cx_plan *p, int i, cx_alloc *al, fr_e
             return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
                            "cuDNN's output %dx%d differs from %lldx%lld", oh, ow,
                            (long long)c->OH, (long long)c->OW);
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int got = 0;
-        if (cudnnFindConvolutionForwardAlgorithm(s->dnn, c->xd, c->wd, c->cd, c->yd,
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf) !=
-            CUDNN_STATUS_SUCCESS)
-            got = 0;
-        int pick = -1;
-        for (int k = 0; k < got && pick < 0; k++)
-            if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
-                math_ok(s, perf[k].mathType))
-                pick = k;
-        if (pick < 0) {
-            /* Find times every algorithm with buffers it allocates itself, and fails when the
-             * device is short of memory at that moment (many sessions planning at once): then
-             * cuDNN's heuristic ranking, which allocates nothing */
-            got = 0;
-            if (cudnnGetConvolutionForwardAlgorithm_v7(s->dnn, c->xd, c->wd, c->cd, c->yd,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
-                                                       perf) != CUDNN_STATUS_SUCCESS)
-                got = 0;
-            for (int k = 0; k < got && pick < 0; k++)
-                if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
-                    math_ok(s, perf[k].mathType))
-                    pick = k;
-        }
-        if (pick < 0)
-            return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
-                           "cuDNN has no forward algorithm for this convolution");
-        c->algo = (int)perf[pick].algo;
-        c->ws = perf[pick].memory;
-        CX_DNN(cudnnSetConvolutionMathType(c->cd, perf[pick].mathType));
-    } else {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int got = 0;
-        /* the transposed convolution of x is the data gradient of a convolution whose output
-         * is x: dy = x (N, C, H, W), dx = y (N, M, OH, OW), the filter (C, M/g, kh, kw) */
-        if (cudnnFindConvolutionBackwardDataAlgorithm(s->dnn, c->wd, c->xd, c->cd, c->yd,
-                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-                                                      perf) != CUDNN_STATUS_SUCCESS)
-            got = 0;
-        int pick = -1;
-        for (int k = 0; k < got && pick < 0; k++)
-            if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].memory <= CX_CONV_WS_MAX &&
-                math_ok(s, perf[k].mathType))
-                pick = k;
-        if (pick < 0)
-            return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
-                           "cuDNN has no algorithm for this transposed convolution");
-        c->algo = (int)perf[pick].algo;
-        c->ws = perf[pick].memory;
-        CX_DNN(cudnnSetConvolutionMathType(c->cd, perf[pick].mathType));
     }
+    int key[CX_KEY_N];
+    algo_key(s, c, wd, tr, ph, pw, sh, sw, dh, dw, g, key);
+    pthread_mutex_lock(&cx_algo_mu);
+    const cx_algo_entry *hit = algo_find(key);
+    int math = 0, rc = 0;
+    if (hit) {
+        c->algo = hit->algo, c->ws = hit->ws, math = hit->math;
+    } else {
+        rc = tr ? pick_bwd(s, c, &math) : pick_fwd(s, c, &math);
+        if (!rc) algo_keep(key, c->algo, math, c->ws);
+    }
+    pthread_mutex_unlock(&cx_algo_mu);
+    if (rc)
+        return ox_fail(&(ox_ctx){s->m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
+                       tr ? "cuDNN has no algorithm for this transposed convolution"
+                          : "cuDNN has no forward algorithm for this convolution");
+    CX_DNN(cudnnSetConvolutionMathType(c->cd, (cudnnMathType_t)math));
     if (c->ws > p->ws_bytes) p->ws_bytes = c->ws;
     (void)al;
     return 0;
@@ -568,9 +645,17 @@ static int plan_memory(fr_onnx_cuda_sess *s, cx_plan *p, fr_err *err) {
     }
     for (int i = 0; i < m->n_outputs; i++) {
         const int v = m->outputs[i].value;
-        if (p->dp[v] && !p->v[v].p &&
-            cudaMallocHost((void **)&p->hout[i], tbytes(&p->v[v]) ? tbytes(&p->v[v]) : 4) != cudaSuccess)
-            goto oom;
+        if (!p->dp[v] || p->v[v].p) continue;
+        const ox_t *t = &p->v[v];
+        if (s->o.argmax_last && t->rank >= 2 && t->d[t->rank - 1] > 0 && t->n > 0)
+            p->red_rows[i] = t->n / t->d[t->rank - 1];
+        const size_t hb = p->red_rows[i] ? (size_t)p->red_rows[i] * 2 * sizeof(float) : tbytes(t);
+        if (cudaMallocHost((void **)&p->hout[i], hb ? hb : 4) != cudaSuccess) goto oom;
+        if (p->red_rows[i] && cudaMalloc((void **)&p->dred[i], hb) != cudaSuccess) {
+            cudaGetLastError();
+            fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: out of device memory for %zu bytes", m->path, hb);
+            goto done;
+        }
     }
     /* the uploads are on the session's stream (no device-wide synchronisation: another
      * thread's session may be capturing a graph) */
@@ -609,6 +694,8 @@ static cx_plan *plan_new(fr_onnx_cuda_sess *s, const fr_onnx_arr *in, fr_err *er
     p->hin = fr_xcalloc((size_t)m->n_inputs + 1, sizeof *p->hin);
     p->hout = fr_xcalloc((size_t)m->n_outputs + 1, sizeof *p->hout);
     p->outconv = fr_xcalloc((size_t)m->n_outputs + 1, sizeof *p->outconv);
+    p->dred = fr_xcalloc((size_t)m->n_outputs + 1, sizeof *p->dred);
+    p->red_rows = fr_xcalloc((size_t)m->n_outputs + 1, sizeof *p->red_rows);
     for (int v = 0; v < s->nv; v++)
         if (s->kv[v].p) p->v[v] = s->kv[v];
     if (check_inputs(s, p, in, m->n_inputs, m->n_outputs, err) || plan_shapes(s, p, err) ||
@@ -1042,8 +1129,16 @@ static fr_cancel_reason plan_enqueue(fr_onnx_cuda_sess *s, cx_plan *p, const fr_
     }
     for (int i = 0; i < m->n_outputs; i++) {
         const int v = m->outputs[i].value;
-        if (p->hout[i] && p->v[v].n)
+        if (!p->hout[i] || !p->v[v].n) continue;
+        if (p->red_rows[i]) {
+            const ox_t *t = &p->v[v];
+            kox_argmax_last(s->st, (const float *)p->dp[v], p->dred[i], p->red_rows[i],
+                            t->d[t->rank - 1]);
+            CX_CK(s, cudaMemcpyAsync(p->hout[i], p->dred[i], (size_t)p->red_rows[i] * 2 * sizeof(float),
+                                     cudaMemcpyDeviceToHost, s->st));
+        } else {
             CX_CK(s, cudaMemcpyAsync(p->hout[i], p->dp[v], tbytes(&p->v[v]), cudaMemcpyDeviceToHost, s->st));
+        }
     }
     return FR_CANCEL_NONE;
 }
@@ -1259,6 +1354,7 @@ int fr_onnx_cuda_sess_run(fr_onnx_cuda_sess *s, const fr_onnx_arr *in, int n_in,
         const ox_t *t = &p->v[v];
         out[i].rank = t->rank;
         memcpy(out[i].dims, t->d, sizeof out[i].dims);
+        if (p->red_rows[i]) out[i].dims[t->rank - 1] = 2;
         out[i].data = p->hout[i] ? p->hout[i] : p->outconv[i] ? p->outconv[i] : (float *)t->p;
     }
     return 0;

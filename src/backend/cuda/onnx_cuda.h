@@ -53,6 +53,11 @@ typedef struct fr_onnx_cuda_opts {
     int tf32;         /* 1: TF32 tensor cores in cuDNN and cuBLAS; 0: fp32 FMA only */
     int graphs;       /* 1: capture a CUDA graph on the second run of a plan and replay it */
     int max_plans;    /* plans (input shapes) kept; <= 0: 16 */
+    int argmax_last;  /* 1: every device output of rank >= 2 comes back reduced over its last
+                         axis, on the device: dims (..., 2), [index as a float, value] of the
+                         first largest element (what a greedy CTC decoder reads of (N, T, C)
+                         class probabilities: 2 floats a step copied instead of C); 0 (default)
+                         the outputs whole */
     int poison;       /* checks: each step's output filled with NaN bytes before the step, so
                          an element a kernel leaves unwritten shows (0 in production) */
 } fr_onnx_cuda_opts;

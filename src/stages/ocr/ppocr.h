@@ -170,6 +170,13 @@ void fr_ppocr_dict_free(fr_ppocr_dict *d);
  * 0, or -1 with err set (out of memory, or C == 0). out->text is malloc'd. */
 int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d,
                         fr_ppocr_text *out, fr_err *err);
+/* The greedy path of probs (T, C): path[2t] = the index (as a float) of step t's first largest
+ * probability, path[2t + 1] = that probability (NaN never wins; a step with nothing above -inf
+ * gives class 0, -inf). The CUDA recogniser session returns this directly (argmax_last). */
+void fr_ppocr_best_path(const float *probs, int T, int C, float *path);
+/* fr_ppocr_ctc_decode from the path (T, 2) of fr_ppocr_best_path. */
+int fr_ppocr_ctc_decode_path(const float *path, int T, const fr_ppocr_dict *d, fr_ppocr_text *out,
+                             fr_err *err);
 
 /* Currency signs the dictionary lacks (ppocr_keys_v1: no "€", no "£"; the recogniser emits a
  * blank over them, or an "f" for "£"), from the line image (ppocr_signs.c): on the greedy path of
@@ -183,6 +190,9 @@ int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d
  * T over 4096), -1 with err set when out of memory (t untouched). */
 int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d,
                         const fr_image *crop, uint32_t in_w, fr_ppocr_text *t, fr_err *err);
+/* fr_ppocr_find_signs from the path (T, 2) of fr_ppocr_best_path. */
+int fr_ppocr_find_signs_path(const float *path, int T, const fr_ppocr_dict *d,
+                             const fr_image *crop, uint32_t in_w, fr_ppocr_text *t, fr_err *err);
 
 /* The same for a sign the detector boxed alone ("1.234,56 €" with a wide space): a box the
  * recogniser read as nothing (texts[i].text empty), at most twice as wide as high, next in its
@@ -254,6 +264,7 @@ char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, f
 
 typedef struct fr_ppocr_models fr_ppocr_models;
 typedef struct fr_ppocr fr_ppocr;
+typedef struct fr_ppocr_recq fr_ppocr_recq;
 
 /* Settings of one engine; fr_ppocr_default_opts gives the values shown. */
 typedef struct fr_ppocr_opts {
@@ -276,12 +287,23 @@ typedef struct fr_ppocr_opts {
     int device;             /* -1: the networks run on the CPU executor; k >= 0: on CUDA device
                                k (backend/cuda/onnx_cuda.h; a binary without the CUDA backend
                                refuses it: UNSUPPORTED) */
-    bool pad_batch;         /* every cls / rec run has exactly cls_batch / rec_batch rows (the
-                               last batch padded with blank rows): few shapes, so a few CUDA
-                               graphs serve every page (false) */
+    bool pad_batch;         /* every cls / rec run of k crops has batch/4, batch/2 or batch rows,
+                               the smallest that holds k (padded with blank rows), and the
+                               recogniser's batches are cut where that saves padded work
+                               (fr_ppocr_rec_batches): few shapes, so a few CUDA graphs serve
+                               every page (false) */
     uint32_t det_canvas;    /* > 0: the detector's input is placed top-left on a white
                                det_canvas x det_canvas input when it fits (a multiple of 32), and
                                its map cut back: one detector shape for every page (0) */
+    uint32_t det_canvas_short; /* > 0 (a multiple of 32, under det_canvas): a page that fits
+                               is placed on a det_canvas x det_canvas_short canvas (portrait,
+                               rows x columns) or det_canvas_short x det_canvas (landscape)
+                               instead, so an A4 page pays for its own shape: three detector
+                               shapes in all (0) */
+    fr_ppocr_recq *rec_queue; /* borrowed: the engine's lines are recognised by this queue,
+                               shared with other engines, so one run holds lines of several
+                               pages, each at its own width bucket (NULL: its own recogniser
+                               session, runs cut by fr_ppocr_rec_batches) */
 } fr_ppocr_opts;
 
 fr_ppocr_opts fr_ppocr_default_opts(void);
@@ -296,6 +318,28 @@ bool fr_ppocr_models_present(const char *dir);
  * (a file missing: NOT_FOUND naming it; a bad file: the loader's code). */
 fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err);
 void fr_ppocr_models_free(fr_ppocr_models *m);
+/* Rows of a cls / rec run of k crops in batches of up to batch: k, or with o->pad_batch the
+ * smallest of batch/4, batch/2 and batch that holds k (batch when it is under 4). */
+int fr_ppocr_batch_rows(const fr_ppocr_opts *o, int batch, int k);
+/* The recogniser's batches over n crops whose aspect ratios (w / h) are ratios[0..n), ascending:
+ * ends[b] is one past the last crop of batch b (ends has room for n); returns the count. Without
+ * o->pad_batch: runs of rec_batch. With it: the cut that minimises the padded work, the sum over
+ * batches of fr_ppocr_batch_rows x the batch's input width (fr_ppocr_rec_width of its widest)
+ * plus a run's fixed cost (4 rows of rec_min_w), so a few wide lines do not widen a batch of
+ * narrow ones. */
+int fr_ppocr_rec_batches(const float *ratios, int n, const fr_ppocr_opts *o, int *ends);
+
+/* The recogniser shared by the engines of one device (ppocr_batch.c): one session on
+ * o->device (the engines' settings: rec_batch rows at most, the width buckets of rec_min_w,
+ * rec_step and rec_max_w, pad_batch). Engines made with opts.rec_queue = q submit their lines to
+ * it; whoever finds it idle runs batches, the first pending line of the oldest page and more of
+ * the same width from any page, oldest first, until its own lines are done. Thread-safe; must
+ * outlive its engines. NULL with err set. */
+fr_ppocr_recq *fr_ppocr_recq_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err *err);
+void fr_ppocr_recq_free(fr_ppocr_recq *q);
+/* Runs, lines and padded rows so far (lines / runs: how full the runs are). */
+void fr_ppocr_recq_stats(fr_ppocr_recq *q, long *runs, long *lines, long *rows);
+
 /* An engine on m (borrowed: m must outlive it): one executor session per network. NULL with err
  * set (the executor cannot run a model: UNSUPPORTED; out of memory). */
 fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err *err);
@@ -306,5 +350,24 @@ void fr_ppocr_free(fr_ppocr *e);
  * (res->stopped, err). On anything but OK res holds no lines. */
 fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel,
                            fr_ocr_result *res, fr_err *err);
+
+/* Where an engine's time went, in seconds summed over every fr_ppocr_run since it was made:
+ * the host steps and the network runs (each run's input copy, the run and the output copy). */
+typedef enum fr_ppocr_step {
+    FR_PPOCR_T_DET_PREP,  /* resize + normalise, the canvas */
+    FR_PPOCR_T_DET_NET,   /* the detector */
+    FR_PPOCR_T_DET_POST,  /* DB boxes from the map */
+    FR_PPOCR_T_CROP,      /* rectified crops */
+    FR_PPOCR_T_CLS_PREP,  /* classifier inputs */
+    FR_PPOCR_T_CLS_NET,   /* the classifier */
+    FR_PPOCR_T_REC_PREP,  /* recogniser order and inputs */
+    FR_PPOCR_T_REC_NET,   /* the recogniser */
+    FR_PPOCR_T_DECODE,    /* CTC, the sign search */
+    FR_PPOCR_T_RESULT,    /* lone signs, rows, the joined text */
+    FR_PPOCR_T_N
+} fr_ppocr_step;
+/* Copies the engine's totals into t[0..FR_PPOCR_T_N) and *pages (pages read). */
+void fr_ppocr_times(const fr_ppocr *e, double t[FR_PPOCR_T_N], long *pages);
+const char *fr_ppocr_step_name(fr_ppocr_step s);
 
 #endif

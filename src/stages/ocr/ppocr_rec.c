@@ -220,16 +220,7 @@ int fr_ppocr_dict_load(const char *path, int with_space, fr_ppocr_dict *d, fr_er
 
 /* ---- CTC ---- */
 
-int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d,
-                        fr_ppocr_text *out, fr_err *err) {
-    memset(out, 0, sizeof *out);
-    if (C <= 0 || T < 0 || !d) {
-        fr_err_setc(err, FR_ERR_BAD_REQUEST, "ppocr ctc: %d classes", C);
-        return -1;
-    }
-    fr_buf b = {0};
-    double sum = 0;
-    int kept = 0, prev = -1;
+void fr_ppocr_best_path(const float *probs, int T, int C, float *path) {
     for (int t = 0; t < T; t++) {
         const float *row = probs + (size_t)t * C;
         int best = 0;
@@ -239,6 +230,42 @@ int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d
                 bv = row[c];
                 best = c;
             }
+        path[2 * t] = (float)best;
+        path[2 * t + 1] = bv;
+    }
+}
+
+int fr_ppocr_ctc_decode(const float *probs, int T, int C, const fr_ppocr_dict *d,
+                        fr_ppocr_text *out, fr_err *err) {
+    memset(out, 0, sizeof *out);
+    if (C <= 0 || T < 0 || !d) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "ppocr ctc: %d classes", C);
+        return -1;
+    }
+    float *path = malloc(sizeof(float) * 2 * (size_t)(T ? T : 1));
+    if (!path) {
+        fr_err_setc(err, FR_ERR_INTERNAL, "ppocr ctc: out of memory");
+        return -1;
+    }
+    fr_ppocr_best_path(probs, T, C, path);
+    int rc = fr_ppocr_ctc_decode_path(path, T, d, out, err);
+    free(path);
+    return rc;
+}
+
+int fr_ppocr_ctc_decode_path(const float *path, int T, const fr_ppocr_dict *d, fr_ppocr_text *out,
+                             fr_err *err) {
+    memset(out, 0, sizeof *out);
+    if (T < 0 || !d) {
+        fr_err_setc(err, FR_ERR_BAD_REQUEST, "ppocr ctc: %d steps", T);
+        return -1;
+    }
+    fr_buf b = {0};
+    double sum = 0;
+    int kept = 0, prev = -1;
+    for (int t = 0; t < T; t++) {
+        const float fi = path[2 * t], bv = path[2 * t + 1];
+        const int best = fi >= 0 && fi < (float)INT32_MAX ? (int)fi : 0;
         int keep = best != 0 && best != prev;
         prev = best;
         if (!keep) continue;

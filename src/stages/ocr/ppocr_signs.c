@@ -148,7 +148,21 @@ static const char *glyph_sign(const fr_image *im, const glyph *g, int thr) {
 
 int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d,
                         const fr_image *crop, uint32_t in_w, fr_ppocr_text *t, fr_err *err) {
-    if (!probs || T <= 0 || C <= 0 || !d || !crop || !crop->pix || crop->width < 4 ||
+    if (!probs || T <= 0 || C <= 0 || T > SIGN_MAX_STEPS) return 0;
+    float *path = malloc(sizeof(float) * 2 * (size_t)T);
+    if (!path) {
+        fr_err_setc(err, FR_ERR_INTERNAL, "ppocr signs: out of memory");
+        return -1;
+    }
+    fr_ppocr_best_path(probs, T, C, path);
+    int rc = fr_ppocr_find_signs_path(path, T, d, crop, in_w, t, err);
+    free(path);
+    return rc;
+}
+
+int fr_ppocr_find_signs_path(const float *path, int T, const fr_ppocr_dict *d,
+                             const fr_image *crop, uint32_t in_w, fr_ppocr_text *t, fr_err *err) {
+    if (!path || T <= 0 || !d || !crop || !crop->pix || crop->width < 4 ||
         crop->height < 4 || in_w == 0 || !t || !t->text || T > SIGN_MAX_STEPS)
         return 0;
     /* the greedy path: each emitted class with its first and last step */
@@ -162,11 +176,8 @@ int fr_ppocr_find_signs(const float *probs, int T, int C, const fr_ppocr_dict *d
     int n = 0, prev = -1;
     bool digit = false;
     for (int s = 0; s < T; s++) {
-        const float *row = probs + (size_t)s * C;
-        int best = 0;
-        float bv = -INFINITY;
-        for (int c = 0; c < C; c++)
-            if (row[c] > bv) bv = row[c], best = c;
+        const float fi = path[2 * s];
+        const int best = fi >= 0 && fi < (float)INT32_MAX ? (int)fi : 0;
         if (best != 0 && best == prev && n) en[n - 1] = s;
         else if (best != 0 && (size_t)best < d->n) {
             cls[n] = best;
