@@ -1,5 +1,6 @@
 /* test_vad.c — Silero VAD on the ONNX executor (stages/audio/vad.h) against onnxruntime's
- * per-window probabilities (tests/fixtures/vad/ref/, written by scripts/make_vad_refs.py), the
+ * per-window probabilities and final state (tests/fixtures/vad/ref/, written by
+ * scripts/make_vad_refs.py with onnxruntime 1.30, CPU, fp32, optimisations off), the
  * segmentation on the committed fixtures and on hand-made probability tracks, and the missing-model
  * path. A missing model or reference file is a FAIL, never a skip.
  *
@@ -17,7 +18,12 @@
 #include "stages/audio/vad.h"
 
 #define FIX "tests/fixtures/vad/"
-#define REF_TOL 1e-4 /* |C - onnxruntime| per window probability */
+#define REF_TOL 1e-4 /* |C - onnxruntime| per window probability (measured: 2.2e-5) */
+/* The final state after hundreds of windows: the LSTM cell state grows to |c| ~ 80 on speech,
+ * so its tolerance is absolute + relative, |C - ort| <= 1e-4 + 1e-5 |ort| (measured: 1.8e-4 at
+ * c = -77.13, 2.4e-6 relative) */
+#define STATE_TOL_ABS 1e-4
+#define STATE_TOL_REL 1e-5
 
 static float *load_wav(const char *path, size_t *n) {
     fr_err err = {0};
@@ -86,9 +92,15 @@ static void check_ref(const char *name) {
     if (p && !rs) {
         CHECK_EQ_INT(st.n, 256);
         double worst = 0;
-        for (int64_t k = 0; k < st.n && k < 256; k++)
-            worst = fmax(worst, fabs((double)fr_vad_state(v)[k] - st.data[k]));
-        CHECK(worst <= REF_TOL);
+        int at = 0, bad = 0;
+        for (int64_t k = 0; k < st.n && k < 256; k++) {
+            const double d = fabs((double)fr_vad_state(v)[k] - st.data[k]);
+            bad += d > STATE_TOL_ABS + STATE_TOL_REL * fabs(st.data[k]);
+            if (d > worst) worst = d, at = (int)k;
+        }
+        fprintf(stderr, "  %s: final state, max |C - onnxruntime| %.3g (at %d: %g vs %g)\n", name,
+                worst, at, fr_vad_state(v)[at], st.data[at]);
+        CHECK_EQ_INT(bad, 0);
     }
     fr_npy_free(&ref);
     fr_npy_free(&st);
