@@ -392,6 +392,7 @@ static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr
     fr_asr_result vr = {0};
     int16_t *trim = NULL;
     size_t tn = n;
+    memset(res, 0, sizeof *res); /* a VAD failure returns before the decoder fills it */
     if (a->vad) {
         if (!(trim = vad_trim(a, pcm, n, w, &tn, &vr, err)))
             return w->why != FR_CANCEL_NONE ? stopped(w, (double)n / FR_ASR_RATE, res, err) : -1;
