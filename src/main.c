@@ -11,6 +11,7 @@
 #include "tools/asr_cmds.h"
 #include "tools/speech_eval.h"
 #include "tools/transcribe_cmd.h"
+#include "tools/vad_cmd.h"
 #include "tools/assist_cmd.h"
 #include "tools/analyze_heads.h"
 #include "tools/eval_vqa.h"
@@ -32,7 +33,8 @@ static const command commands[] = {
     {"train-intent", fr_cmd_train_intent, "train-intent --data CSV --out MODEL [--val-frac F] [--seed S]: train the intent classifier"},
     {"eval-nlu", fr_cmd_eval_nlu, "eval-nlu --model MODEL --data CSV [--nlupp DIR --folds A-B]: intent accuracy, latency, slot P/R/F1"},
     {"assist", fr_cmd_assist, "assist [--config FILE] [--model PATH]: JSON requests on stdin, responses on stdout"},
-    {"asr", fr_cmd_asr, "asr [--lm-kind domain|generic] [--lm PATH] FILE...: transcribe WAV/FLAC/OGG"},
+    {"asr", fr_cmd_asr, "asr [--lm-kind domain|generic] [--lm PATH] [--no-vad] FILE...: transcribe WAV/FLAC/OGG"},
+    {"vad", fr_cmd_vad, "vad [--model PATH] [--threshold P] [--probs] FILE...: speech spans (Silero VAD)"},
     {"transcribe", fr_cmd_transcribe, "transcribe --model DIR_OR_BIN --audio FILE [--language xx] [--timestamps] [--json]: Whisper on the CPU"},
     {"build-lm", fr_cmd_build_lm, "build-lm --csv CSV [--nlupp DIR] --out LM.arpa [--bin LM.bin]: domain speech LM"},
     {"eval-speech", fr_cmd_eval_speech, "eval-speech --rows tune|eval | --manifest FILE: speech->intent per voice, n-best rescoring"},

@@ -28,6 +28,7 @@ typedef struct ob {
     int n_inits;
     Onnx__ValueInfoProto *inputs[OB_MAX], *outputs[OB_MAX];
     int n_inputs, n_outputs;
+    int opset;                          /* of the default domain; 0: 11 */
 } ob;
 
 static void *ob_alloc(ob *b, size_t n) {
@@ -113,6 +114,31 @@ static Onnx__TensorProto *ob_tensor(ob *b, const char *name, int rank, const int
 
 static void ob_init(ob *b, Onnx__TensorProto *t) { b->inits[b->n_inits++] = t; }
 
+/* An int64 tensor (raw_data) of the given shape with n values. */
+static inline Onnx__TensorProto *ob_itensor(ob *b, const char *name, int rank, const int64_t *dims,
+                                     const int64_t *data, size_t n) {
+    Onnx__TensorProto *t = ob_alloc(b, sizeof *t);
+    onnx__tensor_proto__init(t);
+    if (name) t->name = ob_str(b, name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_dims = (size_t)rank;
+    t->dims = ob_alloc(b, (size_t)rank * sizeof *t->dims);
+    if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof *t->dims); /* a scalar: dims NULL */
+    t->has_raw_data = 1;
+    t->raw_data.len = n * 8;
+    t->raw_data.data = ob_alloc(b, n * 8);
+    memcpy(t->raw_data.data, data, n * 8);
+    return t;
+}
+
+/* A graph input of element type INT64 (ONNX's 7). */
+static inline void ob_input_i64(ob *b, const char *name, int rank, const int64_t *dims) {
+    Onnx__ValueInfoProto *v = ob_vi(b, name, rank, dims);
+    v->type->tensor_type->elem_type = 7;
+    b->inputs[b->n_inputs++] = v;
+}
+
 /* Adds a node; ins / outs are NULL-terminated name lists ("" for an omitted input). */
 static Onnx__NodeProto *ob_node(ob *b, const char *op, const char *name, const char *const *ins,
                                 const char *const *outs) {
@@ -156,7 +182,33 @@ static void ob_attr_tensor(ob *b, Onnx__NodeProto *n, const char *name, Onnx__Te
     a->t = t;
 }
 
-/* The model as protobuf bytes (malloc'd, *len set); opset 11 of the default domain. */
+/* sub's nodes, initializers and outputs as a GraphProto owned by b (an If branch: give it to
+ * ob_attr_graph). sub's allocations move to b; sub is left empty. */
+static inline Onnx__GraphProto *ob_graph(ob *b, ob *sub) {
+    Onnx__GraphProto *g = ob_alloc(b, sizeof *g);
+    onnx__graph_proto__init(g);
+    g->name = ob_str(b, "branch");
+    g->n_node = (size_t)sub->n_nodes;
+    g->node = ob_alloc(b, (size_t)sub->n_nodes * sizeof *g->node);
+    memcpy(g->node, sub->nodes, (size_t)sub->n_nodes * sizeof *g->node);
+    g->n_initializer = (size_t)sub->n_inits;
+    g->initializer = ob_alloc(b, (size_t)sub->n_inits * sizeof *g->initializer);
+    memcpy(g->initializer, sub->inits, (size_t)sub->n_inits * sizeof *g->initializer);
+    g->n_output = (size_t)sub->n_outputs;
+    g->output = ob_alloc(b, (size_t)sub->n_outputs * sizeof *g->output);
+    memcpy(g->output, sub->outputs, (size_t)sub->n_outputs * sizeof *g->output);
+    for (int i = 0; i < sub->n_owned; i++) b->owned[b->n_owned++] = sub->owned[i];
+    memset(sub, 0, sizeof *sub);
+    return g;
+}
+
+static inline void ob_attr_graph(ob *b, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *g) {
+    Onnx__AttributeProto *a = ob_attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+    a->g = g;
+}
+
+/* The model as protobuf bytes (malloc'd, *len set); opset b->opset (0: 11) of the default
+ * domain. */
 static uint8_t *ob_pack(ob *b, size_t *len) {
     Onnx__GraphProto g;
     onnx__graph_proto__init(&g);
@@ -173,7 +225,7 @@ static uint8_t *ob_pack(ob *b, size_t *len) {
     onnx__operator_set_id_proto__init(&os);
     os.domain = (char *)"";
     os.has_version = 1;
-    os.version = 11;
+    os.version = b->opset ? b->opset : 11;
     Onnx__ModelProto m;
     onnx__model_proto__init(&m);
     m.has_ir_version = 1;
@@ -194,7 +246,7 @@ static void ob_free(ob *b) {
 
 /* A small valid model: x (N,3,H,W dynamic) → Conv(1x1 weight from a Constant, bias from an
  * initializer) → Relu → y; nodes written in reverse order when reversed (the loader sorts). */
-static uint8_t *ob_conv_relu(int reversed, size_t *len) {
+static inline uint8_t *ob_conv_relu(int reversed, size_t *len) {
     ob b = {0};
     ob_input(&b, "x", 4, (const int64_t[]){-1, 3, -1, -1});
     static const float w[6] = {0.5f, -1, 2, 0.25f, 1, -0.5f}, bias[2] = {0.1f, -0.2f};

@@ -118,7 +118,11 @@ TEST(rescoring_fixes_the_intent_of_generated_speech) {
         fr_intent_free(m);
         return;
     }
-    fr_asr_pool *pool = fr_asr_pool_new(NULL, 1); /* defaults: domain LM, rescoring on */
+    /* defaults (domain LM, rescoring on) but the VAD off: the "fix" fixtures were chosen where
+       the 1-best of the whole recording is wrong; behind the VAD fix1's 1-best is already right */
+    fr_asr_config nv = {0};
+    nv.vad_model = "";
+    fr_asr_pool *pool = fr_asr_pool_new(&nv, 1);
     fr_assist_media md;
     fr_assist_media_default(&md);
     CHECK(md.asr != NULL);
@@ -184,6 +188,7 @@ TEST(rescoring_fixes_the_intent_of_generated_speech) {
     /* rescoring off: the same decoder setup returns the 1-best */
     fr_asr_config off = {0};
     off.rescore_model = "";
+    off.vad_model = ""; /* as above */
     fr_asr_pool *p1 = fr_asr_pool_new(&off, 1);
     size_t len;
     fr_err err = {0};

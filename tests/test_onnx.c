@@ -284,6 +284,51 @@ TEST(ppocr_cls) {
     check_model("ch_ppocr_mobile_v2.0_cls_infer.onnx", want, 471, "softmax_0.tmp_0");
 }
 
+/* Silero VAD (models/vad, docs/ONNX.md): the op counts over the graph and all its If branches,
+ * the 19 scopes (the graph and 2 per If), the declared inputs and outputs. */
+TEST(silero_vad_ops) {
+    static const int want[FR_ONNX_OP_N] = {
+        OP(Conv) = 36, OP(Slice) = 28, OP(Relu) = 26, OP(Concat) = 18, OP(Squeeze) = 16,
+        OP(Shape) = 14, OP(Gather) = 14, OP(Unsqueeze) = 14, OP(Add) = 14, OP(Transpose) = 10,
+        OP(If) = 9, OP(LSTM) = 8, OP(Equal) = 7, OP(Identity) = 6, OP(ReduceMean) = 6,
+        OP(Pow) = 4, OP(ConstantOfShape) = 4, OP(Reshape) = 2, OP(Pad) = 2, OP(Sqrt) = 2,
+        OP(Mul) = 2, OP(Log) = 2, OP(Neg) = 2, OP(Cast) = 2, OP(Sigmoid) = 2};
+    char *path = fr_data_path("models/vad/silero_vad.onnx");
+    fr_err err = {0};
+    fr_onnx_model *m = fr_onnx_model_load(path, &err);
+    if (!m) fprintf(stderr, "  %s (run scripts/install-deps.sh)\n", err.msg);
+    CHECK(m != NULL);
+    free(path);
+    if (!m) return;
+    CHECK_EQ_INT(m->opset, 16);
+    CHECK_EQ_INT(m->n_nodes, 250);
+    CHECK_EQ_INT(m->n_scopes, 19);
+    int count[FR_ONNX_OP_N] = {0};
+    for (int i = 0; i < m->n_nodes; i++) count[m->nodes[i].op]++;
+    for (int op = 0; op < FR_ONNX_OP_N; op++)
+        if (count[op] != want[op]) {
+            fprintf(stderr, "  silero: %s %d, want %d\n", fr_onnx_op_name(op), count[op], want[op]);
+            CHECK(0);
+        }
+    CHECK_EQ_INT(m->n_inputs, 4);
+    CHECK_STR(m->values[m->inputs[1].value].name, "sr");
+    CHECK_EQ_INT(m->inputs[1].dtype, FR_ONNX_DTYPE_I64);
+    CHECK_EQ_INT(m->inputs[1].rank, 0);
+    CHECK_EQ_INT(m->inputs[2].dims[0], 2);
+    CHECK_EQ_INT(m->inputs[2].dims[2], 64);
+    CHECK_EQ_INT(m->n_outputs, 3);
+    CHECK_STR(m->values[m->outputs[1].value].name, "hn");
+    /* every node of a branch comes after its If's condition and before the If */
+    for (int i = 0; i < m->n_nodes; i++) {
+        const int sc = m->nodes[i].scope;
+        if (sc <= 0) continue;
+        const int f = m->scopes[sc].node, cv = m->nodes[f].in[0];
+        CHECK(f > i);
+        CHECK(cv < 0 || m->values[cv].producer < i);
+    }
+    fr_onnx_model_free(m);
+}
+
 static fr_npy ref(const char *name) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/fixtures/ref/onnx/%s.npy", name);

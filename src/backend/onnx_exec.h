@@ -11,8 +11,10 @@
  *   ... out.data (1, 1, 960, 736) is valid until the next run or fr_onnx_sess_free ...
  *   fr_onnx_sess_free(s); fr_onnx_model_free(m);
  *
- * Inputs and outputs are the graph's, in the model's order (m->inputs, m->outputs), fp32 only at
- * the boundary (int64 tensors live inside the graph: shapes and their arithmetic). Shapes are
+ * Inputs and outputs are the graph's, in the model's order (m->inputs, m->outputs), fp32 at the
+ * boundary (int64 tensors live inside the graph: shapes and their arithmetic; small int64 control
+ * inputs are allowed, see fr_onnx_arr). If nodes run the branch their condition selects; the
+ * condition must be known at planning (a constant, a shape, an int64 input), else UNSUPPORTED. Shapes are
  * inferred per run from the inputs' dimensions, so one session serves every input size the graph
  * accepts (the det model's H and W, the rec model's batch and width).
  *
@@ -35,12 +37,17 @@
 #include "base/base.h"
 #include "model/onnx/onnx.h"
 
-/* An fp32 array at the graph boundary, C order. */
+/* An fp32 array at the graph boundary, C order. An int64 graph input (a control value such as
+ * Silero VAD's sample rate, at most FR_ONNX_MAX_I64_INPUT elements) comes in idata instead; its
+ * values are known to the planner, so an If on it selects a branch before the run. */
 typedef struct fr_onnx_arr {
     int rank;
     int64_t dims[FR_ONNX_MAX_RANK];
     float *data; /* inputs: the caller's; outputs: the session's, valid until the next run */
+    const int64_t *idata; /* int64 inputs only (data unused then) */
 } fr_onnx_arr;
+
+#define FR_ONNX_MAX_I64_INPUT 64
 
 typedef struct fr_onnx_sess_opts {
     int n_threads;    /* threads for one run; <= 0: fr_n_cores() */

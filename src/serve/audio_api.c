@@ -19,6 +19,7 @@
 #include "serve/media_parts.h"
 #include "stages/asr/asr.h"
 #include "stages/asr/whisper_asr.h"
+#include "stages/audio/vad.h"
 
 static const char *const FORMAT_NAMES[] = {"json", "text", "srt", "vtt", "verbose_json"};
 
@@ -430,7 +431,8 @@ static int whisper_decode(const fr_audio_call *call, const fr_audio_form *f, fr_
 }
 
 /* Whisper on the recording, metered as "asr": the form's language (or detection), the task,
- * timestamps when the format shows times; stopped by the call's cancel check. */
+ * timestamps when the format shows times; stopped by the call's cancel check. Behind the VAD
+ * when it is installed (only the speech spans are decoded; times mapped back). */
 static int whisper_run(const fr_audio_call *call, const fr_audio_form *f, const fr_audio *a,
                        fr_whisper_result *r, fr_api_error *err) {
     fr_whisper_params p = fr_whisper_default_params();
@@ -441,8 +443,13 @@ static int whisper_run(const fr_audio_call *call, const fr_audio_form *f, const 
     p.cuda = call->whisper_cuda;
     fr_meter_step *st = step_begin(call, FR_MSTAGE_ASR);
     fr_err e = {0};
-    int rc = fr_whisper_transcribe(call->whisper, a->pcm, a->n, &p, r, &e);
+    /* the VAD runs inside the asr step (its time is metered there); a session per call */
+    fr_vad *vad = fr_vad_new_default();
+    int spans = -1;
+    int rc = fr_whisper_transcribe_vad(call->whisper, vad, a->pcm, a->n, &p, r, &spans, &e);
+    fr_vad_free(vad);
     step_end(call, st);
+    if (!rc && spans >= 0) fr_debug("asr: whisper behind the vad, %d span(s)", spans);
     if (rc) {
         fr_cancel_reason why = fr_cancel_check(call->cancel);
         fr_err_prefix(&e, "file");

@@ -36,6 +36,8 @@ const char *const fr_serve_usage =
     "                           endpoints (default: the embedded pocketsphinx, English)\n"
     "  --asr-device cpu|cuda[:N] where Whisper runs (default: the decoder's device; cuda\n"
     "                           needs frugal-cuda)\n"
+    "  --no-vad                 decode whole recordings (default: only the speech Silero VAD\n"
+    "                           finds, when models/vad is installed; config \"vad\")\n"
     "  --kv-memory-mb N         KV cache budget in MiB (default 512; CPU)\n"
     "  --device cpu|cuda[:N]    where the decoder runs (default cpu; cuda needs make cuda)\n"
     "  --weights TYPE           CUDA: bf16 (default), int8, int4; CPU: q8 or q4 (as --quant)\n"
@@ -60,6 +62,7 @@ const char *const fr_serve_env_usage =
     "                           ASR time limits, the OCR pixel budget\n"
     "  FRUGAL_API_KEYS          KEY[:TIER],... (as --api-keys)\n"
     "  FRUGAL_ASR_LM            speech LM file (default <data root>/models/asr/banking.lm.bin)\n"
+    "  FRUGAL_NO_VAD            1: no voice-activity detection in front of ASR (as --no-vad)\n"
     "  FRUGAL_OCR_ENGINE        ppocr|tesseract|auto when the config has no ocr.engine (auto:\n"
     "                           ppocr when models/ppocr is installed, else tesseract)\n"
     "  FRUGAL_OCR_LANG          tesseract languages (default eng); TESSDATA_PREFIX their folder\n"
@@ -409,6 +412,12 @@ static int apply_key(fr_serve_config *c, const fr_conf_doc *d, const cJSON *it, 
     int r = apply_num(c, d, it, k, top_nums, FR_ARRAY_LEN(top_nums), err);
     if (r) return r < 0 ? -1 : 0;
     if (!strcmp(k, "meter")) return fr_conf_bool(d, it, k, &c->meter, err);
+    if (!strcmp(k, "vad")) {
+        bool on = true;
+        if (fr_conf_bool(d, it, k, &on, err)) return -1;
+        c->no_vad = !on;
+        return 0;
+    }
     if (!strcmp(k, "warmup")) return fr_conf_bool(d, it, k, &c->engine.warmup, err);
     if (!strcmp(k, "prefix_cache")) return fr_conf_bool(d, it, k, &c->engine.prefix_cache, err);
     if (!strcmp(k, "lora_runtime_updates"))
@@ -526,6 +535,10 @@ static bool serve_option(fr_serve_config *c, fr_flags *f, int *rc, fr_err *err) 
     }
     if (fr_flag_switch(f, "--no-prefix-cache", &on)) {
         c->engine.prefix_cache = false;
+        return true;
+    }
+    if (fr_flag_switch(f, "--no-vad", &on)) {
+        c->no_vad = true;
         return true;
     }
     if (fr_flag_str(f, "--lora", &v)) {

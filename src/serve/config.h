@@ -101,6 +101,8 @@ typedef struct fr_serve_config {
     char *kv_cache;                 /* NULL/"bf16", "int8" (CUDA) */
     /* metering (meter/meter.h, docs/METERING.md) */
     bool meter;                     /* open a meter (default on) */
+    bool no_vad;                    /* "vad": false / --no-vad: no VAD in front of ASR (the
+                                       server sets FRUGAL_NO_VAD=1 for its speech stages) */
     fr_meter_config metering;       /* the config file's "metering" section over the defaults */
     char *meter_config;             /* meter settings file (JSON), applied over `metering`;
                                        NULL = none */

@@ -1890,6 +1890,7 @@ fr_server *fr_server_start(const fr_serve_config *cfg, const frugal_model *model
             fr_vlm_set_background_drop(s->vlm, cfg->vision.background_drop);
         }
     }
+    if (cfg->no_vad) setenv("FRUGAL_NO_VAD", "1", 1); /* read where the speech stages start */
     s->loras = fr_lora_reg_new(&m->hp);
     for (int i = 0; i < cfg->n_lora; i++) {
         if (fr_lora_reg_load_spec(s->loras, cfg->lora[i], err)) goto fail;

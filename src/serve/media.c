@@ -175,6 +175,9 @@ static char *run_asr(void *ctx, void *aud, const fr_assist_bound *b, fr_assist_m
         e->err = err;
         return NULL;
     }
+    if (r.vad) /* the VAD runs inside the asr stage: its time is metered there */
+        fr_debug("asr: vad %d span(s), %.2f of %.2f s decoded, vad %.3f s", r.vad_spans,
+                 r.speech_s, r.audio_s, r.vad_s);
     char *t = r.text ? r.text : fr_xstrdup("");
     r.text = NULL;
     fr_asr_result_free(&r);

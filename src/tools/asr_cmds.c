@@ -1,6 +1,6 @@
 /* asr_cmds.c — speech commands.
  *
- *   frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...
+ *   frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] [--no-vad] FILE...
  *                   transcribe WAV/FLAC/OGG files (n-best rescored with the intent model)
  *   frugal build-lm --csv TRAIN.csv [--nlupp DIR] [--text FILE] --out LM.arpa [--bin LM.bin]
  *                   [--order 3] [--min-count3 N] [--dict PATH]   build the domain LM
@@ -129,17 +129,20 @@ int fr_cmd_asr(int argc, char **argv) {
     fr_asr_config cfg = {0};
     int first = -1;
     const char *kind = NULL;
-    bool no_rescore = false;
+    bool no_rescore = false, no_vad = false;
     fr_flags fl;
     fr_flags_init(&fl, "asr", argc, argv);
     while (first < 0 && fr_flags_next(&fl)) {
         if (fr_flag_help(&fl)) {
-            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] FILE...\n"
+            printf("usage: frugal asr [--lm-kind domain|generic] [--lm PATH] [--no-rescore] [--no-vad] FILE...\n"
                    "  transcribes WAV/FLAC/OGG files; prints one JSON object per file (the n-best\n"
-                   "  list is rescored with the intent model unless --no-rescore)\n");
+                   "  list is rescored with the intent model unless --no-rescore; only the speech\n"
+                   "  the VAD finds is decoded when models/vad is installed, unless --no-vad)\n");
             return 0;
         } else if (fr_flag_switch(&fl, "--no-rescore", &no_rescore)) {
             if (no_rescore) cfg.rescore_model = "";
+        } else if (fr_flag_switch(&fl, "--no-vad", &no_vad)) {
+            if (no_vad) cfg.vad_model = "";
         } else if (fr_flag_str(&fl, "--lm", &cfg.lm)) {
             continue;
         } else if (fr_flag_str(&fl, "--lm-kind", &kind)) {
@@ -184,6 +187,12 @@ int fr_cmd_asr(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "decode_s", r.decode_s);
         cJSON_AddNumberToObject(o, "proc_s", r.proc_s);
         cJSON_AddNumberToObject(o, "rtf", r.rtf);
+        cJSON_AddBoolToObject(o, "vad", r.vad);
+        if (r.vad) {
+            cJSON_AddNumberToObject(o, "vad_spans", r.vad_spans);
+            cJSON_AddNumberToObject(o, "vad_s", r.vad_s);
+        }
+        cJSON_AddNumberToObject(o, "speech_s", r.speech_s);
         char *s = cJSON_PrintUnformatted(o);
         printf("%s\n", s);
         free(s);

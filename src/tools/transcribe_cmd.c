@@ -19,12 +19,14 @@
 #include "base/flags.h"
 #include "base/mask.h"
 #include "stages/asr/whisper_asr.h"
+#include "stages/audio/vad.h"
 #include "stages/audio/audio.h"
 
 #define USAGE                                                                                  \
     "usage: frugal transcribe --model DIR_OR_BIN --audio FILE [--language xx]\n"               \
     "                         [--task transcribe|translate] [--timestamps] [--beams N]\n"      \
-    "                         [--max-new-tokens N] [--json] [--device cpu|cuda|cuda:N]\n"
+    "                         [--max-new-tokens N] [--json] [--device cpu|cuda|cuda:N]\n"     \
+    "                         [--no-vad]\n"
 
 static void print_json(const char *file, const char *model, const fr_whisper_model *m,
                        const fr_whisper_params *p, const fr_whisper_result *r, double proc_s) {
@@ -64,7 +66,7 @@ static void print_json(const char *file, const char *model, const fr_whisper_mod
 
 int fr_cmd_transcribe(int argc, char **argv) {
     const char *model = NULL, *audio = NULL, *lang = NULL, *task = NULL, *device = NULL;
-    bool ts = false, json = false;
+    bool ts = false, json = false, no_vad = false;
     fr_whisper_params p = fr_whisper_default_params();
     fr_flags fl;
     fr_flags_init(&fl, "transcribe", argc, argv);
@@ -77,6 +79,7 @@ int fr_cmd_transcribe(int argc, char **argv) {
                    fr_flag_str(&fl, "--language", &lang) || fr_flag_str(&fl, "--task", &task) ||
                    fr_flag_str(&fl, "--device", &device) ||
                    fr_flag_switch(&fl, "--timestamps", &ts) || fr_flag_switch(&fl, "--json", &json) ||
+                   fr_flag_switch(&fl, "--no-vad", &no_vad) ||
                    fr_flag_int(&fl, "--beams", 1, 16, &p.num_beams) ||
                    fr_flag_int(&fl, "--max-new-tokens", 1, 4096, &p.max_new_tokens)) {
             continue;
@@ -122,7 +125,12 @@ int fr_cmd_transcribe(int argc, char **argv) {
     }
     double t0 = fr_time_s();
     fr_whisper_result r;
-    if (fr_whisper_transcribe(m, a.pcm, a.n, &p, &r, &err)) {
+    fr_vad *vad = no_vad ? NULL : fr_vad_new_default();
+    int spans = -1;
+    const int trc = fr_whisper_transcribe_vad(m, vad, a.pcm, a.n, &p, &r, &spans, &err);
+    fr_vad_free(vad);
+    if (spans >= 0) fr_info("transcribe: the vad kept %d span(s)", spans);
+    if (trc) {
         fprintf(stderr, "frugal transcribe: %s: %s\n", audio, err.msg);
         goto out;
     }

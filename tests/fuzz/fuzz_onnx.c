@@ -10,7 +10,10 @@
  * when the session is made and its inputs are small (dynamic dimensions set to 3, at most 64 Ki
  * elements each), one run on one thread under a 4 MiB cap: either outputs of the declared count
  * whose every element can be read, or a one-line error with a code other than FR_ERR_INTERNAL.
- * Seeds: small models written through protobuf-c (tests/onnx_build.h, `seeds onnx`).
+ * int64 graph inputs (control values) get small integers in idata. Graphs with If branches must
+ * keep each branch's nodes after their If's condition.
+ * Seeds: small models written through protobuf-c (tests/onnx_build.h, `seeds onnx`), among them
+ * If graphs (by an int64 input, nested on a shape) and an LSTM / Pad / Gather graph.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -76,6 +79,11 @@ static void run_graph(const fr_onnx_model *m) {
         if (!ok) break;
         in[i].data = malloc((size_t)(n ? n : 1) * sizeof(float));
         for (int64_t k = 0; k < n; k++) in[i].data[k] = (float)((k * 37 % 17) - 8) / 4.0f;
+        if (io->dtype == FR_ONNX_DTYPE_I64) { /* a control input: small integers */
+            int64_t *iv = malloc((size_t)(n ? n : 1) * sizeof *iv);
+            for (int64_t k = 0; k < n; k++) iv[k] = k % 3;
+            in[i].idata = iv;
+        }
     }
     if (ok) {
         fr_onnx_arr out[FR_ONNX_MAX_IO];
@@ -96,6 +104,7 @@ static void run_graph(const fr_onnx_model *m) {
         }
     }
     for (int i = 0; i < m->n_inputs && i < MAX_IN; i++) {
+        free((void *)in[i].idata);
         free(in[i].data);
         if (!in[i].data) break;
     }
@@ -125,6 +134,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
             if (v < 0 || v >= m->n_values || m->values[v].producer != i) abort();
+        }
+        /* a branch's node: its If's condition comes earlier (a node no branch output needs may
+           come after the If itself) */
+        if (n->scope < 0 || n->scope >= m->n_scopes) abort();
+        if (n->scope > 0) {
+            const int f = m->scopes[n->scope].node;
+            if (f < 0 || f == i || f >= m->n_nodes || m->nodes[f].op != FR_ONNX_OP_If) abort();
+            const int cv = m->nodes[f].in[0];
+            if (cv >= 0 && m->values[cv].producer >= i) abort();
         }
         for (int k = 0; k < n->n_attr; k++) {
             const fr_onnx_attr *a = &n->attr[k];

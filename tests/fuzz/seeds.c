@@ -248,6 +248,87 @@ static int mmproj(const char *dir) {
     return mmproj_one(dir, "q25-mmproj.gguf", true) || mmproj_one(dir, "q2-mmproj.gguf", false);
 }
 
+/* If on Equal(int64 input, 1): then x * k (k a branch initializer) with a nested If on a shape,
+ * else -x (opset 16). */
+static int onnx_if(const char *dir) {
+    ob b = {0}, t = {0}, e = {0}, t2 = {0}, e2 = {0};
+    b.opset = 16;
+    ob_input(&b, "x", 1, (const int64_t[]){-1});
+    ob_input_i64(&b, "sel", 0, NULL);
+    ob_init(&b, ob_itensor(&b, "one", 0, NULL, (const int64_t[]){1}, 1));
+    ob_init(&b, ob_itensor(&b, "zero", 0, NULL, (const int64_t[]){0}, 1));
+    ob_node(&b, "Equal", "eq", (const char *[]){"sel", "one", NULL}, (const char *[]){"cond", NULL});
+    ob_init(&t, ob_tensor(&t, "k", 1, (const int64_t[]){1}, (const float[]){2.0f}, 1, 1));
+    ob_node(&t, "Shape", "sh", (const char *[]){"x", NULL}, (const char *[]){"shp", NULL});
+    ob_node(&t, "Gather", "ga", (const char *[]){"shp", "zero", NULL}, (const char *[]){"len", NULL});
+    ob_node(&t, "Equal", "eq2", (const char *[]){"len", "one", NULL}, (const char *[]){"c2", NULL});
+    ob_node(&t2, "Mul", "m", (const char *[]){"x", "k", NULL}, (const char *[]){"tm", NULL});
+    ob_output(&t2, "tm");
+    ob_node(&e2, "Identity", "id", (const char *[]){"x", NULL}, (const char *[]){"ti", NULL});
+    ob_output(&e2, "ti");
+    Onnx__NodeProto *n2 = ob_node(&t, "If", "inner", (const char *[]){"c2", NULL}, (const char *[]){"tx", NULL});
+    ob_attr_graph(&t, n2, "then_branch", ob_graph(&t, &t2));
+    ob_attr_graph(&t, n2, "else_branch", ob_graph(&t, &e2));
+    ob_output(&t, "tx");
+    ob_node(&e, "Neg", "ng", (const char *[]){"x", NULL}, (const char *[]){"ex", NULL});
+    ob_output(&e, "ex");
+    Onnx__NodeProto *n = ob_node(&b, "If", "outer", (const char *[]){"cond", NULL}, (const char *[]){"y", NULL});
+    ob_attr_graph(&b, n, "then_branch", ob_graph(&b, &t));
+    ob_attr_graph(&b, n, "else_branch", ob_graph(&b, &e));
+    ob_output(&b, "y");
+    size_t len;
+    uint8_t *a = ob_pack(&b, &len);
+    ob_free(&b);
+    const int rc = write_file(dir, "if-nested.onnx", a, len);
+    free(a);
+    return rc;
+}
+
+/* Pad (reflect) → Unsqueeze → 1-D Conv → Transpose → LSTM (H = 2) with Y, Y_h, Y_c, and
+ * ConstantOfShape / Log / Cast to BOOL beside them (opset 16). */
+static int onnx_seq(const char *dir) {
+    ob b = {0};
+    b.opset = 16;
+    static const float w[2 * 1 * 3] = {0.5f, -1, 0.25f, 1, 0.5f, -0.5f};
+    static const float lw[8 * 2] = {0.1f, 0.2f, -0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f,
+                                    -0.1f, 0.2f, 0.3f, -0.4f, 0.5f, 0.6f, -0.7f, 0.8f};
+    ob_input(&b, "x", 2, (const int64_t[]){1, -1});
+    ob_init(&b, ob_itensor(&b, "pads", 1, (const int64_t[]){4}, (const int64_t[]){0, 2, 0, 2}, 4));
+    ob_init(&b, ob_itensor(&b, "ax", 1, (const int64_t[]){1}, (const int64_t[]){1}, 1));
+    ob_init(&b, ob_itensor(&b, "perm_shape", 1, (const int64_t[]){2}, (const int64_t[]){2, 3}, 2));
+    ob_init(&b, ob_tensor(&b, "w", 3, (const int64_t[]){2, 1, 3}, w, 6, 1));
+    ob_init(&b, ob_tensor(&b, "W", 3, (const int64_t[]){1, 8, 2}, lw, 16, 1));
+    ob_init(&b, ob_tensor(&b, "R", 3, (const int64_t[]){1, 8, 2}, lw, 16, 1));
+    Onnx__NodeProto *p = ob_node(&b, "Pad", "pad", (const char *[]){"x", "pads", NULL}, (const char *[]){"xp", NULL});
+    Onnx__AttributeProto *md = ob_attr(&b, p, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    md->has_s = 1;
+    md->s.data = (uint8_t *)ob_str(&b, "reflect");
+    md->s.len = 7;
+    ob_node(&b, "Unsqueeze", "us", (const char *[]){"xp", "ax", NULL}, (const char *[]){"xu", NULL});
+    Onnx__NodeProto *cv = ob_node(&b, "Conv", "c1", (const char *[]){"xu", "w", NULL}, (const char *[]){"xc", NULL});
+    ob_attr_ints(&b, cv, "kernel_shape", 1, (const int64_t[]){3});
+    ob_attr_ints(&b, cv, "strides", 1, (const int64_t[]){2});
+    Onnx__NodeProto *tr = ob_node(&b, "Transpose", "tr", (const char *[]){"xc", NULL}, (const char *[]){"xt", NULL});
+    ob_attr_ints(&b, tr, "perm", 3, (const int64_t[]){2, 0, 1});
+    Onnx__NodeProto *l = ob_node(&b, "LSTM", "lstm", (const char *[]){"xt", "W", "R", NULL},
+                                 (const char *[]){"Y", "Yh", "Yc", NULL});
+    ob_attr_int(&b, l, "hidden_size", 2);
+    ob_node(&b, "ConstantOfShape", "cs", (const char *[]){"perm_shape", NULL}, (const char *[]){"k", NULL});
+    ob_node(&b, "Log", "lg", (const char *[]){"Yc", NULL}, (const char *[]){"lc", NULL});
+    Onnx__NodeProto *cb = ob_node(&b, "Cast", "cb", (const char *[]){"Yh", NULL}, (const char *[]){"bh", NULL});
+    ob_attr_int(&b, cb, "to", 9);
+    ob_output(&b, "Y");
+    ob_output(&b, "lc");
+    ob_output(&b, "bh");
+    ob_output(&b, "k");
+    size_t len;
+    uint8_t *a = ob_pack(&b, &len);
+    ob_free(&b);
+    const int rc = write_file(dir, "lstm-pad-conv1d.onnx", a, len);
+    free(a);
+    return rc;
+}
+
 static int onnx(const char *dir) {
     size_t len;
     uint8_t *a = ob_conv_relu(0, &len);
@@ -289,6 +370,8 @@ static int onnx(const char *dir) {
     ob_free(&b);
     rc |= write_file(dir, "attrs.onnx", a, len);
     free(a);
+    rc |= onnx_if(dir);
+    rc |= onnx_seq(dir);
     return rc;
 }
 

@@ -54,6 +54,7 @@ struct fr_onnx_sess {
     ox_t *v;             /* (nv) the tensors of the run */
     uint8_t *own;        /* (nv) v[i].p malloc'd by the run */
     uint8_t *rt;         /* (ns) the step computes at run time (its inputs need the data) */
+    int8_t *sc_on;       /* (n_scopes) the If branch runs: 1, 0, -1 not decided yet */
     int64_t *scr;        /* (ns) the step's scratch floats in this run */
     float **outconv;     /* (n_outputs) int64 outputs converted to float */
 #define OX_BUF_KEEP 64
@@ -125,9 +126,9 @@ static void buf_put(fr_onnx_sess *s, void *p) {
 
 /* Static checks of attributes a run could not get past, so sess_new refuses them. */
 static int check_node(fr_onnx_sess *s, ox_ctx *c, const fr_onnx_node *n) {
-    if (n->op != FR_ONNX_OP_Constant && !ox_op_get(n->op))
+    if (n->op != FR_ONNX_OP_Constant && n->op != FR_ONNX_OP_If && !ox_op_get(n->op))
         return ox_fail(c, n, FR_ERR_UNSUPPORTED, "op not implemented");
-    for (int k = 1; k < n->n_out; k++) {
+    for (int k = 1; k < n->n_out && n->op != FR_ONNX_OP_LSTM && n->op != FR_ONNX_OP_If; k++) {
         const int v = n->out[k];
         if (s->is_out[v] || s->cons_off[v + 1] > s->cons_off[v])
             return ox_fail(c, n, FR_ERR_UNSUPPORTED, "output %d is used; only the first is computed", k);
@@ -142,7 +143,7 @@ static int check_node(fr_onnx_sess *s, ox_ctx *c, const fr_onnx_node *n) {
         break;
     case FR_ONNX_OP_Cast: {
         const int64_t to = ox_attr_i(n, "to", 0);
-        if (to != 1 && to != 6 && to != 7)
+        if (to != 1 && to != 6 && to != 7 && to != 9)
             return ox_fail(c, n, FR_ERR_UNSUPPORTED, "cast to element type %lld", (long long)to);
         break;
     }
@@ -154,8 +155,8 @@ static int check_node(fr_onnx_sess *s, ox_ctx *c, const fr_onnx_node *n) {
         if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
             return ox_fail(c, n, FR_ERR_UNSUPPORTED, "auto_pad %s", ap);
         int cnt;
-        if (ox_attr_ints(n, "kernel_shape", &cnt) && cnt != 2)
-            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "only 2-D kernels, not %d-D", cnt);
+        if (ox_attr_ints(n, "kernel_shape", &cnt) && cnt != 2 && !(cnt == 1 && n->op == FR_ONNX_OP_Conv))
+            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "only 2-D kernels (1-D for Conv), not %d-D", cnt);
         break;
     }
     default: break;
@@ -200,6 +201,7 @@ static int fold_constants(fr_onnx_sess *s, ox_ctx *c) {
         if (st->skip) continue;
         const fr_onnx_node *n = snode(s, st);
         ox_t *in[FR_ONNX_MAX_IO];
+        if (n->scope > 0 || n->n_out > 1 || n->op == FR_ONNX_OP_If) continue; /* per run */
         const int n_in = gather(s, st, s->kv, in);
         int all = 1;
         for (int k = 0; k < n_in; k++)
@@ -270,7 +272,7 @@ static void fold_bn(fr_onnx_sess *s) {
         if (!w->p || w->dt != FR_ONNX_DTYPE_F32 || w->rank != 4 || (b && (!b->p || b->n != w->d[0])))
             continue;
         const int j = sole_reader(s, st->out);
-        if (!is_op(s, j, FR_ONNX_OP_BatchNormalization)) continue;
+        if (!is_op(s, j, FR_ONNX_OP_BatchNormalization) || s->m->nodes[j].scope != n->scope) continue;
         const fr_onnx_node *bn = &s->m->nodes[j];
         if (bn->n_in < 5 || bn->in[0] != st->out) continue;
         const float *p[4] = {NULL, NULL, NULL, NULL};
@@ -321,6 +323,8 @@ static float kscalar1(const fr_onnx_sess *s, int v) {
 static int ep_ins_of(const fr_onnx_sess *s, int r, int c, ox_ep_ins *ins) {
     if (r < 0 || s->steps[r].skip) return -1;
     const fr_onnx_node *n = &s->m->nodes[r];
+    const int pc = s->m->values[c].producer; /* fused only within one scope */
+    if (pc < 0 || s->m->nodes[pc].scope != n->scope) return -1;
     if (n->n_in < 1 || n->in[0] < 0) return -1;
     float lo, hi;
     switch (n->op) {
@@ -378,7 +382,9 @@ static void fuse_epilogue(fr_onnx_sess *s, ox_step *st) {
         int done = 0;
         for (int pass = 0; pass < 2 && !done; pass++) {
             const int mul = s->cons[s->cons_off[c] + pass], g = s->cons[s->cons_off[c] + 1 - pass];
-            if (mul == g || !is_op(s, mul, FR_ONNX_OP_Mul)) continue;
+            if (mul == g || !is_op(s, mul, FR_ONNX_OP_Mul) ||
+                s->m->nodes[mul].scope != snode(s, st)->scope)
+                continue;
             const int t_end = other_in(s, mul, c); /* the value f(x) the Mul reads */
             ox_epi chain = {0};
             chain.ins[chain.n++] = (ox_ep_ins){OX_EP_SAVE, 0, 0};
@@ -435,6 +441,7 @@ fr_onnx_sess *fr_onnx_sess_new(const fr_onnx_model *m, const fr_onnx_sess_opts *
     s->own = fr_xcalloc((size_t)s->nv + 1, 1);
     s->steps = fr_xcalloc((size_t)s->ns + 1, sizeof *s->steps);
     s->rt = fr_xcalloc((size_t)s->ns + 1, 1);
+    s->sc_on = fr_xcalloc((size_t)m->n_scopes + 1, 1);
     s->scr = fr_xcalloc((size_t)s->ns + 1, sizeof *s->scr);
     s->outconv = fr_xcalloc((size_t)m->n_outputs + 1, sizeof *s->outconv);
     ox_ctx c = {m, NULL, err, NULL};
@@ -449,12 +456,6 @@ fr_onnx_sess *fr_onnx_sess_new(const fr_onnx_model *m, const fr_onnx_sess_opts *
         t->p = k->data ? k->data : s->empty; /* a constant with no elements still has data */
     }
     for (int i = 0; i < m->n_outputs; i++) s->is_out[m->outputs[i].value] = 1;
-    for (int i = 0; i < m->n_inputs; i++)
-        if (m->inputs[i].dtype != FR_ONNX_DTYPE_F32) {
-            fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: graph input %s is not float",
-                        m->path, m->values[m->inputs[i].value].name);
-            goto fail;
-        }
     for (int i = 0; i < s->ns; i++) {
         const fr_onnx_node *n = &m->nodes[i];
         s->steps[i].node = i;
@@ -524,6 +525,7 @@ void fr_onnx_sess_free(fr_onnx_sess *s) {
     free(s->own);
     free(s->steps);
     free(s->rt);
+    free(s->sc_on);
     free(s->scr);
     free(s->outconv);
     free(s->cons_off);
@@ -553,10 +555,19 @@ static int check_inputs(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, int n_
                 return -1;
             }
         ox_t *t = &s->v[io->value];
-        if (ox_set_shape(t, FR_ONNX_DTYPE_F32, in[i].rank, in[i].dims)) {
+        if (ox_set_shape(t, io->dtype, in[i].rank, in[i].dims)) {
             fr_err_setc(err, FR_ERR_TOO_LARGE, "%s: input %s has over %lld elements", m->path, name,
                         (long long)FR_ONNX_MAX_ELEMS);
             return -1;
+        }
+        if (io->dtype == FR_ONNX_DTYPE_I64) {
+            if (t->n > FR_ONNX_MAX_I64_INPUT || !in[i].idata) {
+                fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: int64 input %s needs idata of at most %d values",
+                            m->path, name, FR_ONNX_MAX_I64_INPUT);
+                return -1;
+            }
+            t->p = (void *)in[i].idata;
+            continue;
         }
         if (!in[i].data && t->n) {
             fr_err_setc(err, FR_ERR_BAD_REQUEST, "%s: input %s has no data", m->path, name);
@@ -567,26 +578,128 @@ static int check_inputs(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, int n_
     return 0;
 }
 
+/* The value output k of step st writes (the first is the step's, which fusion may move). */
+static int out_val(const fr_onnx_sess *s, const ox_step *st, int k) {
+    return k == 0 ? st->out : snode(s, st)->out[k];
+}
+
+static int n_outs(const fr_onnx_sess *s, const ox_step *st) {
+    const fr_onnx_node *n = snode(s, st);
+    return n->n_out > 1 ? n->n_out : 1;
+}
+
+/* Whether scope sc runs in this run: 1 / 0, or -1 with err set when an If's condition is not
+ * known at planning. Decided once per run (s->sc_on), the enclosing scopes first. */
+static int scope_on(fr_onnx_sess *s, ox_ctx *c, int sc) {
+    if (sc == 0) return 1;
+    if (s->sc_on[sc] >= 0) return s->sc_on[sc];
+    const fr_onnx_scope *p = &s->m->scopes[sc];
+    const int up = scope_on(s, c, p->parent);
+    if (up <= 0) return up < 0 ? -1 : (s->sc_on[sc] = 0);
+    const fr_onnx_node *n = &s->m->nodes[p->node];
+    const ox_t *cond = n->in[0] >= 0 ? &s->v[n->in[0]] : NULL;
+    if (!cond || !cond->p || cond->n != 1)
+        return ox_fail(c, n, FR_ERR_UNSUPPORTED,
+                       "the condition must be one value known before the run (a constant, a "
+                       "shape or an int64 input)");
+    const int yes = cond->dt == FR_ONNX_DTYPE_I64 ? *(const int64_t *)cond->p != 0
+                                                   : *(const float *)cond->p != 0.0f;
+    return s->sc_on[sc] = (int8_t)(p->then ? yes : !yes);
+}
+
+/* The value an If's output k takes in this run: the selected branch's. */
+static int if_src(fr_onnx_sess *s, const fr_onnx_node *n, int k) {
+    const ox_t *cond = &s->v[n->in[0]];
+    const int yes = cond->dt == FR_ONNX_DTYPE_I64 ? *(const int64_t *)cond->p != 0
+                                                   : *(const float *)cond->p != 0.0f;
+    return n->in[(yes ? 1 : 1 + n->n_out) + k];
+}
+
+/* The dry call of step i: output shapes into outs, scratch floats; whether every input is known
+ * (then the step is computed at planning). An If's outputs are its selected branch's. */
+static int plan_dry(fr_onnx_sess *s, ox_ctx *c, int i, ox_t *outs, int64_t *scratch, int *known) {
+    ox_step *st = &s->steps[i];
+    const fr_onnx_node *n = snode(s, st);
+    *scratch = 0;
+    *known = 1;
+    if (n->op == FR_ONNX_OP_If) {
+        const ox_t *cond = n->in[0] >= 0 ? &s->v[n->in[0]] : NULL;
+        if (!cond || !cond->p || cond->n != 1)
+            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "the condition is not known before the run");
+        for (int k = 0; k < n->n_out; k++) {
+            const ox_t *src = &s->v[if_src(s, n, k)];
+            if (!src->p) *known = 0;
+            outs[k] = *src;
+            outs[k].p = NULL;
+        }
+        return 0;
+    }
+    ox_t *in[FR_ONNX_MAX_IO];
+    const int n_in = gather(s, st, s->v, in);
+    for (int k = 0; k < n_in; k++) /* Shape needs only its input's shape */
+        if (in[k] && !in[k]->p && n->op != FR_ONNX_OP_Shape) *known = 0;
+    return ox_op_get(n->op)(c, st, in, n_in, outs, scratch, 1);
+}
+
+/* Computes step i (outputs allocated in outs[k].p, scratch in c->scratch). */
+static int step_compute(fr_onnx_sess *s, ox_ctx *c, int i, ox_t *outs, int64_t *scratch) {
+    ox_step *st = &s->steps[i];
+    const fr_onnx_node *n = snode(s, st);
+    if (n->op == FR_ONNX_OP_If) {
+        for (int k = 0; k < n->n_out; k++) {
+            const ox_t *src = &s->v[if_src(s, n, k)];
+            if (outs[k].n) memcpy(outs[k].p, src->p, ox_bytes(src));
+        }
+        return 0;
+    }
+    ox_t *in[FR_ONNX_MAX_IO];
+    const int n_in = gather(s, st, s->v, in);
+    int any = 0; /* an empty output has nothing to compute */
+    for (int k = 0; k < n_outs(s, st); k++) any |= outs[k].n != 0;
+    return any ? ox_op_get(n->op)(c, st, in, n_in, outs, scratch, 0) : 0;
+}
+
+/* Allocates the outputs of step i and its scratch; -1 with err set when out of memory. */
+static int step_alloc(fr_onnx_sess *s, ox_ctx *c, int i, ox_t *outs, int64_t scratch) {
+    const int no = n_outs(s, &s->steps[i]);
+    int ok = 1;
+    for (int k = 0; k < no; k++) ok &= (outs[k].p = buf_get(s, ox_bytes(&outs[k]))) != NULL;
+    c->scratch = scratch ? buf_get(s, (size_t)scratch * 4) : NULL;
+    if (ok && (!scratch || c->scratch)) return 0;
+    for (int k = 0; k < no; k++) buf_put(s, outs[k].p);
+    buf_put(s, c->scratch);
+    c->scratch = NULL;
+    fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory at node %s", s->m->path,
+                snode(s, &s->steps[i])->name);
+    return -1;
+}
+
 /* Planning: shapes of every step, the steps computable before the run computed, the peak of
- * the rest simulated and checked against max_bytes. */
+ * the rest simulated and checked against max_bytes. Steps of If branches not selected are
+ * left out of the run. */
 static int run_plan(fr_onnx_sess *s, ox_ctx *c) {
     const size_t cap = s->o.max_bytes;
     size_t planned = 0, live = 0, peak = 0;
     uint8_t *counted = fr_xcalloc((size_t)s->nv + 1, 1);
+    memset(s->sc_on, 0xff, (size_t)s->m->n_scopes);
     int rc = -1;
     for (int i = 0; i < s->ns; i++) {
         ox_step *st = &s->steps[i];
+        s->rt[i] = 0;
         if (st->skip) continue;
         const fr_onnx_node *n = snode(s, st);
-        ox_t *in[FR_ONNX_MAX_IO];
-        const int n_in = gather(s, st, s->v, in);
-        int known = 1; /* Shape needs only its input's shape */
-        for (int k = 0; k < n_in; k++)
-            if (in[k] && !in[k]->p && n->op != FR_ONNX_OP_Shape) known = 0;
-        ox_t out = {0};
+        const int on = scope_on(s, c, n->scope);
+        if (on < 0) goto done;
+        if (!on) continue;
+        ox_t outs[FR_ONNX_MAX_IO];
+        memset(outs, 0, sizeof outs);
         int64_t scratch = 0;
-        if (ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 1)) goto done;
-        const size_t ob = ox_bytes(&out), sb = (size_t)scratch * 4;
+        int known;
+        if (plan_dry(s, c, i, outs, &scratch, &known)) goto done;
+        const int no = n_outs(s, st);
+        size_t ob = 0;
+        for (int k = 0; k < no; k++) ob += ox_bytes(&outs[k]);
+        const size_t sb = (size_t)scratch * 4;
         s->rt[i] = !known;
         s->scr[i] = scratch;
         if (known) {
@@ -595,33 +708,29 @@ static int run_plan(fr_onnx_sess *s, ox_ctx *c) {
                 goto done;
             }
             planned += ob;
-            out.p = buf_get(s, ob);
-            c->scratch = sb ? buf_get(s, sb) : NULL;
-            if (!out.p || (sb && !c->scratch)) {
-                buf_put(s, out.p);
-                buf_put(s, c->scratch);
-                c->scratch = NULL;
-                fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory", s->m->path);
-                goto done;
-            }
-            const int erc = out.n ? ox_op_get(n->op)(c, st, in, n_in, &out, &scratch, 0) : 0;
+            if (step_alloc(s, c, i, outs, scratch)) goto done;
+            const int erc = step_compute(s, c, i, outs, &scratch);
             buf_put(s, c->scratch);
             c->scratch = NULL;
-            s->v[st->out] = out;
-            s->own[st->out] = 1;
+            for (int k = 0; k < no; k++) {
+                s->v[out_val(s, st, k)] = outs[k];
+                s->own[out_val(s, st, k)] = 1;
+            }
             if (erc) goto done;
             continue;
         }
-        out.p = NULL;
-        s->v[st->out] = out;
+        for (int k = 0; k < no; k++) {
+            outs[k].p = NULL;
+            s->v[out_val(s, st, k)] = outs[k];
+            counted[out_val(s, st, k)] = 1;
+        }
         live += ob;
         if (live + sb > peak) peak = live + sb;
         if (planned + peak > cap) {
             ox_fail(c, n, FR_ERR_TOO_LARGE, "the run needs over %zu bytes of work memory", cap);
             goto done;
         }
-        counted[st->out] = 1;
-        for (int k = 0; k < n_in; k++) {
+        for (int k = 0; k < n->n_in; k++) {
             const int v = n->in[k];
             if (v >= 0 && counted[v] && s->last[v] == i) {
                 live -= ox_bytes(&s->v[v]);
@@ -635,6 +744,22 @@ done:
     return rc;
 }
 
+/* Reshape / Squeeze / Unsqueeze / Identity keep the buffer of an input read for the last time. */
+static int take_over(fr_onnx_sess *s, int i) {
+    const ox_step *st = &s->steps[i];
+    const fr_onnx_node *n = snode(s, st);
+    const int x0 = n->n_in > 0 ? n->in[0] : -1;
+    if (!(n->op == FR_ONNX_OP_Reshape || n->op == FR_ONNX_OP_Squeeze ||
+          n->op == FR_ONNX_OP_Unsqueeze || n->op == FR_ONNX_OP_Identity) ||
+        x0 < 0 || !s->own[x0] || s->last[x0] != i || x0 == st->out)
+        return 0;
+    s->v[st->out].p = s->v[x0].p;
+    s->own[x0] = 0;
+    s->v[x0].p = NULL;
+    s->own[st->out] = 1;
+    return 1;
+}
+
 static int run_steps(fr_onnx_sess *s, ox_ctx *c, const fr_cancel *cancel) {
     for (int i = 0; i < s->ns; i++) {
         ox_step *st = &s->steps[i];
@@ -644,31 +769,17 @@ static int run_steps(fr_onnx_sess *s, ox_ctx *c, const fr_cancel *cancel) {
         if (why != FR_CANCEL_NONE)
             return ox_fail(c, n, fr_cancel_reason_code(why), "stopped before the node: %s",
                            fr_cancel_reason_name(why));
-        ox_t *in[FR_ONNX_MAX_IO];
-        const int n_in = gather(s, st, s->v, in);
-        ox_t *out = &s->v[st->out];
-        /* Reshape / Squeeze keep the buffer of an input read for the last time */
-        const int x0 = n->n_in > 0 ? n->in[0] : -1;
-        if ((n->op == FR_ONNX_OP_Reshape || n->op == FR_ONNX_OP_Squeeze) && x0 >= 0 && s->own[x0] &&
-            s->last[x0] == i && x0 != st->out) {
-            out->p = s->v[x0].p;
-            s->own[x0] = 0;
-            s->v[x0].p = NULL;
-            s->own[st->out] = 1;
-            continue;
-        }
+        if (take_over(s, i)) continue;
+        const int no = n_outs(s, st);
+        ox_t outs[FR_ONNX_MAX_IO];
+        for (int k = 0; k < no; k++) outs[k] = s->v[out_val(s, st, k)];
         int64_t scratch = s->scr[i];
-        out->p = buf_get(s, ox_bytes(out));
-        c->scratch = scratch ? buf_get(s, (size_t)scratch * 4) : NULL;
-        if (!out->p || (scratch && !c->scratch)) {
-            buf_put(s, c->scratch);
-            c->scratch = NULL;
-            fr_err_setc(c->err, FR_ERR_INTERNAL, "%s: out of memory at node %s", s->m->path, n->name);
-            return -1;
+        if (step_alloc(s, c, i, outs, scratch)) return -1;
+        for (int k = 0; k < no; k++) {
+            s->v[out_val(s, st, k)].p = outs[k].p;
+            s->own[out_val(s, st, k)] = 1;
         }
-        s->own[st->out] = 1;
-        /* an empty output has nothing to compute (and a loop over its groups could be long) */
-        const int rc = out->n ? ox_op_get(n->op)(c, st, in, n_in, out, &scratch, 0) : 0;
+        const int rc = step_compute(s, c, i, outs, &scratch);
         buf_put(s, c->scratch);
         c->scratch = NULL;
         if (rc) return -1;
@@ -695,11 +806,14 @@ int fr_onnx_sess_run(fr_onnx_sess *s, const fr_onnx_arr *in, int n_in, fr_onnx_a
         run_release(s);
         return -1;
     }
-    /* the plan sees the inputs' shapes only: what it computes depends on no input data */
-    for (int i = 0; i < n_in; i++) s->v[m->inputs[i].value].p = NULL;
+    /* the plan sees the float inputs' shapes only: what it computes depends on no float input
+       data (small int64 control inputs are read) */
+    for (int i = 0; i < n_in; i++)
+        if (m->inputs[i].dtype == FR_ONNX_DTYPE_F32) s->v[m->inputs[i].value].p = NULL;
     const int prc = run_plan(s, &c);
     for (int i = 0; i < n_in; i++)
-        s->v[m->inputs[i].value].p = in[i].data ? in[i].data : (float *)s->empty;
+        if (m->inputs[i].dtype == FR_ONNX_DTYPE_F32)
+            s->v[m->inputs[i].value].p = in[i].data ? in[i].data : (float *)s->empty;
     if (prc || run_steps(s, &c, cancel)) {
         run_release(s);
         return -1;

@@ -261,6 +261,7 @@ void ox_convt_run(const ox_conv *cv, const float *x, const float *w, const float
                 float *ym = yg + m * OP;
                 const float bv = bias ? bias[g * Mg + m] : 0.0f;
                 for (int64_t i = 0; i < OP; i++) ym[i] = bv;
+                if (P == 0) continue; /* an empty input: col is NULL, only the bias */
                 for (int64_t ky = 0; ky < cv->kh; ky++)
                     for (int64_t kx = 0; kx < cv->kw; kx++) {
                         const float *cr = col + ((m * cv->kh + ky) * cv->kw + kx) * P;

@@ -300,7 +300,7 @@ static int op_binary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox
     return 0;
 }
 
-/* Relu, Sigmoid, Sqrt, HardSigmoid, Clip: one float in, same shape out. */
+/* Relu, Sigmoid, Sqrt, Log, Neg, HardSigmoid, Clip: one float in, same shape out. */
 static int op_unary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
                     int64_t *scratch, int dry) {
     const fr_onnx_node *n = NODE(c, st);
@@ -334,6 +334,12 @@ static int op_unary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
     case FR_ONNX_OP_Sqrt:
         for (int64_t i = 0; i < N; i++) y[i] = sqrtf(x[i]);
         break;
+    case FR_ONNX_OP_Log:
+        for (int64_t i = 0; i < N; i++) y[i] = logf(x[i]);
+        break;
+    case FR_ONNX_OP_Neg:
+        for (int64_t i = 0; i < N; i++) y[i] = -x[i];
+        break;
     case FR_ONNX_OP_HardSigmoid: {
         const float al = ox_attr_f(n, "alpha", 0.2f), be = ox_attr_f(n, "beta", 0.5f);
         for (int64_t i = 0; i < N; i++) y[i] = ox_clamp(al * x[i] + be, 0.0f, 1.0f);
@@ -348,13 +354,42 @@ static int op_unary(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
 
 /* ---------------------------------------------------------------- convolution */
 
-/* Reads kernel_shape / strides / pads / dilations / group of a 2-D Conv or ConvTranspose. */
+/* A 1-D Conv's attributes (kernel_shape, strides, dilations of 1 value; pads of 2) as the 2-D
+ * ones of a convolution over (N, C, 1, L): 0, or -1 when a count is not the 1-D one. */
+static int conv_attrs_1d(ox_ctx *c, const fr_onnx_node *n, const int64_t *wd, ox_conv *cv,
+                         int64_t *pb, int64_t *pr) {
+    int cnt;
+    const int64_t *v;
+    cv->kh = 1;
+    cv->kw = wd[3];
+    cv->sh = cv->sw = cv->dh = cv->dw = 1;
+    cv->pt = cv->pl = *pb = *pr = 0;
+    if ((v = ox_attr_ints(n, "kernel_shape", &cnt)) && (cnt != 1 || v[0] != wd[3]))
+        return ox_fail(c, n, FR_ERR_BAD_REQUEST, "kernel_shape disagrees with the weights");
+    if ((v = ox_attr_ints(n, "strides", &cnt)) && (cnt != 1 || (cv->sw = v[0]) < 0))
+        return ox_fail(c, n, FR_ERR_BAD_REQUEST, "strides of a 1-D convolution");
+    if ((v = ox_attr_ints(n, "dilations", &cnt)) && (cnt != 1 || (cv->dw = v[0]) < 0))
+        return ox_fail(c, n, FR_ERR_BAD_REQUEST, "dilations of a 1-D convolution");
+    if ((v = ox_attr_ints(n, "pads", &cnt))) {
+        if (cnt != 2) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "pads of a 1-D convolution");
+        cv->pl = v[0];
+        *pr = v[1];
+    }
+    return 0;
+}
+
+/* Reads kernel_shape / strides / pads / dilations / group of a 2-D Conv or ConvTranspose (or a
+ * 1-D Conv, one_d, as a 2-D one of height 1). */
 static int conv_attrs(ox_ctx *c, const fr_onnx_node *n, const int64_t *wd, ox_conv *cv,
-                      int64_t *pb, int64_t *pr) {
+                      int64_t *pb, int64_t *pr, int one_d) {
     int cnt;
     const int64_t *v;
     cv->kh = wd[2];
     cv->kw = wd[3];
+    if (one_d) {
+        if (conv_attrs_1d(c, n, wd, cv, pb, pr)) return -1;
+        goto check;
+    }
     if ((v = ox_attr_ints(n, "kernel_shape", &cnt)) && (cnt != 2 || v[0] != wd[2] || v[1] != wd[3]))
         return ox_fail(c, n, FR_ERR_BAD_REQUEST, "kernel_shape disagrees with the weights");
     cv->sh = cv->sw = cv->dh = cv->dw = 1;
@@ -376,6 +411,7 @@ static int conv_attrs(ox_ctx *c, const fr_onnx_node *n, const int64_t *wd, ox_co
         *pb = v[2];
         *pr = v[3];
     }
+check:;
     const char *ap = ox_attr_s(n, "auto_pad", "NOTSET");
     if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
         return ox_fail(c, n, FR_ERR_UNSUPPORTED, "auto_pad %s", ap);
@@ -392,20 +428,26 @@ static int op_conv(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
     const fr_onnx_node *n = NODE(c, st);
     if (need(c, n, in, n_in, 2)) return -1;
     const ox_t *x = in[0];
+    const int one_d = !st->w && x->rank == 3 && in[1]->rank == 3;
     const int64_t *wd = st->w ? st->wdims : in[1]->d;
+    int64_t wd4[4];
+    if (one_d) { /* (N, C, L) as (N, C, 1, L), weights (M, C/g, k) as (M, C/g, 1, k) */
+        wd4[0] = wd[0], wd4[1] = wd[1], wd4[2] = 1, wd4[3] = wd[2];
+        wd = wd4;
+    }
     if (dry) {
         if (need_f32(c, n, x, 0) || need_f32(c, n, in[1], 1)) return -1;
-        if (x->rank != 4 || in[1]->rank != 4)
-            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "only 2-D convolution (rank 4), got rank %d",
+        if (!one_d && (x->rank != 4 || in[1]->rank != 4))
+            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "only 1-D or 2-D convolution (rank 3 or 4), got rank %d",
                            x->rank);
     }
     ox_conv cv;
     int64_t pb, pr;
-    if (conv_attrs(c, n, wd, &cv, &pb, &pr)) return -1;
+    if (conv_attrs(c, n, wd, &cv, &pb, &pr, one_d)) return -1;
     cv.N = x->d[0];
     cv.C = x->d[1];
-    cv.H = x->d[2];
-    cv.W = x->d[3];
+    cv.H = one_d ? 1 : x->d[2];
+    cv.W = one_d ? x->d[2] : x->d[3];
     cv.M = wd[0];
     const int64_t ekh = cv.dh * (cv.kh - 1) + 1, ekw = cv.dw * (cv.kw - 1) + 1;
     cv.OH = (cv.H + cv.pt + pb - ekh) / cv.sh + 1;
@@ -422,7 +464,8 @@ static int op_conv(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
         if (cv.H + cv.pt + pb < ekh || cv.W + cv.pl + pr < ekw)
             return ox_fail(c, n, FR_ERR_BAD_REQUEST, "input %lldx%lld smaller than the kernel",
                            (long long)cv.H, (long long)cv.W);
-        if (shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW}))
+        if (one_d ? shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 3, (const int64_t[]){cv.N, cv.M, cv.OW})
+                  : shape_ok(c, n, out, FR_ONNX_DTYPE_F32, 4, (const int64_t[]){cv.N, cv.M, cv.OH, cv.OW}))
             return -1;
         *scratch = ox_conv_scratch(&cv); /* K (<= the weights' elements) * OH*OW: no overflow */
         if (*scratch > FR_ONNX_MAX_ELEMS)
@@ -449,7 +492,7 @@ static int op_convt(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
     }
     ox_conv cv;
     int64_t pb, pr;
-    if (conv_attrs(c, n, w->d, &cv, &pb, &pr)) return -1;
+    if (conv_attrs(c, n, w->d, &cv, &pb, &pr, 0)) return -1;
     int cnt;
     const int64_t *op = ox_attr_ints(n, "output_padding", &cnt);
     const int64_t oph = op && cnt == 2 ? op[0] : 0, opw = op && cnt == 2 ? op[1] : 0;
@@ -1005,7 +1048,33 @@ static int op_slice(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_
     return 0;
 }
 
-/* Reshape, Squeeze: the data unchanged, a new shape. */
+/* Unsqueeze's output shape: x's with a 1 inserted at each axis (of the output's rank). */
+static int unsqueeze_shape(ox_ctx *c, const fr_onnx_node *n, ox_t *const *in, int n_in,
+                           int64_t *od, int *r) {
+    const ox_t *x = in[0];
+    int64_t av[FR_ONNX_MAX_RANK];
+    int na = 0, cnt;
+    const int64_t *v = ox_attr_ints(n, "axes", &cnt);
+    if (v) {
+        if (cnt > FR_ONNX_MAX_RANK) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "too many axes");
+        memcpy(av, v, (size_t)(na = cnt) * 8);
+    } else if (n_in < 2 || !in[1]) {
+        return ox_fail(c, n, FR_ERR_BAD_REQUEST, "no axes");
+    } else if (known_ints(c, n, in[1], av, FR_ONNX_MAX_RANK, &na, "axes")) {
+        return -1;
+    }
+    *r = x->rank + na;
+    if (*r > FR_ONNX_MAX_RANK) return ox_fail(c, n, FR_ERR_TOO_LARGE, "rank over %d", FR_ONNX_MAX_RANK);
+    int one[FR_ONNX_MAX_RANK] = {0};
+    for (int k = 0; k < na; k++) {
+        const int a = norm_axis(av[k], *r);
+        if (a < 0 || one[a]++) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "bad or repeated axis");
+    }
+    for (int i = 0, j = 0; i < *r; i++) od[i] = one[i] ? 1 : x->d[j++];
+    return 0;
+}
+
+/* Reshape, Squeeze, Unsqueeze, Identity: the data unchanged, a new shape. */
 static int op_reshape(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
                       int64_t *scratch, int dry) {
     const fr_onnx_node *n = NODE(c, st);
@@ -1014,7 +1083,12 @@ static int op_reshape(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, o
     if (dry) {
         int64_t od[FR_ONNX_MAX_RANK];
         int r = 0;
-        if (n->op == FR_ONNX_OP_Squeeze) {
+        if (n->op == FR_ONNX_OP_Identity) {
+            r = x->rank;
+            memcpy(od, x->d, sizeof od);
+        } else if (n->op == FR_ONNX_OP_Unsqueeze) {
+            if (unsqueeze_shape(c, n, in, n_in, od, &r)) return -1;
+        } else if (n->op == FR_ONNX_OP_Squeeze) {
             int64_t av[FR_ONNX_MAX_RANK];
             int na = 0, cnt;
             const int64_t *v = ox_attr_ints(n, "axes", &cnt);
@@ -1097,12 +1171,18 @@ static int op_cast(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
     if (need(c, n, in, n_in, 1)) return -1;
     const ox_t *x = in[0];
     const int64_t to = ox_attr_i(n, "to", 0);
-    /* FLOAT (1) is float, INT32 (6) and INT64 (7) are int64 here */
+    /* FLOAT (1) is float, INT32 (6), INT64 (7) and BOOL (9) are int64 here */
     const fr_onnx_dtype dt = to == 1 ? FR_ONNX_DTYPE_F32 : FR_ONNX_DTYPE_I64;
     if (dry) {
-        if (to != 1 && to != 6 && to != 7)
+        if (to != 1 && to != 6 && to != 7 && to != 9)
             return ox_fail(c, n, FR_ERR_UNSUPPORTED, "cast to element type %lld", (long long)to);
         return shape_ok(c, n, out, dt, x->rank, x->d);
+    }
+    if (to == 9) { /* BOOL, held as int64 0 / 1 */
+        for (int64_t i = 0; i < x->n; i++)
+            ((int64_t *)out->p)[i] = x->dt == FR_ONNX_DTYPE_I64 ? ((const int64_t *)x->p)[i] != 0
+                                                                : ((const float *)x->p)[i] != 0.0f;
+        return 0;
     }
     if (x->dt == dt) {
         memcpy(out->p, x->p, (size_t)x->n * esize(x));
@@ -1119,6 +1199,217 @@ static int op_cast(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t
             if (to == 6) ((int64_t *)out->p)[i] = (int32_t)(uint32_t)((uint64_t *)out->p)[i];
         }
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- comparison, indexing, padding */
+
+/* Equal: numpy broadcasting, float or int64 inputs of one type, a 0 / 1 (int64) output. */
+static int op_equal(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
+                    int64_t *scratch, int dry) {
+    const fr_onnx_node *n = NODE(c, st);
+    if (need(c, n, in, n_in, 2)) return -1;
+    const ox_t *a = in[0], *b = in[1];
+    int r;
+    int64_t d[FR_ONNX_MAX_RANK];
+    if (dry) {
+        if (a->dt != b->dt) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "inputs of different element types");
+        if (bcast_shape(a, b, &r, d)) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "shapes do not broadcast");
+        return shape_ok(c, n, out, FR_ONNX_DTYPE_I64, r, d);
+    }
+    int64_t sa[FR_ONNX_MAX_RANK], sb[FR_ONNX_MAX_RANK], idx[FR_ONNX_MAX_RANK] = {0};
+    r = out->rank;
+    bcast_strides(a, r, out->d, sa);
+    bcast_strides(b, r, out->d, sb);
+    for (int64_t o = 0; o < out->n; o++) {
+        int64_t ia = 0, ib = 0;
+        for (int i = 0; i < r; i++) ia += idx[i] * sa[i], ib += idx[i] * sb[i];
+        ((int64_t *)out->p)[o] = a->dt == FR_ONNX_DTYPE_I64
+                                     ? ((const int64_t *)a->p)[ia] == ((const int64_t *)b->p)[ib]
+                                     : ((const float *)a->p)[ia] == ((const float *)b->p)[ib];
+        for (int j = r - 1; j >= 0; j--) {
+            if (++idx[j] < out->d[j]) break;
+            idx[j] = 0;
+        }
+    }
+    return 0;
+}
+
+/* Gather along axis: out = x[..., idx[...], ...]; indices in [-D, D) (BAD_REQUEST otherwise). */
+static int op_gather(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
+                     int64_t *scratch, int dry) {
+    const fr_onnx_node *n = NODE(c, st);
+    if (need(c, n, in, n_in, 2)) return -1;
+    const ox_t *x = in[0], *ix = in[1];
+    const int ax = norm_axis(ox_attr_i(n, "axis", 0), x->rank);
+    if (dry) {
+        if (ax < 0) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "axis out of range for rank %d", x->rank);
+        if (ix->dt != FR_ONNX_DTYPE_I64) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "indices are not integers");
+        if (x->rank - 1 + ix->rank > FR_ONNX_MAX_RANK) return ox_fail(c, n, FR_ERR_TOO_LARGE, "rank over %d", FR_ONNX_MAX_RANK);
+        int64_t od[FR_ONNX_MAX_RANK];
+        int r = 0;
+        for (int i = 0; i < ax; i++) od[r++] = x->d[i];
+        for (int i = 0; i < ix->rank; i++) od[r++] = ix->d[i];
+        for (int i = ax + 1; i < x->rank; i++) od[r++] = x->d[i];
+        return shape_ok(c, n, out, x->dt, r, od);
+    }
+    int64_t outer = 1, inner = 1;
+    const int64_t D = x->d[ax];
+    for (int i = 0; i < ax; i++) outer *= x->d[i];
+    for (int i = ax + 1; i < x->rank; i++) inner *= x->d[i];
+    const size_t es = esize(x);
+    const int64_t *iv = ix->p;
+    for (int64_t k = 0; k < ix->n; k++)
+        if (iv[k] < -D || iv[k] >= D)
+            return ox_fail(c, n, FR_ERR_BAD_REQUEST, "index %lld out of [-%lld, %lld)",
+                           (long long)iv[k], (long long)D, (long long)D);
+    char *y = out->p;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < ix->n; k++) {
+            const int64_t j = iv[k] < 0 ? iv[k] + D : iv[k];
+            memcpy(y + (size_t)((o * ix->n + k) * inner) * es,
+                   (const char *)x->p + (size_t)((o * D + j) * inner) * es, (size_t)inner * es);
+        }
+    return 0;
+}
+
+/* ConstantOfShape: the shape (known before the run) filled with the 'value' tensor's one
+ * element (float 0 by default). */
+static int op_constofshape(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
+                           int64_t *scratch, int dry) {
+    const fr_onnx_node *n = NODE(c, st);
+    if (need(c, n, in, n_in, 1)) return -1;
+    const fr_onnx_attr *a = fr_onnx_node_attr(n, "value");
+    const fr_onnx_tensor *t = a && a->type == FR_ONNX_ATTR_TENSOR ? a->t : NULL;
+    if (a && (!t || t->n != 1)) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "value must be one element");
+    const fr_onnx_dtype dt = t ? t->dtype : FR_ONNX_DTYPE_F32;
+    if (dry) {
+        int64_t d[FR_ONNX_MAX_RANK];
+        int r = 0;
+        if (known_ints(c, n, in[0], d, FR_ONNX_MAX_RANK, &r, "the shape")) return -1;
+        return shape_ok(c, n, out, dt, r, d);
+    }
+    for (int64_t i = 0; i < out->n; i++) {
+        if (dt == FR_ONNX_DTYPE_I64) ((int64_t *)out->p)[i] = t ? *(const int64_t *)t->data : 0;
+        else ((float *)out->p)[i] = t ? *(const float *)t->data : 0.0f;
+    }
+    return 0;
+}
+
+typedef enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE } pad_mode;
+
+/* The input coordinate output coordinate j (before the pad) reads along a dim of D; -1: the
+ * constant. */
+static int64_t pad_src(int64_t j, int64_t D, pad_mode mode) {
+    if (j >= 0 && j < D) return j;
+    if (mode == PAD_CONSTANT) return -1;
+    if (mode == PAD_EDGE) return j < 0 ? 0 : D - 1;
+    return j < 0 ? -j : 2 * (D - 1) - j; /* reflect, pads < D checked */
+}
+
+/* Pad (opset 11+: pads and constant_value inputs; earlier: attributes), modes constant,
+ * reflect, edge; pads >= 0 and at most 1 << 20. */
+static int op_pad(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
+                  int64_t *scratch, int dry) {
+    const fr_onnx_node *n = NODE(c, st);
+    if (need(c, n, in, n_in, 1)) return -1;
+    const ox_t *x = in[0];
+    const int r = x->rank;
+    const char *ms = ox_attr_s(n, "mode", "constant");
+    const pad_mode mode = !strcmp(ms, "reflect") ? PAD_REFLECT : !strcmp(ms, "edge") ? PAD_EDGE : PAD_CONSTANT;
+    if (mode == PAD_CONSTANT && strcmp(ms, "constant")) return ox_fail(c, n, FR_ERR_UNSUPPORTED, "mode %s", ms);
+    int64_t pv[2 * FR_ONNX_MAX_RANK];
+    int np = 0;
+    float cv = 0.0f;
+    if (c->m->opset < 11) {
+        int cnt;
+        const int64_t *v = ox_attr_ints(n, "pads", &cnt);
+        if (!v || cnt > 2 * FR_ONNX_MAX_RANK) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "bad pads");
+        memcpy(pv, v, (size_t)(np = cnt) * 8);
+        cv = ox_attr_f(n, "value", 0.0f);
+    } else {
+        if (need(c, n, in, n_in, 2) || known_ints(c, n, in[1], pv, 2 * FR_ONNX_MAX_RANK, &np, "pads")) return -1;
+        if (n_in > 3 && in[3]) return ox_fail(c, n, FR_ERR_UNSUPPORTED, "axes input");
+        if (n_in > 2 && in[2]) {
+            if (!in[2]->p || in[2]->n != 1 || in[2]->dt != x->dt)
+                return ox_fail(c, n, FR_ERR_UNSUPPORTED, "constant_value must be one value known before the run");
+            cv = x->dt == FR_ONNX_DTYPE_F32 ? *(const float *)in[2]->p : (float)*(const int64_t *)in[2]->p;
+        }
+    }
+    if (np != 2 * r) return ox_fail(c, n, FR_ERR_BAD_REQUEST, "%d pads for rank %d", np, r);
+    int64_t od[FR_ONNX_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+        const int64_t b = pv[i], e = pv[r + i];
+        if (b < 0 || e < 0 || b > (1 << 20) || e > (1 << 20))
+            return ox_fail(c, n, FR_ERR_UNSUPPORTED, "pads must lie in [0, 2^20]");
+        if ((mode == PAD_REFLECT && (b >= x->d[i] || e >= x->d[i]) && (b || e)) ||
+            (mode == PAD_EDGE && x->d[i] == 0 && (b || e)))
+            return ox_fail(c, n, FR_ERR_BAD_REQUEST, "pad of %lld, %lld on a dimension of %lld",
+                           (long long)b, (long long)e, (long long)x->d[i]);
+        od[i] = x->d[i] + b + e;
+    }
+    if (dry) return shape_ok(c, n, out, x->dt, r, od);
+    int64_t xs[FR_ONNX_MAX_RANK], s = 1, idx[FR_ONNX_MAX_RANK] = {0};
+    for (int i = r - 1; i >= 0; i--) xs[i] = s, s *= x->d[i];
+    const size_t es = esize(x);
+    for (int64_t o = 0; o < out->n; o++) {
+        int64_t off = 0;
+        for (int i = 0; i < r && off >= 0; i++) {
+            const int64_t j = pad_src(idx[i] - pv[i], x->d[i], mode);
+            off = j < 0 ? -1 : off + j * xs[i];
+        }
+        char *dst = (char *)out->p + (size_t)o * es;
+        if (off >= 0) memcpy(dst, (const char *)x->p + (size_t)off * es, es);
+        else if (es == 4) *(float *)dst = cv;
+        else *(int64_t *)dst = (int64_t)cv;
+        for (int j = r - 1; j >= 0; j--) {
+            if (++idx[j] < od[j]) break;
+            idx[j] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- recurrent */
+
+/* LSTM, forward direction, layout 0, the default activations, no peepholes, no sequence_lens:
+ * X (S, B, I), W (1, 4H, I), R (1, 4H, H), B (1, 8H) optional, initial_h / initial_c (1, B, H)
+ * optional. Outputs Y (S, 1, B, H), Y_h (1, B, H), Y_c (1, B, H), any prefix of them. */
+static int op_lstm(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
+                   int64_t *scratch, int dry) {
+    const fr_onnx_node *n = NODE(c, st);
+    if (need(c, n, in, n_in, 3)) return -1;
+    const ox_t *x = in[0], *w = in[1], *rr = in[2];
+    const ox_t *b = n_in > 3 ? in[3] : NULL, *h0 = n_in > 5 ? in[5] : NULL, *c0 = n_in > 6 ? in[6] : NULL;
+    const int64_t H = ox_attr_i(n, "hidden_size", 0);
+    if (dry) {
+        if (strcmp(ox_attr_s(n, "direction", "forward"), "forward") || ox_attr_i(n, "layout", 0) ||
+            ox_attr_i(n, "input_forget", 0) || fr_onnx_node_attr(n, "clip") ||
+            fr_onnx_node_attr(n, "activations") || (n_in > 4 && in[4]) || (n_in > 7 && in[7]))
+            return ox_fail(c, n, FR_ERR_UNSUPPORTED,
+                           "only forward, layout 0, default activations, no clip, peepholes or sequence_lens");
+        for (int k = 0; k < n_in && k < 7; k++)
+            if (in[k] && need_f32(c, n, in[k], k)) return -1;
+        if (H < 1 || H > 4096 || x->rank != 3 || x->d[2] > (1 << 16) || w->rank != 3 ||
+            w->d[0] != 1 || w->d[1] != 4 * H || w->d[2] != x->d[2] || rr->rank != 3 ||
+            rr->d[0] != 1 || rr->d[1] != 4 * H || rr->d[2] != H || (b && b->n != 8 * H))
+            return ox_fail(c, n, FR_ERR_BAD_REQUEST, "X, W, R, B do not fit hidden_size %lld", (long long)H);
+        const int64_t B = x->d[1];
+        for (int k = 0; k < 2; k++) {
+            const ox_t *t = k ? c0 : h0;
+            if (t && (t->rank != 3 || t->d[0] != 1 || t->d[1] != B || t->d[2] != H))
+                return ox_fail(c, n, FR_ERR_BAD_REQUEST, "initial state is not (1, %lld, %lld)",
+                               (long long)B, (long long)H);
+        }
+        if (shape_ok(c, n, &out[0], FR_ONNX_DTYPE_F32, 4, (const int64_t[]){x->d[0], 1, B, H})) return -1;
+        for (int k = 1; k < n->n_out && k < 3; k++)
+            if (shape_ok(c, n, &out[k], FR_ONNX_DTYPE_F32, 3, (const int64_t[]){1, B, H})) return -1;
+        *scratch = 6 * B * H; /* gates (4H) and the state (h, c) per batch row */
+        return 0;
+    }
+    ox_lstm L = {.seq = x->d[0], .batch = x->d[1], .n_in = x->d[2], .hid = H};
+    ox_lstm_run(&L, x->p, w->p, rr->p, b ? b->p : NULL, h0 ? h0->p : NULL, c0 ? c0->p : NULL,
+                out[0].p, n->n_out > 1 ? out[1].p : NULL, n->n_out > 2 ? out[2].p : NULL, c->scratch);
     return 0;
 }
 
@@ -1151,6 +1442,15 @@ ox_op_fn ox_op_get(fr_onnx_op op) {
     case FR_ONNX_OP_Squeeze: return op_reshape;
     case FR_ONNX_OP_Shape: return op_shape;
     case FR_ONNX_OP_Cast: return op_cast;
+    case FR_ONNX_OP_Log:
+    case FR_ONNX_OP_Neg: return op_unary;
+    case FR_ONNX_OP_Unsqueeze:
+    case FR_ONNX_OP_Identity: return op_reshape;
+    case FR_ONNX_OP_Equal: return op_equal;
+    case FR_ONNX_OP_Gather: return op_gather;
+    case FR_ONNX_OP_ConstantOfShape: return op_constofshape;
+    case FR_ONNX_OP_Pad: return op_pad;
+    case FR_ONNX_OP_LSTM: return op_lstm;
     default: return NULL;
     }
 }

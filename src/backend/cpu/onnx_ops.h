@@ -81,7 +81,8 @@ typedef struct ox_ctx {
 typedef int (*ox_op_fn)(ox_ctx *c, const ox_step *st, ox_t *const *in, int n_in, ox_t *out,
                         int64_t *scratch, int dry);
 
-/* The op function for op, or NULL for one the executor handles itself (Constant). */
+/* The op function for op, or NULL for one the executor handles itself (Constant, If). An op
+ * with several outputs (LSTM) gets out[0 .. n_out). */
 ox_op_fn ox_op_get(fr_onnx_op op);
 
 /* The prepared steps of s (one per node) and its constants (one per value), owned by s. */
@@ -130,6 +131,15 @@ void ox_conv_run(fr_pool *pool, const ox_conv *cv, const float *x, const float *
 int64_t ox_convt_scratch(const ox_conv *cv);
 void ox_convt_run(const ox_conv *cv, const float *x, const float *w, const float *bias, float *y,
                   float *col);
+
+/* LSTM (onnx_lstm.c): x (S, B, I), w (4H, I), r (4H, H), b (8H) or NULL, h0 / c0 (B, H) or NULL
+ * (zeros); y (S, B, H), yh / yc (B, H), each NULL when not wanted; scratch of 6 B H floats. */
+typedef struct ox_lstm {
+    int64_t seq, batch, n_in, hid; /* S, B, I, H */
+} ox_lstm;
+void ox_lstm_run(const ox_lstm *L, const float *x, const float *w, const float *r,
+                 const float *b, const float *h0, const float *c0, float *y, float *yh,
+                 float *yc, float *scratch);
 
 /* y (M, N) = a (M, K) . b (K, N), row-major, through cblas_sgemm. */
 void ox_sgemm(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);

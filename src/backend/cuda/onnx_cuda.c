@@ -1170,6 +1170,26 @@ static int cuda_fail(fr_err *err, const fr_onnx_model *m, const char *what, cuda
     return -1;
 }
 
+/* What only the CPU executor runs (the Silero VAD additions): If branches, int64 graph inputs,
+ * 1-D convolutions and the ops added with them. UNSUPPORTED naming the node, or 0. */
+static int cx_refuse_cpu_only(const fr_onnx_model *m, fr_err *err) {
+    for (int i = 0; i < m->n_inputs; i++)
+        if (m->inputs[i].dtype != FR_ONNX_DTYPE_F32) {
+            fr_err_setc(err, FR_ERR_UNSUPPORTED, "%s: int64 graph inputs run on the CPU executor only",
+                        m->path);
+            return -1;
+        }
+    for (int i = 0; i < m->n_nodes; i++) {
+        const fr_onnx_node *n = &m->nodes[i];
+        const fr_onnx_tensor *w = n->op == FR_ONNX_OP_Conv && n->n_in > 1 && n->in[1] >= 0
+                                      ? m->values[n->in[1]].konst : NULL;
+        if (n->op >= FR_ONNX_OP_ConstantOfShape || n->scope > 0 || (w && w->rank != 4))
+            return ox_fail(&(ox_ctx){m, NULL, err, NULL}, n, FR_ERR_UNSUPPORTED,
+                           "runs on the CPU executor only (If branches, 1-D Conv, the Silero ops)");
+    }
+    return 0;
+}
+
 fr_onnx_cuda_sess *fr_onnx_cuda_sess_new(const fr_onnx_model *m, int device,
                                          const fr_onnx_cuda_opts *opts, fr_err *err) {
     cudaError_t e = cudaSetDevice(device);
@@ -1179,6 +1199,7 @@ fr_onnx_cuda_sess *fr_onnx_cuda_sess_new(const fr_onnx_model *m, int device,
     }
     fr_onnx_sess_opts co = fr_onnx_sess_default_opts();
     co.n_threads = 1;
+    if (cx_refuse_cpu_only(m, err)) return NULL;
     fr_onnx_sess *cpu = fr_onnx_sess_new(m, &co, err);
     if (!cpu) return NULL;
     fr_onnx_cuda_sess *s = fr_xcalloc(1, sizeof *s);

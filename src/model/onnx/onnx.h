@@ -12,8 +12,12 @@
  * the node count, attribute and name sizes are bounded; initializer and Constant data lengths
  * must match their shapes; external data is refused; every node input must name a graph input,
  * an initializer or an earlier output (no dangling names), the graph must be acyclic, and every
- * op must be one this loader knows (fr_onnx_op). Subgraph attributes (If / Loop bodies) are not
- * read, so graphs have no nesting. Every refusal is a one-line fr_err naming the file and, where
+ * op must be one this loader knows (fr_onnx_op). The two branches of an If are read and flattened
+ * into the one node list: each branch is a scope (fr_onnx_scope) whose nodes carry its id, value
+ * names are unique across the whole model, and a node may read only values of its own scope or
+ * of the scopes around it. Nesting is at most FR_ONNX_MAX_DEPTH deep (checked on the raw bytes
+ * before protobuf-c decodes them) and every graph's nodes count towards FR_ONNX_MAX_NODES; Loop
+ * and Scan bodies are refused. Every refusal is a one-line fr_err naming the file and, where
  * there is one, the node.
  *
  * Thread safety: a loaded model is immutable; any number of threads may read it at once.
@@ -33,14 +37,19 @@
 #define FR_ONNX_MAX_ELEMS ((int64_t)1 << 31)   /* elements of one stored tensor */
 #define FR_ONNX_MAX_IO 64                      /* inputs or outputs of one node */
 #define FR_ONNX_MAX_ATTR_INTS 1024             /* values of one INTS / FLOATS attribute */
+#define FR_ONNX_MAX_DEPTH 8                    /* If branches inside If branches */
+#define FR_ONNX_MAX_SCOPES 1024                /* branches of all the If nodes, plus the graph */
 
-/* The ops the loader accepts: those of the PP-OCR det / rec / cls models (docs/ONNX.md). */
+/* The ops the loader accepts: those of the PP-OCR det / rec / cls models, then (from
+ * ConstantOfShape on: the CUDA executor refuses them) those Silero VAD adds (docs/ONNX.md). An If
+ * has at most (FR_ONNX_MAX_IO - 1) / 2 outputs. */
 typedef enum fr_onnx_op {
 #define FR_ONNX_OPS(X)                                                                          \
     X(Add) X(AveragePool) X(BatchNormalization) X(Cast) X(Clip) X(Concat) X(Constant) X(Conv)   \
     X(ConvTranspose) X(Div) X(GlobalAveragePool) X(HardSigmoid) X(MatMul) X(MaxPool) X(Mul)     \
     X(Pow) X(ReduceMean) X(Relu) X(Reshape) X(Resize) X(Shape) X(Sigmoid) X(Slice) X(Softmax)   \
-    X(Sqrt) X(Squeeze) X(Sub) X(Transpose)
+    X(Sqrt) X(Squeeze) X(Sub) X(Transpose) X(ConstantOfShape) X(Equal) X(Gather) X(Identity)   \
+    X(If) X(Log) X(LSTM) X(Neg) X(Pad) X(Unsqueeze)
 #define FR_ONNX_OP_ENUM(n) FR_ONNX_OP_##n,
     FR_ONNX_OPS(FR_ONNX_OP_ENUM)
 #undef FR_ONNX_OP_ENUM
@@ -86,6 +95,7 @@ typedef struct fr_onnx_attr {
 /* A value of the graph: a graph input, a constant, or the output of one node. */
 typedef struct fr_onnx_value {
     char *name;
+    int scope;               /* the scope that defines it (0: the main graph) */
     int producer;            /* index into nodes of the node that writes it; -1 otherwise */
     fr_onnx_tensor *konst;   /* the data of an initializer or Constant output; NULL otherwise */
 } fr_onnx_value;
@@ -93,8 +103,11 @@ typedef struct fr_onnx_value {
 typedef struct fr_onnx_node {
     char *name;              /* the node's name, or "<op_type>#<index in the file>" */
     fr_onnx_op op;
+    int scope;               /* 0: the main graph; else the If branch it belongs to (scopes) */
     int n_in, n_out;
-    int *in;                 /* value ids; -1 for an omitted optional input ("") */
+    int *in;                 /* value ids; -1 for an omitted optional input (""). An If with
+                                n_out outputs has 1 + 2 n_out: the condition, then the then
+                                branch's outputs, then the else branch's */
     int *out;                /* value ids */
     int n_attr;
     fr_onnx_attr *attr;
@@ -109,6 +122,14 @@ typedef struct fr_onnx_io {
     char *dim_names[FR_ONNX_MAX_RANK]; /* the symbolic name of a dynamic dimension, or NULL */
 } fr_onnx_io;
 
+/* A branch of an If node: its nodes run only when the If's condition selects it (and the
+ * scope around the If is running). Scope 0 is the main graph (parent -1, node -1). */
+typedef struct fr_onnx_scope {
+    int parent;              /* the scope around the If node */
+    int node;                /* index into nodes of the If node */
+    int then;                /* 1: then_branch (condition true), 0: else_branch */
+} fr_onnx_scope;
+
 typedef struct fr_onnx_model {
     char *path;              /* the file name (or the name given to the buffer loader) */
     int64_t ir_version, opset; /* opset of the default domain */
@@ -116,6 +137,8 @@ typedef struct fr_onnx_model {
     fr_onnx_value *values;
     int n_nodes;             /* topological order: a node's inputs come from earlier nodes */
     fr_onnx_node *nodes;
+    int n_scopes;            /* >= 1 */
+    fr_onnx_scope *scopes;
     int n_inputs, n_outputs; /* graph inputs (initializers excluded) and outputs */
     fr_onnx_io *inputs, *outputs;
 } fr_onnx_model;

@@ -41,6 +41,7 @@ struct fr_asr {
     const fr_intent_model *im; /* rescoring model, or NULL (none) */
     fr_intent_model *im_own;   /* im when this decoder loaded it (else the pool owns it) */
     double weight;             /* rescoring weight */
+    fr_vad *vad;               /* voice-activity detection in front of the decoder, or NULL */
 };
 
 /* The rescoring model of a config: 0 with *out (NULL = none), or -1 with err when a named
@@ -66,6 +67,16 @@ static int load_rescore_model(const fr_asr_config *cfg, fr_intent_model **out, f
 }
 
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* pocketsphinx init/free */
+
+/* The VAD of a config: 0 with *out (NULL = none), or -1 with err when a named model cannot be
+ * loaded. The default (vad_model NULL) is fr_vad_new_default: off switch, model not installed. */
+static int load_vad(const fr_asr_config *cfg, fr_vad **out, fr_err *err) {
+    *out = NULL;
+    if (cfg->vad_model && !*cfg->vad_model) return 0;
+    if (!cfg->vad_model) return (*out = fr_vad_new_default()), 0;
+    *out = fr_vad_new(cfg->vad_model, err);
+    return *out ? 0 : -1;
+}
 
 /* Split extra "-opt value ..." options into argv (strings owned by *store). The number of
  * options is capped; an odd count (an option without its value) is an error. */
@@ -159,7 +170,9 @@ static fr_asr *asr_new(const fr_asr_config *cfg, const fr_intent_model *shared, 
     }
     free(domain_lm);
     fr_intent_model *own = NULL;
-    if (!use_shared && load_rescore_model(cfg, &own, err)) {
+    fr_vad *vad = NULL;
+    if ((!use_shared && load_rescore_model(cfg, &own, err)) || load_vad(cfg, &vad, err)) {
+        fr_intent_free(own);
         pthread_mutex_lock(&g_init_lock);
         ps_free(ps);
         cmd_ln_free_r(c);
@@ -172,6 +185,7 @@ static fr_asr *asr_new(const fr_asr_config *cfg, const fr_intent_model *shared, 
     a->im_own = own;
     a->weight = cfg->rescore_weight > 0 ? cfg->rescore_weight : FR_ASR_RESCORE_WEIGHT;
     a->ps = ps;
+    a->vad = vad;
     a->cfg = c;
     a->extra = extra; /* kept while c lives (cmd_ln may point into them) */
     a->extra_store = extra_store;
@@ -189,6 +203,7 @@ fr_asr *fr_asr_new(const fr_asr_config *cfg, fr_err *err) {
 void fr_asr_free(fr_asr *a) {
     if (!a) return;
     fr_intent_free(a->im_own);
+    fr_vad_free(a->vad);
     pthread_mutex_lock(&g_init_lock);
     ps_free(a->ps);
     cmd_ln_free_r(a->cfg);
@@ -346,11 +361,56 @@ static int16_t *dithered(const int16_t *pcm, size_t n) {
 static int run_watched_pcm(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w,
                            fr_asr_result *res, fr_err *err);
 
+static fr_cancel_reason vad_watch(void *ctx) { return watch_check(ctx); }
+
+/* The speech spans of pcm joined (malloc'd, *out_n samples), or NULL with err set; the span
+ * count and the VAD's time into res. */
+static int16_t *vad_trim(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, size_t *out_n,
+                         fr_asr_result *res, fr_err *err) {
+    const double t0 = fr_time_s();
+    float *f = fr_xmalloc((n ? n : 1) * sizeof *f);
+    for (size_t i = 0; i < n; i++) f[i] = (float)pcm[i] / 32768.0f;
+    float *pr = NULL;
+    size_t nw = 0, ns = 0;
+    fr_cancel cc = {.fn = vad_watch, .ctx = w};
+    const int rc = fr_vad_probs(a->vad, f, n, &pr, &nw, &cc, err);
+    free(f);
+    if (rc) return NULL;
+    fr_vad_seg *segs = NULL;
+    fr_vad_segments(pr, nw, n, NULL, &segs, &ns);
+    int16_t *o = fr_vad_join_i16(pcm, segs, ns, out_n);
+    free(pr);
+    free(segs);
+    res->vad = 1;
+    res->vad_spans = (int)ns;
+    res->vad_s = fr_time_s() - t0;
+    return o;
+}
+
 static int run_watched(fr_asr *a, const int16_t *pcm, size_t n, asr_watch *w, fr_asr_result *res,
                        fr_err *err) {
-    int16_t *d = dithered(pcm, n);
-    int rc = run_watched_pcm(a, d, n, w, res, err);
+    fr_asr_result vr = {0};
+    int16_t *trim = NULL;
+    size_t tn = n;
+    memset(res, 0, sizeof *res); /* a VAD failure returns before the decoder fills it */
+    if (a->vad) {
+        if (!(trim = vad_trim(a, pcm, n, w, &tn, &vr, err)))
+            return w->why != FR_CANCEL_NONE ? stopped(w, (double)n / FR_ASR_RATE, res, err) : -1;
+        pcm = trim;
+    }
+    int16_t *d = dithered(pcm, tn);
+    int rc = run_watched_pcm(a, d, tn, w, res, err);
     free(d);
+    free(trim);
+    res->speech_s = (double)tn / FR_ASR_RATE;
+    if (rc == 0) {
+        res->vad = vr.vad;
+        res->vad_spans = vr.vad_spans;
+        res->vad_s = vr.vad_s;
+        res->audio_s = (double)n / FR_ASR_RATE;
+        res->proc_s += vr.vad_s;
+        res->rtf = res->audio_s > 0 ? res->proc_s / res->audio_s : 0;
+    }
     return rc;
 }
 
@@ -433,6 +493,7 @@ struct fr_asr_pool {
     fr_asr_config cfg;     /* configuration (strings below owned) */
     char *hmm, *dict, *lm; /* owned copies of the config strings */
     char *extra, *rescore; /* ditto */
+    char *vad;             /* ditto */
     fr_intent_model *im;   /* the rescoring model shared by the decoders, or NULL */
     int im_loaded;         /* 1 once the model was loaded (or found absent) */
     int max;               /* decoders at most */
@@ -453,6 +514,7 @@ fr_asr_pool *fr_asr_pool_new(const fr_asr_config *cfg, int n) {
     p->cfg.lm = p->lm = dup_or_null(p->cfg.lm);
     p->cfg.extra_args = p->extra = dup_or_null(p->cfg.extra_args);
     p->cfg.rescore_model = p->rescore = dup_or_null(p->cfg.rescore_model);
+    p->cfg.vad_model = p->vad = dup_or_null(p->cfg.vad_model);
     p->max = n > 0 ? n : fr_n_cores();
     p->idle = fr_xcalloc((size_t)p->max, sizeof(fr_asr *));
     pthread_mutex_init(&p->mu, NULL);
@@ -559,6 +621,7 @@ void fr_asr_pool_free(fr_asr_pool *p) {
     free(p->lm);
     free(p->extra);
     free(p->rescore);
+    free(p->vad);
     fr_intent_free(p->im);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);

@@ -18,6 +18,13 @@
  * chosen inside the call, so it counts against the same time limit. A pool loads the model once
  * and shares it (read-only) between its decoders.
  *
+ * Voice-activity detection: when the Silero VAD model is installed (<data root>/models/vad/, see
+ * stages/audio/vad.h) each decoder runs it first and decodes only the speech spans it finds,
+ * joined (leading and trailing silence and pauses longer than the VAD's min_silence_ms + twice
+ * its pad are not decoded); audio with no span gives an empty transcript. The model missing means
+ * no VAD (one log line says so); fr_asr_config.vad_model "" turns it off, and so does
+ * FRUGAL_NO_VAD=1 in the environment for the default (vad_model NULL).
+ *
  * Language model: FR_ASR_LM_DOMAIN (default) is the project's banking trigram built by
  * `frugal build-lm` (<data root>/models/asr/banking.lm.bin, or $FRUGAL_ASR_LM); FR_ASR_LM_GENERIC is the
  * Debian package's general US English model. cfg->lm overrides both with any ARPA / DMP file.
@@ -30,6 +37,7 @@
 
 #include "base/base.h"
 #include "stages/audio/audio.h"
+#include "stages/audio/vad.h"
 
 #define FR_ASR_RATE 16000 /* the acoustic model's sample rate */
 #define FR_ASR_MODEL_DIR "/usr/share/pocketsphinx/model/en-us"
@@ -62,6 +70,8 @@ typedef struct fr_asr_config {
     double rescore_weight;     /* ASR-score weight of the rescoring; 0 = FR_ASR_RESCORE_WEIGHT */
     int no_utt_cmn;            /* 1 = pocketsphinx's running cepstral mean instead of the
                                   utterance's own (see asr.c; for measurements) */
+    const char *vad_model;     /* Silero VAD in front of the decoder: NULL = FR_VAD_MODEL under
+                                  the data root when it exists (else none), "" = off */
 } fr_asr_config;
 
 /* Bounds of one call (a zeroed struct or NULL: none). */
@@ -92,6 +102,10 @@ typedef struct fr_asr_result {
     int n_hyps;        /* its length (>= 1 on success) */
     int chosen;        /* the hypothesis in text: 0 = the 1-best, > 0 = picked by the intent
                           rescoring (text is then hyps[chosen].text) */
+    int vad;           /* 1: the VAD ran and only its spans were decoded */
+    int vad_spans;     /* speech spans it found */
+    double vad_s;      /* seconds the VAD took (inside proc_s) */
+    double speech_s;   /* seconds of audio the decoder saw (audio_s without VAD) */
 } fr_asr_result;
 
 typedef struct fr_asr fr_asr;

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_whisper.h"
 #include "stages/audio/mel.h"
+#include "stages/audio/vad.h"
 
 #define NEG_BIG (-1.0e9f) /* HF's "very large negative" beam score */
 
@@ -644,5 +645,32 @@ out:
     free(win);
     free(feat);
     if (rc) fr_whisper_result_free(r);
+    return rc;
+}
+
+int fr_whisper_transcribe_vad(const fr_whisper_model *m, struct fr_vad *vad, const float *pcm,
+                              size_t n, const fr_whisper_params *p, fr_whisper_result *r,
+                              int *spans, fr_err *err) {
+    if (spans) *spans = -1;
+    if (!vad) return fr_whisper_transcribe(m, pcm, n, p, r, err);
+    float *sp = NULL;
+    size_t sn = 0, ns = 0;
+    fr_vad_seg *segs = NULL;
+    if (fr_vad_trim_f32(vad, pcm, n, NULL, &sp, &sn, &segs, &ns, p->cancel, err)) return -1;
+    if (spans) *spans = (int)ns;
+    int rc = 0;
+    if (!ns) {
+        memset(r, 0, sizeof *r);
+        r->language = p->language;
+        r->text = fr_xstrdup("");
+    } else if (!(rc = fr_whisper_transcribe(m, sp, sn, p, r, err))) {
+        for (int i = 0; i < r->n_segments; i++) {
+            r->segments[i].start = fr_vad_time_map(segs, ns, r->segments[i].start);
+            r->segments[i].end = fr_vad_time_map(segs, ns, r->segments[i].end);
+        }
+    }
+    if (!rc) r->audio_s = (double)n / FR_WHISPER_SAMPLE_RATE;
+    free(sp);
+    free(segs);
     return rc;
 }

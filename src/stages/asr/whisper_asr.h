@@ -110,6 +110,14 @@ int fr_whisper_cuda_open(const fr_whisper_model *m, const char *device,
 void fr_whisper_cuda_free(struct fr_cuda_whisper *cw);
 /* The CUDA device index of cw, or -1 for NULL (the CPU). */
 int fr_whisper_cuda_device(const struct fr_cuda_whisper *cw);
+/* The same behind a VAD (stages/audio/vad.h; NULL: none): only the speech spans, joined, are
+ * transcribed, and segment times are mapped back to the recording's. No span: an empty
+ * transcript (r->text "", no segments, no window decoded), never Whisper's guess at silence.
+ * *spans (may be NULL) gets the span count, -1 without VAD. */
+struct fr_vad;
+int fr_whisper_transcribe_vad(const fr_whisper_model *m, struct fr_vad *vad, const float *pcm,
+                              size_t n, const fr_whisper_params *p, fr_whisper_result *r,
+                              int *spans, fr_err *err);
 
 /* ---- the pieces, for the tests */
 
