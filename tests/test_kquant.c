@@ -109,14 +109,19 @@ static size_t file_tensor_bytes(const char *path) {
 }
 
 /* The bytes the model's tensors hold, all of them. */
-static size_t model_tensor_bytes(const fr_model *m) {
+static size_t model_tensor_bytes(const fr_model *m, size_t *f32) {
     size_t n = m->w.tok_embd.nbytes + m->w.output_norm.nbytes;
-    if (m->w.output.data && m->w.output.data != m->w.tok_embd.data) n += m->w.output.nbytes;
+    *f32 = (size_t)(fr_tensor_nelem(&m->w.tok_embd) + fr_tensor_nelem(&m->w.output_norm)) * 4;
+    if (m->w.output.data && m->w.output.data != m->w.tok_embd.data) {
+        n += m->w.output.nbytes;
+        *f32 += (size_t)fr_tensor_nelem(&m->w.output) * 4;
+    }
     for (int l = 0; l < m->hp.n_layer; l++) {
         const fr_layer *L = &m->w.layers[l];
         const fr_tensor *ts[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn_norm,
                                  &L->w_gate, &L->w_up, &L->w_down, &L->bq, &L->bk, &L->bv};
-        for (size_t i = 0; i < FR_ARRAY_LEN(ts); i++) n += ts[i]->data ? ts[i]->nbytes : 0;
+        for (size_t i = 0; i < FR_ARRAY_LEN(ts); i++)
+            if (ts[i]->data) n += ts[i]->nbytes, *f32 += (size_t)fr_tensor_nelem(ts[i]) * 4;
     }
     return n;
 }
@@ -136,8 +141,10 @@ static void check_type(const char *ty) {
     /* kept in blocks: the matrices keep the file's type, and the weights hold the file's bytes */
     CHECK_EQ_INT(m->w.layers[0].wq.dtype, want_dtype(ty));
     CHECK_EQ_INT(m->w.layers[1].w_down.dtype, want_dtype(ty));
-    const size_t fb = file_tensor_bytes(path), mb = model_tensor_bytes(m);
-    printf("  %s: the model's tensors hold %zu bytes, the file's tensors %zu\n", ty, mb, fb);
+    size_t f32 = 0;
+    const size_t fb = file_tensor_bytes(path), mb = model_tensor_bytes(m, &f32);
+    printf("  %s: the model's tensors hold %zu bytes, the file's tensors %zu (as F32: %zu)\n", ty,
+           mb, fb, f32);
     CHECK(fb > 0 && mb == fb);
     dequantise_all(r);
     CHECK(r->w.layers[0].wq.dtype == FR_DTYPE_F32);
