@@ -141,7 +141,7 @@ uninstall:
 
 .PHONY: all tests test clean install uninstall
 .SECONDARY:
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(BUILD)/src/main.d $(TEST_BIN:=.d) $(wildcard $(BUILD)/bench/*.d)
 
 # ---- metering tests: the scripted fake NVML (tests/fakenvml), loaded by the meter via dlopen ----
 $(BUILD)/libfakenvml.so: tests/fakenvml/fakenvml.c
