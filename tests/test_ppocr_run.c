@@ -220,9 +220,9 @@ TEST(landscape_page_on_the_short_canvas) {
 }
 
 /* The shared recogniser on the CPU executor: two engines reading the English and the Chinese
- * page at once through one queue give the texts each gives alone through it, their runs mix
- * lines of both pages, the English page reads like the default engine (no spaces compared), and
- * a stopped page leaves the queue serving. */
+ * page at once through one queue give the texts each gives alone through it, the English page
+ * reads like the default engine (no spaces compared), two overlapping submissions share runs,
+ * and a stopped submission leaves the queue serving. */
 typedef struct q_arg {
     fr_ppocr *e;
     const fr_image *img;
@@ -237,6 +237,32 @@ static void *q_read(void *v) {
     a->st = fr_ppocr_run(a->e, a->img, NULL, &r, &err);
     a->text = fr_xstrdup(r.text ? r.text : "");
     fr_ocr_result_free(&r);
+    return NULL;
+}
+
+/* n blank lines of width 320 through queue q from a thread (rc: fr_ppocr_recq_run's). */
+typedef struct sub_arg {
+    fr_ppocr_recq *q;
+    int n;
+    void *unused;
+    int rc;
+} sub_arg;
+
+static void *q_submit(void *v) {
+    sub_arg *a = v;
+    float *x[40], *path[40];
+    uint32_t w[40];
+    int T[40];
+    fr_err err = {0};
+    for (int i = 0; i < a->n; i++) {
+        x[i] = fr_xcalloc((size_t)3 * FR_PPOCR_REC_H * 320, sizeof **x);
+        w[i] = 320;
+    }
+    a->rc = fr_ppocr_recq_run(a->q, a->n, x, w, NULL, path, T, &err);
+    for (int i = 0; i < a->n; i++) {
+        if (!a->rc) free(path[i]);
+        free(x[i]);
+    }
     return NULL;
 }
 
@@ -283,9 +309,8 @@ TEST(shared_recogniser_mixes_pages_and_reads_the_same) {
             CHECK_EQ_INT(both[i].st, FR_OCR_OK);
             CHECK_STR(both[i].text, alone[i].text);
         }
-        CHECK_EQ_INT(lines - lines0, lines0); /* the same lines, */
-        CHECK(runs - runs0 < runs0);          /* in fewer runs: pages shared runs */
-        CHECK(rows >= lines);
+        CHECK_EQ_INT(lines - lines0, lines0); /* the same lines (whether the two pages' lines */
+        CHECK(rows >= lines);                 /* met in a run depends on timing: see below) */
         fr_ocr_result r;
         CHECK_EQ_INT(fr_ppocr_run(ref, &en, NULL, &r, &err), FR_OCR_OK);
         static char ta[8192], tb[8192];
@@ -294,6 +319,26 @@ TEST(shared_recogniser_mixes_pages_and_reads_the_same) {
         CHECK(strlen(ta) > 100);
         CHECK_STR(tb, ta);
         fr_ocr_result_free(&r);
+        /* two submissions of 40 lines of one width: the second arrives while the first's
+         * leader runs its first run (a CPU run of 32 lines takes far longer than the 50 ms
+         * head start), so the runs are 32, 8 + 24, 16: three, not the four of two queues. A
+         * second attempt covers a scheduler that delays the first thread past that. */
+        int best = 99;
+        for (int attempt = 0; attempt < 3 && best > 3; attempt++) {
+            long r0, l0, w0, r1, l1, w1;
+            fr_ppocr_recq_stats(q, &r0, &l0, &w0);
+            sub_arg sa[2] = {{q, 40, NULL, -1}, {q, 40, NULL, -1}};
+            pthread_t st[2];
+            pthread_create(&st[0], NULL, q_submit, &sa[0]);
+            usleep(50 * 1000);
+            pthread_create(&st[1], NULL, q_submit, &sa[1]);
+            for (int i = 0; i < 2; i++) pthread_join(st[i], NULL);
+            fr_ppocr_recq_stats(q, &r1, &l1, &w1);
+            CHECK(sa[0].rc == 0 && sa[1].rc == 0);
+            CHECK_EQ_INT(l1 - l0, 80);
+            best = FR_MIN(best, (int)(r1 - r0));
+        }
+        CHECK_EQ_INT(best, 3);
         fr_cancel stop = {.fn = stop_at_once}; /* a stopped submission: no paths, queue intact */
         float *line = fr_xcalloc((size_t)3 * FR_PPOCR_REC_H * 320, sizeof *line), *path = NULL;
         uint32_t lw = 320;
