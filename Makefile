@@ -200,10 +200,11 @@ $(CUDA_BUILD)/%.o: %.c
 	$(CC) $(CUDA_CFLAGS) -MMD -MP -c $< -o $@
 
 $(CUDA_BUILD)/gpu-check: $(CUDA_BUILD)/tests/gpu/gpu_check.o $(CUDA_BUILD)/tests/gpu/ref.o \
-                         $(CUDA_BUILD)/tests/gpu/vit_check.o $(BUILD)/src/base/base.o $(CUDA_KOBJ)
+                         $(CUDA_BUILD)/tests/gpu/vit_check.o $(BUILD)/src/base/base.o \
+                         $(BUILD)/src/model/gguf.o $(CUDA_KOBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-bench: $(CUDA_BUILD)/bench/gpu/bench.o $(BUILD)/src/base/base.o \
-                         $(BUILD)/src/meter/nvml.o $(CUDA_KOBJ)
+                         $(BUILD)/src/meter/nvml.o $(BUILD)/src/model/gguf.o $(CUDA_KOBJ)
 	$(CC) -o $@ $^ $(CUDA_LIBS)
 $(CUDA_BUILD)/gpu-e2e: $(CUDA_BUILD)/tests/gpu/e2e.o $(CUDA_BUILD)/tests/gpu/vl_e2e.o $(CUDA_OBJ) $(BUILD)/libfrugal.a
 	$(CC) -o $@ $^ $(LDLIBS) $(CUDA_LIBS)

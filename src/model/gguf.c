@@ -719,3 +719,19 @@ int fr_ggml_to_f32(uint32_t type, const void *src, float *dst, int64_t n) {
         return -1;
     }
 }
+
+/* model.h's dtypes through the ggml conversions above (here, not in model.c, so the CUDA
+ * programs that link the decoder without the loader have it with gguf.o alone). */
+int fr_dtype_to_f32(fr_dtype t, const void *src, float *dst, int64_t n) {
+    static const uint32_t ggml[FR_DTYPE_COUNT] = {
+        [FR_DTYPE_F32] = FR_GGML_F32,   [FR_DTYPE_F16] = FR_GGML_F16,
+        [FR_DTYPE_BF16] = FR_GGML_BF16, [FR_DTYPE_Q8_0] = FR_GGML_Q8_0,
+        [FR_DTYPE_Q4_0] = FR_GGML_Q4_0, [FR_DTYPE_Q4_K] = FR_GGML_Q4_K,
+        [FR_DTYPE_Q5_K] = FR_GGML_Q5_K, [FR_DTYPE_Q6_K] = FR_GGML_Q6_K};
+    if ((unsigned)t >= FR_DTYPE_COUNT) return -1;
+    if (t == FR_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return 0;
+    }
+    return fr_ggml_to_f32(ggml[t], src, dst, n);
+}

@@ -58,6 +58,15 @@ void fr_lora_free(fr_lora *a) {
     free(a);
 }
 
+/* A tensor name fit for a one-line message: control bytes as '?', at most cap - 1 bytes. */
+static const char *printable(const char *in, char *out, size_t cap) {
+    size_t i = 0;
+    for (; in[i] && i + 1 < cap; i++)
+        out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
+    out[i] = 0;
+    return out;
+}
+
 /* A config key that must be absent, null, false, empty or equal to `ok` (a string). */
 static int refuse_if_set(const cJSON *c, const char *key, const char *ok, const char *path,
                          fr_err *err) {
@@ -81,8 +90,9 @@ static int read_config(fr_lora *a, const char *txt, size_t len, const char *path
     }
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(c, "peft_type");
     if (pt && (!cJSON_IsString(pt) || strcmp(pt->valuestring, "LORA"))) {
+        char v[64];
         fr_err_setc(err, FR_ERR_UNSUPPORTED, "LoRA %s: peft_type %s is not LORA", path,
-                    cJSON_IsString(pt) ? pt->valuestring : "(not a string)");
+                    cJSON_IsString(pt) ? printable(pt->valuestring, v, sizeof v) : "(not a string)");
         goto done;
     }
     if (refuse_if_set(c, "use_dora", NULL, path, err) || refuse_if_set(c, "bias", "none", path, err) ||
@@ -121,9 +131,11 @@ static int read_config(fr_lora *a, const char *txt, size_t len, const char *path
         cJSON_ArrayForEach(it, tm) {
             int m = cJSON_IsString(it) ? mod_of(it->valuestring) : -1;
             if (m < 0) {
+                char v[64];
                 fr_err_setc(err, FR_ERR_UNSUPPORTED, "LoRA %s: target module %s is not one of "
                             "q_proj k_proj v_proj o_proj gate_proj up_proj down_proj", path,
-                            cJSON_IsString(it) ? it->valuestring : "(not a string)");
+                            cJSON_IsString(it) ? printable(it->valuestring, v, sizeof v)
+                                               : "(not a string)");
                 goto done;
             }
             targets[m] = 1;
@@ -137,15 +149,6 @@ static int read_config(fr_lora *a, const char *txt, size_t len, const char *path
 done:
     cJSON_Delete(c);
     return rc;
-}
-
-/* A tensor name fit for a one-line message: control bytes as '?', at most cap - 1 bytes. */
-static const char *printable(const char *in, char *out, size_t cap) {
-    size_t i = 0;
-    for (; in[i] && i + 1 < cap; i++)
-        out[i] = (unsigned char)in[i] < 0x20 || in[i] == 0x7f ? '?' : in[i];
-    out[i] = 0;
-    return out;
 }
 
 /* One stored tensor as rows x cols f32 (malloc'd), or NULL with err set. */
