@@ -98,6 +98,10 @@ $(BUILD)/lib-alone: $(BUILD)/libfrugal.a
 $(BUILD)/bench_onnx: $(BUILD)/bench/bench_onnx.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# bench/bench_ocr_cpu.c: OCR pages/s per core, tesseract against PP-OCR, warm engines
+$(BUILD)/bench_ocr_cpu: $(BUILD)/bench/bench_ocr_cpu.o $(BUILD)/libfrugal.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 # bench/bench_grammar.c: token-mask cost of constrained decoding on a Qwen2.5-size vocabulary
 $(BUILD)/bench_grammar: $(BUILD)/bench/bench_grammar.o $(BUILD)/libfrugal.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

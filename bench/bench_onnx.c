@@ -1,6 +1,6 @@
 /* bench_onnx.c — the CPU ONNX executor (backend/onnx_exec.h) on the three PP-OCR models.
  *
- *   make build/bench_onnx && build/bench_onnx [--threads N] [--reps R] [--models DIR]
+ *   make build/bench_onnx && build/bench_onnx [--threads N] [--reps R] [--models DIR] [--only det|rec|cls]
  *
  * Cases: det on one page (1, 3, 960, 736), rec on a batch of 8 lines (8, 3, 48, 320), cls on a
  * batch of 8 lines (8, 3, 48, 192). Inputs are a deterministic pattern in [-1, 1]; one warm-up
@@ -81,20 +81,24 @@ static int bench(const char *dir, const char *file, const int64_t *dims, int thr
 
 int main(int argc, char **argv) {
     int threads = 1, reps = 5;
-    const char *dir = "models/ppocr";
+    const char *dir = "models/ppocr", *only = "";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--models")) dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--only")) only = argv[i + 1];
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--models DIR]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--models DIR] [--only det|rec|cls]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     int rc = 0;
-    rc |= bench(dir, "ch_PP-OCRv4_det_infer.onnx", (const int64_t[]){1, 3, 960, 736}, threads, reps);
-    rc |= bench(dir, "ch_PP-OCRv4_rec_infer.onnx", (const int64_t[]){8, 3, 48, 320}, threads, reps);
-    rc |= bench(dir, "ch_ppocr_mobile_v2.0_cls_infer.onnx", (const int64_t[]){8, 3, 48, 192}, threads, reps);
+    if (!*only || !strcmp(only, "det"))
+        rc |= bench(dir, "ch_PP-OCRv4_det_infer.onnx", (const int64_t[]){1, 3, 960, 736}, threads, reps);
+    if (!*only || !strcmp(only, "rec"))
+        rc |= bench(dir, "ch_PP-OCRv4_rec_infer.onnx", (const int64_t[]){8, 3, 48, 320}, threads, reps);
+    if (!*only || !strcmp(only, "cls"))
+        rc |= bench(dir, "ch_ppocr_mobile_v2.0_cls_infer.onnx", (const int64_t[]){8, 3, 48, 192}, threads, reps);
     return rc ? 1 : 0;
 }

@@ -7,7 +7,6 @@
  * the default reader tesseract and an explicit ppocr pool NOT_FOUND. */
 #include "t.h"
 
-#include <pthread.h>
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -17,7 +16,6 @@
 #include "stages/ocr/fields.h"
 #include "stages/ocr/ocr.h"
 #include "stages/ocr/ppocr.h"
-#include "stages/ocr/ppocr_net.h"
 
 static fr_ppocr_models *g_models;
 
@@ -217,151 +215,6 @@ TEST(landscape_page_on_the_short_canvas) {
     fr_image_free(&img);
     fr_ppocr_free(p);
     fr_ppocr_free(e);
-}
-
-/* The shared recogniser on the CPU executor: two engines reading the English and the Chinese
- * page at once through one queue give the texts each gives alone through it, the English page
- * reads like the default engine (no spaces compared), two overlapping submissions share runs,
- * and a stopped submission leaves the queue serving. */
-typedef struct q_arg {
-    fr_ppocr *e;
-    const fr_image *img;
-    char *text;
-    int st;
-} q_arg;
-
-static void *q_read(void *v) {
-    q_arg *a = v;
-    fr_ocr_result r;
-    fr_err err = {0};
-    a->st = fr_ppocr_run(a->e, a->img, NULL, &r, &err);
-    a->text = fr_xstrdup(r.text ? r.text : "");
-    fr_ocr_result_free(&r);
-    return NULL;
-}
-
-/* n blank lines of width 320 through queue q from a thread (rc: fr_ppocr_recq_run's). */
-typedef struct sub_arg {
-    fr_ppocr_recq *q;
-    int n;
-    void *unused;
-    int rc;
-} sub_arg;
-
-static void *q_submit(void *v) {
-    sub_arg *a = v;
-    float *x[40], *path[40];
-    uint32_t w[40];
-    int T[40];
-    fr_err err = {0};
-    for (int i = 0; i < a->n; i++) {
-        x[i] = fr_xcalloc((size_t)3 * FR_PPOCR_REC_H * 320, sizeof **x);
-        w[i] = 320;
-    }
-    a->rc = fr_ppocr_recq_run(a->q, a->n, x, w, NULL, path, T, &err);
-    for (int i = 0; i < a->n; i++) {
-        if (!a->rc) free(path[i]);
-        free(x[i]);
-    }
-    return NULL;
-}
-
-static fr_cancel_reason stop_at_once(void *ctx) {
-    (void)ctx;
-    return FR_CANCEL_CLIENT_GONE;
-}
-
-TEST(shared_recogniser_mixes_pages_and_reads_the_same) {
-    fr_ppocr *ref = engine();
-    fr_image en = {0}, zh = {0};
-    CHECK(ref != NULL);
-    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/en.png", 1, &en), 0);
-    CHECK_EQ_INT(load_png("tests/fixtures/ocr_lang/zh.png", 1, &zh), 0);
-    if (!ref || !en.pix || !zh.pix) {
-        fr_image_free(&en);
-        fr_image_free(&zh);
-        fr_ppocr_free(ref);
-        return;
-    }
-    fr_ppocr_opts o = fr_ppocr_cuda_opts(0);
-    o.device = -1;
-    fr_err err = {0};
-    fr_ppocr_recq *q = fr_ppocr_recq_new(g_models, &o, &err);
-    CHECK(q != NULL);
-    o.rec_queue = q;
-    fr_ppocr *a = q ? fr_ppocr_new(g_models, &o, &err) : NULL;
-    fr_ppocr *b = q ? fr_ppocr_new(g_models, &o, &err) : NULL;
-    CHECK(a != NULL && b != NULL);
-    if (a && b) {
-        q_arg alone[2] = {{a, &en, NULL, -1}, {a, &zh, NULL, -1}};
-        q_read(&alone[0]);
-        q_read(&alone[1]);
-        long runs0, lines0, rows0;
-        fr_ppocr_recq_stats(q, &runs0, &lines0, &rows0);
-        q_arg both[2] = {{a, &en, NULL, -1}, {b, &zh, NULL, -1}};
-        pthread_t th[2];
-        for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, q_read, &both[i]);
-        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-        long runs, lines, rows;
-        fr_ppocr_recq_stats(q, &runs, &lines, &rows);
-        for (int i = 0; i < 2; i++) {
-            CHECK_EQ_INT(alone[i].st, FR_OCR_OK);
-            CHECK_EQ_INT(both[i].st, FR_OCR_OK);
-            CHECK_STR(both[i].text, alone[i].text);
-        }
-        CHECK_EQ_INT(lines - lines0, lines0); /* the same lines (whether the two pages' lines */
-        CHECK(rows >= lines);                 /* met in a run depends on timing: see below) */
-        fr_ocr_result r;
-        CHECK_EQ_INT(fr_ppocr_run(ref, &en, NULL, &r, &err), FR_OCR_OK);
-        static char ta[8192], tb[8192];
-        no_spaces(r.text, ta, sizeof ta);
-        no_spaces(alone[0].text, tb, sizeof tb);
-        CHECK(strlen(ta) > 100);
-        CHECK_STR(tb, ta);
-        fr_ocr_result_free(&r);
-        /* two submissions of 40 lines of one width: the second arrives while the first's
-         * leader runs its first run (a CPU run of 32 lines takes far longer than the 50 ms
-         * head start), so the runs are 32, 8 + 24, 16: three, not the four of two queues. A
-         * second attempt covers a scheduler that delays the first thread past that. */
-        int best = 99;
-        for (int attempt = 0; attempt < 3 && best > 3; attempt++) {
-            long r0, l0, w0, r1, l1, w1;
-            fr_ppocr_recq_stats(q, &r0, &l0, &w0);
-            sub_arg sa[2] = {{q, 40, NULL, -1}, {q, 40, NULL, -1}};
-            pthread_t st[2];
-            pthread_create(&st[0], NULL, q_submit, &sa[0]);
-            usleep(50 * 1000);
-            pthread_create(&st[1], NULL, q_submit, &sa[1]);
-            for (int i = 0; i < 2; i++) pthread_join(st[i], NULL);
-            fr_ppocr_recq_stats(q, &r1, &l1, &w1);
-            CHECK(sa[0].rc == 0 && sa[1].rc == 0);
-            CHECK_EQ_INT(l1 - l0, 80);
-            best = FR_MIN(best, (int)(r1 - r0));
-        }
-        CHECK_EQ_INT(best, 3);
-        fr_cancel stop = {.fn = stop_at_once}; /* a stopped submission: no paths, queue intact */
-        float *line = fr_xcalloc((size_t)3 * FR_PPOCR_REC_H * 320, sizeof *line), *path = NULL;
-        uint32_t lw = 320;
-        int lt = 0;
-        CHECK_EQ_INT(fr_ppocr_recq_run(q, 1, &line, &lw, &stop, &path, &lt, &err), FR_OCR_STOPPED);
-        CHECK(path == NULL);
-        CHECK_EQ_INT(fr_ppocr_recq_run(q, 1, &line, &lw, NULL, &path, &lt, &err), 0);
-        CHECK(path != NULL && lt == 40); /* width 320: 40 steps */
-        free(path);
-        free(line);
-        q_arg again = {b, &en, NULL, -1};
-        q_read(&again);
-        CHECK_EQ_INT(again.st, FR_OCR_OK);
-        CHECK_STR(again.text, alone[0].text);
-        free(again.text);
-        for (int i = 0; i < 2; i++) free(alone[i].text), free(both[i].text);
-    }
-    fr_ppocr_free(a);
-    fr_ppocr_free(b);
-    fr_ppocr_recq_free(q);
-    fr_image_free(&en);
-    fr_image_free(&zh);
-    fr_ppocr_free(ref);
 }
 
 /* This test binary has no CUDA backend: a CUDA device is refused with UNSUPPORTED. */

@@ -327,16 +327,8 @@ int main(int argc, char **argv) {
      * plans and graphs (the first keeps the texts), then the timed loop */
     fr_ppocr_opts go = fr_ppocr_cuda_opts(0);
     double gpu_pps = 0, t_warm = 0;
-    fr_ppocr_recq *rq = fr_ppocr_recq_new(m, &go, &err);
-    if (!rq) {
-        fprintf(stderr, "gpu-ppocr: %s\n", err.msg);
-        return 1;
-    }
-    for (int k = 0; k < 2 * ntl; k++) { /* each count with the shared recogniser, then without */
-        const int nt = tl[k / 2], shared = k % 2 == 0;
-        go.rec_queue = shared ? rq : NULL;
-        long r0, l0, w0, r1, l1, w1;
-        fr_ppocr_recq_stats(rq, &r0, &l0, &w0);
+    for (int k = 0; k < ntl; k++) {
+        const int nt = tl[k];
         double t_make = fr_time_s();
         if (!(c.eng = engines(m, &go, nt))) return 1;
         c.dev = 1;
@@ -352,22 +344,16 @@ int main(int argc, char **argv) {
         times_sum(c.eng, nt, ta, &pa);
         const double pps = pass(&c, nt, seconds, 0);
         times_sum(c.eng, nt, tb, &pb);
-        fr_ppocr_recq_stats(rq, &r1, &l1, &w1);
         char what[64];
-        snprintf(what, sizeof what, "cuda %d threads, %s", nt, shared ? "shared rec" : "own rec");
+        snprintf(what, sizeof what, "cuda %d threads", nt);
         times_print(what, ta, pa, tb, pb);
-        printf("gpu-ppocr %s: %.1f pages/s (engines made in %.1f s, two warm passes %.1f s)",
+        printf("gpu-ppocr %s: %.1f pages/s (engines made in %.1f s, two warm passes %.1f s)\n",
                what, pps, t_make, tw);
-        if (shared && r1 > r0)
-            printf("; shared runs %ld, %.1f lines and %.1f rows a run", r1 - r0,
-                   (double)(l1 - l0) / (double)(r1 - r0), (double)(w1 - w0) / (double)(r1 - r0));
-        printf("\n");
         fflush(stdout);
         failed += atomic_load(&c.failed);
         engines_free(c.eng, nt);
         if (pps > gpu_pps) gpu_pps = pps, threads = nt, t_warm = tw;
     }
-    fr_ppocr_recq_free(rq);
     int agree = 0, lines = 0, lines_same = 0;
     for (int i = 0; i < n; i++) {
         write_out(sub[0], &pages[i], 0);

@@ -494,7 +494,6 @@ struct fr_ocr_pool {
     char tessdata[512];      /* copy of cfg.tessdata */
     fr_ppocr_models *pm;     /* PP-OCR: the models every engine shares (immutable), else NULL */
     fr_ppocr_opts po;        /* PP-OCR: the engines' settings */
-    fr_ppocr_recq *rq;       /* PP-OCR on CUDA: the recogniser every engine shares, else NULL */
 };
 
 static void *engine_new(fr_ocr_pool *p, fr_err *err) {
@@ -532,11 +531,6 @@ fr_ocr_pool *fr_ocr_pool_new(const fr_ocr_cfg *cfg, int n, fr_err *err) {
         }
         p->po = dk == FR_BACKEND_CUDA ? fr_ppocr_cuda_opts(di) : fr_ppocr_default_opts();
         if (!(p->pm = fr_ppocr_models_load(cfg->ppocr_dir, err))) {
-            fr_ocr_pool_free(p);
-            return NULL;
-        }
-        /* on a GPU the engines' lines share one recogniser: runs of several pages' lines */
-        if (p->po.device >= 0 && !(p->po.rec_queue = p->rq = fr_ppocr_recq_new(p->pm, &p->po, err))) {
             fr_ocr_pool_free(p);
             return NULL;
         }
@@ -625,7 +619,6 @@ void fr_ocr_pool_free(fr_ocr_pool *p) {
     if (!p) return;
     for (int i = 0; i < p->n_free; i++) engine_free(p, p->free_e[i]);
     free(p->free_e);
-    fr_ppocr_recq_free(p->rq);
     fr_ppocr_models_free(p->pm);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);

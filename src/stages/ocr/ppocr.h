@@ -264,7 +264,6 @@ char *fr_ppocr_join_text(const fr_ppocr_box *boxes, char *const *texts, int n, f
 
 typedef struct fr_ppocr_models fr_ppocr_models;
 typedef struct fr_ppocr fr_ppocr;
-typedef struct fr_ppocr_recq fr_ppocr_recq;
 
 /* Settings of one engine; fr_ppocr_default_opts gives the values shown. */
 typedef struct fr_ppocr_opts {
@@ -300,10 +299,6 @@ typedef struct fr_ppocr_opts {
                                rows x columns) or det_canvas_short x det_canvas (landscape)
                                instead, so an A4 page pays for its own shape: three detector
                                shapes in all (0) */
-    fr_ppocr_recq *rec_queue; /* borrowed: the engine's lines are recognised by this queue,
-                               shared with other engines, so one run holds lines of several
-                               pages, each at its own width bucket (NULL: its own recogniser
-                               session, runs cut by fr_ppocr_rec_batches) */
 } fr_ppocr_opts;
 
 fr_ppocr_opts fr_ppocr_default_opts(void);
@@ -328,17 +323,6 @@ int fr_ppocr_batch_rows(const fr_ppocr_opts *o, int batch, int k);
  * plus a run's fixed cost (4 rows of rec_min_w), so a few wide lines do not widen a batch of
  * narrow ones. */
 int fr_ppocr_rec_batches(const float *ratios, int n, const fr_ppocr_opts *o, int *ends);
-
-/* The recogniser shared by the engines of one device (ppocr_batch.c): one session on
- * o->device (the engines' settings: rec_batch rows at most, the width buckets of rec_min_w,
- * rec_step and rec_max_w, pad_batch). Engines made with opts.rec_queue = q submit their lines to
- * it; whoever finds it idle runs batches, the first pending line of the oldest page and more of
- * the same width from any page, oldest first, until its own lines are done. Thread-safe; must
- * outlive its engines. NULL with err set. */
-fr_ppocr_recq *fr_ppocr_recq_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err *err);
-void fr_ppocr_recq_free(fr_ppocr_recq *q);
-/* Runs, lines and padded rows so far (lines / runs: how full the runs are). */
-void fr_ppocr_recq_stats(fr_ppocr_recq *q, long *runs, long *lines, long *rows);
 
 /* An engine on m (borrowed: m must outlive it): one executor session per network. NULL with err
  * set (the executor cannot run a model: UNSUPPORTED; out of memory). */

@@ -10,7 +10,8 @@
  * the executor's error with its code.
  */
 #include "stages/ocr/ppocr.h"
-#include "stages/ocr/ppocr_net.h"
+#include "backend/cuda/onnx_cuda.h"
+#include "backend/onnx_exec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,12 @@ struct fr_ppocr_models {
     fr_onnx_model *rec; /* recogniser: x (N, 3, 48, W) → (N, W/8, classes) softmax */
     fr_ppocr_dict dict; /* classes of rec: blank, the dictionary, " " */
 };
+
+/* One network's session, on the CPU executor or on a CUDA device (the other NULL). */
+typedef struct net_sess {
+    fr_onnx_sess *cpu;
+    fr_onnx_cuda_sess *gpu;
+} net_sess;
 
 struct fr_ppocr {
     const fr_ppocr_models *m; /* borrowed */
@@ -109,8 +116,6 @@ bool fr_ppocr_models_present(const char *dir) {
     return true;
 }
 
-const fr_onnx_model *fr_ppocr_models_rec(const fr_ppocr_models *m) { return m->rec; }
-const fr_ppocr_dict *fr_ppocr_models_dict(const fr_ppocr_models *m) { return &m->dict; }
 
 void fr_ppocr_models_free(fr_ppocr_models *m) {
     if (!m) return;
@@ -157,13 +162,13 @@ fr_ppocr_models *fr_ppocr_models_load(const char *dir, fr_err *err) {
     return m;
 }
 
-void fr_ppocr_net_free(net_sess *n) {
+static void net_free(net_sess *n) {
     fr_onnx_sess_free(n->cpu);
     if (n->gpu) fr_onnx_cuda_sess_free(n->gpu);
     memset(n, 0, sizeof *n);
 }
 
-int fr_ppocr_net_new(const fr_ppocr_opts *o, const fr_onnx_model *m, int path, net_sess *n,
+static int net_new(const fr_ppocr_opts *o, const fr_onnx_model *m, int path, net_sess *n,
                      fr_err *err) {
     if (o->device < 0) {
         fr_onnx_sess_opts so = fr_onnx_sess_default_opts();
@@ -183,9 +188,9 @@ int fr_ppocr_net_new(const fr_ppocr_opts *o, const fr_onnx_model *m, int path, n
 
 void fr_ppocr_free(fr_ppocr *e) {
     if (!e) return;
-    fr_ppocr_net_free(&e->det);
-    fr_ppocr_net_free(&e->cls);
-    fr_ppocr_net_free(&e->rec);
+    net_free(&e->det);
+    net_free(&e->cls);
+    net_free(&e->rec);
     free(e->in);
     free(e->canvas);
     free(e->map);
@@ -203,9 +208,9 @@ fr_ppocr *fr_ppocr_new(const fr_ppocr_models *m, const fr_ppocr_opts *o, fr_err 
         e->o.max_boxes = FR_PPOCR_MAX_BOXES;
     if (e->o.rec_min_w < 8) e->o.rec_min_w = 8;
     if (e->o.rec_max_w < e->o.rec_min_w) e->o.rec_max_w = e->o.rec_min_w;
-    if (fr_ppocr_net_new(&e->o, m->det, 0, &e->det, err) ||
-        (e->o.use_cls && fr_ppocr_net_new(&e->o, m->cls, 0, &e->cls, err)) ||
-        (!e->o.rec_queue && fr_ppocr_net_new(&e->o, m->rec, 1, &e->rec, err))) {
+    if (net_new(&e->o, m->det, 0, &e->det, err) ||
+        (e->o.use_cls && net_new(&e->o, m->cls, 0, &e->cls, err)) ||
+        net_new(&e->o, m->rec, 1, &e->rec, err)) {
         fr_err_prefix(err, "PP-OCR");
         fr_ppocr_free(e);
         return NULL;
@@ -225,7 +230,7 @@ static float *scratch(fr_ppocr *e, size_t n) {
 
 /* One network run on x (n, 3, h, w). 0, or an fr_ocr_status: STOPPED when the cancel check says
  * stop (before the run or as the reason it failed), FAILED with err otherwise. */
-int fr_ppocr_net_run(net_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
+static int net_run(net_sess *s, const char *what, float *x, int64_t n, int64_t h, int64_t w,
                      fr_onnx_arr *out, const fr_cancel *cancel, fr_err *err) {
     if (fr_cancel_check(cancel)) return FR_OCR_STOPPED;
     fr_onnx_arr in = {.rank = 4, .dims = {n, 3, h, w}, .data = x};
@@ -296,7 +301,7 @@ static int detect(fr_ppocr *e, const fr_image *img, const fr_cancel *cancel, fr_
     if (on_canvas) x = place_on_canvas(e, x, mw, mh, nw, nh);
     lap(e, FR_PPOCR_T_DET_PREP, &t0);
     fr_onnx_arr out;
-    int rc = fr_ppocr_net_run(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
+    int rc = net_run(&e->det, "det", x, 1, nh, nw, &out, cancel, err);
     lap(e, FR_PPOCR_T_DET_NET, &t0);
     if (rc) return rc;
     if (out.rank != 4 || out.dims[0] != 1 || out.dims[1] != 1 || out.dims[2] != nh ||
@@ -367,7 +372,7 @@ static int classify(fr_ppocr *e, fr_image *crops, const int *v, int n, const fr_
         memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         lap(e, FR_PPOCR_T_CLS_PREP, &t0);
         fr_onnx_arr out;
-        int rc = fr_ppocr_net_run(&e->cls, "cls", x, kb, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
+        int rc = net_run(&e->cls, "cls", x, kb, FR_PPOCR_REC_H, FR_PPOCR_CLS_W, &out, cancel, err);
         lap(e, FR_PPOCR_T_CLS_NET, &t0);
         if (rc) return rc;
         if (out.rank != 2 || out.dims[0] != kb || out.dims[1] != 2)
@@ -404,37 +409,6 @@ static int decode_line(const fr_ppocr *e, const float *path, int T, const fr_ima
     return 0;
 }
 
-/* The recogniser over the crops v[0..n) through the shared queue (o.rec_queue): each line at its
- * own width bucket, 64 lines a submission (bounding the inputs held at once). */
-static int recognise_shared(fr_ppocr *e, const fr_image *crops, const int *v, int n,
-                            const fr_cancel *cancel, fr_ppocr_text *texts, fr_err *err) {
-    enum { CHUNK = 64 };
-    float *x[CHUNK], *path[CHUNK];
-    uint32_t w[CHUNK];
-    int T[CHUNK], rc = 0;
-    for (int s = 0; s < n && !rc; s += CHUNK) {
-        double t0 = fr_time_s();
-        const int k = FR_MIN(CHUNK, n - s);
-        for (int i = 0; i < k; i++) {
-            const fr_image *c = &crops[v[s + i]];
-            w[i] = fr_ppocr_rec_width((float)c->width / (float)c->height, e->o.rec_min_w,
-                                      e->o.rec_step, e->o.rec_max_w);
-            x[i] = fr_xmalloc((size_t)3 * FR_PPOCR_REC_H * w[i] * sizeof **x);
-            fr_ppocr_rec_prep(c, w[i], x[i]);
-        }
-        lap(e, FR_PPOCR_T_REC_PREP, &t0);
-        rc = fr_ppocr_recq_run(e->o.rec_queue, k, x, w, cancel, path, T, err);
-        lap(e, FR_PPOCR_T_REC_NET, &t0);
-        for (int i = 0; i < k; i++) {
-            if (!rc) rc = decode_line(e, path[i], T[i], &crops[v[s + i]], w[i], &texts[v[s + i]], err);
-            free(path[i]);
-            free(x[i]);
-        }
-        lap(e, FR_PPOCR_T_DECODE, &t0);
-    }
-    return rc;
-}
-
 /* The recogniser over the crops v[0..n) in batches of similar aspect ratio; texts[v[i]] set. */
 static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
                      const fr_cancel *cancel, fr_ppocr_text *texts, fr_err *err) {
@@ -461,7 +435,7 @@ static int recognise(fr_ppocr *e, const fr_image *crops, const int *v, int n,
         memset(x + per * (size_t)k, 0, per * (size_t)(kb - k) * sizeof *x);
         lap(e, FR_PPOCR_T_REC_PREP, &t0);
         fr_onnx_arr out;
-        rc = fr_ppocr_net_run(&e->rec, "rec", x, kb, FR_PPOCR_REC_H, w, &out, cancel, err);
+        rc = net_run(&e->rec, "rec", x, kb, FR_PPOCR_REC_H, w, &out, cancel, err);
         lap(e, FR_PPOCR_T_REC_NET, &t0);
         if (rc) break;
         if (out.rank != 3 || out.dims[0] != kb || out.dims[1] < 1 || out.dims[2] < 1) {
@@ -526,8 +500,7 @@ fr_ocr_status fr_ppocr_run(fr_ppocr *e, const fr_image *img, const fr_cancel *ca
     lap(e, FR_PPOCR_T_CROP, &t1);
     if (!rc && nv && (e->cls.cpu || e->cls.gpu)) rc = classify(e, crops, v, nv, cancel, err);
     if (!rc && nv)
-        rc = e->o.rec_queue ? recognise_shared(e, crops, v, nv, cancel, texts, err)
-                            : recognise(e, crops, v, nv, cancel, texts, err);
+        rc = recognise(e, crops, v, nv, cancel, texts, err);
     t1 = fr_time_s();
     if (!rc && nv && e->o.find_signs && fr_ppocr_lone_signs(boxes, crops, texts, nb, err) < 0)
         rc = FR_OCR_FAILED;
