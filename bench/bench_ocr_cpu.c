@@ -2,7 +2,8 @@
  * one process: what a server's OCR worker (one engine per core) pays per page.
  *
  *   build/bench_ocr_cpu PAGES [--engine tesseract|ppocr]... [--reps N] [--out DIR]
- *                       [--rec-min-w W] [--limit-side L] [--no-steps | --steps-only]
+ *                       [--rec-min-w W] [--limit-side L] [--rec-batch B]
+ *                       [--no-steps | --steps-only]
  *
  * PAGES holds page images (*.png, *.jpg, *.webp; bench/ocr_eval/gen_invoices.py writes them). Each
  * engine is a pool of one (fr_ocr_pool_new, the configuration `frugal ocr` uses: tesseract reads
@@ -17,7 +18,7 @@
  * which bench/ocr_eval/score.py scores against the generator's truth. For PP-OCR the steps of the
  * page pipeline (fr_ppocr_times) are printed from a separate pass over the decoded pages on an
  * engine of its own (--no-steps skips it), with its CPU seconds per page and, with --out, its
- * texts in DIR/ppocr-steps; --rec-min-w and --limit-side override that engine's settings
+ * texts in DIR/ppocr-steps; --rec-min-w, --limit-side and --rec-batch override that engine's settings
  * (fr_ppocr_opts; the pool keeps the defaults), to measure what a setting costs and reads;
  * --steps-only skips the pools and runs that pass alone. */
 #include <dirent.h>
@@ -135,30 +136,31 @@ static void ppocr_steps(const fr_ppocr_opts *o, fr_image *gray, const page *page
         printf(" %s %.1f", fr_ppocr_step_name((fr_ppocr_step)k), np ? 1e3 * t[k] / np : 0);
         sum += t[k];
     }
-    printf(" | total %.1f; CPU %.3f s/page (rec_min_w %u, limit_side %d)\n",
-           np ? 1e3 * sum / np : 0, np ? cpu / np : 0, o->rec_min_w,
-           o->det.limit_side);
+    printf(" | total %.1f; CPU %.3f s/page (rec_min_w %u, limit_side %d, rec_batch %d)\n",
+           np ? 1e3 * sum / np : 0, np ? cpu / np : 0, o->rec_min_w, o->det.limit_side,
+           o->rec_batch);
     fr_ppocr_free(e);
     fr_ppocr_models_free(m);
 }
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *engines[4];
-    int n_eng = 0, reps = 1, steps = 1, steps_only = 0, rec_min_w = 0, limit_side = 0;
+    int n_eng = 0, reps = 1, steps = 1, steps_only = 0, rec_min_w = 0, limit_side = 0, rec_batch = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--engine") && i + 1 < argc && n_eng < 4) engines[n_eng++] = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--rec-min-w") && i + 1 < argc) rec_min_w = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--limit-side") && i + 1 < argc) limit_side = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rec-batch") && i + 1 < argc) rec_batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-steps")) steps = 0;
         else if (!strcmp(argv[i], "--steps-only")) steps_only = 1;
         else if (!dir && argv[i][0] != '-') dir = argv[i];
         else dir = NULL, i = argc;
     }
-    if (!dir || reps < 1 || reps > 100 || rec_min_w < 0 || limit_side < 0) {
+    if (!dir || reps < 1 || reps > 100 || rec_min_w < 0 || limit_side < 0 || rec_batch < 0 || rec_batch > 64) {
         fprintf(stderr, "usage: bench_ocr_cpu PAGES [--engine tesseract|ppocr]... [--reps N] "
-                        "[--out DIR] [--rec-min-w W] [--limit-side L] [--no-steps | --steps-only]\n");
+                        "[--out DIR] [--rec-min-w W] [--limit-side L] [--rec-batch B] [--no-steps | --steps-only]\n");
         return 2;
     }
     if (!n_eng) engines[n_eng++] = "tesseract", engines[n_eng++] = "ppocr";
@@ -168,6 +170,7 @@ int main(int argc, char **argv) {
     fr_ppocr_opts po = fr_ppocr_default_opts();
     if (rec_min_w) po.rec_min_w = (uint32_t)rec_min_w;
     if (limit_side) po.det.limit_side = limit_side;
+    if (rec_batch) po.rec_batch = rec_batch;
     int rc = 0;
     for (int k = 0; k < n_eng; k++) {
         fr_err err = {0};

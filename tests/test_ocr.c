@@ -60,6 +60,38 @@ TEST(fields_ppocr_readings) {
     CHECK_STR(f.invoice_no, "NO-2024-1932");
     fr_fields_extract("No. of items 3\nTotal 5.00", &f); /* "No." before a word is no number */
     CHECK_STR(f.invoice_no, "");
+    /* a dollar sign read as S after its two-letter prefix, only before a figure */
+    fr_fields_extract("Harbour Tools\nTotal due: USS1,234.50", &f);
+    CHECK_STR(f.currency, "USD");
+    CHECK_STR(f.amount, "1234.50");
+    fr_fields_extract("Harbour Tools\nTotal: HKS 80.00", &f);
+    CHECK_STR(f.currency, "HKD");
+    fr_fields_extract("USS Enterprise Ltd\nTotal: 5.00\nRS 100 cable", &f);
+    CHECK_STR(f.currency, "");
+    /* a capital I read as l at a word's start before a consonant */
+    fr_fields_extract("lronbridge Supplies lnc.\nlnvoice No: 4411-22\nTotal: 3 lbs 12.00", &f);
+    CHECK_STR(f.payee, "Ironbridge Supplies Inc.");
+    CHECK_STR(f.invoice_no, "4411-22");
+    fr_fields_extract("lloyd Hall Ltd\nTotal: 5.00", &f); /* "ll", vowels, "lb" stay */
+    CHECK_STR(f.payee, "lloyd Hall Ltd");
+    /* an O or I read as a figure in an invoice number's letter prefix */
+    fr_fields_extract("Acme\nInvoice No: N0-2020-3565\nTotal 5.00", &f);
+    CHECK_STR(f.invoice_no, "NO-2020-3565");
+    fr_fields_extract("Acme\nInvoice No: 1NV-2019-4542\nTotal 5.00", &f);
+    CHECK_STR(f.invoice_no, "INV-2019-4542");
+    fr_fields_extract("Acme\nInvoice No: 2024-0042\nTotal 5.00", &f); /* figures stay */
+    CHECK_STR(f.invoice_no, "2024-0042");
+    /* an l read as 1 ending a label; a decimal point read as a slash after a grouped figure */
+    fr_fields_extract("Silverline\nSubtota1: 18,379.00\nTota1: 20,216.90", &f);
+    CHECK_STR(f.amount, "20216.90");
+    fr_fields_extract("Brightwater Co.\nDate: 03/01/2019\nBalance due EUR 9,113/18", &f);
+    CHECK_STR(f.amount, "9113.18");
+    CHECK_STR(f.date, "2019-01-03");
+    /* a label run into a name cuts it; a lower-case stretch inside the name does not */
+    fr_fields_extract("INVOICE\nVendor:GraniteLogisticsLtd\nTotal:GBP4,122.24", &f);
+    CHECK_STR(f.payee, "GraniteLogisticsLtd");
+    fr_fields_extract("INVOICE\nVendor: Acme LtdDate: 2024-01-02\nTotal 5.00", &f);
+    CHECK_STR(f.payee, "Acme Ltd");
 }
 
 /* A page whose currency symbol the reader cannot emit (PP-OCR's dictionary has no euro or pound

@@ -591,8 +591,9 @@ TEST(signs_the_dictionary_lacks_from_the_glyph) {
     /* ':' step 2, figures 1 2 . 5 0 at steps 9 13 17 21 25 (pitch 4 steps = 16 px) */
     int steps[6] = {2, 9, 13, 17, 21, 25}, cls[6] = {12, 2, 3, 11, 6, 1};
     fr_err err = {0};
-    for (int kind = 0; kind < 5; kind++) {
+    for (int kind = 0; kind < 6; kind++) {
         sign_line l;
+        cls[3] = kind == 5 ? 3 : 11; /* kind 5: "12250", a number without decimals */
         sign_line_make(&l, C, steps, cls, 6);
         ink(&l.crop, 8, 11, 18, 21), ink(&l.crop, 8, 11, 30, 33); /* the colon */
         for (int i = 1; i < 6; i++)                                /* the figures */
@@ -600,7 +601,7 @@ TEST(signs_the_dictionary_lacks_from_the_glyph) {
         if (kind == 0) { /* a pound: stem, crossbar, a bar to the bottom-left corner */
             ink(&l.crop, 23, 25, 10, 37), ink(&l.crop, 20, 28, 22, 24), ink(&l.crop, 20, 29, 34, 37);
             ink(&l.crop, 25, 29, 10, 12);
-        } else if (kind == 1) { /* a euro: a C whose lower curve leaves the corner empty */
+        } else if (kind == 1 || kind == 5) { /* a euro: a C whose lower curve leaves the corner empty */
             ink(&l.crop, 20, 22, 14, 30), ink(&l.crop, 23, 29, 10, 13), ink(&l.crop, 24, 29, 34, 37);
             ink(&l.crop, 19, 26, 20, 21), ink(&l.crop, 19, 26, 25, 26);
         } else if (kind == 4) { /* a dash: not of the line's height, no sign */
@@ -609,13 +610,17 @@ TEST(signs_the_dictionary_lacks_from_the_glyph) {
             ink(&l.crop, 20, 29, 10, 37);
             for (int s = 0; s < l.T * C; s++) l.probs[s] = s % C == 0;
         }
-        fr_ppocr_text t = {fr_xstrdup(kind == 3 ? "" : ":12.50"), 0.9f, 0};
+        fr_ppocr_text t = {fr_xstrdup(kind == 3 ? "" : kind == 5 ? ":12250" : ":12.50"), 0.9f, 0};
         int rc = fr_ppocr_find_signs(l.probs, l.T, C, &d, &l.crop, 160, &t, &err);
         if (kind == 0) CHECK_STR(t.text, ":\xc2\xa3" "12.50");
         if (kind == 1) CHECK_STR(t.text, ":\xe2\x82\xac" "12.50");
         if (kind == 2 || kind == 3) CHECK_EQ_INT(rc, 0); /* blank paper (a space) / no figure */
         if (kind == 2) CHECK_STR(t.text, ":12.50");
         if (kind == 4) CHECK_STR(t.text, ":12.50");
+        if (kind == 5) { /* an invoice or account number is no price: no sign before it */
+            CHECK_EQ_INT(rc, 0);
+            CHECK_STR(t.text, ":12250");
+        }
         free(t.text);
         free(l.probs);
         fr_image_free(&l.crop);

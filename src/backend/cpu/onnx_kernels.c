@@ -193,6 +193,10 @@ static void dw_rows_fused(const ox_conv *cv, const float *x, const float *w, flo
                     const float *t = p + i * sw;
                     q[i] += w0 * t[0] + w1 * t[1] + w2 * t[2];
                 }
+            } else if (sw == 1) {
+                const float w3 = wr[3], w4 = wr[4];
+                for (int64_t i = 0; i < n; i++)
+                    q[i] += w0 * p[i] + w1 * p[i + 1] + w2 * p[i + 2] + w3 * p[i + 3] + w4 * p[i + 4];
             } else {
                 const float w3 = wr[3], w4 = wr[4];
                 for (int64_t i = 0; i < n; i++) {

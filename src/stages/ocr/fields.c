@@ -419,6 +419,18 @@ static void copy_trim(char *dst, size_t cap, const char *s, const char *end) {
 /* The text as the extractor reads it (malloc'd): NFKC (fullwidth digits, letters and
  * punctuation become ASCII: "１２３，４５" -> "123,45", "：" -> ":", "№" -> "No", "￥" -> "¥"),
  * then dashes U+2010..U+2015 and U+2212 become '-'. Invalid UTF-8 is kept as it is. */
+/* Whether the '/' at r (in t) is a decimal point read as a slash: after a figure with a group
+ * separator ("9,113/18", "1.234/50") and before exactly two figures, so never in a date. */
+static bool slash_is_point(const char *t, const char *r) {
+    if (!isdigit((unsigned char)r[1]) || !isdigit((unsigned char)r[2]) || isdigit((unsigned char)r[3]) ||
+        r[3] == '/')
+        return false;
+    int d = 0;
+    const char *p = r;
+    while (p > t && isdigit((unsigned char)p[-1])) p--, d++;
+    return d == 3 && p - t >= 2 && (p[-1] == ',' || p[-1] == '.') && isdigit((unsigned char)p[-2]);
+}
+
 static char *fields_normalise(const char *text) {
     char *t = (char *)utf8proc_NFKC((const utf8proc_uint8_t *)text);
     if (!t) {
@@ -434,6 +446,20 @@ static char *fields_normalise(const char *text) {
         if (c0 == 0xE2 && ((c1 == 0x80 && c2 >= 0x90 && c2 <= 0x95) || (c1 == 0x88 && c2 == 0x92))) {
             *w++ = '-';
             r += 3;
+        } else if (c0 == '1' && r - t >= 2 && islower((unsigned char)r[-1]) &&
+                   islower((unsigned char)r[-2]) && !isalnum(c1)) {
+            /* an l read as 1 at the end of a word ("Tota1:", "Subtota1") */
+            *w++ = 'l';
+            r++;
+        } else if (c0 == '/' && slash_is_point(t, r)) {
+            *w++ = '.';
+            r++;
+        } else if (c0 == 'l' && (r == t || !isalnum((unsigned char)r[-1])) && islower(c1) &&
+                   !strchr("aeiouylb", (int)c1) && islower(c2)) {
+            /* a capital I read as l at a word's start, before a consonant no English word
+             * starts "l" with ("lnvoice", "lronbridge", "lnc.") */
+            *w++ = 'I';
+            r++;
         } else *w++ = *r++;
     }
     *w = 0;
@@ -469,6 +495,19 @@ static bool invoice_token(const char *s, const char *end, char *out, size_t cap)
         if (prefix_then_digits || dash)
             for (char *c = out; *c; c++)
                 if (*c == '.') *c = '-';
+    }
+    /* a letter prefix with an O or I read as a figure ("N0-2020-3565", "1NV-2019-4542"): a
+     * prefix of 2-4 before the first dash, holding a capital, whose other characters are 0 and 1 */
+    char *dsh = strchr(out, '-');
+    if (dsh && dsh - out >= 2 && dsh - out <= 4) {
+        bool cap_seen = false, only = true;
+        for (char *c = out; c < dsh; c++) {
+            cap_seen |= isupper((unsigned char)*c) != 0;
+            only &= isupper((unsigned char)*c) || *c == '0' || *c == '1';
+        }
+        if (cap_seen && only)
+            for (char *c = out; c < dsh; c++)
+                if (*c == '0' || *c == '1') *c = *c == '0' ? 'O' : 'I';
     }
     return true;
 }
@@ -515,6 +554,16 @@ static int number_label_at(const sq_line *q, int k) {
     return -1;
 }
 
+/* Whether a label found at k of q cuts a payee: one that starts a word; without words also one
+ * run into the text before it, which starts with a capital ("Acme LtdDate:") or is not ASCII
+ * (a CJK label); not a lower-case stretch inside a name ("GraniteLogistics" holds "tel"). */
+static bool stop_label_at(const sq_line *q, int k, bool words) {
+    if (word_start(q, k)) return true;
+    if (words) return false;
+    const unsigned char c = (unsigned char)q->orig[q->map[k]];
+    return isupper(c) || c >= 0x80;
+}
+
 /* Payee text: the rest of the line, cut before another field's label ("Acme Ltd Date: ...",
  * "Acme Ltd No. 80053529"); words: only labels that start a word count (a first line taken as
  * the payee: "Granite Logistics" holds "tel"). */
@@ -532,7 +581,7 @@ static void payee_value(const sq_line *q, int k, bool words, char *out, size_t c
     int stop = q->n;
     for (size_t i = 0; i < FR_ARRAY_LEN(STOP); i++)
         for (const char *p = strstr(q->s + k, STOP[i]); p; p = strstr(p + 1, STOP[i]))
-            if (p - q->s > k && p - q->s < stop && (!words || word_start(q, (int)(p - q->s)))) {
+            if (p - q->s > k && p - q->s < stop && stop_label_at(q, (int)(p - q->s), words)) {
                 stop = (int)(p - q->s);
                 break;
             }
@@ -775,6 +824,19 @@ const char *fr_fields_currency_in(const char *s, size_t n, size_t *at) {
             }
         }
         if (!wstart || !ascii_alpha((unsigned char)s[i])) continue;
+        /* a two-letter prefix of a dollar sign with the sign read as S ("USS1,234.50", "HKS 80"):
+         * the prefix's code when a figure follows */
+        for (size_t k = 0; k < FR_ARRAY_LEN(CUR_SYM); k++) {
+            size_t l = strlen(CUR_SYM[k].k), f = i + l;
+            if (l < 3 || CUR_SYM[k].k[l - 1] != '$' || l > n - i ||
+                memcmp(s + i, CUR_SYM[k].k, l - 1) || s[f - 1] != 'S')
+                continue;
+            if (f < n && s[f] == ' ') f++;
+            if (f < n && isdigit((unsigned char)s[f])) {
+                if (at) *at = i;
+                return CUR_SYM[k].code;
+            }
+        }
         size_t e = i;
         while (e < n && ascii_alpha((unsigned char)s[e])) e++;
         size_t wl = e - i;

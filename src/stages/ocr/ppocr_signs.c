@@ -64,6 +64,29 @@ static bool is_money_sep(const fr_ppocr_dict *d, int c) {
 
 static bool is_space_cls(const fr_ppocr_dict *d, int c) { return !strcmp(d->chars[c], " "); }
 
+/* Whether the number of emitted chars that starts at k (dir +1) or ends at k (dir -1) reads as
+ * a price: figures and separators whose last separator has exactly two figures after it
+ * ("1,234.50", "80,00"). An invoice or account number ("81221524") is no price, so no sign. */
+static bool price_run(const fr_ppocr_dict *d, const int *cls, int n, int k, int dir) {
+    int a = k, b = k; /* a space between figure groups ("1 234,56") is part of the number */
+    if (dir > 0)
+        while (b + 1 < n && (is_digit_cls(d, cls[b + 1]) || is_money_sep(d, cls[b + 1]) ||
+                             (is_space_cls(d, cls[b + 1]) && b + 2 < n && is_digit_cls(d, cls[b + 2]))))
+            b++;
+    else
+        while (a > 0 && (is_digit_cls(d, cls[a - 1]) || is_money_sep(d, cls[a - 1]) ||
+                         (is_space_cls(d, cls[a - 1]) && a > 1 && is_digit_cls(d, cls[a - 2]))))
+            a--;
+    while (b > a && is_money_sep(d, cls[b])) b--; /* a sentence's full stop after it */
+    int tail = 0;
+    for (int j = b; j >= a; j--) {
+        if (is_money_sep(d, cls[j])) return tail == 2;
+        if (is_space_cls(d, cls[j])) return false; /* "1,234 56": groups, no decimals */
+        tail++;
+    }
+    return false;
+}
+
 static bool is_ascii_letter_cls(const fr_ppocr_dict *d, int c) {
     const char *s = d->chars[c];
     return ((s[0] | 32) >= 'a' && (s[0] | 32) <= 'z') && !s[1];
@@ -232,6 +255,8 @@ int fr_ppocr_find_signs_path(const float *path, int T, const fr_ppocr_dict *d,
         bool ends = kn >= n || (!is_digit_cls(d, cls[kn]) && !is_money_sep(d, cls[kn]));
         if (starts && kp >= 0 && is_known_mark(d, cls[kp])) starts = false;
         if (ends && kn < n && is_known_mark(d, cls[kn])) ends = false;
+        starts = starts && price_run(d, cls, n, k, +1);
+        ends = ends && price_run(d, cls, n, k, -1);
         if (starts) {
             int kpp = kp - 1;
             while (kpp >= 0 && is_space_cls(d, cls[kpp])) kpp--;
