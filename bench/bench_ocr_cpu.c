@@ -108,23 +108,33 @@ static void write_out(const char *dir, const char *name, const char *text) {
     cJSON_Delete(o);
 }
 
-/* The PP-OCR steps over the pages' gray images on one engine with opts o (with odir: the texts
- * into odir/NAME.out.json). */
-static void ppocr_steps(const fr_ppocr_opts *o, fr_image *gray, const page *pages, int n,
-                        const char *odir) {
+/* The PP-OCR steps over the pages, decoded to gray as the image stage does, on one engine with
+ * opts o (with out: the texts into out/ppocr-steps/NAME.out.json). */
+static void ppocr_steps(const fr_ppocr_opts *o, const page *pages, int n, const char *out) {
     fr_err err = {0};
+    char odir[1024] = "";
+    if (out) {
+        snprintf(odir, sizeof odir, "%s/ppocr-steps", out);
+        mkdir(out, 0755), mkdir(odir, 0755);
+    }
+    fr_image *gray = fr_xcalloc((size_t)n, sizeof *gray);
+    for (int i = 0; i < n; i++)
+        if (fr_img_decode((const uint8_t *)pages[i].data, pages[i].len, NULL, NULL, 1, &gray[i], &err))
+            fprintf(stderr, "  %s: %s\n", pages[i].name, err.msg);
     fr_ppocr_models *m = fr_ppocr_models_load(NULL, &err);
     fr_ppocr *e = m ? fr_ppocr_new(m, o, &err) : NULL;
     if (!e) {
         fprintf(stderr, "bench_ocr_cpu: ppocr steps: %s\n", err.msg);
         if (m) fr_ppocr_models_free(m);
+        for (int i = 0; i < n; i++) fr_image_free(&gray[i]);
+        free(gray);
         return;
     }
     const double c0 = cpu_s();
     for (int i = 0; i < n; i++) {
         fr_ocr_result r;
-        if (fr_ppocr_run(e, &gray[i], NULL, &r, &err) != FR_OCR_OK) continue;
-        if (odir) write_out(odir, pages[i].name, r.text ? r.text : "");
+        if (!gray[i].pix || fr_ppocr_run(e, &gray[i], NULL, &r, &err) != FR_OCR_OK) continue;
+        if (odir[0]) write_out(odir, pages[i].name, r.text ? r.text : "");
         fr_ocr_result_free(&r);
     }
     const double cpu = cpu_s() - c0;
@@ -141,6 +151,8 @@ static void ppocr_steps(const fr_ppocr_opts *o, fr_image *gray, const page *page
            o->rec_batch);
     fr_ppocr_free(e);
     fr_ppocr_models_free(m);
+    for (int i = 0; i < n; i++) fr_image_free(&gray[i]);
+    free(gray);
 }
 
 int main(int argc, char **argv) {
@@ -183,19 +195,8 @@ int main(int argc, char **argv) {
         oc.lang = fr_ocr_tessdata_dir(&(fr_ocr_cfg){.lang = "chi_sim"}, tdir, sizeof tdir)
                       ? "eng+chi_sim"
                       : "eng";
-        if (steps_only) { /* the pages decoded as the image stage does, then the steps pass */
-            if (oc.kind != FR_OCR_KIND_PPOCR) continue;
-            fr_image *g = fr_xcalloc((size_t)n, sizeof *g);
-            for (int i = 0; i < n; i++)
-                if (fr_img_decode((const uint8_t *)pages[i].data, pages[i].len, NULL, NULL, 1, &g[i],
-                                  &err))
-                    fprintf(stderr, "  %s: %s\n", pages[i].name, err.msg);
-            char sdir[1024];
-            snprintf(sdir, sizeof sdir, "%s/ppocr-steps", out ? out : ".");
-            if (out) mkdir(out, 0755), mkdir(sdir, 0755);
-            ppocr_steps(&po, g, pages, n, out ? sdir : NULL);
-            for (int i = 0; i < n; i++) fr_image_free(&g[i]);
-            free(g);
+        if (steps_only) {
+            if (oc.kind == FR_OCR_KIND_PPOCR) ppocr_steps(&po, pages, n, out);
             continue;
         }
         fr_ocr_pool *pool = fr_ocr_pool_new(&oc, 1, &err);
@@ -210,7 +211,6 @@ int main(int argc, char **argv) {
             snprintf(odir, sizeof odir, "%s/%s", out, engines[k]);
             mkdir(odir, 0755);
         }
-        fr_image *gray = fr_xcalloc((size_t)n, sizeof *gray);
         fr_image_stage_cfg sc = {.force_ocr = true};
         fr_image_stage_result res;
         if (!fr_image_stage_run(pool, (const uint8_t *)pages[0].data, pages[0].len, NULL, &sc, &res,
@@ -227,10 +227,6 @@ int main(int argc, char **argv) {
                     continue;
                 }
                 if (!r && odir[0]) write_out(odir, pages[i].name, res.ocr.text ? res.ocr.text : "");
-                if (!r && steps && oc.kind == FR_OCR_KIND_PPOCR) {
-                    gray[i] = res.gray; /* kept for the steps pass */
-                    res.gray = (fr_image){0};
-                }
                 fr_image_stage_result_free(&res);
             }
         const double cpu = cpu_s() - c0, wall = fr_time_s() - w0, done = (double)n * reps - failed;
@@ -239,14 +235,7 @@ int main(int argc, char **argv) {
                engines[k], n, reps, failed, done > 0 ? cpu / done : 0,
                cpu > 0 ? done / cpu : 0, done > 0 ? wall / done : 0);
         fr_ocr_pool_free(pool);
-        if (steps && oc.kind == FR_OCR_KIND_PPOCR) {
-            char sdir[1024];
-            snprintf(sdir, sizeof sdir, "%s/ppocr-steps", out ? out : ".");
-            if (out) mkdir(sdir, 0755);
-            ppocr_steps(&po, gray, pages, n, out ? sdir : NULL);
-        }
-        for (int i = 0; i < n; i++) fr_image_free(&gray[i]);
-        free(gray);
+        if (steps && oc.kind == FR_OCR_KIND_PPOCR) ppocr_steps(&po, pages, n, out);
         rc |= failed > 0;
     }
     for (int i = 0; i < n; i++) free(pages[i].data);
